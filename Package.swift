@@ -1,0 +1,54 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "SSHKit",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "SSHKit", targets: ["SSHKit"]),
+        .executable(name: "ssh-exec", targets: ["ssh-exec"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // libssh as the system provides it (Debian: libssh-dev). Only SSHCore depends on it.
+        .systemLibrary(
+            name: "CLibSSH",
+            pkgConfig: "libssh",
+            providers: [.apt(["libssh-dev"])]
+        ),
+        // The C core: the only code that calls libssh. One worker thread per connection.
+        .target(
+            name: "SSHCore",
+            dependencies: ["CLibSSH"],
+            cSettings: [
+                .define("_GNU_SOURCE"),
+            ],
+            linkerSettings: [.linkedLibrary("ssh"), .linkedLibrary("pthread")]
+        ),
+        // The Swift API. Only Sources/SSHKit/Internal imports SSHCore.
+        .target(
+            name: "SSHKit",
+            dependencies: [
+                "SSHCore",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "ssh-exec",
+            dependencies: [
+                "SSHKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/ssh-exec"
+        ),
+        .testTarget(
+            name: "SSHKitTests",
+            dependencies: ["SSHKit", "SSHCore"],
+            path: "Tests/SSHKitTests"
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

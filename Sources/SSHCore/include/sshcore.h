@@ -1,0 +1,410 @@
+/*
+ * sshcore.h - the public interface of SSHCore.
+ *
+ * SSHCore is the only code in this package that calls libssh. This header
+ * deliberately does not include libssh: it exposes opaque handles, plain
+ * structs and completion callbacks only, so `import SSHCore` in Swift exposes
+ * no ssh_* symbol.
+ *
+ * Threading: every connection owns one worker thread. All libssh calls for a
+ * connection run on that thread. Every function in this header may be called
+ * from any thread and never blocks on the network. Completion callbacks run on
+ * the worker thread, or, for a cancelled operation, on the thread that called
+ * the cancel function. Each completion is called exactly once.
+ */
+#ifndef SSHCORE_H
+#define SSHCORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#pragma clang assume_nonnull begin
+
+/* ---------------------------------------------------------------------- */
+/* Errors: one X-macro table generates the enum, names and messages.       */
+/* SSHKit's SSHError.Code mirrors it in one exhaustive switch.             */
+/* ---------------------------------------------------------------------- */
+
+#define SSHCORE_ERROR_MAP(XX)                                                  \
+    XX(OK, "success")                                                          \
+    XX(INVALID_ARGUMENT, "invalid argument")                                   \
+    XX(INVALID_STATE, "call not allowed in the current state")                 \
+    XX(OUT_OF_MEMORY, "out of memory")                                         \
+    XX(SYSTEM, "system call failed")                                           \
+    XX(NAME_RESOLUTION, "host name could not be resolved")                     \
+    XX(CONNECTION_REFUSED, "connection refused")                               \
+    XX(HOST_UNREACHABLE, "host or network unreachable")                        \
+    XX(CONNECT_TIMEOUT, "connection attempt timed out")                        \
+    XX(KEY_EXCHANGE, "key exchange failed")                                    \
+    XX(HOST_KEY_REJECTED, "host key rejected")                                 \
+    XX(AUTH_DENIED, "authentication failed")                                   \
+    XX(PRIVATE_KEY, "private key could not be loaded")                         \
+    XX(AGENT, "ssh-agent could not be used")                                   \
+    XX(DISCONNECTED, "the server closed the connection")                       \
+    XX(CONNECTION_LOST, "connection lost")                                     \
+    XX(CLOSED, "the connection was closed")                                    \
+    XX(CHANNEL_OPEN_REFUSED, "the server refused to open a channel")           \
+    XX(CHANNEL_REQUEST_FAILED, "the server refused a channel request")         \
+    XX(OUTPUT_LIMIT, "command output exceeded the limit")                      \
+    XX(CANCELLED, "operation cancelled")                                       \
+    XX(PROTOCOL, "SSH protocol error")
+
+/* closed: Swift imports it as a frozen enum and switches over it exhaustively */
+typedef enum __attribute__((enum_extensibility(closed))) sshcore_err {
+#define SSHCORE_ERR_ENUM(name, msg) SSHCORE_E_##name,
+    SSHCORE_ERROR_MAP(SSHCORE_ERR_ENUM)
+#undef SSHCORE_ERR_ENUM
+} sshcore_err;
+
+/** @brief The symbolic name of an error code ("CONNECTION_REFUSED"). */
+const char *sshcore_err_name(int code);
+/** @brief The fixed English message of an error code. */
+const char *sshcore_err_message(int code);
+
+/**
+ * @brief A failure, filled on the worker right after the failing call.
+ *
+ * `lib_function`, `lib_code` and `lib_message` copy what libssh said
+ * (ssh_get_error / ssh_get_error_code) at the moment of failure; they are
+ * empty when libssh was not involved.
+ */
+typedef struct sshcore_error {
+    int code;              /**< sshcore_err */
+    int sys_errno;         /**< errno or getaddrinfo code, 0 if none */
+    int lib_code;          /**< ssh_get_error_code(), 0 if none */
+    char lib_function[48]; /**< the libssh function that failed */
+    char lib_message[320]; /**< ssh_get_error() text */
+    char detail[320];      /**< what the core adds: methods left, ... */
+} sshcore_error;
+
+/* ---------------------------------------------------------------------- */
+/* State machines: pure transition functions, no I/O.                      */
+/* ---------------------------------------------------------------------- */
+
+#define SSHCORE_CONN_STATE_MAP(XX)                                             \
+    XX(IDLE, "idle")                                                           \
+    XX(CONNECTING, "connecting")                                               \
+    XX(AUTHENTICATING, "authenticating")                                       \
+    XX(READY, "ready")                                                         \
+    XX(CLOSING, "closing")                                                     \
+    XX(CLOSED, "closed")                                                       \
+    XX(FAILED, "failed")
+
+#define SSHCORE_CONN_EVENT_MAP(XX)                                             \
+    XX(START, "start")                                                         \
+    XX(HANDSHAKE_DONE, "handshakeDone")                                        \
+    XX(AUTH_OK, "authOK")                                                      \
+    XX(FAILURE, "failure")                                                     \
+    XX(CLOSE, "close")                                                         \
+    XX(TORN_DOWN, "tornDown")                                                  \
+    XX(OPEN_CHANNEL, "openChannel")
+
+#define SSHCORE_CONN_ACTION_MAP(XX)                                            \
+    XX(NONE, "none")                                                           \
+    XX(CONNECT, "connect")                                                     \
+    XX(AUTHENTICATE, "authenticate")                                           \
+    XX(REPORT_READY, "reportReady")                                            \
+    XX(TEAR_DOWN, "tearDown")                                                  \
+    XX(FINISH, "finish")                                                       \
+    XX(OPEN_CHANNEL, "openChannel")                                            \
+    XX(REJECT, "reject")
+
+#define SSHCORE_CHAN_STATE_MAP(XX)                                             \
+    XX(OPENING, "opening")                                                     \
+    XX(OPEN, "open")                                                           \
+    XX(EOF_SENT, "eofSent")                                                    \
+    XX(EOF_RECEIVED, "eofReceived")                                            \
+    XX(CLOSING, "closing")                                                     \
+    XX(CLOSED, "closed")
+
+#define SSHCORE_CHAN_EVENT_MAP(XX)                                             \
+    XX(OPEN_OK, "openOK")                                                      \
+    XX(OPEN_FAILED, "openFailed")                                              \
+    XX(SEND_EOF, "sendEOF")                                                    \
+    XX(RECV_EOF, "recvEOF")                                                    \
+    XX(RECV_CLOSE, "recvClose")                                                \
+    XX(CLOSE, "close")                                                         \
+    XX(CONN_LOST, "connectionLost")
+
+#define SSHCORE_CHAN_ACTION_MAP(XX)                                            \
+    XX(NONE, "none")                                                           \
+    XX(START_IO, "startIO")                                                    \
+    XX(SEND_EOF, "sendEOF")                                                    \
+    XX(SEND_CLOSE, "sendClose")                                                \
+    XX(FINISH, "finish")                                                       \
+    XX(FAIL, "fail")                                                           \
+    XX(REJECT, "reject")
+
+#define SSHCORE_ENUM_CONN_STATE(n, s) SSHCORE_CONN_##n,
+#define SSHCORE_ENUM_CONN_EVENT(n, s) SSHCORE_CONN_EV_##n,
+#define SSHCORE_ENUM_CONN_ACTION(n, s) SSHCORE_CONN_ACT_##n,
+#define SSHCORE_ENUM_CHAN_STATE(n, s) SSHCORE_CHAN_##n,
+#define SSHCORE_ENUM_CHAN_EVENT(n, s) SSHCORE_CHAN_EV_##n,
+#define SSHCORE_ENUM_CHAN_ACTION(n, s) SSHCORE_CHAN_ACT_##n,
+
+typedef enum sshcore_conn_state {
+    SSHCORE_CONN_STATE_MAP(SSHCORE_ENUM_CONN_STATE) SSHCORE_CONN__COUNT
+} sshcore_conn_state;
+typedef enum sshcore_conn_event {
+    SSHCORE_CONN_EVENT_MAP(SSHCORE_ENUM_CONN_EVENT) SSHCORE_CONN_EV__COUNT
+} sshcore_conn_event;
+typedef enum sshcore_conn_action {
+    SSHCORE_CONN_ACTION_MAP(SSHCORE_ENUM_CONN_ACTION) SSHCORE_CONN_ACT__COUNT
+} sshcore_conn_action;
+typedef enum sshcore_chan_state {
+    SSHCORE_CHAN_STATE_MAP(SSHCORE_ENUM_CHAN_STATE) SSHCORE_CHAN__COUNT
+} sshcore_chan_state;
+typedef enum sshcore_chan_event {
+    SSHCORE_CHAN_EVENT_MAP(SSHCORE_ENUM_CHAN_EVENT) SSHCORE_CHAN_EV__COUNT
+} sshcore_chan_event;
+typedef enum sshcore_chan_action {
+    SSHCORE_CHAN_ACTION_MAP(SSHCORE_ENUM_CHAN_ACTION) SSHCORE_CHAN_ACT__COUNT
+} sshcore_chan_action;
+
+/**
+ * @brief Apply an event to a connection state.
+ * @param[in,out] state the current state; replaced by the next state.
+ * @return the action the caller must perform. REJECT leaves the state
+ *         unchanged and means the event is not allowed in that state.
+ */
+sshcore_conn_action sshcore_conn_fsm_apply(sshcore_conn_state *state,
+                                           sshcore_conn_event event);
+/** @brief Apply an event to a channel state; see sshcore_conn_fsm_apply. */
+sshcore_chan_action sshcore_chan_fsm_apply(sshcore_chan_state *state,
+                                           sshcore_chan_event event);
+
+const char *sshcore_conn_state_name(int state);
+const char *sshcore_conn_event_name(int event);
+const char *sshcore_conn_action_name(int action);
+const char *sshcore_chan_state_name(int state);
+const char *sshcore_chan_event_name(int event);
+const char *sshcore_chan_action_name(int action);
+
+/* ---------------------------------------------------------------------- */
+/* Connections                                                             */
+/* ---------------------------------------------------------------------- */
+
+typedef struct sshcore_conn sshcore_conn;
+typedef struct sshcore_op sshcore_op;
+
+typedef enum sshcore_auth_kind {
+    SSHCORE_AUTH_PASSWORD = 1,     /**< secret: the password */
+    SSHCORE_AUTH_KEY_FILE = 2,     /**< secret: path; passphrase optional */
+    SSHCORE_AUTH_KEY_MEMORY = 3,   /**< secret: PEM/OpenSSH text; passphrase */
+    SSHCORE_AUTH_AGENT = 4,        /**< secret: agent socket path or NULL */
+    SSHCORE_AUTH_KBDINT = 5,       /**< answers come via the kbdint callback */
+} sshcore_auth_kind;
+
+/** One authentication method; methods are tried in the order given. */
+typedef struct sshcore_auth_method {
+    sshcore_auth_kind kind;
+    const char *_Nullable secret;
+    const char *_Nullable passphrase;
+} sshcore_auth_method;
+
+/** Bits of the methods a server offers (ssh_userauth_list). */
+enum {
+    SSHCORE_METHOD_NONE = 1 << 0,
+    SSHCORE_METHOD_PASSWORD = 1 << 1,
+    SSHCORE_METHOD_PUBLICKEY = 1 << 2,
+    SSHCORE_METHOD_HOSTBASED = 1 << 3,
+    SSHCORE_METHOD_KBDINT = 1 << 4,
+    SSHCORE_METHOD_GSSAPI = 1 << 5,
+};
+
+/** The key a server presented during key exchange. */
+typedef struct sshcore_hostkey {
+    const char *type;        /**< "ssh-ed25519", "ecdsa-sha2-nistp256", ... */
+    const char *sha256;      /**< "SHA256:<base64 without padding>" */
+    const char *base64;      /**< the public key blob, base64 */
+    const char *host;        /**< as configured */
+    uint16_t port;
+} sshcore_hostkey;
+
+/** A keyboard-interactive challenge; answer with sshcore_conn_kbdint_reply. */
+typedef struct sshcore_kbdint {
+    const char *name;
+    const char *instruction;
+    size_t count;
+    const char *_Nonnull const *_Nonnull prompts;
+    const int *echo;
+} sshcore_kbdint;
+
+typedef struct sshcore_conn_callbacks {
+    /** Passed to every callback; owned by the caller until `released`. */
+    void *_Nullable ctx;
+    /** The connect operation ended; err->code is SSHCORE_E_OK on success. */
+    void (*connected)(void *_Nullable ctx, const sshcore_error *err);
+    /** Decide on the presented key: call sshcore_conn_hostkey_verdict exactly
+     *  once (from any thread, later is fine). The core keeps the connection
+     *  object alive until then. */
+    void (*hostkey)(void *_Nullable ctx, sshcore_conn *conn, const sshcore_hostkey *key);
+    /** Answer with sshcore_conn_kbdint_reply exactly once (NULL answers
+     *  abort); the connection object stays alive until then. */
+    void (*kbdint)(void *_Nullable ctx, sshcore_conn *conn, const sshcore_kbdint *challenge);
+    /** The worker finished: every fd is closed, every operation completed. */
+    void (*_Nullable terminated)(void *_Nullable ctx);
+    /** The core will never use ctx again; the caller may free it. */
+    void (*_Nullable released)(void *_Nullable ctx);
+} sshcore_conn_callbacks;
+
+typedef struct sshcore_config {
+    const char *host;
+    uint16_t port;
+    const char *user;
+    /** Absolute deadline for TCP connect + key exchange + authentication,
+     *  not counting time spent waiting for the hostkey / kbdint callbacks. */
+    int connect_timeout_ms;
+    /** libssh's own SSH_OPTIONS_TIMEOUT backstop in seconds (> 0). */
+    int backstop_timeout_s;
+    const sshcore_auth_method *methods;
+    size_t method_count;
+    /** libssh log verbosity (0 = none); logs go to stderr. */
+    int libssh_verbosity;
+} sshcore_config;
+
+/**
+ * @brief Create a connection and start connecting on a new worker thread.
+ *
+ * The configuration is copied. On success the caller holds one reference
+ * (drop it with sshcore_conn_release) and `callbacks->connected` will be
+ * called exactly once. On failure NULL is returned, `err` says why, and no
+ * callback is ever called.
+ */
+sshcore_conn *_Nullable sshcore_conn_start(const sshcore_config *config,
+                                           const sshcore_conn_callbacks *callbacks,
+                                           sshcore_error *err);
+
+/** @brief Cancel the connect operation (any thread, never blocks). */
+void sshcore_conn_cancel_connect(sshcore_conn *conn);
+
+/** @brief Answer the hostkey callback: nonzero accepts; anything else fails closed. */
+void sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept,
+                                  const char *_Nullable reason);
+
+/** @brief Answer the kbdint callback; NULL answers abort authentication. */
+void sshcore_conn_kbdint_reply(sshcore_conn *conn,
+                               const char *_Nonnull const *_Nullable answers,
+                               size_t count);
+
+/** @brief Begin closing (idempotent, any thread). Open operations fail with CLOSED. */
+void sshcore_conn_close(sshcore_conn *conn);
+
+/** @brief Drop the caller's reference. Closes the connection if still open
+ *  and joins the worker thread unless called on it. */
+void sshcore_conn_release(sshcore_conn *conn);
+
+/** @brief The current state (a snapshot). */
+sshcore_conn_state sshcore_conn_get_state(sshcore_conn *conn);
+
+/** @brief After a successful connect: the SSHCORE_METHOD_* bits the server offered. */
+unsigned sshcore_conn_offered_methods(sshcore_conn *conn);
+
+/** @brief Copy a string describing the server (its banner) into buf. */
+void sshcore_conn_server_banner(sshcore_conn *conn, char *buf, size_t len);
+
+/** @brief Test hook: the fds the core owns right now (-1 when closed). */
+void sshcore_conn_debug_fds(sshcore_conn *conn, int *_Nullable socket_fd,
+                            int *_Nullable wake_fd);
+
+/* ---------------------------------------------------------------------- */
+/* Operations: exec                                                        */
+/* ---------------------------------------------------------------------- */
+
+typedef void (*sshcore_op_done_fn)(void *_Nullable ctx, sshcore_op *op);
+
+typedef struct sshcore_env_var {
+    const char *name;
+    const char *value;
+} sshcore_env_var;
+
+typedef struct sshcore_exec_spec {
+    const char *command;
+    /** Used instead of `command` when the server refuses an env request. */
+    const char *_Nullable fallback_command;
+    const uint8_t *_Nullable stdin_data;
+    size_t stdin_len;
+    const sshcore_env_var *_Nullable env;
+    size_t env_count;
+    /** Limit on stdout + stderr bytes collected; exceeding it fails the
+     *  operation with OUTPUT_LIMIT and closes the channel. */
+    size_t output_limit;
+} sshcore_exec_spec;
+
+typedef enum sshcore_exit_kind {
+    SSHCORE_EXIT_UNKNOWN = 0,
+    SSHCORE_EXIT_STATUS = 1,
+    SSHCORE_EXIT_SIGNAL = 2,
+} sshcore_exit_kind;
+
+typedef struct sshcore_exec_result {
+    const uint8_t *_Nullable out;
+    size_t out_len;
+    const uint8_t *_Nullable err;
+    size_t err_len;
+    sshcore_exit_kind exit_kind;
+    int exit_status;
+    char exit_signal[32];
+    int core_dumped;
+    int env_fallback_used;
+} sshcore_exec_result;
+
+/**
+ * @brief Start a command on a new channel of `conn`.
+ *
+ * Returns an operation holding one reference for the caller (drop it with
+ * sshcore_op_release after `done` ran), or NULL with `err` filled (for
+ * example INVALID_STATE before the connection is ready or after close).
+ * `done` runs exactly once.
+ */
+sshcore_op *_Nullable sshcore_exec_start(sshcore_conn *conn,
+                                         const sshcore_exec_spec *spec,
+                                         sshcore_op_done_fn done,
+                                         void *_Nullable ctx,
+                                         sshcore_error *err);
+
+/** @brief Cancel (any thread, never blocks): completes with CANCELLED at once
+ *  unless already done, then the worker closes the channel. */
+void sshcore_op_cancel(sshcore_op *op);
+
+/** @brief The outcome; valid once done ran. */
+const sshcore_error *sshcore_op_error(sshcore_op *op);
+
+/** @brief The exec result; valid once done ran with SSHCORE_E_OK. Pointers
+ *  stay valid until sshcore_op_release. */
+void sshcore_exec_get_result(sshcore_op *op, sshcore_exec_result *result);
+
+void sshcore_op_release(sshcore_op *op);
+
+/* ---------------------------------------------------------------------- */
+/* Keys                                                                    */
+/* ---------------------------------------------------------------------- */
+
+/**
+ * @brief Parse a public key given as type name and base64 blob and write its
+ * SHA256 fingerprint ("SHA256:...") into out.
+ * @return SSHCORE_E_OK, or INVALID_ARGUMENT when the key does not parse.
+ */
+int sshcore_key_fingerprint_sha256(const char *type, const char *base64,
+                                   char *out, size_t out_len);
+
+/* ---------------------------------------------------------------------- */
+/* Diagnostics                                                             */
+/* ---------------------------------------------------------------------- */
+
+/** @brief Number of live connection objects (for leak tests). */
+long sshcore_debug_live_connections(void);
+/** @brief Number of worker threads running (for leak tests). */
+long sshcore_debug_live_workers(void);
+
+#pragma clang assume_nonnull end
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SSHCORE_H */

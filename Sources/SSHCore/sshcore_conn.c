@@ -1,0 +1,1361 @@
+/*
+ * sshcore_conn.c - a connection: its worker thread, event loop, connect and
+ * authentication phases, teardown and fd ownership.
+ *
+ * The session runs in libssh's non-blocking mode. The worker owns a poll()
+ * over {the socket, an eventfd for submitted work}; deadlines are its poll
+ * timeout. Nothing on the worker ever waits on the network inside libssh, so
+ * cancellation is a wake-up; a connection-level cancel additionally
+ * shutdown()s the socket (under conn->mu, which the close step also takes, so
+ * a reused fd number is never shut down).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sshcore_internal.h"
+
+enum {
+    PH_RESOLVE,
+    PH_TCP_START,
+    PH_TCP_WAIT,
+    PH_HANDSHAKE,
+    PH_HOSTKEY_WAIT,
+    PH_AUTH_NONE,
+    PH_AUTH_METHOD,
+    PH_KBD_WAIT,
+    PH_READY,
+    PH_DONE,
+};
+
+static atomic_long live_connections;
+static atomic_long live_workers;
+
+long sshcore_debug_live_connections(void) { return atomic_load(&live_connections); }
+long sshcore_debug_live_workers(void) { return atomic_load(&live_workers); }
+
+int64_t sshcore_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void copy_str(char *dst, size_t cap, const char *_Nullable src)
+{
+    if (cap == 0) {
+        return;
+    }
+    snprintf(dst, cap, "%s", src != NULL ? src : "");
+}
+
+void sshcore_error_set(sshcore_error *err, int code, const char *detail)
+{
+    memset(err, 0, sizeof(*err));
+    err->code = code;
+    copy_str(err->detail, sizeof(err->detail), detail);
+}
+
+void sshcore_error_from_session(sshcore_error *err, int code,
+                                ssh_session session, const char *function)
+{
+    memset(err, 0, sizeof(*err));
+    err->code = code;
+    copy_str(err->lib_function, sizeof(err->lib_function), function);
+    if (session != NULL) {
+        err->lib_code = ssh_get_error_code(session);
+        copy_str(err->lib_message, sizeof(err->lib_message), ssh_get_error(session));
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Reference counting, wake-up, state publication                         */
+/* ---------------------------------------------------------------------- */
+
+static void free_methods(sshcore_conn *conn)
+{
+    size_t i;
+
+    if (conn->methods == NULL) {
+        return;
+    }
+    for (i = 0; i < conn->method_count; i++) {
+        if (conn->methods[i].secret != NULL) {
+            char *s = (char *)conn->methods[i].secret;
+            explicit_bzero(s, strlen(s));
+            free(s);
+        }
+        if (conn->methods[i].passphrase != NULL) {
+            char *s = (char *)conn->methods[i].passphrase;
+            explicit_bzero(s, strlen(s));
+            free(s);
+        }
+    }
+    free(conn->methods);
+    conn->methods = NULL;
+}
+
+static void free_kbd_answers(sshcore_conn *conn)
+{
+    size_t i;
+
+    if (conn->kbd_answers != NULL) {
+        for (i = 0; i < conn->kbd_count; i++) {
+            if (conn->kbd_answers[i] != NULL) {
+                explicit_bzero(conn->kbd_answers[i], strlen(conn->kbd_answers[i]));
+                free(conn->kbd_answers[i]);
+            }
+        }
+        free(conn->kbd_answers);
+    }
+    conn->kbd_answers = NULL;
+    conn->kbd_count = 0;
+}
+
+static void conn_free(sshcore_conn *conn)
+{
+    void (*released)(void *) = conn->cb.released;
+    void *ctx = conn->cb.ctx;
+
+    free_methods(conn);
+    free_kbd_answers(conn);
+    free(conn->host);
+    free(conn->user);
+    pthread_mutex_destroy(&conn->mu);
+    free(conn);
+    atomic_fetch_sub(&live_connections, 1);
+    if (released != NULL) {
+        released(ctx);
+    }
+}
+
+void sshcore_conn_retain(sshcore_conn *conn)
+{
+    atomic_fetch_add(&conn->refs, 1);
+}
+
+void sshcore_conn_unref(sshcore_conn *conn)
+{
+    if (atomic_fetch_sub(&conn->refs, 1) == 1) {
+        conn_free(conn);
+    }
+}
+
+void sshcore_conn_wake(sshcore_conn *conn)
+{
+    uint64_t one = 1;
+
+    pthread_mutex_lock(&conn->mu);
+    if (conn->wake_fd >= 0) {
+        (void)!write(conn->wake_fd, &one, sizeof(one));
+    }
+    pthread_mutex_unlock(&conn->mu);
+}
+
+/** Shut the socket down from any thread; safe against fd reuse (rule 2). */
+static void conn_shutdown_socket(sshcore_conn *conn)
+{
+    pthread_mutex_lock(&conn->mu);
+    if (conn->sock_fd >= 0) {
+        (void)shutdown(conn->sock_fd, SHUT_RDWR);
+    }
+    pthread_mutex_unlock(&conn->mu);
+}
+
+/** Worker: take the socket fd out under the lock, then close it, once. */
+static void conn_close_socket(sshcore_conn *conn)
+{
+    int fd;
+
+    pthread_mutex_lock(&conn->mu);
+    fd = conn->sock_fd;
+    conn->sock_fd = -1;
+    pthread_mutex_unlock(&conn->mu);
+    if (fd >= 0) {
+        close(fd);
+    }
+}
+
+sshcore_conn_state sshcore_conn_get_state(sshcore_conn *conn)
+{
+    return (sshcore_conn_state)atomic_load(&conn->state_snapshot);
+}
+
+unsigned sshcore_conn_offered_methods(sshcore_conn *conn)
+{
+    return atomic_load(&conn->offered_methods);
+}
+
+void sshcore_conn_server_banner(sshcore_conn *conn, char *buf, size_t len)
+{
+    /* written once by the worker before `connected` reports success */
+    copy_str(buf, len, conn->banner);
+}
+
+void sshcore_conn_debug_fds(sshcore_conn *conn, int *socket_fd, int *wake_fd)
+{
+    pthread_mutex_lock(&conn->mu);
+    if (socket_fd != NULL) {
+        *socket_fd = conn->sock_fd;
+    }
+    if (wake_fd != NULL) {
+        *wake_fd = conn->wake_fd;
+    }
+    pthread_mutex_unlock(&conn->mu);
+}
+
+/** Worker: apply a connection event; returns the action. */
+static sshcore_conn_action conn_apply(sshcore_conn *conn, sshcore_conn_event ev)
+{
+    sshcore_conn_action act = sshcore_conn_fsm_apply(&conn->state, ev);
+    atomic_store(&conn->state_snapshot, (int)conn->state);
+    return act;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Completing the connect operation                                       */
+/* ---------------------------------------------------------------------- */
+
+static void connect_complete(sshcore_conn *conn, const sshcore_error *err)
+{
+    int expected = 0;
+
+    if (atomic_compare_exchange_strong(&conn->connect_done, &expected, 1)) {
+        conn->cb.connected(conn->cb.ctx, err);
+    }
+}
+
+static void fail_ops(sshcore_conn *conn, sshcore_op *_Nullable list,
+                     const sshcore_error *err)
+{
+    sshcore_op *op = list;
+    sshcore_op *next = NULL;
+
+    while (op != NULL) {
+        next = op->next;
+        op->next = NULL;
+        (void)sshcore_op_complete(op, err);
+        op->vt->abort(conn, op);
+        sshcore_op_release(op);
+        op = next;
+    }
+}
+
+/** Worker: the connection failed or was closed; everything goes down. */
+static void conn_fail(sshcore_conn *conn, const sshcore_error *err)
+{
+    sshcore_conn_action act;
+    sshcore_error op_err = *err;
+
+    if (conn->state == SSHCORE_CONN_READY) {
+        atomic_store(&conn->fail_code, err->code);
+    }
+    act = conn_apply(conn, SSHCORE_CONN_EV_FAILURE);
+    if (act != SSHCORE_CONN_ACT_TEAR_DOWN) {
+        return;
+    }
+    connect_complete(conn, err);
+    fail_ops(conn, conn->active, &op_err);
+    conn->active = NULL;
+    conn->phase = PH_DONE;
+}
+
+int sshcore_conn_failure_code(sshcore_conn *conn)
+{
+    int status;
+
+    if (conn->session == NULL) {
+        return SSHCORE_E_CONNECTION_LOST;
+    }
+    status = ssh_get_status(conn->session);
+    if ((status & SSH_CLOSED_ERROR) != 0) {
+        return SSHCORE_E_CONNECTION_LOST;
+    }
+    if ((status & SSH_CLOSED) != 0 || !ssh_is_connected(conn->session)) {
+        return SSHCORE_E_DISCONNECTED;
+    }
+    return SSHCORE_E_PROTOCOL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Connect phases (worker)                                                */
+/* ---------------------------------------------------------------------- */
+
+static void fail_code(sshcore_conn *conn, int code, const char *detail)
+{
+    sshcore_error err;
+    sshcore_error_set(&err, code, detail);
+    conn_fail(conn, &err);
+}
+
+static void fail_lib(sshcore_conn *conn, int code, const char *function)
+{
+    sshcore_error err;
+    sshcore_error_from_session(&err, code, conn->session, function);
+    conn_fail(conn, &err);
+}
+
+static void phase_resolve(sshcore_conn *conn)
+{
+    struct addrinfo hints;
+    char port[8];
+    int rc;
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_ADDRCONFIG;
+    snprintf(port, sizeof(port), "%u", (unsigned)conn->port);
+    rc = getaddrinfo(conn->host, port, &hints, &conn->ai_list);
+    if (rc != 0) {
+        sshcore_error err;
+        sshcore_error_set(&err, SSHCORE_E_NAME_RESOLUTION, gai_strerror(rc));
+        err.sys_errno = rc;
+        conn_fail(conn, &err);
+        return;
+    }
+    conn->ai_cur = conn->ai_list;
+    conn->phase = PH_TCP_START;
+}
+
+static void phase_tcp_start(sshcore_conn *conn)
+{
+    bool in_progress = false;
+    int fd;
+
+    while (conn->ai_cur != NULL) {
+        fd = sshcore_socket_connect_start(conn->ai_cur, &in_progress);
+        if (fd >= 0) {
+            pthread_mutex_lock(&conn->mu);
+            conn->sock_fd = fd;
+            pthread_mutex_unlock(&conn->mu);
+            conn->phase = in_progress ? PH_TCP_WAIT : PH_HANDSHAKE;
+            return;
+        }
+        conn->last_connect_errno = errno;
+        conn->ai_cur = conn->ai_cur->ai_next;
+    }
+    {
+        sshcore_error err;
+        sshcore_error_set(&err, sshcore_errno_to_code(conn->last_connect_errno),
+                          strerror(conn->last_connect_errno));
+        err.sys_errno = conn->last_connect_errno;
+        conn_fail(conn, &err);
+    }
+}
+
+static void phase_tcp_wait(sshcore_conn *conn)
+{
+    int e = sshcore_socket_connect_result(conn->sock_fd);
+
+    if (e == 0) {
+        conn->phase = PH_HANDSHAKE;
+        return;
+    }
+    conn->last_connect_errno = e;
+    conn_close_socket(conn);
+    conn->ai_cur = conn->ai_cur != NULL ? conn->ai_cur->ai_next : NULL;
+    conn->phase = PH_TCP_START;
+}
+
+static int session_create(sshcore_conn *conn)
+{
+    ssh_session s = NULL;
+    int zero = 0;
+    int one = 1;
+    long timeout = conn->backstop_timeout_s;
+    unsigned int port = conn->port;
+    int verbosity = conn->verbosity;
+    size_t i;
+
+    conn->lib_fd = dup(conn->sock_fd);
+    if (conn->lib_fd < 0) {
+        return -1;
+    }
+    (void)fcntl(conn->lib_fd, F_SETFD, FD_CLOEXEC);
+    s = ssh_new();
+    if (s == NULL) {
+        return -1;
+    }
+    conn->session = s;
+    if (ssh_options_set(s, SSH_OPTIONS_PROCESS_CONFIG, &zero) != SSH_OK ||
+        ssh_options_set(s, SSH_OPTIONS_HOST, conn->host) != SSH_OK ||
+        ssh_options_set(s, SSH_OPTIONS_PORT, &port) != SSH_OK ||
+        ssh_options_set(s, SSH_OPTIONS_USER, conn->user) != SSH_OK ||
+        ssh_options_set(s, SSH_OPTIONS_NODELAY, &one) != SSH_OK ||
+        ssh_options_set(s, SSH_OPTIONS_TIMEOUT, &timeout) != SSH_OK ||
+        ssh_options_set(s, SSH_OPTIONS_LOG_VERBOSITY, &verbosity) != SSH_OK ||
+        ssh_options_set(s, SSH_OPTIONS_FD, &conn->lib_fd) != SSH_OK) {
+        return -1;
+    }
+    for (i = 0; i < conn->method_count; i++) {
+        if (conn->methods[i].kind == SSHCORE_AUTH_AGENT &&
+            conn->methods[i].secret != NULL) {
+            if (ssh_options_set(s, SSH_OPTIONS_IDENTITY_AGENT,
+                                conn->methods[i].secret) != SSH_OK) {
+                return -1;
+            }
+        }
+    }
+    ssh_set_blocking(s, 0);
+    return 0;
+}
+
+static void pause_deadline(sshcore_conn *conn)
+{
+    conn->paused_at_ms = sshcore_now_ms();
+}
+
+static void resume_deadline(sshcore_conn *conn)
+{
+    if (conn->paused_at_ms != 0 && conn->deadline_ms != 0) {
+        conn->deadline_ms += sshcore_now_ms() - conn->paused_at_ms;
+    }
+    conn->paused_at_ms = 0;
+}
+
+static void phase_handshake(sshcore_conn *conn)
+{
+    ssh_key key = NULL;
+    unsigned char *hash = NULL;
+    size_t hlen = 0;
+    char *fp = NULL;
+    char *b64 = NULL;
+    const char *type = NULL;
+    const char *banner = NULL;
+    sshcore_hostkey hk;
+    int rc;
+
+    if (conn->session == NULL) {
+        sshcore_socket_tune(conn->sock_fd, conn->backstop_timeout_s * 1000);
+        if (session_create(conn) != 0) {
+            fail_lib(conn, SSHCORE_E_OUT_OF_MEMORY, "ssh_options_set");
+            return;
+        }
+    }
+    conn->ssh_connect_called = true;
+    rc = ssh_connect(conn->session);
+    if (rc == SSH_AGAIN) {
+        return;
+    }
+    if (rc != SSH_OK) {
+        int code = SSHCORE_E_KEY_EXCHANGE;
+        const char *msg = ssh_get_error(conn->session);
+        if (msg != NULL && (strstr(msg, "reset by peer") != NULL ||
+                            strstr(msg, "Socket error: disconnected") != NULL ||
+                            strstr(msg, "Connection refused") != NULL)) {
+            code = SSHCORE_E_DISCONNECTED;
+        }
+        fail_lib(conn, code, "ssh_connect");
+        return;
+    }
+    banner = ssh_get_serverbanner(conn->session);
+    copy_str(conn->banner, sizeof(conn->banner), banner);
+
+    if (ssh_get_server_publickey(conn->session, &key) != SSH_OK) {
+        fail_lib(conn, SSHCORE_E_KEY_EXCHANGE, "ssh_get_server_publickey");
+        return;
+    }
+    if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &hlen) != 0 ||
+        (fp = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, hlen)) == NULL ||
+        ssh_pki_export_pubkey_base64(key, &b64) != SSH_OK) {
+        fail_lib(conn, SSHCORE_E_KEY_EXCHANGE, "ssh_get_publickey_hash");
+        goto out;
+    }
+    type = ssh_key_type(key) == SSH_KEYTYPE_ECDSA_P256 ||
+                   ssh_key_type(key) == SSH_KEYTYPE_ECDSA_P384 ||
+                   ssh_key_type(key) == SSH_KEYTYPE_ECDSA_P521
+               ? ssh_pki_key_ecdsa_name(key)
+               : ssh_key_type_to_char(ssh_key_type(key));
+    hk.type = type != NULL ? type : "unknown";
+    hk.sha256 = fp;
+    hk.base64 = b64;
+    hk.host = conn->host;
+    hk.port = conn->port;
+    conn->phase = PH_HOSTKEY_WAIT;
+    pause_deadline(conn);
+    sshcore_conn_retain(conn); /* dropped by sshcore_conn_hostkey_verdict */
+    conn->cb.hostkey(conn->cb.ctx, conn, &hk);
+
+out:
+    if (fp != NULL) {
+        ssh_string_free_char(fp);
+    }
+    if (b64 != NULL) {
+        ssh_string_free_char(b64);
+    }
+    if (hash != NULL) {
+        ssh_clean_pubkey_hash(&hash);
+    }
+    ssh_key_free(key);
+}
+
+static unsigned methods_from_libssh(int m)
+{
+    unsigned r = 0;
+    if (m & SSH_AUTH_METHOD_NONE) r |= SSHCORE_METHOD_NONE;
+    if (m & SSH_AUTH_METHOD_PASSWORD) r |= SSHCORE_METHOD_PASSWORD;
+    if (m & SSH_AUTH_METHOD_PUBLICKEY) r |= SSHCORE_METHOD_PUBLICKEY;
+    if (m & SSH_AUTH_METHOD_HOSTBASED) r |= SSHCORE_METHOD_HOSTBASED;
+    if (m & SSH_AUTH_METHOD_INTERACTIVE) r |= SSHCORE_METHOD_KBDINT;
+    if (m & SSH_AUTH_METHOD_GSSAPI_MIC) r |= SSHCORE_METHOD_GSSAPI;
+    return r;
+}
+
+static void auth_succeeded(sshcore_conn *conn)
+{
+    sshcore_error ok;
+    int one = 1;
+
+    if (conn_apply(conn, SSHCORE_CONN_EV_AUTH_OK) != SSHCORE_CONN_ACT_REPORT_READY) {
+        fail_code(conn, SSHCORE_E_INVALID_STATE, "authentication finished in a wrong state");
+        return;
+    }
+    /* Avoid the server's delayed ACK stalling the first channel open. */
+    (void)setsockopt(conn->sock_fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+    conn->event = ssh_event_new();
+    if (conn->event == NULL || ssh_event_add_session(conn->event, conn->session) != SSH_OK) {
+        fail_lib(conn, SSHCORE_E_OUT_OF_MEMORY, "ssh_event_add_session");
+        return;
+    }
+    conn->deadline_ms = 0;
+    conn->phase = PH_READY;
+    sshcore_error_set(&ok, SSHCORE_E_OK, NULL);
+    connect_complete(conn, &ok);
+}
+
+static const char *method_name(sshcore_auth_kind k)
+{
+    switch (k) {
+    case SSHCORE_AUTH_PASSWORD: return "password";
+    case SSHCORE_AUTH_KEY_FILE: return "publickey(file)";
+    case SSHCORE_AUTH_KEY_MEMORY: return "publickey(memory)";
+    case SSHCORE_AUTH_AGENT: return "publickey(agent)";
+    case SSHCORE_AUTH_KBDINT: return "keyboard-interactive";
+    }
+    return "?";
+}
+
+static unsigned method_bit(sshcore_auth_kind k)
+{
+    switch (k) {
+    case SSHCORE_AUTH_PASSWORD: return SSHCORE_METHOD_PASSWORD;
+    case SSHCORE_AUTH_KEY_FILE: return SSHCORE_METHOD_PUBLICKEY;
+    case SSHCORE_AUTH_KEY_MEMORY: return SSHCORE_METHOD_PUBLICKEY;
+    case SSHCORE_AUTH_AGENT: return SSHCORE_METHOD_PUBLICKEY;
+    case SSHCORE_AUTH_KBDINT: return SSHCORE_METHOD_KBDINT;
+    }
+    return 0;
+}
+
+static void note_tried(sshcore_conn *conn, const char *what)
+{
+    size_t used = strlen(conn->methods_tried);
+    snprintf(conn->methods_tried + used, sizeof(conn->methods_tried) - used,
+             "%s%s", used > 0 ? "," : "", what);
+}
+
+static void auth_denied(sshcore_conn *conn)
+{
+    char detail[320];
+    unsigned m = atomic_load(&conn->offered_methods);
+
+    snprintf(detail, sizeof(detail), "server offers:%s%s%s%s%s; tried: %s",
+             (m & SSHCORE_METHOD_PUBLICKEY) ? " publickey" : "",
+             (m & SSHCORE_METHOD_PASSWORD) ? " password" : "",
+             (m & SSHCORE_METHOD_KBDINT) ? " keyboard-interactive" : "",
+             (m & SSHCORE_METHOD_HOSTBASED) ? " hostbased" : "",
+             (m & SSHCORE_METHOD_GSSAPI) ? " gssapi-with-mic" : "",
+             conn->methods_tried[0] != '\0' ? conn->methods_tried : "nothing");
+    fail_code(conn, SSHCORE_E_AUTH_DENIED, detail);
+}
+
+static void phase_auth_none(sshcore_conn *conn)
+{
+    int rc = ssh_userauth_none(conn->session, NULL);
+
+    switch (rc) {
+    case SSH_AUTH_AGAIN:
+        return;
+    case SSH_AUTH_SUCCESS:
+        atomic_store(&conn->offered_methods, SSHCORE_METHOD_NONE);
+        auth_succeeded(conn);
+        return;
+    case SSH_AUTH_DENIED:
+    case SSH_AUTH_PARTIAL:
+        atomic_store(&conn->offered_methods,
+                     methods_from_libssh(ssh_userauth_list(conn->session, NULL)));
+        conn->method_idx = 0;
+        conn->method_started = false;
+        conn->phase = PH_AUTH_METHOD;
+        return;
+    default:
+        fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_userauth_none");
+        return;
+    }
+}
+
+/** Returns an SSH_AUTH_* code, or SSH_AUTH_INFO when waiting for answers. */
+static int auth_kbdint_step(sshcore_conn *conn)
+{
+    int rc = ssh_userauth_kbdint(conn->session, NULL, NULL);
+    int n;
+    int i;
+
+    while (rc == SSH_AUTH_INFO) {
+        n = ssh_userauth_kbdint_getnprompts(conn->session);
+        if (n <= 0) {
+            /* OpenSSH sends an empty round at the end; answer it directly. */
+            rc = ssh_userauth_kbdint(conn->session, NULL, NULL);
+            continue;
+        }
+        {
+            const char **prompts = calloc((size_t)n, sizeof(char *));
+            int *echo = calloc((size_t)n, sizeof(int));
+            sshcore_kbdint ch;
+            char echo_c = 0;
+
+            if (prompts == NULL || echo == NULL) {
+                free(prompts);
+                free(echo);
+                return SSH_AUTH_ERROR;
+            }
+            for (i = 0; i < n; i++) {
+                prompts[i] = ssh_userauth_kbdint_getprompt(conn->session, (unsigned)i, &echo_c);
+                echo[i] = echo_c != 0;
+            }
+            ch.name = ssh_userauth_kbdint_getname(conn->session);
+            ch.instruction = ssh_userauth_kbdint_getinstruction(conn->session);
+            ch.count = (size_t)n;
+            ch.prompts = prompts;
+            ch.echo = echo;
+            conn->phase = PH_KBD_WAIT;
+            pause_deadline(conn);
+            sshcore_conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
+            conn->cb.kbdint(conn->cb.ctx, conn, &ch);
+            free(prompts);
+            free(echo);
+        }
+        return SSH_AUTH_INFO;
+    }
+    return rc;
+}
+
+static void phase_auth_method(sshcore_conn *conn)
+{
+    const sshcore_auth_method *m = NULL;
+    unsigned offered = atomic_load(&conn->offered_methods);
+    int rc = SSH_AUTH_DENIED;
+
+    for (;;) {
+        if (conn->method_idx >= conn->method_count) {
+            auth_denied(conn);
+            return;
+        }
+        m = &conn->methods[conn->method_idx];
+        if ((offered & method_bit(m->kind)) != 0) {
+            break;
+        }
+        conn->method_idx++;
+    }
+    if (!conn->method_started) {
+        conn->method_started = true;
+        note_tried(conn, method_name(m->kind));
+    }
+
+    switch (m->kind) {
+    case SSHCORE_AUTH_PASSWORD:
+        rc = ssh_userauth_password(conn->session, NULL, m->secret != NULL ? m->secret : "");
+        break;
+    case SSHCORE_AUTH_KEY_FILE:
+    case SSHCORE_AUTH_KEY_MEMORY:
+        if (conn->key == NULL) {
+            int irc;
+            if (m->kind == SSHCORE_AUTH_KEY_FILE) {
+                irc = ssh_pki_import_privkey_file(m->secret != NULL ? m->secret : "",
+                                                  m->passphrase, NULL, NULL, &conn->key);
+            } else {
+                irc = ssh_pki_import_privkey_base64(m->secret != NULL ? m->secret : "",
+                                                    m->passphrase, NULL, NULL, &conn->key);
+            }
+            if (irc != SSH_OK || conn->key == NULL) {
+                /* the import functions do not set the session's error text */
+                sshcore_error err;
+                char detail[300];
+                snprintf(detail, sizeof(detail), "%s: unreadable, unsupported format, or wrong passphrase",
+                         m->kind == SSHCORE_AUTH_KEY_FILE ? (m->secret != NULL ? m->secret : "")
+                                                          : "key given in memory");
+                sshcore_error_set(&err, SSHCORE_E_PRIVATE_KEY, detail);
+                copy_str(err.lib_function, sizeof(err.lib_function),
+                         m->kind == SSHCORE_AUTH_KEY_FILE ? "ssh_pki_import_privkey_file"
+                                                          : "ssh_pki_import_privkey_base64");
+                err.lib_code = irc;
+                conn_fail(conn, &err);
+                return;
+            }
+        }
+        rc = ssh_userauth_publickey(conn->session, NULL, conn->key);
+        break;
+    case SSHCORE_AUTH_AGENT:
+        if (m->secret == NULL && getenv("SSH_AUTH_SOCK") == NULL) {
+            fail_code(conn, SSHCORE_E_AGENT, "SSH_AUTH_SOCK is not set and no agent socket was given");
+            return;
+        }
+        rc = ssh_userauth_agent(conn->session, NULL);
+        if (rc == SSH_AUTH_ERROR && ssh_is_connected(conn->session)) {
+            fail_lib(conn, SSHCORE_E_AGENT, "ssh_userauth_agent");
+            return;
+        }
+        break;
+    case SSHCORE_AUTH_KBDINT:
+        rc = auth_kbdint_step(conn);
+        if (rc == SSH_AUTH_INFO) {
+            return;
+        }
+        break;
+    }
+
+    switch (rc) {
+    case SSH_AUTH_AGAIN:
+        return;
+    case SSH_AUTH_SUCCESS:
+        auth_succeeded(conn);
+        return;
+    case SSH_AUTH_PARTIAL:
+        atomic_store(&conn->offered_methods,
+                     methods_from_libssh(ssh_userauth_list(conn->session, NULL)));
+        /* fall through: continue with the next configured method */
+    case SSH_AUTH_DENIED:
+        ssh_key_free(conn->key);
+        conn->key = NULL;
+        conn->method_idx++;
+        conn->method_started = false;
+        return;
+    default:
+        fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_userauth");
+        return;
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Requests from other threads                                            */
+/* ---------------------------------------------------------------------- */
+
+typedef struct conn_requests {
+    sshcore_op *_Nullable pending;
+    bool close;
+    bool cancel;
+    bool verdict;
+    bool accept;
+    char reason[256];
+    bool kbd;
+    char *_Nullable *_Nullable answers;
+    size_t answer_count;
+} conn_requests;
+
+static void take_requests(sshcore_conn *conn, conn_requests *rq)
+{
+    uint64_t drained;
+
+    memset(rq, 0, sizeof(*rq));
+    pthread_mutex_lock(&conn->mu);
+    if (conn->wake_fd >= 0) {
+        (void)!read(conn->wake_fd, &drained, sizeof(drained));
+    }
+    rq->pending = conn->pending_head;
+    conn->pending_head = NULL;
+    conn->pending_tail = NULL;
+    rq->close = conn->close_requested;
+    rq->cancel = conn->connect_cancelled;
+    if (conn->verdict_ready) {
+        rq->verdict = true;
+        rq->accept = conn->verdict_accept;
+        copy_str(rq->reason, sizeof(rq->reason), conn->verdict_reason);
+        conn->verdict_ready = false;
+    }
+    if (conn->kbd_ready) {
+        rq->kbd = true;
+        rq->answers = conn->kbd_answers;
+        rq->answer_count = conn->kbd_count;
+        conn->kbd_answers = NULL;
+        conn->kbd_count = 0;
+        conn->kbd_ready = false;
+    }
+    pthread_mutex_unlock(&conn->mu);
+}
+
+static void free_answers(char *_Nullable *_Nullable answers, size_t n)
+{
+    size_t i;
+    if (answers == NULL) {
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        if (answers[i] != NULL) {
+            explicit_bzero(answers[i], strlen(answers[i]));
+            free(answers[i]);
+        }
+    }
+    free(answers);
+}
+
+static void handle_requests(sshcore_conn *conn, conn_requests *rq)
+{
+    sshcore_op *op = NULL;
+    sshcore_op *next = NULL;
+    sshcore_error err;
+
+    if (rq->cancel && conn->phase != PH_DONE && conn->state != SSHCORE_CONN_READY) {
+        fail_code(conn, SSHCORE_E_CANCELLED, NULL);
+    }
+    if (rq->close && conn->phase != PH_DONE) {
+        if (conn->state != SSHCORE_CONN_READY) {
+            sshcore_error_set(&err, SSHCORE_E_CANCELLED, "closed while connecting");
+            connect_complete(conn, &err);
+        }
+        if (conn_apply(conn, SSHCORE_CONN_EV_CLOSE) == SSHCORE_CONN_ACT_TEAR_DOWN) {
+            sshcore_error_set(&err, SSHCORE_E_CLOSED, NULL);
+            fail_ops(conn, conn->active, &err);
+            conn->active = NULL;
+            conn->phase = PH_DONE;
+        }
+    }
+    if (rq->verdict && conn->phase == PH_HOSTKEY_WAIT) {
+        resume_deadline(conn);
+        if (!rq->accept) {
+            fail_code(conn, SSHCORE_E_HOST_KEY_REJECTED, rq->reason);
+        } else if (conn_apply(conn, SSHCORE_CONN_EV_HANDSHAKE_DONE) ==
+                   SSHCORE_CONN_ACT_AUTHENTICATE) {
+            conn->phase = PH_AUTH_NONE;
+        } else {
+            fail_code(conn, SSHCORE_E_INVALID_STATE, "host key verdict in a wrong state");
+        }
+    }
+    if (rq->kbd && conn->phase == PH_KBD_WAIT) {
+        size_t i;
+        resume_deadline(conn);
+        if (rq->answers == NULL) {
+            fail_code(conn, SSHCORE_E_AUTH_DENIED, "keyboard-interactive responder gave no answers");
+        } else {
+            for (i = 0; i < rq->answer_count; i++) {
+                if (ssh_userauth_kbdint_setanswer(conn->session, (unsigned)i,
+                                                  rq->answers[i]) < 0) {
+                    fail_lib(conn, SSHCORE_E_AUTH_DENIED, "ssh_userauth_kbdint_setanswer");
+                    break;
+                }
+            }
+            if (conn->phase == PH_KBD_WAIT) {
+                conn->phase = PH_AUTH_METHOD;
+            }
+        }
+    }
+    free_answers(rq->answers, rq->answer_count);
+    rq->answers = NULL;
+
+    /* newly submitted operations join the active list in FIFO order */
+    for (op = rq->pending; op != NULL; op = next) {
+        next = op->next;
+        op->next = NULL;
+        if (atomic_load(&op->cancel_requested)) {
+            op->vt->abort(conn, op);
+            sshcore_op_release(op);
+            continue;
+        }
+        if (conn->phase != PH_READY ||
+            conn_apply(conn, SSHCORE_CONN_EV_OPEN_CHANNEL) != SSHCORE_CONN_ACT_OPEN_CHANNEL) {
+            int code = atomic_load(&conn->fail_code);
+            sshcore_error_set(&err, code != 0 ? code : SSHCORE_E_CLOSED, NULL);
+            fail_ops(conn, op, &err);
+            continue;
+        }
+        if (conn->active == NULL) {
+            conn->active = op;
+        } else {
+            sshcore_op *tail = conn->active;
+            while (tail->next != NULL) {
+                tail = tail->next;
+            }
+            tail->next = op;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* The worker                                                              */
+/* ---------------------------------------------------------------------- */
+
+/** Worker: step every active op; unlink the finished and the cancelled. */
+static bool step_ops(sshcore_conn *conn)
+{
+    sshcore_op **link = &conn->active;
+    sshcore_op *op = NULL;
+    bool again = false;
+
+    while ((op = *link) != NULL) {
+        if (atomic_load(&op->cancel_requested) == 0 && atomic_load(&op->done) == 0) {
+            if (op->vt->step(conn, op)) {
+                again = true;
+            }
+        }
+        if (atomic_load(&op->done) != 0) {
+            *link = op->next;
+            op->next = NULL;
+            op->vt->abort(conn, op);
+            sshcore_op_release(op);
+            continue;
+        }
+        link = &op->next;
+    }
+    return again;
+}
+
+static bool advance(sshcore_conn *conn)
+{
+    switch (conn->phase) {
+    case PH_RESOLVE: phase_resolve(conn); return conn->phase != PH_RESOLVE;
+    case PH_TCP_START: phase_tcp_start(conn); return conn->phase == PH_HANDSHAKE;
+    case PH_TCP_WAIT: return false;
+    case PH_HANDSHAKE: phase_handshake(conn); return false;
+    case PH_HOSTKEY_WAIT: return false;
+    case PH_AUTH_NONE: phase_auth_none(conn); return conn->phase != PH_AUTH_NONE;
+    case PH_AUTH_METHOD: {
+        size_t idx = conn->method_idx;
+        phase_auth_method(conn);
+        return conn->phase == PH_READY || conn->method_idx != idx;
+    }
+    case PH_KBD_WAIT: return false;
+    case PH_READY: {
+        bool again = step_ops(conn);
+        if (conn->phase == PH_READY && !ssh_is_connected(conn->session)) {
+            fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_is_connected");
+        }
+        return again;
+    }
+    case PH_DONE: return false;
+    }
+    return false;
+}
+
+static void teardown(sshcore_conn *conn)
+{
+    bool lib_owns_fd = true;
+
+    if (conn->event != NULL) {
+        if (conn->session != NULL) {
+            ssh_event_remove_session(conn->event, conn->session);
+        }
+        ssh_event_free(conn->event);
+        conn->event = NULL;
+    }
+    if (conn->key != NULL) {
+        ssh_key_free(conn->key);
+        conn->key = NULL;
+    }
+    if (conn->session != NULL) {
+        if (conn->ssh_connect_called) {
+            /* error paths inside libssh close its fd and set it to -1 */
+            lib_owns_fd = ssh_get_fd(conn->session) != -1;
+            ssh_disconnect(conn->session); /* with SSH_OPTIONS_FD: leaves the fd open */
+        }
+        ssh_free(conn->session);
+        conn->session = NULL;
+    }
+    if (conn->lib_fd >= 0 && lib_owns_fd) {
+        close(conn->lib_fd);
+    }
+    conn->lib_fd = -1;
+    conn_close_socket(conn);
+    if (conn->ai_list != NULL) {
+        freeaddrinfo(conn->ai_list);
+        conn->ai_list = NULL;
+    }
+}
+
+static int poll_timeout(sshcore_conn *conn)
+{
+    int64_t now;
+    int64_t left;
+
+    if (conn->deadline_ms == 0 || conn->paused_at_ms != 0 || conn->phase == PH_READY) {
+        return -1;
+    }
+    now = sshcore_now_ms();
+    left = conn->deadline_ms - now;
+    if (left <= 0) {
+        return 0;
+    }
+    return left > 60000 ? 60000 : (int)left;
+}
+
+static void *worker_main(void *arg)
+{
+    sshcore_conn *conn = arg;
+    conn_requests rq;
+    struct pollfd pfd[2];
+    nfds_t nfds;
+    bool again = false;
+    int timeout;
+    int wake_fd;
+    char name[16];
+    sigset_t all;
+
+    /* signals are for the application's threads, not ours */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    snprintf(name, sizeof(name), "sshcore:%.7s", conn->host);
+    pthread_setname_np(pthread_self(), name);
+    atomic_fetch_add(&live_workers, 1);
+
+    (void)conn_apply(conn, SSHCORE_CONN_EV_START);
+    conn->deadline_ms = sshcore_now_ms() + conn->connect_timeout_ms;
+
+    while (conn->phase != PH_DONE) {
+        take_requests(conn, &rq);
+        handle_requests(conn, &rq);
+        if (conn->phase == PH_DONE) {
+            break;
+        }
+        again = advance(conn);
+        if (conn->phase == PH_DONE) {
+            break;
+        }
+        if (again) {
+            continue;
+        }
+        if (conn->phase != PH_READY && conn->deadline_ms != 0 && conn->paused_at_ms == 0 &&
+            sshcore_now_ms() >= conn->deadline_ms) {
+            fail_code(conn, SSHCORE_E_CONNECT_TIMEOUT, NULL);
+            break;
+        }
+
+        nfds = 0;
+        pthread_mutex_lock(&conn->mu);
+        wake_fd = conn->wake_fd;
+        pthread_mutex_unlock(&conn->mu);
+        pfd[nfds].fd = wake_fd;
+        pfd[nfds].events = POLLIN;
+        pfd[nfds].revents = 0;
+        nfds++;
+        if (conn->phase == PH_TCP_WAIT) {
+            pfd[nfds].fd = conn->sock_fd;
+            pfd[nfds].events = POLLOUT;
+            pfd[nfds].revents = 0;
+            nfds++;
+        } else if (conn->session != NULL && conn->phase != PH_HOSTKEY_WAIT &&
+                   conn->phase != PH_KBD_WAIT && conn->phase != PH_RESOLVE &&
+                   conn->phase != PH_TCP_START) {
+            pfd[nfds].fd = conn->lib_fd;
+            pfd[nfds].events = POLLIN;
+            if ((ssh_get_poll_flags(conn->session) & SSH_WRITE_PENDING) != 0) {
+                pfd[nfds].events |= POLLOUT;
+            }
+            pfd[nfds].revents = 0;
+            nfds++;
+        }
+        timeout = poll_timeout(conn);
+        if (poll(pfd, nfds, timeout) < 0 && errno != EINTR) {
+            fail_code(conn, SSHCORE_E_SYSTEM, "poll failed");
+            break;
+        }
+        if (nfds > 1 && pfd[1].revents != 0) {
+            if (conn->phase == PH_TCP_WAIT) {
+                phase_tcp_wait(conn);
+            } else if (conn->phase == PH_READY && conn->event != NULL) {
+                if (ssh_event_dopoll(conn->event, 0) == SSH_ERROR &&
+                    !ssh_is_connected(conn->session)) {
+                    fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_event_dopoll");
+                }
+            }
+        }
+    }
+
+    /* closing: every op has been failed; release libssh and the fds */
+    teardown(conn);
+    {
+        sshcore_error err;
+        sshcore_error_set(&err, SSHCORE_E_CLOSED, NULL);
+        connect_complete(conn, &err); /* no-op unless never reported */
+    }
+    (void)conn_apply(conn, SSHCORE_CONN_EV_TORN_DOWN);
+
+    /* ops submitted after the end fail with the connection's final state */
+    pthread_mutex_lock(&conn->mu);
+    conn->worker_exited = true;
+    wake_fd = conn->wake_fd;
+    conn->wake_fd = -1;
+    rq.pending = conn->pending_head;
+    conn->pending_head = NULL;
+    conn->pending_tail = NULL;
+    pthread_mutex_unlock(&conn->mu);
+    {
+        sshcore_error err;
+        int code = atomic_load(&conn->fail_code);
+        sshcore_error_set(&err, code != 0 ? code : SSHCORE_E_CLOSED, NULL);
+        fail_ops(conn, rq.pending, &err);
+    }
+    if (wake_fd >= 0) {
+        close(wake_fd);
+    }
+    if (conn->cb.terminated != NULL) {
+        conn->cb.terminated(conn->cb.ctx);
+    }
+    atomic_fetch_sub(&live_workers, 1);
+    sshcore_conn_unref(conn);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Public entry points                                                     */
+/* ---------------------------------------------------------------------- */
+
+static char *_Nullable dup_or_null(const char *_Nullable s, bool *ok)
+{
+    char *r = NULL;
+    if (s == NULL) {
+        return NULL;
+    }
+    r = strdup(s);
+    if (r == NULL) {
+        *ok = false;
+    }
+    return r;
+}
+
+sshcore_conn *sshcore_conn_start(const sshcore_config *config,
+                                 const sshcore_conn_callbacks *callbacks,
+                                 sshcore_error *err)
+{
+    sshcore_conn *conn = NULL;
+    bool ok = true;
+    size_t i;
+
+    if (config->host == NULL || config->host[0] == '\0' || config->user == NULL ||
+        config->connect_timeout_ms <= 0 || config->backstop_timeout_s <= 0 ||
+        callbacks->connected == NULL || callbacks->hostkey == NULL ||
+        callbacks->kbdint == NULL) {
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete configuration");
+        return NULL;
+    }
+    conn = calloc(1, sizeof(*conn));
+    if (conn == NULL) {
+        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return NULL;
+    }
+    atomic_fetch_add(&live_connections, 1);
+    atomic_init(&conn->refs, 2); /* the caller's and the worker's */
+    pthread_mutex_init(&conn->mu, NULL);
+    conn->sock_fd = -1;
+    conn->lib_fd = -1;
+    conn->state = SSHCORE_CONN_IDLE;
+    atomic_init(&conn->state_snapshot, SSHCORE_CONN_IDLE);
+    conn->phase = PH_RESOLVE;
+    conn->port = config->port;
+    conn->connect_timeout_ms = config->connect_timeout_ms;
+    conn->backstop_timeout_s = config->backstop_timeout_s;
+    conn->verbosity = config->libssh_verbosity;
+    conn->host = strdup(config->host);
+    conn->user = strdup(config->user);
+    ok = conn->host != NULL && conn->user != NULL;
+    if (config->method_count > 0) {
+        conn->methods = calloc(config->method_count, sizeof(sshcore_auth_method));
+        ok = ok && conn->methods != NULL;
+        for (i = 0; ok && i < config->method_count; i++) {
+            conn->methods[i].kind = config->methods[i].kind;
+            conn->methods[i].secret = dup_or_null(config->methods[i].secret, &ok);
+            conn->methods[i].passphrase = dup_or_null(config->methods[i].passphrase, &ok);
+        }
+        conn->method_count = config->method_count;
+    }
+    conn->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (!ok || conn->wake_fd < 0) {
+        sshcore_error_set(err, conn->wake_fd < 0 ? SSHCORE_E_SYSTEM : SSHCORE_E_OUT_OF_MEMORY, NULL);
+        err->sys_errno = errno;
+        if (conn->wake_fd >= 0) {
+            close(conn->wake_fd);
+        }
+        free_methods(conn);
+        free(conn->host);
+        free(conn->user);
+        pthread_mutex_destroy(&conn->mu);
+        free(conn);
+        atomic_fetch_sub(&live_connections, 1);
+        return NULL;
+    }
+    conn->cb = *callbacks;
+    if (pthread_create(&conn->thread, NULL, worker_main, conn) != 0) {
+        sshcore_error_set(err, SSHCORE_E_SYSTEM, "pthread_create failed");
+        close(conn->wake_fd);
+        conn->cb.released = NULL; /* the caller keeps ownership of ctx */
+        free_methods(conn);
+        free(conn->host);
+        free(conn->user);
+        pthread_mutex_destroy(&conn->mu);
+        free(conn);
+        atomic_fetch_sub(&live_connections, 1);
+        return NULL;
+    }
+    conn->thread_started = true;
+    return conn;
+}
+
+void sshcore_conn_cancel_connect(sshcore_conn *conn)
+{
+    sshcore_error err;
+
+    pthread_mutex_lock(&conn->mu);
+    conn->connect_cancelled = true;
+    pthread_mutex_unlock(&conn->mu);
+    if (atomic_load(&conn->connect_done) == 0) {
+        /* break any wait on the network at once; the connection is lost anyway */
+        conn_shutdown_socket(conn);
+    }
+    sshcore_error_set(&err, SSHCORE_E_CANCELLED, NULL);
+    connect_complete(conn, &err);
+    sshcore_conn_wake(conn);
+}
+
+void sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept, const char *reason)
+{
+    pthread_mutex_lock(&conn->mu);
+    conn->verdict_ready = true;
+    conn->verdict_accept = accept != 0;
+    copy_str(conn->verdict_reason, sizeof(conn->verdict_reason), reason);
+    pthread_mutex_unlock(&conn->mu);
+    sshcore_conn_wake(conn);
+    sshcore_conn_unref(conn);
+}
+
+void sshcore_conn_kbdint_reply(sshcore_conn *conn, const char *const *answers, size_t count)
+{
+    char **copy = NULL;
+    size_t i;
+    bool ok = true;
+
+    if (answers != NULL) {
+        copy = calloc(count > 0 ? count : 1, sizeof(char *));
+        ok = copy != NULL;
+        for (i = 0; ok && i < count; i++) {
+            copy[i] = strdup(answers[i]);
+            ok = copy[i] != NULL;
+        }
+        if (!ok) {
+            free_answers(copy, count);
+            copy = NULL;
+        }
+    }
+    pthread_mutex_lock(&conn->mu);
+    free_kbd_answers(conn);
+    conn->kbd_ready = true;
+    conn->kbd_answers = copy;
+    conn->kbd_count = copy != NULL ? count : 0;
+    pthread_mutex_unlock(&conn->mu);
+    sshcore_conn_wake(conn);
+    sshcore_conn_unref(conn);
+}
+
+void sshcore_conn_close(sshcore_conn *conn)
+{
+    pthread_mutex_lock(&conn->mu);
+    conn->close_requested = true;
+    pthread_mutex_unlock(&conn->mu);
+    sshcore_conn_wake(conn);
+}
+
+void sshcore_conn_release(sshcore_conn *conn)
+{
+    bool join = false;
+
+    sshcore_conn_close(conn);
+    pthread_mutex_lock(&conn->mu);
+    if (conn->thread_started && !conn->thread_joined_or_detached) {
+        conn->thread_joined_or_detached = true;
+        join = !pthread_equal(pthread_self(), conn->thread);
+        if (!join) {
+            pthread_detach(conn->thread);
+        }
+    }
+    pthread_mutex_unlock(&conn->mu);
+    if (join) {
+        pthread_join(conn->thread, NULL);
+    }
+    sshcore_conn_unref(conn);
+}
+
+int sshcore_conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err)
+{
+    int st = atomic_load(&conn->state_snapshot);
+    int code = SSHCORE_E_OK;
+
+    pthread_mutex_lock(&conn->mu);
+    if (conn->close_requested || conn->worker_exited) {
+        code = st == SSHCORE_CONN_FAILED ? atomic_load(&conn->fail_code) : SSHCORE_E_INVALID_STATE;
+    } else if (st == SSHCORE_CONN_FAILED) {
+        code = atomic_load(&conn->fail_code);
+    } else if (st != SSHCORE_CONN_READY) {
+        code = SSHCORE_E_INVALID_STATE;
+    }
+    if (code == SSHCORE_E_OK) {
+        if (conn->pending_tail == NULL) {
+            conn->pending_head = op;
+        } else {
+            conn->pending_tail->next = op;
+        }
+        conn->pending_tail = op;
+    }
+    pthread_mutex_unlock(&conn->mu);
+    if (code != SSHCORE_E_OK) {
+        char detail[96];
+        snprintf(detail, sizeof(detail), "connection is %s", sshcore_conn_state_name(st));
+        sshcore_error_set(err, code != 0 ? code : SSHCORE_E_CLOSED, detail);
+        return -1;
+    }
+    sshcore_conn_wake(conn);
+    return 0;
+}
+
+int sshcore_key_fingerprint_sha256(const char *type, const char *base64, char *out,
+                                   size_t out_len)
+{
+    ssh_key key = NULL;
+    unsigned char *hash = NULL;
+    size_t hlen = 0;
+    char *fp = NULL;
+    enum ssh_keytypes_e kt = ssh_key_type_from_name(type);
+    int rc = SSHCORE_E_INVALID_ARGUMENT;
+
+    if (out_len > 0) {
+        out[0] = '\0';
+    }
+    if (kt == SSH_KEYTYPE_UNKNOWN ||
+        ssh_pki_import_pubkey_base64(base64, kt, &key) != SSH_OK) {
+        goto out;
+    }
+    if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &hlen) != 0) {
+        goto out;
+    }
+    fp = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, hlen);
+    if (fp == NULL) {
+        goto out;
+    }
+    copy_str(out, out_len, fp);
+    rc = SSHCORE_E_OK;
+out:
+    if (fp != NULL) {
+        ssh_string_free_char(fp);
+    }
+    if (hash != NULL) {
+        ssh_clean_pubkey_hash(&hash);
+    }
+    ssh_key_free(key);
+    return rc;
+}

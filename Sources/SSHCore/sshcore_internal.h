@@ -1,0 +1,147 @@
+/*
+ * sshcore_internal.h - shared between the core's own files; never exported.
+ *
+ * Lock order: there is one lock per connection (conn->mu). No callback into
+ * the caller is ever made while holding it, and no libssh call is made while
+ * holding it.
+ */
+#ifndef SSHCORE_INTERNAL_H
+#define SSHCORE_INTERNAL_H
+
+#include <libssh/callbacks.h>
+#include <libssh/libssh.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "sshcore.h"
+
+#pragma clang assume_nonnull begin
+
+typedef struct sshcore_bytes {
+    uint8_t *_Nullable data;
+    size_t len;
+    size_t cap;
+} sshcore_bytes;
+
+int sshcore_bytes_append(sshcore_bytes *b, const void *p, size_t n);
+void sshcore_bytes_free(sshcore_bytes *b);
+
+/** Operation kinds plug into the worker through this table. */
+typedef struct sshcore_op_vtable {
+    /** Worker: start or advance. Returns true to be stepped again without
+     *  waiting for the socket (more work is ready right now). */
+    bool (*step)(sshcore_conn *conn, sshcore_op *op);
+    /** Worker: release libssh resources after cancel or connection teardown. */
+    void (*abort)(sshcore_conn *conn, sshcore_op *op);
+    /** Any thread: free kind-specific memory (last reference dropped). */
+    void (*destroy)(sshcore_op *op);
+} sshcore_op_vtable;
+
+struct sshcore_op {
+    atomic_long refs;
+    atomic_int done;             /* 0 until the completion ran */
+    atomic_int cancel_requested; /* set by sshcore_op_cancel */
+    const sshcore_op_vtable *vt;
+    sshcore_conn *conn; /* strong reference */
+    sshcore_op_done_fn done_fn;
+    void *_Nullable ctx;
+    sshcore_error err;
+    sshcore_op *_Nullable next; /* pending FIFO, then active list */
+};
+
+struct sshcore_conn {
+    atomic_long refs;
+    pthread_mutex_t mu;
+    pthread_t thread;
+    bool thread_started;
+    bool thread_joined_or_detached;
+
+    /* guarded by mu */
+    int sock_fd; /* the socket the core created; shutdown target */
+    int wake_fd; /* eventfd; -1 once the worker exited */
+    sshcore_op *_Nullable pending_head;
+    sshcore_op *_Nullable pending_tail;
+    bool close_requested;
+    bool connect_cancelled;
+    bool worker_exited;
+    bool verdict_ready;
+    bool verdict_accept;
+    char verdict_reason[256];
+    bool kbd_ready;
+    char *_Nullable *_Nullable kbd_answers; /* NULL with kbd_ready: abort */
+    size_t kbd_count;
+
+    /* published for other threads */
+    _Atomic int state_snapshot;
+    _Atomic int fail_code;
+    _Atomic unsigned offered_methods;
+    atomic_int connect_done;
+
+    /* worker only */
+    sshcore_conn_state state;
+    ssh_session _Nullable session;
+    ssh_event _Nullable event;
+    int lib_fd; /* dup handed to libssh */
+    bool ssh_connect_called;
+    int phase;
+    struct addrinfo *_Nullable ai_list;
+    struct addrinfo *_Nullable ai_cur;
+    int last_connect_errno;
+    int64_t deadline_ms;   /* absolute, monotonic; 0 = none */
+    int64_t paused_at_ms;  /* while waiting for the caller */
+    size_t method_idx;
+    bool method_started;
+    ssh_key _Nullable key;
+    char methods_tried[160];
+    sshcore_op *_Nullable active;
+    char banner[256];
+
+    /* immutable after start */
+    sshcore_conn_callbacks cb;
+    char *host;
+    char *user;
+    uint16_t port;
+    int connect_timeout_ms;
+    int backstop_timeout_s;
+    int verbosity;
+    sshcore_auth_method *_Nullable methods;
+    size_t method_count;
+};
+
+/* sshcore_conn.c */
+int64_t sshcore_now_ms(void);
+void sshcore_conn_retain(sshcore_conn *conn);
+void sshcore_conn_unref(sshcore_conn *conn);
+void sshcore_conn_wake(sshcore_conn *conn);
+/** Fill err from the session's last libssh error (worker only). */
+void sshcore_error_from_session(sshcore_error *err, int code,
+                                ssh_session _Nullable session,
+                                const char *function);
+void sshcore_error_set(sshcore_error *err, int code, const char *_Nullable detail);
+/** Queue an operation (any thread); fails unless the connection is ready. */
+int sshcore_conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err);
+/** Classify the session's failure after libssh reported an error. */
+int sshcore_conn_failure_code(sshcore_conn *conn);
+
+/* sshcore_op.c */
+void sshcore_op_init(sshcore_op *op, const sshcore_op_vtable *vt,
+                     sshcore_conn *conn, sshcore_op_done_fn done,
+                     void *_Nullable ctx);
+/** Complete exactly once; returns false if someone else already did. */
+bool sshcore_op_complete(sshcore_op *op, const sshcore_error *err);
+void sshcore_op_retain(sshcore_op *op);
+
+/* sshcore_socket.c */
+/** Start a non-blocking TCP connect to ai; returns fd or -1 (errno set). */
+int sshcore_socket_connect_start(const struct addrinfo *ai, bool *in_progress);
+/** After POLLOUT: 0 when connected, else the errno of the failure. */
+int sshcore_socket_connect_result(int fd);
+/** TCP_NODELAY, TCP_USER_TIMEOUT, keepalive options on a connected socket. */
+void sshcore_socket_tune(int fd, int user_timeout_ms);
+int sshcore_errno_to_code(int e);
+
+#pragma clang assume_nonnull end
+
+#endif

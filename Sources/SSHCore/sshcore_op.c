@@ -1,0 +1,101 @@
+/*
+ * sshcore_op.c - operations: reference counting and the exactly-once
+ * completion shared by every operation kind.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sshcore_internal.h"
+
+void sshcore_op_init(sshcore_op *op, const sshcore_op_vtable *vt,
+                     sshcore_conn *conn, sshcore_op_done_fn done, void *ctx)
+{
+    atomic_init(&op->refs, 2); /* the caller's and the worker's */
+    atomic_init(&op->done, 0);
+    atomic_init(&op->cancel_requested, 0);
+    op->vt = vt;
+    op->conn = conn;
+    sshcore_conn_retain(conn);
+    op->done_fn = done;
+    op->ctx = ctx;
+    memset(&op->err, 0, sizeof(op->err));
+    op->next = NULL;
+}
+
+bool sshcore_op_complete(sshcore_op *op, const sshcore_error *err)
+{
+    int expected = 0;
+
+    if (!atomic_compare_exchange_strong(&op->done, &expected, 1)) {
+        return false;
+    }
+    op->err = *err;
+    op->done_fn(op->ctx, op);
+    return true;
+}
+
+void sshcore_op_retain(sshcore_op *op)
+{
+    atomic_fetch_add(&op->refs, 1);
+}
+
+void sshcore_op_release(sshcore_op *op)
+{
+    sshcore_conn *conn = NULL;
+
+    if (atomic_fetch_sub(&op->refs, 1) != 1) {
+        return;
+    }
+    conn = op->conn;
+    op->vt->destroy(op);
+    sshcore_conn_unref(conn);
+}
+
+void sshcore_op_cancel(sshcore_op *op)
+{
+    sshcore_error err;
+
+    atomic_store(&op->cancel_requested, 1);
+    sshcore_error_set(&err, SSHCORE_E_CANCELLED, NULL);
+    (void)sshcore_op_complete(op, &err);
+    sshcore_conn_wake(op->conn);
+}
+
+const sshcore_error *sshcore_op_error(sshcore_op *op)
+{
+    return &op->err;
+}
+
+int sshcore_bytes_append(sshcore_bytes *b, const void *p, size_t n)
+{
+    uint8_t *grown = NULL;
+    size_t cap = 0;
+
+    if (n == 0) {
+        return 0;
+    }
+    if (b->len + n > b->cap) {
+        cap = b->cap == 0 ? 16384 : b->cap;
+        while (cap < b->len + n) {
+            cap *= 2;
+        }
+        grown = realloc(b->data, cap);
+        if (grown == NULL) {
+            return -1;
+        }
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
+void sshcore_bytes_free(sshcore_bytes *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+}

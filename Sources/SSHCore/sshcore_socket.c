@@ -1,0 +1,85 @@
+/*
+ * sshcore_socket.c - the core creates its own sockets: non-blocking connect
+ * over every address getaddrinfo returns (IPv4 and IPv6), TCP_NODELAY and
+ * TCP_USER_TIMEOUT. libssh only ever receives a dup of the result.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sshcore_internal.h"
+
+int sshcore_socket_connect_start(const struct addrinfo *ai, bool *in_progress)
+{
+    int fd = -1;
+    int rc;
+    int one = 1;
+
+    *in_progress = false;
+    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                ai->ai_protocol);
+    if (fd < 0) {
+        return -1;
+    }
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    do {
+        rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
+    } while (rc != 0 && errno == EINTR);
+    if (rc == 0) {
+        return fd;
+    }
+    if (errno == EINPROGRESS) {
+        *in_progress = true;
+        return fd;
+    }
+    rc = errno;
+    close(fd);
+    errno = rc;
+    return -1;
+}
+
+int sshcore_socket_connect_result(int fd)
+{
+    int soerr = 0;
+    socklen_t len = sizeof(soerr);
+
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) {
+        return errno;
+    }
+    return soerr;
+}
+
+void sshcore_socket_tune(int fd, int user_timeout_ms)
+{
+    int one = 1;
+    unsigned int uto = user_timeout_ms > 0 ? (unsigned int)user_timeout_ms : 0;
+
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    if (uto > 0) {
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
+    }
+}
+
+int sshcore_errno_to_code(int e)
+{
+    switch (e) {
+    case ECONNREFUSED:
+        return SSHCORE_E_CONNECTION_REFUSED;
+    case ENETUNREACH:
+    case EHOSTUNREACH:
+    case ENETDOWN:
+    case EHOSTDOWN:
+    case EADDRNOTAVAIL:
+        return SSHCORE_E_HOST_UNREACHABLE;
+    case ETIMEDOUT:
+        return SSHCORE_E_CONNECT_TIMEOUT;
+    case ENOMEM:
+        return SSHCORE_E_OUT_OF_MEMORY;
+    default:
+        return SSHCORE_E_SYSTEM;
+    }
+}

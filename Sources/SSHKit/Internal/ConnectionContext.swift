@@ -1,0 +1,165 @@
+import Logging
+import SSHCore
+import Synchronization
+
+/// The state shared between one connection's core callbacks and its Swift side.
+/// Passed to the core as `ctx` (retained; the core's `released` callback drops it).
+final class ConnectionContext: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<Result<Void, SSHError>, Never>?
+        var outcome: Result<Void, SSHError>?
+        var core: CoreConnection?
+        var cancelled = false
+        var presentedKey: SSHHostKey?
+        var acceptedKey: SSHHostKey?
+        var rejection: (reason: String, expected: [String], cause: (any Error & Sendable)?)?
+        var responderError: (any Error & Sendable)?
+        var terminated = false
+        var terminationWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+    let host: String
+    let port: Int
+    let policy: SSHHostKeyPolicy
+    let responder: (@Sendable (SSHKeyboardInteractiveChallenge) async throws -> [String])?
+    let logger: Logger
+
+    init(configuration c: SSHConfiguration) {
+        host = c.host
+        port = c.port
+        policy = c.hostKeyPolicy
+        logger = c.logger
+        responder = c.authentication.methods.lazy.compactMap { m in
+            if case .keyboardInteractive(let r) = m { return r } else { return nil }
+        }.first
+    }
+
+    // MARK: connect
+
+    func setContinuation(_ c: CheckedContinuation<Result<Void, SSHError>, Never>) {
+        state.withLock { $0.continuation = c }
+    }
+
+    func attach(_ core: CoreConnection) {
+        let cancelNow = state.withLock { s in
+            s.core = core
+            return s.cancelled
+        }
+        if cancelNow { sshcore_conn_cancel_connect(core.pointer.raw) }
+    }
+
+    func takeCore() -> CoreConnection? {
+        state.withLock { s in
+            defer { s.core = nil }
+            return s.core
+        }
+    }
+
+    var acceptedKey: SSHHostKey? { state.withLock { $0.acceptedKey } }
+
+    func cancelConnect() {
+        let core = state.withLock { s in
+            s.cancelled = true
+            return s.core
+        }
+        if let core { sshcore_conn_cancel_connect(core.pointer.raw) }
+    }
+
+    /// Called exactly once per connect attempt, on any thread.
+    func connectFinished(_ err: sshcore_error) {
+        let continuation = state.withLock { s -> CheckedContinuation<Result<Void, SSHError>, Never>? in
+            if err.code == Int32(sshcore_err.SSHCORE_E_OK.rawValue) {
+                s.outcome = .success(())
+            } else {
+                var e = SSHError(core: err)
+                e.host = host
+                e.port = port
+                e.presentedHostKey = s.presentedKey
+                if e.code == .hostKeyRejected, let r = s.rejection {
+                    e.message = "host key rejected: \(r.reason)"
+                    e.expectedHostKeys = r.expected
+                    e.cause = r.cause
+                }
+                if e.code == .authenticationFailed {
+                    e.cause = e.cause ?? s.responderError
+                }
+                s.outcome = .failure(e)
+            }
+            defer { s.continuation = nil }
+            return s.continuation
+        }
+        if let continuation, let outcome = state.withLock({ $0.outcome }) {
+            continuation.resume(returning: outcome)
+        }
+    }
+
+    // MARK: host key and keyboard-interactive (answers go back to the core exactly once)
+
+    func evaluateHostKey(_ key: SSHHostKey, conn: ConnPointer) {
+        state.withLock { $0.presentedKey = key }
+        let policy = self.policy
+        let context = SSHHostKeyContext(host: host, port: port, presentedKey: key)
+        Task {
+            let verdict = await policy.evaluate(context)
+            switch verdict {
+            case .accept:
+                self.state.withLock { $0.acceptedKey = key }
+                sshcore_conn_hostkey_verdict(conn.raw, 1, nil)
+            case .reject(let reason, let expected, let cause):
+                self.logger.warning("host key rejected", metadata: [
+                    "host": "\(self.host)", "key": "\(key)", "reason": "\(reason)",
+                ])
+                self.state.withLock { $0.rejection = (reason, expected, cause) }
+                sshcore_conn_hostkey_verdict(conn.raw, 0, reason)
+            }
+        }
+    }
+
+    func answerKeyboardInteractive(_ challenge: SSHKeyboardInteractiveChallenge, conn: ConnPointer) {
+        guard let responder else {
+            sshcore_conn_kbdint_reply(conn.raw, nil, 0)
+            return
+        }
+        Task {
+            do {
+                let answers = try await responder(challenge)
+                guard answers.count == challenge.prompts.count else {
+                    throw SSHError(.invalidArgument,
+                                   "responder gave \(answers.count) answers to \(challenge.prompts.count) prompts")
+                }
+                let arena = CStringArena()
+                let pointers = answers.map { arena.dup($0)! }
+                pointers.withUnsafeBufferPointer { buf in
+                    sshcore_conn_kbdint_reply(conn.raw, buf.baseAddress, buf.count)
+                }
+                arena.wipeAndFree()
+            } catch {
+                self.state.withLock { $0.responderError = error }
+                sshcore_conn_kbdint_reply(conn.raw, nil, 0)
+            }
+        }
+    }
+
+    // MARK: termination
+
+    func markTerminated() {
+        let waiters = state.withLock { s in
+            s.terminated = true
+            defer { s.terminationWaiters = [] }
+            return s.terminationWaiters
+        }
+        for w in waiters { w.resume() }
+    }
+
+    func waitUntilTerminated() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { s in
+                if s.terminated { return true }
+                s.terminationWaiters.append(c)
+                return false
+            }
+            if done { c.resume() }
+        }
+    }
+}

@@ -1,0 +1,172 @@
+import Logging
+import SSHCore
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A connection handle from the core. Safe because: the pointer is only passed to
+/// sshcore_* functions, which are documented thread-safe, and the core keeps the
+/// object alive while a callback may still use it.
+struct ConnPointer: @unchecked Sendable {
+    let raw: OpaquePointer
+}
+
+/// Owns the caller's reference to one core connection.
+final class CoreConnection: Sendable {
+    let pointer: ConnPointer
+    let context: ConnectionContext
+
+    init(_ raw: OpaquePointer, context: ConnectionContext) {
+        self.pointer = ConnPointer(raw: raw)
+        self.context = context
+    }
+
+    deinit {
+        // Closes the connection if still open and joins its worker thread
+        // (teardown never waits on the network).
+        sshcore_conn_release(pointer.raw)
+    }
+
+    var isReady: Bool { sshcore_conn_get_state(pointer.raw) == SSHCORE_CONN_READY }
+
+    func close() async {
+        sshcore_conn_close(pointer.raw)
+        await context.waitUntilTerminated()
+    }
+
+    static func connect(_ config: SSHConfiguration) async throws(SSHError) -> SSHConnection {
+        let logger = config.logger
+        let context = ConnectionContext(configuration: config)
+        logger.debug("connecting", metadata: ["host": "\(config.host)", "port": "\(config.port)"])
+        let outcome: Result<Void, SSHError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, SSHError>, Never>) in
+                context.setContinuation(continuation)
+                start(config, context: context)
+            }
+        } onCancel: {
+            context.cancelConnect()
+        }
+        let core = context.takeCore()
+        switch outcome {
+        case .failure(let error):
+            logger.debug("connect failed", metadata: ["error": "\(error)"])
+            _ = core // released here: closes and joins the worker
+            throw error
+        case .success:
+            guard let core, let key = context.acceptedKey else {
+                throw SSHError(.protocolError, "connected without a host key")
+            }
+            var banner = [CChar](repeating: 0, count: 256)
+            sshcore_conn_server_banner(core.pointer.raw, &banner, banner.count)
+            let offered = SSHAuthMethods(rawValue: sshcore_conn_offered_methods(core.pointer.raw))
+            logger.debug("connected", metadata: ["host": "\(config.host)", "hostKey": "\(key)"])
+            return SSHConnection(
+                core: core, configuration: config, hostKey: key,
+                serverBanner: String(decoding: banner.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self),
+                offeredAuthMethods: offered)
+        }
+    }
+
+    /// Starts the core connection; every outcome reaches the context's continuation.
+    private static func start(_ config: SSHConfiguration, context: ConnectionContext) {
+        let strings = CStringArena()
+        var methods: [sshcore_auth_method] = []
+        for method in config.authentication.methods {
+            switch method {
+            case .password(let pw):
+                methods.append(.init(kind: SSHCORE_AUTH_PASSWORD, secret: strings.dup(pw), passphrase: nil))
+            case .privateKeyFile(let path, let passphrase):
+                methods.append(.init(kind: SSHCORE_AUTH_KEY_FILE, secret: strings.dup(path), passphrase: strings.dup(passphrase)))
+            case .privateKey(let text, let passphrase):
+                methods.append(.init(kind: SSHCORE_AUTH_KEY_MEMORY, secret: strings.dup(text), passphrase: strings.dup(passphrase)))
+            case .agent(let socket):
+                methods.append(.init(kind: SSHCORE_AUTH_AGENT, secret: strings.dup(socket), passphrase: nil))
+            case .keyboardInteractive:
+                methods.append(.init(kind: SSHCORE_AUTH_KBDINT, secret: nil, passphrase: nil))
+            }
+        }
+        var err = sshcore_error()
+        let ctx = Unmanaged.passRetained(context).toOpaque()
+        var callbacks = sshcore_conn_callbacks(
+            ctx: ctx, connected: coreConnected, hostkey: coreHostKey, kbdint: coreKbdint,
+            terminated: coreTerminated, released: coreReleased)
+        let raw: OpaquePointer? = methods.withUnsafeBufferPointer { buf in
+            var cfg = sshcore_config(
+                host: strings.dup(config.host)!, port: UInt16(config.port), user: strings.dup(config.user)!,
+                connect_timeout_ms: Int32(clamping: config.connectTimeout.milliseconds),
+                backstop_timeout_s: Int32(clamping: max(1, config.socketTimeout.milliseconds / 1000)),
+                methods: buf.baseAddress!, method_count: buf.count,
+                libssh_verbosity: Int32(clamping: config.libsshVerbosity))
+            return sshcore_conn_start(&cfg, &callbacks, &err)
+        }
+        strings.wipeAndFree()
+        guard let raw else {
+            Unmanaged<ConnectionContext>.fromOpaque(ctx).release()
+            context.connectFinished(err)
+            return
+        }
+        context.attach(CoreConnection(raw, context: context))
+    }
+}
+
+/// C strings that live until `wipeAndFree`; the core copies what it keeps.
+final class CStringArena {
+    private var pointers: [UnsafeMutablePointer<CChar>] = []
+
+    func dup(_ s: String?) -> UnsafePointer<CChar>? {
+        guard let s else { return nil }
+        let p = strdup(s)!
+        pointers.append(p)
+        return UnsafePointer(p)
+    }
+
+    func wipeAndFree() {
+        for p in pointers {
+            memset(p, 0, strlen(p))
+            free(p)
+        }
+        pointers.removeAll()
+    }
+}
+
+// MARK: - C callbacks (no captures: everything goes through ctx)
+
+private func context(_ ctx: UnsafeMutableRawPointer?) -> ConnectionContext {
+    Unmanaged<ConnectionContext>.fromOpaque(ctx!).takeUnretainedValue()
+}
+
+private let coreConnected: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<sshcore_error>) -> Void = {
+    ctx, err in
+    context(ctx).connectFinished(err.pointee)
+}
+
+private let coreHostKey: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer, UnsafePointer<sshcore_hostkey>)
+    -> Void = { ctx, conn, key in
+        let k = key.pointee
+        let hostKey = SSHHostKey(type: String(cString: k.type), base64: String(cString: k.base64),
+                                 sha256Fingerprint: String(cString: k.sha256))
+        context(ctx).evaluateHostKey(hostKey, conn: ConnPointer(raw: conn))
+    }
+
+private let coreKbdint: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer, UnsafePointer<sshcore_kbdint>)
+    -> Void = { ctx, conn, challenge in
+        let c = challenge.pointee
+        var prompts: [SSHKeyboardInteractiveChallenge.Prompt] = []
+        for i in 0..<c.count {
+            prompts.append(.init(text: String(cString: c.prompts[i]), echo: c.echo[i] != 0))
+        }
+        let ch = SSHKeyboardInteractiveChallenge(
+            name: String(cString: c.name), instruction: String(cString: c.instruction), prompts: prompts)
+        context(ctx).answerKeyboardInteractive(ch, conn: ConnPointer(raw: conn))
+    }
+
+private let coreTerminated: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
+    context(ctx).markTerminated()
+}
+
+private let coreReleased: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
+    Unmanaged<ConnectionContext>.fromOpaque(ctx!).release()
+}

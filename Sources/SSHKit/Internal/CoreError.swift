@@ -1,0 +1,77 @@
+import SSHCore
+import Synchronization
+
+extension SSHError.Code {
+    /// The one mapping from the core's error table; exhaustive by construction.
+    init(core: sshcore_err) {
+        switch core {
+        case .SSHCORE_E_OK: self = .protocolError // never mapped: OK is not an error
+        case .SSHCORE_E_INVALID_ARGUMENT: self = .invalidArgument
+        case .SSHCORE_E_INVALID_STATE: self = .invalidState
+        case .SSHCORE_E_OUT_OF_MEMORY: self = .outOfMemory
+        case .SSHCORE_E_SYSTEM: self = .systemError
+        case .SSHCORE_E_NAME_RESOLUTION: self = .nameResolutionFailed
+        case .SSHCORE_E_CONNECTION_REFUSED: self = .connectionRefused
+        case .SSHCORE_E_HOST_UNREACHABLE: self = .hostUnreachable
+        case .SSHCORE_E_CONNECT_TIMEOUT: self = .connectTimeout
+        case .SSHCORE_E_KEY_EXCHANGE: self = .keyExchangeFailed
+        case .SSHCORE_E_HOST_KEY_REJECTED: self = .hostKeyRejected
+        case .SSHCORE_E_AUTH_DENIED: self = .authenticationFailed
+        case .SSHCORE_E_PRIVATE_KEY: self = .privateKeyUnreadable
+        case .SSHCORE_E_AGENT: self = .agentUnavailable
+        case .SSHCORE_E_DISCONNECTED: self = .disconnected
+        case .SSHCORE_E_CONNECTION_LOST: self = .connectionLost
+        case .SSHCORE_E_CLOSED: self = .connectionClosed
+        case .SSHCORE_E_CHANNEL_OPEN_REFUSED: self = .channelOpenFailed
+        case .SSHCORE_E_CHANNEL_REQUEST_FAILED: self = .channelRequestFailed
+        case .SSHCORE_E_OUTPUT_LIMIT: self = .outputLimitExceeded
+        case .SSHCORE_E_CANCELLED: self = .cancelled
+        case .SSHCORE_E_PROTOCOL: self = .protocolError
+        }
+    }
+}
+
+extension SSHError {
+    /// Builds an SSHError from what the core filled in on its worker.
+    init(core e: sshcore_error) {
+        let raw = sshcore_err(rawValue: .init(truncatingIfNeeded: e.code)) ?? .SSHCORE_E_PROTOCOL
+        var message = String(cString: sshcore_err_message(e.code))
+        let detail = CoreStrings.string(e.detail)
+        if !detail.isEmpty { message += ": " + detail }
+        self.init(Code(core: raw), message)
+        let function = CoreStrings.string(e.lib_function)
+        let libMessage = CoreStrings.string(e.lib_message)
+        if !function.isEmpty || !libMessage.isEmpty {
+            libssh = LibSSHDiagnostic(function: function, code: Int(e.lib_code), message: libMessage)
+        }
+        if e.sys_errno != 0 { systemErrno = e.sys_errno }
+    }
+}
+
+enum CoreStrings {
+    /// Reads a fixed-size C char array (imported as a tuple) up to its NUL.
+    static func string<T>(_ tuple: T) -> String {
+        withUnsafeBytes(of: tuple) { raw in
+            let bytes = raw.prefix { $0 != 0 }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+    }
+}
+
+/// Turns "call not allowed in this state" into the documented programmer-error
+/// behaviour: a trap in debug builds naming the call and state, a thrown
+/// `invalidState` in release builds.
+enum SSHMisuse {
+    /// Tests switch this off to check the release-build behaviour.
+    static let trapsInDebugBuilds = Atomic<Bool>(true)
+
+    static func check(_ error: SSHError, call: String) -> SSHError {
+        guard error.code == .invalidState else { return error }
+        var e = error
+        e.message = "\(call): \(error.message)"
+        if trapsInDebugBuilds.load(ordering: .relaxed) {
+            assertionFailure("SSHKit misuse: \(e.message)")
+        }
+        return e
+    }
+}

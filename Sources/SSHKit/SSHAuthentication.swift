@@ -1,0 +1,63 @@
+/// How to authenticate: one or more methods, tried in order (like OpenSSH's
+/// `PreferredAuthentications`). Methods the server does not offer are skipped.
+public struct SSHAuthentication: Sendable {
+    public enum Method: Sendable {
+        case password(String)
+        /// A private key file in OpenSSH or PEM format (Ed25519, ECDSA, RSA).
+        case privateKeyFile(path: String, passphrase: String?)
+        /// A private key given as text (OpenSSH or PEM format).
+        case privateKey(String, passphrase: String?)
+        /// The keys of an ssh-agent; `nil` uses `SSH_AUTH_SOCK`.
+        case agent(socketPath: String?)
+        /// Keyboard-interactive: the responder answers each round of prompts.
+        case keyboardInteractive(@Sendable (SSHKeyboardInteractiveChallenge) async throws -> [String])
+    }
+
+    public var methods: [Method]
+
+    public init(_ methods: [Method]) { self.methods = methods }
+
+    public static func password(_ password: String) -> Self { .init([.password(password)]) }
+    public static func privateKey(path: String, passphrase: String? = nil) -> Self {
+        .init([.privateKeyFile(path: path, passphrase: passphrase)])
+    }
+    public static func privateKey(_ text: String, passphrase: String? = nil) -> Self {
+        .init([.privateKey(text, passphrase: passphrase)])
+    }
+    public static func agent(socketPath: String? = nil) -> Self { .init([.agent(socketPath: socketPath)]) }
+    public static func keyboardInteractive(
+        _ responder: @escaping @Sendable (SSHKeyboardInteractiveChallenge) async throws -> [String]
+    ) -> Self { .init([.keyboardInteractive(responder)]) }
+}
+
+/// One round of keyboard-interactive prompts.
+public struct SSHKeyboardInteractiveChallenge: Sendable {
+    public struct Prompt: Sendable {
+        public let text: String
+        /// Whether the answer may be shown while typed (false for passwords).
+        public let echo: Bool
+    }
+    public let name: String
+    public let instruction: String
+    public let prompts: [Prompt]
+}
+
+/// Authentication methods a server offers.
+public struct SSHAuthMethods: OptionSet, Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+    public static let none = SSHAuthMethods(rawValue: 1 << 0)
+    public static let password = SSHAuthMethods(rawValue: 1 << 1)
+    public static let publicKey = SSHAuthMethods(rawValue: 1 << 2)
+    public static let hostBased = SSHAuthMethods(rawValue: 1 << 3)
+    public static let keyboardInteractive = SSHAuthMethods(rawValue: 1 << 4)
+    public static let gssapi = SSHAuthMethods(rawValue: 1 << 5)
+
+    public var description: String {
+        let names: [(SSHAuthMethods, String)] = [
+            (.none, "none"), (.password, "password"), (.publicKey, "publickey"),
+            (.hostBased, "hostbased"), (.keyboardInteractive, "keyboard-interactive"), (.gssapi, "gssapi-with-mic"),
+        ]
+        return names.filter { contains($0.0) }.map(\.1).joined(separator: ",")
+    }
+}

@@ -1,0 +1,41 @@
+/// Opens SSH connections.
+///
+/// ```swift
+/// let config = SSHConfiguration(host: "example.com", user: "deploy",
+///                               authentication: .privateKey(path: "/home/me/.ssh/id_ed25519"),
+///                               hostKeyPolicy: .pinned(["SHA256:..."]))
+/// let uname = try await SSHClient.withConnection(config) { conn in
+///     try await conn.execute("uname -a").stdoutString
+/// }
+/// ```
+public enum SSHClient {
+    /// Connects, verifies the host key with the configured policy and
+    /// authenticates. Cancelling the calling task ends the attempt with
+    /// `.cancelled` promptly, whatever the server does.
+    ///
+    /// - Throws: `SSHError` — `nameResolutionFailed`, `connectionRefused`,
+    ///   `hostUnreachable`, `connectTimeout`, `keyExchangeFailed`,
+    ///   `hostKeyRejected`, `authenticationFailed`, `privateKeyUnreadable`,
+    ///   `agentUnavailable`, `disconnected`, `cancelled`, `invalidArgument`.
+    public static func connect(_ configuration: SSHConfiguration) async throws(SSHError) -> SSHConnection {
+        try configuration.validate()
+        return try await CoreConnection.connect(configuration)
+    }
+
+    /// Connects, runs `body`, and closes the connection afterwards, also when
+    /// `body` throws or the task is cancelled.
+    public static func withConnection<R: Sendable>(
+        _ configuration: SSHConfiguration,
+        _ body: (SSHConnection) async throws -> R
+    ) async throws -> R {
+        let connection = try await connect(configuration)
+        do {
+            let result = try await body(connection)
+            await connection.close()
+            return result
+        } catch {
+            await connection.close()
+            throw error
+        }
+    }
+}

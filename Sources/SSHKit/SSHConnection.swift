@@ -1,0 +1,83 @@
+import Logging
+
+/// An authenticated SSH connection. Many operations may run on it at once
+/// (each command gets its own channel), from any task.
+///
+/// Close it with `close()`; dropping the last reference closes it too.
+public final class SSHConnection: Sendable {
+    let core: CoreConnection
+    public let host: String
+    public let port: Int
+    public let user: String
+    /// The key the server presented and the policy accepted.
+    public let hostKey: SSHHostKey
+    /// The server's identification string, e.g. `SSH-2.0-OpenSSH_9.2p1 Debian-2`.
+    public let serverBanner: String
+    /// The methods the server offered when authentication began.
+    public let offeredAuthMethods: SSHAuthMethods
+    let logger: Logger
+
+    init(core: CoreConnection, configuration: SSHConfiguration, hostKey: SSHHostKey,
+         serverBanner: String, offeredAuthMethods: SSHAuthMethods) {
+        self.core = core
+        self.host = configuration.host
+        self.port = configuration.port
+        self.user = configuration.user
+        self.hostKey = hostKey
+        self.serverBanner = serverBanner
+        self.offeredAuthMethods = offeredAuthMethods
+        self.logger = configuration.logger
+    }
+
+    /// True while the connection is usable (not closed, not failed).
+    public var isConnected: Bool { core.isReady }
+
+    /// Runs `command` on a new channel and collects its output.
+    ///
+    /// stdout and stderr are drained together, so a command that floods stderr
+    /// cannot stall its stdout. A non-zero exit is a result, not an error.
+    ///
+    /// - Parameters:
+    ///   - command: run by the user's login shell on the server. Quote
+    ///     arguments with `SSHShellQuoting.quote`.
+    ///   - stdin: bytes sent to the command's stdin, followed by EOF.
+    ///   - environment: sent as `env` requests; if the server's `AcceptEnv`
+    ///     refuses one, the command is re-issued as `export NAME='value'; command`
+    ///     instead (POSIX login shells only) and `usedEnvironmentFallback` is set.
+    ///   - outputLimit: the most stdout + stderr bytes to collect; beyond it the
+    ///     channel is closed and `outputLimitExceeded` thrown.
+    /// - Throws: `SSHError` — `channelOpenFailed` (e.g. MaxSessions reached),
+    ///   `channelRequestFailed`, `outputLimitExceeded`, `cancelled` (this channel
+    ///   only: the connection and its other commands continue), `disconnected` /
+    ///   `connectionLost`, `invalidArgument`, `invalidState` (after `close()`).
+    public func execute(
+        _ command: String,
+        stdin: [UInt8] = [],
+        environment: [String: String] = [:],
+        outputLimit: Int = 16 * 1024 * 1024
+    ) async throws(SSHError) -> SSHCommandResult {
+        if command.utf8.contains(0) { throw SSHError(.invalidArgument, "command contains a NUL byte") }
+        if outputLimit < 0 { throw SSHError(.invalidArgument, "outputLimit must not be negative") }
+        let env = environment.sorted { $0.key < $1.key }
+        for (name, value) in env {
+            guard SSHShellQuoting.isValidEnvironmentName(name) else {
+                throw SSHError(.invalidArgument, "invalid environment variable name \(SSHShellQuoting.quote(name))")
+            }
+            if value.utf8.contains(0) { throw SSHError(.invalidArgument, "environment value of \(name) contains NUL") }
+        }
+        var fallback: String? = nil
+        if !env.isEmpty {
+            let assignments = env.map { "\($0.key)=\(SSHShellQuoting.quote($0.value))" }.joined(separator: " ")
+            fallback = "export \(assignments); \(command)"
+        }
+        let request = ExecRequest(command: command, fallback: fallback, stdin: stdin,
+                                  environment: env, outputLimit: outputLimit)
+        return try await core.execute(request, logger: logger)
+    }
+
+    /// Closes the connection: open operations fail with `connectionClosed`,
+    /// the socket and worker thread are gone when this returns. Idempotent.
+    public func close() async {
+        await core.close()
+    }
+}

@@ -1,0 +1,98 @@
+/// The one error type of SSHKit.
+///
+/// `code` is stable and meant for `switch`/`==`; `message` is for people. When libssh
+/// was involved, `libssh` carries the function that failed and what libssh said at
+/// that moment (copied on the connection's worker thread, right after the call).
+/// A non-zero exit status of a remote command is a result, not an error.
+public struct SSHError: Error, Sendable, CustomStringConvertible {
+    /// A stable error code. Codes are added over time; match the ones you handle.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// A configuration value or argument is invalid (nothing was sent).
+        public static let invalidArgument = Code("invalidArgument")
+        /// A call was made in a state that does not allow it, e.g. after `close()`.
+        public static let invalidState = Code("invalidState")
+        public static let outOfMemory = Code("outOfMemory")
+        /// A system call failed; `systemErrno` says which errno.
+        public static let systemError = Code("systemError")
+        /// DNS could not resolve the host name.
+        public static let nameResolutionFailed = Code("nameResolutionFailed")
+        /// The host answered the TCP connect with a reset (nothing listens on the port).
+        public static let connectionRefused = Code("connectionRefused")
+        /// No route to the host or network.
+        public static let hostUnreachable = Code("hostUnreachable")
+        /// The connect timeout elapsed (TCP connect, key exchange or authentication).
+        public static let connectTimeout = Code("connectTimeout")
+        /// Key exchange failed: no common algorithm, a bad banner, a broken peer.
+        public static let keyExchangeFailed = Code("keyExchangeFailed")
+        /// The host key policy rejected the server's key; see `presentedHostKey`.
+        public static let hostKeyRejected = Code("hostKeyRejected")
+        /// Every configured method was tried and denied; see `offeredAuthMethods`.
+        public static let authenticationFailed = Code("authenticationFailed")
+        /// A private key could not be read: missing, unsupported or wrong passphrase.
+        public static let privateKeyUnreadable = Code("privateKeyUnreadable")
+        /// ssh-agent could not be reached or used.
+        public static let agentUnavailable = Code("agentUnavailable")
+        /// The server ended the connection.
+        public static let disconnected = Code("disconnected")
+        /// The connection broke (reset, network failure).
+        public static let connectionLost = Code("connectionLost")
+        /// The connection was closed by this program while the operation ran.
+        public static let connectionClosed = Code("connectionClosed")
+        /// The server refused to open a channel (e.g. its MaxSessions is reached).
+        public static let channelOpenFailed = Code("channelOpenFailed")
+        /// The server refused a channel request (exec, env, ...).
+        public static let channelRequestFailed = Code("channelRequestFailed")
+        /// Collected output went over the `outputLimit` given to the call.
+        public static let outputLimitExceeded = Code("outputLimitExceeded")
+        /// The operation was cancelled (task cancellation or an explicit cancel).
+        public static let cancelled = Code("cancelled")
+        /// The peer violated the SSH protocol or libssh reported an internal error.
+        public static let protocolError = Code("protocolError")
+    }
+
+    /// What libssh reported when it was the source of the failure.
+    public struct LibSSHDiagnostic: Sendable, Equatable {
+        public var function: String
+        public var code: Int
+        public var message: String
+    }
+
+    public var code: Code
+    public var message: String
+    public var libssh: LibSSHDiagnostic?
+    public var systemErrno: Int32?
+    /// The server's address, for connection-level errors.
+    public var host: String?
+    public var port: Int?
+    /// The key the server presented, when the failure happened after key exchange.
+    public var presentedHostKey: SSHHostKey?
+    /// What the host key policy expected (fingerprints), for `hostKeyRejected`.
+    public var expectedHostKeys: [String]
+    /// The methods the server offers, for `authenticationFailed`.
+    public var offeredAuthMethods: SSHAuthMethods?
+    /// The underlying error, e.g. what a policy closure or responder threw.
+    public var cause: (any Error & Sendable)?
+
+    public init(_ code: Code, _ message: String, cause: (any Error & Sendable)? = nil) {
+        self.code = code
+        self.message = message
+        self.expectedHostKeys = []
+        self.cause = cause
+    }
+
+    public var description: String {
+        var s = "SSHError.\(code): \(message)"
+        if let host { s += " [\(host):\(port ?? 22)]" }
+        if let lib = libssh, !lib.message.isEmpty { s += " (libssh \(lib.function): \(lib.message))" }
+        if let key = presentedHostKey, code == .hostKeyRejected {
+            s += "; presented \(key.type) \(key.sha256Fingerprint)"
+            if !expectedHostKeys.isEmpty { s += ", expected \(expectedHostKeys.joined(separator: " or "))" }
+        }
+        if let cause { s += "; cause: \(cause)" }
+        return s
+    }
+}

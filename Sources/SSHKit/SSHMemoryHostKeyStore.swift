@@ -1,0 +1,33 @@
+import Synchronization
+
+/// A host key store that lives in memory, keyed by host and port.
+public final class SSHMemoryHostKeyStore: SSHHostKeyStore {
+    private struct Entry: Hashable { var host: String; var port: Int }
+    private let entries: Mutex<[Entry: SSHKnownHostKeys]>
+
+    public init() { entries = Mutex([:]) }
+
+    public func lookup(host: String, port: Int) async throws -> SSHKnownHostKeys {
+        entries.withLock { $0[Entry(host: host.lowercased(), port: port)] ?? SSHKnownHostKeys() }
+    }
+
+    public func add(_ key: SSHHostKey, host: String, port: Int) async throws {
+        entries.withLock { table in
+            let e = Entry(host: host.lowercased(), port: port)
+            var known = table[e] ?? SSHKnownHostKeys()
+            if !known.keys.contains(key) { known.keys.append(key) }
+            table[e] = known
+        }
+    }
+
+    /// Marks a key as revoked for every host.
+    public func revoke(_ key: SSHHostKey, host: String, port: Int) {
+        entries.withLock { table in
+            let e = Entry(host: host.lowercased(), port: port)
+            var known = table[e] ?? SSHKnownHostKeys()
+            known.keys.removeAll { $0 == key }
+            known.revoked.append(key)
+            table[e] = known
+        }
+    }
+}

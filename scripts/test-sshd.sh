@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# A throwaway OpenSSH server on 127.0.0.1 for the tests, the demo and the benchmarks.
+#
+#   scripts/test-sshd.sh start DIR [extra sshd_config lines...]   -> writes DIR/env, prints it
+#   scripts/test-sshd.sh stop DIR
+#
+# start: ensures the test user (default sshkit-test, login shell /bin/sh, a clean
+# home) exists with a fresh random password, makes host keys and user keys in
+# DIR (Ed25519/ECDSA/RSA; OpenSSH and PEM formats; with and without a
+# passphrase), picks a free port and starts sshd bound to 127.0.0.1 only.
+# Needs root (sshd with password and PAM authentication, useradd, chpasswd).
+set -euo pipefail
+
+cmd=${1:?usage: test-sshd.sh start|stop DIR}
+dir=${2:?usage: test-sshd.sh start|stop DIR}
+shift 2
+user=${SSHKIT_TEST_USER:-sshkit-test}
+passphrase=sshkit-passphrase
+
+stop() {
+    if [ -f "$dir/sshd.pid" ]; then
+        pid=$(cat "$dir/sshd.pid")
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+        kill -9 "$pid" 2>/dev/null || true
+        rm -f "$dir/sshd.pid"
+    fi
+}
+
+case "$cmd" in
+stop) stop; exit 0 ;;
+start) ;;
+*) echo "unknown command $cmd" >&2; exit 2 ;;
+esac
+
+[ "$(id -u)" = 0 ] || { echo "test-sshd.sh: needs root (run the tests as root, as CI does)" >&2; exit 1; }
+command -v /usr/sbin/sshd >/dev/null || { echo "test-sshd.sh: /usr/sbin/sshd missing (apt-get install openssh-server)" >&2; exit 1; }
+
+if ! id "$user" >/dev/null 2>&1; then
+    useradd --create-home --home-dir "/var/lib/$user" --shell /bin/sh "$user"
+fi
+password=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 20)
+echo "$user:$password" | chpasswd
+
+mkdir -p "$dir" /run/sshd
+chmod 755 "$dir"
+keygen() { ssh-keygen -q "$@" -C sshkit-test </dev/null >/dev/null; }
+for t in ed25519 ecdsa rsa; do
+    [ -f "$dir/host_$t" ] || keygen -t "$t" -N '' -f "$dir/host_$t"
+done
+[ -f "$dir/id_ed25519" ] || keygen -t ed25519 -N '' -f "$dir/id_ed25519"
+[ -f "$dir/id_ed25519_pass" ] || keygen -t ed25519 -N "$passphrase" -f "$dir/id_ed25519_pass"
+[ -f "$dir/id_ecdsa_pem" ] || keygen -t ecdsa -m PEM -N '' -f "$dir/id_ecdsa_pem"
+[ -f "$dir/id_rsa_pem_pass" ] || keygen -t rsa -b 3072 -m PEM -N "$passphrase" -f "$dir/id_rsa_pem_pass"
+[ -f "$dir/id_rsa" ] || keygen -t rsa -b 3072 -N '' -f "$dir/id_rsa"
+[ -f "$dir/id_unauthorized" ] || keygen -t ed25519 -N '' -f "$dir/id_unauthorized"
+cat "$dir/id_ed25519.pub" "$dir/id_ed25519_pass.pub" "$dir/id_ecdsa_pem.pub" \
+    "$dir/id_rsa_pem_pass.pub" "$dir/id_rsa.pub" > "$dir/authorized_keys"
+chmod 644 "$dir/authorized_keys" "$dir"/*.pub
+
+stop
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat > "$dir/sshd_config" <<CFG
+Port $port
+ListenAddress 127.0.0.1
+HostKey $dir/host_ed25519
+HostKey $dir/host_ecdsa
+HostKey $dir/host_rsa
+PidFile $dir/sshd.pid.unused
+AuthorizedKeysFile $dir/authorized_keys
+StrictModes no
+UsePAM yes
+PasswordAuthentication yes
+KbdInteractiveAuthentication yes
+PubkeyAuthentication yes
+PermitRootLogin no
+AllowUsers $user
+MaxSessions 64
+MaxStartups 100:30:200
+MaxAuthTries 20
+LogLevel VERBOSE
+AcceptEnv SSHKIT_*
+Subsystem sftp internal-sftp
+CFG
+for line in "$@"; do echo "$line" >> "$dir/sshd_config"; done
+
+/usr/sbin/sshd -D -e -f "$dir/sshd_config" >>"$dir/sshd.log" 2>&1 &
+echo $! > "$dir/sshd.pid"
+for _ in $(seq 1 100); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
+    kill -0 "$(cat "$dir/sshd.pid")" 2>/dev/null || { cat "$dir/sshd.log" >&2; exit 1; }
+    sleep 0.05
+done
+
+fp() { ssh-keygen -lf "$1" | awk '{print $2}'; }
+cat > "$dir/env" <<ENV
+SSHKIT_TEST_HOST=127.0.0.1
+SSHKIT_TEST_PORT=$port
+SSHKIT_TEST_PID=$(cat "$dir/sshd.pid")
+SSHKIT_TEST_USER=$user
+SSHKIT_TEST_PASSWORD=$password
+SSHKIT_TEST_PASSPHRASE=$passphrase
+SSHKIT_TEST_DIR=$dir
+SSHKIT_TEST_FP_ED25519=$(fp "$dir/host_ed25519.pub")
+SSHKIT_TEST_FP_ECDSA=$(fp "$dir/host_ecdsa.pub")
+SSHKIT_TEST_FP_RSA=$(fp "$dir/host_rsa.pub")
+ENV
+chmod 600 "$dir/env"
+cat "$dir/env"
