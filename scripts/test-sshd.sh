@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A throwaway OpenSSH server on 127.0.0.1 for the tests, the demo and the benchmarks.
 #
-#   scripts/test-sshd.sh start DIR [extra sshd_config lines...]   -> writes DIR/env, prints it
+#   scripts/test-sshd.sh start DIR [extra sshd_config lines...]   -> starts sshd, writes DIR/env
+#   scripts/test-sshd.sh prepare DIR [extra lines...]  -> the same without starting sshd (the
+#                                    caller runs: /usr/sbin/sshd -D -e -f DIR/sshd_config)
 #   scripts/test-sshd.sh stop DIR
 #
 # start: ensures the test user (default sshkit-test, login shell /bin/sh, a clean
@@ -29,7 +31,7 @@ stop() {
 
 case "$cmd" in
 stop) stop; exit 0 ;;
-start) ;;
+start|prepare) ;;
 *) echo "unknown command $cmd" >&2; exit 2 ;;
 esac
 
@@ -84,19 +86,22 @@ Subsystem sftp internal-sftp
 CFG
 for line in "$@"; do echo "$line" >> "$dir/sshd_config"; done
 
-/usr/sbin/sshd -D -e -f "$dir/sshd_config" >>"$dir/sshd.log" 2>&1 &
-echo $! > "$dir/sshd.pid"
-for _ in $(seq 1 100); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
-    kill -0 "$(cat "$dir/sshd.pid")" 2>/dev/null || { cat "$dir/sshd.log" >&2; exit 1; }
-    sleep 0.05
-done
+/usr/sbin/sshd -t -f "$dir/sshd_config"
+if [ "$cmd" = start ]; then
+    /usr/sbin/sshd -D -e -f "$dir/sshd_config" >>"$dir/sshd.log" 2>&1 &
+    echo $! > "$dir/sshd.pid"
+    for _ in $(seq 1 100); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
+        kill -0 "$(cat "$dir/sshd.pid")" 2>/dev/null || { cat "$dir/sshd.log" >&2; exit 1; }
+        sleep 0.05
+    done
+fi
 
 fp() { ssh-keygen -lf "$1" | awk '{print $2}'; }
 cat > "$dir/env" <<ENV
 SSHKIT_TEST_HOST=127.0.0.1
 SSHKIT_TEST_PORT=$port
-SSHKIT_TEST_PID=$(cat "$dir/sshd.pid")
+SSHKIT_TEST_PID=$(cat "$dir/sshd.pid" 2>/dev/null || echo 0)
 SSHKIT_TEST_USER=$user
 SSHKIT_TEST_PASSWORD=$password
 SSHKIT_TEST_PASSPHRASE=$passphrase

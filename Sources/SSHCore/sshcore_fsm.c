@@ -222,5 +222,6 @@ const char *sshcore_chan_action_name(int a) { return NAME_LOOKUP(chan_action_nam
 static const char *const err_names[] = {SSHCORE_ERROR_MAP(SSHCORE_ERR_NAME)};
 static const char *const err_messages[] = {SSHCORE_ERROR_MAP(SSHCORE_ERR_MSG)};
 
+int sshcore_err_count(void) { return (int)(sizeof(err_names) / sizeof(err_names[0])); }
 const char *sshcore_err_name(int code) { return NAME_LOOKUP(err_names, code); }
 const char *sshcore_err_message(int code) { return NAME_LOOKUP(err_messages, code); }

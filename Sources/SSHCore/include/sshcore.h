@@ -60,6 +60,8 @@ typedef enum __attribute__((enum_extensibility(closed))) sshcore_err {
 #undef SSHCORE_ERR_ENUM
 } sshcore_err;
 
+/** @brief How many codes the table has (valid codes are 0 ..< count). */
+int sshcore_err_count(void);
 /** @brief The symbolic name of an error code ("CONNECTION_REFUSED"). */
 const char *sshcore_err_name(int code);
 /** @brief The fixed English message of an error code. */

@@ -34,7 +34,9 @@ extension SSHError.Code {
 extension SSHError {
     /// Builds an SSHError from what the core filled in on its worker.
     init(core e: sshcore_error) {
-        let raw = sshcore_err(rawValue: .init(truncatingIfNeeded: e.code)) ?? .SSHCORE_E_PROTOCOL
+        // imported C enums accept any raw value: range-check before the exhaustive switch
+        let valid = e.code >= 0 && e.code < sshcore_err_count()
+        let raw = valid ? sshcore_err(rawValue: UInt32(e.code))! : .SSHCORE_E_PROTOCOL
         var message = String(cString: sshcore_err_message(e.code))
         let detail = CoreStrings.string(e.detail)
         if !detail.isEmpty { message += ": " + detail }

@@ -1,0 +1,56 @@
+import Foundation
+import SSHCore
+@testable import SSHKit
+import Testing
+
+func setCString<T>(_ field: inout T, _ value: String) {
+    withUnsafeMutableBytes(of: &field) { dst in
+        let bytes = Array(value.utf8) + [0]
+        for (i, b) in bytes.enumerated() where i < dst.count { dst[i] = b }
+    }
+}
+
+@Suite("Error mapping")
+struct ErrorMappingTests {
+    static let allCore: [sshcore_err] = (0..<sshcore_err_count()).map { sshcore_err(rawValue: UInt32($0))! }
+
+    @Test func everyCoreErrorHasANameAMessageAndADistinctCode() {
+        #expect(Self.allCore.count == 22)
+        var seen = Set<SSHError.Code>()
+        for c in Self.allCore where c != .SSHCORE_E_OK {
+            let name = String(cString: sshcore_err_name(Int32(c.rawValue)))
+            let message = String(cString: sshcore_err_message(Int32(c.rawValue)))
+            #expect(name != "?" && !message.isEmpty && message != "?")
+            let code = SSHError.Code(core: c)
+            #expect(!seen.contains(code), "two core errors map to \(code)")
+            seen.insert(code)
+        }
+        #expect(String(cString: sshcore_err_name(999)) == "?")
+        var bogus = sshcore_error()
+        bogus.code = 999
+        #expect(SSHError(core: bogus).code == .protocolError)
+    }
+
+    @Test func coreErrorCarriesLibsshDiagnosticAndDetail() {
+        var e = sshcore_error()
+        e.code = Int32(sshcore_err.SSHCORE_E_AUTH_DENIED.rawValue)
+        setCString(&e.lib_function, "ssh_userauth_password")
+        setCString(&e.lib_message, "Access denied")
+        setCString(&e.detail, "tried: password")
+        e.lib_code = 1
+        let err = SSHError(core: e)
+        #expect(err.code == .authenticationFailed)
+        #expect(err.message == "authentication failed: tried: password")
+        #expect(err.libssh == .init(function: "ssh_userauth_password", code: 1, message: "Access denied"))
+        #expect("\(err)".contains("Access denied"))
+    }
+
+    @Test func errorWithoutLibsshHasNoDiagnostic() {
+        var e = sshcore_error()
+        e.code = Int32(sshcore_err.SSHCORE_E_CANCELLED.rawValue)
+        let err = SSHError(core: e)
+        #expect(err.code == .cancelled)
+        #expect(err.libssh == nil)
+        #expect(err.systemErrno == nil)
+    }
+}

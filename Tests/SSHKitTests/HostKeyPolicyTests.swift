@@ -1,0 +1,94 @@
+@testable import SSHKit
+import Testing
+
+@Suite("Host key policies")
+struct HostKeyPolicyTests {
+    // Two real Ed25519 public keys (from ssh-keygen), fingerprints computed by libssh.
+    static let keyA = try! SSHHostKey(openSSH: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBfw0lT2ET6y0E0l8pJ5wP6cqzm1lW0cIh2W6y8rj9xE test")
+    static let keyB = try! SSHHostKey(openSSH: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG2ZfH8y5dV2JqWnR0bq8f8YwM3lVdRkq1jv0mYpN0aQ")
+
+    func context(_ key: SSHHostKey) -> SSHHostKeyContext {
+        SSHHostKeyContext(host: "example.test", port: 22, presentedKey: key)
+    }
+
+    func accepted(_ v: SSHHostKeyVerdict) -> Bool { if case .accept = v { true } else { false } }
+
+    @Test func fingerprintsAreComputedAndNormalized() throws {
+        #expect(Self.keyA.sha256Fingerprint.hasPrefix("SHA256:"))
+        #expect(Self.keyA.sha256Fingerprint.count == 50)
+        #expect(Self.keyA != Self.keyB)
+        let bare = String(Self.keyA.sha256Fingerprint.dropFirst(7))
+        #expect(SSHHostKey.normalizedSHA256(bare) == Self.keyA.sha256Fingerprint)
+        #expect(SSHHostKey.normalizedSHA256(" \(Self.keyA.sha256Fingerprint)= ") == Self.keyA.sha256Fingerprint)
+        #expect(SSHHostKey.normalizedSHA256("MD5:aa:bb") == nil)
+        #expect(SSHHostKey.normalizedSHA256("") == nil)
+    }
+
+    @Test func unparsableKeysAreRejectedWithATypedError() {
+        for bad in ["", "ssh-ed25519", "ssh-ed25519 not-base64!", "ssh-foo AAAA", "ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIBfw"] {
+            #expect(throws: SSHError.self) { try SSHHostKey(openSSH: bad) }
+        }
+    }
+
+    @Test func pinnedAcceptsOnlyPinnedKeys() async {
+        let fp = Self.keyA.sha256Fingerprint
+        #expect(accepted(await SSHHostKeyPolicy.pinned([fp]).evaluate(context(Self.keyA))))
+        #expect(accepted(await SSHHostKeyPolicy.pinned([String(fp.dropFirst(7))]).evaluate(context(Self.keyA))))
+        #expect(!accepted(await SSHHostKeyPolicy.pinned([fp]).evaluate(context(Self.keyB))))
+        // fail closed: nothing valid pinned
+        #expect(!accepted(await SSHHostKeyPolicy.pinned([]).evaluate(context(Self.keyA))))
+        #expect(!accepted(await SSHHostKeyPolicy.pinned(["MD5:00:11"]).evaluate(context(Self.keyA))))
+    }
+
+    @Test func strictOnlyAcceptsKnownKeys() async throws {
+        let store = SSHMemoryHostKeyStore()
+        #expect(!accepted(await SSHHostKeyPolicy.strict(store).evaluate(context(Self.keyA))))
+        try await store.add(Self.keyA, host: "EXAMPLE.test", port: 22)
+        #expect(accepted(await SSHHostKeyPolicy.strict(store).evaluate(context(Self.keyA))))
+        #expect(!accepted(await SSHHostKeyPolicy.strict(store).evaluate(context(Self.keyB))))
+        // another port is another host
+        let other = SSHHostKeyContext(host: "example.test", port: 2222, presentedKey: Self.keyA)
+        #expect(!accepted(await SSHHostKeyPolicy.strict(store).evaluate(other)))
+    }
+
+    @Test func acceptNewRecordsFirstKeyAndRejectsAChange() async throws {
+        let store = SSHMemoryHostKeyStore()
+        let policy = SSHHostKeyPolicy.acceptNew(store)
+        #expect(accepted(await policy.evaluate(context(Self.keyA))))
+        #expect(try await store.lookup(host: "example.test", port: 22).keys == [Self.keyA])
+        #expect(accepted(await policy.evaluate(context(Self.keyA))))
+        let v = await policy.evaluate(context(Self.keyB))
+        guard case .reject(let reason, let expected, _) = v else { Issue.record("changed key accepted"); return }
+        #expect(reason.contains("changed"))
+        #expect(expected == [Self.keyA.sha256Fingerprint])
+        #expect(try await store.lookup(host: "example.test", port: 22).keys == [Self.keyA])
+    }
+
+    @Test func revokedKeysAreRejectedEvenWhenKnown() async throws {
+        let store = SSHMemoryHostKeyStore()
+        try await store.add(Self.keyA, host: "example.test", port: 22)
+        store.revoke(Self.keyA, host: "example.test", port: 22)
+        #expect(!accepted(await SSHHostKeyPolicy.strict(store).evaluate(context(Self.keyA))))
+        #expect(!accepted(await SSHHostKeyPolicy.acceptNew(store).evaluate(context(Self.keyA))))
+    }
+
+    struct StoreFailure: Error {}
+    struct FailingStore: SSHHostKeyStore {
+        func lookup(host: String, port: Int) async throws -> SSHKnownHostKeys { throw StoreFailure() }
+        func add(_ key: SSHHostKey, host: String, port: Int) async throws { throw StoreFailure() }
+    }
+
+    @Test func storeAndCallbackFailuresFailClosed() async {
+        #expect(!accepted(await SSHHostKeyPolicy.strict(FailingStore()).evaluate(context(Self.keyA))))
+        #expect(!accepted(await SSHHostKeyPolicy.acceptNew(FailingStore()).evaluate(context(Self.keyA))))
+        let throwing = SSHHostKeyPolicy.custom { _ in throw StoreFailure() }
+        guard case .reject(_, _, let cause) = await throwing.evaluate(context(Self.keyA)) else {
+            Issue.record("throwing callback accepted"); return
+        }
+        #expect(cause is StoreFailure)
+        let custom = SSHHostKeyPolicy.custom { ctx in ctx.presentedKey == Self.keyA ? .accept : .reject(reason: "no") }
+        #expect(accepted(await custom.evaluate(context(Self.keyA))))
+        #expect(!accepted(await custom.evaluate(context(Self.keyB))))
+        #expect(accepted(await SSHHostKeyPolicy.insecureAcceptAnyHostKey.evaluate(context(Self.keyB))))
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+
+/// DESIGN.md rule 9: only SSHCore calls libssh; only Sources/SSHKit/Internal imports SSHCore.
+@Suite("Layering")
+struct LayeringTests {
+    static func swiftFiles(under dir: String) -> [String] {
+        let root = TestServer.packageRoot + "/" + dir
+        guard let e = FileManager.default.enumerator(atPath: root) else { return [] }
+        return e.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") && !$0.contains(".build") }
+            .map { root + "/" + $0 }
+    }
+
+    static func importLines(_ file: String, module: String) -> [String] {
+        let text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
+        let pattern = try! NSRegularExpression(
+            pattern: "^\\s*(@_exported\\s+|@testable\\s+|internal\\s+|public\\s+|package\\s+)?import\\s+(struct\\s+|func\\s+|enum\\s+)?\(module)\\b",
+            options: [.anchorsMatchLines])
+        return pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)).map {
+            String(text[Range($0.range, in: text)!])
+        }
+    }
+
+    @Test func noSwiftCodeImportsLibssh() {
+        let files = ["Sources", "Tests", "Examples", "Benchmarks"].flatMap { Self.swiftFiles(under: $0) }
+        #expect(files.count > 10)
+        for f in files { #expect(Self.importLines(f, module: "CLibSSH").isEmpty, "\(f) imports CLibSSH") }
+    }
+
+    @Test func onlySSHKitInternalImportsSSHCore() {
+        let files = Self.swiftFiles(under: "Sources") + Self.swiftFiles(under: "Examples")
+        var importers: [String] = []
+        for f in files where !Self.importLines(f, module: "SSHCore").isEmpty {
+            importers.append(f)
+            #expect(f.contains("/Sources/SSHKit/Internal/"), "\(f) imports SSHCore outside SSHKit/Internal")
+        }
+        #expect(!importers.isEmpty, "the check found no importer at all; is it still looking at the right files?")
+    }
+
+    @Test func noSwiftCodeCallsLibsshFunctions() throws {
+        let call = try NSRegularExpression(pattern: "\\b(ssh|sftp)_[a-z_]+\\s*\\(")
+        for f in Self.swiftFiles(under: "Sources") + Self.swiftFiles(under: "Examples") {
+            let text = try String(contentsOfFile: f, encoding: .utf8)
+            for line in text.split(separator: "\n") where !line.trimmingCharacters(in: .whitespaces).hasPrefix("//") {
+                let s = String(line)
+                #expect(call.firstMatch(in: s, range: NSRange(s.startIndex..., in: s)) == nil, "\(f): \(s)")
+            }
+        }
+    }
+
+    @Test func onlySSHCoreIncludesLibsshHeaders() throws {
+        let root = TestServer.packageRoot + "/Sources"
+        let e = FileManager.default.enumerator(atPath: root)!
+        for case let rel as String in e where rel.hasSuffix(".c") || rel.hasSuffix(".h") {
+            let text = try String(contentsOfFile: root + "/" + rel, encoding: .utf8)
+            if text.contains("#include <libssh/") {
+                #expect(rel.hasPrefix("SSHCore/") || rel.hasPrefix("CLibSSH/"), "\(rel) includes libssh")
+                #expect(!rel.hasPrefix("SSHCore/include/"), "the public header must not include libssh")
+            }
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import SSHCore
+import Testing
+
+/// Docs/StateMachines.md is the specification; the C transition functions must match it
+/// for every (state, event) pair, and every row of the doc must be reachable.
+@Suite("State machine tables")
+struct StateMachineTableTests {
+    struct Row: Hashable { let state, event, next, action: String }
+
+    static func rows(section: String) throws -> Set<Row> {
+        let text = try String(contentsOfFile: TestServer.packageRoot + "/Docs/StateMachines.md", encoding: .utf8)
+        guard let start = text.range(of: "## \(section)\n") else { throw FixtureError("no section \(section)") }
+        var rows = Set<Row>()
+        for line in text[start.upperBound...].split(separator: "\n") {
+            if line.hasPrefix("## ") { break }
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard line.hasPrefix("|"), cells.count == 4, cells[0] != "state", !cells[0].hasPrefix("---") else { continue }
+            rows.insert(Row(state: cells[0], event: cells[1], next: cells[2], action: cells[3]))
+        }
+        return rows
+    }
+
+    @Test func connectionMachineMatchesTheDocumentedTable() throws {
+        let documented = try Self.rows(section: "Connection")
+        var actual = Set<Row>()
+        for s in 0..<Int(SSHCORE_CONN__COUNT.rawValue) {
+            for e in 0..<Int(SSHCORE_CONN_EV__COUNT.rawValue) {
+                var state = sshcore_conn_state(rawValue: UInt32(s))
+                let action = sshcore_conn_fsm_apply(&state, sshcore_conn_event(rawValue: UInt32(e)))
+                if action == SSHCORE_CONN_ACT_REJECT {
+                    #expect(state.rawValue == UInt32(s), "a rejected event must not change the state")
+                    continue
+                }
+                actual.insert(Row(state: String(cString: sshcore_conn_state_name(Int32(s))),
+                                  event: String(cString: sshcore_conn_event_name(Int32(e))),
+                                  next: String(cString: sshcore_conn_state_name(Int32(state.rawValue))),
+                                  action: String(cString: sshcore_conn_action_name(Int32(action.rawValue)))))
+            }
+        }
+        #expect(documented.subtracting(actual).isEmpty, "documented but not implemented: \(documented.subtracting(actual))")
+        #expect(actual.subtracting(documented).isEmpty, "implemented but not documented: \(actual.subtracting(documented))")
+        #expect(documented.count >= 15)
+    }
+
+    @Test func channelMachineMatchesTheDocumentedTable() throws {
+        let documented = try Self.rows(section: "Channel")
+        var actual = Set<Row>()
+        for s in 0..<Int(SSHCORE_CHAN__COUNT.rawValue) {
+            for e in 0..<Int(SSHCORE_CHAN_EV__COUNT.rawValue) {
+                var state = sshcore_chan_state(rawValue: UInt32(s))
+                let action = sshcore_chan_fsm_apply(&state, sshcore_chan_event(rawValue: UInt32(e)))
+                if action == SSHCORE_CHAN_ACT_REJECT {
+                    #expect(state.rawValue == UInt32(s))
+                    continue
+                }
+                actual.insert(Row(state: String(cString: sshcore_chan_state_name(Int32(s))),
+                                  event: String(cString: sshcore_chan_event_name(Int32(e))),
+                                  next: String(cString: sshcore_chan_state_name(Int32(state.rawValue))),
+                                  action: String(cString: sshcore_chan_action_name(Int32(action.rawValue)))))
+            }
+        }
+        #expect(documented.subtracting(actual).isEmpty, "documented but not implemented: \(documented.subtracting(actual))")
+        #expect(actual.subtracting(documented).isEmpty, "implemented but not documented: \(actual.subtracting(documented))")
+    }
+
+    @Test func closeIsAllowedInEveryState() {
+        for s in 0..<Int(SSHCORE_CONN__COUNT.rawValue) {
+            var state = sshcore_conn_state(rawValue: UInt32(s))
+            #expect(sshcore_conn_fsm_apply(&state, SSHCORE_CONN_EV_CLOSE) != SSHCORE_CONN_ACT_REJECT)
+        }
+        for s in 0..<Int(SSHCORE_CHAN__COUNT.rawValue) {
+            var state = sshcore_chan_state(rawValue: UInt32(s))
+            #expect(sshcore_chan_fsm_apply(&state, SSHCORE_CHAN_EV_CLOSE) != SSHCORE_CHAN_ACT_REJECT)
+        }
+    }
+
+    @Test func channelsOnlyOpenOnAReadyConnection() {
+        for s in 0..<Int(SSHCORE_CONN__COUNT.rawValue) {
+            var state = sshcore_conn_state(rawValue: UInt32(s))
+            let a = sshcore_conn_fsm_apply(&state, SSHCORE_CONN_EV_OPEN_CHANNEL)
+            #expect((a == SSHCORE_CONN_ACT_OPEN_CHANNEL) == (s == Int(SSHCORE_CONN_READY.rawValue)))
+        }
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import SSHKit
+import Synchronization
+
+/// A real OpenSSH sshd on 127.0.0.1 with a random free port and throwaway keys,
+/// prepared by scripts/test-sshd.sh and started (and stopped, by PID) here.
+final class TestServer: Sendable {
+    let dir: String
+    let host = "127.0.0.1"
+    let port: Int
+    let user: String
+    let password: String
+    let passphrase: String
+    let fingerprintEd25519: String
+    let fingerprintECDSA: String
+    let fingerprintRSA: String
+    private let process: Mutex<Process?>
+    let pid: Int32
+
+    /// The server shared by the integration tests that do not disturb it.
+    static let shared: TestServer = {
+        do { return try TestServer.start(name: "shared") } catch { fatalError("test sshd: \(error)") }
+    }()
+
+    static var packageRoot: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().path
+    }
+
+    /// Prepares keys and config in a fresh directory and starts sshd in the foreground
+    /// as a child of this process.
+    static func start(name: String, extraConfig: [String] = []) throws -> TestServer {
+        let dir = "/tmp/sshkit-tests-\(getpid())-\(name)"
+        let env = try run("/bin/bash", ["\(packageRoot)/scripts/test-sshd.sh", "prepare", dir] + extraConfig)
+        var values: [String: String] = [:]
+        for line in env.split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { values[String(parts[0])] = String(parts[1]) }
+        }
+        guard let port = values["SSHKIT_TEST_PORT"].flatMap(Int.init) else {
+            throw FixtureError("no port in \(env)")
+        }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/sbin/sshd")
+        p.arguments = ["-D", "-e", "-f", "\(dir)/sshd_config"]
+        let log = FileHandle(forWritingAtPath: "\(dir)/sshd.log") ?? {
+            _ = FileManager.default.createFile(atPath: "\(dir)/sshd.log", contents: nil)
+            return FileHandle(forWritingAtPath: "\(dir)/sshd.log")!
+        }()
+        p.standardError = log
+        p.standardOutput = log
+        try p.run()
+        ServerRegistry.add(p.processIdentifier)
+        let server = TestServer(dir: dir, port: port, values: values, process: p)
+        // bounded wait until it accepts
+        for _ in 0..<200 {
+            if canConnect(port: port) { return server }
+            if !p.isRunning { break }
+            usleep(25_000)
+        }
+        server.stop()
+        throw FixtureError("sshd did not start: \((try? String(contentsOfFile: "\(dir)/sshd.log", encoding: .utf8)) ?? "")")
+    }
+
+    private init(dir: String, port: Int, values: [String: String], process: Process) {
+        self.dir = dir
+        self.port = port
+        self.user = values["SSHKIT_TEST_USER"] ?? "sshkit-test"
+        self.password = values["SSHKIT_TEST_PASSWORD"] ?? ""
+        self.passphrase = values["SSHKIT_TEST_PASSPHRASE"] ?? ""
+        self.fingerprintEd25519 = values["SSHKIT_TEST_FP_ED25519"] ?? ""
+        self.fingerprintECDSA = values["SSHKIT_TEST_FP_ECDSA"] ?? ""
+        self.fingerprintRSA = values["SSHKIT_TEST_FP_RSA"] ?? ""
+        self.process = Mutex(process)
+        self.pid = process.processIdentifier
+    }
+
+    func stop() {
+        let p = process.withLock { p -> Process? in defer { p = nil }; return p }
+        guard let p else { return }
+        if p.isRunning { kill(p.processIdentifier, SIGTERM) }
+        p.waitUntilExit()
+        ServerRegistry.remove(p.processIdentifier)
+    }
+
+    func key(_ name: String) -> String { "\(dir)/\(name)" }
+
+    var allFingerprints: [String] { [fingerprintEd25519, fingerprintECDSA, fingerprintRSA] }
+
+    func configuration(
+        _ auth: SSHAuthentication? = nil,
+        policy: SSHHostKeyPolicy? = nil,
+        connectTimeout: Duration = .seconds(10)
+    ) -> SSHConfiguration {
+        SSHConfiguration(
+            host: host, port: port, user: user,
+            authentication: auth ?? .privateKey(path: key("id_ed25519")),
+            hostKeyPolicy: policy ?? .pinned(allFingerprints),
+            connectTimeout: connectTimeout)
+    }
+
+    /// PIDs of the per-connection sshd processes (children of the listener).
+    func sessionProcesses() -> [Int32] {
+        let out = (try? TestServer.run("/usr/bin/pgrep", ["-P", "\(pid)"], allowFailure: true)) ?? ""
+        return out.split(separator: "\n").compactMap { Int32($0) }
+    }
+
+    /// Runs a local command; returns stdout. Throws on a non-zero exit unless allowed.
+    @discardableResult
+    static func run(_ exe: String, _ args: [String], env: [String: String]? = nil,
+                    allowFailure: Bool = false) throws -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: exe)
+        p.arguments = args
+        if let env { p.environment = ProcessInfo.processInfo.environment.merging(env) { $1 } }
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        let errData = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        if p.terminationStatus != 0 && !allowFailure {
+            throw FixtureError("\(exe) \(args.joined(separator: " ")) failed: \(String(decoding: errData, as: UTF8.self))")
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func canConnect(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
+}
+
+struct FixtureError: Error, CustomStringConvertible {
+    let description: String
+    init(_ d: String) { description = d }
+}
+
+/// Every sshd this process started; killed at exit if a test did not stop it.
+enum ServerRegistry {
+    static let pids = Mutex<Set<Int32>>([])
+    static let installed = Mutex(false)
+
+    static func add(_ pid: Int32) {
+        pids.withLock { _ = $0.insert(pid) }
+        installed.withLock { done in
+            if !done {
+                done = true
+                atexit {
+                    for pid in ServerRegistry.pids.withLock({ $0 }) { kill(pid, SIGKILL) }
+                }
+            }
+        }
+    }
+
+    static func remove(_ pid: Int32) { pids.withLock { _ = $0.remove(pid) } }
+}
