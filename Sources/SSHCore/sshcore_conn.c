@@ -407,6 +407,7 @@ static int session_create(sshcore_conn *conn)
             }
         }
     }
+    ssh_set_counters(s, &conn->tx_counter, &conn->rx_counter);
     ssh_set_blocking(s, 0);
     return 0;
 }
@@ -935,7 +936,15 @@ static bool advance(sshcore_conn *conn)
     }
     case PH_KBD_WAIT: return false;
     case PH_READY: {
+        /* Any libssh call may read and dispatch packets for every channel.
+         * If a pass consumed packets, an op stepped earlier in the pass may
+         * have new data, EOF or a close waiting that no poll() will announce:
+         * step again. */
+        uint64_t before = conn->rx_counter.in_packets;
         bool again = step_ops(conn);
+        if (conn->rx_counter.in_packets != before && conn->active != NULL) {
+            again = true;
+        }
         if (conn->phase == PH_READY && !ssh_is_connected(conn->session)) {
             fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_is_connected");
         }

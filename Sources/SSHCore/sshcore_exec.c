@@ -186,6 +186,15 @@ static bool exec_io(sshcore_conn *conn, exec_op *x)
         }
     }
 
+    /* Reading may have flushed libssh's pending output as a side effect
+     * (no packet arrives to announce it): if stdin is waiting only for that,
+     * take another turn instead of sleeping in poll(). */
+    if (x->stdin_off < x->stdin_len &&
+        (x->cstate == SSHCORE_CHAN_OPEN || x->cstate == SSHCORE_CHAN_EOF_RECEIVED) &&
+        (ssh_get_poll_flags(s) & SSH_WRITE_PENDING) == 0 && ssh_channel_window_size(x->ch) > 0) {
+        again = true;
+    }
+
     if (x->eof[0] && x->eof[1] &&
         (x->cstate == SSHCORE_CHAN_OPEN || x->cstate == SSHCORE_CHAN_EOF_SENT)) {
         if (chan_event(x, SSHCORE_CHAN_EV_RECV_EOF) == SSHCORE_CHAN_ACT_REJECT) {
@@ -295,8 +304,11 @@ static void exec_abort(sshcore_conn *conn, sshcore_op *op)
         /* a cancelled command should not keep running on the server */
         (void)ssh_channel_request_send_signal(x->ch, "TERM");
     }
-    /* sends CLOSE (once) unless the session is gone; libssh frees the
-     * channel when the peer's CLOSE arrives */
+    /* libssh keeps a channel the peer has not closed yet until its CLOSE
+     * arrives and would still call our callbacks, whose struct lives in this
+     * op: unregister them before letting go */
+    ssh_remove_channel_callbacks(x->ch, &x->cbs);
+    /* sends CLOSE (once) unless the session is gone */
     ssh_channel_free(x->ch);
     x->ch = NULL;
     (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);

@@ -96,6 +96,10 @@ struct sshcore_conn {
     ssh_key _Nullable key;
     char methods_tried[160];
     sshcore_op *_Nullable active;
+    /* packets libssh has read (ssh_set_counters); a change during a pass over
+     * the ops means one op's call processed another op's packets */
+    struct ssh_counter_struct rx_counter;
+    struct ssh_counter_struct tx_counter;
     char banner[256];
 
     /* immutable after start */

@@ -14,7 +14,7 @@ final class TestServer: Sendable {
     let fingerprintEd25519: String
     let fingerprintECDSA: String
     let fingerprintRSA: String
-    private let process: Mutex<Process?>
+    private let daemon: Mutex<Daemon?>
     let pid: Int32
 
     /// The server shared by the integration tests that do not disturb it.
@@ -27,10 +27,12 @@ final class TestServer: Sendable {
             .deletingLastPathComponent().deletingLastPathComponent().path
     }
 
+    static func directory(pid: pid_t, name: String) -> String { "/tmp/sshkit-tests-\(pid)-\(name)" }
+
     /// Prepares keys and config in a fresh directory and starts sshd in the foreground
     /// as a child of this process.
     static func start(name: String, extraConfig: [String] = []) throws -> TestServer {
-        let dir = "/tmp/sshkit-tests-\(getpid())-\(name)"
+        let dir = directory(pid: getpid(), name: name)
         let env = try run("/bin/bash", ["\(packageRoot)/scripts/test-sshd.sh", "prepare", dir] + extraConfig)
         var values: [String: String] = [:]
         for line in env.split(separator: "\n") {
@@ -40,29 +42,32 @@ final class TestServer: Sendable {
         guard let port = values["SSHKIT_TEST_PORT"].flatMap(Int.init) else {
             throw FixtureError("no port in \(env)")
         }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/sbin/sshd")
-        p.arguments = ["-D", "-e", "-f", "\(dir)/sshd_config"]
-        let log = FileHandle(forWritingAtPath: "\(dir)/sshd.log") ?? {
-            _ = FileManager.default.createFile(atPath: "\(dir)/sshd.log", contents: nil)
-            return FileHandle(forWritingAtPath: "\(dir)/sshd.log")!
-        }()
-        p.standardError = log
-        p.standardOutput = log
-        try p.run()
-        ServerRegistry.add(p.processIdentifier)
-        let server = TestServer(dir: dir, port: port, values: values, process: p)
+        ServerRegistry.dirs.withLock { _ = $0.insert(dir) }
+        let daemon = try Daemon.spawn("/usr/sbin/sshd", ["-D", "-e", "-f", "\(dir)/sshd_config"], log: "\(dir)/sshd.log")
+        let server = TestServer(dir: dir, port: port, values: values, daemon: daemon)
         // bounded wait until it accepts
         for _ in 0..<200 {
             if canConnect(port: port) { return server }
-            if !p.isRunning { break }
+            if !daemon.isRunning { break }
             usleep(25_000)
         }
         server.stop()
         throw FixtureError("sshd did not start: \((try? String(contentsOfFile: "\(dir)/sshd.log", encoding: .utf8)) ?? "")")
     }
 
-    private init(dir: String, port: Int, values: [String: String], process: Process) {
+    /// The shared server of another test process (an exit test's parent), without owning it.
+    static func attach(dir: String) throws -> TestServer {
+        let env = try String(contentsOfFile: dir + "/env", encoding: .utf8)
+        var values: [String: String] = [:]
+        for line in env.split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { values[String(parts[0])] = String(parts[1]) }
+        }
+        guard let port = values["SSHKIT_TEST_PORT"].flatMap(Int.init) else { throw FixtureError("no port in \(dir)") }
+        return TestServer(dir: dir, port: port, values: values, daemon: nil)
+    }
+
+    private init(dir: String, port: Int, values: [String: String], daemon: Daemon?) {
         self.dir = dir
         self.port = port
         self.user = values["SSHKIT_TEST_USER"] ?? "sshkit-test"
@@ -71,16 +76,12 @@ final class TestServer: Sendable {
         self.fingerprintEd25519 = values["SSHKIT_TEST_FP_ED25519"] ?? ""
         self.fingerprintECDSA = values["SSHKIT_TEST_FP_ECDSA"] ?? ""
         self.fingerprintRSA = values["SSHKIT_TEST_FP_RSA"] ?? ""
-        self.process = Mutex(process)
-        self.pid = process.processIdentifier
+        self.daemon = Mutex(daemon)
+        self.pid = daemon?.pid ?? 0
     }
 
     func stop() {
-        let p = process.withLock { p -> Process? in defer { p = nil }; return p }
-        guard let p else { return }
-        if p.isRunning { kill(p.processIdentifier, SIGTERM) }
-        p.waitUntilExit()
-        ServerRegistry.remove(p.processIdentifier)
+        daemon.withLock { d -> Daemon? in defer { d = nil }; return d }?.stop()
     }
 
     func key(_ name: String) -> String { "\(dir)/\(name)" }
@@ -150,6 +151,7 @@ struct FixtureError: Error, CustomStringConvertible {
 /// Every sshd this process started; killed at exit if a test did not stop it.
 enum ServerRegistry {
     static let pids = Mutex<Set<Int32>>([])
+    static let dirs = Mutex<Set<String>>([])
     static let installed = Mutex(false)
 
     static func add(_ pid: Int32) {
@@ -159,6 +161,7 @@ enum ServerRegistry {
                 done = true
                 atexit {
                     for pid in ServerRegistry.pids.withLock({ $0 }) { kill(pid, SIGKILL) }
+                    for dir in ServerRegistry.dirs.withLock({ $0 }) { try? FileManager.default.removeItem(atPath: dir) }
                 }
             }
         }

@@ -1,0 +1,117 @@
+import Foundation
+import SSHKit
+import Testing
+
+/// Every authentication method, for real, against the fixture sshd.
+@Suite("Authentication")
+struct AuthenticationTests {
+    let server = TestServer.shared
+
+    func whoami(_ auth: SSHAuthentication) async throws -> SSHConnection {
+        let conn = try await SSHClient.connect(server.configuration(auth))
+        let r = try await conn.execute("id -un")
+        #expect(r.stdoutString == server.user + "\n")
+        return conn
+    }
+
+    @Test func password() async throws {
+        let conn = try await whoami(.password(server.password))
+        #expect(conn.offeredAuthMethods.contains([.password, .publicKey, .keyboardInteractive]))
+        await conn.close()
+    }
+
+    @Test(arguments: [("id_ed25519", false), ("id_ed25519_pass", true), ("id_ecdsa_pem", false),
+                      ("id_rsa_pem_pass", true), ("id_rsa", false)])
+    func privateKeyFile(name: String, encrypted: Bool) async throws {
+        let conn = try await whoami(.privateKey(path: server.key(name), passphrase: encrypted ? server.passphrase : nil))
+        await conn.close()
+    }
+
+    @Test func privateKeyFromMemory() async throws {
+        let text = try String(contentsOfFile: server.key("id_ed25519_pass"), encoding: .utf8)
+        let conn = try await whoami(.privateKey(text, passphrase: server.passphrase))
+        await conn.close()
+        let pem = try String(contentsOfFile: server.key("id_ecdsa_pem"), encoding: .utf8)
+        await (try await whoami(.privateKey(pem))).close()
+    }
+
+    @Test func agent() async throws {
+        let sock = server.dir + "/agent-\(UUID().uuidString.prefix(8)).sock"
+        let agent = try Daemon.spawn("/usr/bin/ssh-agent", ["-D", "-a", sock], log: server.dir + "/agent.log")
+        defer { agent.stop() }
+        for _ in 0..<100 where !FileManager.default.fileExists(atPath: sock) { usleep(20_000) }
+        try TestServer.run("/usr/bin/ssh-add", [server.key("id_rsa")], env: ["SSH_AUTH_SOCK": sock])
+        let conn = try await whoami(.agent(socketPath: sock))
+        await conn.close()
+    }
+
+    @Test func keyboardInteractive() async throws {
+        let seen = PromptLog()
+        let pw = server.password
+        let conn = try await whoami(.keyboardInteractive { challenge in
+            await seen.add(challenge.prompts.map(\.text))
+            return challenge.prompts.map { _ in pw }
+        })
+        let prompts = await seen.all
+        #expect(prompts.contains { $0.lowercased().contains("password") })
+        await conn.close()
+    }
+
+    @Test func methodsAreTriedInOrderAndUnofferedOnesSkipped() async throws {
+        let conn = try await whoami(SSHAuthentication([
+            .password("wrong-\(UUID())"),
+            .privateKeyFile(path: server.key("id_unauthorized"), passphrase: nil),
+            .privateKeyFile(path: server.key("id_ed25519"), passphrase: nil),
+        ]))
+        await conn.close()
+    }
+
+    @Test func wrongPasswordIsAuthenticationFailedWithTheOfferedMethods() async {
+        let e = await expectSSHError { try await SSHClient.connect(server.configuration(.password("wrong"))) }
+        #expect(e?.code == .authenticationFailed)
+        #expect(e?.message.contains("publickey") == true)
+        #expect(e?.message.contains("tried: password") == true)
+        #expect(e?.host == server.host && e?.port == server.port)
+    }
+
+    @Test func unauthorizedKeyIsAuthenticationFailed() async {
+        let e = await expectSSHError {
+            try await SSHClient.connect(server.configuration(.privateKey(path: server.key("id_unauthorized"))))
+        }
+        #expect(e?.code == .authenticationFailed)
+    }
+
+    @Test func wrongPassphraseOrMissingKeyIsPrivateKeyUnreadable() async {
+        var e = await expectSSHError {
+            try await SSHClient.connect(server.configuration(.privateKey(path: server.key("id_rsa_pem_pass"), passphrase: "nope")))
+        }
+        #expect(e?.code == .privateKeyUnreadable)
+        e = await expectSSHError {
+            try await SSHClient.connect(server.configuration(.privateKey(path: "/nonexistent/key")))
+        }
+        #expect(e?.code == .privateKeyUnreadable)
+        e = await expectSSHError { try await SSHClient.connect(server.configuration(.privateKey("not a key"))) }
+        #expect(e?.code == .privateKeyUnreadable)
+    }
+
+    @Test func agentWithoutSocketIsAgentUnavailable() async {
+        let e = await expectSSHError {
+            try await SSHClient.connect(server.configuration(.agent(socketPath: server.dir + "/no-agent.sock")))
+        }
+        #expect(e?.code == .agentUnavailable || e?.code == .authenticationFailed, "\(String(describing: e))")
+    }
+
+    @Test func responderThatThrowsFailsAuthenticationWithTheCause() async {
+        struct NoAnswer: Error {}
+        let e = await expectSSHError {
+            try await SSHClient.connect(server.configuration(.keyboardInteractive { _ in throw NoAnswer() }))
+        }
+        #expect(e?.code == .authenticationFailed)
+        #expect(e?.cause is NoAnswer)
+    }
+}
+
+actor PromptLog {
+    var all: [String] = []
+    func add(_ p: [String]) { all += p }
+}

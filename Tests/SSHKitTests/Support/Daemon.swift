@@ -1,0 +1,43 @@
+import Foundation
+
+/// A long-running child process (sshd, ssh-agent) started with posix_spawn and
+/// reaped here. Foundation's Process is not used for these: sshd closes every
+/// inherited fd at start-up, which Foundation takes for an exit, and its
+/// reaper then blocks in wait4 on the still-running daemon.
+struct Daemon: Sendable {
+    let pid: pid_t
+
+    static func spawn(_ exe: String, _ args: [String], log: String) throws -> Daemon {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([exe] + args).map { strdup($0) } + [nil]
+        defer { for p in argv { free(p) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, exe, &actions, nil, argv, environ)
+        guard rc == 0 else { throw FixtureError("posix_spawn \(exe): \(String(cString: strerror(rc)))") }
+        ServerRegistry.add(pid)
+        return Daemon(pid: pid)
+    }
+
+    var isRunning: Bool {
+        var status: Int32 = 0
+        return waitpid(pid, &status, WNOHANG) == 0
+    }
+
+    /// SIGTERM, a bounded wait, then SIGKILL; always reaps.
+    func stop() {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        for _ in 0..<100 {
+            if waitpid(pid, &status, WNOHANG) != 0 { ServerRegistry.remove(pid); return }
+            usleep(20_000)
+        }
+        kill(pid, SIGKILL)
+        waitpid(pid, &status, 0)
+        ServerRegistry.remove(pid)
+    }
+}
