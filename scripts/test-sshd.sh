@@ -61,8 +61,17 @@ cat "$dir/id_ed25519.pub" "$dir/id_ed25519_pass.pub" "$dir/id_ecdsa_pem.pub" \
 chmod 644 "$dir/authorized_keys" "$dir"/*.pub
 
 stop
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$dir/sshd_config" <<CFG
+# a random free port: nothing answers a connect on it (bounded tries)
+port=
+for _ in $(seq 1 100); do
+    candidate=$((20000 + RANDOM % 40000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then port=$candidate; break; fi
+done
+[ -n "$port" ] || { echo "test-sshd.sh: no free port found" >&2; exit 1; }
+# sshd keeps the first value it reads for a keyword: the caller's lines go first
+: > "$dir/sshd_config"
+for line in "$@"; do echo "$line" >> "$dir/sshd_config"; done
+cat >> "$dir/sshd_config" <<CFG
 Port $port
 ListenAddress 127.0.0.1
 HostKey $dir/host_ed25519
@@ -84,7 +93,6 @@ LogLevel VERBOSE
 AcceptEnv SSHKIT_*
 Subsystem sftp internal-sftp
 CFG
-for line in "$@"; do echo "$line" >> "$dir/sshd_config"; done
 
 /usr/sbin/sshd -t -f "$dir/sshd_config"
 if [ "$cmd" = start ]; then

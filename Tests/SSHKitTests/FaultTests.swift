@@ -1,0 +1,76 @@
+import Foundation
+import SSHKit
+import Testing
+
+/// Faults provoked for real, on servers of their own (these tests disturb them).
+@Suite("Faults", .serialized)
+struct FaultTests {
+    /// Kills every process of every session of `server` (not the listener).
+    func killSessions(of server: TestServer) throws {
+        var pids: [Int32] = []
+        var frontier = server.sessionProcesses()
+        while !frontier.isEmpty {
+            pids += frontier
+            frontier = frontier.flatMap { p in
+                ((try? TestServer.run("/usr/bin/pgrep", ["-P", "\(p)"], allowFailure: true)) ?? "")
+                    .split(separator: "\n").compactMap { Int32($0) }
+            }
+        }
+        #expect(!pids.isEmpty, "no session process found")
+        for p in pids { kill(p, SIGKILL) }
+    }
+
+    @Test func serverKilledMidCommandFailsEveryOperationWithATypedError() async throws {
+        let server = try TestServer.start(name: "killed")
+        defer { server.stop() }
+        let conn = try await SSHClient.connect(server.configuration())
+        let running = Task { try await conn.execute("sleep 30") }
+        let second = Task { try await conn.execute("sleep 31") }
+        try await Task.sleep(for: .milliseconds(300))
+        try killSessions(of: server)
+        let (e, seconds) = await measure { await expectSSHError { try await running.value } }
+        let lost: Set<SSHError.Code> = [.disconnected, .connectionLost]
+        #expect(e.map { lost.contains($0.code) } == true, "\(String(describing: e))")
+        #expect(seconds < 10)
+        let e2 = await expectSSHError { try await second.value }
+        #expect(e2.map { lost.contains($0.code) } == true, "\(String(describing: e2))")
+        #expect(!conn.isConnected)
+        // later calls report the failure, not misuse
+        let e3 = await expectSSHError { try await conn.execute("true") }
+        #expect(e3.map { lost.contains($0.code) } == true, "\(String(describing: e3))")
+        await conn.close()
+    }
+
+    @Test func exceedingMaxSessionsIsChannelOpenFailed() async throws {
+        let server = try TestServer.start(name: "maxsessions", extraConfig: ["MaxSessions 2"])
+        defer { server.stop() }
+        let conn = try await SSHClient.connect(server.configuration())
+        let outcomes = await withTaskGroup(of: Result<SSHCommandResult, SSHError>.self) { group in
+            for _ in 0..<3 {
+                group.addTask {
+                    do { return .success(try await conn.execute("sleep 1; echo ok")) } catch let e as SSHError {
+                        return .failure(e)
+                    } catch { return .failure(SSHError(.protocolError, "\(error)")) }
+                }
+            }
+            var all: [Result<SSHCommandResult, SSHError>] = []
+            for await r in group { all.append(r) }
+            return all
+        }
+        let failures = outcomes.compactMap { if case .failure(let e) = $0 { e } else { nil } }
+        let successes = outcomes.compactMap { if case .success(let r) = $0 { r } else { nil } }
+        #expect(failures.count == 1 && failures.first?.code == .channelOpenFailed, "\(failures)")
+        #expect(successes.count == 2 && successes.allSatisfy { $0.stdoutString == "ok\n" })
+        // the connection is fine afterwards
+        #expect(try await conn.execute("echo again").stdoutString == "again\n")
+        await conn.close()
+    }
+
+    @Test func serverGoneBeforeConnectIsRefused() async throws {
+        let server = try TestServer.start(name: "gone")
+        let config = server.configuration()
+        server.stop()
+        let e = await expectSSHError { try await SSHClient.connect(config) }
+        #expect(e?.code == .connectionRefused)
+    }
+}

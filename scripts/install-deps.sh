@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the system packages SSHKit builds against and tests with (Debian/Ubuntu).
+set -euo pipefail
+packages=(libssh-dev pkg-config openssh-server openssh-client procps)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+echo "system packages: ok (libssh $(pkg-config --modversion libssh))"
