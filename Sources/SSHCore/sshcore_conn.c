@@ -516,14 +516,11 @@ static unsigned methods_from_libssh(int m)
 static void auth_succeeded(sshcore_conn *conn)
 {
     sshcore_error ok;
-    int one = 1;
 
     if (conn_apply(conn, SSHCORE_CONN_EV_AUTH_OK) != SSHCORE_CONN_ACT_REPORT_READY) {
         fail_code(conn, SSHCORE_E_INVALID_STATE, "authentication finished in a wrong state");
         return;
     }
-    /* Avoid the server's delayed ACK stalling the first channel open. */
-    (void)setsockopt(conn->sock_fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
     conn->event = ssh_event_new();
     if (conn->event == NULL || ssh_event_add_session(conn->event, conn->session) != SSH_OK) {
         fail_lib(conn, SSHCORE_E_OUT_OF_MEMORY, "ssh_event_add_session");
@@ -990,6 +987,21 @@ static void teardown(sshcore_conn *conn)
     }
 }
 
+/**
+ * ACK what was just read at once. OpenSSH sends small packets back to back
+ * (after authentication: a hostkeys notice, then our channel-open
+ * confirmation); with our ACK delayed, the server's Nagle holds the second
+ * one for ~40 ms. Linux sends a scheduled delayed ACK immediately when
+ * TCP_QUICKACK is set, and the flag is not sticky, so set it after reads.
+ */
+static void ack_now(sshcore_conn *conn)
+{
+    int one = 1;
+    if (conn->sock_fd >= 0) {
+        (void)setsockopt(conn->sock_fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+    }
+}
+
 static int poll_timeout(sshcore_conn *conn)
 {
     int64_t now;
@@ -1028,6 +1040,7 @@ static void *worker_main(void *arg)
     (void)conn_apply(conn, SSHCORE_CONN_EV_START);
     conn->deadline_ms = sshcore_now_ms() + conn->connect_timeout_ms;
 
+    bool readable = false;
     while (conn->phase != PH_DONE) {
         take_requests(conn, &rq);
         handle_requests(conn, &rq);
@@ -1035,6 +1048,10 @@ static void *worker_main(void *arg)
             break;
         }
         again = advance(conn);
+        if (readable) {
+            ack_now(conn); /* advance() has read what poll() announced */
+            readable = false;
+        }
         if (conn->phase == PH_DONE) {
             break;
         }
@@ -1077,6 +1094,7 @@ static void *worker_main(void *arg)
             break;
         }
         if (nfds > 1 && pfd[1].revents != 0) {
+            readable = (pfd[1].revents & POLLIN) != 0;
             if (conn->phase == PH_TCP_WAIT) {
                 phase_tcp_wait(conn);
             } else if (conn->phase == PH_READY && conn->event != NULL) {

@@ -1,0 +1,249 @@
+// sshkit-bench: the same workloads through SSHKit, a minimal libssh C client and the
+// OpenSSH CLI, in one run against one throwaway sshd on 127.0.0.1, alternating between
+// implementations. Prints medians and ratios.
+//
+//   cd Benchmarks && swift run -c release sshkit-bench [--quick]
+import Foundation
+import LibSSHBaseline
+import SSHKit
+
+// MARK: - fixture
+
+struct Fixture {
+    let dir: String
+    let port: Int
+    let user: String
+    let key: String
+    let fingerprints: [String]
+
+    static func start(root: String) throws -> Fixture {
+        let dir = "/tmp/sshkit-bench-\(getpid())"
+        let status = spawnAndWait(["/bin/bash", "\(root)/scripts/test-sshd.sh", "start", dir, "MaxSessions 256"],
+                                  quiet: true)
+        guard status == 0, let env = try? String(contentsOfFile: dir + "/env", encoding: .utf8) else {
+            throw BenchError("could not start the fixture sshd (needs root)")
+        }
+        var v: [String: String] = [:]
+        for line in env.split(separator: "\n") {
+            let kv = line.split(separator: "=", maxSplits: 1)
+            if kv.count == 2 { v[String(kv[0])] = String(kv[1]) }
+        }
+        return Fixture(dir: dir, port: Int(v["SSHKIT_TEST_PORT"]!)!, user: v["SSHKIT_TEST_USER"]!,
+                       key: dir + "/id_ed25519",
+                       fingerprints: ["ED25519", "ECDSA", "RSA"].compactMap { v["SSHKIT_TEST_FP_\($0)"] })
+    }
+
+    func stop(root: String) {
+        _ = spawnAndWait(["/bin/bash", "\(root)/scripts/test-sshd.sh", "stop", dir], quiet: true)
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    var sshkitConfig: SSHConfiguration {
+        SSHConfiguration(host: "127.0.0.1", port: port, user: user,
+                         authentication: .privateKey(path: key), hostKeyPolicy: .pinned(fingerprints))
+    }
+
+    /// `ssh [options] user@127.0.0.1 [command]`
+    func sshArgs(_ options: [String], command: String? = nil) -> [String] {
+        ["/usr/bin/ssh", "-F", "/dev/null", "-p", "\(port)", "-i", key, "-o", "IdentitiesOnly=yes",
+         "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+         "-o", "LogLevel=ERROR"] + options + ["\(user)@127.0.0.1"] + (command.map { [$0] } ?? [])
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    let description: String
+    init(_ d: String) { description = d }
+}
+
+// MARK: - processes and timing
+
+/// posix_spawn + waitpid; output to /dev/null when quiet. Returns the exit status.
+@discardableResult
+func spawnAndWait(_ argv: [String], quiet: Bool = true) -> Int32 {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    if quiet {
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    }
+    let cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
+    defer { for p in cargs { free(p) } }
+    var pid: pid_t = 0
+    guard posix_spawn(&pid, argv[0], &actions, nil, cargs, environ) == 0 else { return -1 }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    return (status >> 8) & 0xff
+}
+
+func now() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) * 1000 + Double(ts.tv_nsec) / 1e6
+}
+
+func median(_ xs: [Double]) -> Double {
+    let s = xs.sorted()
+    guard !s.isEmpty else { return .nan }
+    return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+}
+
+func percentile(_ xs: [Double], _ p: Double) -> Double {
+    let s = xs.sorted()
+    guard !s.isEmpty else { return .nan }
+    return s[min(s.count - 1, Int(Double(s.count) * p))]
+}
+
+final class LibSSHSession: @unchecked Sendable {  // safe because: used from one task at a time
+    let raw: OpaquePointer
+    init(_ f: Fixture) throws {
+        var err = [CChar](repeating: 0, count: 256)
+        guard let s = lsb_connect("127.0.0.1", Int32(f.port), f.user, f.key, &err, err.count) else {
+            throw BenchError("libssh baseline: " + String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        raw = s
+    }
+    deinit { lsb_close(raw) }
+}
+
+// MARK: - workloads
+
+struct Row {
+    let workload: String
+    var samples: [String: [Double]] = [:]
+}
+
+let quick = CommandLine.arguments.contains("--quick")
+let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent().path
+let implementations = ["SSHKit", "libssh C", "OpenSSH"]
+
+func benchConnect(_ f: Fixture, rounds: Int) async throws -> Row {
+    var row = Row(workload: "connect + auth + `true` (ms)")
+    for i in 0..<rounds {
+        for impl in rotated(implementations, by: i) {
+            let t0 = now()
+            switch impl {
+            case "SSHKit":
+                let c = try await SSHClient.connect(f.sshkitConfig)
+                _ = try await c.execute("true")
+                await c.close()
+            case "libssh C":
+                let s = try LibSSHSession(f)
+                guard lsb_exec(s.raw, "true") == 0 else { throw BenchError("libssh exec failed") }
+            default:
+                guard spawnAndWait(f.sshArgs(["-o", "ControlMaster=no", "-o", "ControlPath=none"], command: "true")) == 0
+                else { throw BenchError("ssh failed") }
+            }
+            row.samples[impl, default: []].append(now() - t0)
+        }
+    }
+    return row
+}
+
+func benchSequential(_ f: Fixture, total: Int, block: Int) async throws -> Row {
+    var row = Row(workload: "exec `true` on an open connection (ms)")
+    let conn = try await SSHClient.connect(f.sshkitConfig)
+    let lib = try LibSSHSession(f)
+    let ctl = f.dir + "/ctl"
+    guard spawnAndWait(f.sshArgs(["-o", "ControlMaster=yes", "-o", "ControlPath=\(ctl)",
+                                  "-o", "ControlPersist=yes", "-f", "-N"])) == 0 else {
+        throw BenchError("ssh ControlMaster did not start")
+    }
+    defer { spawnAndWait(f.sshArgs(["-o", "ControlPath=\(ctl)", "-O", "exit"])) }
+    for b in 0..<(total / block) {
+        for impl in rotated(implementations, by: b) {
+            for _ in 0..<block {
+                let t0 = now()
+                switch impl {
+                case "SSHKit":
+                    _ = try await conn.execute("true")
+                case "libssh C":
+                    guard lsb_exec(lib.raw, "true") == 0 else { throw BenchError("libssh exec failed") }
+                default:
+                    guard spawnAndWait(f.sshArgs(["-o", "ControlPath=\(ctl)"], command: "true")) == 0 else {
+                        throw BenchError("ssh via ControlMaster failed")
+                    }
+                }
+                row.samples[impl, default: []].append(now() - t0)
+            }
+        }
+    }
+    await conn.close()
+    return row
+}
+
+func benchConcurrent(_ f: Fixture, n: Int, rounds: Int) async throws -> Row {
+    var row = Row(workload: "\(n) concurrent `true`, one connection (ms per batch)")
+    let conn = try await SSHClient.connect(f.sshkitConfig)
+    let lib = try LibSSHSession(f)
+    let ctl = f.dir + "/ctl2"
+    guard spawnAndWait(f.sshArgs(["-o", "ControlMaster=yes", "-o", "ControlPath=\(ctl)",
+                                  "-o", "ControlPersist=yes", "-f", "-N"])) == 0 else {
+        throw BenchError("ssh ControlMaster did not start")
+    }
+    defer { spawnAndWait(f.sshArgs(["-o", "ControlPath=\(ctl)", "-O", "exit"])) }
+    let sshArgv = f.sshArgs(["-o", "ControlPath=\(ctl)"], command: "true")
+    for i in 0..<rounds {
+        for impl in rotated(implementations, by: i) {
+            let t0 = now()
+            switch impl {
+            case "SSHKit":
+                try await withThrowingTaskGroup(of: Void.self) { g in
+                    for _ in 0..<n { g.addTask { _ = try await conn.execute("true") } }
+                    try await g.waitForAll()
+                }
+            case "libssh C":
+                guard lsb_exec_many(lib.raw, "true", Int32(n)) == n else { throw BenchError("libssh exec_many") }
+            default:
+                let ok = await withTaskGroup(of: Int32.self) { g in
+                    for _ in 0..<n { g.addTask { spawnAndWait(sshArgv) } }
+                    return await g.reduce(0) { $0 + ($1 == 0 ? 1 : 0) }
+                }
+                guard ok == n else { throw BenchError("ssh concurrent: \(ok)/\(n)") }
+            }
+            row.samples[impl, default: []].append(now() - t0)
+        }
+    }
+    await conn.close()
+    return row
+}
+
+func rotated<T>(_ xs: [T], by i: Int) -> [T] {
+    let k = i % xs.count
+    return Array(xs[k...] + xs[..<k])
+}
+
+func report(_ rows: [Row]) {
+    func f(_ x: Double) -> String { String(format: x < 10 ? "%.2f" : "%.1f", x) }
+    print("")
+    print("| workload | SSHKit median | libssh C median | OpenSSH median | SSHKit / libssh C | SSHKit / OpenSSH |")
+    print("|---|---|---|---|---|---|")
+    for r in rows {
+        let m = implementations.map { median(r.samples[$0] ?? []) }
+        print("| \(r.workload) | \(f(m[0])) (p90 \(f(percentile(r.samples["SSHKit"] ?? [], 0.9)))) | \(f(m[1])) | \(f(m[2])) | \(String(format: "%.2fx", m[0] / m[1])) | \(String(format: "%.2fx", m[0] / m[2])) |")
+    }
+    let n = rows.map { r in implementations.map { "\($0): \(r.samples[$0]?.count ?? 0)" }.joined(separator: ", ") }
+    print("\nsamples: " + n.joined(separator: " | "))
+}
+
+// MARK: - main
+
+let fixture = try Fixture.start(root: root)
+defer { fixture.stop(root: root) }
+print("sshd on 127.0.0.1:\(fixture.port); \(quick ? "quick run" : "full run"); implementations alternate")
+do {
+    let c = try await benchConnect(fixture, rounds: quick ? 10 : 40)
+    print("connect: done")
+    let s = try await benchSequential(fixture, total: quick ? 200 : 1000, block: 100)
+    print("sequential: done")
+    let m = try await benchConcurrent(fixture, n: 64, rounds: quick ? 5 : 20)
+    print("concurrent: done")
+    report([c, s, m])
+} catch {
+    print("benchmark failed: \(error)")
+    fixture.stop(root: root)
+    exit(1)
+}
