@@ -1171,11 +1171,17 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
         callbacks->connected == NULL || callbacks->hostkey == NULL ||
         callbacks->kbdint == NULL) {
         sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete configuration");
+        if (config->connected_fd >= 0) {
+            close(config->connected_fd);
+        }
         return NULL;
     }
     conn = calloc(1, sizeof(*conn));
     if (conn == NULL) {
         sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        if (config->connected_fd >= 0) {
+            close(config->connected_fd);
+        }
         return NULL;
     }
     atomic_fetch_add(&live_connections, 1);
@@ -1186,6 +1192,10 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
     conn->state = SSHCORE_CONN_IDLE;
     atomic_init(&conn->state_snapshot, SSHCORE_CONN_IDLE);
     conn->phase = PH_RESOLVE;
+    if (config->connected_fd >= 0) {
+        conn->sock_fd = config->connected_fd; /* owned from here on */
+        conn->phase = PH_HANDSHAKE;
+    }
     conn->port = config->port;
     conn->connect_timeout_ms = config->connect_timeout_ms;
     conn->backstop_timeout_s = config->backstop_timeout_s;
@@ -1210,6 +1220,9 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
         if (conn->wake_fd >= 0) {
             close(conn->wake_fd);
         }
+        if (conn->sock_fd >= 0) {
+            close(conn->sock_fd);
+        }
         free_methods(conn);
         free(conn->host);
         free(conn->user);
@@ -1222,6 +1235,9 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
     if (pthread_create(&conn->thread, NULL, worker_main, conn) != 0) {
         sshcore_error_set(err, SSHCORE_E_SYSTEM, "pthread_create failed");
         close(conn->wake_fd);
+        if (conn->sock_fd >= 0) {
+            close(conn->sock_fd);
+        }
         conn->cb.released = NULL; /* the caller keeps ownership of ctx */
         free_methods(conn);
         free(conn->host);

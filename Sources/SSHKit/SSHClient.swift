@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// Opens SSH connections.
 ///
 /// ```swift
@@ -18,7 +24,12 @@ public enum SSHClient {
     ///   `hostKeyRejected`, `authenticationFailed`, `privateKeyUnreadable`,
     ///   `agentUnavailable`, `disconnected`, `cancelled`, `invalidArgument`.
     public static func connect(_ configuration: SSHConfiguration) async throws(SSHError) -> SSHConnection {
-        try configuration.validate()
+        do {
+            try configuration.validate()
+        } catch {
+            if let fd = configuration.connectedSocket { close(fd) } // owned by this call
+            throw error
+        }
         return try await CoreConnection.connect(configuration)
     }
 

@@ -19,6 +19,11 @@ public struct SSHConfiguration: Sendable {
     public var logger: Logger
     /// libssh's own log verbosity (0 = off); libssh writes to stderr.
     public var libsshVerbosity: Int
+    /// An already-connected stream socket to run SSH over instead of connecting to
+    /// `host:port` (which then only name the server for host key checks). The
+    /// connection takes ownership of the fd. Internal for now: the worker tests use
+    /// it with socketpairs; jump hosts will build on it.
+    var connectedSocket: Int32?
 
     public init(
         host: String,

@@ -72,6 +72,7 @@ struct AuthenticationTests {
         #expect(e?.message.contains("publickey") == true)
         #expect(e?.message.contains("tried: password") == true)
         #expect(e?.host == server.host && e?.port == server.port)
+        #expect(e?.offeredAuthMethods?.contains([.publicKey, .password, .keyboardInteractive]) == true)
     }
 
     @Test func unauthorizedKeyIsAuthenticationFailed() async {

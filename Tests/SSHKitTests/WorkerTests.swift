@@ -1,6 +1,6 @@
 import Foundation
 import SSHCore
-import SSHKit
+@testable import SSHKit
 import Testing
 
 /// The worker tier: connection attempts against local listeners that misbehave.
@@ -74,6 +74,76 @@ struct WorkerTests {
         c = config(port: 22)
         c.connectTimeout = .zero
         #expect(await expectSSHError { try await SSHClient.connect(c) }?.code == .invalidArgument)
+    }
+
+    @Test func aClosedPortOnIPv6LoopbackIsConnectionRefused() async {
+        let error = await expectSSHError { try await SSHClient.connect(config(port: closedPort(), host: "::1")) }
+        #expect(error?.code == .connectionRefused, "\(String(describing: error))")
+    }
+
+    /// Runs a connection over one end of a socketpair whose other end the test holds.
+    func socketpairConfig(timeout: Duration = .seconds(30)) -> (SSHConfiguration, peer: Int32, coreEnd: Int32) {
+        var sv: [Int32] = [-1, -1]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &sv) == 0)
+        var c = config(port: 22, host: "socketpair.test", timeout: timeout)
+        c.connectedSocket = sv[0]
+        return (c, sv[1], sv[0])
+    }
+
+    /// Waits (bounded) until the peer sees end of file: the core closed every copy of its end.
+    func peerSeesEOF(_ fd: Int32) -> Bool {
+        var buf = [UInt8](repeating: 0, count: 4096)
+        for _ in 0..<100 {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&p, 1, 50) > 0 {
+                let n = read(fd, &buf, buf.count)
+                if n == 0 { return true }
+                if n < 0 { return false }
+            }
+        }
+        return false
+    }
+
+    @Test func socketpairSilentPeerCancelsPromptlyAndEveryFdIsClosedOnce() async throws {
+        for _ in 0..<20 {
+            let (c, peer, coreEnd) = socketpairConfig()
+            let task = Task { try await SSHClient.connect(c) }
+            try await Task.sleep(for: .milliseconds(20))
+            let (e, seconds) = await measure { () async -> SSHError? in
+                task.cancel()
+                return await expectSSHError { try await task.value }
+            }
+            #expect(e?.code == .cancelled)
+            #expect(seconds < 1)
+            // the core sent its banner, then closed its end (original and libssh's dup)
+            #expect(peerSeesEOF(peer))
+            // the fd number is free again; whatever reuses it must stay open: a second
+            // close by the core would close this probe
+            let probe = open("/dev/null", O_RDONLY)
+            #expect(probe >= 0)
+            if probe == coreEnd {
+                try await Task.sleep(for: .milliseconds(50))
+                #expect(fcntl(probe, F_GETFD) != -1, "the core closed a reused fd number")
+            }
+            close(probe)
+            close(peer)
+        }
+    }
+
+    @Test func socketpairPeerThatHangsUpIsATypedError() async throws {
+        let (c, peer, _) = socketpairConfig(timeout: .seconds(5))
+        close(peer)
+        let e = await expectSSHError { try await SSHClient.connect(c) }
+        let expected: Set<SSHError.Code> = [.disconnected, .connectionLost, .keyExchangeFailed]
+        #expect(e.map { expected.contains($0.code) } == true, "\(String(describing: e))")
+    }
+
+    @Test func socketpairSilentPeerHitsTheConnectTimeout() async throws {
+        let (c, peer, _) = socketpairConfig(timeout: .milliseconds(200))
+        defer { close(peer) }
+        let e = await expectSSHError { try await SSHClient.connect(c) }
+        #expect(e?.code == .connectTimeout)
+        #expect(peerSeesEOF(peer))
     }
 
     @Test func fiveHundredConnectCancelCyclesLeaveNoFdOrThread() async throws {

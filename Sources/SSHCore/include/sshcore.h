@@ -267,6 +267,10 @@ typedef struct sshcore_config {
     size_t method_count;
     /** libssh log verbosity (0 = none); logs go to stderr. */
     int libssh_verbosity;
+    /** An already-connected stream socket to use instead of resolving and
+     *  connecting, or -1. The core takes ownership of it from this call on
+     *  (also when sshcore_conn_start fails): only the worker closes it, once. */
+    int connected_fd;
 } sshcore_config;
 
 /**

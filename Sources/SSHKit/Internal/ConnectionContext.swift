@@ -83,6 +83,10 @@ final class ConnectionContext: Sendable {
                 }
                 if e.code == .authenticationFailed {
                     e.cause = e.cause ?? s.responderError
+                    // the core is attached long before authentication can fail
+                    if let core = s.core {
+                        e.offeredAuthMethods = SSHAuthMethods(rawValue: sshcore_conn_offered_methods(core.pointer.raw))
+                    }
                 }
                 s.outcome = .failure(e)
             }

@@ -99,7 +99,8 @@ final class CoreConnection: Sendable {
                 connect_timeout_ms: Int32(clamping: config.connectTimeout.milliseconds),
                 backstop_timeout_s: Int32(clamping: max(1, config.socketTimeout.milliseconds / 1000)),
                 methods: buf.baseAddress!, method_count: buf.count,
-                libssh_verbosity: Int32(clamping: config.libsshVerbosity))
+                libssh_verbosity: Int32(clamping: config.libsshVerbosity),
+                connected_fd: config.connectedSocket ?? -1)
             return sshcore_conn_start(&cfg, &callbacks, &err)
         }
         strings.wipeAndFree()

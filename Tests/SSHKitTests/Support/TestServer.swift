@@ -27,6 +27,16 @@ final class TestServer: Sendable {
             .deletingLastPathComponent().deletingLastPathComponent().path
     }
 
+    /// The KEY=value lines test-sshd.sh writes.
+    static func parseEnv(_ text: String) -> [String: String] {
+        var values: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { values[String(parts[0])] = String(parts[1]) }
+        }
+        return values
+    }
+
     static func directory(pid: pid_t, name: String) -> String { "/tmp/sshkit-tests-\(pid)-\(name)" }
 
     /// Prepares keys and config in a fresh directory and starts sshd in the foreground
@@ -34,11 +44,7 @@ final class TestServer: Sendable {
     static func start(name: String, extraConfig: [String] = []) throws -> TestServer {
         let dir = directory(pid: getpid(), name: name)
         let env = try run("/bin/bash", ["\(packageRoot)/scripts/test-sshd.sh", "prepare", dir] + extraConfig)
-        var values: [String: String] = [:]
-        for line in env.split(separator: "\n") {
-            let parts = line.split(separator: "=", maxSplits: 1)
-            if parts.count == 2 { values[String(parts[0])] = String(parts[1]) }
-        }
+        let values = parseEnv(env)
         guard let port = values["SSHKIT_TEST_PORT"].flatMap(Int.init) else {
             throw FixtureError("no port in \(env)")
         }
@@ -58,11 +64,7 @@ final class TestServer: Sendable {
     /// The shared server of another test process (an exit test's parent), without owning it.
     static func attach(dir: String) throws -> TestServer {
         let env = try String(contentsOfFile: dir + "/env", encoding: .utf8)
-        var values: [String: String] = [:]
-        for line in env.split(separator: "\n") {
-            let parts = line.split(separator: "=", maxSplits: 1)
-            if parts.count == 2 { values[String(parts[0])] = String(parts[1]) }
-        }
+        let values = parseEnv(env)
         guard let port = values["SSHKIT_TEST_PORT"].flatMap(Int.init) else { throw FixtureError("no port in \(dir)") }
         return TestServer(dir: dir, port: port, values: values, daemon: nil)
     }
