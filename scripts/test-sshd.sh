@@ -7,7 +7,7 @@
 #   scripts/test-sshd.sh stop DIR
 #
 # start: ensures the test user (default sshkit-test, login shell /bin/sh, a clean
-# home) exists with a fresh random password, makes host keys and user keys in
+# home) exists with a random password (made once per machine), makes host keys and user keys in
 # DIR (Ed25519/ECDSA/RSA; OpenSSH and PEM formats; with and without a
 # passphrase), picks a free port and starts sshd bound to 127.0.0.1 only.
 # Needs root (sshd with password and PAM authentication, useradd, chpasswd).
@@ -38,11 +38,23 @@ esac
 [ "$(id -u)" = 0 ] || { echo "test-sshd.sh: needs root (run the tests as root, as CI does)" >&2; exit 1; }
 command -v /usr/sbin/sshd >/dev/null || { echo "test-sshd.sh: /usr/sbin/sshd missing (apt-get install openssh-server)" >&2; exit 1; }
 
-if ! id "$user" >/dev/null 2>&1; then
-    useradd --create-home --home-dir "/var/lib/$user" --shell /bin/sh "$user"
-fi
-password=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 20)
-echo "$user:$password" | chpasswd
+# The user and its random password are made once per machine, under a lock, so
+# that fixtures started at the same time (parallel tests, the demo, benchmarks)
+# agree on the password. It is kept root-only in /var/lib/$user.password.
+pwfile="/var/lib/$user.password"
+(
+    flock 9
+    if ! id "$user" >/dev/null 2>&1; then
+        useradd --create-home --home-dir "/var/lib/$user" --shell /bin/sh "$user"
+        rm -f "$pwfile"
+    fi
+    if [ ! -s "$pwfile" ]; then
+        (umask 077; head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 20 > "$pwfile.new")
+        echo "$user:$(cat "$pwfile.new")" | chpasswd
+        mv "$pwfile.new" "$pwfile"
+    fi
+) 9>"/var/lib/$user.lock"
+password=$(cat "$pwfile")
 
 mkdir -p "$dir" /run/sshd
 chmod 755 "$dir"

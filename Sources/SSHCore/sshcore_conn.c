@@ -226,13 +226,16 @@ static sshcore_conn_action conn_apply(sshcore_conn *conn, sshcore_conn_event ev)
 /* Completing the connect operation                                       */
 /* ---------------------------------------------------------------------- */
 
-static void connect_complete(sshcore_conn *conn, const sshcore_error *err)
+/** Reports the connect outcome exactly once; returns false if already reported. */
+static bool connect_complete(sshcore_conn *conn, const sshcore_error *err)
 {
     int expected = 0;
 
-    if (atomic_compare_exchange_strong(&conn->connect_done, &expected, 1)) {
-        conn->cb.connected(conn->cb.ctx, err);
+    if (!atomic_compare_exchange_strong(&conn->connect_done, &expected, 1)) {
+        return false;
     }
+    conn->cb.connected(conn->cb.ctx, err);
+    return true;
 }
 
 static void fail_ops(sshcore_conn *conn, sshcore_op *_Nullable list,
@@ -1111,7 +1114,7 @@ static void *worker_main(void *arg)
     {
         sshcore_error err;
         sshcore_error_set(&err, SSHCORE_E_CLOSED, NULL);
-        connect_complete(conn, &err); /* no-op unless never reported */
+        (void)connect_complete(conn, &err); /* no-op unless never reported */
     }
     (void)conn_apply(conn, SSHCORE_CONN_EV_TORN_DOWN);
 
@@ -1258,12 +1261,14 @@ void sshcore_conn_cancel_connect(sshcore_conn *conn)
     pthread_mutex_lock(&conn->mu);
     conn->connect_cancelled = true;
     pthread_mutex_unlock(&conn->mu);
-    if (atomic_load(&conn->connect_done) == 0) {
-        /* break any wait on the network at once; the connection is lost anyway */
+    /* Complete first: once the socket is shut down, the worker sees an error
+     * and would otherwise report that instead of the cancellation. */
+    sshcore_error_set(&err, SSHCORE_E_CANCELLED, NULL);
+    if (connect_complete(conn, &err)) {
+        /* break any wait on the network at once; the attempt is over anyway.
+         * Only when the cancel won: a connection that just became ready stays. */
         conn_shutdown_socket(conn);
     }
-    sshcore_error_set(&err, SSHCORE_E_CANCELLED, NULL);
-    connect_complete(conn, &err);
     sshcore_conn_wake(conn);
 }
 
@@ -1358,7 +1363,8 @@ int sshcore_conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err)
     pthread_mutex_unlock(&conn->mu);
     if (code != SSHCORE_E_OK) {
         char detail[96];
-        snprintf(detail, sizeof(detail), "connection is %s", sshcore_conn_state_name(st));
+        snprintf(detail, sizeof(detail), "connection is %s",
+                 st == SSHCORE_CONN_READY ? "closing" : sshcore_conn_state_name(st));
         sshcore_error_set(err, code != 0 ? code : SSHCORE_E_CLOSED, detail);
         return -1;
     }

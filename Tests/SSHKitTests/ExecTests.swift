@@ -121,7 +121,7 @@ struct ExecTests {
             return await expectSSHError { try await long.value }
         }
         #expect(e?.code == .cancelled)
-        #expect(seconds < 1)
+        #expect(seconds < 5) // catches a hang, not a benchmark
         #expect(try await sibling.value.stdoutString == "sibling\n")
         #expect(try await conn.execute("echo after").stdoutString == "after\n")
         #expect(conn.isConnected)

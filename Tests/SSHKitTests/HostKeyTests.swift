@@ -83,6 +83,6 @@ struct HostKeyTests {
         task.cancel()
         let (e, seconds) = await measure { await expectSSHError { try await task.value } }
         #expect(e?.code == .cancelled)
-        #expect(seconds < 2)
+        #expect(seconds < 5) // catches a hang; the latency itself is measured elsewhere
     }
 }

@@ -30,7 +30,7 @@ struct WorkerTests {
         latencies.sort()
         print("connect cancel latency (ms): median \(latencies[latencies.count / 2]), max \(latencies.last!)")
         // a generous bound that only catches a hang; the latency itself is reported above
-        #expect(latencies.last! < 2000)
+        #expect(latencies.last! < 5000)
         #expect(server.accepted.load(ordering: .relaxed) >= 20)
     }
 
@@ -114,7 +114,7 @@ struct WorkerTests {
                 return await expectSSHError { try await task.value }
             }
             #expect(e?.code == .cancelled)
-            #expect(seconds < 1)
+            #expect(seconds < 5) // catches a hang
             // the core sent its banner, then closed its end (original and libssh's dup)
             #expect(peerSeesEOF(peer))
             // the fd number is free again; whatever reuses it must stay open: a second
