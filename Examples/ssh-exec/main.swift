@@ -62,7 +62,10 @@ struct SSHExec: AsyncParsableCommand {
             case .exited(let code): throw ExitCode(code)
             case .signaled(let name, _):
                 FileHandle.standardError.write(Data("ssh-exec: remote command killed by SIG\(name)\n".utf8))
-                throw ExitCode(128 + 15)
+                // like a shell: 128 + the signal's number (signal names are the same everywhere)
+                let numbers = ["HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "ABRT": 6, "FPE": 8, "KILL": 9,
+                               "SEGV": 11, "PIPE": 13, "ALRM": 14, "TERM": 15, "USR1": 10, "USR2": 12]
+                throw ExitCode(Int32(128 + (numbers[name] ?? 127)))
             case .unknown:
                 FileHandle.standardError.write(Data("ssh-exec: the server reported no exit status\n".utf8))
                 throw ExitCode(255)

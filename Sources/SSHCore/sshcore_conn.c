@@ -260,9 +260,10 @@ static void conn_fail(sshcore_conn *conn, const sshcore_error *err)
     sshcore_conn_action act;
     sshcore_error op_err = *err;
 
-    if (conn->state == SSHCORE_CONN_READY) {
-        atomic_store(&conn->fail_code, err->code);
-    }
+    int none = 0;
+
+    /* the first failure is what later calls on this connection report */
+    (void)atomic_compare_exchange_strong(&conn->fail_code, &none, err->code);
     act = conn_apply(conn, SSHCORE_CONN_EV_FAILURE);
     if (act != SSHCORE_CONN_ACT_TEAR_DOWN) {
         return;
@@ -276,9 +277,17 @@ static void conn_fail(sshcore_conn *conn, const sshcore_error *err)
 int sshcore_conn_failure_code(sshcore_conn *conn)
 {
     int status;
+    const char *msg = NULL;
 
     if (conn->session == NULL) {
         return SSHCORE_E_CONNECTION_LOST;
+    }
+    /* libssh reports a server's SSH_MSG_DISCONNECT and a clean EOF as
+     * SSH_CLOSED_ERROR too; only its message tells them from a broken link */
+    msg = ssh_get_error(conn->session);
+    if (msg != NULL && (strstr(msg, "SSH_MSG_DISCONNECT") != NULL ||
+                        strstr(msg, "Socket error: disconnected") != NULL)) {
+        return SSHCORE_E_DISCONNECTED;
     }
     status = ssh_get_status(conn->session);
     if ((status & SSH_CLOSED_ERROR) != 0) {
@@ -319,7 +328,9 @@ static void phase_resolve(sshcore_conn *conn)
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_ADDRCONFIG;
     snprintf(port, sizeof(port), "%u", (unsigned)conn->port);
+    atomic_store(&conn->resolving, 1);
     rc = getaddrinfo(conn->host, port, &hints, &conn->ai_list);
+    atomic_store(&conn->resolving, 0);
     if (rc != 0) {
         sshcore_error err;
         sshcore_error_set(&err, SSHCORE_E_NAME_RESOLUTION, gai_strerror(rc));
@@ -383,7 +394,7 @@ static int session_create(sshcore_conn *conn)
 
     conn->lib_fd = dup(conn->sock_fd);
     if (conn->lib_fd < 0) {
-        return -1;
+        return -errno;
     }
     (void)fcntl(conn->lib_fd, F_SETFD, FD_CLOEXEC);
     s = ssh_new();
@@ -442,13 +453,27 @@ static void phase_handshake(sshcore_conn *conn)
 
     if (conn->session == NULL) {
         sshcore_socket_tune(conn->sock_fd, conn->backstop_timeout_s * 1000);
-        if (session_create(conn) != 0) {
+        int crc = session_create(conn);
+        if (crc < 0) {
+            sshcore_error err;
+            sshcore_error_set(&err, SSHCORE_E_SYSTEM, "dup() of the socket failed");
+            err.sys_errno = -crc;
+            conn_fail(conn, &err);
+            return;
+        }
+        if (crc != 0) {
             fail_lib(conn, SSHCORE_E_OUT_OF_MEMORY, "ssh_options_set");
             return;
         }
     }
     conn->ssh_connect_called = true;
     rc = ssh_connect(conn->session);
+    /* libssh switches the socket to blocking when it first sees it writable
+     * (socket.c, CONNECTING -> CONNECTED); the fd is a dup of ours, so that
+     * clears O_NONBLOCK for both. The worker must never block in send(). */
+    (void)fcntl(conn->sock_fd, F_SETFL, fcntl(conn->sock_fd, F_GETFL) | O_NONBLOCK);
+    /* whether libssh took our dup (it may fail before, e.g. applying options) */
+    conn->lib_took_fd = conn->lib_took_fd || ssh_get_fd(conn->session) == conn->lib_fd;
     if (rc == SSH_AGAIN) {
         return;
     }
@@ -457,8 +482,11 @@ static void phase_handshake(sshcore_conn *conn)
         const char *msg = ssh_get_error(conn->session);
         if (msg != NULL && (strstr(msg, "reset by peer") != NULL ||
                             strstr(msg, "Socket error: disconnected") != NULL ||
+                            strstr(msg, "SSH_MSG_DISCONNECT") != NULL ||
                             strstr(msg, "Connection refused") != NULL)) {
             code = SSHCORE_E_DISCONNECTED;
+        } else if (msg != NULL && strstr(msg, "timed out") != NULL) {
+            code = SSHCORE_E_CONNECT_TIMEOUT;
         }
         fail_lib(conn, code, "ssh_connect");
         return;
@@ -895,6 +923,50 @@ static void handle_requests(sshcore_conn *conn, conn_requests *rq)
 /* The worker                                                              */
 /* ---------------------------------------------------------------------- */
 
+void sshcore_conn_adopt_opening_channel(sshcore_conn *conn, ssh_channel ch)
+{
+    struct sshcore_orphan *o = malloc(sizeof(*o));
+
+    if (o == NULL) {
+        ssh_channel_free(ch); /* out of memory: the server keeps the channel */
+        return;
+    }
+    o->ch = ch;
+    o->next = conn->orphans;
+    conn->orphans = o;
+}
+
+/** Worker: finish the opens of orphaned channels; close each once open. */
+static void reap_orphans(sshcore_conn *conn)
+{
+    struct sshcore_orphan **link = &conn->orphans;
+    struct sshcore_orphan *o = NULL;
+
+    while ((o = *link) != NULL) {
+        if (ssh_channel_open_session(o->ch) == SSH_AGAIN) {
+            link = &o->next;
+            continue;
+        }
+        ssh_channel_free(o->ch); /* open: sends CLOSE; refused: just frees */
+        *link = o->next;
+        free(o);
+    }
+}
+
+static void free_orphans(sshcore_conn *conn)
+{
+    struct sshcore_orphan *o = conn->orphans;
+    struct sshcore_orphan *next = NULL;
+
+    while (o != NULL) {
+        next = o->next;
+        ssh_channel_free(o->ch);
+        free(o);
+        o = next;
+    }
+    conn->orphans = NULL;
+}
+
 /** Worker: step every active op; unlink the finished and the cancelled. */
 static bool step_ops(sshcore_conn *conn)
 {
@@ -942,7 +1014,10 @@ static bool advance(sshcore_conn *conn)
          * step again. */
         uint64_t before = conn->rx_counter.in_packets;
         bool again = step_ops(conn);
-        if (conn->rx_counter.in_packets != before && conn->active != NULL) {
+        if (conn->orphans != NULL) {
+            reap_orphans(conn);
+        }
+        if (conn->rx_counter.in_packets != before && (conn->active != NULL || conn->orphans != NULL)) {
             again = true;
         }
         if (conn->phase == PH_READY && !ssh_is_connected(conn->session)) {
@@ -970,8 +1045,9 @@ static void teardown(sshcore_conn *conn)
         ssh_key_free(conn->key);
         conn->key = NULL;
     }
+    free_orphans(conn); /* before ssh_disconnect, which frees every channel */
     if (conn->session != NULL) {
-        if (conn->ssh_connect_called) {
+        if (conn->ssh_connect_called && conn->lib_took_fd) {
             /* error paths inside libssh close its fd and set it to -1 */
             lib_owns_fd = ssh_get_fd(conn->session) != -1;
             ssh_disconnect(conn->session); /* with SSH_OPTIONS_FD: leaves the fd open */
@@ -1327,7 +1403,8 @@ void sshcore_conn_release(sshcore_conn *conn)
     pthread_mutex_lock(&conn->mu);
     if (conn->thread_started && !conn->thread_joined_or_detached) {
         conn->thread_joined_or_detached = true;
-        join = !pthread_equal(pthread_self(), conn->thread);
+        /* never wait for DNS: a worker inside getaddrinfo finishes on its own */
+        join = !pthread_equal(pthread_self(), conn->thread) && atomic_load(&conn->resolving) == 0;
         if (!join) {
             pthread_detach(conn->thread);
         }
@@ -1345,11 +1422,12 @@ int sshcore_conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err)
     int code = SSHCORE_E_OK;
 
     pthread_mutex_lock(&conn->mu);
-    if (conn->close_requested || conn->worker_exited) {
-        code = st == SSHCORE_CONN_FAILED ? atomic_load(&conn->fail_code) : SSHCORE_E_INVALID_STATE;
-    } else if (st == SSHCORE_CONN_FAILED) {
+    if (st == SSHCORE_CONN_FAILED) {
         code = atomic_load(&conn->fail_code);
-    } else if (st != SSHCORE_CONN_READY) {
+        if (code == SSHCORE_E_OK) {
+            code = SSHCORE_E_CONNECTION_LOST;
+        }
+    } else if (conn->close_requested || conn->worker_exited || st != SSHCORE_CONN_READY) {
         code = SSHCORE_E_INVALID_STATE;
     }
     if (code == SSHCORE_E_OK) {
@@ -1365,7 +1443,7 @@ int sshcore_conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err)
         char detail[96];
         snprintf(detail, sizeof(detail), "connection is %s",
                  st == SSHCORE_CONN_READY ? "closing" : sshcore_conn_state_name(st));
-        sshcore_error_set(err, code != 0 ? code : SSHCORE_E_CLOSED, detail);
+        sshcore_error_set(err, code, detail);
         return -1;
     }
     sshcore_conn_wake(conn);

@@ -115,6 +115,13 @@ static bool exec_io(sshcore_conn *conn, exec_op *x)
     bool again = false;
     int stream;
 
+    /* The peer closed the channel (the command exited without reading all of
+     * its stdin): what is left of stdin has nowhere to go. Not an error. */
+    if (!x->eof_sent && ssh_channel_is_closed(x->ch)) {
+        x->stdin_off = x->stdin_len;
+        x->eof_sent = true;
+    }
+
     /* stdin, within the peer's window, without piling up in libssh's buffer */
     if (x->stdin_off < x->stdin_len &&
         (x->cstate == SSHCORE_CHAN_OPEN || x->cstate == SSHCORE_CHAN_EOF_RECEIVED) &&
@@ -129,9 +136,16 @@ static bool exec_io(sshcore_conn *conn, exec_op *x)
         }
         if (n > 0) {
             int w = ssh_channel_write(x->ch, x->stdin_buf + x->stdin_off, (uint32_t)n);
-            if (w < 0) {
+            if (w < 0 && !ssh_is_connected(s)) {
                 exec_fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_write");
                 return false;
+            }
+            if (w < 0) {
+                /* the channel is closing (libssh delays the close until its
+                 * buffers are read): drop the rest of stdin, keep reading */
+                x->stdin_off = x->stdin_len;
+                x->eof_sent = true;
+                w = 0;
             }
             x->stdin_off += (size_t)w;
             again = w > 0 && x->stdin_off < x->stdin_len;
@@ -139,7 +153,8 @@ static bool exec_io(sshcore_conn *conn, exec_op *x)
     }
     if (x->stdin_off == x->stdin_len && !x->eof_sent &&
         (x->cstate == SSHCORE_CHAN_OPEN || x->cstate == SSHCORE_CHAN_EOF_RECEIVED)) {
-        if (ssh_channel_send_eof(x->ch) != SSH_OK) {
+        /* SSH_AGAIN: the EOF is queued, only the flush is pending */
+        if (ssh_channel_send_eof(x->ch) == SSH_ERROR) {
             exec_fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_send_eof");
             return false;
         }
@@ -298,16 +313,29 @@ static void exec_abort(sshcore_conn *conn, sshcore_op *op)
     if (x->ch == NULL) {
         return;
     }
-    if (conn->session != NULL && ssh_is_connected(conn->session) &&
-        !ssh_channel_is_closed(x->ch) && x->phase == X_IO &&
-        atomic_load(&op->cancel_requested) != 0) {
-        /* a cancelled command should not keep running on the server */
-        (void)ssh_channel_request_send_signal(x->ch, "TERM");
-    }
     /* libssh keeps a channel the peer has not closed yet until its CLOSE
      * arrives and would still call our callbacks, whose struct lives in this
      * op: unregister them before letting go */
     ssh_remove_channel_callbacks(x->ch, &x->cbs);
+    if (conn->session != NULL && ssh_is_connected(conn->session)) {
+        if (x->phase == X_OPEN) {
+            /* Still opening: freed now, libssh would forget the channel and
+             * the server's later confirmation would leave it open on the
+             * server for good (counting against MaxSessions). */
+            sshcore_conn_adopt_opening_channel(conn, x->ch);
+            x->ch = NULL;
+            (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
+            return;
+        }
+        if (!ssh_channel_is_closed(x->ch) && x->phase == X_IO &&
+            atomic_load(&op->cancel_requested) != 0) {
+            /* a cancelled command should not keep running on the server */
+            (void)ssh_channel_request_send_signal(x->ch, "TERM");
+        }
+        /* ssh_channel_close gives up when its EOF's flush returns SSH_AGAIN;
+         * with the EOF already queued it goes on to send CLOSE */
+        (void)ssh_channel_send_eof(x->ch);
+    }
     /* sends CLOSE (once) unless the session is gone */
     ssh_channel_free(x->ch);
     x->ch = NULL;

@@ -78,6 +78,7 @@ struct sshcore_conn {
     _Atomic int fail_code;
     _Atomic unsigned offered_methods;
     atomic_int connect_done;
+    atomic_int resolving; /* the worker is inside getaddrinfo */
 
     /* worker only */
     sshcore_conn_state state;
@@ -85,6 +86,7 @@ struct sshcore_conn {
     ssh_event _Nullable event;
     int lib_fd; /* dup handed to libssh */
     bool ssh_connect_called;
+    bool lib_took_fd; /* libssh adopted lib_fd (ssh_get_fd returned it) */
     int phase;
     struct addrinfo *_Nullable ai_list;
     struct addrinfo *_Nullable ai_cur;
@@ -96,6 +98,7 @@ struct sshcore_conn {
     ssh_key _Nullable key;
     char methods_tried[160];
     sshcore_op *_Nullable active;
+    struct sshcore_orphan *_Nullable orphans; /* channels whose open is pending */
     /* packets libssh has read (ssh_set_counters); a change during a pass over
      * the ops means one op's call processed another op's packets */
     struct ssh_counter_struct rx_counter;
@@ -114,6 +117,12 @@ struct sshcore_conn {
     size_t method_count;
 };
 
+/** A channel whose operation ended while its open was still pending. */
+struct sshcore_orphan {
+    ssh_channel ch;
+    struct sshcore_orphan *_Nullable next;
+};
+
 /* sshcore_conn.c */
 int64_t sshcore_now_ms(void);
 void sshcore_conn_retain(sshcore_conn *conn);
@@ -128,6 +137,9 @@ void sshcore_error_set(sshcore_error *err, int code, const char *_Nullable detai
 int sshcore_conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err);
 /** Classify the session's failure after libssh reported an error. */
 int sshcore_conn_failure_code(sshcore_conn *conn);
+/** Worker: keep a channel whose open is pending until the server answers,
+ *  then close it properly. */
+void sshcore_conn_adopt_opening_channel(sshcore_conn *conn, ssh_channel ch);
 
 /* sshcore_op.c */
 void sshcore_op_init(sshcore_op *op, const sshcore_op_vtable *vt,

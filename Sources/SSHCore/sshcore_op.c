@@ -55,11 +55,17 @@ void sshcore_op_release(sshcore_op *op)
 void sshcore_op_cancel(sshcore_op *op)
 {
     sshcore_error err;
+    /* Once the completion has run, the caller may drop its reference and the
+     * worker its own: `op` can be gone before the wake-up. Hold the
+     * connection, not the op, across it. */
+    sshcore_conn *conn = op->conn;
 
+    sshcore_conn_retain(conn);
     atomic_store(&op->cancel_requested, 1);
     sshcore_error_set(&err, SSHCORE_E_CANCELLED, NULL);
     (void)sshcore_op_complete(op, &err);
-    sshcore_conn_wake(op->conn);
+    sshcore_conn_wake(conn);
+    sshcore_conn_unref(conn);
 }
 
 const sshcore_error *sshcore_op_error(sshcore_op *op)

@@ -35,6 +35,13 @@ struct ExampleTests {
         #expect(r.err == "oops\n")
     }
 
+    @Test func aSignaledCommandExitsWith128PlusTheSignal() throws {
+        let r = try run(common + ["--key", server.key("id_ed25519"), "--insecure-accept-any-host-key",
+                                  "--", "kill -KILL $$"])
+        #expect(r.status == 128 + 9)
+        #expect(r.err.contains("SIGKILL"))
+    }
+
     @Test func passwordFromTheEnvironmentAndInsecureFlag() throws {
         let r = try run(common + ["--password-from-env", "--insecure-accept-any-host-key", "--", "id", "-un"],
                         env: ["SSHKIT_PASSWORD": server.password])

@@ -23,6 +23,16 @@ struct ExecTests {
         await conn.close()
     }
 
+    @Test func aCommandThatIgnoresItsStdinStillReportsItsExitStatus() async throws {
+        let conn = try await connect()
+        // the command exits after one byte; the other 20 MB of stdin have nowhere to go
+        let r = try await conn.execute("head -c 1; exit 5", stdin: randomBytes(20_000_000))
+        #expect(r.stdout.count == 1)
+        #expect(r.exitStatus == .exited(5))
+        #expect(try await conn.execute("echo ok").stdoutString == "ok\n")
+        await conn.close()
+    }
+
     @Test func generatedOutputWithoutStdin() async throws {
         let conn = try await connect()
         let r = try await conn.execute("head -c 10000000 /dev/zero", outputLimit: 20_000_000)

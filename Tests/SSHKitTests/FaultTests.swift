@@ -66,6 +66,28 @@ struct FaultTests {
         await conn.close()
     }
 
+    @Test func cancelsThatLandWhileAChannelOpensDoNotLeakServerSessions() async throws {
+        let server = try TestServer.start(name: "opencancel", extraConfig: ["MaxSessions 2"])
+        defer { server.stop() }
+        let conn = try await SSHClient.connect(server.configuration())
+        var cancelled = 0
+        for i in 0..<40 {
+            let t = Task { try await conn.execute("true") }
+            // spread the cancels over the channel-open round trip
+            try await Task.sleep(for: .microseconds(Int64(i % 8) * 150))
+            t.cancel()
+            if case .failure(let e as SSHError) = await t.result, e.code == .cancelled { cancelled += 1 }
+        }
+        #expect(cancelled > 0)
+        // with MaxSessions 2, two leaked server-side sessions would make these fail
+        try await Task.sleep(for: .milliseconds(200))
+        async let a = conn.execute("sleep 0.3; echo a")
+        async let b = conn.execute("sleep 0.3; echo b")
+        #expect(try await a.stdoutString == "a\n")
+        #expect(try await b.stdoutString == "b\n")
+        await conn.close()
+    }
+
     @Test func serverGoneBeforeConnectIsRefused() async throws {
         let server = try TestServer.start(name: "gone")
         let config = server.configuration()
