@@ -9,18 +9,7 @@ struct ExampleTests {
     static var binary: String { TestServer.packageRoot + "/.build/debug/ssh-exec" }
 
     func run(_ args: [String], env: [String: String] = [:]) throws -> (status: Int32, out: String, err: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: Self.binary)
-        p.arguments = args
-        p.environment = ProcessInfo.processInfo.environment.merging(env) { $1 }
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+        try TestServer.runCapturing(Self.binary, args, env: env)
     }
 
     var common: [String] { ["--host", server.host, "--port", "\(server.port)", "--user", server.user] }

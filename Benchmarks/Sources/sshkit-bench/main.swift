@@ -43,6 +43,20 @@ struct Fixture {
                          authentication: .privateKey(path: key), hostKeyPolicy: .pinned(fingerprints))
     }
 
+    /// Starts an OpenSSH ControlMaster in the background; returns its socket path.
+    func startControlMaster(_ name: String) throws -> String {
+        let ctl = dir + "/" + name
+        guard spawnAndWait(sshArgs(["-o", "ControlMaster=yes", "-o", "ControlPath=\(ctl)",
+                                    "-o", "ControlPersist=yes", "-f", "-N"])) == 0 else {
+            throw BenchError("ssh ControlMaster did not start")
+        }
+        return ctl
+    }
+
+    func stopControlMaster(_ ctl: String) {
+        spawnAndWait(sshArgs(["-o", "ControlPath=\(ctl)", "-O", "exit"]))
+    }
+
     /// `ssh [options] user@127.0.0.1 [command]`
     func sshArgs(_ options: [String], command: String? = nil) -> [String] {
         ["/usr/bin/ssh", "-F", "/dev/null", "-p", "\(port)", "-i", key, "-o", "IdentitiesOnly=yes",
@@ -147,12 +161,8 @@ func benchSequential(_ f: Fixture, total: Int, block: Int) async throws -> Row {
     var row = Row(workload: "exec `true` on an open connection (ms)")
     let conn = try await SSHClient.connect(f.sshkitConfig)
     let lib = try LibSSHSession(f)
-    let ctl = f.dir + "/ctl"
-    guard spawnAndWait(f.sshArgs(["-o", "ControlMaster=yes", "-o", "ControlPath=\(ctl)",
-                                  "-o", "ControlPersist=yes", "-f", "-N"])) == 0 else {
-        throw BenchError("ssh ControlMaster did not start")
-    }
-    defer { spawnAndWait(f.sshArgs(["-o", "ControlPath=\(ctl)", "-O", "exit"])) }
+    let ctl = try f.startControlMaster("ctl")
+    defer { f.stopControlMaster(ctl) }
     for b in 0..<(total / block) {
         for impl in rotated(implementations, by: b) {
             for _ in 0..<block {
@@ -179,12 +189,8 @@ func benchConcurrent(_ f: Fixture, n: Int, rounds: Int) async throws -> Row {
     var row = Row(workload: "\(n) concurrent `true`, one connection (ms per batch)")
     let conn = try await SSHClient.connect(f.sshkitConfig)
     let lib = try LibSSHSession(f)
-    let ctl = f.dir + "/ctl2"
-    guard spawnAndWait(f.sshArgs(["-o", "ControlMaster=yes", "-o", "ControlPath=\(ctl)",
-                                  "-o", "ControlPersist=yes", "-f", "-N"])) == 0 else {
-        throw BenchError("ssh ControlMaster did not start")
-    }
-    defer { spawnAndWait(f.sshArgs(["-o", "ControlPath=\(ctl)", "-O", "exit"])) }
+    let ctl = try f.startControlMaster("ctl2")
+    defer { f.stopControlMaster(ctl) }
     let sshArgv = f.sshArgs(["-o", "ControlPath=\(ctl)"], command: "true")
     for i in 0..<rounds {
         for impl in rotated(implementations, by: i) {

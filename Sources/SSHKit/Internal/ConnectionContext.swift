@@ -7,7 +7,6 @@ import Synchronization
 final class ConnectionContext: Sendable {
     private struct State {
         var continuation: CheckedContinuation<Result<Void, SSHError>, Never>?
-        var outcome: Result<Void, SSHError>?
         var core: CoreConnection?
         var cancelled = false
         var presentedKey: SSHHostKey?
@@ -68,9 +67,10 @@ final class ConnectionContext: Sendable {
 
     /// Called exactly once per connect attempt, on any thread.
     func connectFinished(_ err: sshcore_error) {
-        let continuation = state.withLock { s -> CheckedContinuation<Result<Void, SSHError>, Never>? in
+        let (continuation, outcome) = state.withLock { s in
+            let outcome: Result<Void, SSHError>
             if err.code == Int32(sshcore_err.SSHCORE_E_OK.rawValue) {
-                s.outcome = .success(())
+                outcome = .success(())
             } else {
                 var e = SSHError(core: err)
                 e.host = host
@@ -88,14 +88,12 @@ final class ConnectionContext: Sendable {
                         e.offeredAuthMethods = SSHAuthMethods(rawValue: sshcore_conn_offered_methods(core.pointer.raw))
                     }
                 }
-                s.outcome = .failure(e)
+                outcome = .failure(e)
             }
             defer { s.continuation = nil }
-            return s.continuation
+            return (s.continuation, outcome)
         }
-        if let continuation, let outcome = state.withLock({ $0.outcome }) {
-            continuation.resume(returning: outcome)
-        }
+        continuation?.resume(returning: outcome)
     }
 
     // MARK: host key and keyboard-interactive (answers go back to the core exactly once)

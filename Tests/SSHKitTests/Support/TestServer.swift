@@ -108,10 +108,10 @@ final class TestServer: Sendable {
         return out.split(separator: "\n").compactMap { Int32($0) }
     }
 
-    /// Runs a local command; returns stdout. Throws on a non-zero exit unless allowed.
-    @discardableResult
-    static func run(_ exe: String, _ args: [String], env: [String: String]? = nil,
-                    allowFailure: Bool = false) throws -> String {
+    /// Runs a short-lived local command to completion: its status, stdout and stderr.
+    static func runCapturing(_ exe: String, _ args: [String], env: [String: String]? = nil) throws
+        -> (status: Int32, out: String, err: String)
+    {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: exe)
         p.arguments = args
@@ -123,10 +123,18 @@ final class TestServer: Sendable {
         let data = out.fileHandleForReading.readDataToEndOfFile()
         let errData = err.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
-        if p.terminationStatus != 0 && !allowFailure {
-            throw FixtureError("\(exe) \(args.joined(separator: " ")) failed: \(String(decoding: errData, as: UTF8.self))")
+        return (p.terminationStatus, String(decoding: data, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+    }
+
+    /// Runs a local command; returns stdout. Throws on a non-zero exit unless allowed.
+    @discardableResult
+    static func run(_ exe: String, _ args: [String], env: [String: String]? = nil,
+                    allowFailure: Bool = false) throws -> String {
+        let r = try runCapturing(exe, args, env: env)
+        if r.status != 0 && !allowFailure {
+            throw FixtureError("\(exe) \(args.joined(separator: " ")) failed: \(r.err)")
         }
-        return String(decoding: data, as: UTF8.self)
+        return r.out
     }
 
     static func canConnect(port: Int) -> Bool {
