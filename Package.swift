@@ -26,7 +26,7 @@ let package = Package(
             cSettings: [
                 .define("_GNU_SOURCE"),
             ],
-            linkerSettings: [.linkedLibrary("ssh"), .linkedLibrary("pthread")]
+            linkerSettings: [.linkedLibrary("ssh"), .linkedLibrary("crypto"), .linkedLibrary("pthread")]
         ),
         // The Swift API. Only Sources/SSHKit/Internal imports SSHCore.
         .target(

@@ -23,6 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include "sshcore_internal.h"
 
 enum {
@@ -1485,4 +1488,15 @@ out:
     }
     ssh_key_free(key);
     return rc;
+}
+
+int sshcore_hmac_sha1(const uint8_t *key, size_t key_len, const uint8_t *data,
+                      size_t data_len, uint8_t *out)
+{
+    unsigned int len = 20;
+
+    if (HMAC(EVP_sha1(), key, (int)key_len, data, data_len, out, &len) == NULL || len != 20) {
+        return SSHCORE_E_SYSTEM;
+    }
+    return SSHCORE_E_OK;
 }

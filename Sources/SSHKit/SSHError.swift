@@ -52,6 +52,9 @@ public struct SSHError: Error, Sendable, CustomStringConvertible {
         public static let cancelled = Code("cancelled")
         /// The peer violated the SSH protocol or libssh reported an internal error.
         public static let protocolError = Code("protocolError")
+        /// A known_hosts file could not be read or written: too large, binary,
+        /// an I/O error (`systemErrno`), or a lock that could not be taken.
+        public static let knownHostsUnusable = Code("knownHostsUnusable")
     }
 
     /// What libssh reported when it was the source of the failure.

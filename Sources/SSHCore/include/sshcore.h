@@ -51,7 +51,8 @@ extern "C" {
     XX(CHANNEL_REQUEST_FAILED, "the server refused a channel request")         \
     XX(OUTPUT_LIMIT, "command output exceeded the limit")                      \
     XX(CANCELLED, "operation cancelled")                                       \
-    XX(PROTOCOL, "SSH protocol error")
+    XX(PROTOCOL, "SSH protocol error")                                         \
+    XX(KNOWN_HOSTS, "known_hosts file unusable")
 
 /* closed: Swift imports it as a frozen enum and switches over it exhaustively */
 typedef enum __attribute__((enum_extensibility(closed))) sshcore_err {
@@ -397,6 +398,14 @@ void sshcore_op_release(sshcore_op *op);
  */
 int sshcore_key_fingerprint_sha256(const char *type, const char *base64,
                                    char *out, size_t out_len);
+
+/**
+ * @brief HMAC-SHA1 (OpenSSL), as used by hashed known_hosts entries.
+ * @param[out] out 20 bytes.
+ * @return SSHCORE_E_OK or SSHCORE_E_SYSTEM.
+ */
+int sshcore_hmac_sha1(const uint8_t *key, size_t key_len, const uint8_t *data,
+                      size_t data_len, uint8_t *out);
 
 /* ---------------------------------------------------------------------- */
 /* Diagnostics                                                             */

@@ -27,6 +27,7 @@ extension SSHError.Code {
         case .SSHCORE_E_OUTPUT_LIMIT: self = .outputLimitExceeded
         case .SSHCORE_E_CANCELLED: self = .cancelled
         case .SSHCORE_E_PROTOCOL: self = .protocolError
+        case .SSHCORE_E_KNOWN_HOSTS: self = .knownHostsUnusable
         }
     }
 }

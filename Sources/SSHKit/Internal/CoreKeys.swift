@@ -10,3 +10,15 @@ enum CoreKeys {
         return String(decoding: out.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
+
+extension CoreKeys {
+    /// HMAC-SHA1 (hashed known_hosts entries), computed by the core with OpenSSL.
+    static func hmacSHA1(key: [UInt8], data: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 20)
+        // a non-nil pointer even for empty input
+        let k = key.isEmpty ? [0] : key, d = data.isEmpty ? [0] : data
+        let rc = sshcore_hmac_sha1(k, key.count, d, data.count, &out)
+        precondition(rc == Int32(sshcore_err.SSHCORE_E_OK.rawValue), "HMAC-SHA1 failed")
+        return out
+    }
+}
