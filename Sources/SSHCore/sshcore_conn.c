@@ -41,6 +41,8 @@ enum {
     PH_DONE,
 };
 
+static enum ssh_options_e algo_option(sshcore_algo_kind kind);
+
 static atomic_long live_connections;
 static atomic_long live_workers;
 
@@ -125,11 +127,23 @@ static void free_kbd_answers(sshcore_conn *conn)
     conn->kbd_count = 0;
 }
 
+static void free_algorithms(sshcore_conn *conn)
+{
+    size_t i;
+
+    for (i = 0; conn->algorithms != NULL && i < conn->algorithm_count; i++) {
+        free((char *)conn->algorithms[i].list);
+    }
+    free(conn->algorithms);
+    conn->algorithms = NULL;
+}
+
 static void conn_free(sshcore_conn *conn)
 {
     void (*released)(void *) = conn->cb.released;
     void *ctx = conn->cb.ctx;
 
+    free_algorithms(conn);
     free_methods(conn);
     free_kbd_answers(conn);
     free(conn->host);
@@ -424,9 +438,62 @@ static int session_create(sshcore_conn *conn)
             }
         }
     }
+    for (i = 0; i < conn->algorithm_count; i++) {
+        if (ssh_options_set(s, algo_option(conn->algorithms[i].kind), conn->algorithms[i].list) != SSH_OK) {
+            return 1;
+        }
+    }
+    if (conn->rsa_min_bits > 0 &&
+        ssh_options_set(s, SSH_OPTIONS_RSA_MIN_SIZE, &conn->rsa_min_bits) != SSH_OK) {
+        return 1;
+    }
     ssh_set_counters(s, &conn->tx_counter, &conn->rx_counter);
     ssh_set_blocking(s, 0);
     return 0;
+}
+
+static enum ssh_options_e algo_option(sshcore_algo_kind kind)
+{
+    switch (kind) {
+    case SSHCORE_ALGO_KEX: return SSH_OPTIONS_KEY_EXCHANGE;
+    case SSHCORE_ALGO_HOSTKEY: return SSH_OPTIONS_HOSTKEYS;
+    case SSHCORE_ALGO_CIPHER_C2S: return SSH_OPTIONS_CIPHERS_C_S;
+    case SSHCORE_ALGO_CIPHER_S2C: return SSH_OPTIONS_CIPHERS_S_C;
+    case SSHCORE_ALGO_MAC_C2S: return SSH_OPTIONS_HMAC_C_S;
+    case SSHCORE_ALGO_MAC_S2C: return SSH_OPTIONS_HMAC_S_C;
+    case SSHCORE_ALGO_COMPRESSION_C2S: return SSH_OPTIONS_COMPRESSION_C_S;
+    case SSHCORE_ALGO_COMPRESSION_S2C: return SSH_OPTIONS_COMPRESSION_S_C;
+    case SSHCORE_ALGO_PUBKEY_TYPES: return SSH_OPTIONS_PUBLICKEY_ACCEPTED_TYPES;
+    }
+    return SSH_OPTIONS_KEY_EXCHANGE;
+}
+
+int sshcore_algorithm_supported(sshcore_algo_kind kind, const char *name)
+{
+    /* libssh silently drops unknown names from a list and fails only when
+     * none is left: ask about one name at a time */
+    ssh_session s = NULL;
+    int ok = 0;
+
+    if (name[0] == '\0' || strchr(name, ',') != NULL) {
+        return 0;
+    }
+    if ((kind == SSHCORE_ALGO_COMPRESSION_C2S || kind == SSHCORE_ALGO_COMPRESSION_S2C) &&
+        (strcmp(name, "yes") == 0 || strcmp(name, "no") == 0)) {
+        return 0; /* libssh's shorthands, not algorithm names */
+    }
+    s = ssh_new();
+    if (s == NULL) {
+        return 0;
+    }
+    ok = ssh_options_set(s, algo_option(kind), name) == SSH_OK;
+    ssh_free(s);
+    return ok;
+}
+
+void sshcore_conn_negotiated(sshcore_conn *conn, sshcore_negotiated *out)
+{
+    *out = conn->negotiated;
 }
 
 static void pause_deadline(sshcore_conn *conn)
@@ -465,7 +532,7 @@ static void phase_handshake(sshcore_conn *conn)
             return;
         }
         if (crc != 0) {
-            fail_lib(conn, SSHCORE_E_OUT_OF_MEMORY, "ssh_options_set");
+            fail_lib(conn, SSHCORE_E_INVALID_ARGUMENT, "ssh_options_set");
             return;
         }
     }
@@ -496,6 +563,11 @@ static void phase_handshake(sshcore_conn *conn)
     }
     banner = ssh_get_serverbanner(conn->session);
     copy_str(conn->banner, sizeof(conn->banner), banner);
+    copy_str(conn->negotiated.kex, sizeof(conn->negotiated.kex), ssh_get_kex_algo(conn->session));
+    copy_str(conn->negotiated.cipher_c2s, sizeof(conn->negotiated.cipher_c2s), ssh_get_cipher_out(conn->session));
+    copy_str(conn->negotiated.cipher_s2c, sizeof(conn->negotiated.cipher_s2c), ssh_get_cipher_in(conn->session));
+    copy_str(conn->negotiated.mac_c2s, sizeof(conn->negotiated.mac_c2s), ssh_get_hmac_out(conn->session));
+    copy_str(conn->negotiated.mac_s2c, sizeof(conn->negotiated.mac_s2c), ssh_get_hmac_in(conn->session));
 
     if (ssh_get_server_publickey(conn->session, &key) != SSH_OK) {
         fail_lib(conn, SSHCORE_E_KEY_EXCHANGE, "ssh_get_server_publickey");
@@ -513,6 +585,7 @@ static void phase_handshake(sshcore_conn *conn)
                ? ssh_pki_key_ecdsa_name(key)
                : ssh_key_type_to_char(ssh_key_type(key));
     hk.type = type != NULL ? type : "unknown";
+    copy_str(conn->negotiated.hostkey, sizeof(conn->negotiated.hostkey), hk.type);
     hk.sha256 = fp;
     hk.base64 = b64;
     hk.host = conn->host;
@@ -1295,6 +1368,17 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
         }
         conn->method_count = config->method_count;
     }
+    if (ok && config->algorithm_count > 0) {
+        conn->algorithms = calloc(config->algorithm_count, sizeof(sshcore_algo_setting));
+        ok = conn->algorithms != NULL;
+        for (i = 0; ok && i < config->algorithm_count; i++) {
+            conn->algorithms[i].kind = config->algorithms[i].kind;
+            conn->algorithms[i].list = dup_or_null(config->algorithms[i].list, &ok);
+            ok = ok && conn->algorithms[i].list != NULL;
+        }
+        conn->algorithm_count = config->algorithm_count;
+    }
+    conn->rsa_min_bits = config->rsa_min_bits;
     conn->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (!ok || conn->wake_fd < 0) {
         sshcore_error_set(err, conn->wake_fd < 0 ? SSHCORE_E_SYSTEM : SSHCORE_E_OUT_OF_MEMORY, NULL);
@@ -1305,6 +1389,7 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
         if (conn->sock_fd >= 0) {
             close(conn->sock_fd);
         }
+        free_algorithms(conn);
         free_methods(conn);
         free(conn->host);
         free(conn->user);
@@ -1321,6 +1406,7 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
             close(conn->sock_fd);
         }
         conn->cb.released = NULL; /* the caller keeps ownership of ctx */
+        free_algorithms(conn);
         free_methods(conn);
         free(conn->host);
         free(conn->user);

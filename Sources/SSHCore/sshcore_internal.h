@@ -115,6 +115,10 @@ struct sshcore_conn {
     int verbosity;
     sshcore_auth_method *_Nullable methods;
     size_t method_count;
+    sshcore_algo_setting *_Nullable algorithms; /* lists strdup'ed */
+    size_t algorithm_count;
+    int rsa_min_bits;
+    sshcore_negotiated negotiated; /* written before `connected` reports success */
 };
 
 /** A channel whose operation ended while its open was still pending. */

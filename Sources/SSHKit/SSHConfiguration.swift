@@ -19,6 +19,8 @@ public struct SSHConfiguration: Sendable {
     public var logger: Logger
     /// libssh's own log verbosity (0 = off); libssh writes to stderr.
     public var libsshVerbosity: Int
+    /// Which algorithms may be negotiated (presets: `.modern`, `.compatible`).
+    public var algorithms: SSHAlgorithms = .libsshDefaults
     /// An already-connected stream socket to run SSH over instead of connecting to
     /// `host:port` (which then only name the server for host key checks). The
     /// connection takes ownership of the fd. Internal for now: the worker tests use
@@ -54,6 +56,13 @@ public struct SSHConfiguration: Sendable {
         if connectTimeout <= .zero { throw SSHError(.invalidArgument, "connectTimeout must be positive") }
         if socketTimeout < .seconds(1) { throw SSHError(.invalidArgument, "socketTimeout must be at least 1 s") }
         if authentication.methods.isEmpty { throw SSHError(.invalidArgument, "no authentication method configured") }
+        let unsupported = algorithms.unsupportedNames
+        if !unsupported.isEmpty {
+            throw SSHError(.invalidArgument, "algorithms this libssh does not support: " + unsupported.joined(separator: ", "))
+        }
+        if let bits = algorithms.minimumRSABits, bits < 768 || bits > 16384 {
+            throw SSHError(.invalidArgument, "minimumRSABits \(bits) is out of range 768...16384")
+        }
     }
 }
 

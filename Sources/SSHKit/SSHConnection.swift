@@ -15,10 +15,13 @@ public final class SSHConnection: Sendable {
     public let serverBanner: String
     /// The methods the server offered when authentication began.
     public let offeredAuthMethods: SSHAuthMethods
+    /// What key exchange settled on.
+    public let negotiatedAlgorithms: SSHNegotiatedAlgorithms
     let logger: Logger
 
     init(core: CoreConnection, configuration: SSHConfiguration, hostKey: SSHHostKey,
-         serverBanner: String, offeredAuthMethods: SSHAuthMethods) {
+         negotiatedAlgorithms: SSHNegotiatedAlgorithms, serverBanner: String, offeredAuthMethods: SSHAuthMethods) {
+        self.negotiatedAlgorithms = negotiatedAlgorithms
         self.core = core
         self.host = configuration.host
         self.port = configuration.port

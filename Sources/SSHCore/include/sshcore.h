@@ -255,6 +255,41 @@ typedef struct sshcore_conn_callbacks {
     void (*_Nullable released)(void *_Nullable ctx);
 } sshcore_conn_callbacks;
 
+/** Algorithm lists a connection may restrict (libssh option per kind). */
+typedef enum sshcore_algo_kind {
+    SSHCORE_ALGO_KEX = 0,
+    SSHCORE_ALGO_HOSTKEY,
+    SSHCORE_ALGO_CIPHER_C2S,
+    SSHCORE_ALGO_CIPHER_S2C,
+    SSHCORE_ALGO_MAC_C2S,
+    SSHCORE_ALGO_MAC_S2C,
+    SSHCORE_ALGO_COMPRESSION_C2S,
+    SSHCORE_ALGO_COMPRESSION_S2C,
+    SSHCORE_ALGO_PUBKEY_TYPES,
+} sshcore_algo_kind;
+
+/** One restriction: a comma-separated list, in order of preference. */
+typedef struct sshcore_algo_setting {
+    sshcore_algo_kind kind;
+    const char *list;
+} sshcore_algo_setting;
+
+/** @brief Whether this libssh supports `name` for `kind` (checked on a scratch session). */
+int sshcore_algorithm_supported(sshcore_algo_kind kind, const char *name);
+
+/** What key exchange settled on (empty strings when unknown). */
+typedef struct sshcore_negotiated {
+    char kex[64];
+    char hostkey[64];
+    char cipher_c2s[64];
+    char cipher_s2c[64];
+    char mac_c2s[64];
+    char mac_s2c[64];
+} sshcore_negotiated;
+
+/** @brief After a successful connect: the negotiated algorithms. */
+void sshcore_conn_negotiated(sshcore_conn *conn, sshcore_negotiated *out);
+
 typedef struct sshcore_config {
     const char *host;
     uint16_t port;
@@ -272,6 +307,11 @@ typedef struct sshcore_config {
      *  connecting, or -1. The core takes ownership of it from this call on
      *  (also when sshcore_conn_start fails): only the worker closes it, once. */
     int connected_fd;
+    /** Algorithm restrictions (NULL/0: libssh's defaults). */
+    const sshcore_algo_setting *_Nullable algorithms;
+    size_t algorithm_count;
+    /** Smallest RSA key accepted, in bits (0: libssh's default). */
+    int rsa_min_bits;
 } sshcore_config;
 
 /**

@@ -65,6 +65,7 @@ final class CoreConnection: Sendable {
             logger.debug("connected", metadata: ["host": "\(config.host)", "hostKey": "\(key)"])
             return SSHConnection(
                 core: core, configuration: config, hostKey: key,
+                negotiatedAlgorithms: CoreAlgorithms.negotiated(core.pointer.raw),
                 serverBanner: String(decoding: banner.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self),
                 offeredAuthMethods: offered)
         }
@@ -93,15 +94,22 @@ final class CoreConnection: Sendable {
         var callbacks = sshcore_conn_callbacks(
             ctx: ctx, connected: coreConnected, hostkey: coreHostKey, kbdint: coreKbdint,
             terminated: coreTerminated, released: coreReleased)
+        let algorithms = CoreAlgorithms.lists(config.algorithms).map { kind, _, names in
+            sshcore_algo_setting(kind: kind, list: strings.dup(names.joined(separator: ","))!)
+        }
         let raw: OpaquePointer? = methods.withUnsafeBufferPointer { buf in
-            var cfg = sshcore_config(
-                host: strings.dup(config.host)!, port: UInt16(config.port), user: strings.dup(config.user)!,
-                connect_timeout_ms: Int32(clamping: config.connectTimeout.milliseconds),
-                backstop_timeout_s: Int32(clamping: max(1, config.socketTimeout.milliseconds / 1000)),
-                methods: buf.baseAddress!, method_count: buf.count,
-                libssh_verbosity: Int32(clamping: config.libsshVerbosity),
-                connected_fd: config.connectedSocket ?? -1)
-            return sshcore_conn_start(&cfg, &callbacks, &err)
+            algorithms.withUnsafeBufferPointer { algos in
+                var cfg = sshcore_config(
+                    host: strings.dup(config.host)!, port: UInt16(config.port), user: strings.dup(config.user)!,
+                    connect_timeout_ms: Int32(clamping: config.connectTimeout.milliseconds),
+                    backstop_timeout_s: Int32(clamping: max(1, config.socketTimeout.milliseconds / 1000)),
+                    methods: buf.baseAddress!, method_count: buf.count,
+                    libssh_verbosity: Int32(clamping: config.libsshVerbosity),
+                    connected_fd: config.connectedSocket ?? -1,
+                    algorithms: algos.baseAddress, algorithm_count: algos.count,
+                    rsa_min_bits: Int32(clamping: config.algorithms.minimumRSABits ?? 0))
+                return sshcore_conn_start(&cfg, &callbacks, &err)
+            }
         }
         strings.wipeAndFree()
         guard let raw else {
