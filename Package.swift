@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "SSHKit", targets: ["SSHKit"]),
         .executable(name: "ssh-exec", targets: ["ssh-exec"]),
+        .executable(name: "known-hosts", targets: ["known-hosts"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -43,6 +44,14 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/ssh-exec"
+        ),
+        .executableTarget(
+            name: "known-hosts",
+            dependencies: [
+                "SSHKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/known-hosts"
         ),
         .testTarget(
             name: "SSHKitTests",

@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 swift build --product ssh-exec
+swift build --product known-hosts
 bin=$(swift build --show-bin-path)
 
 dir=$(mktemp -d /tmp/sshkit-demo.XXXXXX)
@@ -17,6 +18,11 @@ echo "throwaway sshd on 127.0.0.1:$SSHKIT_TEST_PORT, host key $SSHKIT_TEST_FP_ED
 run() { echo; echo "\$ $*"; "$@"; }
 common=(--host 127.0.0.1 --port "$SSHKIT_TEST_PORT" --user "$SSHKIT_TEST_USER"
         --fingerprint "$SSHKIT_TEST_FP_ED25519" --fingerprint "$SSHKIT_TEST_FP_ECDSA" --fingerprint "$SSHKIT_TEST_FP_RSA")
+
+echo; echo "== known-hosts: scan the server's host keys (no authentication), record them hashed"
+run "$bin/known-hosts" scan 127.0.0.1 -p "$SSHKIT_TEST_PORT"
+run "$bin/known-hosts" add --file "$dir/known_hosts" 127.0.0.1 -p "$SSHKIT_TEST_PORT"
+run "$bin/known-hosts" check --file "$dir/known_hosts" 127.0.0.1 -p "$SSHKIT_TEST_PORT"
 
 echo; echo "== exec: key authentication, pinned host key"
 run "$bin/ssh-exec" "${common[@]}" --key "$dir/id_ed25519" -- 'echo "hello from $(uname -n) as $(id -un)"'
