@@ -16,8 +16,20 @@ struct Daemon: Sendable {
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         let argv: [UnsafeMutablePointer<CChar>?] = ([exe] + args).map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
+        // The calling thread may block signals (dispatch threads do) and posix_spawn
+        // passes the mask on: dropbear then never sees SIGCHLD and never reports
+        // an exit status. Start daemons with an empty mask and default handlers.
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        defer { posix_spawnattr_destroy(&attr) }
+        var empty = sigset_t(), all = sigset_t()
+        sigemptyset(&empty)
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attr, &empty)
+        posix_spawnattr_setsigdefault(&attr, &all)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, exe, &actions, nil, argv, environ)
+        let rc = posix_spawn(&pid, exe, &actions, &attr, argv, environ)
         guard rc == 0 else { throw FixtureError("posix_spawn \(exe): \(String(cString: strerror(rc)))") }
         ServerRegistry.add(pid)
         return Daemon(pid: pid)

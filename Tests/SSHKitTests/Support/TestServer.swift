@@ -61,6 +61,29 @@ final class TestServer: Sendable {
         throw FixtureError("sshd did not start: \((try? String(contentsOfFile: "\(dir)/sshd.log", encoding: .utf8)) ?? "")")
     }
 
+    /// A dropbear server (same test user, password and user keys) on its own port.
+    static func startDropbear(name: String) throws -> TestServer {
+        let dir = directory(pid: getpid(), name: name)
+        ServerRegistry.dirs.withLock { _ = $0.insert(dir) }
+        _ = try run("/bin/bash", ["\(packageRoot)/scripts/test-dropbear.sh", "prepare", dir])
+        var values = parseEnv(try String(contentsOfFile: dir + "/env", encoding: .utf8))
+        let dropbear = parseEnv(try String(contentsOfFile: dir + "/dropbear.env", encoding: .utf8))
+        guard let port = dropbear["DROPBEAR_PORT"].flatMap(Int.init) else { throw FixtureError("no dropbear port") }
+        for kind in ["ED25519", "ECDSA", "RSA"] { values["SSHKIT_TEST_FP_\(kind)"] = dropbear["DROPBEAR_FP_\(kind)"] }
+        let daemon = try Daemon.spawn("/usr/sbin/dropbear", [
+            "-F", "-E", "-m", "-w", "-p", "127.0.0.1:\(port)",
+            "-r", dir + "/dropbear_ed25519", "-r", dir + "/dropbear_ecdsa", "-r", dir + "/dropbear_rsa",
+        ], log: dir + "/dropbear.log")
+        let server = TestServer(dir: dir, port: port, values: values, daemon: daemon)
+        for _ in 0..<200 {
+            if canConnect(port: port) { return server }
+            if !daemon.isRunning { break }
+            usleep(25_000)
+        }
+        server.stop()
+        throw FixtureError("dropbear did not start: \((try? String(contentsOfFile: dir + "/dropbear.log", encoding: .utf8)) ?? "")")
+    }
+
     /// The shared server of another test process (an exit test's parent), without owning it.
     static func attach(dir: String) throws -> TestServer {
         let env = try String(contentsOfFile: dir + "/env", encoding: .utf8)

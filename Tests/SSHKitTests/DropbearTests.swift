@@ -1,0 +1,74 @@
+import Foundation
+import SSHKit
+import Testing
+
+/// Interop with dropbear (Debian's dropbear-bin), started like the sshd fixture.
+@Suite("dropbear interop", .serialized)
+struct DropbearTests {
+    static let server: TestServer = {
+        do { return try TestServer.startDropbear(name: "dropbear") } catch { fatalError("dropbear: \(error)") }
+    }()
+
+    var server: TestServer { Self.server }
+
+    @Test func keyAndPasswordAuthenticationAndExec() async throws {
+        for auth in [SSHAuthentication.privateKey(path: server.key("id_ed25519")), .password(server.password)] {
+            let conn = try await SSHClient.connect(server.configuration(auth))
+            #expect(conn.serverBanner.contains("dropbear"))
+            #expect(server.allFingerprints.contains(conn.hostKey.sha256Fingerprint))
+            let r = try await conn.execute("echo out; echo err >&2; exit 3")
+            #expect(r.stdoutString == "out\n" && r.stderrString == "err\n" && r.exitStatus == .exited(3))
+            await conn.close()
+        }
+    }
+
+    @Test func binaryRoundTripSignalsAndConcurrency() async throws {
+        let conn = try await SSHClient.connect(server.configuration())
+        let data = randomBytes(3_000_000)
+        let echoed = try await conn.execute("cat", stdin: data, outputLimit: 4_000_000)
+        #expect(echoed.stdout == data)
+        let killed = try await conn.execute("kill -KILL $$")
+        guard case .signaled(let name, _) = killed.exitStatus else { Issue.record("\(killed.exitStatus)"); return }
+        #expect(name == "KILL")
+        let results = try await withThrowingTaskGroup(of: String.self) { g in
+            for i in 0..<8 { g.addTask { try await conn.execute("sleep 0.2; echo \(i)").stdoutString } }
+            return try await g.reduce(into: Set<String>()) { $0.insert($1) }
+        }
+        #expect(results == Set((0..<8).map { "\($0)\n" }))
+        await conn.close()
+    }
+
+    @Test(arguments: ["modern", "compatible", "default"])
+    func eachPresetConnects(preset: String) async throws {
+        var config = server.configuration()
+        config.algorithms = preset == "modern" ? .modern : preset == "compatible" ? .compatible : .libsshDefaults
+        let conn = try await SSHClient.connect(config)
+        #expect(try await conn.execute("echo ok").stdoutString == "ok\n")
+        await conn.close()
+    }
+
+    @Test func pinnedMismatchAndKnownHostsWork() async throws {
+        let wrong = try SSHHostKey(openSSH: String(contentsOfFile: server.key("id_ed25519.pub"), encoding: .utf8))
+        let e = await expectSSHError {
+            try await SSHClient.connect(server.configuration(policy: .pinned([wrong.sha256Fingerprint])))
+        }
+        #expect(e?.code == .hostKeyRejected)
+        let store = SSHKnownHostsStore(path: server.dir + "/dropbear_known_hosts")
+        await (try await SSHClient.connect(server.configuration(policy: .acceptNew(store)))).close()
+        await (try await SSHClient.connect(server.configuration(policy: .strict(store)))).close()
+    }
+
+    @Test func aProfileDropbearCannotMeetFailsNamingBothLists() async throws {
+        var config = server.configuration()
+        config.algorithms = SSHAlgorithms(keyExchange: ["diffie-hellman-group18-sha512"])
+        let e = await expectSSHError { try await SSHClient.connect(config) }
+        #expect(e?.code == .keyExchangeFailed)
+        let text = e.map { "\($0)" } ?? ""
+        #expect(text.contains("diffie-hellman-group18-sha512") && text.contains("curve25519-sha256"), "\(text)")
+    }
+
+    @Test func wrongPasswordIsAuthenticationFailed() async {
+        let e = await expectSSHError { try await SSHClient.connect(server.configuration(.password("wrong"))) }
+        #expect(e?.code == .authenticationFailed)
+    }
+}
