@@ -193,7 +193,9 @@ enum ServerRegistry {
             if !done {
                 done = true
                 atexit {
-                    for pid in ServerRegistry.pids.withLock({ $0 }) { kill(pid, SIGKILL) }
+                    // SIGTERM first so a server can reap its own session processes, then
+                    // a bounded wait, then SIGKILL; always reaped
+                    for pid in ServerRegistry.pids.withLock({ $0 }) { Daemon(pid: pid).stop() }
                     for dir in ServerRegistry.dirs.withLock({ $0 }) { try? FileManager.default.removeItem(atPath: dir) }
                 }
             }
