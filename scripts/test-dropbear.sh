@@ -7,6 +7,8 @@
 # Dropbear reads public keys only from the user's ~/.ssh/authorized_keys: the fixture's
 # id_ed25519.pub is appended there once (under the fixture lock).
 set -euo pipefail
+# shellcheck source=lib-fixture.sh
+. "$(dirname "$0")/lib-fixture.sh"
 cmd=${1:?usage: test-dropbear.sh prepare DIR}
 dir=${2:?usage: test-dropbear.sh prepare DIR}
 [ "$cmd" = prepare ] || { echo "unknown command $cmd" >&2; exit 2; }
@@ -34,12 +36,7 @@ home=$(getent passwd "$user" | cut -d: -f6)
     chmod 600 "$home/.ssh/authorized_keys"
 ) 9>"/var/lib/$user.lock"
 
-port=
-for _ in $(seq 1 100); do
-    candidate=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then port=$candidate; break; fi
-done
-[ -n "$port" ] || { echo "test-dropbear.sh: no free port found" >&2; exit 1; }
+port=$(free_port)
 
 fp() { ssh-keygen -lf "$1" | awk '{print $2}'; }
 cat > "$dir/dropbear.env" <<ENV

@@ -12,6 +12,8 @@
 # passphrase), picks a free port and starts sshd bound to 127.0.0.1 only.
 # Needs root (sshd with password and PAM authentication, useradd, chpasswd).
 set -euo pipefail
+# shellcheck source=lib-fixture.sh
+. "$(dirname "$0")/lib-fixture.sh"
 
 cmd=${1:?usage: test-sshd.sh start|stop DIR}
 dir=${2:?usage: test-sshd.sh start|stop DIR}
@@ -73,13 +75,7 @@ cat "$dir/id_ed25519.pub" "$dir/id_ed25519_pass.pub" "$dir/id_ecdsa_pem.pub" \
 chmod 644 "$dir/authorized_keys" "$dir"/*.pub
 
 stop
-# a random free port: nothing answers a connect on it (bounded tries)
-port=
-for _ in $(seq 1 100); do
-    candidate=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then port=$candidate; break; fi
-done
-[ -n "$port" ] || { echo "test-sshd.sh: no free port found" >&2; exit 1; }
+port=$(free_port)
 # sshd keeps the first value it reads for a keyword: the caller's lines go first
 : > "$dir/sshd_config"
 for line in "$@"; do echo "$line" >> "$dir/sshd_config"; done

@@ -50,15 +50,8 @@ final class TestServer: Sendable {
         }
         ServerRegistry.dirs.withLock { _ = $0.insert(dir) }
         let daemon = try Daemon.spawn("/usr/sbin/sshd", ["-D", "-e", "-f", "\(dir)/sshd_config"], log: "\(dir)/sshd.log")
-        let server = TestServer(dir: dir, port: port, values: values, daemon: daemon)
-        // bounded wait until it accepts
-        for _ in 0..<200 {
-            if canConnect(port: port) { return server }
-            if !daemon.isRunning { break }
-            usleep(25_000)
-        }
-        server.stop()
-        throw FixtureError("sshd did not start: \((try? String(contentsOfFile: "\(dir)/sshd.log", encoding: .utf8)) ?? "")")
+        return try waitUntilAccepting(TestServer(dir: dir, port: port, values: values, daemon: daemon),
+                                      daemon: daemon, log: dir + "/sshd.log")
     }
 
     /// A dropbear server (same test user, password and user keys) on its own port.
@@ -74,14 +67,19 @@ final class TestServer: Sendable {
             "-F", "-E", "-m", "-w", "-p", "127.0.0.1:\(port)",
             "-r", dir + "/dropbear_ed25519", "-r", dir + "/dropbear_ecdsa", "-r", dir + "/dropbear_rsa",
         ], log: dir + "/dropbear.log")
-        let server = TestServer(dir: dir, port: port, values: values, daemon: daemon)
+        return try waitUntilAccepting(TestServer(dir: dir, port: port, values: values, daemon: daemon),
+                                      daemon: daemon, log: dir + "/dropbear.log")
+    }
+
+    /// A bounded wait until the server's port accepts; stops it and throws its log otherwise.
+    private static func waitUntilAccepting(_ server: TestServer, daemon: Daemon, log: String) throws -> TestServer {
         for _ in 0..<200 {
-            if canConnect(port: port) { return server }
+            if canConnect(port: server.port) { return server }
             if !daemon.isRunning { break }
             usleep(25_000)
         }
         server.stop()
-        throw FixtureError("dropbear did not start: \((try? String(contentsOfFile: dir + "/dropbear.log", encoding: .utf8)) ?? "")")
+        throw FixtureError("server did not start: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
     }
 
     /// The shared server of another test process (an exit test's parent), without owning it.
