@@ -10,6 +10,8 @@
 # home) exists with a random password (made once per machine), makes host keys and user keys in
 # DIR (Ed25519/ECDSA/RSA; OpenSSH and PEM formats; with and without a
 # passphrase), picks a free port and starts sshd bound to 127.0.0.1 only.
+# SSHKIT_LISTEN_ADDRESS=10.213.x.y (prepare only) binds it instead to the address of a
+# network namespace the calling test created; the test runs sshd inside that namespace.
 # Needs root (sshd with password and PAM authentication, useradd, chpasswd).
 set -euo pipefail
 # shellcheck source=lib-fixture.sh
@@ -76,12 +78,18 @@ chmod 644 "$dir/authorized_keys" "$dir"/*.pub
 
 stop
 port=$(free_port)
+# a test that runs sshd inside a network namespace it made binds to that namespace's address
+listen=${SSHKIT_LISTEN_ADDRESS:-127.0.0.1}
+case $listen in
+127.0.0.1 | 10.213.*) ;;
+*) echo "SSHKIT_LISTEN_ADDRESS must be 127.0.0.1 or a test namespace address (10.213.x.x)" >&2; exit 2 ;;
+esac
 # sshd keeps the first value it reads for a keyword: the caller's lines go first
 : > "$dir/sshd_config"
 for line in "$@"; do echo "$line" >> "$dir/sshd_config"; done
 cat >> "$dir/sshd_config" <<CFG
 Port $port
-ListenAddress 127.0.0.1
+ListenAddress $listen
 HostKey $dir/host_ed25519
 HostKey $dir/host_ecdsa
 HostKey $dir/host_rsa
@@ -115,7 +123,7 @@ fi
 
 fp() { ssh-keygen -lf "$1" | awk '{print $2}'; }
 cat > "$dir/env" <<ENV
-SSHKIT_TEST_HOST=127.0.0.1
+SSHKIT_TEST_HOST=$listen
 SSHKIT_TEST_PORT=$port
 SSHKIT_TEST_PID=$(cat "$dir/sshd.pid" 2>/dev/null || echo 0)
 SSHKIT_TEST_USER=$user

@@ -26,6 +26,8 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <libssh/server.h> /* ssh_send_keepalive: declared there, a client call too */
+
 #include "sshcore_internal.h"
 
 enum {
@@ -635,6 +637,9 @@ static void auth_succeeded(sshcore_conn *conn)
     }
     conn->deadline_ms = 0;
     conn->phase = PH_READY;
+    conn->ka_seen_packets = conn->rx_counter.in_packets;
+    conn->ka_last_rx_ms = sshcore_now_ms();
+    conn->ka_probes = 0;
     sshcore_error_set(&ok, SSHCORE_E_OK, NULL);
     connect_complete(conn, &ok);
 }
@@ -1068,6 +1073,89 @@ static bool step_ops(sshcore_conn *conn)
     return again;
 }
 
+/* ---------------------------------------------------------------------- */
+/* Liveness (worker)                                                       */
+/* ---------------------------------------------------------------------- */
+
+/** How long the last probe may go unanswered: min(interval / 2, 1 s). */
+static int64_t keepalive_grace_ms(const sshcore_conn *conn)
+{
+    int64_t half = conn->ka_interval_ms / 2;
+    return half < 1000 ? half : 1000;
+}
+
+/**
+ * When the keepalive clock next needs the worker: the next probe, or the
+ * moment the connection counts as lost. -1 when keepalive is off.
+ */
+static int64_t keepalive_due_ms(const sshcore_conn *conn)
+{
+    int64_t interval = conn->ka_interval_ms;
+
+    if (interval <= 0 || conn->phase != PH_READY) {
+        return -1;
+    }
+    if (conn->ka_probes < conn->ka_max_missed) {
+        return conn->ka_last_rx_ms + interval * (conn->ka_probes + 1);
+    }
+    return conn->ka_last_rx_ms + interval * conn->ka_max_missed + keepalive_grace_ms(conn);
+}
+
+/**
+ * Sends one keepalive@openssh.com request with want-reply. libssh 0.10's
+ * ssh_send_keepalive() sends only when its single global-request slot is
+ * idle: after an answer arrived, the next call just consumes that answer and
+ * sends nothing. The tx packet counter tells, so a second call sends then.
+ * If the previous probe is still unanswered nothing is sent, which is right:
+ * one outstanding probe is enough to make a live server talk.
+ */
+static void keepalive_probe(sshcore_conn *conn)
+{
+    uint64_t before = conn->tx_counter.out_packets;
+
+    (void)ssh_send_keepalive(conn->session);
+    if (conn->tx_counter.out_packets == before && ssh_is_connected(conn->session)) {
+        (void)ssh_send_keepalive(conn->session);
+    }
+}
+
+/**
+ * Any packet from the server proves it alive. After each interval of silence
+ * a probe goes out; once max_missed probes are unanswered and the last had
+ * its grace, the connection is lost. A silent partition and a frozen server
+ * (whose kernel still ACKs, so TCP alone never notices) look the same here.
+ */
+static void keepalive_check(sshcore_conn *conn)
+{
+    int64_t now;
+    int64_t due;
+
+    if (conn->ka_interval_ms <= 0 || conn->phase != PH_READY) {
+        return;
+    }
+    now = sshcore_now_ms();
+    if (conn->rx_counter.in_packets != conn->ka_seen_packets) {
+        conn->ka_seen_packets = conn->rx_counter.in_packets;
+        conn->ka_last_rx_ms = now;
+        conn->ka_probes = 0;
+    }
+    due = keepalive_due_ms(conn);
+    if (now < due) {
+        return;
+    }
+    if (conn->ka_probes >= conn->ka_max_missed) {
+        char detail[160];
+        snprintf(detail, sizeof(detail),
+                 "no answer from the server for %lld ms (%d keepalive%s unanswered, interval %d ms)",
+                 (long long)(now - conn->ka_last_rx_ms), conn->ka_probes,
+                 conn->ka_probes == 1 ? "" : "s", conn->ka_interval_ms);
+        fail_code(conn, SSHCORE_E_CONNECTION_LOST, detail);
+        return;
+    }
+    conn->ka_probes++;
+    keepalive_probe(conn);
+}
+
 static bool advance(sshcore_conn *conn)
 {
     switch (conn->phase) {
@@ -1090,6 +1178,10 @@ static bool advance(sshcore_conn *conn)
          * step again. */
         uint64_t before = conn->rx_counter.in_packets;
         bool again = step_ops(conn);
+        keepalive_check(conn);
+        if (conn->phase != PH_READY) {
+            return false;
+        }
         if (conn->orphans != NULL) {
             reap_orphans(conn);
         }
@@ -1162,7 +1254,15 @@ static int poll_timeout(sshcore_conn *conn)
     int64_t now;
     int64_t left;
 
-    if (conn->deadline_ms == 0 || conn->paused_at_ms != 0 || conn->phase == PH_READY) {
+    if (conn->phase == PH_READY) {
+        int64_t due = keepalive_due_ms(conn);
+        if (due < 0) {
+            return -1;
+        }
+        left = due - sshcore_now_ms();
+        return left <= 0 ? 0 : (left > 60000 ? 60000 : (int)left);
+    }
+    if (conn->deadline_ms == 0 || conn->paused_at_ms != 0) {
         return -1;
     }
     now = sshcore_now_ms();
@@ -1323,6 +1423,8 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
 
     if (config->host == NULL || config->host[0] == '\0' || config->user == NULL ||
         config->connect_timeout_ms <= 0 || config->backstop_timeout_s <= 0 ||
+        config->keepalive_interval_ms < 0 ||
+        (config->keepalive_interval_ms > 0 && config->keepalive_max_missed < 1) ||
         callbacks->connected == NULL || callbacks->hostkey == NULL ||
         callbacks->kbdint == NULL) {
         sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete configuration");
@@ -1379,6 +1481,8 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
         conn->algorithm_count = config->algorithm_count;
     }
     conn->rsa_min_bits = config->rsa_min_bits;
+    conn->ka_interval_ms = config->keepalive_interval_ms;
+    conn->ka_max_missed = config->keepalive_max_missed;
     conn->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (!ok || conn->wake_fd < 0) {
         sshcore_error_set(err, conn->wake_fd < 0 ? SSHCORE_E_SYSTEM : SSHCORE_E_OUT_OF_MEMORY, NULL);

@@ -103,6 +103,13 @@ struct sshcore_conn {
      * the ops means one op's call processed another op's packets */
     struct ssh_counter_struct rx_counter;
     struct ssh_counter_struct tx_counter;
+    /* liveness (worker only): keepalive settings; when the last packet was
+     * seen (by rx_counter); probes sent since then */
+    int ka_interval_ms;
+    int ka_max_missed;
+    uint64_t ka_seen_packets;
+    int64_t ka_last_rx_ms;
+    int ka_probes;
     char banner[256];
 
     /* immutable after start */

@@ -21,6 +21,10 @@ public struct SSHConfiguration: Sendable {
     public var libsshVerbosity: Int
     /// Which algorithms may be negotiated (presets: `.modern`, `.compatible`).
     public var algorithms: SSHAlgorithms = .libsshDefaults
+    /// Dead-peer detection (off by default, as in OpenSSH and libssh). With it on,
+    /// a silent partition or a frozen server fails the connection with
+    /// `.connectionLost` within `keepalive.detectionTime`.
+    public var keepalive: SSHKeepalive?
     /// An already-connected stream socket to run SSH over instead of connecting to
     /// `host:port` (which then only name the server for host key checks). The
     /// connection takes ownership of the fd. Internal for now: the worker tests use
@@ -60,9 +64,48 @@ public struct SSHConfiguration: Sendable {
         if !unsupported.isEmpty {
             throw SSHError(.invalidArgument, "algorithms this libssh does not support: " + unsupported.joined(separator: ", "))
         }
+        if let keepalive {
+            if keepalive.interval < .milliseconds(100) || keepalive.interval > .seconds(86_400) {
+                throw SSHError(.invalidArgument, "keepalive interval must be within 100 ms...24 h")
+            }
+            if !(1...1000).contains(keepalive.maxMissed) {
+                throw SSHError(.invalidArgument, "keepalive maxMissed \(keepalive.maxMissed) is out of range 1...1000")
+            }
+        }
         if let bits = algorithms.minimumRSABits, bits < 768 || bits > 16384 {
             throw SSHError(.invalidArgument, "minimumRSABits \(bits) is out of range 768...16384")
         }
+    }
+}
+
+/// Keepalive settings: SSHKit's ServerAliveInterval and ServerAliveCountMax.
+///
+/// Any packet from the server counts as a sign of life. After `interval` without
+/// one, SSHKit sends a `keepalive@openssh.com` global request with want-reply (both
+/// OpenSSH and dropbear answer it), and again after each further interval of
+/// silence. When `maxMissed` probes have gone unanswered and the last one has had
+/// min(interval / 2, 1 s) to be answered, the connection fails with
+/// `.connectionLost`, and so does every operation still open on it.
+///
+/// That catches what TCP alone does not: a frozen server whose kernel still ACKs,
+/// and a silent partition while nothing is in flight. A healthy idle connection is
+/// never dropped: it answers every probe. With `maxMissed: 1` the single probe has
+/// only the grace period to be answered, so prefer 2 or more on slow links.
+public struct SSHKeepalive: Sendable, Hashable {
+    /// Silence before a probe, and between probes (at least 100 ms).
+    public var interval: Duration
+    /// Unanswered probes before the connection is lost (1...1000).
+    public var maxMissed: Int
+
+    public init(interval: Duration = .seconds(15), maxMissed: Int = 3) {
+        self.interval = interval
+        self.maxMissed = maxMissed
+    }
+
+    /// The longest silence tolerated: interval × maxMissed + min(interval / 2, 1 s).
+    /// A dead peer is detected at most this long after it last spoke.
+    public var detectionTime: Duration {
+        interval * maxMissed + min(interval / 2, .seconds(1))
     }
 }
 

@@ -312,6 +312,15 @@ typedef struct sshcore_config {
     size_t algorithm_count;
     /** Smallest RSA key accepted, in bits (0: libssh's default). */
     int rsa_min_bits;
+    /** Keepalive (0: off). After this long without a packet from the server
+     *  the worker sends a keepalive@openssh.com global request (want-reply),
+     *  and again after each further interval of silence. */
+    int keepalive_interval_ms;
+    /** Probes without an answer before the connection is declared lost: it
+     *  fails with CONNECTION_LOST once `keepalive_max_missed` probes went
+     *  unanswered and the last one had min(interval / 2, 1 s) to be answered,
+     *  i.e. after interval × max_missed + that grace of silence. */
+    int keepalive_max_missed;
 } sshcore_config;
 
 /**

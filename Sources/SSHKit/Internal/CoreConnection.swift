@@ -107,7 +107,9 @@ final class CoreConnection: Sendable {
                     libssh_verbosity: Int32(clamping: config.libsshVerbosity),
                     connected_fd: config.connectedSocket ?? -1,
                     algorithms: algos.baseAddress, algorithm_count: algos.count,
-                    rsa_min_bits: Int32(clamping: config.algorithms.minimumRSABits ?? 0))
+                    rsa_min_bits: Int32(clamping: config.algorithms.minimumRSABits ?? 0),
+                    keepalive_interval_ms: Int32(clamping: config.keepalive?.interval.milliseconds ?? 0),
+                    keepalive_max_missed: Int32(clamping: config.keepalive?.maxMissed ?? 0))
                 return sshcore_conn_start(&cfg, &callbacks, &err)
             }
         }

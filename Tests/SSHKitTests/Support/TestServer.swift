@@ -6,7 +6,7 @@ import Synchronization
 /// prepared by scripts/test-sshd.sh and started (and stopped, by PID) here.
 final class TestServer: Sendable {
     let dir: String
-    let host = "127.0.0.1"
+    let host: String
     let port: Int
     let user: String
     let password: String
@@ -41,15 +41,22 @@ final class TestServer: Sendable {
 
     /// Prepares keys and config in a fresh directory and starts sshd in the foreground
     /// as a child of this process.
-    static func start(name: String, extraConfig: [String] = []) throws -> TestServer {
+    /// With `namespace`, sshd runs inside it, bound to its address.
+    static func start(name: String, extraConfig: [String] = [], namespace: NetworkNamespace? = nil) throws
+        -> TestServer
+    {
         let dir = directory(pid: getpid(), name: name)
-        let env = try run("/bin/bash", ["\(packageRoot)/scripts/test-sshd.sh", "prepare", dir] + extraConfig)
+        let env = try run("/bin/bash", ["\(packageRoot)/scripts/test-sshd.sh", "prepare", dir] + extraConfig,
+                          env: namespace.map { ["SSHKIT_LISTEN_ADDRESS": $0.address] })
         let values = parseEnv(env)
         guard let port = values["SSHKIT_TEST_PORT"].flatMap(Int.init) else {
             throw FixtureError("no port in \(env)")
         }
         ServerRegistry.dirs.withLock { _ = $0.insert(dir) }
-        let daemon = try Daemon.spawn("/usr/sbin/sshd", ["-D", "-e", "-f", "\(dir)/sshd_config"], log: "\(dir)/sshd.log")
+        let sshd = ["/usr/sbin/sshd", "-D", "-e", "-f", "\(dir)/sshd_config"]
+        // `ip netns exec` execs sshd in place: the PID is still sshd's
+        let daemon = try namespace.map { try Daemon.spawn("/usr/sbin/ip", ["netns", "exec", $0.name] + sshd, log: "\(dir)/sshd.log") }
+            ?? Daemon.spawn(sshd[0], Array(sshd.dropFirst()), log: "\(dir)/sshd.log")
         return try waitUntilAccepting(TestServer(dir: dir, port: port, values: values, daemon: daemon),
                                       daemon: daemon, log: dir + "/sshd.log")
     }
@@ -74,7 +81,7 @@ final class TestServer: Sendable {
     /// A bounded wait until the server's port accepts; stops it and throws its log otherwise.
     private static func waitUntilAccepting(_ server: TestServer, daemon: Daemon, log: String) throws -> TestServer {
         for _ in 0..<200 {
-            if canConnect(port: server.port) { return server }
+            if canConnect(host: server.host, port: server.port) { return server }
             if !daemon.isRunning { break }
             usleep(25_000)
         }
@@ -92,6 +99,7 @@ final class TestServer: Sendable {
 
     private init(dir: String, port: Int, values: [String: String], daemon: Daemon?) {
         self.dir = dir
+        self.host = values["SSHKIT_TEST_HOST"] ?? "127.0.0.1"
         self.port = port
         self.user = values["SSHKIT_TEST_USER"] ?? "sshkit-test"
         self.password = values["SSHKIT_TEST_PASSWORD"] ?? ""
@@ -129,6 +137,20 @@ final class TestServer: Sendable {
         return out.split(separator: "\n").compactMap { Int32($0) }
     }
 
+    /// Every process below the listener: per-connection sshd processes and what they run.
+    func sessionProcessTree() -> [Int32] {
+        var pids: [Int32] = []
+        var frontier = sessionProcesses()
+        while !frontier.isEmpty {
+            pids += frontier
+            frontier = frontier.flatMap { p in
+                ((try? TestServer.run("/usr/bin/pgrep", ["-P", "\(p)"], allowFailure: true)) ?? "")
+                    .split(separator: "\n").compactMap { Int32($0) }
+            }
+        }
+        return pids
+    }
+
     /// Runs a short-lived local command to completion: its status, stdout and stderr.
     static func runCapturing(_ exe: String, _ args: [String], env: [String: String]? = nil) throws
         -> (status: Int32, out: String, err: String)
@@ -158,14 +180,14 @@ final class TestServer: Sendable {
         return r.out
     }
 
-    static func canConnect(port: Int) -> Bool {
+    static func canConnect(host: String = "127.0.0.1", port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_addr.s_addr = inet_addr(host)
         return withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
