@@ -1056,6 +1056,12 @@ static bool step_ops(sshcore_conn *conn)
     bool again = false;
 
     while ((op = *link) != NULL) {
+        if (op->deadline_ms != 0 && atomic_load(&op->done) == 0 &&
+            sshcore_now_ms() >= op->deadline_ms) {
+            sshcore_error err;
+            sshcore_error_set(&err, SSHCORE_E_TIMED_OUT, NULL);
+            (void)sshcore_op_complete(op, &err);
+        }
         if (atomic_load(&op->cancel_requested) == 0 && atomic_load(&op->done) == 0) {
             if (op->vt->step(conn, op)) {
                 again = true;
@@ -1256,6 +1262,12 @@ static int poll_timeout(sshcore_conn *conn)
 
     if (conn->phase == PH_READY) {
         int64_t due = keepalive_due_ms(conn);
+        sshcore_op *op = NULL;
+        for (op = conn->active; op != NULL; op = op->next) {
+            if (op->deadline_ms != 0 && (due < 0 || op->deadline_ms < due)) {
+                due = op->deadline_ms;
+            }
+        }
         if (due < 0) {
             return -1;
         }

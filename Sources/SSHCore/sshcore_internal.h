@@ -41,13 +41,17 @@ typedef struct sshcore_op_vtable {
 
 struct sshcore_op {
     atomic_long refs;
-    atomic_int done;             /* 0 until the completion ran */
+    atomic_int claimed;          /* the one completion has begun */
+    atomic_int done;             /* 1 once err is final (set before done_fn runs) */
     atomic_int cancel_requested; /* set by sshcore_op_cancel */
     const sshcore_op_vtable *vt;
     sshcore_conn *conn; /* strong reference */
     sshcore_op_done_fn done_fn;
     void *_Nullable ctx;
     sshcore_error err;
+    /* absolute, monotonic; 0 = none. The worker completes the op with
+     * TIMED_OUT when it passes, and polls no longer than until then. */
+    int64_t deadline_ms;
     sshcore_op *_Nullable next; /* pending FIFO, then active list */
 };
 

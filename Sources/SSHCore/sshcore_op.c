@@ -12,6 +12,7 @@ void sshcore_op_init(sshcore_op *op, const sshcore_op_vtable *vt,
                      sshcore_conn *conn, sshcore_op_done_fn done, void *ctx)
 {
     atomic_init(&op->refs, 2); /* the caller's and the worker's */
+    atomic_init(&op->claimed, 0);
     atomic_init(&op->done, 0);
     atomic_init(&op->cancel_requested, 0);
     op->vt = vt;
@@ -20,6 +21,7 @@ void sshcore_op_init(sshcore_op *op, const sshcore_op_vtable *vt,
     op->done_fn = done;
     op->ctx = ctx;
     memset(&op->err, 0, sizeof(op->err));
+    op->deadline_ms = 0;
     op->next = NULL;
 }
 
@@ -27,10 +29,13 @@ bool sshcore_op_complete(sshcore_op *op, const sshcore_error *err)
 {
     int expected = 0;
 
-    if (!atomic_compare_exchange_strong(&op->done, &expected, 1)) {
+    if (!atomic_compare_exchange_strong(&op->claimed, &expected, 1)) {
         return false;
     }
+    /* err is final before anyone can see done: the worker reads it when it
+     * aborts the op, which may happen before done_fn below has returned */
     op->err = *err;
+    atomic_store(&op->done, 1);
     op->done_fn(op->ctx, op);
     return true;
 }

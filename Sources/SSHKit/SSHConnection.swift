@@ -61,6 +61,17 @@ public final class SSHConnection: Sendable {
     ) async throws(SSHError) -> SSHCommandResult {
         if command.utf8.contains(0) { throw SSHError(.invalidArgument, "command contains a NUL byte") }
         if outputLimit < 0 { throw SSHError(.invalidArgument, "outputLimit must not be negative") }
+        let (env, fallback) = try Self.environmentRequests(environment, command: command)
+        let request = ExecRequest(command: command, fallback: fallback, stdin: stdin,
+                                  environment: env, outputLimit: outputLimit)
+        return try await core.execute(request, logger: logger)
+    }
+
+    /// Validated env requests, sorted, and the command to run instead when the server
+    /// refuses one (`export NAME='value' ...; command`, quoted for POSIX shells).
+    static func environmentRequests(_ environment: [String: String], command: String) throws(SSHError)
+        -> (env: [(key: String, value: String)], fallback: String?)
+    {
         let env = environment.sorted { $0.key < $1.key }
         for (name, value) in env {
             guard SSHShellQuoting.isValidEnvironmentName(name) else {
@@ -68,14 +79,9 @@ public final class SSHConnection: Sendable {
             }
             if value.utf8.contains(0) { throw SSHError(.invalidArgument, "environment value of \(name) contains NUL") }
         }
-        var fallback: String? = nil
-        if !env.isEmpty {
-            let assignments = env.map { "\($0.key)=\(SSHShellQuoting.quote($0.value))" }.joined(separator: " ")
-            fallback = "export \(assignments); \(command)"
-        }
-        let request = ExecRequest(command: command, fallback: fallback, stdin: stdin,
-                                  environment: env, outputLimit: outputLimit)
-        return try await core.execute(request, logger: logger)
+        guard !env.isEmpty else { return (env, nil) }
+        let assignments = env.map { "\($0.key)=\(SSHShellQuoting.quote($0.value))" }.joined(separator: " ")
+        return (env, "export \(assignments); \(command)")
     }
 
     /// Closes the connection: open operations fail with `connectionClosed`,

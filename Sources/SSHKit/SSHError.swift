@@ -55,6 +55,12 @@ public struct SSHError: Error, Sendable, CustomStringConvertible {
         /// A known_hosts file could not be read or written: too large, binary,
         /// an I/O error (`systemErrno`), or a lock that could not be taken.
         public static let knownHostsUnusable = Code("knownHostsUnusable")
+        /// An operation ran past the timeout given to it; a remote command was
+        /// signalled (`TERM`) and its channel closed.
+        public static let timedOut = Code("timedOut")
+        /// The channel ended before the call could act on it, e.g. a write to a
+        /// command that exited, or a signal to a shell that is gone.
+        public static let channelClosed = Code("channelClosed")
     }
 
     /// What libssh reported when it was the source of the failure.

@@ -52,7 +52,9 @@ extern "C" {
     XX(OUTPUT_LIMIT, "command output exceeded the limit")                      \
     XX(CANCELLED, "operation cancelled")                                       \
     XX(PROTOCOL, "SSH protocol error")                                         \
-    XX(KNOWN_HOSTS, "known_hosts file unusable")
+    XX(KNOWN_HOSTS, "known_hosts file unusable")                              \
+    XX(TIMED_OUT, "the operation timed out")                                   \
+    XX(CHANNEL_CLOSED, "the channel is closed")
 
 /* closed: Swift imports it as a frozen enum and switches over it exhaustively */
 typedef enum __attribute__((enum_extensibility(closed))) sshcore_err {
@@ -422,6 +424,111 @@ sshcore_op *_Nullable sshcore_exec_start(sshcore_conn *conn,
                                          sshcore_op_done_fn done,
                                          void *_Nullable ctx,
                                          sshcore_error *err);
+
+/* ---------------------------------------------------------------------- */
+/* Operations: streamed session channels (commands, shells, PTYs)          */
+/* ---------------------------------------------------------------------- */
+
+/** A pseudo-terminal for a session channel. */
+typedef struct sshcore_pty_spec {
+    /** TERM value, e.g. "xterm-256color". */
+    const char *term;
+    uint32_t cols;
+    uint32_t rows;
+    /** Pixel sizes: libssh 0.10 always sends 0 (no API for them). */
+    uint32_t px_width;
+    uint32_t px_height;
+} sshcore_pty_spec;
+
+typedef struct sshcore_stream_callbacks {
+    void *_Nullable ctx;
+    /** Worker: the command or shell started (exec/shell request accepted).
+     *  Not called if the operation fails before; `done` says why then. */
+    void (*started)(void *_Nullable ctx, int env_fallback_used);
+    /** Worker: output in the order it arrived; stream 0 is stdout, 1 stderr.
+     *  `bytes` is valid during the call only. Each delivered byte counts
+     *  against the buffer limit until sshcore_stream_consumed returns it. */
+    void (*data)(void *_Nullable ctx, int stream, const uint8_t *bytes, size_t len);
+    /** Worker (or the thread that drops the last reference of an operation
+     *  that never ran): called once, after which the core never calls
+     *  `started` or `data` again; `ctx` may be freed here. */
+    void (*released)(void *_Nullable ctx);
+} sshcore_stream_callbacks;
+
+typedef struct sshcore_stream_spec {
+    /** The command; NULL starts the login shell (a "shell" request). */
+    const char *_Nullable command;
+    /** Used instead of `command` when the server refuses an env request. */
+    const char *_Nullable fallback_command;
+    const sshcore_env_var *_Nullable env;
+    size_t env_count;
+    /** Request a PTY first (NULL: none). */
+    const sshcore_pty_spec *_Nullable pty;
+    /** Output delivered but not yet consumed before the channel stops
+     *  reading, which closes the SSH window (> 0). */
+    size_t buffer_limit;
+    /** 0: none. Otherwise the operation completes with TIMED_OUT after this
+     *  long, and the remote command is signalled (TERM) and its channel closed. */
+    int timeout_ms;
+} sshcore_stream_spec;
+
+/**
+ * @brief Start a streamed command or shell on a new channel of `conn`.
+ *
+ * Like sshcore_exec_start, but output goes to `callbacks->data` as it arrives
+ * and input is written with sshcore_stream_write while it runs. `done` runs
+ * exactly once, after the last `data` call, when the channel closed (OK; the
+ * exit status is then readable) or failed.
+ */
+sshcore_op *_Nullable sshcore_stream_start(sshcore_conn *conn,
+                                           const sshcore_stream_spec *spec,
+                                           const sshcore_stream_callbacks *callbacks,
+                                           sshcore_op_done_fn done,
+                                           void *_Nullable ctx,
+                                           sshcore_error *err);
+
+/** Completion of one write: SSHCORE_E_OK once every byte went to libssh
+ *  within the peer's window; otherwise why not (some bytes may have gone). */
+typedef void (*sshcore_write_done_fn)(void *_Nullable ctx, int code);
+
+/**
+ * @brief Queue bytes for the channel's stdin (any thread; copies them).
+ *
+ * Writes go out in order, as fast as the peer's window allows. `done` runs
+ * once, on the worker. Returns 0 and sets `id` (for sshcore_stream_write_cancel),
+ * or -1 with `err` set when the operation already ended or EOF was sent
+ * (then `done` is never called).
+ */
+int sshcore_stream_write(sshcore_op *op, const uint8_t *_Nullable data, size_t len,
+                         sshcore_write_done_fn done, void *_Nullable ctx,
+                         uint64_t *id, sshcore_error *err);
+
+/** @brief Give up a queued write (any thread): its `done` runs with CANCELLED
+ *  soon, after a prefix of its bytes may have been sent. No-op if finished. */
+void sshcore_stream_write_cancel(sshcore_op *op, uint64_t id);
+
+/** @brief Send EOF after the queued writes (any thread). -1 if already ended. */
+int sshcore_stream_send_eof(sshcore_op *op, sshcore_error *err);
+
+/** @brief Send a signal ("TERM", "INT", ...) to the remote command (any thread). */
+int sshcore_stream_signal(sshcore_op *op, const char *name, sshcore_error *err);
+
+/** @brief Tell the PTY its new size (any thread); the latest size wins. */
+int sshcore_stream_resize(sshcore_op *op, uint32_t cols, uint32_t rows,
+                          uint32_t px_width, uint32_t px_height, sshcore_error *err);
+
+/** @brief The consumer is done with `n` delivered bytes (any thread). */
+void sshcore_stream_consumed(sshcore_op *op, size_t n);
+
+typedef struct sshcore_exit_info {
+    sshcore_exit_kind kind;
+    int status;
+    char signal[32];
+    int core_dumped;
+} sshcore_exit_info;
+
+/** @brief How the remote command ended; valid once done ran. */
+void sshcore_stream_get_exit(sshcore_op *op, sshcore_exit_info *info);
 
 /** @brief Cancel (any thread, never blocks): completes with CANCELLED at once
  *  unless already done, then the worker closes the channel. */

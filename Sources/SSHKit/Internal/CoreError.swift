@@ -28,6 +28,8 @@ extension SSHError.Code {
         case .SSHCORE_E_CANCELLED: self = .cancelled
         case .SSHCORE_E_PROTOCOL: self = .protocolError
         case .SSHCORE_E_KNOWN_HOSTS: self = .knownHostsUnusable
+        case .SSHCORE_E_TIMED_OUT: self = .timedOut
+        case .SSHCORE_E_CHANNEL_CLOSED: self = .channelClosed
         }
     }
 }

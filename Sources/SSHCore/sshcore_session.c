@@ -1,0 +1,1092 @@
+/*
+ * sshcore_session.c - session channels: commands and shells, with or without
+ * a PTY, their output collected (exec) or streamed.
+ *
+ * Each is an operation on the connection's worker: open a session channel,
+ * send env requests (falling back to a prefixed command when the server
+ * refuses them), request a PTY, then exec or shell. While it runs, queued
+ * stdin goes out within the peer's window, and output arrives through
+ * libssh's channel data callback, so stdout and stderr are seen in the order
+ * they arrived and neither can block the other.
+ *
+ * Collected output is bounded by output_limit. Streamed output is handed to
+ * the caller at once while the bytes it has not consumed yet stay under
+ * buffer_limit; above it the callback leaves new data in libssh's buffer,
+ * which stops libssh from reopening the window, so the server stops sending.
+ * The order of such held data is remembered (a FIFO of stream segments) and
+ * it is read out in that order once the consumer catches up.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sshcore_internal.h"
+
+enum { X_OPEN, X_ENV, X_PTY, X_START, X_IO };
+
+/* Per turn, write at most this much per channel, so one busy channel cannot
+ * starve its siblings on the same connection. */
+#define WRITE_CHUNK (64 * 1024)
+#define READ_CHUNK (64 * 1024)
+/* Held output segments remembered for ordering; beyond, order is approximate. */
+#define HELD_MAX 1024
+/* Signals queued before the command started. */
+#define SIGNALS_MAX 8
+
+typedef struct wreq {
+    struct wreq *_Nullable next;
+    uint64_t id;
+    bool eof; /* an EOF marker instead of data */
+    bool cancelled;
+    uint8_t *_Nullable data;
+    size_t len;
+    size_t off;
+    sshcore_write_done_fn _Nullable done;
+    void *_Nullable ctx;
+} wreq;
+
+typedef struct held_seg {
+    int stream;
+    size_t len;
+} held_seg;
+
+typedef struct session_op {
+    sshcore_op base;
+    bool streamed;
+    char *_Nullable command; /* NULL: shell */
+    char *_Nullable fallback;
+    char **env_names;
+    char **env_values;
+    size_t env_count;
+    size_t env_idx;
+    bool want_pty;
+    char term[64];
+    uint32_t cols;
+    uint32_t rows;
+    size_t limit; /* collected: output limit; streamed: buffer limit */
+    sshcore_stream_callbacks cb;
+
+    /* inbox, any thread, guarded by mu (a leaf lock) */
+    pthread_mutex_t mu;
+    wreq *_Nullable wq_head;
+    wreq *_Nullable wq_tail;
+    uint64_t next_id;
+    bool eof_queued;
+    bool inbox_closed; /* the op ended: nothing more is accepted */
+    char signals[SIGNALS_MAX][16];
+    size_t signal_count;
+    bool resize_pending;
+    uint32_t new_cols;
+    uint32_t new_rows;
+
+    /* streamed output not yet consumed by the caller (any thread) */
+    atomic_size_t unconsumed;
+    atomic_int starved; /* the worker stopped reading for lack of room */
+
+    /* worker only */
+    int phase;
+    bool use_fallback;
+    ssh_channel _Nullable ch;
+    struct ssh_channel_callbacks_struct cbs;
+    sshcore_chan_state cstate;
+    bool eof_seen;
+    bool eof_sent;
+    bool started_reported;
+    bool released;
+    sshcore_bytes out[2];   /* collected output */
+    size_t held[2];         /* bytes libssh holds for us, per stream */
+    held_seg held_fifo[HELD_MAX];
+    size_t held_head;
+    size_t held_count;
+
+    sshcore_exit_kind exit_kind;
+    int exit_status;
+    char exit_signal[32];
+    int core_dumped;
+} session_op;
+
+/* ---------------------------------------------------------------------- */
+/* Callbacks from libssh (worker)                                          */
+/* ---------------------------------------------------------------------- */
+
+static void on_exit_status(ssh_session session, ssh_channel channel, int status,
+                           void *userdata)
+{
+    session_op *x = userdata;
+    (void)session;
+    (void)channel;
+    x->exit_kind = SSHCORE_EXIT_STATUS;
+    x->exit_status = status;
+}
+
+static void on_exit_signal(ssh_session session, ssh_channel channel,
+                           const char *signal, int core, const char *errmsg,
+                           const char *lang, void *userdata)
+{
+    session_op *x = userdata;
+    (void)session;
+    (void)channel;
+    (void)errmsg;
+    (void)lang;
+    x->exit_kind = SSHCORE_EXIT_SIGNAL;
+    snprintf(x->exit_signal, sizeof(x->exit_signal), "%s", signal != NULL ? signal : "");
+    x->core_dumped = core;
+}
+
+static void complete_code(session_op *x, int code, const char *_Nullable detail)
+{
+    sshcore_error err;
+    sshcore_error_set(&err, code, detail);
+    (void)sshcore_op_complete(&x->base, &err);
+}
+
+/** Room left under the streamed buffer limit. */
+static size_t room(session_op *x)
+{
+    size_t used = atomic_load(&x->unconsumed);
+    return used >= x->limit ? 0 : x->limit - used;
+}
+
+/**
+ * Hands `n` bytes to the caller (streamed) or to the collected output.
+ * Returns false when the op ended because of it (output limit, memory).
+ */
+static bool deliver(session_op *x, int stream, const uint8_t *p, size_t n)
+{
+    if (n == 0) {
+        return true;
+    }
+    if (!x->streamed) {
+        if (x->out[0].len + x->out[1].len + n > x->limit) {
+            char detail[96];
+            snprintf(detail, sizeof(detail), "more than %zu bytes of output", x->limit);
+            complete_code(x, SSHCORE_E_OUTPUT_LIMIT, detail);
+            return false;
+        }
+        if (sshcore_bytes_append(&x->out[stream], p, n) != 0) {
+            complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
+            return false;
+        }
+        return true;
+    }
+    atomic_fetch_add(&x->unconsumed, n);
+    x->cb.data(x->cb.ctx, stream, p, n);
+    return true;
+}
+
+/** Remembers that `n` new bytes of `stream` stay in libssh's buffer. */
+static void hold(session_op *x, int stream, size_t n)
+{
+    size_t tail = 0;
+
+    if (n == 0) {
+        return;
+    }
+    x->held[stream] += n;
+    if (x->held_count > 0) {
+        tail = (x->held_head + x->held_count - 1) % HELD_MAX;
+        if (x->held_fifo[tail].stream == stream) {
+            x->held_fifo[tail].len += n;
+            return;
+        }
+    }
+    if (x->held_count == HELD_MAX) {
+        /* pathological interleaving: keep the bytes, lose exact order */
+        for (size_t i = x->held_count; i > 0; i--) {
+            size_t k = (x->held_head + i - 1) % HELD_MAX;
+            if (x->held_fifo[k].stream == stream) {
+                x->held_fifo[k].len += n;
+                return;
+            }
+        }
+        return;
+    }
+    tail = (x->held_head + x->held_count) % HELD_MAX;
+    x->held_fifo[tail].stream = stream;
+    x->held_fifo[tail].len = n;
+    x->held_count++;
+}
+
+/**
+ * libssh calls this for every data packet, with everything it holds for the
+ * stream (older held bytes first). Returns how many bytes we took.
+ */
+static int on_data(ssh_session session, ssh_channel channel, void *data,
+                   uint32_t len, int is_stderr, void *userdata)
+{
+    session_op *x = userdata;
+    int stream = is_stderr ? 1 : 0;
+    size_t fresh = 0;
+    size_t take = 0;
+    (void)session;
+    (void)channel;
+
+    if (atomic_load(&x->base.done) != 0) {
+        return (int)len; /* nobody wants it any more */
+    }
+    fresh = len >= x->held[stream] ? len - x->held[stream] : 0;
+    if (!x->streamed) {
+        /* collected output takes everything at once */
+        if (!deliver(x, stream, data, len)) {
+            return (int)len;
+        }
+        x->held[stream] = 0;
+        return (int)len;
+    }
+    if (x->held_count > 0) {
+        /* older output is held: the new bytes queue behind it */
+        hold(x, stream, fresh);
+        return 0;
+    }
+    /* Mark starvation before looking at the room: a consumer that frees room
+     * after this store sees the mark and wakes the worker (see consumed). */
+    atomic_store(&x->starved, 1);
+    take = room(x);
+    if (take >= len) {
+        take = len;
+        atomic_store(&x->starved, 0);
+    }
+    (void)deliver(x, stream, data, take);
+    /* libssh keeps what we did not take; with nothing held before, that is
+     * the tail of this packet */
+    x->held[stream] = 0;
+    hold(x, stream, len - take);
+    return (int)take;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Worker steps                                                            */
+/* ---------------------------------------------------------------------- */
+
+/** A libssh call on the channel failed: blame the connection if it is gone. */
+static void fail_call(sshcore_conn *conn, session_op *x, int channel_code, const char *fn)
+{
+    int code = channel_code;
+    sshcore_error err;
+
+    if (!ssh_is_connected(conn->session)) {
+        code = sshcore_conn_failure_code(conn);
+    }
+    sshcore_error_from_session(&err, code, conn->session, fn);
+    (void)sshcore_op_complete(&x->base, &err);
+}
+
+/** Apply a channel event; a rejected transition is a bug in this file. */
+static sshcore_chan_action chan_event(session_op *x, sshcore_chan_event ev)
+{
+    sshcore_chan_state before = x->cstate;
+    sshcore_chan_action act = sshcore_chan_fsm_apply(&x->cstate, ev);
+
+    if (act == SSHCORE_CHAN_ACT_REJECT) {
+        char detail[128];
+        snprintf(detail, sizeof(detail), "channel event %s in state %s",
+                 sshcore_chan_event_name(ev), sshcore_chan_state_name(before));
+        complete_code(x, SSHCORE_E_INVALID_STATE, detail);
+    }
+    return act;
+}
+
+static bool can_write(const session_op *x)
+{
+    return x->cstate == SSHCORE_CHAN_OPEN || x->cstate == SSHCORE_CHAN_EOF_RECEIVED;
+}
+
+/** Completes a write request outside the lock and frees it. */
+static void finish_wreq(wreq *w, int code)
+{
+    if (w->done != NULL) {
+        w->done(w->ctx, code);
+    }
+    free(w->data);
+    free(w);
+}
+
+/** Signals and a resize that arrived from other threads. */
+static bool send_controls(sshcore_conn *conn, session_op *x)
+{
+    char signals[SIGNALS_MAX][16];
+    size_t count = 0;
+    size_t i;
+    bool resize = false;
+    uint32_t cols = 0;
+    uint32_t rows = 0;
+
+    pthread_mutex_lock(&x->mu);
+    count = x->signal_count;
+    memcpy(signals, x->signals, sizeof(signals));
+    x->signal_count = 0;
+    resize = x->resize_pending;
+    cols = x->new_cols;
+    rows = x->new_rows;
+    x->resize_pending = false;
+    pthread_mutex_unlock(&x->mu);
+
+    if (ssh_channel_is_closed(x->ch)) {
+        return true; /* nobody to tell */
+    }
+    for (i = 0; i < count; i++) {
+        /* no reply is asked for: libssh sends it and returns */
+        if (ssh_channel_request_send_signal(x->ch, signals[i]) == SSH_ERROR &&
+            !ssh_is_connected(conn->session)) {
+            fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_request_send_signal");
+            return false;
+        }
+    }
+    if (resize && x->want_pty &&
+        ssh_channel_change_pty_size(x->ch, (int)cols, (int)rows) == SSH_ERROR &&
+        !ssh_is_connected(conn->session)) {
+        fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_change_pty_size");
+        return false;
+    }
+    return true;
+}
+
+/** Queued stdin and EOF, in order, within the peer's window. */
+static bool write_input(sshcore_conn *conn, session_op *x, bool *again)
+{
+    ssh_session s = conn->session;
+    size_t budget = WRITE_CHUNK;
+
+    for (;;) {
+        wreq *w = NULL;
+        size_t n = 0;
+        int rc = 0;
+
+        pthread_mutex_lock(&x->mu);
+        w = x->wq_head;
+        if (w != NULL && (w->cancelled || (!w->eof && w->off == w->len))) {
+            x->wq_head = w->next;
+            if (x->wq_head == NULL) {
+                x->wq_tail = NULL;
+            }
+            pthread_mutex_unlock(&x->mu);
+            finish_wreq(w, w->cancelled ? SSHCORE_E_CANCELLED : SSHCORE_E_OK);
+            continue;
+        }
+        pthread_mutex_unlock(&x->mu);
+        if (w == NULL) {
+            return true;
+        }
+        if (!can_write(x) || ssh_channel_is_closed(x->ch)) {
+            return true; /* the close path fails what is left */
+        }
+        if (w->eof) {
+            /* SSH_AGAIN: the EOF is queued, only the flush is pending */
+            if (ssh_channel_send_eof(x->ch) == SSH_ERROR) {
+                fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_send_eof");
+                return false;
+            }
+            x->eof_sent = true;
+            if (chan_event(x, SSHCORE_CHAN_EV_SEND_EOF) == SSHCORE_CHAN_ACT_REJECT) {
+                return false;
+            }
+            pthread_mutex_lock(&x->mu);
+            x->wq_head = w->next;
+            if (x->wq_head == NULL) {
+                x->wq_tail = NULL;
+            }
+            pthread_mutex_unlock(&x->mu);
+            finish_wreq(w, SSHCORE_E_OK);
+            continue;
+        }
+        /* without piling up in libssh's output buffer */
+        if (budget == 0 || (ssh_get_poll_flags(s) & SSH_WRITE_PENDING) != 0) {
+            return true;
+        }
+        n = w->len - w->off;
+        if (n > ssh_channel_window_size(x->ch)) {
+            n = ssh_channel_window_size(x->ch);
+        }
+        if (n > budget) {
+            n = budget;
+        }
+        if (n == 0) {
+            return true; /* the window is closed: a WINDOW_ADJUST will wake us */
+        }
+        rc = ssh_channel_write(x->ch, w->data + w->off, (uint32_t)n);
+        if (rc < 0) {
+            if (!ssh_is_connected(s)) {
+                fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_write");
+                return false;
+            }
+            return true; /* closing: the close path fails what is left */
+        }
+        w->off += (size_t)rc;
+        budget -= (size_t)rc < budget ? (size_t)rc : budget;
+        if (rc > 0) {
+            *again = true;
+        }
+    }
+}
+
+/** Held output, oldest first, as far as the consumer has room. */
+static bool read_held(sshcore_conn *conn, session_op *x, bool *again)
+{
+    uint8_t buf[READ_CHUNK];
+
+    while (x->held_count > 0 && atomic_load(&x->base.done) == 0) {
+        held_seg *seg = &x->held_fifo[x->held_head];
+        size_t want = seg->len;
+        int n = 0;
+
+        if (x->streamed) {
+            size_t r = 0;
+            atomic_store(&x->starved, 1); /* before the look, as in on_data */
+            r = room(x);
+            if (r == 0) {
+                return true;
+            }
+            atomic_store(&x->starved, 0);
+            if (want > r) {
+                want = r;
+            }
+        }
+        if (want > sizeof(buf)) {
+            want = sizeof(buf);
+        }
+        n = ssh_channel_read_nonblocking(x->ch, buf, (uint32_t)want, seg->stream);
+        if (n == SSH_ERROR) {
+            fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_read_nonblocking");
+            return false;
+        }
+        if (n <= 0) {
+            /* libssh holds less than we counted: forget the difference */
+            x->held[seg->stream] = 0;
+            x->held_head = (x->held_head + 1) % HELD_MAX;
+            x->held_count--;
+            continue;
+        }
+        seg->len -= (size_t)n;
+        x->held[seg->stream] -= (size_t)n < x->held[seg->stream] ? (size_t)n : x->held[seg->stream];
+        if (seg->len == 0) {
+            x->held_head = (x->held_head + 1) % HELD_MAX;
+            x->held_count--;
+        }
+        if (!deliver(x, seg->stream, buf, (size_t)n)) {
+            return false;
+        }
+        *again = true; /* one chunk per turn and channel, for fairness */
+        return true;
+    }
+    return true;
+}
+
+/** Fails the writes still queued (the channel or the op ended). */
+static void fail_writes(session_op *x, int code)
+{
+    wreq *list = NULL;
+
+    pthread_mutex_lock(&x->mu);
+    list = x->wq_head;
+    x->wq_head = NULL;
+    x->wq_tail = NULL;
+    pthread_mutex_unlock(&x->mu);
+    while (list != NULL) {
+        wreq *next = list->next;
+        finish_wreq(list, code);
+        list = next;
+    }
+}
+
+static bool session_io(sshcore_conn *conn, session_op *x)
+{
+    ssh_session s = conn->session;
+    bool again = false;
+
+    if (!send_controls(conn, x)) {
+        return false;
+    }
+    if (!write_input(conn, x, &again)) {
+        return false;
+    }
+    if (x->held_count > 0 && !read_held(conn, x, &again)) {
+        return false;
+    }
+    if (atomic_load(&x->base.done) != 0) {
+        return false;
+    }
+    /* Processing may have flushed libssh's pending output without a packet
+     * to announce it: if stdin waits only for that, take another turn. */
+    if (x->wq_head != NULL && can_write(x) && (ssh_get_poll_flags(s) & SSH_WRITE_PENDING) == 0 &&
+        ssh_channel_window_size(x->ch) > 0) {
+        again = true;
+    }
+
+    if (!x->eof_seen && x->held_count == 0 && ssh_channel_is_eof(x->ch)) {
+        x->eof_seen = true;
+        if ((x->cstate == SSHCORE_CHAN_OPEN || x->cstate == SSHCORE_CHAN_EOF_SENT) &&
+            chan_event(x, SSHCORE_CHAN_EV_RECV_EOF) == SSHCORE_CHAN_ACT_REJECT) {
+            return false;
+        }
+    }
+
+    if (ssh_channel_is_closed(x->ch)) {
+        if (!ssh_is_connected(s)) {
+            sshcore_error err;
+            sshcore_error_from_session(&err, sshcore_conn_failure_code(conn), s,
+                                       "ssh_channel_is_closed");
+            (void)sshcore_op_complete(&x->base, &err);
+            return false;
+        }
+        if (x->held_count > 0) {
+            return again; /* closed with output still held: deliver it first */
+        }
+        /* The command exited without reading all of its stdin: what is left
+         * has nowhere to go. Not an error for collected exec (stdin given up
+         * front); a streamed writer learns that the channel is closed. */
+        fail_writes(x, x->streamed ? SSHCORE_E_CHANNEL_CLOSED : SSHCORE_E_OK);
+        if (!x->eof_seen) {
+            x->eof_seen = true;
+            if ((x->cstate == SSHCORE_CHAN_OPEN || x->cstate == SSHCORE_CHAN_EOF_SENT) &&
+                chan_event(x, SSHCORE_CHAN_EV_RECV_EOF) == SSHCORE_CHAN_ACT_REJECT) {
+                return false;
+            }
+        }
+        if (chan_event(x, SSHCORE_CHAN_EV_RECV_CLOSE) == SSHCORE_CHAN_ACT_FINISH) {
+            complete_code(x, SSHCORE_E_OK, NULL);
+        }
+        return false;
+    }
+    return again;
+}
+
+static bool session_step(sshcore_conn *conn, sshcore_op *op)
+{
+    session_op *x = (session_op *)op;
+    ssh_session s = conn->session;
+    int rc;
+
+    switch (x->phase) {
+    case X_OPEN:
+        if (x->ch == NULL) {
+            x->ch = ssh_channel_new(s);
+            if (x->ch == NULL) {
+                fail_call(conn, x, SSHCORE_E_OUT_OF_MEMORY, "ssh_channel_new");
+                return false;
+            }
+            memset(&x->cbs, 0, sizeof(x->cbs));
+            x->cbs.userdata = x;
+            x->cbs.channel_data_function = on_data;
+            x->cbs.channel_exit_status_function = on_exit_status;
+            x->cbs.channel_exit_signal_function = on_exit_signal;
+            ssh_callbacks_init(&x->cbs);
+            ssh_set_channel_callbacks(x->ch, &x->cbs);
+        }
+        rc = ssh_channel_open_session(x->ch);
+        if (rc == SSH_AGAIN) {
+            return false;
+        }
+        if (rc != SSH_OK) {
+            (void)chan_event(x, SSHCORE_CHAN_EV_OPEN_FAILED);
+            fail_call(conn, x, SSHCORE_E_CHANNEL_OPEN_REFUSED, "ssh_channel_open_session");
+            return false;
+        }
+        if (chan_event(x, SSHCORE_CHAN_EV_OPEN_OK) != SSHCORE_CHAN_ACT_START_IO) {
+            return false;
+        }
+        x->phase = X_ENV;
+        return true;
+    case X_ENV:
+        if (x->env_idx >= x->env_count || x->use_fallback) {
+            x->phase = X_PTY;
+            return true;
+        }
+        rc = ssh_channel_request_env(x->ch, x->env_names[x->env_idx], x->env_values[x->env_idx]);
+        if (rc == SSH_AGAIN) {
+            return false;
+        }
+        if (rc != SSH_OK) {
+            if (!ssh_is_connected(s) || x->fallback == NULL) {
+                fail_call(conn, x, SSHCORE_E_CHANNEL_REQUEST_FAILED, "ssh_channel_request_env");
+                return false;
+            }
+            x->use_fallback = true; /* the server's AcceptEnv refused it */
+            return true;
+        }
+        x->env_idx++;
+        return true;
+    case X_PTY:
+        if (!x->want_pty) {
+            x->phase = X_START;
+            return true;
+        }
+        rc = ssh_channel_request_pty_size(x->ch, x->term, (int)x->cols, (int)x->rows);
+        if (rc == SSH_AGAIN) {
+            return false;
+        }
+        if (rc != SSH_OK) {
+            fail_call(conn, x, SSHCORE_E_CHANNEL_REQUEST_FAILED, "ssh_channel_request_pty_size");
+            return false;
+        }
+        x->phase = X_START;
+        return true;
+    case X_START:
+        if (x->command == NULL) {
+            rc = ssh_channel_request_shell(x->ch);
+        } else {
+            rc = ssh_channel_request_exec(x->ch, x->use_fallback ? x->fallback : x->command);
+        }
+        if (rc == SSH_AGAIN) {
+            return false;
+        }
+        if (rc != SSH_OK) {
+            fail_call(conn, x, SSHCORE_E_CHANNEL_REQUEST_FAILED,
+                      x->command == NULL ? "ssh_channel_request_shell" : "ssh_channel_request_exec");
+            return false;
+        }
+        x->phase = X_IO;
+        if (x->streamed && !x->started_reported) {
+            x->started_reported = true;
+            x->cb.started(x->cb.ctx, x->use_fallback ? 1 : 0);
+        }
+        return true;
+    case X_IO:
+        return session_io(conn, x);
+    }
+    return false;
+}
+
+static void release_callbacks(session_op *x);
+static void close_channel(sshcore_conn *conn, session_op *x);
+
+static void session_abort(sshcore_conn *conn, sshcore_op *op)
+{
+    session_op *x = (session_op *)op;
+    int code = op->err.code != SSHCORE_E_OK ? op->err.code : SSHCORE_E_CHANNEL_CLOSED;
+
+    pthread_mutex_lock(&x->mu);
+    x->inbox_closed = true;
+    pthread_mutex_unlock(&x->mu);
+    fail_writes(x, code);
+    if (x->ch != NULL) {
+        close_channel(conn, x);
+    }
+    release_callbacks(x);
+}
+
+/** Tells the caller that no callback will come any more (once). */
+static void release_callbacks(session_op *x)
+{
+    if (x->streamed && !x->released && x->cb.released != NULL) {
+        x->released = true;
+        x->cb.released(x->cb.ctx);
+    }
+}
+
+static void close_channel(sshcore_conn *conn, session_op *x)
+{
+    sshcore_op *op = &x->base;
+
+    /* libssh keeps a channel the peer has not closed yet until its CLOSE
+     * arrives and would still call our callbacks, whose struct lives in this
+     * op: unregister them before letting go */
+    ssh_remove_channel_callbacks(x->ch, &x->cbs);
+    if (conn->session != NULL && ssh_is_connected(conn->session)) {
+        if (x->phase == X_OPEN) {
+            /* Still opening: freed now, libssh would forget the channel and
+             * the server's later confirmation would leave it open on the
+             * server for good (counting against MaxSessions). */
+            sshcore_conn_adopt_opening_channel(conn, x->ch);
+            x->ch = NULL;
+            (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
+            return;
+        }
+        if (!ssh_channel_is_closed(x->ch) && x->phase == X_IO &&
+            (atomic_load(&op->cancel_requested) != 0 || op->err.code == SSHCORE_E_TIMED_OUT ||
+             op->err.code == SSHCORE_E_CANCELLED)) {
+            /* a cancelled command should not keep running on the server;
+             * with a PTY, the close below also hangs the terminal up */
+            (void)ssh_channel_request_send_signal(x->ch, "TERM");
+        }
+        /* ssh_channel_close gives up when its EOF's flush returns SSH_AGAIN;
+         * with the EOF already queued it goes on to send CLOSE */
+        (void)ssh_channel_send_eof(x->ch);
+    }
+    /* sends CLOSE (once) unless the session is gone */
+    ssh_channel_free(x->ch);
+    x->ch = NULL;
+    (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
+}
+
+static void session_destroy(sshcore_op *op)
+{
+    session_op *x = (session_op *)op;
+    size_t i;
+
+    fail_writes(x, SSHCORE_E_CLOSED); /* never started: nothing was queued */
+    release_callbacks(x);
+    free(x->command);
+    free(x->fallback);
+    for (i = 0; i < x->env_count; i++) {
+        free(x->env_names != NULL ? x->env_names[i] : NULL);
+        free(x->env_values != NULL ? x->env_values[i] : NULL);
+    }
+    free(x->env_names);
+    free(x->env_values);
+    sshcore_bytes_free(&x->out[0]);
+    sshcore_bytes_free(&x->out[1]);
+    pthread_mutex_destroy(&x->mu);
+    free(x);
+}
+
+static const sshcore_op_vtable session_vtable = {
+    .step = session_step,
+    .abort = session_abort,
+    .destroy = session_destroy,
+};
+
+/* ---------------------------------------------------------------------- */
+/* Creation                                                                */
+/* ---------------------------------------------------------------------- */
+
+static session_op *_Nullable session_new(const char *_Nullable command,
+                                         const char *_Nullable fallback,
+                                         const sshcore_env_var *_Nullable env,
+                                         size_t env_count)
+{
+    session_op *x = calloc(1, sizeof(*x));
+    bool ok = true;
+    size_t i;
+
+    if (x == NULL) {
+        return NULL;
+    }
+    pthread_mutex_init(&x->mu, NULL);
+    atomic_init(&x->unconsumed, 0);
+    atomic_init(&x->starved, 0);
+    x->next_id = 1;
+    x->cstate = SSHCORE_CHAN_OPENING;
+    x->phase = X_OPEN;
+    if (command != NULL) {
+        x->command = strdup(command);
+        ok = x->command != NULL;
+    }
+    if (fallback != NULL) {
+        x->fallback = strdup(fallback);
+        ok = ok && x->fallback != NULL;
+    }
+    if (ok && env_count > 0) {
+        x->env_names = calloc(env_count, sizeof(char *));
+        x->env_values = calloc(env_count, sizeof(char *));
+        ok = x->env_names != NULL && x->env_values != NULL;
+        if (ok) {
+            x->env_count = env_count;
+            for (i = 0; ok && i < env_count; i++) {
+                x->env_names[i] = strdup(env[i].name);
+                x->env_values[i] = strdup(env[i].value);
+                ok = x->env_names[i] != NULL && x->env_values[i] != NULL;
+            }
+        }
+    }
+    if (!ok) {
+        session_destroy(&x->base);
+        return NULL;
+    }
+    return x;
+}
+
+/** Appends a request to the inbox (caller holds mu). */
+static void enqueue(session_op *x, wreq *w)
+{
+    w->id = x->next_id++;
+    if (x->wq_tail != NULL) {
+        x->wq_tail->next = w;
+    } else {
+        x->wq_head = w;
+    }
+    x->wq_tail = w;
+}
+
+static sshcore_op *_Nullable session_submit(sshcore_conn *conn, session_op *x,
+                                            sshcore_op_done_fn done, void *_Nullable ctx,
+                                            int timeout_ms, sshcore_error *err)
+{
+    sshcore_op_init(&x->base, &session_vtable, conn, done, ctx);
+    if (timeout_ms > 0) {
+        x->base.deadline_ms = sshcore_now_ms() + timeout_ms;
+    }
+    if (sshcore_conn_submit(conn, &x->base, err) != 0) {
+        sshcore_conn *c = x->base.conn;
+        x->released = true; /* the caller learns it from NULL: no callback */
+        session_destroy(&x->base);
+        sshcore_conn_unref(c);
+        return NULL;
+    }
+    return &x->base;
+}
+
+sshcore_op *sshcore_exec_start(sshcore_conn *conn, const sshcore_exec_spec *spec,
+                               sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+{
+    session_op *x = NULL;
+    wreq *input = NULL;
+    wreq *eof = NULL;
+
+    if (spec->command == NULL || (spec->stdin_len > 0 && spec->stdin_data == NULL) ||
+        (spec->env_count > 0 && spec->env == NULL)) {
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete exec spec");
+        return NULL;
+    }
+    x = session_new(spec->command, spec->fallback_command, spec->env, spec->env_count);
+    eof = calloc(1, sizeof(*eof));
+    if (spec->stdin_len > 0) {
+        input = calloc(1, sizeof(*input));
+        if (input != NULL) {
+            input->data = malloc(spec->stdin_len);
+        }
+    }
+    if (x == NULL || eof == NULL || (spec->stdin_len > 0 && (input == NULL || input->data == NULL))) {
+        if (input != NULL) {
+            free(input->data);
+        }
+        free(input);
+        free(eof);
+        if (x != NULL) {
+            session_destroy(&x->base);
+        }
+        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return NULL;
+    }
+    x->limit = spec->output_limit;
+    /* stdin goes up front, then EOF: the queue the streamed form fills later */
+    if (input != NULL) {
+        memcpy(input->data, spec->stdin_data, spec->stdin_len);
+        input->len = spec->stdin_len;
+        enqueue(x, input);
+    }
+    eof->eof = true;
+    enqueue(x, eof);
+    x->eof_queued = true;
+    return session_submit(conn, x, done, ctx, 0, err);
+}
+
+sshcore_op *sshcore_stream_start(sshcore_conn *conn, const sshcore_stream_spec *spec,
+                                 const sshcore_stream_callbacks *callbacks,
+                                 sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+{
+    session_op *x = NULL;
+
+    if ((spec->env_count > 0 && spec->env == NULL) || spec->buffer_limit == 0 ||
+        spec->timeout_ms < 0 || callbacks->data == NULL || callbacks->started == NULL ||
+        callbacks->released == NULL ||
+        (spec->pty != NULL && (spec->pty->term == NULL || spec->pty->cols == 0 ||
+                               spec->pty->rows == 0 || strlen(spec->pty->term) >= 64))) {
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete stream spec");
+        return NULL;
+    }
+    x = session_new(spec->command, spec->fallback_command, spec->env, spec->env_count);
+    if (x == NULL) {
+        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return NULL;
+    }
+    x->streamed = true;
+    x->cb = *callbacks;
+    x->limit = spec->buffer_limit;
+    if (spec->pty != NULL) {
+        x->want_pty = true;
+        snprintf(x->term, sizeof(x->term), "%s", spec->pty->term);
+        x->cols = spec->pty->cols;
+        x->rows = spec->pty->rows;
+    }
+    return session_submit(conn, x, done, ctx, spec->timeout_ms, err);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Requests from any thread                                                */
+/* ---------------------------------------------------------------------- */
+
+/** Whether the inbox still takes requests (caller holds mu). */
+static bool inbox_open(session_op *x, sshcore_error *err)
+{
+    if (x->inbox_closed || atomic_load(&x->base.done) != 0) {
+        int code = x->base.err.code;
+        if (atomic_load(&x->base.done) == 0 || code == SSHCORE_E_OK) {
+            code = SSHCORE_E_CHANNEL_CLOSED;
+        }
+        sshcore_error_set(err, code, NULL);
+        return false;
+    }
+    return true;
+}
+
+int sshcore_stream_write(sshcore_op *op, const uint8_t *data, size_t len,
+                         sshcore_write_done_fn done, void *ctx, uint64_t *id,
+                         sshcore_error *err)
+{
+    session_op *x = (session_op *)op;
+    wreq *w = calloc(1, sizeof(*w));
+
+    if (w == NULL || (len > 0 && (w->data = malloc(len)) == NULL)) {
+        free(w);
+        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return -1;
+    }
+    if (len > 0) {
+        memcpy(w->data, data, len);
+    }
+    w->len = len;
+    w->done = done;
+    w->ctx = ctx;
+    pthread_mutex_lock(&x->mu);
+    if (!inbox_open(x, err) || x->eof_queued) {
+        if (x->eof_queued && atomic_load(&op->done) == 0 && !x->inbox_closed) {
+            sshcore_error_set(err, SSHCORE_E_INVALID_STATE, "stdin was already finished (EOF)");
+        }
+        pthread_mutex_unlock(&x->mu);
+        free(w->data);
+        free(w);
+        return -1;
+    }
+    enqueue(x, w);
+    *id = w->id;
+    pthread_mutex_unlock(&x->mu);
+    sshcore_conn_wake(op->conn);
+    return 0;
+}
+
+void sshcore_stream_write_cancel(sshcore_op *op, uint64_t id)
+{
+    session_op *x = (session_op *)op;
+    wreq *w = NULL;
+    bool found = false;
+
+    pthread_mutex_lock(&x->mu);
+    for (w = x->wq_head; w != NULL; w = w->next) {
+        if (w->id == id) {
+            w->cancelled = true;
+            found = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&x->mu);
+    if (found) {
+        sshcore_conn_wake(op->conn);
+    }
+}
+
+int sshcore_stream_send_eof(sshcore_op *op, sshcore_error *err)
+{
+    session_op *x = (session_op *)op;
+    wreq *w = calloc(1, sizeof(*w));
+
+    if (w == NULL) {
+        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return -1;
+    }
+    w->eof = true;
+    pthread_mutex_lock(&x->mu);
+    if (!inbox_open(x, err)) {
+        pthread_mutex_unlock(&x->mu);
+        free(w);
+        return -1;
+    }
+    if (x->eof_queued) {
+        pthread_mutex_unlock(&x->mu);
+        free(w);
+        return 0; /* idempotent */
+    }
+    x->eof_queued = true;
+    enqueue(x, w);
+    pthread_mutex_unlock(&x->mu);
+    sshcore_conn_wake(op->conn);
+    return 0;
+}
+
+int sshcore_stream_signal(sshcore_op *op, const char *name, sshcore_error *err)
+{
+    session_op *x = (session_op *)op;
+
+    if (name == NULL || name[0] == '\0' || strlen(name) >= sizeof(x->signals[0])) {
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "bad signal name");
+        return -1;
+    }
+    pthread_mutex_lock(&x->mu);
+    if (!inbox_open(x, err)) {
+        pthread_mutex_unlock(&x->mu);
+        return -1;
+    }
+    if (x->signal_count == SIGNALS_MAX) {
+        pthread_mutex_unlock(&x->mu);
+        sshcore_error_set(err, SSHCORE_E_INVALID_STATE, "too many signals waiting to be sent");
+        return -1;
+    }
+    snprintf(x->signals[x->signal_count], sizeof(x->signals[0]), "%s", name);
+    x->signal_count++;
+    pthread_mutex_unlock(&x->mu);
+    sshcore_conn_wake(op->conn);
+    return 0;
+}
+
+int sshcore_stream_resize(sshcore_op *op, uint32_t cols, uint32_t rows,
+                          uint32_t px_width, uint32_t px_height, sshcore_error *err)
+{
+    session_op *x = (session_op *)op;
+    (void)px_width; /* libssh 0.10 sends 0 pixels */
+    (void)px_height;
+
+    if (cols == 0 || rows == 0 || cols > 0x7fffffff || rows > 0x7fffffff) {
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "terminal size out of range");
+        return -1;
+    }
+    pthread_mutex_lock(&x->mu);
+    if (!inbox_open(x, err)) {
+        pthread_mutex_unlock(&x->mu);
+        return -1;
+    }
+    if (!x->want_pty) {
+        pthread_mutex_unlock(&x->mu);
+        sshcore_error_set(err, SSHCORE_E_INVALID_STATE, "the channel has no PTY");
+        return -1;
+    }
+    x->resize_pending = true;
+    x->new_cols = cols;
+    x->new_rows = rows;
+    pthread_mutex_unlock(&x->mu);
+    sshcore_conn_wake(op->conn);
+    return 0;
+}
+
+void sshcore_stream_consumed(sshcore_op *op, size_t n)
+{
+    session_op *x = (session_op *)op;
+    size_t before = atomic_load(&x->unconsumed);
+
+    while (!atomic_compare_exchange_weak(&x->unconsumed, &before, before >= n ? before - n : 0)) {
+    }
+    if (atomic_exchange(&x->starved, 0) != 0) {
+        sshcore_conn_wake(op->conn);
+    }
+}
+
+void sshcore_stream_get_exit(sshcore_op *op, sshcore_exit_info *info)
+{
+    session_op *x = (session_op *)op;
+
+    memset(info, 0, sizeof(*info));
+    if (atomic_load(&op->done) == 0) {
+        return;
+    }
+    info->kind = x->exit_kind;
+    info->status = x->exit_status;
+    snprintf(info->signal, sizeof(info->signal), "%s", x->exit_signal);
+    info->core_dumped = x->core_dumped;
+}
+
+void sshcore_exec_get_result(sshcore_op *op, sshcore_exec_result *r)
+{
+    session_op *x = (session_op *)op;
+
+    memset(r, 0, sizeof(*r));
+    if (atomic_load(&op->done) == 0 || op->err.code != SSHCORE_E_OK) {
+        return;
+    }
+    r->out = x->out[0].data;
+    r->out_len = x->out[0].len;
+    r->err = x->out[1].data;
+    r->err_len = x->out[1].len;
+    r->exit_kind = x->exit_kind;
+    r->exit_status = x->exit_status;
+    snprintf(r->exit_signal, sizeof(r->exit_signal), "%s", x->exit_signal);
+    r->core_dumped = x->core_dumped;
+    r->env_fallback_used = x->use_fallback;
+}

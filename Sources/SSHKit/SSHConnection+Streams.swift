@@ -1,0 +1,90 @@
+/// Settings for a streamed command or shell.
+public struct SSHChannelOptions: Sendable {
+    /// Sent as `env` requests; when the server's `AcceptEnv` refuses one, a command
+    /// is re-issued as `export NAME='value'; command`, and a shell is started as
+    /// `export ...; exec "$SHELL" -l` (POSIX login shells only).
+    public var environment: [String: String]
+    /// After this long the command is sent `TERM`, its channel is closed, and
+    /// readers and `exitStatus()` end with `timedOut`; output read so far stays read.
+    public var timeout: Duration?
+    /// Output held for readers before the channel stops reading (and the server
+    /// stops sending): the memory bound per channel, besides libssh's window.
+    public var bufferLimit: Int
+
+    public init(environment: [String: String] = [:], timeout: Duration? = nil, bufferLimit: Int = 1 << 20) {
+        self.environment = environment
+        self.timeout = timeout
+        self.bufferLimit = bufferLimit
+    }
+
+    func validate() throws(SSHError) {
+        if bufferLimit < 1024 || bufferLimit > 1 << 30 {
+            throw SSHError(.invalidArgument, "bufferLimit must be within 1 KiB...1 GiB")
+        }
+        if let timeout, timeout <= .zero { throw SSHError(.invalidArgument, "timeout must be positive") }
+    }
+}
+
+extension SSHConnection {
+    /// Starts `command` with its output streamed; returns once the server accepted it.
+    /// Prefer `withCommand`, which cannot leave a command running by accident.
+    ///
+    /// - Parameter terminal: request a PTY first (`ssh -t`): stdout and stderr then
+    ///   arrive merged on `stdout`, and closing hangs the terminal up.
+    /// - Throws: `channelOpenFailed` (e.g. the server's MaxSessions), `channelRequestFailed`,
+    ///   `cancelled`, `connectionLost`/`disconnected`, `invalidArgument`,
+    ///   `invalidState` (after `close()`).
+    public func startCommand(
+        _ command: String, options: SSHChannelOptions = SSHChannelOptions(), terminal: SSHTerminal? = nil
+    ) async throws(SSHError) -> SSHCommand {
+        if command.utf8.contains(0) { throw SSHError(.invalidArgument, "command contains a NUL byte") }
+        try options.validate()
+        try terminal?.validate()
+        let (env, fallback) = try Self.environmentRequests(options.environment, command: command)
+        let channel = StreamChannel(logger: logger)
+        try await channel.start(on: core, StreamRequest(
+            command: command, fallback: fallback, environment: env, pty: terminal,
+            bufferLimit: options.bufferLimit, timeout: options.timeout))
+        logger.trace("command started", metadata: ["pty": "\(terminal != nil)"])
+        return SSHCommand(channel: channel, command: command)
+    }
+
+    /// Runs `body` with a started command; if the command still runs when `body`
+    /// returns or throws (or the task is cancelled), it is cancelled: `TERM`, then
+    /// its channel is closed.
+    public func withCommand<R>(
+        _ command: String, options: SSHChannelOptions = SSHChannelOptions(), terminal: SSHTerminal? = nil,
+        _ body: (SSHCommand) async throws -> R
+    ) async throws -> R {
+        let cmd = try await startCommand(command, options: options, terminal: terminal)
+        defer { if !cmd.channel.isFinished { cmd.cancel() } }
+        return try await body(cmd)
+    }
+
+    /// Opens the user's login shell on a pseudo-terminal; returns once it started.
+    /// Prefer `withShell`.
+    /// - Throws: as `startCommand`.
+    public func openShell(
+        terminal: SSHTerminal = SSHTerminal(), options: SSHChannelOptions = SSHChannelOptions()
+    ) async throws(SSHError) -> SSHShell {
+        try options.validate()
+        try terminal.validate()
+        let (env, fallback) = try Self.environmentRequests(options.environment, command: "exec \"$SHELL\" -l")
+        let channel = StreamChannel(logger: logger)
+        try await channel.start(on: core, StreamRequest(
+            command: nil, fallback: fallback, environment: env, pty: terminal,
+            bufferLimit: options.bufferLimit, timeout: options.timeout))
+        logger.trace("shell started", metadata: ["term": "\(terminal.term)"])
+        return SSHShell(channel: channel, terminal: terminal)
+    }
+
+    /// Runs `body` with an open shell, and hangs it up when `body` ends.
+    public func withShell<R>(
+        terminal: SSHTerminal = SSHTerminal(), options: SSHChannelOptions = SSHChannelOptions(),
+        _ body: (SSHShell) async throws -> R
+    ) async throws -> R {
+        let shell = try await openShell(terminal: terminal, options: options)
+        defer { if !shell.channel.isFinished { shell.close() } }
+        return try await body(shell)
+    }
+}
