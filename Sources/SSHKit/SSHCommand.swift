@@ -39,6 +39,12 @@ public final class SSHCommand: Sendable {
         try channel.signal(signal.name)
     }
 
+    /// Tells the terminal of a command started with `terminal:` its new size.
+    /// Throws `invalidState` for a command without a terminal.
+    public func resize(to size: SSHTerminalSize) throws(SSHError) {
+        try channel.resize(size)
+    }
+
     /// Waits for the end: the exit status or signal once the channel closed and all
     /// output was read (unread output beyond `bufferLimit` keeps it waiting). Throws
     /// what ended it otherwise: `timedOut`, `cancelled`, `connectionLost`...

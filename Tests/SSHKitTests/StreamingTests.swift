@@ -14,171 +14,171 @@ struct StreamingTests {
     func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
 
     @Test func stdoutAndStderrStreamSeparatelyAndTheExitStatusComesLast() async throws {
-        let conn = try await connect()
-        defer { Task { await conn.close() } }
-        let cmd = try await conn.startCommand("printf out1; printf err1 >&2; sleep 0.2; printf out2; printf err2 >&2; exit 7")
-        async let out = cmd.stdout.collect(upTo: 1 << 20)
-        async let err = cmd.stderr.collect(upTo: 1 << 20)
-        #expect(text(try await out) == "out1out2")
-        #expect(text(try await err) == "err1err2")
-        #expect(try await cmd.exitStatus() == .exited(7))
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let cmd = try await conn.startCommand("printf out1; printf err1 >&2; sleep 0.2; printf out2; printf err2 >&2; exit 7")
+            async let out = cmd.stdout.collect(upTo: 1 << 20)
+            async let err = cmd.stderr.collect(upTo: 1 << 20)
+            #expect(text(try await out) == "out1out2")
+            #expect(text(try await err) == "err1err2")
+            #expect(try await cmd.exitStatus() == .exited(7))
+        }
     }
 
     @Test func mergedOutputKeepsArrivalOrder() async throws {
-        let conn = try await connect()
-        defer { Task { await conn.close() } }
-        let cmd = try await conn.startCommand(
-            "for i in 1 2 3 4; do echo o$i; sleep 0.05; echo e$i >&2; sleep 0.05; done")
-        var seen: [String] = []
-        for try await chunk in cmd.output {
-            switch chunk {
-            case .stdout(let b): seen += text(b).split(separator: "\n").map { "out:" + $0 }
-            case .stderr(let b): seen += text(b).split(separator: "\n").map { "err:" + $0 }
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let cmd = try await conn.startCommand(
+                "for i in 1 2 3 4; do echo o$i; sleep 0.05; echo e$i >&2; sleep 0.05; done")
+            var seen: [String] = []
+            for try await chunk in cmd.output {
+                switch chunk {
+                case .stdout(let b): seen += text(b).split(separator: "\n").map { "out:" + $0 }
+                case .stderr(let b): seen += text(b).split(separator: "\n").map { "err:" + $0 }
+                }
             }
+            #expect(seen == ["out:o1", "err:e1", "out:o2", "err:e2", "out:o3", "err:e3", "out:o4", "err:e4"])
+            #expect(try await cmd.exitStatus() == .exited(0))
         }
-        #expect(seen == ["out:o1", "err:e1", "out:o2", "err:e2", "out:o3", "err:e3", "out:o4", "err:e4"])
-        #expect(try await cmd.exitStatus() == .exited(0))
     }
 
     @Test func stdinStreamsWhileOutputIsReadAndFinishSendsEOF() async throws {
-        let conn = try await connect()
-        defer { Task { await conn.close() } }
-        let data = randomBytes(6 << 20)
-        let cmd = try await conn.startCommand("cat")
-        async let echoed = cmd.stdout.collect(upTo: 8 << 20)
-        var offset = 0
-        while offset < data.count {
-            let end = min(offset + 100_000, data.count)
-            try await cmd.stdin.write(Array(data[offset..<end]))
-            offset = end
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let data = randomBytes(6 << 20)
+            let cmd = try await conn.startCommand("cat")
+            async let echoed = cmd.stdout.collect(upTo: 8 << 20)
+            var offset = 0
+            while offset < data.count {
+                let end = min(offset + 100_000, data.count)
+                try await cmd.stdin.write(Array(data[offset..<end]))
+                offset = end
+            }
+            try cmd.stdin.finish()
+            #expect(try await echoed == data)
+            #expect(try await cmd.exitStatus() == .exited(0))
         }
-        try cmd.stdin.finish()
-        #expect(try await echoed == data)
-        #expect(try await cmd.exitStatus() == .exited(0))
     }
 
     @Test func aSignalReachesTheRemoteCommand() async throws {
-        let conn = try await connect()
-        defer { Task { await conn.close() } }
-        let cmd = try await conn.startCommand(
-            "trap 'echo got-usr1; exit 3' USR1; echo ready; while :; do sleep 0.05; done")
-        var it = cmd.stdout.makeAsyncIterator()
-        #expect(text(try await it.next() ?? []) == "ready\n")
-        try cmd.send(.usr1)
-        var rest: [UInt8] = []
-        while let chunk = try await it.next() { rest += chunk }
-        #expect(text(rest) == "got-usr1\n")
-        #expect(try await cmd.exitStatus() == .exited(3))
-        // the channel is gone: a late signal is a typed error
-        let e = await expectSSHError { try cmd.send(.term) }
-        #expect(e?.code == .channelClosed)
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let cmd = try await conn.startCommand(
+                "trap 'echo got-usr1; exit 3' USR1; echo ready; while :; do sleep 0.05; done")
+            var it = cmd.stdout.makeAsyncIterator()
+            #expect(text(try await it.next() ?? []) == "ready\n")
+            try cmd.send(.usr1)
+            var rest: [UInt8] = []
+            while let chunk = try await it.next() { rest += chunk }
+            #expect(text(rest) == "got-usr1\n")
+            #expect(try await cmd.exitStatus() == .exited(3))
+            // the channel is gone: a late signal is a typed error
+            let e = await expectSSHError { try cmd.send(.term) }
+            #expect(e?.code == .channelClosed)
+        }
     }
 
     @Test func environmentIsSentAndFallsBackWhenRefused() async throws {
-        let conn = try await connect()
-        defer { Task { await conn.close() } }
-        let accepted = try await conn.startCommand(
-            "echo \"$SSHKIT_STREAM\"", options: SSHChannelOptions(environment: ["SSHKIT_STREAM": "a b'c"]))
-        #expect(text(try await accepted.stdout.collect(upTo: 1024)) == "a b'c\n")
-        #expect(!accepted.usedEnvironmentFallback)
-        let refused = try await conn.startCommand(
-            "echo \"$NOT_ACCEPTED\"", options: SSHChannelOptions(environment: ["NOT_ACCEPTED": "x;y"]))
-        #expect(text(try await refused.stdout.collect(upTo: 1024)) == "x;y\n")
-        #expect(refused.usedEnvironmentFallback)
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let accepted = try await conn.startCommand(
+                "echo \"$SSHKIT_STREAM\"", options: SSHChannelOptions(environment: ["SSHKIT_STREAM": "a b'c"]))
+            #expect(text(try await accepted.stdout.collect(upTo: 1024)) == "a b'c\n")
+            #expect(!accepted.usedEnvironmentFallback)
+            let refused = try await conn.startCommand(
+                "echo \"$NOT_ACCEPTED\"", options: SSHChannelOptions(environment: ["NOT_ACCEPTED": "x;y"]))
+            #expect(text(try await refused.stdout.collect(upTo: 1024)) == "x;y\n")
+            #expect(refused.usedEnvironmentFallback)
+        }
     }
 
     @Test func aTimeoutStopsTheCommandAndIsTyped() async throws {
-        let conn = try await connect()
-        defer { Task { await conn.close() } }
-        let marker = remoteSleepMarker()
-        let cmd = try await conn.startCommand(
-            "echo started; exec sleep \(marker)", options: SSHChannelOptions(timeout: .milliseconds(700)))
-        var it = cmd.stdout.makeAsyncIterator()
-        #expect(text(try await it.next() ?? []) == "started\n")
-        let (e, seconds) = await measure { await expectSSHError { try await cmd.exitStatus() } }
-        #expect(e?.code == .timedOut)
-        #expect(seconds < 5)
-        let reader = await expectSSHError { try await it.next() }
-        #expect(reader?.code == .timedOut)
-        try await expectNoRemoteProcess(conn, marker: marker)
-        #expect(try await conn.execute("echo fine").stdoutString == "fine\n")
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let marker = remoteSleepMarker()
+            let cmd = try await conn.startCommand(
+                "echo started; exec sleep \(marker)", options: SSHChannelOptions(timeout: .milliseconds(700)))
+            var it = cmd.stdout.makeAsyncIterator()
+            #expect(text(try await it.next() ?? []) == "started\n")
+            let (e, seconds) = await measure { await expectSSHError { try await cmd.exitStatus() } }
+            #expect(e?.code == .timedOut)
+            #expect(seconds < 5)
+            let reader = await expectSSHError { try await it.next() }
+            #expect(reader?.code == .timedOut)
+            try await expectNoRemoteProcess(conn, marker: marker)
+            #expect(try await conn.execute("echo fine").stdoutString == "fine\n")
+        }
     }
 
     /// The consumer stops reading: the remote writer must stall soon (window closed),
     /// then everything arrives once reading resumes.
     @Test func aSlowConsumerStallsTheRemoteWriter() async throws {
-        let conn = try await connect()
-        defer { Task { await conn.close() } }
-        let progress = "/tmp/sshkit-progress-\(UInt32.random(in: 0...UInt32.max))"
-        let blocks = 400 // 400 × 64 KiB = 25 MiB
-        let cmd = try await conn.startCommand(
-            "i=0; while [ $i -lt \(blocks) ]; do head -c 65536 /dev/zero; i=$((i+1)); echo $i > \(progress); done",
-            options: SSHChannelOptions(bufferLimit: 1 << 20))
-        try await Task.sleep(for: .seconds(1.5))
-        let written = Int(try await conn.execute("cat \(progress)").stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
-        print("backpressure: the remote wrote \(written * 64) KiB of \(blocks * 64) KiB while nobody read")
-        // buffer limit (1 MiB) + libssh's buffer and window (< 4 MiB) + sshd and the pipe
-        #expect(written >= 1 && written * 65536 <= 8 << 20, "the remote wrote \(written) blocks while nobody read")
-        var total = 0
-        for try await chunk in cmd.stdout { total += chunk.count }
-        #expect(total == blocks * 65536)
-        #expect(try await cmd.exitStatus() == .exited(0))
-        _ = try await conn.execute("rm -f \(progress)")
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let progress = "/tmp/sshkit-progress-\(UInt32.random(in: 0...UInt32.max))"
+            let blocks = 400 // 400 × 64 KiB = 25 MiB
+            let cmd = try await conn.startCommand(
+                "i=0; while [ $i -lt \(blocks) ]; do head -c 65536 /dev/zero; i=$((i+1)); echo $i > \(progress); done",
+                options: SSHChannelOptions(bufferLimit: 1 << 20))
+            try await Task.sleep(for: .seconds(1.5))
+            let written = Int(try await conn.execute("cat \(progress)").stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+            print("backpressure: the remote wrote \(written * 64) KiB of \(blocks * 64) KiB while nobody read")
+            // buffer limit (1 MiB) + libssh's buffer and window (< 4 MiB) + sshd and the pipe
+            #expect(written >= 1 && written * 65536 <= 8 << 20, "the remote wrote \(written) blocks while nobody read")
+            var total = 0
+            for try await chunk in cmd.stdout { total += chunk.count }
+            #expect(total == blocks * 65536)
+            #expect(try await cmd.exitStatus() == .exited(0))
+            _ = try await conn.execute("rm -f \(progress)")
+        }
     }
 
     @Test func heavyStderrNeverBlocksStdout() async throws {
-        let conn = try await connect()
-        defer { Task { await conn.close() } }
-        let cmd = try await conn.startCommand(
-            "head -c 5000000 /dev/zero >&2; head -c 5000000 /dev/zero; head -c 3000000 /dev/zero >&2")
-        async let err = cmd.stderr.collect(upTo: 16 << 20)
-        async let out = cmd.stdout.collect(upTo: 16 << 20)
-        #expect(try await out.count == 5_000_000)
-        #expect(try await err.count == 8_000_000)
-        #expect(try await cmd.exitStatus() == .exited(0))
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let cmd = try await conn.startCommand(
+                "head -c 5000000 /dev/zero >&2; head -c 5000000 /dev/zero; head -c 3000000 /dev/zero >&2")
+            async let err = cmd.stderr.collect(upTo: 16 << 20)
+            async let out = cmd.stdout.collect(upTo: 16 << 20)
+            #expect(try await out.count == 5_000_000)
+            #expect(try await err.count == 8_000_000)
+            #expect(try await cmd.exitStatus() == .exited(0))
+        }
     }
 
     @Test func cancellingOneCommandLeavesTheOthersAndStopsItsProcess() async throws {
-        let conn = try await connect()
-        defer { Task { await conn.close() } }
-        let marker = remoteSleepMarker()
-        let victim = try await conn.startCommand("echo up; exec sleep \(marker)")
-        let sibling = try await conn.startCommand("sleep 0.5; echo sibling")
-        var it = victim.stdout.makeAsyncIterator()
-        #expect(text(try await it.next() ?? []) == "up\n")
-        victim.cancel()
-        let e = await expectSSHError { try await victim.exitStatus() }
-        #expect(e?.code == .cancelled)
-        #expect(text(try await sibling.stdout.collect(upTo: 1024)) == "sibling\n")
-        #expect(try await sibling.exitStatus() == .exited(0))
-        try await expectNoRemoteProcess(conn, marker: marker)
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let marker = remoteSleepMarker()
+            let victim = try await conn.startCommand("echo up; exec sleep \(marker)")
+            let sibling = try await conn.startCommand("sleep 0.5; echo sibling")
+            var it = victim.stdout.makeAsyncIterator()
+            #expect(text(try await it.next() ?? []) == "up\n")
+            victim.cancel()
+            let e = await expectSSHError { try await victim.exitStatus() }
+            #expect(e?.code == .cancelled)
+            #expect(text(try await sibling.stdout.collect(upTo: 1024)) == "sibling\n")
+            #expect(try await sibling.exitStatus() == .exited(0))
+            try await expectNoRemoteProcess(conn, marker: marker)
+        }
     }
 
     @Test func withCommandCancelsACommandStillRunningWhenTheBodyEnds() async throws {
-        let conn = try await connect()
-        defer { Task { await conn.close() } }
-        let marker = remoteSleepMarker()
-        let first = try await conn.withCommand("echo hi; exec sleep \(marker)") { cmd in
-            var it = cmd.stdout.makeAsyncIterator()
-            return text(try await it.next() ?? [])
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let marker = remoteSleepMarker()
+            let first = try await conn.withCommand("echo hi; exec sleep \(marker)") { cmd in
+                var it = cmd.stdout.makeAsyncIterator()
+                return text(try await it.next() ?? [])
+            }
+            #expect(first == "hi\n")
+            try await expectNoRemoteProcess(conn, marker: marker)
         }
-        #expect(first == "hi\n")
-        try await expectNoRemoteProcess(conn, marker: marker)
     }
 
     @Test func writingToACommandThatExitedIsChannelClosed() async throws {
-        let conn = try await connect()
-        defer { Task { await conn.close() } }
-        let cmd = try await conn.startCommand("exit 0")
-        #expect(try await cmd.exitStatus() == .exited(0))
-        let e = await expectSSHError { try await cmd.stdin.write("late") }
-        #expect(e?.code == .channelClosed)
-        // and writing after finish() is refused
-        let open = try await conn.startCommand("cat >/dev/null")
-        try open.stdin.finish()
-        let e2 = await expectSSHError { try await open.stdin.write("after eof") }
-        #expect(e2?.code == .invalidState)
-        #expect(try await open.exitStatus() == .exited(0))
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let cmd = try await conn.startCommand("exit 0")
+            #expect(try await cmd.exitStatus() == .exited(0))
+            let e = await expectSSHError { try await cmd.stdin.write("late") }
+            #expect(e?.code == .channelClosed)
+            // and writing after finish() is refused
+            let open = try await conn.startCommand("cat >/dev/null")
+            try open.stdin.finish()
+            let e2 = await expectSSHError { try await open.stdin.write("after eof") }
+            #expect(e2?.code == .invalidState)
+            #expect(try await open.exitStatus() == .exited(0))
+        }
     }
 
     @Test func closingTheConnectionEndsEveryStreamWithATypedError() async throws {
@@ -204,18 +204,18 @@ struct StreamingTests {
     }
 
     @Test func badOptionsAreRejectedBeforeAnythingIsSent() async throws {
-        let conn = try await connect()
-        defer { Task { await conn.close() } }
-        let e1 = await expectSSHError { try await conn.startCommand("true", options: SSHChannelOptions(bufferLimit: 10)) }
-        #expect(e1?.code == .invalidArgument)
-        let e2 = await expectSSHError { try await conn.startCommand("true", options: SSHChannelOptions(timeout: .zero)) }
-        #expect(e2?.code == .invalidArgument)
-        let e3 = await expectSSHError {
-            try await conn.startCommand("true", options: SSHChannelOptions(environment: ["BAD-NAME": "x"]))
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let e1 = await expectSSHError { try await conn.startCommand("true", options: SSHChannelOptions(bufferLimit: 10)) }
+            #expect(e1?.code == .invalidArgument)
+            let e2 = await expectSSHError { try await conn.startCommand("true", options: SSHChannelOptions(timeout: .zero)) }
+            #expect(e2?.code == .invalidArgument)
+            let e3 = await expectSSHError {
+                try await conn.startCommand("true", options: SSHChannelOptions(environment: ["BAD-NAME": "x"]))
+            }
+            #expect(e3?.code == .invalidArgument)
+            let e4 = await expectSSHError { try await conn.startCommand("true", terminal: SSHTerminal(term: "a b")) }
+            #expect(e4?.code == .invalidArgument)
         }
-        #expect(e3?.code == .invalidArgument)
-        let e4 = await expectSSHError { try await conn.startCommand("true", terminal: SSHTerminal(term: "a b")) }
-        #expect(e4?.code == .invalidArgument)
     }
 }
 
