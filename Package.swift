@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "SSHKit", targets: ["SSHKit"]),
         .executable(name: "ssh-exec", targets: ["ssh-exec"]),
         .executable(name: "known-hosts", targets: ["known-hosts"]),
+        .executable(name: "ssh-shell", targets: ["ssh-shell"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -44,6 +45,14 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/ssh-exec"
+        ),
+        .executableTarget(
+            name: "ssh-shell",
+            dependencies: [
+                "SSHKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/ssh-shell"
         ),
         .executableTarget(
             name: "known-hosts",

@@ -35,6 +35,15 @@ struct Daemon: Sendable {
         return Daemon(pid: pid)
     }
 
+    /// Waits for a short-lived process started with `spawn` (one that forks a daemon
+    /// of its own, like `tmux new-session -d`); its exit status.
+    func wait() -> Int32 {
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        ServerRegistry.remove(pid)
+        return (status >> 8) & 0xff
+    }
+
     var isRunning: Bool {
         var status: Int32 = 0
         return waitpid(pid, &status, WNOHANG) == 0
