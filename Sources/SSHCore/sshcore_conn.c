@@ -1322,10 +1322,12 @@ static void *worker_main(void *arg)
         if (conn->phase == PH_DONE) {
             break;
         }
-        if (again) {
-            continue;
-        }
-        if (conn->phase != PH_READY && conn->deadline_ms != 0 && conn->paused_at_ms == 0 &&
+        /* More work is ready: poll without waiting rather than skip the poll,
+         * so the socket is still serviced every pass. libssh writes a queued
+         * packet only after a POLLOUT event: a busy channel that kept the loop
+         * from polling held every other channel's writes back (measured: 60 to
+         * 270 ms echo stalls beside a bulk stream). */
+        if (!again && conn->phase != PH_READY && conn->deadline_ms != 0 && conn->paused_at_ms == 0 &&
             sshcore_now_ms() >= conn->deadline_ms) {
             fail_code(conn, SSHCORE_E_CONNECT_TIMEOUT, NULL);
             break;
@@ -1355,7 +1357,7 @@ static void *worker_main(void *arg)
             pfd[nfds].revents = 0;
             nfds++;
         }
-        timeout = poll_timeout(conn);
+        timeout = again ? 0 : poll_timeout(conn);
         if (poll(pfd, nfds, timeout) < 0 && errno != EINTR) {
             fail_code(conn, SSHCORE_E_SYSTEM, "poll failed");
             break;

@@ -16,9 +16,11 @@
  * The order of such held data is remembered (a FIFO of stream segments) and
  * it is read out in that order once the consumer catches up.
  */
+#include <linux/sockios.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "sshcore_internal.h"
 
@@ -28,6 +30,9 @@ enum { X_OPEN, X_ENV, X_PTY, X_START, X_IO };
  * starve its siblings on the same connection. */
 #define WRITE_CHUNK (64 * 1024)
 #define READ_CHUNK (64 * 1024)
+/* Streamed output is handed over in batches of up to this much (one callback,
+ * one wake-up of the reader, per batch instead of per packet). */
+#define BATCH_MAX (128 * 1024)
 /* Held output segments remembered for ordering; beyond, order is approximate. */
 #define HELD_MAX 1024
 /* Signals queued before the command started. */
@@ -94,6 +99,8 @@ typedef struct session_op {
     bool started_reported;
     bool released;
     sshcore_bytes out[2];   /* collected output */
+    sshcore_bytes batch;    /* streamed output not handed over yet */
+    int batch_stream;
     size_t held[2];         /* bytes libssh holds for us, per stream */
     held_seg held_fifo[HELD_MAX];
     size_t held_head;
@@ -147,6 +154,18 @@ static size_t room(session_op *x)
     return used >= x->limit ? 0 : x->limit - used;
 }
 
+/** Hands the batched output to the caller (worker). */
+static void flush_batch(session_op *x)
+{
+    if (x->batch.len == 0) {
+        return;
+    }
+    if (atomic_load(&x->base.done) == 0) {
+        x->cb.data(x->cb.ctx, x->batch_stream, x->batch.data, x->batch.len);
+    }
+    x->batch.len = 0;
+}
+
 /**
  * Hands `n` bytes to the caller (streamed) or to the collected output.
  * Returns false when the op ended because of it (output limit, memory).
@@ -169,8 +188,20 @@ static bool deliver(session_op *x, int stream, const uint8_t *p, size_t n)
         }
         return true;
     }
+    /* counted at once: batched bytes are in memory as much as delivered ones */
     atomic_fetch_add(&x->unconsumed, n);
-    x->cb.data(x->cb.ctx, stream, p, n);
+    if (x->batch.len > 0 && (x->batch_stream != stream || x->batch.len + n > BATCH_MAX)) {
+        flush_batch(x);
+    }
+    if (x->batch.len == 0 && n >= BATCH_MAX) {
+        x->cb.data(x->cb.ctx, stream, p, n); /* big enough alone: no copy */
+        return true;
+    }
+    if (sshcore_bytes_append(&x->batch, p, n) != 0) {
+        complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return false;
+    }
+    x->batch_stream = stream;
     return true;
 }
 
@@ -341,6 +372,26 @@ static bool send_controls(sshcore_conn *conn, session_op *x)
     return true;
 }
 
+/* Input stops going into libssh while the kernel holds this much unsent. */
+#define SEND_BACKLOG_MAX (512 * 1024)
+
+/**
+ * Whether the socket is backed up (the network or the server is slower than
+ * our writers). Not libssh's SSH_WRITE_PENDING: libssh sets it after every
+ * packet it sends until the next POLLOUT round, so under a bulk download (a
+ * WINDOW_ADJUST per 640 KB) it is nearly always set, and gating on it held an
+ * interactive channel's keystrokes back by up to seconds.
+ */
+static bool send_backlogged(const sshcore_conn *conn)
+{
+    int unsent = 0;
+
+    if (conn->sock_fd < 0 || ioctl(conn->sock_fd, SIOCOUTQ, &unsent) != 0) {
+        return false;
+    }
+    return unsent > SEND_BACKLOG_MAX;
+}
+
 /** Queued stdin and EOF, in order, within the peer's window. */
 static bool write_input(sshcore_conn *conn, session_op *x, bool *again)
 {
@@ -390,7 +441,7 @@ static bool write_input(sshcore_conn *conn, session_op *x, bool *again)
             continue;
         }
         /* without piling up in libssh's output buffer */
-        if (budget == 0 || (ssh_get_poll_flags(s) & SSH_WRITE_PENDING) != 0) {
+        if (budget == 0 || send_backlogged(conn)) {
             return true;
         }
         n = w->len - w->off;
@@ -411,11 +462,14 @@ static bool write_input(sshcore_conn *conn, session_op *x, bool *again)
             }
             return true; /* closing: the close path fails what is left */
         }
+        if (rc == 0) {
+            /* a key re-exchange is running: libssh holds channel data until it
+             * ends (its packets will wake us); retrying here would spin */
+            return true;
+        }
         w->off += (size_t)rc;
         budget -= (size_t)rc < budget ? (size_t)rc : budget;
-        if (rc > 0) {
-            *again = true;
-        }
+        *again = true;
     }
 }
 
@@ -488,7 +542,20 @@ static void fail_writes(session_op *x, int code)
     }
 }
 
+static bool session_io_pass(sshcore_conn *conn, session_op *x);
+
+/** One I/O pass; what arrived during it is handed over at its end. */
 static bool session_io(sshcore_conn *conn, session_op *x)
+{
+    bool again;
+
+    flush_batch(x); /* output that arrived while other channels were stepped */
+    again = session_io_pass(conn, x);
+    flush_batch(x);
+    return again;
+}
+
+static bool session_io_pass(sshcore_conn *conn, session_op *x)
 {
     ssh_session s = conn->session;
     bool again = false;
@@ -507,7 +574,7 @@ static bool session_io(sshcore_conn *conn, session_op *x)
     }
     /* Processing may have flushed libssh's pending output without a packet
      * to announce it: if stdin waits only for that, take another turn. */
-    if (x->wq_head != NULL && can_write(x) && (ssh_get_poll_flags(s) & SSH_WRITE_PENDING) == 0 &&
+    if (x->wq_head != NULL && can_write(x) && !send_backlogged(conn) &&
         ssh_channel_window_size(x->ch) > 0) {
         again = true;
     }
@@ -543,6 +610,7 @@ static bool session_io(sshcore_conn *conn, session_op *x)
             }
         }
         if (chan_event(x, SSHCORE_CHAN_EV_RECV_CLOSE) == SSHCORE_CHAN_ACT_FINISH) {
+            flush_batch(x); /* every byte before the end */
             complete_code(x, SSHCORE_E_OK, NULL);
         }
         return false;
@@ -725,6 +793,7 @@ static void session_destroy(sshcore_op *op)
     free(x->env_values);
     sshcore_bytes_free(&x->out[0]);
     sshcore_bytes_free(&x->out[1]);
+    sshcore_bytes_free(&x->batch);
     pthread_mutex_destroy(&x->mu);
     free(x);
 }

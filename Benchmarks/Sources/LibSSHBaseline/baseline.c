@@ -15,7 +15,7 @@ struct lsb_session {
 };
 
 lsb_session *lsb_connect(const char *host, int port, const char *user, const char *key_path,
-                         char *err, size_t err_len)
+                         const char *cipher, char *err, size_t err_len)
 {
     ssh_session s = ssh_new();
     ssh_key key = NULL;
@@ -32,6 +32,10 @@ lsb_session *lsb_connect(const char *host, int port, const char *user, const cha
     ssh_options_set(s, SSH_OPTIONS_USER, user);
     ssh_options_set(s, SSH_OPTIONS_NODELAY, &one);
     ssh_options_set(s, SSH_OPTIONS_PROCESS_CONFIG, &zero);
+    if (cipher != NULL) {
+        ssh_options_set(s, SSH_OPTIONS_CIPHERS_C_S, cipher);
+        ssh_options_set(s, SSH_OPTIONS_CIPHERS_S_C, cipher);
+    }
     if (ssh_connect(s) != SSH_OK) {
         snprintf(err, err_len, "connect: %s", ssh_get_error(s));
         goto fail;
@@ -107,6 +111,30 @@ int lsb_exec_many(lsb_session *s, const char *command, int n)
     }
     free(chans);
     return ok;
+}
+
+long long lsb_read_all(lsb_session *s, const char *command)
+{
+    char buf[65536];
+    long long total = 0;
+    int n;
+    ssh_channel ch = ssh_channel_new(s->s);
+
+    if (ch == NULL || ssh_channel_open_session(ch) != SSH_OK ||
+        ssh_channel_request_exec(ch, command) != SSH_OK) {
+        if (ch != NULL) {
+            ssh_channel_free(ch);
+        }
+        return -1;
+    }
+    while ((n = ssh_channel_read(ch, buf, sizeof(buf), 0)) > 0) {
+        total += n;
+    }
+    if (n < 0) {
+        total = -1;
+    }
+    (void)drain(ch);
+    return total;
 }
 
 void lsb_close(lsb_session *s)

@@ -44,10 +44,10 @@ struct Fixture {
     }
 
     /// Starts an OpenSSH ControlMaster in the background; returns its socket path.
-    func startControlMaster(_ name: String) throws -> String {
+    func startControlMaster(_ name: String, extra: [String] = []) throws -> String {
         let ctl = dir + "/" + name
         guard spawnAndWait(sshArgs(["-o", "ControlMaster=yes", "-o", "ControlPath=\(ctl)",
-                                    "-o", "ControlPersist=yes", "-f", "-N"])) == 0 else {
+                                    "-o", "ControlPersist=yes", "-f", "-N"] + extra)) == 0 else {
             throw BenchError("ssh ControlMaster did not start")
         }
         return ctl
@@ -85,8 +85,17 @@ func spawnAndWait(_ argv: [String], quiet: Bool = true) -> Int32 {
     }
     let cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
     defer { for p in cargs { free(p) } }
+    // task threads block signals and posix_spawn passes the mask on: reset it, or a
+    // child (ssh) would ignore the SIGTERM meant to stop it
+    var attr = posix_spawnattr_t()
+    posix_spawnattr_init(&attr)
+    defer { posix_spawnattr_destroy(&attr) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    posix_spawnattr_setsigmask(&attr, &empty)
+    posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK))
     var pid: pid_t = 0
-    guard posix_spawn(&pid, argv[0], &actions, nil, cargs, environ) == 0 else { return -1 }
+    guard posix_spawn(&pid, argv[0], &actions, &attr, cargs, environ) == 0 else { return -1 }
     var status: Int32 = 0
     while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     return (status >> 8) & 0xff
@@ -112,9 +121,9 @@ func percentile(_ xs: [Double], _ p: Double) -> Double {
 
 final class LibSSHSession: @unchecked Sendable {  // safe because: used from one task at a time
     let raw: OpaquePointer
-    init(_ f: Fixture) throws {
+    init(_ f: Fixture, cipher: String? = nil) throws {
         var err = [CChar](repeating: 0, count: 256)
-        guard let s = lsb_connect("127.0.0.1", Int32(f.port), f.user, f.key, &err, err.count) else {
+        guard let s = lsb_connect("127.0.0.1", Int32(f.port), f.user, f.key, cipher, &err, err.count) else {
             throw BenchError("libssh baseline: " + String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
         raw = s
@@ -224,32 +233,47 @@ func rotated<T>(_ xs: [T], by i: Int) -> [T] {
 
 func report(_ rows: [Row]) {
     func f(_ x: Double) -> String { String(format: x < 10 ? "%.2f" : "%.1f", x) }
-    print("")
-    print("| workload | SSHKit median | libssh C median | OpenSSH median | SSHKit / libssh C | SSHKit / OpenSSH |")
-    print("|---|---|---|---|---|---|")
+    out()
+    out("| workload | SSHKit median | libssh C median | OpenSSH median | SSHKit / libssh C | SSHKit / OpenSSH |")
+    out("|---|---|---|---|---|---|")
     for r in rows {
         let m = implementations.map { median(r.samples[$0] ?? []) }
-        print("| \(r.workload) | \(f(m[0])) (p90 \(f(percentile(r.samples["SSHKit"] ?? [], 0.9)))) | \(f(m[1])) | \(f(m[2])) | \(String(format: "%.2fx", m[0] / m[1])) | \(String(format: "%.2fx", m[0] / m[2])) |")
+        out("| \(r.workload) | \(f(m[0])) (p90 \(f(percentile(r.samples["SSHKit"] ?? [], 0.9)))) | \(f(m[1])) | \(f(m[2])) | \(String(format: "%.2fx", m[0] / m[1])) | \(String(format: "%.2fx", m[0] / m[2])) |")
     }
     let n = rows.map { r in implementations.map { "\($0): \(r.samples[$0]?.count ?? 0)" }.joined(separator: ", ") }
-    print("\nsamples: " + n.joined(separator: " | "))
+    out("\nsamples: " + n.joined(separator: " | "))
 }
 
 // MARK: - main
 
+
 let fixture = try Fixture.start(root: root)
 defer { fixture.stop(root: root) }
-print("sshd on 127.0.0.1:\(fixture.port); \(quick ? "quick run" : "full run"); implementations alternate")
+let only = CommandLine.arguments.first { $0.hasPrefix("--only=") }.map { String($0.dropFirst(7)) }
+out("sshd on 127.0.0.1:\(fixture.port); \(quick ? "quick run" : "full run"); implementations alternate")
 do {
-    let c = try await benchConnect(fixture, rounds: quick ? 10 : 40)
-    print("connect: done")
-    let s = try await benchSequential(fixture, total: quick ? 200 : 1000, block: 100)
-    print("sequential: done")
-    let m = try await benchConcurrent(fixture, n: 64, rounds: quick ? 5 : 20)
-    print("concurrent: done")
-    report([c, s, m])
+    var rows: [Row] = []
+    if only == nil || only == "exec" {
+        rows.append(try await benchConnect(fixture, rounds: quick ? 10 : 40))
+        out("connect: done")
+        rows.append(try await benchSequential(fixture, total: quick ? 200 : 1000, block: 100))
+        out("sequential: done")
+        rows.append(try await benchConcurrent(fixture, n: 64, rounds: quick ? 5 : 20))
+        out("concurrent: done")
+    }
+    if only == nil || only == "streams" {
+        rows.append(try await benchThroughput(fixture, mebibytes: quick ? 256 : 1024, rounds: quick ? 3 : 5))
+        out("throughput: done")
+        rows.append(try await benchEcho(fixture, samples: quick ? 200 : 1000))
+        out("echo: done")
+    }
+    report(rows)
+    if only == nil || only == "streams" {
+        try await benchFairness(fixture, samples: quick ? 200 : 1000)
+        try await benchSlowConsumer(fixture, mebibytes: quick ? 256 : 1024)
+    }
 } catch {
-    print("benchmark failed: \(error)")
+    out("benchmark failed: \(error)")
     fixture.stop(root: root)
     exit(1)
 }

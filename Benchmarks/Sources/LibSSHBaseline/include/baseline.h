@@ -9,11 +9,14 @@ typedef struct lsb_session lsb_session;
 
 /** Connect and authenticate with a key file; NULL on failure (err filled). */
 lsb_session *_Nullable lsb_connect(const char *host, int port, const char *user,
-                                   const char *key_path, char *err, size_t err_len);
+                                   const char *key_path, const char *_Nullable cipher,
+                                   char *err, size_t err_len);
 /** Run one command on a new channel, discard its output; returns the exit status or -1. */
 int lsb_exec(lsb_session *s, const char *command);
 /** Open n channels, exec the command on each, then drain them all; returns how many exited 0. */
 int lsb_exec_many(lsb_session *s, const char *command, int n);
+/** Run the command and read its stdout to the end (64 KiB reads); bytes read or -1. */
+long long lsb_read_all(lsb_session *s, const char *command);
 void lsb_close(lsb_session *s);
 
 #pragma clang assume_nonnull end

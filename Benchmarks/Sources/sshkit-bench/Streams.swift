@@ -1,0 +1,256 @@
+// Streaming workloads: raw channel throughput, PTY echo latency, fairness between a bulk
+// stream and an interactive channel on one connection, and memory under a slow consumer.
+import Foundation
+import LibSSHBaseline
+import SSHKit
+
+/// Every implementation uses this cipher in the throughput and echo workloads.
+let cipher = "aes128-gcm@openssh.com"
+
+extension Fixture {
+    var sshkitCipherConfig: SSHConfiguration {
+        var c = sshkitConfig
+        c.algorithms = SSHAlgorithms(ciphers: [cipher])
+        return c
+    }
+
+    /// A file of random bytes in the fixture directory, readable by the test user.
+    func blob(mebibytes: Int) throws -> String {
+        let path = dir + "/blob-\(mebibytes)"
+        if !FileManager.default.fileExists(atPath: path) {
+            guard spawnAndWait(["/bin/sh", "-c", "head -c \(mebibytes)M /dev/urandom > \(path) && chmod 644 \(path)"]) == 0
+            else { throw BenchError("could not make \(path)") }
+        }
+        return path
+    }
+}
+
+/// MB/s of `cat <blob>` read to the end by each implementation.
+func benchThroughput(_ f: Fixture, mebibytes: Int, rounds: Int) async throws -> Row {
+    var row = Row(workload: "`cat` \(mebibytes) MiB, \(cipher) (MB/s, higher is better)")
+    let path = try f.blob(mebibytes: mebibytes)
+    let bytes = Double(mebibytes) * 1_048_576
+    let conn = try await SSHClient.connect(f.sshkitCipherConfig)
+    let lib = try LibSSHSession(f, cipher: cipher)
+    let ctl = try f.startControlMaster("ctl-cat", extra: ["-c", cipher])
+    defer { f.stopControlMaster(ctl) }
+    let sshArgv = f.sshArgs(["-o", "ControlPath=\(ctl)"], command: "cat \(path)")
+    for i in 0..<rounds {
+        for impl in rotated(implementations, by: i) {
+            let t0 = now()
+            switch impl {
+            case "SSHKit":
+                let cmd = try await conn.startCommand("cat \(path)")
+                var total = 0
+                for try await chunk in cmd.stdout { total += chunk.count }
+                guard total == Int(bytes), try await cmd.exitStatus() == .exited(0) else {
+                    throw BenchError("SSHKit read \(total) bytes")
+                }
+            case "libssh C":
+                guard lsb_read_all(lib.raw, "cat \(path)") == Int64(bytes) else { throw BenchError("libssh cat") }
+            default:
+                guard spawnAndWait(sshArgv) == 0 else { throw BenchError("ssh cat failed") }
+            }
+            row.samples[impl, default: []].append(bytes / 1e6 / ((now() - t0) / 1000))
+        }
+    }
+    await conn.close()
+    return row
+}
+
+/// One byte to `stty raw -echo; cat` on a PTY and back, in milliseconds.
+struct SSHKitEcho {
+    let cmd: SSHCommand
+    var it: SSHOutputStream.AsyncIterator
+
+    init(_ conn: SSHConnection) async throws {
+        cmd = try await conn.startCommand("stty raw -echo; cat", terminal: SSHTerminal())
+        it = cmd.stdout.makeAsyncIterator()
+        _ = try await roundTrip() // the first one also waits for stty
+    }
+
+    mutating func roundTrip() async throws -> Double {
+        let t0 = now()
+        try await cmd.stdin.write([0x78])
+        var got = 0
+        while got < 1 {
+            guard let chunk = try await it.next() else { throw BenchError("echo stream ended") }
+            got += chunk.count
+        }
+        return now() - t0
+    }
+}
+
+/// `ssh -tt host 'stty raw -echo; cat'` with pipes for stdin and stdout.
+final class OpenSSHEcho {
+    let pid: pid_t
+    let toChild: Int32
+    let fromChild: Int32
+
+    init(_ f: Fixture, options: [String] = []) throws {
+        var inPipe: [Int32] = [0, 0], outPipe: [Int32] = [0, 0]
+        pipe(&inPipe)
+        pipe(&outPipe)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addclose(&actions, inPipe[1])
+        posix_spawn_file_actions_addclose(&actions, outPipe[0])
+        let argv = f.sshArgs(["-tt", "-c", cipher] + options, command: "stty raw -echo; cat")
+        let cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
+        defer { for p in cargs { free(p) } }
+        // task threads block signals and posix_spawn passes the mask on: without this,
+        // ssh would ignore the SIGTERM that ends it
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        defer { posix_spawnattr_destroy(&attr) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attr, &empty)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK))
+        var p: pid_t = 0
+        guard posix_spawn(&p, argv[0], &actions, &attr, cargs, environ) == 0 else { throw BenchError("spawn ssh -tt") }
+        pid = p
+        close(inPipe[0])
+        close(outPipe[1])
+        toChild = inPipe[1]
+        fromChild = outPipe[0]
+        _ = try roundTrip()
+    }
+
+    func roundTrip() throws -> Double {
+        var b: UInt8 = 0x78
+        let t0 = now()
+        guard write(toChild, &b, 1) == 1 else { throw BenchError("write to ssh") }
+        var buf = [UInt8](repeating: 0, count: 256)
+        guard read(fromChild, &buf, buf.count) > 0 else { throw BenchError("ssh -tt ended") }
+        return now() - t0
+    }
+
+    deinit {
+        close(toChild)
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        close(fromChild)
+    }
+}
+
+func benchEcho(_ f: Fixture, samples: Int) async throws -> Row {
+    var row = Row(workload: "PTY echo round trip, 1 byte (ms)")
+    let conn = try await SSHClient.connect(f.sshkitCipherConfig)
+    var mine = try await SSHKitEcho(conn)
+    let theirs = try OpenSSHEcho(f)
+    for i in 0..<(samples / 50) {
+        for impl in rotated(["SSHKit", "OpenSSH"], by: i) {
+            for _ in 0..<50 {
+                let ms = impl == "SSHKit" ? try await mine.roundTrip() : try theirs.roundTrip()
+                row.samples[impl, default: []].append(ms)
+            }
+        }
+    }
+    mine.cmd.cancel()
+    await conn.close()
+    return row
+}
+
+/// Echo latency on one connection with and without a full-speed stream beside it.
+func benchFairness(_ f: Fixture, samples: Int) async throws {
+    let conn = try await SSHClient.connect(f.sshkitCipherConfig)
+    var echo = try await SSHKitEcho(conn)
+    var quiet: [Double] = []
+    for _ in 0..<samples { quiet.append(try await echo.roundTrip()) }
+    let bulk = try await conn.startCommand("cat /dev/zero")
+    let counter = Task { () -> Int in
+        var total = 0
+        do { for try await chunk in bulk.stdout { total += chunk.count } } catch {}
+        return total
+    }
+    try await Task.sleep(for: .milliseconds(300)) // let the stream reach full speed
+    let t0 = now()
+    var busy: [Double] = []
+    for _ in 0..<samples { busy.append(try await echo.roundTrip()) }
+    let seconds = (now() - t0) / 1000
+    bulk.cancel()
+    let streamed = await counter.value
+    echo.cmd.cancel()
+    await conn.close()
+    // the same with OpenSSH: echo and a bulk stream multiplexed over one ControlMaster
+    let ctl = try f.startControlMaster("ctl-fair", extra: ["-c", cipher])
+    defer { f.stopControlMaster(ctl) }
+    let theirs = try OpenSSHEcho(f, options: ["-o", "ControlPath=\(ctl)"])
+    var theirsQuiet: [Double] = []
+    for _ in 0..<samples { theirsQuiet.append(try theirs.roundTrip()) }
+    let bulkArgv = f.sshArgs(["-o", "ControlPath=\(ctl)"], command: "cat /dev/zero")
+    let bulkTask = Task.detached { spawnAndWait(bulkArgv) }
+    try await Task.sleep(for: .milliseconds(300))
+    var theirsBusy: [Double] = []
+    for _ in 0..<samples { theirsBusy.append(try theirs.roundTrip()) }
+    _ = spawnAndWait(["/usr/bin/pkill", "-f", "ControlPath=\(ctl) .*cat /dev/zero"])
+    _ = await bulkTask.value
+    func f2(_ x: Double) -> String { String(format: "%.3f", x) }
+    out("""
+
+    Fairness, one connection, \(samples) echo round trips each (ms):
+    | echo | p50 | p99 | max |
+    |---|---|---|---|
+    | idle connection | \(f2(percentile(quiet, 0.5))) | \(f2(percentile(quiet, 0.99))) | \(f2(quiet.max() ?? .nan)) |
+    | beside a `cat /dev/zero` stream | \(f2(percentile(busy, 0.5))) | \(f2(percentile(busy, 0.99))) | \(f2(busy.max() ?? .nan)) |
+    | OpenSSH `ssh -tt`, idle ControlMaster | \(f2(percentile(theirsQuiet, 0.5))) | \(f2(percentile(theirsQuiet, 0.99))) | \(f2(theirsQuiet.max() ?? .nan)) |
+    | OpenSSH, beside `cat /dev/zero` on the same ControlMaster | \(f2(percentile(theirsBusy, 0.5))) | \(f2(percentile(theirsBusy, 0.99))) | \(f2(theirsBusy.max() ?? .nan)) |
+    (the stream moved \(streamed / 1_048_576) MiB in total, ~\(Int(Double(streamed) / 1e6 / (seconds + 0.3))) MB/s while echoing)
+    """)
+}
+
+func residentMiB() -> Double {
+    guard let s = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+          let line = s.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+          let kb = Double(line.split(separator: " ").dropFirst().first ?? "") else { return .nan }
+    return kb / 1024
+}
+
+/// Streams through a consumer slower than the network and samples the RSS.
+func benchSlowConsumer(_ f: Fixture, mebibytes: Int) async throws {
+    let conn = try await SSHClient.connect(f.sshkitCipherConfig)
+    let before = residentMiB()
+    let sampler = Task { () -> Double in
+        var peak = 0.0
+        while !Task.isCancelled {
+            peak = max(peak, residentMiB())
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return peak
+    }
+    let t0 = now()
+    let cmd = try await conn.startCommand("head -c \(mebibytes)M /dev/zero")
+    var total = 0
+    var sinceNap = 0
+    for try await chunk in cmd.stdout {
+        total += chunk.count
+        sinceNap += chunk.count
+        if sinceNap >= 256 * 1024 { // about 128 MB/s at most: far below the network
+            sinceNap = 0
+            try await Task.sleep(for: .milliseconds(2))
+        }
+    }
+    let seconds = (now() - t0) / 1000
+    sampler.cancel()
+    let peak = await sampler.value
+    await conn.close()
+    out("""
+
+    Slow consumer: \(total / 1_048_576) MiB through a reader that naps 2 ms every 256 KiB, \
+    in \(String(format: "%.1f", seconds)) s (\(Int(Double(total) / 1e6 / seconds)) MB/s); \
+    RSS \(String(format: "%.1f", before)) MiB before, \(String(format: "%.1f", peak)) MiB peak \
+    (bufferLimit 1 MiB).
+    """)
+}
+
+/// print, flushed at once (stdout is a file or pipe when the benchmark is logged).
+func out(_ s: String = "") {
+    print(s)
+    fflush(nil)
+}
