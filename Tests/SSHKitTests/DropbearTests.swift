@@ -47,6 +47,25 @@ struct DropbearTests {
         await conn.close()
     }
 
+    @Test func streamedCommandsAndAShellWork() async throws {
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let data = randomBytes(2 << 20)
+            let cat = try await conn.startCommand("cat")
+            async let echoed = cat.stdout.collect(upTo: 4 << 20)
+            try await cat.stdin.write(data)
+            try cat.stdin.finish()
+            #expect(try await echoed == data)
+            #expect(try await cat.exitStatus() == .exited(0))
+            let shell = try await conn.openShell(terminal: SSHTerminal(size: SSHTerminalSize(columns: 90, rows: 33)))
+            var it = shell.output.makeAsyncIterator()
+            try await shell.write("stty size; exit 6\n")
+            var seen = ""
+            while let chunk = try await it.next() { seen += String(decoding: chunk, as: UTF8.self) }
+            #expect(seen.contains("33 90"), "\(seen.debugDescription)")
+            #expect(try await shell.exitStatus() == .exited(6))
+        }
+    }
+
     @Test func pinnedMismatchAndKnownHostsWork() async throws {
         let wrong = try SSHHostKey(openSSH: String(contentsOfFile: server.key("id_ed25519.pub"), encoding: .utf8))
         let e = await expectSSHError {
