@@ -9,8 +9,9 @@ struct KnownHostsTests {
     static let keyB = HostKeyPolicyTests.keyB
 
     func tempPath() -> String {
-        let dir = NSTemporaryDirectory() + "sshkit-kh-\(UUID().uuidString.prefix(8))"
+        let dir = TestServer.directory(pid: getpid(), name: "kh-\(UUID().uuidString.prefix(8))")
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        ServerRegistry.dirs.withLock { _ = $0.insert(dir) } // removed at exit
         return dir + "/known_hosts"
     }
 

@@ -81,8 +81,12 @@ final class NetworkNamespace: Sendable {
         try exec(["/usr/sbin/iptables", "-w", "5"] + rule)
     }
 
-    /// Deletes the namespace; its end of the veth pair goes with it, which deletes ours.
+    /// Kills what still runs inside (sshd session processes whose client vanished behind
+    /// a DROP rule would otherwise live on in the unnamed namespace), then deletes it; its
+    /// end of the veth pair goes with it, which deletes ours.
     func destroy() {
+        let pids = (try? TestServer.run("/usr/sbin/ip", ["netns", "pids", name])) ?? ""
+        for pid in pids.split(separator: "\n").compactMap({ Int32($0) }) { kill(pid, SIGKILL) }
         Self.delete(name, hostLink: hostLink)
         Self.live.withLock { _ = $0.remove(name) }
     }
