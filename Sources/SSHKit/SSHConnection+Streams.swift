@@ -38,14 +38,7 @@ extension SSHConnection {
         _ command: String, options: SSHChannelOptions = SSHChannelOptions(), terminal: SSHTerminal? = nil
     ) async throws(SSHError) -> SSHCommand {
         if command.utf8.contains(0) { throw SSHError(.invalidArgument, "command contains a NUL byte") }
-        try options.validate()
-        try terminal?.validate()
-        let (env, fallback) = try Self.environmentRequests(options.environment, command: command)
-        let channel = StreamChannel(logger: logger)
-        try await channel.start(on: core, StreamRequest(
-            command: command, fallback: fallback, environment: env, pty: terminal,
-            bufferLimit: options.bufferLimit, timeout: options.timeout))
-        logger.trace("command started", metadata: ["pty": "\(terminal != nil)"])
+        let channel = try await startChannel(command: command, options: options, terminal: terminal)
         return SSHCommand(channel: channel, command: command)
     }
 
@@ -67,14 +60,7 @@ extension SSHConnection {
     public func openShell(
         terminal: SSHTerminal = SSHTerminal(), options: SSHChannelOptions = SSHChannelOptions()
     ) async throws(SSHError) -> SSHShell {
-        try options.validate()
-        try terminal.validate()
-        let (env, fallback) = try Self.environmentRequests(options.environment, command: "exec \"$SHELL\" -l")
-        let channel = StreamChannel(logger: logger)
-        try await channel.start(on: core, StreamRequest(
-            command: nil, fallback: fallback, environment: env, pty: terminal,
-            bufferLimit: options.bufferLimit, timeout: options.timeout))
-        logger.trace("shell started", metadata: ["term": "\(terminal.term)"])
+        let channel = try await startChannel(command: nil, options: options, terminal: terminal)
         return SSHShell(channel: channel, terminal: terminal)
     }
 
@@ -86,5 +72,22 @@ extension SSHConnection {
         let shell = try await openShell(terminal: terminal, options: options)
         defer { if !shell.channel.isFinished { shell.close() } }
         return try await body(shell)
+    }
+
+    /// Validates and starts a streamed channel: `command`, or the login shell when nil
+    /// (whose env fallback is `export ...; exec "$SHELL" -l`).
+    private func startChannel(command: String?, options: SSHChannelOptions, terminal: SSHTerminal?)
+        async throws(SSHError) -> StreamChannel
+    {
+        try options.validate()
+        try terminal?.validate()
+        let (env, fallback) = try Self.environmentRequests(
+            options.environment, command: command ?? "exec \"$SHELL\" -l")
+        let channel = StreamChannel()
+        try await channel.start(on: core, StreamRequest(
+            command: command, fallback: fallback, environment: env, pty: terminal,
+            bufferLimit: options.bufferLimit, timeout: options.timeout))
+        logger.trace("channel started", metadata: ["shell": "\(command == nil)", "pty": "\(terminal != nil)"])
+        return channel
     }
 }

@@ -77,7 +77,8 @@ static int drain(ssh_channel ch)
     return status;
 }
 
-int lsb_exec(lsb_session *s, const char *command)
+/* A new channel running `command`, or NULL. */
+static ssh_channel open_exec(lsb_session *s, const char *command)
 {
     ssh_channel ch = ssh_channel_new(s->s);
     if (ch == NULL || ssh_channel_open_session(ch) != SSH_OK ||
@@ -85,9 +86,15 @@ int lsb_exec(lsb_session *s, const char *command)
         if (ch != NULL) {
             ssh_channel_free(ch);
         }
-        return -1;
+        return NULL;
     }
-    return drain(ch);
+    return ch;
+}
+
+int lsb_exec(lsb_session *s, const char *command)
+{
+    ssh_channel ch = open_exec(s, command);
+    return ch == NULL ? -1 : drain(ch);
 }
 
 int lsb_exec_many(lsb_session *s, const char *command, int n)
@@ -95,14 +102,7 @@ int lsb_exec_many(lsb_session *s, const char *command, int n)
     ssh_channel *chans = calloc((size_t)n, sizeof(ssh_channel));
     int ok = 0, i;
     for (i = 0; i < n; i++) {
-        chans[i] = ssh_channel_new(s->s);
-        if (chans[i] == NULL || ssh_channel_open_session(chans[i]) != SSH_OK ||
-            ssh_channel_request_exec(chans[i], command) != SSH_OK) {
-            if (chans[i] != NULL) {
-                ssh_channel_free(chans[i]);
-            }
-            chans[i] = NULL;
-        }
+        chans[i] = open_exec(s, command);
     }
     for (i = 0; i < n; i++) {
         if (chans[i] != NULL && drain(chans[i]) == 0) {
@@ -118,13 +118,9 @@ long long lsb_read_all(lsb_session *s, const char *command)
     char buf[65536];
     long long total = 0;
     int n;
-    ssh_channel ch = ssh_channel_new(s->s);
+    ssh_channel ch = open_exec(s, command);
 
-    if (ch == NULL || ssh_channel_open_session(ch) != SSH_OK ||
-        ssh_channel_request_exec(ch, command) != SSH_OK) {
-        if (ch != NULL) {
-            ssh_channel_free(ch);
-        }
+    if (ch == NULL) {
         return -1;
     }
     while ((n = ssh_channel_read(ch, buf, sizeof(buf), 0)) > 0) {

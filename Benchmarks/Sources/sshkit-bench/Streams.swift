@@ -100,19 +100,7 @@ final class OpenSSHEcho {
         posix_spawn_file_actions_addclose(&actions, inPipe[1])
         posix_spawn_file_actions_addclose(&actions, outPipe[0])
         let argv = f.sshArgs(["-tt", "-c", cipher] + options, command: "stty raw -echo; cat")
-        let cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
-        defer { for p in cargs { free(p) } }
-        // task threads block signals and posix_spawn passes the mask on: without this,
-        // ssh would ignore the SIGTERM that ends it
-        var attr = posix_spawnattr_t()
-        posix_spawnattr_init(&attr)
-        defer { posix_spawnattr_destroy(&attr) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        posix_spawnattr_setsigmask(&attr, &empty)
-        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK))
-        var p: pid_t = 0
-        guard posix_spawn(&p, argv[0], &actions, &attr, cargs, environ) == 0 else { throw BenchError("spawn ssh -tt") }
+        guard let p = spawn(argv, &actions) else { throw BenchError("spawn ssh -tt") }
         pid = p
         close(inPipe[0])
         close(outPipe[1])

@@ -72,6 +72,23 @@ struct BenchError: Error, CustomStringConvertible {
 
 // MARK: - processes and timing
 
+/// posix_spawn with an empty signal mask: task threads block signals and posix_spawn
+/// passes the mask on, so a child (ssh) would otherwise ignore the SIGTERM meant to stop it.
+func spawn(_ argv: [String], _ actions: inout posix_spawn_file_actions_t) -> pid_t? {
+    var attr = posix_spawnattr_t()
+    posix_spawnattr_init(&attr)
+    defer { posix_spawnattr_destroy(&attr) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    posix_spawnattr_setsigmask(&attr, &empty)
+    posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK))
+    let cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
+    defer { for p in cargs { free(p) } }
+    var pid: pid_t = 0
+    guard posix_spawn(&pid, argv[0], &actions, &attr, cargs, environ) == 0 else { return nil }
+    return pid
+}
+
 /// posix_spawn + waitpid; output to /dev/null when quiet. Returns the exit status.
 @discardableResult
 func spawnAndWait(_ argv: [String], quiet: Bool = true) -> Int32 {
@@ -83,19 +100,7 @@ func spawnAndWait(_ argv: [String], quiet: Bool = true) -> Int32 {
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
     }
-    let cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
-    defer { for p in cargs { free(p) } }
-    // task threads block signals and posix_spawn passes the mask on: reset it, or a
-    // child (ssh) would ignore the SIGTERM meant to stop it
-    var attr = posix_spawnattr_t()
-    posix_spawnattr_init(&attr)
-    defer { posix_spawnattr_destroy(&attr) }
-    var empty = sigset_t()
-    sigemptyset(&empty)
-    posix_spawnattr_setsigmask(&attr, &empty)
-    posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK))
-    var pid: pid_t = 0
-    guard posix_spawn(&pid, argv[0], &actions, &attr, cargs, environ) == 0 else { return -1 }
+    guard let pid = spawn(argv, &actions) else { return -1 }
     var status: Int32 = 0
     while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     return (status >> 8) & 0xff

@@ -1,4 +1,3 @@
-import Logging
 import SSHCore
 import Synchronization
 
@@ -45,15 +44,9 @@ final class StreamChannel: Sendable {
         var exitWaiters: [CheckedContinuation<Result<SSHExitStatus, SSHError>, Never>] = []
         var op: OpPointer?
         var cancelRequested = false
-        var released = false
     }
 
     private let state = Mutex(State())
-    let logger: Logger
-
-    init(logger: Logger) {
-        self.logger = logger
-    }
 
     deinit {
         if let op = state.withLock({ $0.op }) { sshcore_op_release(op.raw) }
@@ -324,10 +317,6 @@ final class StreamChannel: Sendable {
     fileprivate static func from(_ ctx: UnsafeMutableRawPointer?) -> StreamChannel {
         Unmanaged<StreamChannel>.fromOpaque(ctx!).takeUnretainedValue()
     }
-
-    fileprivate func setReleased() {
-        state.withLock { $0.released = true }
-    }
 }
 
 /// One write's continuation and its cancel handle.
@@ -394,8 +383,8 @@ private let coreStreamData: @convention(c) (UnsafeMutableRawPointer?, Int32, Uns
 }
 
 private let coreStreamReleased: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
-    let channel = Unmanaged<StreamChannel>.fromOpaque(ctx!).takeRetainedValue()
-    channel.setReleased()
+    // the core's reference, taken in start(); the core never calls back after this
+    Unmanaged<StreamChannel>.fromOpaque(ctx!).release()
 }
 
 private let coreStreamDone: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer) -> Void = { ctx, op in
