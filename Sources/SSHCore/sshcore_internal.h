@@ -26,6 +26,8 @@ typedef struct sshcore_bytes {
 } sshcore_bytes;
 
 int sshcore_bytes_append(sshcore_bytes *b, const void *p, size_t n);
+/** Makes room for `n` more bytes after `len`; 0 or -1 (out of memory). */
+int sshcore_bytes_reserve(sshcore_bytes *b, size_t n);
 void sshcore_bytes_free(sshcore_bytes *b);
 
 /** Operation kinds plug into the worker through this table. */
@@ -103,12 +105,14 @@ struct sshcore_conn {
     char methods_tried[160];
     sshcore_op *_Nullable active;
     struct sshcore_orphan *_Nullable orphans; /* channels whose open is pending */
-    /* packets libssh has read (ssh_set_counters); a change during a pass over
-     * the ops means one op's call processed another op's packets */
-    struct ssh_counter_struct rx_counter;
-    struct ssh_counter_struct tx_counter;
+    /* ssh_set_counters: packets (and their payload bytes) libssh processed
+     * and sent; a change of in_packets during a pass over the ops means one
+     * op's call processed another op's packets. The socket counter has only
+     * the bytes read from and written to the socket. */
+    struct ssh_counter_struct packet_counter;
+    struct ssh_counter_struct socket_counter;
     /* liveness (worker only): keepalive settings; when the last packet was
-     * seen (by rx_counter); probes sent since then */
+     * seen (by packet_counter); probes sent since then */
     int ka_interval_ms;
     int ka_max_missed;
     uint64_t ka_seen_packets;

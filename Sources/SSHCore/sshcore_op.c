@@ -78,25 +78,34 @@ const sshcore_error *sshcore_op_error(sshcore_op *op)
     return &op->err;
 }
 
-int sshcore_bytes_append(sshcore_bytes *b, const void *p, size_t n)
+int sshcore_bytes_reserve(sshcore_bytes *b, size_t n)
 {
     uint8_t *grown = NULL;
     size_t cap = 0;
 
+    if (b->len + n <= b->cap) {
+        return 0;
+    }
+    cap = b->cap == 0 ? 16384 : b->cap;
+    while (cap < b->len + n) {
+        cap *= 2;
+    }
+    grown = realloc(b->data, cap);
+    if (grown == NULL) {
+        return -1;
+    }
+    b->data = grown;
+    b->cap = cap;
+    return 0;
+}
+
+int sshcore_bytes_append(sshcore_bytes *b, const void *p, size_t n)
+{
     if (n == 0) {
         return 0;
     }
-    if (b->len + n > b->cap) {
-        cap = b->cap == 0 ? 16384 : b->cap;
-        while (cap < b->len + n) {
-            cap *= 2;
-        }
-        grown = realloc(b->data, cap);
-        if (grown == NULL) {
-            return -1;
-        }
-        b->data = grown;
-        b->cap = cap;
+    if (sshcore_bytes_reserve(b, n) != 0) {
+        return -1;
     }
     memcpy(b->data + b->len, p, n);
     b->len += n;

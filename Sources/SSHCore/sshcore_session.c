@@ -29,7 +29,6 @@ enum { X_OPEN, X_ENV, X_PTY, X_START, X_IO };
 /* Per turn, write at most this much per channel, so one busy channel cannot
  * starve its siblings on the same connection. */
 #define WRITE_CHUNK (64 * 1024)
-#define READ_CHUNK (64 * 1024)
 /* Streamed output is handed over in batches of up to this much (one callback,
  * one wake-up of the reader, per batch instead of per packet). */
 #define BATCH_MAX (128 * 1024)
@@ -105,6 +104,9 @@ typedef struct session_op {
     held_seg held_fifo[HELD_MAX];
     size_t held_head;
     size_t held_count;
+    sshcore_bytes stash;    /* held output moved out of libssh, not handed over */
+    size_t stash_off;
+    int stash_stream;
 
     sshcore_exit_kind exit_kind;
     int exit_status;
@@ -152,6 +154,12 @@ static size_t room(session_op *x)
 {
     size_t used = atomic_load(&x->unconsumed);
     return used >= x->limit ? 0 : x->limit - used;
+}
+
+/** Output that arrived but waits for room: in libssh or in the stash. */
+static bool output_pending(const session_op *x)
+{
+    return x->held_count > 0 || x->stash_off < x->stash.len;
 }
 
 /** Hands the batched output to the caller (worker). */
@@ -264,7 +272,7 @@ static int on_data(ssh_session session, ssh_channel channel, void *data,
         x->held[stream] = 0;
         return (int)len;
     }
-    if (x->held_count > 0) {
+    if (output_pending(x)) {
         /* older output is held: the new bytes queue behind it */
         hold(x, stream, fresh);
         return 0;
@@ -473,32 +481,58 @@ static bool write_input(sshcore_conn *conn, session_op *x, bool *again)
     }
 }
 
-/** Held output, oldest first, as far as the consumer has room. */
+/**
+ * Held output, oldest first, as far as the consumer has room.
+ *
+ * Every ssh_channel_read() in libssh 0.10 re-opens the channel window to
+ * 1.28 MB when it has fallen below half, however much libssh still buffers.
+ * Reading held output out in consumer-sized pieces therefore re-opened the
+ * window after each piece, and a slow consumer let libssh's buffer grow
+ * without bound (measured: 256 MiB, libssh's buffer limit, after which it
+ * dropped data). So a held segment is moved out whole, in one read, into the
+ * stash, and the next read waits until the stash has been handed over: one
+ * window re-opening per segment, and at most about two windows in memory.
+ */
 static bool read_held(sshcore_conn *conn, session_op *x, bool *again)
 {
-    uint8_t buf[READ_CHUNK];
-
-    while (x->held_count > 0 && atomic_load(&x->base.done) == 0) {
+    while (atomic_load(&x->base.done) == 0) {
+        if (x->stash_off < x->stash.len) {
+            size_t want = x->stash.len - x->stash_off;
+            if (x->streamed) {
+                size_t r = 0;
+                atomic_store(&x->starved, 1); /* before the look, as in on_data */
+                r = room(x);
+                if (r == 0) {
+                    return true;
+                }
+                atomic_store(&x->starved, 0);
+                if (want > r) {
+                    want = r;
+                }
+            }
+            if (!deliver(x, x->stash_stream, x->stash.data + x->stash_off, want)) {
+                return false;
+            }
+            x->stash_off += want;
+            if (x->stash_off == x->stash.len) {
+                x->stash.len = 0;
+                x->stash_off = 0;
+            }
+            *again = true; /* one piece per turn and channel, for fairness */
+            return true;
+        }
+        if (x->held_count == 0) {
+            return true;
+        }
         held_seg *seg = &x->held_fifo[x->held_head];
-        size_t want = seg->len;
+        size_t want = seg->len > UINT32_MAX ? UINT32_MAX : seg->len;
         int n = 0;
 
-        if (x->streamed) {
-            size_t r = 0;
-            atomic_store(&x->starved, 1); /* before the look, as in on_data */
-            r = room(x);
-            if (r == 0) {
-                return true;
-            }
-            atomic_store(&x->starved, 0);
-            if (want > r) {
-                want = r;
-            }
+        if (sshcore_bytes_reserve(&x->stash, want) != 0) {
+            complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
+            return false;
         }
-        if (want > sizeof(buf)) {
-            want = sizeof(buf);
-        }
-        n = ssh_channel_read_nonblocking(x->ch, buf, (uint32_t)want, seg->stream);
+        n = ssh_channel_read_nonblocking(x->ch, x->stash.data, (uint32_t)want, seg->stream);
         if (n == SSH_ERROR) {
             fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_read_nonblocking");
             return false;
@@ -510,17 +544,15 @@ static bool read_held(sshcore_conn *conn, session_op *x, bool *again)
             x->held_count--;
             continue;
         }
+        x->stash.len = (size_t)n;
+        x->stash_off = 0;
+        x->stash_stream = seg->stream;
         seg->len -= (size_t)n;
         x->held[seg->stream] -= (size_t)n < x->held[seg->stream] ? (size_t)n : x->held[seg->stream];
         if (seg->len == 0) {
             x->held_head = (x->held_head + 1) % HELD_MAX;
             x->held_count--;
         }
-        if (!deliver(x, seg->stream, buf, (size_t)n)) {
-            return false;
-        }
-        *again = true; /* one chunk per turn and channel, for fairness */
-        return true;
     }
     return true;
 }
@@ -566,7 +598,7 @@ static bool session_io_pass(sshcore_conn *conn, session_op *x)
     if (!write_input(conn, x, &again)) {
         return false;
     }
-    if (x->held_count > 0 && !read_held(conn, x, &again)) {
+    if (output_pending(x) && !read_held(conn, x, &again)) {
         return false;
     }
     if (atomic_load(&x->base.done) != 0) {
@@ -579,7 +611,7 @@ static bool session_io_pass(sshcore_conn *conn, session_op *x)
         again = true;
     }
 
-    if (!x->eof_seen && x->held_count == 0 && ssh_channel_is_eof(x->ch)) {
+    if (!x->eof_seen && !output_pending(x) && ssh_channel_is_eof(x->ch)) {
         x->eof_seen = true;
         if ((x->cstate == SSHCORE_CHAN_OPEN || x->cstate == SSHCORE_CHAN_EOF_SENT) &&
             chan_event(x, SSHCORE_CHAN_EV_RECV_EOF) == SSHCORE_CHAN_ACT_REJECT) {
@@ -595,7 +627,7 @@ static bool session_io_pass(sshcore_conn *conn, session_op *x)
             (void)sshcore_op_complete(&x->base, &err);
             return false;
         }
-        if (x->held_count > 0) {
+        if (output_pending(x)) {
             return again; /* closed with output still held: deliver it first */
         }
         /* The command exited without reading all of its stdin: what is left
@@ -794,6 +826,7 @@ static void session_destroy(sshcore_op *op)
     sshcore_bytes_free(&x->out[0]);
     sshcore_bytes_free(&x->out[1]);
     sshcore_bytes_free(&x->batch);
+    sshcore_bytes_free(&x->stash);
     pthread_mutex_destroy(&x->mu);
     free(x);
 }

@@ -126,6 +126,45 @@ struct StreamingTests {
         }
     }
 
+    /// A consumer that keeps reading, but slower than the remote writes: the remote must
+    /// never get far ahead of it (the window re-opens only as output is handed over).
+    /// libssh 0.10 re-opens the window on every channel read; reading held output in
+    /// small pieces once let its buffer grow until it dropped data.
+    @Test func aSteadySlowConsumerKeepsTheRemoteLeadBounded() async throws {
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let size = 96 << 20 + Int.random(in: 1...4095) // a unique command line to find
+            let cmd = try await conn.startCommand("head -c \(size) /dev/zero",
+                                                  options: SSHChannelOptions(bufferLimit: 1 << 20))
+            /// bytes the remote `head` has written so far (its wchar)
+            func written() async throws -> Int {
+                let io = try await conn.execute("cat /proc/$(pgrep -xf 'head -c \(size) /dev/zero')/io 2>/dev/null")
+                let line = io.stdoutString.split(separator: "\n").first { $0.hasPrefix("wchar:") }
+                return line.flatMap { Int($0.dropFirst(6).trimmingCharacters(in: .whitespaces)) } ?? size
+            }
+            var total = 0, sinceNap = 0, nextCheck = 8 << 20, maxLead = 0, checks = 0
+            for try await chunk in cmd.stdout {
+                total += chunk.count
+                sinceNap += chunk.count
+                if sinceNap >= 256 << 10 { // at most ~50 MB/s: far below what `head` can write
+                    sinceNap = 0
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                if total >= nextCheck && total < size - (8 << 20) {
+                    nextCheck += 8 << 20
+                    maxLead = max(maxLead, try await written() - total)
+                    checks += 1
+                }
+            }
+            print("steady slow consumer: the remote was at most \(maxLead >> 10) KiB ahead (\(checks) checks)")
+            #expect(total == size)
+            #expect(try await cmd.exitStatus() == .exited(0))
+            #expect(checks >= 8)
+            // buffer limit (1 MiB) + libssh's buffer and the core's stash (< 4 MiB)
+            // + sshd's channel buffer (one window) and the pipe
+            #expect(maxLead <= 12 << 20, "the remote ran \(maxLead) bytes ahead of the consumer")
+        }
+    }
+
     @Test func heavyStderrNeverBlocksStdout() async throws {
         try await SSHClient.withConnection(server.configuration()) { conn in
             let cmd = try await conn.startCommand(
