@@ -25,18 +25,55 @@ extension Fixture {
     }
 }
 
-/// MB/s of `cat <blob>` read to the end by each implementation.
-func benchThroughput(_ f: Fixture, mebibytes: Int, rounds: Int) async throws -> Row {
+/// CPU seconds (user + system) this process has used.
+func processCPUSeconds() -> Double {
+    var u = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &u)
+    return Double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + Double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6
+}
+
+/// CPU seconds (user + system) of another process, from /proc/<pid>/stat.
+func processCPUSeconds(pid: pid_t) -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")") else { return .nan }
+    // fields after the command name: state is field 3, utime 14, stime 15
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return .nan }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// The pid of the ControlMaster serving `ctl` (it does the channel's crypto, not the
+/// `ssh -S` client, which only passes its descriptors over).
+func controlMasterPID(_ ctl: String) -> pid_t? {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    for entry in entries {
+        guard let pid = pid_t(entry),
+              let cmdline = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { continue }
+        let argv = cmdline.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        if argv.contains("ControlMaster=yes") && argv.contains("ControlPath=\(ctl)") { return pid }
+    }
+    return nil
+}
+
+/// MB/s of `cat <blob>` read to the end by each implementation, and the client's CPU
+/// time per GiB (on 2 cores the client competes with sshd and `cat` for CPU).
+func benchThroughput(_ f: Fixture, mebibytes: Int, rounds: Int) async throws -> [Row] {
     var row = Row(workload: "`cat` \(mebibytes) MiB, \(cipher) (MB/s, higher is better)")
+    var cpu = Row(workload: "client CPU for that `cat` (s per GiB, lower is better)")
     let path = try f.blob(mebibytes: mebibytes)
     let bytes = Double(mebibytes) * 1_048_576
     let conn = try await SSHClient.connect(f.sshkitCipherConfig)
     let lib = try LibSSHSession(f, cipher: cipher)
     let ctl = try f.startControlMaster("ctl-cat", extra: ["-c", cipher])
     defer { f.stopControlMaster(ctl) }
+    guard let master = controlMasterPID(ctl) else { throw BenchError("no ControlMaster process") }
     let sshArgv = f.sshArgs(["-o", "ControlPath=\(ctl)"], command: "cat \(path)")
+    func clientCPU(_ impl: String) -> Double {
+        impl == "OpenSSH" ? processCPUSeconds(pid: master) : processCPUSeconds()
+    }
     for i in 0..<rounds {
         for impl in rotated(implementations, by: i) {
+            let c0 = clientCPU(impl)
             let t0 = now()
             switch impl {
             case "SSHKit":
@@ -52,10 +89,11 @@ func benchThroughput(_ f: Fixture, mebibytes: Int, rounds: Int) async throws -> 
                 guard spawnAndWait(sshArgv) == 0 else { throw BenchError("ssh cat failed") }
             }
             row.samples[impl, default: []].append(bytes / 1e6 / ((now() - t0) / 1000))
+            cpu.samples[impl, default: []].append((clientCPU(impl) - c0) / (bytes / 1_073_741_824))
         }
     }
     await conn.close()
-    return row
+    return [row, cpu]
 }
 
 /// One byte to `stty raw -echo; cat` on a PTY and back, in milliseconds.
@@ -227,7 +265,11 @@ func benchSlowConsumer(_ f: Fixture, mebibytes: Int) async throws {
     let seconds = (now() - t0) / 1000
     sampler.cancel()
     let peak = await sampler.value
+    let status = try await cmd.exitStatus()
     await conn.close()
+    guard total == mebibytes * 1_048_576, status == .exited(0) else {
+        throw BenchError("slow consumer: \(total) bytes, \(status)")
+    }
     out("""
 
     Slow consumer: \(total / 1_048_576) MiB through a reader that naps 2 ms every 256 KiB, \

@@ -146,7 +146,9 @@ struct Row {
 let quick = CommandLine.arguments.contains("--quick")
 let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent().deletingLastPathComponent().path
-let implementations = ["SSHKit", "libssh C", "OpenSSH"]
+/// `SSHKIT_BENCH_IMPLS=SSHKit` (comma-separated) runs only those, e.g. under a profiler.
+let implementations = ProcessInfo.processInfo.environment["SSHKIT_BENCH_IMPLS"]
+    .map { $0.split(separator: ",").map(String.init) } ?? ["SSHKit", "libssh C", "OpenSSH"]
 
 func benchConnect(_ f: Fixture, rounds: Int) async throws -> Row {
     var row = Row(workload: "connect + auth + `true` (ms)")
@@ -242,7 +244,7 @@ func report(_ rows: [Row]) {
     out("| workload | SSHKit median | libssh C median | OpenSSH median | SSHKit / libssh C | SSHKit / OpenSSH |")
     out("|---|---|---|---|---|---|")
     for r in rows {
-        let m = implementations.map { median(r.samples[$0] ?? []) }
+        let m = ["SSHKit", "libssh C", "OpenSSH"].map { median(r.samples[$0] ?? []) }
         out("| \(r.workload) | \(f(m[0])) (p90 \(f(percentile(r.samples["SSHKit"] ?? [], 0.9)))) | \(f(m[1])) | \(f(m[2])) | \(String(format: "%.2fx", m[0] / m[1])) | \(String(format: "%.2fx", m[0] / m[2])) |")
     }
     let n = rows.map { r in implementations.map { "\($0): \(r.samples[$0]?.count ?? 0)" }.joined(separator: ", ") }
@@ -266,15 +268,19 @@ do {
         rows.append(try await benchConcurrent(fixture, n: 64, rounds: quick ? 5 : 20))
         out("concurrent: done")
     }
-    if only == nil || only == "streams" {
-        rows.append(try await benchThroughput(fixture, mebibytes: quick ? 256 : 1024, rounds: quick ? 3 : 5))
+    if only == nil || only == "streams" || only == "throughput" {
+        rows.append(contentsOf: try await benchThroughput(fixture, mebibytes: quick ? 256 : 1024, rounds: quick ? 3 : 5))
         out("throughput: done")
+    }
+    if only == nil || only == "streams" {
         rows.append(try await benchEcho(fixture, samples: quick ? 200 : 1000))
         out("echo: done")
     }
     report(rows)
     if only == nil || only == "streams" {
         try await benchFairness(fixture, samples: quick ? 200 : 1000)
+    }
+    if only == nil || only == "streams" || only == "memory" {
         try await benchSlowConsumer(fixture, mebibytes: quick ? 256 : 1024)
     }
 } catch {
