@@ -81,6 +81,11 @@ extension SSHConnection {
     {
         try options.validate()
         try terminal?.validate()
+        // libssh 0.10 sends no terminal modes: `stty` sets them (see SSHTerminalMode)
+        var command = command
+        if let terminal, !terminal.modes.isEmpty {
+            command = terminal.applyingModes(to: command ?? "exec \"$SHELL\" -l")
+        }
         let (env, fallback) = try Self.environmentRequests(
             options.environment, command: command ?? "exec \"$SHELL\" -l")
         let channel = StreamChannel()

@@ -27,15 +27,138 @@ public struct SSHTerminal: Sendable, Hashable {
     /// The TERM value, e.g. "xterm-256color" (printable ASCII, under 64 bytes).
     public var term: String
     public var size: SSHTerminalSize
+    /// Terminal modes to set on the remote PTY, e.g. `[.echo: 0, .vintr: 3]`; the server's
+    /// defaults for the rest. See ``SSHTerminalMode`` for how they are applied.
+    public var modes: [SSHTerminalMode: UInt32]
 
-    public init(term: String = "xterm-256color", size: SSHTerminalSize = SSHTerminalSize(columns: 80, rows: 24)) {
+    public init(term: String = "xterm-256color", size: SSHTerminalSize = SSHTerminalSize(columns: 80, rows: 24),
+                modes: [SSHTerminalMode: UInt32] = [:]) {
         self.term = term
         self.size = size
+        self.modes = modes
     }
 
     func validate() throws(SSHError) {
         guard !term.isEmpty, term.utf8.count < 64, term.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
             throw SSHError(.invalidArgument, "terminal type must be 1...63 printable ASCII characters")
         }
+        for (mode, value) in modes {
+            switch mode.kind {
+            case .flag where value > 1:
+                throw SSHError(.invalidArgument, "terminal mode \(mode.sttyName) is a flag: 0 or 1, not \(value)")
+            case .character where value > 255:
+                throw SSHError(.invalidArgument, "terminal mode \(mode.sttyName) is a character: 0...255, not \(value)")
+            case .speed where value == 0 || value > 4_000_000:
+                throw SSHError(.invalidArgument, "terminal speed \(mode.sttyName) \(value) out of range")
+            default: break
+            }
+        }
     }
+
+    /// `stty` arguments that set `modes`, in opcode order; empty when there are none.
+    var sttyArguments: [String] {
+        modes.sorted { $0.key.opcode < $1.key.opcode }.flatMap { mode, value -> [String] in
+            switch mode.kind {
+            case .flag: return [value == 0 ? "-" + mode.sttyName : mode.sttyName]
+            case .speed: return [mode.sttyName, String(value)]
+            case .character:
+                let c: String
+                switch value {
+                case 255: c = "undef" // RFC 4254: 255 disables the character
+                case 127: c = "^?"
+                case 0..<32 where value != 28: c = "^" + String(UnicodeScalar(UInt8(value) + 64))
+                case 33..<127 where value != 0x5c && value != 0x27: c = String(UnicodeScalar(UInt8(value)))
+                // FS (28: its ^ form is a backslash), space, backslash, quote and 8-bit values numerically: no shell reads them differently
+                default: c = "0x" + String(value, radix: 16)
+                }
+                return [mode.sttyName, c]
+            }
+        }
+    }
+
+    /// The command with `stty` setting the modes first (errors ignored, as a server
+    /// ignores modes it does not know); the command itself when there are none.
+    func applyingModes(to command: String) -> String {
+        let args = sttyArguments
+        guard !args.isEmpty else { return command }
+        return "stty " + args.map(SSHShellQuoting.quote).joined(separator: " ") + " 2>/dev/null; " + command
+    }
+}
+
+/// A terminal mode of RFC 4254 §8: a flag (value 0 or 1), a control character (its byte,
+/// 255 to disable it) or a line speed (baud).
+///
+/// libssh 0.10 can only send an empty mode list with its `pty-req`, so SSHKit applies the
+/// modes with `stty` on the remote PTY before the program starts: a command runs as
+/// `stty <modes> 2>/dev/null; <command>`, and a shell with modes becomes the command
+/// `stty <modes> 2>/dev/null; exec "$SHELL" -l` (a login shell, as sshd starts it, but
+/// through an exec request, so sshd prints no message of the day). The remote login
+/// shell runs that line: POSIX shells and fish accept it, csh and tcsh do not (their
+/// `2>` differs), and there the modes are not set.
+public struct SSHTerminalMode: Sendable, Hashable {
+    /// The RFC 4254 opcode.
+    public let opcode: UInt8
+    let sttyName: String
+    let kind: Kind
+
+    enum Kind: Sendable { case character, flag, speed }
+
+    init(_ opcode: UInt8, _ sttyName: String, _ kind: Kind) {
+        self.opcode = opcode
+        self.sttyName = sttyName
+        self.kind = kind
+    }
+
+    // control characters
+    public static let vintr = SSHTerminalMode(1, "intr", .character)
+    public static let vquit = SSHTerminalMode(2, "quit", .character)
+    public static let verase = SSHTerminalMode(3, "erase", .character)
+    public static let vkill = SSHTerminalMode(4, "kill", .character)
+    public static let veof = SSHTerminalMode(5, "eof", .character)
+    public static let veol = SSHTerminalMode(6, "eol", .character)
+    public static let veol2 = SSHTerminalMode(7, "eol2", .character)
+    public static let vstart = SSHTerminalMode(8, "start", .character)
+    public static let vstop = SSHTerminalMode(9, "stop", .character)
+    public static let vsusp = SSHTerminalMode(10, "susp", .character)
+    public static let vreprint = SSHTerminalMode(12, "rprnt", .character)
+    public static let vwerase = SSHTerminalMode(13, "werase", .character)
+    public static let vlnext = SSHTerminalMode(14, "lnext", .character)
+    public static let vdiscard = SSHTerminalMode(18, "discard", .character)
+    // input flags
+    public static let ignpar = SSHTerminalMode(30, "ignpar", .flag)
+    public static let parmrk = SSHTerminalMode(31, "parmrk", .flag)
+    public static let inpck = SSHTerminalMode(32, "inpck", .flag)
+    public static let istrip = SSHTerminalMode(33, "istrip", .flag)
+    public static let inlcr = SSHTerminalMode(34, "inlcr", .flag)
+    public static let igncr = SSHTerminalMode(35, "igncr", .flag)
+    public static let icrnl = SSHTerminalMode(36, "icrnl", .flag)
+    public static let ixon = SSHTerminalMode(38, "ixon", .flag)
+    public static let ixany = SSHTerminalMode(39, "ixany", .flag)
+    public static let ixoff = SSHTerminalMode(40, "ixoff", .flag)
+    public static let imaxbel = SSHTerminalMode(41, "imaxbel", .flag)
+    public static let iutf8 = SSHTerminalMode(42, "iutf8", .flag)
+    // local flags
+    public static let isig = SSHTerminalMode(50, "isig", .flag)
+    public static let icanon = SSHTerminalMode(51, "icanon", .flag)
+    public static let echo = SSHTerminalMode(53, "echo", .flag)
+    public static let echoe = SSHTerminalMode(54, "echoe", .flag)
+    public static let echok = SSHTerminalMode(55, "echok", .flag)
+    public static let echonl = SSHTerminalMode(56, "echonl", .flag)
+    public static let noflsh = SSHTerminalMode(57, "noflsh", .flag)
+    public static let tostop = SSHTerminalMode(58, "tostop", .flag)
+    public static let iexten = SSHTerminalMode(59, "iexten", .flag)
+    public static let echoctl = SSHTerminalMode(60, "echoctl", .flag)
+    public static let echoke = SSHTerminalMode(61, "echoke", .flag)
+    // output flags
+    public static let opost = SSHTerminalMode(70, "opost", .flag)
+    public static let onlcr = SSHTerminalMode(72, "onlcr", .flag)
+    public static let ocrnl = SSHTerminalMode(73, "ocrnl", .flag)
+    public static let onocr = SSHTerminalMode(74, "onocr", .flag)
+    public static let onlret = SSHTerminalMode(75, "onlret", .flag)
+    // control flags
+    public static let parenb = SSHTerminalMode(92, "parenb", .flag)
+    public static let parodd = SSHTerminalMode(93, "parodd", .flag)
+    // line speeds
+    public static let inputSpeed = SSHTerminalMode(128, "ispeed", .speed)
+    public static let outputSpeed = SSHTerminalMode(129, "ospeed", .speed)
 }

@@ -58,6 +58,48 @@ struct ShellTests {
         }
     }
 
+    /// libssh 0.10 sends no modes in pty-req; `stty` applies them before the program runs.
+    @Test func terminalModesReachCommandsAndShells() async throws {
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let modes: [SSHTerminalMode: UInt32] = [
+                .echo: 0, .icrnl: 0, .iutf8: 1, .vintr: 1, .vquit: 28, .verase: 0x27, .veof: 255,
+                .inputSpeed: 9600, .outputSpeed: 9600,
+            ]
+            let terminal = SSHTerminal(modes: modes)
+            let cmd = try await conn.startCommand("stty -a", terminal: terminal)
+            let out = String(decoding: try await cmd.stdout.collect(upTo: 8192), as: UTF8.self)
+            #expect(try await cmd.exitStatus() == .exited(0))
+            for expected in ["speed 9600 baud", "intr = ^A;", "quit = ^\\;", "erase = ';", "eof = <undef>;",
+                             " -echo ", " -icrnl ", " iutf8"] {
+                #expect(out.contains(expected), "\(expected) not in \(out.debugDescription)")
+            }
+            // a shell with modes: the login shell starts after stty, and keeps them
+            let shell = try await conn.openShell(terminal: SSHTerminal(modes: [.echo: 0, .vintr: 1]))
+            var it = shell.output.makeAsyncIterator()
+            try await shell.write("stty -a; echo shell-$((6*7))\n")
+            let seen = try await read(&it, until: "shell-42", shell: shell)
+            #expect(seen.contains("intr = ^A;") && seen.contains(" -echo "), "\(seen.debugDescription)")
+            try await shell.write("exit 3\n")
+            #expect(try await shell.exitStatus() == .exited(3))
+        }
+    }
+
+    @Test func terminalModeValuesOutOfRangeAreRejected() async throws {
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            for modes: [SSHTerminalMode: UInt32] in [[.echo: 2], [.vintr: 256], [.inputSpeed: 0]] {
+                do {
+                    _ = try await conn.startCommand("true", terminal: SSHTerminal(modes: modes))
+                    Issue.record("\(modes) was accepted")
+                } catch {
+                    #expect((error as? SSHError)?.code == .invalidArgument, "\(error)")
+                }
+            }
+            // the connection is still fine
+            let after = try await conn.execute("echo ok").stdoutString
+            #expect(after == "ok\n")
+        }
+    }
+
     @Test func resizingReachesARunningShell() async throws {
         try await SSHClient.withConnection(server.configuration()) { conn in
             let shell = try await conn.openShell(terminal: SSHTerminal(size: SSHTerminalSize(columns: 80, rows: 24)))
