@@ -60,6 +60,9 @@ struct sshcore_op {
 struct sshcore_conn {
     atomic_long refs;
     pthread_mutex_t mu;
+    /* the registry of running workers (registry_mu), for the exit handler */
+    struct sshcore_conn *_Nullable reg_prev;
+    struct sshcore_conn *_Nullable reg_next;
     pthread_t thread;
     bool thread_started;
     bool thread_joined_or_detached;
