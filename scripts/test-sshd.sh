@@ -86,7 +86,13 @@ case $listen in
 esac
 # sshd keeps the first value it reads for a keyword: the caller's lines go first
 : > "$dir/sshd_config"
-for line in "$@"; do echo "$line" >> "$dir/sshd_config"; done
+# a caller's Subsystem line replaces the default sftp one (sshd rejects a second
+# definition), e.g. "Subsystem other /bin/false" for a server without SFTP
+sftp_subsystem="Subsystem sftp internal-sftp"
+for line in "$@"; do
+    echo "$line" >> "$dir/sshd_config"
+    case $line in Subsystem*) sftp_subsystem="" ;; esac
+done
 cat >> "$dir/sshd_config" <<CFG
 Port $port
 ListenAddress $listen
@@ -107,7 +113,7 @@ MaxStartups 100:30:200
 MaxAuthTries 20
 LogLevel VERBOSE
 AcceptEnv SSHKIT_*
-Subsystem sftp internal-sftp
+$sftp_subsystem
 CFG
 
 /usr/sbin/sshd -t -f "$dir/sshd_config"

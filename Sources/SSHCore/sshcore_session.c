@@ -90,6 +90,7 @@ typedef struct session_op {
     /* worker only */
     int phase;
     bool use_fallback;
+    bool subsystem; /* command names a subsystem */
     ssh_channel _Nullable ch;
     struct ssh_channel_callbacks_struct cbs;
     sshcore_chan_state cstate;
@@ -723,6 +724,8 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
     case X_START:
         if (x->command == NULL) {
             rc = ssh_channel_request_shell(x->ch);
+        } else if (x->subsystem) {
+            rc = ssh_channel_request_subsystem(x->ch, x->command);
         } else {
             rc = ssh_channel_request_exec(x->ch, x->use_fallback ? x->fallback : x->command);
         }
@@ -731,7 +734,9 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
         }
         if (rc != SSH_OK) {
             fail_call(conn, x, SSHCORE_E_CHANNEL_REQUEST_FAILED,
-                      x->command == NULL ? "ssh_channel_request_shell" : "ssh_channel_request_exec");
+                      x->command == NULL ? "ssh_channel_request_shell"
+                      : x->subsystem     ? "ssh_channel_request_subsystem"
+                                         : "ssh_channel_request_exec");
             return false;
         }
         x->phase = X_IO;
@@ -982,6 +987,7 @@ sshcore_op *sshcore_stream_start(sshcore_conn *conn, const sshcore_stream_spec *
         return NULL;
     }
     x->streamed = true;
+    x->subsystem = spec->subsystem != 0 && spec->command != NULL;
     x->cb = *callbacks;
     x->limit = spec->buffer_limit;
     if (spec->pty != NULL) {

@@ -61,6 +61,34 @@ public struct SSHError: Error, Sendable, CustomStringConvertible {
         /// The channel ended before the call could act on it, e.g. a write to a
         /// command that exited, or a signal to a shell that is gone.
         public static let channelClosed = Code("channelClosed")
+
+        // SFTP (see `sftp` for the operation, path and the server's status)
+        /// The server has no SFTP subsystem (or refused to start it).
+        public static let sftpUnavailable = Code("sftpUnavailable")
+        /// SSH_FX_NO_SUCH_FILE: the path (or a directory on the way) does not exist.
+        public static let noSuchFile = Code("noSuchFile")
+        /// SSH_FX_PERMISSION_DENIED.
+        public static let permissionDenied = Code("permissionDenied")
+        /// SSH_FX_FAILURE: the server's catch-all, e.g. a directory that is not empty,
+        /// or a file that exists where `O_EXCL` asked for a new one.
+        public static let sftpFailure = Code("sftpFailure")
+        /// SSH_FX_OP_UNSUPPORTED, or an extension the server did not announce.
+        public static let unsupported = Code("unsupported")
+        /// SSH_FX_BAD_MESSAGE, or a reply that breaks the SFTP protocol.
+        public static let sftpProtocolError = Code("sftpProtocolError")
+        /// A file on this machine could not be read or written (`systemErrno`).
+        public static let localFileError = Code("localFileError")
+    }
+
+    /// Where an SFTP failure happened.
+    public struct SFTPContext: Sendable, Equatable {
+        /// The request, e.g. "open", "stat", "rename".
+        public var operation: String
+        /// The remote path it named, if any.
+        public var path: SFTPPath?
+        /// The server's SSH_FX_* status code and message, when it sent a status.
+        public var status: UInt32?
+        public var serverMessage: String?
     }
 
     /// What libssh reported when it was the source of the failure.
@@ -85,6 +113,8 @@ public struct SSHError: Error, Sendable, CustomStringConvertible {
     public var offeredAuthMethods: SSHAuthMethods?
     /// The underlying error, e.g. what a policy closure or responder threw.
     public var cause: (any Error & Sendable)?
+    /// For SFTP errors: the operation, path and server status.
+    public var sftp: SFTPContext?
 
     public init(_ code: Code, _ message: String, cause: (any Error & Sendable)? = nil) {
         self.code = code
@@ -100,6 +130,13 @@ public struct SSHError: Error, Sendable, CustomStringConvertible {
         if let key = presentedHostKey, code == .hostKeyRejected {
             s += "; presented \(key.type) \(key.sha256Fingerprint)"
             if !expectedHostKeys.isEmpty { s += ", expected \(expectedHostKeys.joined(separator: " or "))" }
+        }
+        if let sftp {
+            s += " [sftp \(sftp.operation)"
+            if let path = sftp.path { s += " \(path)" }
+            if let status = sftp.status { s += ", status \(status)" }
+            if let m = sftp.serverMessage, !m.isEmpty { s += ": \(m)" }
+            s += "]"
         }
         if let cause { s += "; cause: \(cause)" }
         return s

@@ -458,6 +458,9 @@ typedef struct sshcore_stream_callbacks {
 typedef struct sshcore_stream_spec {
     /** The command; NULL starts the login shell (a "shell" request). */
     const char *_Nullable command;
+    /** Non-zero: `command` names a subsystem (e.g. "sftp") to request instead
+     *  of an exec; a refusal is CHANNEL_REQUEST_FAILED. */
+    int subsystem;
     /** Used instead of `command` when the server refuses an env request. */
     const char *_Nullable fallback_command;
     const sshcore_env_var *_Nullable env;
@@ -500,7 +503,7 @@ typedef void (*sshcore_write_done_fn)(void *_Nullable ctx, int code);
  * (then `done` is never called).
  */
 int sshcore_stream_write(sshcore_op *op, const uint8_t *_Nullable data, size_t len,
-                         sshcore_write_done_fn done, void *_Nullable ctx,
+                         sshcore_write_done_fn _Nullable done, void *_Nullable ctx,
                          uint64_t *id, sshcore_error *err);
 
 /** @brief Give up a queued write (any thread): its `done` runs with CANCELLED

@@ -4,6 +4,8 @@ import Synchronization
 /// What a streamed channel is started with (validated by the public layer).
 struct StreamRequest: Sendable {
     var command: String?
+    /// `command` names a subsystem (e.g. "sftp") rather than a command line.
+    var subsystem = false
     var fallback: String?
     var environment: [(key: String, value: String)]
     var pty: SSHTerminal?
@@ -291,6 +293,19 @@ final class StreamChannel: Sendable {
         try r.get()
     }
 
+    /// Queues bytes for stdin without waiting for them to go out (protocols that keep
+    /// their own bound on what is in flight, like SFTP). Queued bytes always go out
+    /// whole and in order: nothing cancels them halfway through.
+    func send(_ bytes: [UInt8]) throws(SSHError) {
+        let op = try requireOp("send")
+        var err = sshcore_error()
+        var id: UInt64 = 0
+        let rc = bytes.withUnsafeBufferPointer { buf in
+            sshcore_stream_write(op, buf.baseAddress, buf.count, nil, nil, &id, &err)
+        }
+        if rc != 0 { throw SSHError(core: err) }
+    }
+
     func finishInput() throws(SSHError) {
         let op = try requireOp("finish")
         var err = sshcore_error()
@@ -426,6 +441,7 @@ final class StreamSpecStorage {
             pty = nil
         }
         spec.command = arena.dup(r.command)
+        spec.subsystem = r.subsystem ? 1 : 0
         spec.fallback_command = arena.dup(r.fallback)
         spec.env = r.environment.isEmpty ? nil : UnsafePointer(env.baseAddress)
         spec.env_count = r.environment.count

@@ -1,0 +1,278 @@
+import Synchronization
+
+/// A reply to one SFTP request.
+enum SFTPReply: Sendable {
+    case status(code: UInt32, message: String)
+    case handle([UInt8])
+    case data([UInt8])
+    case name([SFTPDirectoryEntry])
+    case attrs(SFTPFileAttributes)
+    case extended(SFTPReader)
+}
+
+/// The SFTP protocol over one "sftp" subsystem channel: requests go out as soon as they
+/// are made (any number at once), a reader task matches replies to them by id.
+///
+/// Nothing here blocks the connection's worker: the channel is an ordinary streamed
+/// channel, so an SFTP request can be cancelled without touching the connection (the
+/// reply, when it comes, is dropped; a handle it carries is closed).
+final class SFTPSession: Sendable {
+    /// Replies larger than this are a protocol error (OpenSSH's limit is 256 KiB).
+    static let maxPacket = 1 << 20
+
+    private struct Pending {
+        var continuation: CheckedContinuation<Result<SFTPReply, SSHError>, Never>
+    }
+
+    private struct State {
+        var nextID: UInt32 = 1
+        var pending: [UInt32: Pending] = [:]
+        /// Requests whose caller went away; a handle in their reply gets closed.
+        var abandoned: Set<UInt32> = []
+        var failure: SSHError?
+    }
+
+    let channel: StreamChannel
+    let version: UInt32
+    /// Extensions the server announced (name → data, e.g. "posix-rename@openssh.com" → "1").
+    let extensions: [String: [UInt8]]
+    private let state = Mutex(State())
+
+    private init(channel: StreamChannel, version: UInt32, extensions: [String: [UInt8]]) {
+        self.channel = channel
+        self.version = version
+        self.extensions = extensions
+    }
+
+    /// Opens the subsystem and exchanges versions.
+    static func start(on connection: CoreConnection) async throws(SSHError) -> SFTPSession {
+        let channel = StreamChannel()
+        do throws(SSHError) {
+            try await channel.start(on: connection, StreamRequest(
+                command: "sftp", subsystem: true, fallback: nil, environment: [], pty: nil,
+                bufferLimit: 4 << 20, timeout: nil))
+        } catch {
+            if error.code == .channelRequestFailed {
+                var e = SSHError(.sftpUnavailable, "the server has no SFTP subsystem")
+                e.libssh = error.libssh
+                throw e
+            }
+            throw error
+        }
+        var w = SFTPWriter(type: SFTPType.initialize, id: nil)
+        w.put(UInt32(3))
+        var buffer = PacketBuffer()
+        do throws(SSHError) {
+            try channel.send(w.finish())
+            guard let (type, payload) = try await buffer.nextPacket(from: channel) else {
+                throw SSHError(.sftpUnavailable, "the SFTP server closed the channel before its version")
+            }
+            guard type == SFTPType.version else {
+                throw SSHError(.sftpProtocolError, "the SFTP server answered init with packet type \(type)")
+            }
+            var r = SFTPReader(payload)
+            let version = try r.uint32()
+            guard version >= 3 else {
+                throw SSHError(.unsupported, "the SFTP server speaks version \(version); SSHKit needs 3")
+            }
+            var extensions: [String: [UInt8]] = [:]
+            while r.remaining > 0 {
+                let name = try r.text()
+                extensions[name] = try r.string()
+            }
+            let session = SFTPSession(channel: channel, version: version, extensions: extensions)
+            let leftover = buffer
+            Task { await session.readReplies(buffer: leftover) }
+            Task { await session.drainStderr() }
+            return session
+        } catch {
+            channel.cancel()
+            throw error
+        }
+    }
+
+    // MARK: requests
+
+    func makeID() -> UInt32 {
+        state.withLock { s in
+            defer { s.nextID = s.nextID == UInt32.max ? 1 : s.nextID + 1 }
+            return s.nextID
+        }
+    }
+
+    /// Sends a finished packet carrying `id` and waits for its reply. Cancelling the
+    /// waiting task completes it with `cancelled` at once; the server still runs it.
+    func request(id: UInt32, _ packet: [UInt8]) async throws(SSHError) -> SFTPReply {
+        let r: Result<SFTPReply, SSHError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let failed = state.withLock { s -> SSHError? in
+                    if let f = s.failure { return f }
+                    s.pending[id] = Pending(continuation: continuation)
+                    return nil
+                }
+                if let failed { return continuation.resume(returning: .failure(failed)) }
+                do throws(SSHError) {
+                    try channel.send(packet)
+                } catch {
+                    if let p = state.withLock({ $0.pending.removeValue(forKey: id) }) {
+                        p.continuation.resume(returning: .failure(error))
+                    }
+                }
+            }
+        } onCancel: {
+            let p = state.withLock { s -> Pending? in
+                guard let p = s.pending.removeValue(forKey: id) else { return nil }
+                s.abandoned.insert(id)
+                return p
+            }
+            p?.continuation.resume(returning: .failure(SSHError(.cancelled, "the SFTP request was cancelled")))
+        }
+        return try r.get()
+    }
+
+    /// Ends the session: pending requests fail with `connectionClosed`, the channel closes.
+    func close() {
+        fail(SSHError(.connectionClosed, "the SFTP session was closed"))
+        channel.cancel()
+    }
+
+    var isClosed: Bool { state.withLock { $0.failure != nil } }
+
+    private func fail(_ error: SSHError) {
+        let pending = state.withLock { s -> [Pending] in
+            if s.failure == nil { s.failure = error }
+            defer { s.pending = [:] }
+            return Array(s.pending.values)
+        }
+        for p in pending { p.continuation.resume(returning: .failure(error)) }
+    }
+
+    // MARK: replies
+
+    private func readReplies(buffer start: PacketBuffer) async {
+        var buffer = start
+        do {
+            while let (type, payload) = try await buffer.nextPacket(from: channel) {
+                try dispatch(type: type, payload)
+            }
+            let end: SSHError
+            do {
+                _ = try await channel.exitStatus()
+                end = SSHError(.channelClosed, "the SFTP server ended the session")
+            } catch {
+                end = error
+            }
+            fail(end)
+        } catch {
+            fail(error)
+            channel.cancel()
+        }
+    }
+
+    private func drainStderr() async {
+        while let chunk = try? await channel.next(.stderr), !chunk.bytes.isEmpty {}
+    }
+
+    private func dispatch(type: UInt8, _ payload: [UInt8]) throws(SSHError) {
+        var r = SFTPReader(payload)
+        let id = try r.uint32()
+        let reply: SFTPReply
+        switch type {
+        case SFTPType.status:
+            let code = try r.uint32()
+            // OpenSSH always sends the message; very old servers may not
+            let message = r.remaining >= 4 ? try r.text() : ""
+            reply = .status(code: code, message: message)
+        case SFTPType.handle:
+            reply = .handle(try r.string())
+        case SFTPType.data:
+            reply = .data(try r.string())
+        case SFTPType.name:
+            let count = try r.uint32()
+            guard Int(count) <= r.remaining / 12 else {
+                throw SSHError(.sftpProtocolError, "a name reply claims \(count) entries")
+            }
+            var entries: [SFTPDirectoryEntry] = []
+            entries.reserveCapacity(Int(count))
+            for _ in 0..<count {
+                let name = try r.string()
+                let long = try r.text()
+                let attrs = try r.attributes()
+                guard !name.contains(0) else { throw SSHError(.sftpProtocolError, "a file name contains NUL") }
+                entries.append(SFTPDirectoryEntry(name: SFTPPath(bytes: name), longName: long, attributes: attrs))
+            }
+            reply = .name(entries)
+        case SFTPType.attrs:
+            reply = .attrs(try r.attributes())
+        case SFTPType.extendedReply:
+            reply = .extended(r)
+        default:
+            throw SSHError(.sftpProtocolError, "unexpected SFTP packet type \(type)")
+        }
+        let (pending, wasAbandoned) = state.withLock { s in
+            (s.pending.removeValue(forKey: id), s.abandoned.remove(id) != nil)
+        }
+        if let pending {
+            pending.continuation.resume(returning: .success(reply))
+        } else if wasAbandoned {
+            if case .handle(let h) = reply { closeQuietly(handle: h) }
+        } else {
+            throw SSHError(.sftpProtocolError, "an SFTP reply for unknown request \(id)")
+        }
+    }
+
+    /// Closes a handle nobody waits for (its opener was cancelled).
+    func closeQuietly(handle: [UInt8]) {
+        let id = makeID()
+        var w = SFTPWriter(type: SFTPType.close, id: id)
+        w.put(string: handle)
+        state.withLock { _ = $0.abandoned.insert(id) }
+        try? channel.send(w.finish())
+    }
+}
+
+/// Bytes from the channel, cut into SFTP packets.
+struct PacketBuffer {
+    private var buf: [UInt8] = []
+    private var start = 0
+
+    /// The next whole packet (type, payload), reading from `channel` as needed; nil at
+    /// the channel's clean end between packets.
+    mutating func nextPacket(from channel: StreamChannel) async throws(SSHError) -> (UInt8, [UInt8])? {
+        while true {
+            if let p = try take() { return p }
+            guard let chunk = try await channel.next(.stdout) else {
+                if buf.count > start { throw SSHError(.sftpProtocolError, "the SFTP channel ended inside a packet") }
+                return nil
+            }
+            if start == buf.count {
+                buf = chunk.bytes
+                start = 0
+            } else {
+                if start > 0 && start >= buf.count / 2 {
+                    buf.removeSubrange(0..<start)
+                    start = 0
+                }
+                buf.append(contentsOf: chunk.bytes)
+            }
+        }
+    }
+
+    private mutating func take() throws(SSHError) -> (UInt8, [UInt8])? {
+        let avail = buf.count - start
+        guard avail >= 5 else { return nil }
+        let n = Int(buf[start]) << 24 | Int(buf[start + 1]) << 16 | Int(buf[start + 2]) << 8 | Int(buf[start + 3])
+        guard n >= 1, n <= SFTPSession.maxPacket else {
+            throw SSHError(.sftpProtocolError, "an SFTP packet of \(n) bytes")
+        }
+        guard avail >= 4 + n else { return nil }
+        let type = buf[start + 4]
+        let payload = Array(buf[(start + 5)..<(start + 4 + n)])
+        start += 4 + n
+        if start == buf.count {
+            buf.removeAll(keepingCapacity: true)
+            start = 0
+        }
+        return (type, payload)
+    }
+}
