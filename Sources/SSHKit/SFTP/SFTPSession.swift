@@ -37,6 +37,8 @@ final class SFTPSession: Sendable {
     /// Extensions the server announced (name → data, e.g. "posix-rename@openssh.com" → "1").
     let extensions: [String: [UInt8]]
     private let state = Mutex(State())
+    /// The server's `limits@openssh.com` (read and write lengths), once asked.
+    let limits = Mutex<(maxReadLength: UInt64, maxWriteLength: UInt64)?>(nil)
 
     private init(channel: StreamChannel, version: UInt32, extensions: [String: [UInt8]]) {
         self.channel = channel
@@ -111,6 +113,14 @@ final class SFTPSession: Sendable {
                     return nil
                 }
                 if let failed { return continuation.resume(returning: .failure(failed)) }
+                // A task cancelled before it got here ran onCancel before the request
+                // was registered: nothing would cancel it, so do not send it at all.
+                if Task.isCancelled {
+                    if let p = state.withLock({ $0.pending.removeValue(forKey: id) }) {
+                        p.continuation.resume(returning: .failure(SSHError(.cancelled, "the SFTP request was cancelled")))
+                    }
+                    return
+                }
                 do throws(SSHError) {
                     try channel.send(packet)
                 } catch {

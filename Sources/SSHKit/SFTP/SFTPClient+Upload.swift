@@ -1,0 +1,133 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension SFTPClient {
+    /// Uploads `localPath` to `remote`, atomically: the bytes go to a new temporary file
+    /// in the same remote directory, created with `O_EXCL` and the final permissions from
+    /// the start (so a secret is never readable by others, and a planted symlink is never
+    /// followed), flushed, then renamed over `remote` (posix-rename, else `mv -f`). On any
+    /// failure or cancellation the temporary file is removed and `remote` is untouched.
+    /// Returns the size.
+    @discardableResult
+    public func upload(_ localPath: String, to remote: SFTPPath, options: SFTPTransferOptions = SFTPTransferOptions(),
+                       progress: (@Sendable (SFTPTransferProgress) -> Void)? = nil) async throws(SSHError) -> UInt64 {
+        try options.validate()
+        let local = try LocalFile.open(localPath, O_RDONLY)
+        let st = try local.status()
+        guard (st.st_mode & S_IFMT) == S_IFREG else {
+            throw SSHError(.invalidArgument, "upload \(localPath): not a regular file")
+        }
+        let size = UInt64(st.st_size)
+        var times: (UInt32, UInt32)?
+        if options.preserveTimes { times = (UInt32(clamping: st.st_atim.tv_sec), UInt32(clamping: st.st_mtim.tv_sec)) }
+        return try await writeAtomically(to: remote, size: size, mode: options.permissions ?? (UInt32(st.st_mode) & 0o777),
+                                         times: times, options: options, progress: progress) { offset, count throws(SSHError) in
+            try local.read(at: offset, count: count)
+        }
+    }
+
+    /// Writes `bytes` to `remote` atomically, like `upload` (a temporary file with
+    /// `permissions` from its creation, then a rename over `remote`).
+    public func write(_ bytes: [UInt8], to remote: SFTPPath, permissions: UInt32 = 0o644,
+                      options: SFTPTransferOptions = SFTPTransferOptions()) async throws(SSHError) {
+        try options.validate()
+        _ = try await writeAtomically(to: remote, size: UInt64(bytes.count), mode: permissions, times: nil,
+                                      options: options, progress: nil) { offset, count throws(SSHError) in
+            let start = Int(offset)
+            return Array(bytes[start..<min(bytes.count, start + count)])
+        }
+    }
+
+    /// The temp-file-and-rename recipe, fed by `source(offset, count)`.
+    private func writeAtomically(to remote: SFTPPath, size: UInt64, mode: UInt32, times: (UInt32, UInt32)?,
+                                 options: SFTPTransferOptions, progress: (@Sendable (SFTPTransferProgress) -> Void)?,
+                                 source: (UInt64, Int) throws(SSHError) -> [UInt8]) async throws(SSHError) -> UInt64 {
+        let chunk = await chunkSize(options, reading: false)
+        let name = remote.lastComponent
+        guard name.isPlainName else {
+            throw SSHError(.invalidArgument, "upload: \(remote) does not name a file")
+        }
+        let temp: SFTPPath
+        let file: SFTPFile
+        var start: UInt64 = 0
+        if options.resume {
+            temp = remote.parent.appending(SFTPPath(bytes: [0x2e] + name.bytes + Array(".sshkit-partial".utf8)))
+            // never write through whatever else may sit at that name (a planted symlink)
+            if let a = try? await linkAttributes(at: temp), a.kind != .regular {
+                var e = SSHError(.sftpFailure, "upload: \(temp) exists and is not a regular file")
+                e.sftp = SSHError.SFTPContext(operation: "upload", path: temp)
+                throw e
+            }
+            file = try await openFile(temp, flags: [.write, .create], permissions: mode)
+            start = (try? await file.attributes().size) ?? 0
+            if start > size { start = 0 } // a different source: start over
+        } else {
+            let tag = (0..<8).map { _ in "0123456789abcdef".randomElement()! }
+            temp = remote.parent.appending(SFTPPath(bytes: [0x2e] + name.bytes + Array(".sshkit-\(String(tag))".utf8)))
+            file = try await openFile(temp, flags: [.write, .create, .exclusive], permissions: mode)
+        }
+        var coverage = Coverage(start: start)
+        do throws(SSHError) {
+            try await pipelineWrites(file, size: size, chunk: chunk, options: options, coverage: &coverage,
+                                     progress: progress, source: source)
+            // the mode again: the server's umask applied at creation, and chmod does not
+            var attrs = SFTPFileAttributes(size: size, permissions: mode)
+            if let (a, m) = times { (attrs.accessTime, attrs.modificationTime) = (a, m) }
+            try await file.setAttributes(attrs)
+            if options.synchronize && supports(extension: "fsync@openssh.com") { try await file.synchronize() }
+            try await file.close()
+            try await rename(temp, to: remote, replacing: true)
+            return size
+        } catch {
+            // cleanup runs even when this task is cancelled
+            let keep = options.resume ? coverage.contiguous : nil
+            await Task {
+                if let keep { try? await file.setAttributes(SFTPFileAttributes(size: keep)) }
+                try? await file.close()
+                if keep == nil { try? await self.removeFile(at: temp) }
+            }.value
+            throw error
+        }
+    }
+
+    /// Writes `[coverage.start, size)` from `source` with up to `maxRequestsInFlight`
+    /// write requests in flight.
+    private func pipelineWrites(_ file: SFTPFile, size: UInt64, chunk: Int, options: SFTPTransferOptions,
+                                coverage: inout Coverage, progress: (@Sendable (SFTPTransferProgress) -> Void)?,
+                                source: (UInt64, Int) throws(SSHError) -> [UInt8]) async throws(SSHError) {
+        var next = coverage.start
+        var inFlight = 0
+        var written = coverage.start
+        progress?(SFTPTransferProgress(bytesTransferred: written, totalBytes: size))
+        do {
+            try await withThrowingTaskGroup(of: (UInt64, Int).self) { group in
+                while true {
+                    try Task.checkCancellation()
+                    while inFlight < options.maxRequestsInFlight && next < size {
+                        let offset = next
+                        let bytes = try source(offset, Int(min(UInt64(chunk), size - offset)))
+                        guard !bytes.isEmpty else {
+                            throw SSHError(.localFileError, "upload: the source ended at \(offset) of \(size) bytes")
+                        }
+                        next += UInt64(bytes.count)
+                        inFlight += 1
+                        group.addTask {
+                            try await file.write(bytes, at: offset)
+                            return (offset, bytes.count)
+                        }
+                    }
+                    guard let (offset, count) = try await group.next() else { break }
+                    inFlight -= 1
+                    coverage.add(offset, offset + UInt64(count))
+                    written += UInt64(count)
+                    progress?(SFTPTransferProgress(bytesTransferred: written, totalBytes: size))
+                }
+            }
+        } catch let error as SSHError {
+            throw error
+        } catch {
+            throw SSHError(.cancelled, "the transfer was cancelled", cause: error)
+        }
+    }
+}

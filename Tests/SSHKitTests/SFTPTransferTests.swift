@@ -1,0 +1,231 @@
+import Foundation
+import SSHKit
+import Synchronization
+import Testing
+
+/// Downloads, uploads and in-memory files: checksums, modes, atomicity, cancellation
+/// and resume, against the shared sshd (on this machine, so both ends are checked).
+@Suite("SFTP transfers", .serialized)
+struct SFTPTransferTests {
+    let server = TestServer.shared
+
+    /// A remote directory (owned by the test user) and a local one (owned by root).
+    func withDirectories(_ body: (SSHConnection, SFTPClient, SFTPPath, String) async throws -> Void) async throws {
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let remote = try await conn.execute("mktemp -d /tmp/sshkit-sftpx-XXXXXXXX").stdoutString
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            let local = NSTemporaryDirectory() + "sshkit-local-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: false)
+            defer {
+                try? FileManager.default.removeItem(atPath: remote)
+                try? FileManager.default.removeItem(atPath: local)
+            }
+            try await conn.withSFTP { sftp in try await body(conn, sftp, SFTPPath(remote), local) }
+        }
+    }
+
+    /// A file of random bytes owned by the test user (so the remote side can use it).
+    func randomFile(_ path: String, bytes: Int, mode: Int = 0o640) throws -> [UInt8] {
+        let urandom = try #require(FileHandle(forReadingAtPath: "/dev/urandom"))
+        defer { try? urandom.close() }
+        let data = urandom.readData(ofLength: bytes)
+        try data.write(to: URL(fileURLWithPath: path))
+        try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
+        try giveToTestUser(path)
+        return Array(data)
+    }
+
+    func contents(_ path: String) -> [UInt8]? {
+        FileManager.default.contents(atPath: path).map { Array($0) }
+    }
+
+    func leftovers(_ dir: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).filter { $0.contains(".sshkit-") }
+    }
+
+    /// Makes the test user own `path` (the remote side writes as that user).
+    func giveToTestUser(_ path: String) throws {
+        _ = try TestServer.run("/bin/chown", ["-R", server.user, path])
+    }
+
+    @Test func downloadIsByteExactKeepsTheModeAndReportsProgress() async throws {
+        try await withDirectories { _, sftp, remote, local in
+            let src = remote.string + "/src"
+            let data = try randomFile(src, bytes: 8 << 20 + 12345, mode: 0o640)
+            let seen = Mutex<[UInt64]>([])
+            let size = try await sftp.download(SFTPPath(src), to: local + "/dst", options: SFTPTransferOptions(preserveTimes: true)) { p in
+                seen.withLock { $0.append(p.bytesTransferred) }
+                #expect(p.totalBytes == UInt64(data.count))
+            }
+            #expect(size == UInt64(data.count))
+            #expect(contents(local + "/dst") == data)
+            let attrs = try FileManager.default.attributesOfItem(atPath: local + "/dst")
+            #expect(attrs[.posixPermissions] as? Int == 0o640)
+            let srcTime = try FileManager.default.attributesOfItem(atPath: src)[.modificationDate] as? Date
+            #expect((attrs[.modificationDate] as? Date).map { Int($0.timeIntervalSince1970) } == srcTime.map { Int($0.timeIntervalSince1970) })
+            let progress = seen.withLock { $0 }
+            #expect(progress.first == 0 && progress.last == UInt64(data.count))
+            #expect(zip(progress, progress.dropFirst()).allSatisfy { $0 <= $1 }, "progress only grows")
+            #expect(leftovers(local).isEmpty)
+        }
+    }
+
+    @Test func uploadIsAtomicByteExactAndReplacesTheDestination() async throws {
+        try await withDirectories { _, sftp, remote, local in
+            let data = try randomFile(local + "/src", bytes: 8 << 20 + 777, mode: 0o600)
+            let dst = remote.appending("dst")
+            try "old".write(toFile: dst.string, atomically: false, encoding: .utf8)
+            try giveToTestUser(dst.string)
+            let size = try await sftp.upload(local + "/src", to: dst)
+            #expect(size == UInt64(data.count))
+            #expect(contents(dst.string) == data)
+            #expect(try FileManager.default.attributesOfItem(atPath: dst.string)[.posixPermissions] as? Int == 0o600)
+            #expect(leftovers(remote.string).isEmpty)
+
+            // a planted symlink at the destination is replaced, its target never written
+            let victim = remote.string + "/victim"
+            try "keep".write(toFile: victim, atomically: false, encoding: .utf8)
+            let planted = remote.appending("planted")
+            try FileManager.default.createSymbolicLink(atPath: planted.string, withDestinationPath: victim)
+            try await sftp.upload(local + "/src", to: planted)
+            #expect(try String(contentsOfFile: victim, encoding: .utf8) == "keep")
+            #expect(contents(planted.string) == data)
+            #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: planted.string)) == nil)
+        }
+    }
+
+    @Test func smallFilesInMemoryHaveAnExplicitLimit() async throws {
+        try await withDirectories { _, sftp, remote, _ in
+            let path = remote.appending("token.json")
+            try await sftp.write(Array("{\"t\":1}".utf8), to: path, permissions: 0o600)
+            #expect(try await sftp.contentsOfFile(path) == Array("{\"t\":1}".utf8))
+            #expect(try FileManager.default.attributesOfItem(atPath: path.string)[.posixPermissions] as? Int == 0o600)
+            let big = remote.string + "/big"
+            _ = try randomFile(big, bytes: 100_000)
+            do throws(SSHError) {
+                _ = try await sftp.contentsOfFile(SFTPPath(big), limit: 50_000)
+                Issue.record("a file over the limit was read")
+            } catch {
+                #expect(error.code == .outputLimitExceeded)
+            }
+            #expect(try await sftp.contentsOfFile(SFTPPath(big), limit: 100_000).count == 100_000)
+            #expect(try await sftp.contentsOfFile(remote.appending("token.json"), limit: 7).count == 7)
+        }
+    }
+
+    /// A slow transfer (4 KiB requests, one at a time) cancelled from its progress callback.
+    func cancelMidway(_ start: @escaping @Sendable () async throws -> UInt64) async -> (SSHError?, Duration) {
+        let cancelledAt = Mutex<ContinuousClock.Instant?>(nil)
+        let task = Task { try await start() }
+        // cancel once it has moved some bytes (bounded: 10 s)
+        for _ in 0..<500 {
+            try? await Task.sleep(for: .milliseconds(20))
+            if Progress.moved.withLock({ $0 }) > 1 << 20 { break }
+        }
+        cancelledAt.withLock { $0 = .now }
+        task.cancel()
+        let result = await task.result
+        let elapsed = ContinuousClock.now - cancelledAt.withLock { $0! }
+        switch result {
+        case .failure(let e):
+            if e as? SSHError == nil { Issue.record("not an SSHError: \(e)") }
+            return (e as? SSHError, elapsed)
+        case .success(let n):
+            Issue.record("the transfer finished (\(n) bytes) before it was cancelled")
+            return (nil, elapsed)
+        }
+    }
+
+    enum Progress {
+        static let moved = Mutex<UInt64>(0)
+        static func reset() { moved.withLock { $0 = 0 } }
+        static let record: @Sendable (SFTPTransferProgress) -> Void = { p in moved.withLock { $0 = p.bytesTransferred } }
+    }
+
+    @Test func cancelledDownloadStopsPromptlyLeavesNothingAndResumes() async throws {
+        try await withDirectories { _, sftp, remote, local in
+            let src = remote.string + "/src"
+            let data = try randomFile(src, bytes: 16 << 20)
+            let slow = SFTPTransferOptions(chunkSize: 4096, maxRequestsInFlight: 1)
+            Progress.reset()
+            let (e1, t1) = await cancelMidway { try await sftp.download(SFTPPath(src), to: local + "/dst", options: slow, progress: Progress.record) }
+            #expect(e1?.code == .cancelled)
+            #expect(t1 < .milliseconds(100), "cancelled after \(t1)")
+            #expect(!FileManager.default.fileExists(atPath: local + "/dst") && leftovers(local).isEmpty)
+
+            // with resume the partial data stays, and the next attempt continues from it
+            var resume = slow
+            resume.resume = true
+            Progress.reset()
+            let resuming = resume
+            let (e2, _) = await cancelMidway { try await sftp.download(SFTPPath(src), to: local + "/dst", options: resuming, progress: Progress.record) }
+            #expect(e2?.code == .cancelled)
+            let partial = local + "/.dst.sshkit-partial"
+            let kept = contents(partial) ?? []
+            #expect(kept.count > 1 << 20 && kept == Array(data.prefix(kept.count)), "the partial file is a true prefix")
+            let first = Mutex<UInt64?>(nil)
+            resume.chunkSize = nil
+            resume.maxRequestsInFlight = 16
+            try await sftp.download(SFTPPath(src), to: local + "/dst", options: resume) { p in
+                first.withLock { if $0 == nil { $0 = p.bytesTransferred } }
+            }
+            #expect(first.withLock { $0 } == UInt64(kept.count), "resumed from the partial's end")
+            #expect(contents(local + "/dst") == data)
+            #expect(leftovers(local).isEmpty)
+        }
+    }
+
+    @Test func cancelledUploadLeavesTheOldFileAndNoTempAndResumes() async throws {
+        try await withDirectories { _, sftp, remote, local in
+            let data = try randomFile(local + "/src", bytes: 16 << 20)
+            let dst = remote.appending("dst")
+            try "old".write(toFile: dst.string, atomically: false, encoding: .utf8)
+            try giveToTestUser(dst.string)
+            let slow = SFTPTransferOptions(chunkSize: 4096, maxRequestsInFlight: 1)
+            Progress.reset()
+            let (e1, t1) = await cancelMidway { try await sftp.upload(local + "/src", to: dst, options: slow, progress: Progress.record) }
+            #expect(e1?.code == .cancelled)
+            #expect(t1 < .milliseconds(100), "cancelled after \(t1)")
+            #expect(try String(contentsOfFile: dst.string, encoding: .utf8) == "old")
+            #expect(leftovers(remote.string).isEmpty, "\(leftovers(remote.string))")
+
+            var resume = slow
+            resume.resume = true
+            Progress.reset()
+            let resuming = resume
+            let (e2, _) = await cancelMidway { try await sftp.upload(local + "/src", to: dst, options: resuming, progress: Progress.record) }
+            #expect(e2?.code == .cancelled)
+            let kept = contents(remote.string + "/.dst.sshkit-partial") ?? []
+            #expect(kept.count > 1 << 20 && kept == Array(data.prefix(kept.count)), "the remote partial is a true prefix")
+            resume.chunkSize = nil
+            resume.maxRequestsInFlight = 16
+            try await sftp.upload(local + "/src", to: dst, options: resume)
+            #expect(contents(dst.string) == data)
+            #expect(leftovers(remote.string).isEmpty)
+        }
+    }
+
+    @Test func badTransferArgumentsAreTypedErrors() async throws {
+        try await withDirectories { _, sftp, remote, local in
+            await #expect(throws: SSHError.self) { try await sftp.download(remote, to: local + "/x") } // a directory
+            await #expect(throws: SSHError.self) { try await sftp.upload(local, to: remote.appending("x")) } // a directory
+            do throws(SSHError) {
+                try await sftp.download(remote.appending("missing"), to: local + "/x")
+            } catch {
+                #expect(error.code == .noSuchFile)
+            }
+            do throws(SSHError) {
+                try await sftp.upload(local + "/missing", to: remote.appending("x"))
+            } catch {
+                #expect(error.code == .localFileError && error.systemErrno == ENOENT)
+            }
+            do throws(SSHError) {
+                try await sftp.download(remote, to: local + "/x", options: SFTPTransferOptions(maxRequestsInFlight: 0))
+            } catch {
+                #expect(error.code == .invalidArgument)
+            }
+            #expect(!FileManager.default.fileExists(atPath: local + "/x") && leftovers(local).isEmpty)
+            #expect(leftovers(remote.string).isEmpty)
+        }
+    }
+}
