@@ -229,3 +229,62 @@ struct SFTPTransferTests {
         }
     }
 }
+
+/// A server stalled or killed in the middle of a transfer, on servers of their own.
+@Suite("SFTP faults", .serialized)
+struct SFTPFaultTests {
+    /// Starts a slow download (4 KiB requests, one at a time) of 32 MiB on `server`,
+    /// lets `fault` act once it is under way, and returns how the download ended.
+    func downloadWithFault(on server: TestServer, options: SFTPOptions,
+                           fault: @Sendable (TestServer) throws -> Void) async throws -> (SSHError?, Duration, String) {
+        let remote = server.dir + "/blob"
+        _ = try TestServer.run("/bin/sh", ["-c", "head -c 33554432 /dev/urandom > \(remote) && chmod 644 \(remote)"])
+        let local = NSTemporaryDirectory() + "sshkit-fault-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: false)
+        let conn = try await SSHClient.connect(server.configuration())
+        let sftp = try await conn.openSFTP(options: options)
+        let moved = Mutex<UInt64>(0)
+        let task = Task {
+            try await sftp.download(SFTPPath(remote), to: local + "/dst",
+                                    options: SFTPTransferOptions(chunkSize: 4096, maxRequestsInFlight: 1)) { p in
+                moved.withLock { $0 = p.bytesTransferred }
+            }
+        }
+        for _ in 0..<500 where moved.withLock({ $0 }) < 1 << 20 { try await Task.sleep(for: .milliseconds(10)) }
+        try fault(server)
+        let t0 = ContinuousClock.now
+        let result = await task.result
+        let elapsed = ContinuousClock.now - t0
+        let files = try FileManager.default.contentsOfDirectory(atPath: local)
+        try? FileManager.default.removeItem(atPath: local)
+        await conn.close()
+        if case .failure(let e) = result { return (e as? SSHError, elapsed, files.joined(separator: ",")) }
+        return (nil, elapsed, files.joined(separator: ","))
+    }
+
+    @Test func aStalledServerIsTimedOutAndLeavesNoFile() async throws {
+        let server = try TestServer.start(name: "sftp-stall")
+        defer { server.stop() }
+        var stopped: [Int32] = []
+        let (e, elapsed, files) = try await downloadWithFault(on: server, options: SFTPOptions(replyTimeout: .seconds(1))) { s in
+            for p in s.sessionProcessTree() { kill(p, SIGSTOP) }
+        }
+        stopped = server.sessionProcessTree()
+        for p in stopped { kill(p, SIGCONT) }
+        #expect(e?.code == .timedOut, "\(String(describing: e))")
+        #expect(elapsed < .seconds(5), "noticed after \(elapsed)")
+        #expect(files.isEmpty, "left behind: \(files)")
+    }
+
+    @Test func aKilledServerIsATypedErrorAndLeavesNoFile() async throws {
+        let server = try TestServer.start(name: "sftp-killed")
+        defer { server.stop() }
+        let (e, elapsed, files) = try await downloadWithFault(on: server, options: SFTPOptions()) { s in
+            for p in s.sessionProcessTree() { kill(p, SIGKILL) }
+        }
+        let typed: Set<SSHError.Code> = [.connectionLost, .disconnected, .channelClosed]
+        #expect(e.map { typed.contains($0.code) } == true, "\(String(describing: e))")
+        #expect(elapsed < .seconds(5))
+        #expect(files.isEmpty, "left behind: \(files)")
+    }
+}

@@ -276,12 +276,15 @@ do {
         rows.append(try await benchEcho(fixture, samples: quick ? 200 : 1000))
         out("echo: done")
     }
-    report(rows)
+    if !rows.isEmpty { report(rows) }
     if only == nil || only == "streams" {
         try await benchFairness(fixture, samples: quick ? 200 : 1000)
     }
     if only == nil || only == "streams" || only == "memory" {
         try await benchSlowConsumer(fixture, mebibytes: quick ? 256 : 1024)
+    }
+    if only == nil || only == "sftp" {
+        reportSFTP(try await benchSFTPTransfers(fixture, mebibytes: quick ? 256 : 1024, rounds: quick ? 3 : 5))
     }
 } catch {
     out("benchmark failed: \(error)")

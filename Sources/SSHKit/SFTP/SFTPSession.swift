@@ -22,6 +22,7 @@ final class SFTPSession: Sendable {
 
     private struct Pending {
         var continuation: CheckedContinuation<Result<SFTPReply, SSHError>, Never>
+        var sent: ContinuousClock.Instant
     }
 
     private struct State {
@@ -46,8 +47,9 @@ final class SFTPSession: Sendable {
         self.extensions = extensions
     }
 
-    /// Opens the subsystem and exchanges versions.
-    static func start(on connection: CoreConnection) async throws(SSHError) -> SFTPSession {
+    /// Opens the subsystem and exchanges versions. With `replyTimeout`, a request left
+    /// without a reply that long fails the session with `timedOut` (a stalled server).
+    static func start(on connection: CoreConnection, replyTimeout: Duration?) async throws(SSHError) -> SFTPSession {
         let channel = StreamChannel()
         do throws(SSHError) {
             try await channel.start(on: connection, StreamRequest(
@@ -86,10 +88,28 @@ final class SFTPSession: Sendable {
             let leftover = buffer
             Task { await session.readReplies(buffer: leftover) }
             Task { await session.drainStderr() }
+            if let replyTimeout { startWatchdog(session, replyTimeout) }
             return session
         } catch {
             channel.cancel()
             throw error
+        }
+    }
+
+    /// Checks the oldest unanswered request every so often; holds the session weakly.
+    private static func startWatchdog(_ session: SFTPSession, _ timeout: Duration) {
+        let tick = min(.seconds(1), timeout / 4)
+        Task { [weak session] in
+            while true {
+                try? await Task.sleep(for: tick)
+                guard let s = session, !s.isClosed else { return }
+                if let oldest = s.state.withLock({ $0.pending.values.map(\.sent).min() }),
+                   ContinuousClock.now - oldest > timeout {
+                    s.fail(SSHError(.timedOut, "the SFTP server sent no reply for \(timeout)"))
+                    s.channel.cancel()
+                    return
+                }
+            }
         }
     }
 
@@ -109,7 +129,7 @@ final class SFTPSession: Sendable {
             await withCheckedContinuation { continuation in
                 let failed = state.withLock { s -> SSHError? in
                     if let f = s.failure { return f }
-                    s.pending[id] = Pending(continuation: continuation)
+                    s.pending[id] = Pending(continuation: continuation, sent: .now)
                     return nil
                 }
                 if let failed { return continuation.resume(returning: .failure(failed)) }
