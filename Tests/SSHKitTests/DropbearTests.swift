@@ -66,6 +66,38 @@ struct DropbearTests {
         }
     }
 
+    /// dropbear runs OpenSSH's sftp-server (/usr/lib/sftp-server) for the subsystem.
+    @Test func sftpTransfersAndOperationsWork() async throws {
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let dir = try await conn.execute("mktemp -d /tmp/sshkit-dbsftp-XXXXXXXX").stdoutString
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            try await conn.withSFTP { sftp in
+                #expect(sftp.serverVersion == 3)
+                let data = randomBytes(3_000_000)
+                let local = NSTemporaryDirectory() + "sshkit-db-\(UUID().uuidString)"
+                try Data(data).write(to: URL(fileURLWithPath: local))
+                defer { try? FileManager.default.removeItem(atPath: local) }
+                let remote = SFTPPath(dir).appending("up")
+                try await sftp.upload(local, to: remote)
+                try await sftp.download(remote, to: local + ".back")
+                defer { try? FileManager.default.removeItem(atPath: local + ".back") }
+                #expect(FileManager.default.contents(atPath: local + ".back").map { Array($0) } == data)
+                try await sftp.createDirectory(at: SFTPPath(dir).appending("d/e"), parents: true)
+                let names = try await sftp.listDirectory(at: SFTPPath(dir)).map(\.name.string).sorted()
+                #expect(names == ["d", "up"])
+                try await sftp.rename(remote, to: SFTPPath(dir).appending("d/moved"), replacing: true)
+                #expect(try await sftp.attributes(at: SFTPPath(dir).appending("d/moved")).size == 3_000_000)
+                do throws(SSHError) {
+                    _ = try await sftp.attributes(at: remote)
+                    Issue.record("the old name still exists")
+                } catch {
+                    #expect(error.code == .noSuchFile)
+                }
+            }
+        }
+    }
+
     @Test func pinnedMismatchAndKnownHostsWork() async throws {
         let wrong = try SSHHostKey(openSSH: String(contentsOfFile: server.key("id_ed25519.pub"), encoding: .utf8))
         let e = await expectSSHError {

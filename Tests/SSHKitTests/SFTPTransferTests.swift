@@ -230,6 +230,59 @@ struct SFTPTransferTests {
     }
 }
 
+extension SFTPTransferTests {
+    @Test func directoryTreesGoBothWaysWithModesAndTimesAndNoSymlinksFollowed() async throws {
+        try await withDirectories { conn, sftp, remote, local in
+            let r = remote.string
+            _ = try await conn.execute("""
+                mkdir -p \(r)/tree/sub/deeper && chmod 750 \(r)/tree/sub && \
+                printf one > \(r)/tree/one && printf two > \(r)/tree/sub/two && chmod 640 \(r)/tree/sub/two && \
+                head -c 300000 /dev/urandom > \(r)/tree/sub/deeper/blob && \
+                touch -d @1234567890 \(r)/tree/sub/two && ln -s /etc/passwd \(r)/tree/sub/link && mkfifo \(r)/tree/fifo
+                """)
+            let summary = try await sftp.downloadDirectory(SFTPPath(r + "/tree"), to: local + "/tree")
+            #expect(summary.files == 3 && summary.directories == 3)
+            #expect(Set(summary.skipped) == ["sub/link", "fifo"])
+            #expect(contents(local + "/tree/one") == Array("one".utf8))
+            #expect(contents(local + "/tree/sub/deeper/blob") == contents(r + "/tree/sub/deeper/blob"))
+            let two = try FileManager.default.attributesOfItem(atPath: local + "/tree/sub/two")
+            #expect(two[.posixPermissions] as? Int == 0o640)
+            #expect((two[.modificationDate] as? Date)?.timeIntervalSince1970 == 1_234_567_890)
+            #expect(try FileManager.default.attributesOfItem(atPath: local + "/tree/sub")[.posixPermissions] as? Int == 0o750)
+            #expect(!FileManager.default.fileExists(atPath: local + "/tree/sub/link"))
+
+            // and back up to a new remote place
+            let up = try await sftp.uploadDirectory(local + "/tree", to: SFTPPath(r + "/copy"))
+            #expect(up.files == 3 && up.directories == 3 && up.skipped.isEmpty)
+            #expect(contents(r + "/copy/sub/deeper/blob") == contents(r + "/tree/sub/deeper/blob"))
+            let copied = try FileManager.default.attributesOfItem(atPath: r + "/copy/sub/two")
+            #expect(copied[.posixPermissions] as? Int == 0o640)
+            #expect((copied[.modificationDate] as? Date)?.timeIntervalSince1970 == 1_234_567_890)
+            #expect(try FileManager.default.attributesOfItem(atPath: r + "/copy/sub")[.posixPermissions] as? Int == 0o750)
+
+            // a local symlink where a directory goes is never followed
+            let elsewhere = local + "/elsewhere"
+            try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: false)
+            try FileManager.default.createSymbolicLink(atPath: local + "/trap", withDestinationPath: elsewhere)
+            do throws(SSHError) {
+                try await sftp.downloadDirectory(SFTPPath(r + "/tree"), to: local + "/trap")
+                Issue.record("downloaded through a symlink")
+            } catch {
+                #expect(error.code == .localFileError && error.systemErrno == ENOTDIR)
+            }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere).isEmpty)
+        }
+    }
+
+    @Test func onlyPlainNamesAreSafeToJoin() {
+        #expect(SFTPPath("file.txt").isPlainName && SFTPPath(bytes: [0xff]).isPlainName)
+        for bad: SFTPPath in ["", ".", "..", "a/b", "/etc", "../x", "x/"] { #expect(!bad.isPlainName, "\(bad)") }
+        #expect(SFTPPath("/a/b/c").parent == "/a/b" && SFTPPath("/c").parent == "/" && SFTPPath("c").parent == ".")
+        #expect(SFTPPath("/a/b/").lastComponent == "b" && SFTPPath("/a//b").parent == "/a")
+        #expect(SFTPPath("/a").appending("b") == "/a/b" && SFTPPath("/a/").appending("b") == "/a/b")
+    }
+}
+
 /// A server stalled or killed in the middle of a transfer, on servers of their own.
 @Suite("SFTP faults", .serialized)
 struct SFTPFaultTests {

@@ -1,0 +1,132 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// What a recursive transfer did.
+public struct SFTPTreeTransferSummary: Sendable, Hashable {
+    public var files = 0
+    public var directories = 0
+    public var bytes: UInt64 = 0
+    /// Entries left out: symbolic links (never followed, never recreated), devices,
+    /// sockets, FIFOs, and remote names that are not UTF-8; relative to the source.
+    public var skipped: [String] = []
+}
+
+extension SFTPClient {
+    /// Downloads the directory tree at `remote` into `localPath` (created if missing;
+    /// an existing directory is merged into, its files replaced atomically). Modes and
+    /// times are kept. Symbolic links and special files are skipped (`skipped`). A name
+    /// from the server that could leave the destination (`..`, `/`, empty) fails the
+    /// transfer with `sftpProtocolError` before anything is written under it, and a local
+    /// symbolic link on the way is never followed.
+    @discardableResult
+    public func downloadDirectory(_ remote: SFTPPath, to localPath: String,
+                                  options: SFTPTransferOptions = SFTPTransferOptions()) async throws(SSHError) -> SFTPTreeTransferSummary {
+        var summary = SFTPTreeTransferSummary()
+        var fileOptions = options
+        fileOptions.preserveTimes = true
+        try await downloadTree(remote, localPath, relative: "", fileOptions, &summary)
+        return summary
+    }
+
+    private func downloadTree(_ remote: SFTPPath, _ local: String, relative: String,
+                              _ options: SFTPTransferOptions, _ summary: inout SFTPTreeTransferSummary) async throws(SSHError) {
+        let attrs = try await attributes(at: remote)
+        guard attrs.kind == .directory else {
+            throw SSHError(.invalidArgument, "downloadDirectory: \(remote) is not a directory")
+        }
+        try Self.makeLocalDirectory(local)
+        summary.directories += 1
+        for entry in try await listDirectory(at: remote) {
+            guard entry.name.isPlainName else {
+                var e = SSHError(.sftpProtocolError, "the server listed an unsafe name \(entry.name.bytes) in \(remote)")
+                e.sftp = SSHError.SFTPContext(operation: "readdir", path: remote)
+                throw e
+            }
+            // a name that is not UTF-8 has no faithful local String path here: skipped
+            let name = String(decoding: entry.name.bytes, as: UTF8.self)
+            guard entry.name.isValidUTF8 else {
+                summary.skipped.append(relative + name)
+                continue
+            }
+            let child = remote.appending(entry.name)
+            switch entry.attributes.kind {
+            case .directory:
+                try await downloadTree(child, local + "/" + name, relative: relative + name + "/", options, &summary)
+            case .regular:
+                summary.bytes += try await download(child, to: local + "/" + name, options: options)
+                summary.files += 1
+            default:
+                summary.skipped.append(relative + name)
+            }
+        }
+        // the directory's own mode and times last (its contents changed its mtime)
+        let dir = try LocalFile.open(local, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+        try dir.setMode(options.permissions ?? (attrs.mode.map { $0 & 0o7777 } ?? 0o755))
+        if let m = attrs.modificationTime { try dir.setTimes(access: attrs.accessTime ?? m, modification: m) }
+    }
+
+    /// mkdir, or accept an existing real directory (never a symlink to one).
+    private static func makeLocalDirectory(_ path: String) throws(SSHError) {
+        if mkdir(path, 0o700) == 0 { return }
+        let e = errno
+        var st = stat()
+        guard e == EEXIST, lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
+            throw LocalFile.error(e == EEXIST ? "not a directory (or a symlink):" : "create the directory", path,
+                                  errno: e == EEXIST ? ENOTDIR : e)
+        }
+    }
+
+    /// Uploads the local directory tree at `localPath` to `remote` (created if missing;
+    /// files replaced atomically), keeping modes and times. Local symbolic links and
+    /// special files are skipped, never followed.
+    @discardableResult
+    public func uploadDirectory(_ localPath: String, to remote: SFTPPath,
+                                options: SFTPTransferOptions = SFTPTransferOptions()) async throws(SSHError) -> SFTPTreeTransferSummary {
+        var summary = SFTPTreeTransferSummary()
+        var fileOptions = options
+        fileOptions.preserveTimes = true
+        try await uploadTree(localPath, remote, relative: "", fileOptions, &summary)
+        return summary
+    }
+
+    private func uploadTree(_ local: String, _ remote: SFTPPath, relative: String,
+                            _ options: SFTPTransferOptions, _ summary: inout SFTPTreeTransferSummary) async throws(SSHError) {
+        var st = stat()
+        guard lstat(local, &st) == 0 else { throw LocalFile.error("stat", local) }
+        guard (st.st_mode & S_IFMT) == S_IFDIR else {
+            throw SSHError(.invalidArgument, "uploadDirectory: \(local) is not a directory")
+        }
+        do throws(SSHError) {
+            try await createDirectory(at: remote, mode: 0o700)
+        } catch {
+            // an existing directory is merged into
+            guard (try? await linkAttributes(at: remote))?.kind == .directory else { throw error }
+        }
+        summary.directories += 1
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: local).sorted()
+        } catch {
+            throw LocalFile.error("list", local, errno: EIO)
+        }
+        for name in names {
+            let path = local + "/" + name
+            var cst = stat()
+            guard lstat(path, &cst) == 0 else { throw LocalFile.error("stat", path) }
+            switch cst.st_mode & S_IFMT {
+            case S_IFDIR:
+                try await uploadTree(path, remote.appending(name), relative: relative + name + "/", options, &summary)
+            case S_IFREG:
+                summary.bytes += try await upload(path, to: remote.appending(name), options: options)
+                summary.files += 1
+            default:
+                summary.skipped.append(relative + name)
+            }
+        }
+        try await setAttributes(SFTPFileAttributes(
+            permissions: options.permissions ?? (UInt32(st.st_mode) & 0o7777),
+            accessTime: UInt32(clamping: st.st_atim.tv_sec), modificationTime: UInt32(clamping: st.st_mtim.tv_sec)), at: remote)
+    }
+}
