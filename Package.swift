@@ -9,6 +9,7 @@ let package = Package(
         .executable(name: "ssh-exec", targets: ["ssh-exec"]),
         .executable(name: "known-hosts", targets: ["known-hosts"]),
         .executable(name: "ssh-shell", targets: ["ssh-shell"]),
+        .executable(name: "ssh-sftp", targets: ["ssh-sftp"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -38,18 +39,35 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // the connection options the examples share
+        .target(
+            name: "ExampleSupport",
+            dependencies: [
+                "SSHKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/Support"
+        ),
         .executableTarget(
             name: "ssh-exec",
             dependencies: [
-                "SSHKit",
+                "SSHKit", "ExampleSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/ssh-exec"
         ),
         .executableTarget(
+            name: "ssh-sftp",
+            dependencies: [
+                "SSHKit", "ExampleSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/ssh-sftp"
+        ),
+        .executableTarget(
             name: "ssh-shell",
             dependencies: [
-                "SSHKit",
+                "SSHKit", "ExampleSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/ssh-shell"

@@ -3,6 +3,7 @@
 //   ssh-exec --host 127.0.0.1 --port 2222 --user me --key ~/.ssh/id_ed25519 \
 //            --fingerprint SHA256:... -- uname -a
 import ArgumentParser
+import ExampleSupport
 import Foundation
 import SSHKit
 
@@ -12,46 +13,15 @@ struct SSHExec: AsyncParsableCommand {
         commandName: "ssh-exec",
         abstract: "Run a command over SSH; print its output and exit with its status.")
 
-    @Option(help: "Server host name or address.") var host: String
-    @Option(help: "Server port.") var port: Int = 22
-    @Option(help: "User to log in as.") var user: String
-    @Option(help: "Private key file (OpenSSH or PEM).") var key: String?
-    @Option(help: "Passphrase of the private key.") var passphrase: String?
-    @Flag(help: "Read a password from the SSHKIT_PASSWORD environment variable.") var passwordFromEnv = false
-    @Flag(help: "Use the keys in ssh-agent (SSH_AUTH_SOCK).") var agent = false
-    @Option(help: "Accept only this host key (SHA256:... as ssh-keygen -l prints it); repeatable.")
-    var fingerprint: [String] = []
-    @Flag(help: "Accept any host key. Insecure: anyone on the path can impersonate the server.")
-    var insecureAcceptAnyHostKey = false
-    @Option(help: "Connect timeout in seconds.") var timeout: Double = 10
+    @OptionGroup var connection: ConnectionOptions
     @Argument(parsing: .captureForPassthrough, help: "The command, run by the remote login shell.")
     var command: [String]
 
     func run() async throws {
-        var methods: [SSHAuthentication.Method] = []
-        if let key { methods.append(.privateKeyFile(path: key, passphrase: passphrase)) }
-        if agent { methods.append(.agent(socketPath: nil)) }
-        if passwordFromEnv {
-            guard let pw = ProcessInfo.processInfo.environment["SSHKIT_PASSWORD"] else {
-                throw ValidationError("--password-from-env given but SSHKIT_PASSWORD is not set")
-            }
-            methods.append(.password(pw))
-        }
-        guard !methods.isEmpty else { throw ValidationError("give --key, --agent or --password-from-env") }
-        let policy: SSHHostKeyPolicy
-        if !fingerprint.isEmpty {
-            policy = .pinned(fingerprint)
-        } else if insecureAcceptAnyHostKey {
-            policy = .insecureAcceptAnyHostKey
-        } else {
-            throw ValidationError("give --fingerprint SHA256:... or, knowingly, --insecure-accept-any-host-key")
-        }
+        let config = try connection.configuration()
         let words = command.first == "--" ? Array(command.dropFirst()) : command
         guard !words.isEmpty else { throw ValidationError("no command given") }
 
-        let config = SSHConfiguration(
-            host: host, port: port, user: user, authentication: SSHAuthentication(methods),
-            hostKeyPolicy: policy, connectTimeout: .milliseconds(Int64(timeout * 1000)))
         do {
             let result = try await SSHClient.withConnection(config) { conn in
                 try await conn.execute(words.joined(separator: " "), outputLimit: 1 << 30)

@@ -6,6 +6,7 @@
 // window size changes are forwarded, and the terminal is restored on exit. The exit
 // status is the remote shell's.
 import ArgumentParser
+import ExampleSupport
 import Foundation
 import SSHKit
 
@@ -14,28 +15,12 @@ struct SSHShellCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ssh-shell", abstract: "Open an interactive shell (or run a command) on a remote terminal.")
 
-    @Option(help: "Server host name or address.") var host: String
-    @Option(help: "Server port.") var port: Int = 22
-    @Option(help: "User to log in as.") var user: String
-    @Option(help: "Private key file (OpenSSH or PEM).") var key: String?
-    @Flag(help: "Read a password from the SSHKIT_PASSWORD environment variable.") var passwordFromEnv = false
-    @Option(help: "Accept only this host key (SHA256:...); repeatable.") var fingerprint: [String] = []
-    @Flag(help: "Accept any host key. Insecure: anyone on the path can impersonate the server.")
-    var insecureAcceptAnyHostKey = false
+    @OptionGroup var connection: ConnectionOptions
     @Argument(parsing: .captureForPassthrough, help: "A command to run on the terminal instead of the login shell.")
     var command: [String] = []
 
     func run() async throws {
-        var methods: [SSHAuthentication.Method] = []
-        if let key { methods.append(.privateKeyFile(path: key, passphrase: nil)) }
-        if passwordFromEnv, let pw = ProcessInfo.processInfo.environment["SSHKIT_PASSWORD"] { methods.append(.password(pw)) }
-        guard !methods.isEmpty else { throw ValidationError("give --key or --password-from-env") }
-        guard !fingerprint.isEmpty || insecureAcceptAnyHostKey else {
-            throw ValidationError("give --fingerprint SHA256:... or, knowingly, --insecure-accept-any-host-key")
-        }
-        let config = SSHConfiguration(
-            host: host, port: port, user: user, authentication: SSHAuthentication(methods),
-            hostKeyPolicy: fingerprint.isEmpty ? .insecureAcceptAnyHostKey : .pinned(fingerprint))
+        let config = try connection.configuration()
         let words = command.first == "--" ? Array(command.dropFirst()) : command
         let terminal = SSHTerminal(term: ProcessInfo.processInfo.environment["TERM"] ?? "xterm-256color",
                                    size: LocalTerminal.size() ?? SSHTerminalSize(columns: 80, rows: 24))

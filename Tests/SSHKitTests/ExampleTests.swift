@@ -51,3 +51,67 @@ struct ExampleTests {
         #expect(r.err.contains("--fingerprint"))
     }
 }
+
+/// The ssh-sftp example, run as a process against the fixture sshd.
+@Suite("ssh-sftp example", .serialized)
+struct SFTPExampleTests {
+    let server = TestServer.shared
+
+    func sftp(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
+        try TestServer.runCapturing(TestServer.packageRoot + "/.build/debug/ssh-sftp",
+                                    ["--host", server.host, "--port", "\(server.port)", "--user", server.user,
+                                     "--key", server.key("id_ed25519"), "--fingerprint", server.fingerprintEd25519,
+                                     "--fingerprint", server.fingerprintECDSA, "--fingerprint", server.fingerprintRSA] + args)
+    }
+
+    @Test func listsCopiesMovesAndRemovesFiles() throws {
+        let remote = try TestServer.run("/usr/sbin/runuser", ["-u", server.user, "--", "mktemp", "-d", "/tmp/sshkit-sftpcli-XXXXXXXX"])
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let local = NSTemporaryDirectory() + "sshkit-cli-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: false)
+        defer {
+            try? FileManager.default.removeItem(atPath: remote)
+            try? FileManager.default.removeItem(atPath: local)
+        }
+        let data = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        try data.write(to: URL(fileURLWithPath: local + "/src"))
+
+        #expect(try sftp(["mkdir", "-p", remote + "/a/b"]).status == 0)
+        let put = try sftp(["put", local + "/src", remote + "/a/b/file"])
+        #expect(put.status == 0, "\(put.err)")
+        #expect(FileManager.default.contents(atPath: remote + "/a/b/file") == data)
+        let ls = try sftp(["ls", remote + "/a/b"])
+        #expect(ls.status == 0 && ls.out.contains("file") && ls.out.contains("300000"), "\(ls.out)")
+        #expect(try sftp(["mv", remote + "/a/b/file", remote + "/a/moved"]).status == 0)
+        let get = try sftp(["get", remote + "/a/moved", local + "/back"])
+        #expect(get.status == 0 && get.err.isEmpty, "no progress bar without a terminal: \(get.err)")
+        #expect(FileManager.default.contents(atPath: local + "/back") == data)
+        let tree = try sftp(["--recursive", "get", remote + "/a", local + "/tree"])
+        #expect(tree.status == 0 && tree.out.contains("1 files, 2 directories"), "\(tree.out)")
+        #expect(try sftp(["rm", remote + "/a/moved"]).status == 0)
+
+        let missing = try sftp(["rm", remote + "/a/moved"])
+        #expect(missing.status == 1 && missing.err.contains("no such file"), "\(missing.err)")
+        let bad = try sftp(["frobnicate", "x"])
+        #expect(bad.status != 0 && bad.err.contains("unknown operation"))
+    }
+
+    /// On a terminal (tmux), get draws a progress bar that ends at 100%.
+    @Test func getDrawsAProgressBarOnATerminal() async throws {
+        let dir = "/tmp/sshkit-tmux-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        _ = try TestServer.run("/bin/sh", ["-c", "head -c 20000000 /dev/urandom > \(dir)/big && chmod 755 \(dir) && chmod 644 \(dir)/big"])
+        let tmux = ShellExampleTests.Tmux(socket: dir + "/tmux.sock")
+        defer { tmux.kill() }
+        let argv = [TestServer.packageRoot + "/.build/debug/ssh-sftp", "--host", server.host, "--port", "\(server.port)",
+                    "--user", server.user, "--key", server.key("id_ed25519"), "--fingerprint", server.fingerprintEd25519,
+                    "--fingerprint", server.fingerprintECDSA, "--fingerprint", server.fingerprintRSA,
+                    "get", dir + "/big", dir + "/copy"].map { "'\($0)'" }.joined(separator: " ")
+        try tmux.start(width: 120, height: 10, command: "\(argv); echo status=$?; sleep 30", log: dir + "/tmux.log")
+        try await tmux.waitFor("status=0")
+        let screen = try tmux.screen()
+        #expect(screen.contains("100%") && screen.contains("MB/s") && screen.contains("[##########"), "\(screen)")
+        #expect(FileManager.default.contents(atPath: dir + "/copy") == FileManager.default.contents(atPath: dir + "/big"))
+    }
+}

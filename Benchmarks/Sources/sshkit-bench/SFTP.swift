@@ -91,7 +91,7 @@ func benchSFTPTransfers(_ f: Fixture, mebibytes: Int, rounds: Int) async throws 
     return [down, up]
 }
 
-/// The SFTP table: SSHKit against `sftp` and `scp`.
+/// The SFTP table: SSHKit against `sftp` and `scp` (a dash where scp has no equivalent).
 func reportSFTP(_ rows: [Row]) {
     func f(_ x: Double) -> String { String(format: x < 10 ? "%.2f" : "%.1f", x) }
     out()
@@ -99,7 +99,53 @@ func reportSFTP(_ rows: [Row]) {
     out("|---|---|---|---|---|---|")
     for r in rows {
         let m = sftpImplementations.map { median(r.samples[$0] ?? []) }
-        out("| \(r.workload) | \(f(m[0])) (p90 \(f(percentile(r.samples["SSHKit"] ?? [], 0.9)))) | \(f(m[1])) | \(f(m[2])) | \(String(format: "%.2fx", m[0] / m[1])) | \(String(format: "%.2fx", m[0] / m[2])) |")
+        func cell(_ x: Double) -> String { x.isNaN ? "—" : f(x) }
+        func ratio(_ x: Double) -> String { x.isNaN ? "—" : String(format: "%.2fx", x) }
+        out("| \(r.workload) | \(f(m[0])) (p90 \(f(percentile(r.samples["SSHKit"] ?? [], 0.9)))) | \(cell(m[1])) | \(cell(m[2])) | \(ratio(m[0] / m[1])) | \(ratio(m[0] / m[2])) |")
     }
     out("samples per implementation: \(rows.first.map { r in sftpImplementations.map { "\($0) \(r.samples[$0]?.count ?? 0)" }.joined(separator: ", ") } ?? "")")
+}
+
+/// 10,000 stats of small files and a 1,000-entry listing: SSHKit (one request at a time,
+/// like the CLI) against OpenSSH `sftp -b` running the same requests in one session.
+func benchSFTPMetadata(_ f: Fixture, rounds: Int) async throws -> [Row] {
+    var stats = Row(workload: "stat of 10,000 small files, one at a time (ms per stat)")
+    var listing = Row(workload: "list a 1,000-entry directory with attributes (ms)")
+    let dir = "/dev/shm/sshkit-bench-meta-\(getpid())"
+    guard spawnAndWait(["/bin/sh", "-c", "mkdir -p \(dir)/many \(dir)/list && cd \(dir)/many && seq 1 10000 | xargs touch && cd \(dir)/list && seq 1 1000 | xargs touch && chown -R \(f.user) \(dir) && chmod -R 755 \(dir)"]) == 0
+    else { throw BenchError("could not prepare \(dir)") }
+    defer { _ = spawnAndWait(["/bin/rm", "-rf", dir]) }
+    let statBatch = dir + "/batch-stat", listBatch = dir + "/batch-list"
+    try (1...10000).map { "ls -ln \(dir)/many/\($0)" }.joined(separator: "\n").write(toFile: statBatch, atomically: true, encoding: .utf8)
+    try "ls -ln \(dir)/list\n".write(toFile: listBatch, atomically: true, encoding: .utf8)
+    // the cost of starting `sftp` and its session, subtracted from its figures
+    let empty = dir + "/batch-empty"
+    try "\n".write(toFile: empty, atomically: true, encoding: .utf8)
+    let conn = try await SSHClient.connect(f.sshkitCipherConfig)
+    let sftp = try await conn.openSFTP()
+    for i in 0..<rounds {
+        for impl in rotated(["SSHKit", "sftp"], by: i) {
+            if impl == "SSHKit" {
+                var t0 = now()
+                for n in 1...10000 { _ = try await sftp.attributes(at: SFTPPath("\(dir)/many/\(n)")) }
+                stats.samples["SSHKit", default: []].append((now() - t0) / 10000)
+                t0 = now()
+                guard try await sftp.listDirectory(at: SFTPPath(dir + "/list")).count == 1000 else { throw BenchError("listing") }
+                listing.samples["SSHKit", default: []].append(now() - t0)
+            } else {
+                var t0 = now()
+                guard spawnAndWait(f.sftpArgv(batch: empty)) == 0 else { throw BenchError("sftp empty batch") }
+                let startup = now() - t0
+                t0 = now()
+                guard spawnAndWait(f.sftpArgv(batch: statBatch)) == 0 else { throw BenchError("sftp stats") }
+                stats.samples["sftp", default: []].append((now() - t0 - startup) / 10000)
+                t0 = now()
+                guard spawnAndWait(f.sftpArgv(batch: listBatch)) == 0 else { throw BenchError("sftp ls") }
+                listing.samples["sftp", default: []].append(now() - t0 - startup)
+            }
+        }
+    }
+    sftp.close()
+    await conn.close()
+    return [stats, listing]
 }

@@ -284,7 +284,8 @@ do {
         try await benchSlowConsumer(fixture, mebibytes: quick ? 256 : 1024)
     }
     if only == nil || only == "sftp" {
-        reportSFTP(try await benchSFTPTransfers(fixture, mebibytes: quick ? 256 : 1024, rounds: quick ? 3 : 5))
+        reportSFTP(try await benchSFTPTransfers(fixture, mebibytes: quick ? 256 : 1024, rounds: quick ? 3 : 5)
+                   + benchSFTPMetadata(fixture, rounds: quick ? 2 : 5))
     }
 } catch {
     out("benchmark failed: \(error)")
