@@ -228,17 +228,22 @@ public final class SFTPClient: Sendable {
             }
         }
         if supports(extension: "posix-rename@openssh.com") {
-            return try await callStatus(SFTPType.extended, "posix-rename", path: source) {
-                $0.put(string: "posix-rename@openssh.com")
-                $0.put(string: source.bytes)
-                $0.put(string: destination.bytes)
+            do throws(SSHError) {
+                return try await callStatus(SFTPType.extended, "posix-rename", path: source) {
+                    $0.put(string: "posix-rename@openssh.com")
+                    $0.put(string: source.bytes)
+                    $0.put(string: destination.bytes)
+                }
+            } catch {
+                // announced but refused as unsupported (e.g. an sftp-server -P denylist)
+                guard error.code == .unsupported else { throw error }
             }
         }
         try await replaceWithMove(source, destination)
     }
 
     /// `mv -f -- src dst` for servers without posix-rename (needs a POSIX login shell).
-    private func replaceWithMove(_ source: SFTPPath, _ destination: SFTPPath) async throws(SSHError) {
+    func replaceWithMove(_ source: SFTPPath, _ destination: SFTPPath) async throws(SSHError) {
         guard source.isValidUTF8, destination.isValidUTF8 else {
             var e = SSHError(.unsupported, "rename: no posix-rename on the server, and the names are not UTF-8 for mv")
             e.sftp = SSHError.SFTPContext(operation: "rename", path: source)
