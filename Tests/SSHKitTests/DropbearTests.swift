@@ -69,8 +69,7 @@ struct DropbearTests {
     /// dropbear runs OpenSSH's sftp-server (/usr/lib/sftp-server) for the subsystem.
     @Test func sftpTransfersAndOperationsWork() async throws {
         try await SSHClient.withConnection(server.configuration()) { conn in
-            let dir = try await conn.execute("mktemp -d /tmp/sshkit-dbsftp-XXXXXXXX").stdoutString
-                .trimmingCharacters(in: .whitespacesAndNewlines)
+            let dir = try await conn.makeRemoteTemporaryDirectory("dbsftp")
             defer { try? FileManager.default.removeItem(atPath: dir) }
             try await conn.withSFTP { sftp in
                 #expect(sftp.serverVersion == 3)

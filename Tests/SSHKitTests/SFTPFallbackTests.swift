@@ -10,8 +10,7 @@ struct SFTPFallbackTests {
 
     @Test func mvReplacesTheDestinationAndQuotesHostileNames() async throws {
         try await SSHClient.withConnection(server.configuration()) { conn in
-            let dir = try await conn.execute("mktemp -d /tmp/sshkit-mv-XXXXXXXX").stdoutString
-                .trimmingCharacters(in: .whitespacesAndNewlines)
+            let dir = try await conn.makeRemoteTemporaryDirectory("mv")
             defer { try? FileManager.default.removeItem(atPath: dir) }
             try await conn.withSFTP { sftp in
                 let source = SFTPPath(dir).appending("-n $(touch pwned) 'q' new")

@@ -11,9 +11,7 @@ struct SFTPTests {
     /// A fresh directory owned by the test user; removed afterwards.
     func withRemoteDirectory(_ body: (SSHConnection, SFTPClient, SFTPPath) async throws -> Void) async throws {
         try await SSHClient.withConnection(server.configuration()) { conn in
-            let dir = try await conn.execute("mktemp -d /tmp/sshkit-sftp-XXXXXXXX").stdoutString
-                .trimmingCharacters(in: .whitespacesAndNewlines)
-            #expect(dir.hasPrefix("/tmp/sshkit-sftp-"))
+            let dir = try await conn.makeRemoteTemporaryDirectory("sftp")
             defer { try? FileManager.default.removeItem(atPath: dir) }
             return try await conn.withSFTP { sftp in try await body(conn, sftp, SFTPPath(dir)) }
         }

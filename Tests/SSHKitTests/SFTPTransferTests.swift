@@ -12,8 +12,7 @@ struct SFTPTransferTests {
     /// A remote directory (owned by the test user) and a local one (owned by root).
     func withDirectories(_ body: (SSHConnection, SFTPClient, SFTPPath, String) async throws -> Void) async throws {
         try await SSHClient.withConnection(server.configuration()) { conn in
-            let remote = try await conn.execute("mktemp -d /tmp/sshkit-sftpx-XXXXXXXX").stdoutString
-                .trimmingCharacters(in: .whitespacesAndNewlines)
+            let remote = try await conn.makeRemoteTemporaryDirectory("sftpx")
             let local = NSTemporaryDirectory() + "sshkit-local-\(UUID().uuidString)"
             try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: false)
             defer {
