@@ -91,6 +91,11 @@ typedef struct session_op {
     int phase;
     bool use_fallback;
     bool subsystem; /* command names a subsystem */
+    sshcore_channel_kind kind;
+    char *_Nullable target;     /* direct channels: host or socket path */
+    int target_port;
+    char *_Nullable originator;
+    int originator_port;
     ssh_channel _Nullable ch;
     struct ssh_channel_callbacks_struct cbs;
     sshcore_chan_state cstate;
@@ -673,17 +678,41 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
             ssh_callbacks_init(&x->cbs);
             ssh_set_channel_callbacks(x->ch, &x->cbs);
         }
-        rc = ssh_channel_open_session(x->ch);
+        switch (x->kind) {
+        case SSHCORE_CHANNEL_SESSION:
+            rc = ssh_channel_open_session(x->ch);
+            break;
+        case SSHCORE_CHANNEL_DIRECT_TCPIP:
+            rc = ssh_channel_open_forward(x->ch, x->target, x->target_port,
+                                          x->originator, x->originator_port);
+            break;
+        case SSHCORE_CHANNEL_DIRECT_STREAMLOCAL:
+            rc = ssh_channel_open_forward_unix(x->ch, x->target,
+                                               x->originator, x->originator_port);
+            break;
+        }
         if (rc == SSH_AGAIN) {
             return false;
         }
         if (rc != SSH_OK) {
             (void)chan_event(x, SSHCORE_CHAN_EV_OPEN_FAILED);
-            fail_call(conn, x, SSHCORE_E_CHANNEL_OPEN_REFUSED, "ssh_channel_open_session");
+            fail_call(conn, x, SSHCORE_E_CHANNEL_OPEN_REFUSED,
+                      x->kind == SSHCORE_CHANNEL_SESSION      ? "ssh_channel_open_session"
+                      : x->kind == SSHCORE_CHANNEL_DIRECT_TCPIP ? "ssh_channel_open_forward"
+                                                                : "ssh_channel_open_forward_unix");
             return false;
         }
         if (chan_event(x, SSHCORE_CHAN_EV_OPEN_OK) != SSHCORE_CHAN_ACT_START_IO) {
             return false;
+        }
+        if (x->kind != SSHCORE_CHANNEL_SESSION) {
+            /* a direct channel carries bytes from the moment it is open */
+            x->phase = X_IO;
+            if (x->streamed && !x->started_reported) {
+                x->started_reported = true;
+                x->cb.started(x->cb.ctx, 0);
+            }
+            return true;
         }
         x->phase = X_ENV;
         return true;
@@ -796,7 +825,7 @@ static void close_channel(sshcore_conn *conn, session_op *x)
             (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
             return;
         }
-        if (!ssh_channel_is_closed(x->ch) && x->phase == X_IO &&
+        if (!ssh_channel_is_closed(x->ch) && x->phase == X_IO && x->kind == SSHCORE_CHANNEL_SESSION &&
             (atomic_load(&op->cancel_requested) != 0 || op->err.code == SSHCORE_E_TIMED_OUT ||
              op->err.code == SSHCORE_E_CANCELLED)) {
             /* a cancelled command should not keep running on the server;
@@ -822,6 +851,8 @@ static void session_destroy(sshcore_op *op)
     release_callbacks(x);
     free(x->command);
     free(x->fallback);
+    free(x->target);
+    free(x->originator);
     for (i = 0; i < x->env_count; i++) {
         free(x->env_names != NULL ? x->env_names[i] : NULL);
         free(x->env_values != NULL ? x->env_values[i] : NULL);
@@ -967,12 +998,53 @@ sshcore_op *sshcore_exec_start(sshcore_conn *conn, const sshcore_exec_spec *spec
     return session_submit(conn, x, done, ctx, 0, err);
 }
 
+/** A direct-tcpip or direct-streamlocal channel: a byte stream, no requests. */
+static sshcore_op *direct_start(sshcore_conn *conn, const sshcore_stream_spec *spec,
+                                const sshcore_stream_callbacks *callbacks,
+                                sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+{
+    session_op *x = NULL;
+    bool tcp = spec->kind == SSHCORE_CHANNEL_DIRECT_TCPIP;
+
+    if ((spec->kind != SSHCORE_CHANNEL_DIRECT_TCPIP && spec->kind != SSHCORE_CHANNEL_DIRECT_STREAMLOCAL) ||
+        spec->target_host == NULL || spec->target_host[0] == '\0' ||
+        (tcp && (spec->target_port < 1 || spec->target_port > 65535)) ||
+        spec->originator_port < 0 || spec->originator_port > 65535 ||
+        spec->buffer_limit == 0 || spec->timeout_ms < 0 || callbacks->data == NULL ||
+        callbacks->started == NULL || callbacks->released == NULL) {
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete direct channel spec");
+        return NULL;
+    }
+    x = session_new("", NULL, NULL, 0);
+    if (x == NULL) {
+        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return NULL;
+    }
+    x->kind = spec->kind;
+    x->target = strdup(spec->target_host);
+    x->target_port = spec->target_port;
+    x->originator = strdup(spec->originator_host != NULL ? spec->originator_host : "127.0.0.1");
+    x->originator_port = spec->originator_port;
+    if (x->target == NULL || x->originator == NULL) {
+        session_destroy(&x->base); /* frees x */
+        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return NULL;
+    }
+    x->streamed = true;
+    x->cb = *callbacks;
+    x->limit = spec->buffer_limit;
+    return session_submit(conn, x, done, ctx, spec->timeout_ms, err);
+}
+
 sshcore_op *sshcore_stream_start(sshcore_conn *conn, const sshcore_stream_spec *spec,
                                  const sshcore_stream_callbacks *callbacks,
                                  sshcore_op_done_fn done, void *ctx, sshcore_error *err)
 {
     session_op *x = NULL;
 
+    if (spec->kind != SSHCORE_CHANNEL_SESSION) {
+        return direct_start(conn, spec, callbacks, done, ctx, err);
+    }
     if ((spec->env_count > 0 && spec->env == NULL) || spec->buffer_limit == 0 ||
         spec->timeout_ms < 0 || callbacks->data == NULL || callbacks->started == NULL ||
         callbacks->released == NULL ||

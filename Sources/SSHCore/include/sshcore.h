@@ -455,7 +455,25 @@ typedef struct sshcore_stream_callbacks {
     void (*released)(void *_Nullable ctx);
 } sshcore_stream_callbacks;
 
+/** What a streamed channel is. */
+typedef enum sshcore_channel_kind {
+    /** A session: a command, the login shell or a subsystem. */
+    SSHCORE_CHANNEL_SESSION = 0,
+    /** "direct-tcpip" to target_host:target_port as the server sees it. */
+    SSHCORE_CHANNEL_DIRECT_TCPIP = 1,
+    /** "direct-streamlocal@openssh.com" to the server's Unix socket target_host. */
+    SSHCORE_CHANNEL_DIRECT_STREAMLOCAL = 2,
+} sshcore_channel_kind;
+
 typedef struct sshcore_stream_spec {
+    /** SESSION unless set; the direct kinds use the target fields below and
+     *  ignore command, env and pty (they have no exit status). */
+    sshcore_channel_kind kind;
+    const char *_Nullable target_host;
+    int target_port;
+    /** Where the forwarded connection came from, as told to the server. */
+    const char *_Nullable originator_host;
+    int originator_port;
     /** The command; NULL starts the login shell (a "shell" request). */
     const char *_Nullable command;
     /** Non-zero: `command` names a subsystem (e.g. "sftp") to request instead

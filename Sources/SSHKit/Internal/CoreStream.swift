@@ -2,10 +2,21 @@ import SSHCore
 import Synchronization
 
 /// What a streamed channel is started with (validated by the public layer).
+struct DirectTarget: Sendable {
+    var unixSocket: Bool
+    var host: String
+    var port: Int
+    var originatorHost: String
+    var originatorPort: Int
+}
+
 struct StreamRequest: Sendable {
     var command: String?
     /// `command` names a subsystem (e.g. "sftp") rather than a command line.
     var subsystem = false
+    /// A direct channel instead of a session: where it goes (host and port, or a
+    /// Unix socket path with port 0) and where it claims to come from.
+    var direct: DirectTarget?
     var fallback: String?
     var environment: [(key: String, value: String)]
     var pty: SSHTerminal?
@@ -442,6 +453,13 @@ final class StreamSpecStorage {
         }
         spec.command = arena.dup(r.command)
         spec.subsystem = r.subsystem ? 1 : 0
+        if let d = r.direct {
+            spec.kind = d.unixSocket ? SSHCORE_CHANNEL_DIRECT_STREAMLOCAL : SSHCORE_CHANNEL_DIRECT_TCPIP
+            spec.target_host = arena.dup(d.host)
+            spec.target_port = Int32(clamping: d.port)
+            spec.originator_host = arena.dup(d.originatorHost)
+            spec.originator_port = Int32(clamping: d.originatorPort)
+        }
         spec.fallback_command = arena.dup(r.fallback)
         spec.env = r.environment.isEmpty ? nil : UnsafePointer(env.baseAddress)
         spec.env_count = r.environment.count
