@@ -204,6 +204,18 @@ struct SFTPTransferTests {
         }
     }
 
+    /// A partial file longer than the source cannot be its prefix: the download starts over.
+    @Test func aResumePartialLongerThanTheSourceIsDiscarded() async throws {
+        try await withDirectories { _, sftp, remote, local in
+            let src = remote.string + "/src"
+            let data = try randomFile(src, bytes: 100_000)
+            try Data(repeating: 0x41, count: 300_000).write(to: URL(fileURLWithPath: local + "/.dst.sshkit-partial"))
+            try await sftp.download(SFTPPath(src), to: local + "/dst", options: SFTPTransferOptions(resume: true))
+            #expect(contents(local + "/dst") == data)
+            #expect(leftovers(local).isEmpty)
+        }
+    }
+
     @Test func badTransferArgumentsAreTypedErrors() async throws {
         try await withDirectories { _, sftp, remote, local in
             await #expect(throws: SSHError.self) { try await sftp.download(remote, to: local + "/x") } // a directory

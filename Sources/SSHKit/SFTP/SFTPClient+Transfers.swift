@@ -59,7 +59,13 @@ extension SFTPClient {
             await closeDetached(file)
             throw error
         }
-        var coverage = Coverage(start: options.resume ? (try? local.size()) ?? 0 : 0)
+        var resumeAt: UInt64 = options.resume ? (try? local.size()) ?? 0 : 0
+        if let size = attrs.size, resumeAt > size {
+            // longer than the source: not a prefix of it, start over
+            resumeAt = 0
+            try? local.truncate(to: 0)
+        }
+        var coverage = Coverage(start: resumeAt)
         do throws(SSHError) {
             let end = try await pipelineReads(file, chunk: chunk, options: options, coverage: &coverage,
                                               knownSize: attrs.size, progress: progress) { bytes, offset throws(SSHError) in
