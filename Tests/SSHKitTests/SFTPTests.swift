@@ -242,6 +242,31 @@ struct SFTPTests {
         }
     }
 
+    /// Dropping a client closes its channel: with MaxSessions 1, a second session opens
+    /// only once the first is gone (sshd frees a session a loop turn after our CLOSE, so
+    /// a refusal is retried a bounded number of times).
+    @Test func droppingTheClientClosesItsChannel() async throws {
+        let one = try TestServer.start(name: "sftp-one-session", extraConfig: ["MaxSessions 1"])
+        defer { one.stop() }
+        try await SSHClient.withConnection(one.configuration()) { conn in
+            do {
+                let first = try await conn.openSFTP()
+                #expect(try await first.attributes(at: "/").kind == .directory)
+            }
+            var opened: SFTPClient?
+            for _ in 0..<50 where opened == nil {
+                do throws(SSHError) {
+                    opened = try await conn.openSFTP()
+                } catch {
+                    #expect(error.code == .channelOpenFailed, "\(error)")
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+            }
+            #expect(opened != nil, "the first session's channel was never closed")
+            opened?.close()
+        }
+    }
+
     @Test func aServerWithoutSFTPIsSftpUnavailable() async throws {
         let bare = try TestServer.start(name: "no-sftp", extraConfig: ["Subsystem other /bin/false"])
         defer { bare.stop() }

@@ -31,7 +31,10 @@ public final class SFTPClient: Sendable {
     public func supports(extension name: String) -> Bool { session.extensions[name] != nil }
 
     /// Ends the session (its channel closes); calls still waiting fail with `connectionClosed`.
+    /// Dropping the last reference to the client (and its files) does the same.
     public func close() { session.close() }
+
+    deinit { session.close() }
 
     // MARK: plumbing
 
