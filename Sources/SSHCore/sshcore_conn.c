@@ -230,6 +230,8 @@ static void conn_free(sshcore_conn *conn)
     free_kbd_answers(conn);
     free(conn->host);
     free(conn->user);
+    free(conn->op_pfds);
+    free(conn->op_pfd_ops);
     pthread_mutex_destroy(&conn->mu);
     free(conn);
     atomic_fetch_sub(&live_connections, 1);
@@ -1401,12 +1403,82 @@ static int poll_timeout(sshcore_conn *conn)
     return left > 60000 ? 60000 : (int)left;
 }
 
+/** Worker: room for `need` entries in the op poll arrays; false without memory. */
+static bool reserve_pfds(sshcore_conn *conn, size_t need)
+{
+    size_t cap = conn->op_pfd_cap == 0 ? 16 : conn->op_pfd_cap;
+    struct pollfd *p = NULL;
+    sshcore_op **o = NULL;
+
+    if (need <= conn->op_pfd_cap) {
+        return true;
+    }
+    while (cap < need) {
+        cap *= 2;
+    }
+    p = realloc(conn->op_pfds, cap * sizeof(*p));
+    if (p == NULL) {
+        return false;
+    }
+    conn->op_pfds = p;
+    o = realloc(conn->op_pfd_ops, cap * sizeof(*o));
+    if (o == NULL) {
+        return false;
+    }
+    conn->op_pfd_ops = o;
+    conn->op_pfd_cap = cap;
+    return true;
+}
+
+/**
+ * Worker: the poll set with the fds the active ops wait on (bridged sockets)
+ * after the core's `base` entries. Returns its size and points *out at it;
+ * without memory the ops' fds are left out (they are still stepped on the
+ * socket's events) and *out is `core`.
+ */
+static nfds_t add_op_fds(sshcore_conn *conn, struct pollfd *core, nfds_t base,
+                         struct pollfd *_Nonnull *_Nonnull out)
+{
+    nfds_t n = base;
+    sshcore_op *op = NULL;
+
+    *out = core;
+    if (!reserve_pfds(conn, base)) {
+        return base;
+    }
+    memcpy(conn->op_pfds, core, base * sizeof(*core));
+    for (op = conn->active; op != NULL; op = op->next) {
+        short events = 0;
+        int fd = -1;
+
+        if (op->vt->poll_fd == NULL || atomic_load(&op->done) != 0) {
+            continue;
+        }
+        fd = op->vt->poll_fd(conn, op, &events);
+        if (fd < 0) {
+            continue;
+        }
+        if (!reserve_pfds(conn, n + 1)) {
+            break;
+        }
+        conn->op_pfds[n].fd = fd;
+        conn->op_pfds[n].events = events;
+        conn->op_pfds[n].revents = 0;
+        conn->op_pfd_ops[n] = op;
+        n++;
+    }
+    *out = conn->op_pfds;
+    return n;
+}
+
 static void *worker_main(void *arg)
 {
     sshcore_conn *conn = arg;
     conn_requests rq;
-    struct pollfd pfd[2];
+    struct pollfd core_pfd[2];
+    struct pollfd *pfd = core_pfd;
     nfds_t nfds;
+    nfds_t core_nfds;
     bool again = false;
     int timeout;
     int wake_fd;
@@ -1450,6 +1522,7 @@ static void *worker_main(void *arg)
             break;
         }
 
+        pfd = core_pfd;
         nfds = 0;
         pthread_mutex_lock(&conn->mu);
         wake_fd = conn->wake_fd;
@@ -1474,12 +1547,23 @@ static void *worker_main(void *arg)
             pfd[nfds].revents = 0;
             nfds++;
         }
+        /* with ops' own fds the whole set lives in conn->op_pfds */
+        core_nfds = nfds;
+        if (conn->phase == PH_READY && conn->active != NULL) {
+            nfds = add_op_fds(conn, core_pfd, core_nfds, &pfd);
+        }
         timeout = again ? 0 : poll_timeout(conn);
         if (poll(pfd, nfds, timeout) < 0 && errno != EINTR) {
             fail_code(conn, SSHCORE_E_SYSTEM, "poll failed");
             break;
         }
-        if (nfds > 1 && pfd[1].revents != 0) {
+        for (nfds_t i = core_nfds; i < nfds; i++) {
+            if (pfd[i].revents != 0) {
+                sshcore_op *op = conn->op_pfd_ops[i];
+                op->vt->poll_event(op, pfd[i].revents);
+            }
+        }
+        if (core_nfds > 1 && pfd[1].revents != 0) {
             readable = (pfd[1].revents & POLLIN) != 0;
             read_mark = conn->socket_counter.in_bytes;
             if (conn->phase == PH_TCP_WAIT) {

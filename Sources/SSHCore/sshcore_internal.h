@@ -11,6 +11,7 @@
 #include <libssh/callbacks.h>
 #include <libssh/libssh.h>
 #include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -39,6 +40,15 @@ typedef struct sshcore_op_vtable {
     void (*abort)(sshcore_conn *conn, sshcore_op *op);
     /** Any thread: free kind-specific memory (last reference dropped). */
     void (*destroy)(sshcore_op *op);
+    /** Worker, optional: a file descriptor of the op's own to add to the
+     *  worker's poll set this turn, and the events it waits for; -1 for none
+     *  this turn. An op only asks for events it will act on (POLLHUP and
+     *  POLLERR are always reported, so an op that waits for nothing must
+     *  return -1 or the loop would spin). */
+    int (*poll_fd)(sshcore_conn *conn, sshcore_op *op, short *events);
+    /** Worker, with poll_fd: what poll() reported for that fd; the op is
+     *  stepped afterwards in the same turn. */
+    void (*poll_event)(sshcore_op *op, short revents);
 } sshcore_op_vtable;
 
 struct sshcore_op {
@@ -122,6 +132,10 @@ struct sshcore_conn {
     int64_t ka_last_rx_ms;
     int ka_probes;
     char banner[256];
+    /* the poll set beyond the wake fd and the socket: ops' own fds */
+    struct pollfd *_Nullable op_pfds;
+    sshcore_op *_Nullable *_Nullable op_pfd_ops;
+    size_t op_pfd_cap;
 
     /* immutable after start */
     sshcore_conn_callbacks cb;

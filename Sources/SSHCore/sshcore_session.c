@@ -16,11 +16,16 @@
  * The order of such held data is remembered (a FIFO of stream segments) and
  * it is read out in that order once the consumer catches up.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <linux/sockios.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "sshcore_internal.h"
 
@@ -34,6 +39,8 @@ enum { X_OPEN, X_ENV, X_PTY, X_START, X_IO };
 #define BATCH_MAX (128 * 1024)
 /* Held output segments remembered for ordering; beyond, order is approximate. */
 #define HELD_MAX 1024
+/* A bridge reads its socket in pieces of at most this much. */
+#define BRIDGE_READ (64 * 1024)
 /* Signals queued before the command started. */
 #define SIGNALS_MAX 8
 
@@ -118,6 +125,22 @@ typedef struct session_op {
     int exit_status;
     char exit_signal[32];
     int core_dumped;
+
+    /* bridged: a socket joined to the channel inside the worker (worker only) */
+    bool bridged;
+    int fd;                  /* -1 once closed */
+    sshcore_bridge_callbacks bcb;
+    bool fd_readable;        /* poll said so, or not tried yet; cleared on EAGAIN */
+    bool fd_writable;
+    bool fd_read_eof;        /* the socket's client finished sending (or failed) */
+    bool fd_write_shut;      /* shutdown(SHUT_WR) done after the channel's EOF */
+    bool fd_dead;            /* the client went away (reset, broken pipe) */
+    sshcore_bytes fdin;      /* read from the socket, not yet in the channel */
+    size_t fdin_off;
+    sshcore_bytes fdout;     /* from the channel, not yet written to the socket */
+    size_t fdout_off;
+    _Atomic uint64_t to_fd;
+    _Atomic uint64_t from_fd;
 } session_op;
 
 /* ---------------------------------------------------------------------- */
@@ -204,6 +227,14 @@ static bool deliver(session_op *x, int stream, const uint8_t *p, size_t n)
     }
     /* counted at once: batched bytes are in memory as much as delivered ones */
     atomic_fetch_add(&x->unconsumed, n);
+    if (x->bridged) {
+        /* the socket is the consumer: bridge_out writes it and frees the room */
+        if (sshcore_bytes_append(&x->fdout, p, n) != 0) {
+            complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
+            return false;
+        }
+        return true;
+    }
     if (x->batch.len > 0 && (x->batch_stream != stream || x->batch.len + n > BATCH_MAX)) {
         flush_batch(x);
     }
@@ -406,16 +437,64 @@ static bool send_backlogged(const sshcore_conn *conn)
     return unsent > SEND_BACKLOG_MAX;
 }
 
+/**
+ * Writes up to `len` bytes to the channel within the peer's window, the
+ * pass's budget and the socket's backlog. Returns how many went (0: none can
+ * go now; a WINDOW_ADJUST or the next pass retries), or -1 when the op ended.
+ */
+static long channel_send(sshcore_conn *conn, session_op *x, const uint8_t *p, size_t len,
+                         size_t *budget)
+{
+    size_t n = len;
+    int rc = 0;
+
+    /* without piling up in libssh's output buffer */
+    if (*budget == 0 || send_backlogged(conn)) {
+        return 0;
+    }
+    if (n > ssh_channel_window_size(x->ch)) {
+        n = ssh_channel_window_size(x->ch);
+    }
+    if (n > *budget) {
+        n = *budget;
+    }
+    if (n == 0) {
+        return 0; /* the window is closed: a WINDOW_ADJUST will wake us */
+    }
+    rc = ssh_channel_write(x->ch, p, (uint32_t)n);
+    if (rc < 0) {
+        if (!ssh_is_connected(conn->session)) {
+            fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_write");
+            return -1;
+        }
+        return 0; /* closing: the close path deals with what is left */
+    }
+    /* rc == 0: a key re-exchange is running; libssh holds channel data until
+     * it ends (its packets will wake us), retrying now would spin */
+    *budget -= (size_t)rc < *budget ? (size_t)rc : *budget;
+    return rc;
+}
+
+/** Sends the channel's EOF; false when the op ended. */
+static bool send_channel_eof(sshcore_conn *conn, session_op *x)
+{
+    /* SSH_AGAIN: the EOF is queued, only the flush is pending */
+    if (ssh_channel_send_eof(x->ch) == SSH_ERROR) {
+        fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_send_eof");
+        return false;
+    }
+    x->eof_sent = true;
+    return chan_event(x, SSHCORE_CHAN_EV_SEND_EOF) != SSHCORE_CHAN_ACT_REJECT;
+}
+
 /** Queued stdin and EOF, in order, within the peer's window. */
 static bool write_input(sshcore_conn *conn, session_op *x, bool *again)
 {
-    ssh_session s = conn->session;
     size_t budget = WRITE_CHUNK;
 
     for (;;) {
         wreq *w = NULL;
-        size_t n = 0;
-        int rc = 0;
+        long rc = 0;
 
         pthread_mutex_lock(&x->mu);
         w = x->wq_head;
@@ -436,13 +515,7 @@ static bool write_input(sshcore_conn *conn, session_op *x, bool *again)
             return true; /* the close path fails what is left */
         }
         if (w->eof) {
-            /* SSH_AGAIN: the EOF is queued, only the flush is pending */
-            if (ssh_channel_send_eof(x->ch) == SSH_ERROR) {
-                fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_send_eof");
-                return false;
-            }
-            x->eof_sent = true;
-            if (chan_event(x, SSHCORE_CHAN_EV_SEND_EOF) == SSHCORE_CHAN_ACT_REJECT) {
+            if (!send_channel_eof(conn, x)) {
                 return false;
             }
             pthread_mutex_lock(&x->mu);
@@ -454,35 +527,14 @@ static bool write_input(sshcore_conn *conn, session_op *x, bool *again)
             finish_wreq(w, SSHCORE_E_OK);
             continue;
         }
-        /* without piling up in libssh's output buffer */
-        if (budget == 0 || send_backlogged(conn)) {
-            return true;
-        }
-        n = w->len - w->off;
-        if (n > ssh_channel_window_size(x->ch)) {
-            n = ssh_channel_window_size(x->ch);
-        }
-        if (n > budget) {
-            n = budget;
-        }
-        if (n == 0) {
-            return true; /* the window is closed: a WINDOW_ADJUST will wake us */
-        }
-        rc = ssh_channel_write(x->ch, w->data + w->off, (uint32_t)n);
+        rc = channel_send(conn, x, w->data + w->off, w->len - w->off, &budget);
         if (rc < 0) {
-            if (!ssh_is_connected(s)) {
-                fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_write");
-                return false;
-            }
-            return true; /* closing: the close path fails what is left */
+            return false;
         }
         if (rc == 0) {
-            /* a key re-exchange is running: libssh holds channel data until it
-             * ends (its packets will wake us); retrying here would spin */
             return true;
         }
         w->off += (size_t)rc;
-        budget -= (size_t)rc < budget ? (size_t)rc : budget;
         *again = true;
     }
 }
@@ -580,6 +632,157 @@ static void fail_writes(session_op *x, int code)
     }
 }
 
+/* ---------------------------------------------------------------------- */
+/* Bridges: a socket joined to the channel (worker)                        */
+/* ---------------------------------------------------------------------- */
+
+static bool bridge_out_pending(const session_op *x)
+{
+    return x->bridged && !x->fd_dead && x->fdout_off < x->fdout.len;
+}
+
+/** Socket to channel, within the window; the socket's EOF becomes the channel's. */
+static bool bridge_in(sshcore_conn *conn, session_op *x, bool *again)
+{
+    size_t budget = WRITE_CHUNK;
+
+    while (!x->fd_dead) {
+        ssize_t n = 0;
+        size_t want = 0;
+
+        if (!can_write(x) || ssh_channel_is_closed(x->ch)) {
+            return true;
+        }
+        if (x->fdin_off < x->fdin.len) {
+            long rc = channel_send(conn, x, x->fdin.data + x->fdin_off, x->fdin.len - x->fdin_off, &budget);
+            if (rc < 0) {
+                return false;
+            }
+            if (rc == 0) {
+                return true;
+            }
+            x->fdin_off += (size_t)rc;
+            atomic_fetch_add(&x->from_fd, (uint64_t)rc);
+            if (x->fdin_off == x->fdin.len) {
+                x->fdin.len = 0;
+                x->fdin_off = 0;
+            }
+            *again = true;
+            continue;
+        }
+        if (x->fd_read_eof) {
+            /* everything read went out: the client's EOF follows it */
+            return x->eof_sent || send_channel_eof(conn, x);
+        }
+        if (!x->fd_readable || send_backlogged(conn)) {
+            return true;
+        }
+        want = ssh_channel_window_size(x->ch);
+        want = want < budget ? want : budget;
+        want = want < BRIDGE_READ ? want : BRIDGE_READ;
+        if (want == 0) {
+            return true;
+        }
+        if (sshcore_bytes_reserve(&x->fdin, want) != 0) {
+            complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
+            return false;
+        }
+        n = recv(x->fd, x->fdin.data, want, 0);
+        if (n > 0) {
+            x->fdin.len = (size_t)n;
+            x->fdin_off = 0;
+            continue;
+        }
+        if (n == 0) {
+            x->fd_read_eof = true;
+            continue;
+        }
+        if (errno == EINTR) {
+            continue;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            x->fd_readable = false; /* poll() tells us when there is more */
+            return true;
+        }
+        x->fd_read_eof = true; /* reset: the client is gone */
+        x->fd_dead = true;
+    }
+    return true;
+}
+
+/** Channel to socket; after the channel's EOF, the socket's write side closes. */
+static void bridge_out(session_op *x, bool *again)
+{
+    while (x->fdout_off < x->fdout.len && !x->fd_dead && x->fd_writable) {
+        ssize_t n = send(x->fd, x->fdout.data + x->fdout_off, x->fdout.len - x->fdout_off, MSG_NOSIGNAL);
+        if (n > 0) {
+            size_t before = atomic_load(&x->unconsumed);
+            x->fdout_off += (size_t)n;
+            atomic_fetch_add(&x->to_fd, (uint64_t)n);
+            while (!atomic_compare_exchange_weak(&x->unconsumed, &before,
+                                                 before >= (size_t)n ? before - (size_t)n : 0)) {
+            }
+            if (output_pending(x)) {
+                *again = true; /* room for held output */
+            }
+            continue;
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            x->fd_writable = false;
+            return;
+        }
+        x->fd_dead = true; /* EPIPE, ECONNRESET: nobody reads any more */
+    }
+    if (x->fdout_off == x->fdout.len) {
+        x->fdout.len = 0;
+        x->fdout_off = 0;
+        if (x->eof_seen && !x->fd_write_shut && !x->fd_dead) {
+            x->fd_write_shut = true;
+            (void)shutdown(x->fd, SHUT_WR);
+        }
+    } else if (x->fdout_off > x->fdout.cap / 2) {
+        /* keep appends from growing the buffer past what is unsent */
+        memmove(x->fdout.data, x->fdout.data + x->fdout_off, x->fdout.len - x->fdout_off);
+        x->fdout.len -= x->fdout_off;
+        x->fdout_off = 0;
+    }
+}
+
+static int bridge_poll_fd(sshcore_conn *conn, sshcore_op *op, short *events)
+{
+    session_op *x = (session_op *)op;
+    short ev = 0;
+    (void)conn;
+
+    if (x->fd < 0 || x->fd_dead || x->phase != X_IO || x->ch == NULL) {
+        return -1;
+    }
+    if (!x->fd_readable && !x->fd_read_eof && x->fdin_off == x->fdin.len && can_write(x) &&
+        ssh_channel_window_size(x->ch) > 0) {
+        ev |= POLLIN;
+    }
+    if (!x->fd_writable && x->fdout_off < x->fdout.len) {
+        ev |= POLLOUT;
+    }
+    *events = ev;
+    return ev != 0 ? x->fd : -1;
+}
+
+static void bridge_poll_event(sshcore_op *op, short revents)
+{
+    session_op *x = (session_op *)op;
+
+    if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        x->fd_readable = true;
+    }
+    if ((revents & (POLLOUT | POLLHUP | POLLERR)) != 0) {
+        x->fd_writable = true;
+    }
+}
+
 static bool session_io_pass(sshcore_conn *conn, session_op *x);
 
 /** One I/O pass; what arrived during it is handed over at its end. */
@@ -604,6 +807,12 @@ static bool session_io_pass(sshcore_conn *conn, session_op *x)
     if (!write_input(conn, x, &again)) {
         return false;
     }
+    if (x->bridged) {
+        bridge_out(x, &again); /* first: frees room for held output */
+        if (!bridge_in(conn, x, &again)) {
+            return false;
+        }
+    }
     if (output_pending(x) && !read_held(conn, x, &again)) {
         return false;
     }
@@ -624,6 +833,14 @@ static bool session_io_pass(sshcore_conn *conn, session_op *x)
             return false;
         }
     }
+    if (x->bridged) {
+        bridge_out(x, &again); /* what read_held delivered; the EOF's shutdown */
+        if (x->fd_dead) {
+            /* the client went away: nothing more to carry either way */
+            complete_code(x, SSHCORE_E_OK, NULL);
+            return false;
+        }
+    }
 
     if (ssh_channel_is_closed(x->ch)) {
         if (!ssh_is_connected(s)) {
@@ -633,7 +850,7 @@ static bool session_io_pass(sshcore_conn *conn, session_op *x)
             (void)sshcore_op_complete(&x->base, &err);
             return false;
         }
-        if (output_pending(x)) {
+        if (output_pending(x) || bridge_out_pending(x)) {
             return again; /* closed with output still held: deliver it first */
         }
         /* The command exited without reading all of its stdin: what is left
@@ -708,7 +925,10 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
         if (x->kind != SSHCORE_CHANNEL_SESSION) {
             /* a direct channel carries bytes from the moment it is open */
             x->phase = X_IO;
-            if (x->streamed && !x->started_reported) {
+            if (x->bridged && !x->started_reported) {
+                x->started_reported = true;
+                x->bcb.opened(x->bcb.ctx, x->fd); /* may answer on the socket first */
+            } else if (x->streamed && !x->started_reported) {
                 x->started_reported = true;
                 x->cb.started(x->cb.ctx, 0);
             }
@@ -795,12 +1015,27 @@ static void session_abort(sshcore_conn *conn, sshcore_op *op)
     if (x->ch != NULL) {
         close_channel(conn, x);
     }
+    if (x->bridged && x->fd >= 0) {
+        if (!x->started_reported) {
+            x->started_reported = true;
+            x->bcb.failed(x->bcb.ctx, x->fd, &op->err);
+        }
+        close(x->fd);
+        x->fd = -1;
+    }
     release_callbacks(x);
 }
 
 /** Tells the caller that no callback will come any more (once). */
 static void release_callbacks(session_op *x)
 {
+    if (x->bridged) {
+        if (!x->released) {
+            x->released = true;
+            x->bcb.released(x->bcb.ctx);
+        }
+        return;
+    }
     if (x->streamed && !x->released && x->cb.released != NULL) {
         x->released = true;
         x->cb.released(x->cb.ctx);
@@ -849,6 +1084,11 @@ static void session_destroy(sshcore_op *op)
 
     fail_writes(x, SSHCORE_E_CLOSED); /* never started: nothing was queued */
     release_callbacks(x);
+    if (x->fd >= 0) {
+        close(x->fd); /* never reached a worker */
+    }
+    sshcore_bytes_free(&x->fdin);
+    sshcore_bytes_free(&x->fdout);
     free(x->command);
     free(x->fallback);
     free(x->target);
@@ -873,6 +1113,14 @@ static const sshcore_op_vtable session_vtable = {
     .destroy = session_destroy,
 };
 
+static const sshcore_op_vtable bridge_vtable = {
+    .step = session_step,
+    .abort = session_abort,
+    .destroy = session_destroy,
+    .poll_fd = bridge_poll_fd,
+    .poll_event = bridge_poll_event,
+};
+
 /* ---------------------------------------------------------------------- */
 /* Creation                                                                */
 /* ---------------------------------------------------------------------- */
@@ -890,6 +1138,7 @@ static session_op *_Nullable session_new(const char *_Nullable command,
         return NULL;
     }
     pthread_mutex_init(&x->mu, NULL);
+    x->fd = -1;
     atomic_init(&x->unconsumed, 0);
     atomic_init(&x->starved, 0);
     x->next_id = 1;
@@ -939,7 +1188,7 @@ static sshcore_op *_Nullable session_submit(sshcore_conn *conn, session_op *x,
                                             sshcore_op_done_fn done, void *_Nullable ctx,
                                             int timeout_ms, sshcore_error *err)
 {
-    sshcore_op_init(&x->base, &session_vtable, conn, done, ctx);
+    sshcore_op_init(&x->base, x->bridged ? &bridge_vtable : &session_vtable, conn, done, ctx);
     if (timeout_ms > 0) {
         x->base.deadline_ms = sshcore_now_ms() + timeout_ms;
     }
@@ -998,10 +1247,8 @@ sshcore_op *sshcore_exec_start(sshcore_conn *conn, const sshcore_exec_spec *spec
     return session_submit(conn, x, done, ctx, 0, err);
 }
 
-/** A direct-tcpip or direct-streamlocal channel: a byte stream, no requests. */
-static sshcore_op *direct_start(sshcore_conn *conn, const sshcore_stream_spec *spec,
-                                const sshcore_stream_callbacks *callbacks,
-                                sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+/** A direct-tcpip or direct-streamlocal channel's op, not yet submitted. */
+static session_op *_Nullable direct_new(const sshcore_stream_spec *spec, sshcore_error *err)
 {
     session_op *x = NULL;
     bool tcp = spec->kind == SSHCORE_CHANNEL_DIRECT_TCPIP;
@@ -1010,8 +1257,7 @@ static sshcore_op *direct_start(sshcore_conn *conn, const sshcore_stream_spec *s
         spec->target_host == NULL || spec->target_host[0] == '\0' ||
         (tcp && (spec->target_port < 1 || spec->target_port > 65535)) ||
         spec->originator_port < 0 || spec->originator_port > 65535 ||
-        spec->buffer_limit == 0 || spec->timeout_ms < 0 || callbacks->data == NULL ||
-        callbacks->started == NULL || callbacks->released == NULL) {
+        spec->buffer_limit == 0 || spec->timeout_ms < 0) {
         sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete direct channel spec");
         return NULL;
     }
@@ -1031,9 +1277,72 @@ static sshcore_op *direct_start(sshcore_conn *conn, const sshcore_stream_spec *s
         return NULL;
     }
     x->streamed = true;
-    x->cb = *callbacks;
     x->limit = spec->buffer_limit;
+    return x;
+}
+
+/** A direct channel as a byte stream for the caller: no requests. */
+static sshcore_op *direct_start(sshcore_conn *conn, const sshcore_stream_spec *spec,
+                                const sshcore_stream_callbacks *callbacks,
+                                sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+{
+    session_op *x = NULL;
+
+    if (callbacks->data == NULL || callbacks->started == NULL || callbacks->released == NULL) {
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete direct channel callbacks");
+        return NULL;
+    }
+    x = direct_new(spec, err);
+    if (x == NULL) {
+        return NULL;
+    }
+    x->cb = *callbacks;
     return session_submit(conn, x, done, ctx, spec->timeout_ms, err);
+}
+
+sshcore_op *sshcore_bridge_start(sshcore_conn *conn, const sshcore_stream_spec *spec, int fd,
+                                 const uint8_t *first_data, size_t first_len,
+                                 const sshcore_bridge_callbacks *callbacks,
+                                 sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+{
+    session_op *x = NULL;
+    int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+
+    if (fd < 0 || flags < 0 || callbacks->opened == NULL || callbacks->failed == NULL ||
+        callbacks->released == NULL || (first_len > 0 && first_data == NULL)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT,
+                          fd < 0 || flags < 0 ? "bad socket for a bridge" : "incomplete bridge callbacks");
+        return NULL;
+    }
+    x = direct_new(spec, err);
+    if (x == NULL) {
+        close(fd);
+        return NULL;
+    }
+    if (first_len > 0 && sshcore_bytes_append(&x->fdin, first_data, first_len) != 0) {
+        session_destroy(&x->base); /* frees x */
+        close(fd);
+        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return NULL;
+    }
+    (void)fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    x->bridged = true;
+    x->fd = fd;
+    x->fd_readable = true; /* try once; EAGAIN hands over to poll() */
+    x->fd_writable = true;
+    x->bcb = *callbacks;
+    return session_submit(conn, x, done, ctx, spec->timeout_ms, err);
+}
+
+void sshcore_bridge_get_counts(sshcore_op *op, uint64_t *to_socket, uint64_t *from_socket)
+{
+    session_op *x = (session_op *)op;
+
+    *to_socket = atomic_load(&x->to_fd);
+    *from_socket = atomic_load(&x->from_fd);
 }
 
 sshcore_op *sshcore_stream_start(sshcore_conn *conn, const sshcore_stream_spec *spec,

@@ -7,6 +7,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -82,4 +85,30 @@ int sshcore_errno_to_code(int e)
     default:
         return SSHCORE_E_SYSTEM;
     }
+}
+
+int sshcore_accept(int listen_fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    int one = 1;
+    int fd = accept4(listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+    if (fd >= 0 && (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)) {
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    return fd;
+}
+
+int sshcore_eventfd(void)
+{
+    return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+}
+
+void sshcore_set_thread_name(const char *name)
+{
+    char buf[16];
+
+    snprintf(buf, sizeof(buf), "%s", name);
+    (void)pthread_setname_np(pthread_self(), buf);
 }

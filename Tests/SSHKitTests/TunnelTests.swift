@@ -105,9 +105,7 @@ struct TunnelTests {
     }
 
     @Test func aUnixSocketOnTheServerIsReachable() async throws {
-        let dir = "/tmp/sshkit-unix-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: false)
-        chmod(dir, 0o755)
+        let dir = try TestPaths.makeTemporaryDirectory("unix")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let echo = try EchoServer(unixSocket: dir + "/echo.sock")
         defer { echo.stop() }

@@ -541,6 +541,56 @@ int sshcore_stream_resize(sshcore_op *op, uint32_t cols, uint32_t rows,
 /** @brief The consumer is done with `n` delivered bytes (any thread). */
 void sshcore_stream_consumed(sshcore_op *op, size_t n);
 
+/* ---------------------------------------------------------------------- */
+/* Operations: bridged channels (forwarding)                               */
+/* ---------------------------------------------------------------------- */
+
+typedef struct sshcore_bridge_callbacks {
+    void *_Nullable ctx;
+    /** Worker: the channel is open and no byte has moved yet. The caller may
+     *  write a short reply (a SOCKS answer) to `fd` during the call; the
+     *  socket is non-blocking and must not be closed. */
+    void (*opened)(void *_Nullable ctx, int fd);
+    /** Worker: the channel never opened (refused, cancelled, timed out, the
+     *  connection ended); `err` says why. `fd` is still open during the call
+     *  (for a failure reply) and closed after it. */
+    void (*failed)(void *_Nullable ctx, int fd, const sshcore_error *err);
+    /** Worker (or the thread dropping the last reference of an op that never
+     *  ran): no callback follows; `ctx` may be freed here. */
+    void (*released)(void *_Nullable ctx);
+} sshcore_bridge_callbacks;
+
+/**
+ * @brief Open a direct channel (spec->kind DIRECT_TCPIP or DIRECT_STREAMLOCAL)
+ * and join it to the stream socket `fd` inside the worker: bytes move both
+ * ways without reaching the caller.
+ *
+ * The core owns `fd` from this call on, also when it fails (returns NULL):
+ * it makes it non-blocking, polls it on the worker and closes it once.
+ * Flow control: reading the socket waits for the peer's window; data from
+ * the channel waits in at most spec->buffer_limit bytes for the socket to
+ * take it, and beyond that the channel stops reading (the SSH window closes).
+ * EOF goes both ways (a socket EOF sends CHANNEL_EOF; CHANNEL_EOF shuts the
+ * socket's write side down once everything was written). `done` runs once:
+ * OK when the channel closed normally or the socket's client went away
+ * (reset, broken pipe), an error otherwise (CHANNEL_OPEN_REFUSED,
+ * CANCELLED, TIMED_OUT after spec->timeout_ms, the connection's failure).
+ * `first_data` (copied) goes into the channel before anything read from the
+ * socket: bytes a caller already read from it, e.g. behind a SOCKS request.
+ */
+sshcore_op *_Nullable sshcore_bridge_start(sshcore_conn *conn,
+                                           const sshcore_stream_spec *spec, int fd,
+                                           const uint8_t *_Nullable first_data,
+                                           size_t first_len,
+                                           const sshcore_bridge_callbacks *callbacks,
+                                           sshcore_op_done_fn done,
+                                           void *_Nullable ctx,
+                                           sshcore_error *err);
+
+/** @brief Bytes a bridge moved so far: channel to socket, socket to channel. */
+void sshcore_bridge_get_counts(sshcore_op *op, uint64_t *to_socket,
+                               uint64_t *from_socket);
+
 typedef struct sshcore_exit_info {
     sshcore_exit_kind kind;
     int status;
@@ -563,6 +613,20 @@ const sshcore_error *sshcore_op_error(sshcore_op *op);
 void sshcore_exec_get_result(sshcore_op *op, sshcore_exec_result *result);
 
 void sshcore_op_release(sshcore_op *op);
+
+/* ---------------------------------------------------------------------- */
+/* Small socket helpers for listeners (Linux calls Swift's Glibc lacks)    */
+/* ---------------------------------------------------------------------- */
+
+/** @brief accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC and TCP_NODELAY on TCP.
+ *  @return the fd, or -1 with errno set (EAGAIN: nothing pending). */
+int sshcore_accept(int listen_fd);
+
+/** @brief A non-blocking, close-on-exec eventfd (counter 0), or -1. */
+int sshcore_eventfd(void);
+
+/** @brief Names the calling thread (truncated to 15 bytes). */
+void sshcore_set_thread_name(const char *name);
 
 /* ---------------------------------------------------------------------- */
 /* Keys                                                                    */

@@ -13,3 +13,14 @@ extension SSHConnection {
         return dir
     }
 }
+
+enum TestPaths {
+    /// A fresh local directory `/tmp/sshkit-NAME-PID-RANDOM`, mode 0755 so the test
+    /// server's login user can reach sockets inside it. Remove it with FileManager.
+    static func makeTemporaryDirectory(_ name: String) throws -> String {
+        let dir = "/tmp/sshkit-\(name)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: false)
+        chmod(dir, 0o755)
+        return dir
+    }
+}

@@ -1,0 +1,186 @@
+import SSHCore
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// What a bridge tells its owner, on the connection's worker thread. The handlers
+/// must not block: `opened` and `failed` may write a short reply to the socket
+/// (a SOCKS answer) and return.
+struct BridgeHandlers: Sendable {
+    /// The channel is open; nothing has moved yet. The fd is the bridged socket.
+    var opened: @Sendable (_ fd: Int32) -> Void = { _ in }
+    /// The channel never opened; the socket is closed right after this returns.
+    var failed: @Sendable (_ fd: Int32, _ error: SSHError) -> Void = { _, _ in }
+    /// The bridge ended (after `opened` or `failed`): nil when it closed normally
+    /// (both sides done, or the socket's client went away), else why it ended.
+    var finished: @Sendable (_ error: SSHError?, _ counts: BridgeCounts) -> Void = { _, _ in }
+}
+
+/// Bytes one bridge moved: from the channel to the socket and back.
+struct BridgeCounts: Sendable, Equatable {
+    var toSocket: UInt64 = 0
+    var fromSocket: UInt64 = 0
+}
+
+/// A direct channel joined to a socket inside the core: the bytes never reach Swift.
+/// The core owns the fd from `start` on and closes it when the bridge ends.
+final class CoreBridge: Sendable {
+    private struct State {
+        var op: OpPointer?
+        var cancelRequested = false
+    }
+
+    private let state = Mutex(State())
+    let handlers: BridgeHandlers
+
+    private init(handlers: BridgeHandlers) {
+        self.handlers = handlers
+    }
+
+    deinit {
+        if let op = state.withLock({ $0.op }) { sshcore_op_release(op.raw) }
+    }
+
+    /// Starts a bridge of `fd` to `target` through `connection`. On a thrown error
+    /// the fd is already closed and no handler runs.
+    static func start(on connection: CoreConnection, target: DirectTarget, fd: Int32, firstData: [UInt8] = [],
+                      bufferLimit: Int, handlers: BridgeHandlers) throws(SSHError) -> CoreBridge {
+        let bridge = CoreBridge(handlers: handlers)
+        let storage = StreamSpecStorage(StreamRequest(
+            command: nil, direct: target, fallback: nil, environment: [], pty: nil,
+            bufferLimit: bufferLimit, timeout: nil))
+        // the core holds this reference until `released`
+        let ctx = Unmanaged.passRetained(bridge).toOpaque()
+        var callbacks = sshcore_bridge_callbacks(
+            ctx: ctx, opened: coreBridgeOpened, failed: coreBridgeFailed, released: coreBridgeReleased)
+        var err = sshcore_error()
+        let op = firstData.withUnsafeBufferPointer { first in
+            sshcore_bridge_start(connection.pointer.raw, &storage.spec, fd, first.baseAddress, first.count,
+                                 &callbacks, coreBridgeDone, ctx, &err)
+        }
+        withExtendedLifetime(storage) {}
+        guard let op else {
+            Unmanaged<CoreBridge>.fromOpaque(ctx).release()
+            throw SSHError(core: err)
+        }
+        let cancelNow = bridge.state.withLock { s -> Bool in
+            s.op = OpPointer(raw: op)
+            return s.cancelRequested
+        }
+        if cancelNow { sshcore_op_cancel(op) }
+        return bridge
+    }
+
+    /// Ends the bridge at once (any thread, never blocks): the channel and the socket close.
+    func cancel() {
+        let op = state.withLock { s -> OpPointer? in
+            s.cancelRequested = true
+            return s.op
+        }
+        if let op { sshcore_op_cancel(op.raw) }
+    }
+
+    var counts: BridgeCounts {
+        guard let op = state.withLock({ $0.op }) else { return BridgeCounts() }
+        var c = BridgeCounts()
+        sshcore_bridge_get_counts(op.raw, &c.toSocket, &c.fromSocket)
+        return c
+    }
+
+    fileprivate static func from(_ ctx: UnsafeMutableRawPointer?) -> CoreBridge {
+        Unmanaged<CoreBridge>.fromOpaque(ctx!).takeUnretainedValue()
+    }
+}
+
+private let coreBridgeOpened: @convention(c) (UnsafeMutableRawPointer?, Int32) -> Void = { ctx, fd in
+    CoreBridge.from(ctx).handlers.opened(fd)
+}
+
+private let coreBridgeFailed: @convention(c) (UnsafeMutableRawPointer?, Int32, UnsafePointer<sshcore_error>) -> Void = {
+    ctx, fd, err in
+    CoreBridge.from(ctx).handlers.failed(fd, SSHError(core: err.pointee))
+}
+
+private let coreBridgeReleased: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
+    Unmanaged<CoreBridge>.fromOpaque(ctx!).release()
+}
+
+private let coreBridgeDone: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer) -> Void = { ctx, op in
+    let bridge = CoreBridge.from(ctx)
+    let err = sshcore_op_error(op).pointee
+    var c = BridgeCounts()
+    sshcore_bridge_get_counts(op, &c.toSocket, &c.fromSocket)
+    bridge.handlers.finished(err.code == Int32(sshcore_err.SSHCORE_E_OK.rawValue) ? nil : SSHError(core: err), c)
+}
+
+extension CoreConnection {
+    /// A socket pair whose one end is bridged to `target` through this connection;
+    /// returns the other end once the channel is open (the caller owns it).
+    /// Cancelling the calling task cancels the open.
+    func openBridgedSocket(to target: DirectTarget, bufferLimit: Int) async throws(SSHError) -> (fd: Int32, bridge: CoreBridge) {
+        var sv: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &sv) == 0 else {
+            var e = SSHError(.systemError, "socketpair failed")
+            e.systemErrno = errno
+            throw e
+        }
+        let local = sv[1]
+        let opened = OpenWaiter()
+        let bridge: CoreBridge
+        do {
+            bridge = try CoreBridge.start(
+                on: self, target: target, fd: sv[0], bufferLimit: bufferLimit,
+                handlers: BridgeHandlers(
+                    opened: { _ in opened.resume(.success(())) },
+                    failed: { _, error in opened.resume(.failure(error)) },
+                    finished: { error, _ in opened.resume(.failure(error ?? SSHError(.channelClosed, "the channel closed"))) }))
+        } catch {
+            Glibc.close(local)
+            throw error
+        }
+        let r = await withTaskCancellationHandler {
+            await opened.wait()
+        } onCancel: {
+            bridge.cancel()
+        }
+        if case .failure(let e) = r {
+            bridge.cancel()
+            Glibc.close(local)
+            throw e
+        }
+        return (local, bridge)
+    }
+}
+
+/// A one-shot result that a worker callback delivers and one task awaits.
+final class OpenWaiter: Sendable {
+    private struct S {
+        var result: Result<Void, SSHError>?
+        var continuation: CheckedContinuation<Result<Void, SSHError>, Never>?
+    }
+    private let s = Mutex(S())
+
+    func resume(_ r: Result<Void, SSHError>) {
+        let c = s.withLock { st -> CheckedContinuation<Result<Void, SSHError>, Never>? in
+            guard st.result == nil else { return nil }
+            st.result = r
+            defer { st.continuation = nil }
+            return st.continuation
+        }
+        c?.resume(returning: r)
+    }
+
+    func wait() async -> Result<Void, SSHError> {
+        await withCheckedContinuation { c in
+            let done = s.withLock { st -> Result<Void, SSHError>? in
+                if let r = st.result { return r }
+                st.continuation = c
+                return nil
+            }
+            if let done { c.resume(returning: done) }
+        }
+    }
+}
