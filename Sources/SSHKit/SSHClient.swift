@@ -19,6 +19,9 @@ public enum SSHClient {
     /// authenticates. Cancelling the calling task ends the attempt with
     /// `.cancelled` promptly, whatever the server does.
     ///
+    /// With `jumpHosts`, the hops are connected in order (see `JumpChain`); a failure
+    /// at any hop closes the hops before it, and the error names the hop.
+    ///
     /// - Throws: `SSHError` — `nameResolutionFailed`, `connectionRefused`,
     ///   `hostUnreachable`, `connectTimeout`, `keyExchangeFailed`,
     ///   `hostKeyRejected`, `authenticationFailed`, `privateKeyUnreadable`,
@@ -30,7 +33,10 @@ public enum SSHClient {
             if let fd = configuration.connectedSocket { close(fd) } // owned by this call
             throw error
         }
-        return try await CoreConnection.connect(configuration)
+        if configuration.jumpHosts.isEmpty {
+            return try await CoreConnection.connect(configuration)
+        }
+        return try await JumpChain.connect(configuration)
     }
 
     /// Connects, runs `body`, and closes the connection afterwards, also when

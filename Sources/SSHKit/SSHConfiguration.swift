@@ -25,10 +25,16 @@ public struct SSHConfiguration: Sendable {
     /// a silent partition or a frozen server fails the connection with
     /// `.connectionLost` within `keepalive.detectionTime`.
     public var keepalive: SSHKeepalive?
+    /// Jump hosts (`ssh -J`), in order: SSHKit connects to the first, reaches each
+    /// next one through a `direct-tcpip` channel of the previous connection, and
+    /// finally `host:port` the same way. Every hop is a full connection of its own:
+    /// its own authentication, host key policy, timeouts and keepalive. Their own
+    /// `jumpHosts` must be empty. The names are resolved by the previous hop.
+    public var jumpHosts: [SSHConfiguration] = []
     /// An already-connected stream socket to run SSH over instead of connecting to
     /// `host:port` (which then only name the server for host key checks). The
-    /// connection takes ownership of the fd. Internal for now: the worker tests use
-    /// it with socketpairs; jump hosts will build on it.
+    /// connection takes ownership of the fd. Internal: the worker tests use it with
+    /// socketpairs, jump hosts with a socket bridged to the previous hop's channel.
     var connectedSocket: Int32?
 
     public init(
@@ -74,6 +80,16 @@ public struct SSHConfiguration: Sendable {
         }
         if let bits = algorithms.minimumRSABits, bits < 768 || bits > 16384 {
             throw SSHError(.invalidArgument, "minimumRSABits \(bits) is out of range 768...16384")
+        }
+        for (i, hop) in jumpHosts.enumerated() {
+            guard hop.jumpHosts.isEmpty else {
+                throw SSHError(.invalidArgument, "jump host \(i + 1) (\(hop.host)) has jump hosts of its own: list every hop in order instead")
+            }
+            do {
+                try hop.validate()
+            } catch {
+                throw SSHError(.invalidArgument, "jump host \(i + 1) (\(hop.host)): \(error.message)")
+            }
         }
     }
 }

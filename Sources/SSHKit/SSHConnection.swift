@@ -18,9 +18,16 @@ public final class SSHConnection: Sendable {
     /// What key exchange settled on.
     public let negotiatedAlgorithms: SSHNegotiatedAlgorithms
     let logger: Logger
+    /// The jump hosts this connection runs through, first hop first (kept open by it).
+    public let jumpConnections: [SSHConnection]
+    /// The bridges carrying this connection's socket through the last jump host.
+    let jumpBridges: [CoreBridge]
 
     init(core: CoreConnection, configuration: SSHConfiguration, hostKey: SSHHostKey,
-         negotiatedAlgorithms: SSHNegotiatedAlgorithms, serverBanner: String, offeredAuthMethods: SSHAuthMethods) {
+         negotiatedAlgorithms: SSHNegotiatedAlgorithms, serverBanner: String, offeredAuthMethods: SSHAuthMethods,
+         jumpConnections: [SSHConnection] = [], jumpBridges: [CoreBridge] = []) {
+        self.jumpConnections = jumpConnections
+        self.jumpBridges = jumpBridges
         self.negotiatedAlgorithms = negotiatedAlgorithms
         self.core = core
         self.host = configuration.host
@@ -86,7 +93,9 @@ public final class SSHConnection: Sendable {
 
     /// Closes the connection: open operations fail with `connectionClosed`,
     /// the socket and worker thread are gone when this returns. Idempotent.
+    /// Jump hosts it runs through are closed after it, last hop first.
     public func close() async {
         await core.close()
+        for hop in jumpConnections.reversed() { await hop.close() }
     }
 }

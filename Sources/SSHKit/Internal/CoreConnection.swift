@@ -37,7 +37,8 @@ final class CoreConnection: Sendable {
         await context.waitUntilTerminated()
     }
 
-    static func connect(_ config: SSHConfiguration) async throws(SSHError) -> SSHConnection {
+    static func connect(_ config: SSHConfiguration, jumpConnections: [SSHConnection] = [],
+                        jumpBridges: [CoreBridge] = []) async throws(SSHError) -> SSHConnection {
         let logger = config.logger
         let context = ConnectionContext(configuration: config)
         logger.debug("connecting", metadata: ["host": "\(config.host)", "port": "\(config.port)"])
@@ -67,7 +68,7 @@ final class CoreConnection: Sendable {
                 core: core, configuration: config, hostKey: key,
                 negotiatedAlgorithms: CoreAlgorithms.negotiated(core.pointer.raw),
                 serverBanner: String(decoding: banner.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self),
-                offeredAuthMethods: offered)
+                offeredAuthMethods: offered, jumpConnections: jumpConnections, jumpBridges: jumpBridges)
         }
     }
 

@@ -47,3 +47,10 @@ func countFDs() -> Int {
 func countThreads() -> Int {
     (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1
 }
+
+/// Open sockets of this process (what a leaked bridge, listener or connection would
+/// leave behind); unlike `countFDs`, blind to the runtime's own timer and event fds.
+func countSockets() -> Int {
+    let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    return fds.filter { ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) ?? "").hasPrefix("socket:") }.count
+}

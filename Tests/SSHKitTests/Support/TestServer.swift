@@ -42,12 +42,15 @@ final class TestServer: Sendable {
     /// Prepares keys and config in a fresh directory and starts sshd in the foreground
     /// as a child of this process.
     /// With `namespace`, sshd runs inside it, bound to its address.
-    static func start(name: String, extraConfig: [String] = [], namespace: NetworkNamespace? = nil) throws
-        -> TestServer
+    /// - Parameter loopbackOnly: with a namespace, bind to the namespace's own 127.0.0.1
+    ///   instead of its veth address: reachable only from inside the namespace (e.g.
+    ///   through a jump host running there), never from the test process.
+    static func start(name: String, extraConfig: [String] = [], namespace: NetworkNamespace? = nil,
+                      loopbackOnly: Bool = false) throws -> TestServer
     {
         let dir = directory(pid: getpid(), name: name)
         let env = try run("/bin/bash", ["\(packageRoot)/scripts/test-sshd.sh", "prepare", dir] + extraConfig,
-                          env: namespace.map { ["SSHKIT_LISTEN_ADDRESS": $0.address] })
+                          env: namespace.map { ["SSHKIT_LISTEN_ADDRESS": loopbackOnly ? "127.0.0.1" : $0.address] })
         let values = parseEnv(env)
         guard let port = values["SSHKIT_TEST_PORT"].flatMap(Int.init) else {
             throw FixtureError("no port in \(env)")
@@ -57,8 +60,18 @@ final class TestServer: Sendable {
         // `ip netns exec` execs sshd in place: the PID is still sshd's
         let daemon = try namespace.map { try Daemon.spawn("/usr/sbin/ip", ["netns", "exec", $0.name] + sshd, log: "\(dir)/sshd.log") }
             ?? Daemon.spawn(sshd[0], Array(sshd.dropFirst()), log: "\(dir)/sshd.log")
-        return try waitUntilAccepting(TestServer(dir: dir, port: port, values: values, daemon: daemon),
-                                      daemon: daemon, log: dir + "/sshd.log")
+        let server = TestServer(dir: dir, port: port, values: values, daemon: daemon)
+        if let namespace, loopbackOnly {
+            // probe from inside the namespace: the test process cannot reach it
+            for _ in 0..<200 {
+                if (try? namespace.exec(["/bin/bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/\(port)"])) != nil { return server }
+                if !daemon.isRunning { break }
+                usleep(25_000)
+            }
+            server.stop()
+            throw FixtureError("server did not start: \((try? String(contentsOfFile: dir + "/sshd.log", encoding: .utf8)) ?? "")")
+        }
+        return try waitUntilAccepting(server, daemon: daemon, log: dir + "/sshd.log")
     }
 
     /// A dropbear server (same test user, password and user keys) on its own port.
