@@ -1201,6 +1201,12 @@ static void keepalive_probe(sshcore_conn *conn)
 {
     uint64_t before = conn->packet_counter.out_packets;
 
+    if (conn->global_owner != NULL) {
+        /* a forward request waits for its reply in libssh's one global request
+         * slot: a probe now would take that reply as its own. The request is a
+         * probe too: any answer counts as a sign of life. */
+        return;
+    }
     (void)ssh_send_keepalive(conn->session);
     if (conn->packet_counter.out_packets == before && ssh_is_connected(conn->session)) {
         (void)ssh_send_keepalive(conn->session);

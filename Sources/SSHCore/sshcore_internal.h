@@ -117,6 +117,9 @@ struct sshcore_conn {
     ssh_key _Nullable key;
     char methods_tried[160];
     sshcore_op *_Nullable active;
+    /* the op whose global request (tcpip-forward) is in flight: libssh has one
+     * slot, so keepalive probes wait while it is taken */
+    sshcore_op *_Nullable global_owner;
     struct sshcore_orphan *_Nullable orphans; /* channels whose open is pending */
     /* ssh_set_counters: packets (and their payload bytes) libssh processed
      * and sent; a change of in_packets during a pass over the ops means one
@@ -176,6 +179,12 @@ int sshcore_conn_failure_code(sshcore_conn *conn);
 /** Worker: keep a channel whose open is pending until the server answers,
  *  then close it properly. */
 void sshcore_conn_adopt_opening_channel(sshcore_conn *conn, ssh_channel ch);
+
+/* sshcore_rforward.c */
+/** Worker: removes waiting connection `id` from a remote forward op and
+ *  returns its open channel (NULL when it is gone: timed out, rejected, the
+ *  forward ended). */
+ssh_channel _Nullable sshcore_rforward_take(sshcore_op *forward, uint64_t id);
 
 /* sshcore_op.c */
 void sshcore_op_init(sshcore_op *op, const sshcore_op_vtable *vt,

@@ -141,6 +141,10 @@ typedef struct session_op {
     size_t fdout_off;
     _Atomic uint64_t to_fd;
     _Atomic uint64_t from_fd;
+
+    /* a forwarded-tcpip channel already open, waiting in a remote forward op */
+    sshcore_op *_Nullable adopt_parent; /* strong reference */
+    uint64_t adopt_id;
 } session_op;
 
 /* ---------------------------------------------------------------------- */
@@ -783,6 +787,16 @@ static void bridge_poll_event(sshcore_op *op, short revents)
     }
 }
 
+/** Tells a streamed channel's caller that no more output comes (once, after
+ *  every byte before it). */
+static void report_eof(session_op *x)
+{
+    if (x->streamed && !x->bridged && x->cb.eof != NULL && atomic_load(&x->base.done) == 0) {
+        flush_batch(x);
+        x->cb.eof(x->cb.ctx);
+    }
+}
+
 static bool session_io_pass(sshcore_conn *conn, session_op *x);
 
 /** One I/O pass; what arrived during it is handed over at its end. */
@@ -832,6 +846,7 @@ static bool session_io_pass(sshcore_conn *conn, session_op *x)
             chan_event(x, SSHCORE_CHAN_EV_RECV_EOF) == SSHCORE_CHAN_ACT_REJECT) {
             return false;
         }
+        report_eof(x);
     }
     if (x->bridged) {
         bridge_out(x, &again); /* what read_held delivered; the EOF's shutdown */
@@ -863,6 +878,7 @@ static bool session_io_pass(sshcore_conn *conn, session_op *x)
                 chan_event(x, SSHCORE_CHAN_EV_RECV_EOF) == SSHCORE_CHAN_ACT_REJECT) {
                 return false;
             }
+            report_eof(x);
         }
         if (chan_event(x, SSHCORE_CHAN_EV_RECV_CLOSE) == SSHCORE_CHAN_ACT_FINISH) {
             flush_batch(x); /* every byte before the end */
@@ -873,6 +889,64 @@ static bool session_io_pass(sshcore_conn *conn, session_op *x)
     return again;
 }
 
+static void set_channel_callbacks(session_op *x)
+{
+    memset(&x->cbs, 0, sizeof(x->cbs));
+    x->cbs.userdata = x;
+    x->cbs.channel_data_function = on_data;
+    x->cbs.channel_exit_status_function = on_exit_status;
+    x->cbs.channel_exit_signal_function = on_exit_signal;
+    ssh_callbacks_init(&x->cbs);
+    ssh_set_channel_callbacks(x->ch, &x->cbs);
+}
+
+/** Reports the open channel to the caller (once). */
+static void report_open(session_op *x, int env_fallback_used)
+{
+    if (x->started_reported) {
+        return;
+    }
+    x->started_reported = true;
+    if (x->bridged) {
+        x->bcb.opened(x->bcb.ctx, x->fd); /* may answer on the socket first */
+    } else if (x->streamed) {
+        x->cb.started(x->cb.ctx, env_fallback_used);
+    }
+}
+
+/**
+ * Takes over a forwarded-tcpip channel a remote forward op holds open. What
+ * arrived before our callbacks were set waits in libssh's buffer: it is
+ * counted as held, so read_held() delivers it first.
+ */
+static bool adopt_channel(sshcore_conn *conn, session_op *x)
+{
+    size_t held_before = 0;
+    int n = 0;
+    (void)conn;
+
+    x->ch = sshcore_rforward_take(x->adopt_parent, x->adopt_id);
+    if (x->ch == NULL) {
+        (void)chan_event(x, SSHCORE_CHAN_EV_OPEN_FAILED);
+        complete_code(x, SSHCORE_E_CHANNEL_CLOSED,
+                      "the forwarded connection is gone (rejected, timed out, or its forward ended)");
+        return false;
+    }
+    set_channel_callbacks(x);
+    held_before = x->held[0];
+    /* with an empty buffer this processes packets, and on_data counts them */
+    n = ssh_channel_poll(x->ch, 0);
+    if (n > 0 && x->held[0] == held_before) {
+        hold(x, 0, (size_t)n);
+    }
+    if (chan_event(x, SSHCORE_CHAN_EV_OPEN_OK) != SSHCORE_CHAN_ACT_START_IO) {
+        return false;
+    }
+    x->phase = X_IO;
+    report_open(x, 0);
+    return true;
+}
+
 static bool session_step(sshcore_conn *conn, sshcore_op *op)
 {
     session_op *x = (session_op *)op;
@@ -881,19 +955,16 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
 
     switch (x->phase) {
     case X_OPEN:
+        if (x->adopt_parent != NULL) {
+            return adopt_channel(conn, x);
+        }
         if (x->ch == NULL) {
             x->ch = ssh_channel_new(s);
             if (x->ch == NULL) {
                 fail_call(conn, x, SSHCORE_E_OUT_OF_MEMORY, "ssh_channel_new");
                 return false;
             }
-            memset(&x->cbs, 0, sizeof(x->cbs));
-            x->cbs.userdata = x;
-            x->cbs.channel_data_function = on_data;
-            x->cbs.channel_exit_status_function = on_exit_status;
-            x->cbs.channel_exit_signal_function = on_exit_signal;
-            ssh_callbacks_init(&x->cbs);
-            ssh_set_channel_callbacks(x->ch, &x->cbs);
+            set_channel_callbacks(x);
         }
         switch (x->kind) {
         case SSHCORE_CHANNEL_SESSION:
@@ -925,13 +996,7 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
         if (x->kind != SSHCORE_CHANNEL_SESSION) {
             /* a direct channel carries bytes from the moment it is open */
             x->phase = X_IO;
-            if (x->bridged && !x->started_reported) {
-                x->started_reported = true;
-                x->bcb.opened(x->bcb.ctx, x->fd); /* may answer on the socket first */
-            } else if (x->streamed && !x->started_reported) {
-                x->started_reported = true;
-                x->cb.started(x->cb.ctx, 0);
-            }
+            report_open(x, 0);
             return true;
         }
         x->phase = X_ENV;
@@ -989,10 +1054,7 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
             return false;
         }
         x->phase = X_IO;
-        if (x->streamed && !x->started_reported) {
-            x->started_reported = true;
-            x->cb.started(x->cb.ctx, x->use_fallback ? 1 : 0);
-        }
+        report_open(x, x->use_fallback ? 1 : 0);
         return true;
     case X_IO:
         return session_io(conn, x);
@@ -1089,6 +1151,9 @@ static void session_destroy(sshcore_op *op)
     }
     sshcore_bytes_free(&x->fdin);
     sshcore_bytes_free(&x->fdout);
+    if (x->adopt_parent != NULL) {
+        sshcore_op_release(x->adopt_parent);
+    }
     free(x->command);
     free(x->fallback);
     free(x->target);
@@ -1343,6 +1408,77 @@ void sshcore_bridge_get_counts(sshcore_op *op, uint64_t *to_socket, uint64_t *fr
 
     *to_socket = atomic_load(&x->to_fd);
     *from_socket = atomic_load(&x->from_fd);
+}
+
+/** An op for a waiting forwarded-tcpip connection of `forward`. */
+static session_op *_Nullable adopted_new(sshcore_op *forward, uint64_t id, size_t buffer_limit,
+                                         sshcore_error *err)
+{
+    session_op *x = NULL;
+
+    if (buffer_limit == 0) {
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "buffer limit must be positive");
+        return NULL;
+    }
+    x = session_new("", NULL, NULL, 0);
+    if (x == NULL) {
+        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return NULL;
+    }
+    x->kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests, no exit status */
+    x->streamed = true;
+    x->limit = buffer_limit;
+    sshcore_op_retain(forward);
+    x->adopt_parent = forward;
+    x->adopt_id = id;
+    return x;
+}
+
+sshcore_op *sshcore_rforward_bridge(sshcore_op *forward, uint64_t id, int fd, size_t buffer_limit,
+                                    const sshcore_bridge_callbacks *callbacks,
+                                    sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+{
+    session_op *x = NULL;
+    int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+
+    if (fd < 0 || flags < 0 || callbacks->opened == NULL || callbacks->failed == NULL ||
+        callbacks->released == NULL) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "bad socket or callbacks for a bridge");
+        return NULL;
+    }
+    x = adopted_new(forward, id, buffer_limit, err);
+    if (x == NULL) {
+        close(fd);
+        return NULL;
+    }
+    (void)fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    x->bridged = true;
+    x->fd = fd;
+    x->fd_readable = true;
+    x->fd_writable = true;
+    x->bcb = *callbacks;
+    return session_submit(forward->conn, x, done, ctx, 0, err);
+}
+
+sshcore_op *sshcore_rforward_stream(sshcore_op *forward, uint64_t id, size_t buffer_limit,
+                                    const sshcore_stream_callbacks *callbacks,
+                                    sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+{
+    session_op *x = NULL;
+
+    if (callbacks->data == NULL || callbacks->started == NULL || callbacks->released == NULL) {
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete stream callbacks");
+        return NULL;
+    }
+    x = adopted_new(forward, id, buffer_limit, err);
+    if (x == NULL) {
+        return NULL;
+    }
+    x->cb = *callbacks;
+    return session_submit(forward->conn, x, done, ctx, 0, err);
 }
 
 sshcore_op *sshcore_stream_start(sshcore_conn *conn, const sshcore_stream_spec *spec,

@@ -61,6 +61,10 @@ public struct SSHError: Error, Sendable, CustomStringConvertible {
         /// The channel ended before the call could act on it, e.g. a write to a
         /// command that exited, or a signal to a shell that is gone.
         public static let channelClosed = Code("channelClosed")
+        /// The server refused a remote forward (`tcpip-forward`): forwarding is off
+        /// (`AllowTcpForwarding`), not permitted there (`PermitListen`, `GatewayPorts`),
+        /// or the port is taken.
+        public static let forwardingRefused = Code("forwardingRefused")
 
         // SFTP (see `sftp` for the operation, path and the server's status)
         /// The server has no SFTP subsystem (or refused to start it).

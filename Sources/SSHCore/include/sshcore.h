@@ -54,7 +54,8 @@ extern "C" {
     XX(PROTOCOL, "SSH protocol error")                                         \
     XX(KNOWN_HOSTS, "known_hosts file unusable")                              \
     XX(TIMED_OUT, "the operation timed out")                                   \
-    XX(CHANNEL_CLOSED, "the channel is closed")
+    XX(CHANNEL_CLOSED, "the channel is closed")                                \
+    XX(FORWARD_REFUSED, "the server refused the port forwarding request")
 
 /* closed: Swift imports it as a frozen enum and switches over it exhaustively */
 typedef enum __attribute__((enum_extensibility(closed))) sshcore_err {
@@ -449,10 +450,14 @@ typedef struct sshcore_stream_callbacks {
      *  `bytes` is valid during the call only. Each delivered byte counts
      *  against the buffer limit until sshcore_stream_consumed returns it. */
     void (*data)(void *_Nullable ctx, int stream, const uint8_t *bytes, size_t len);
-    /** Worker (or the thread that drops the last reference of an operation
-     *  that never ran): called once, after which the core never calls
-     *  `started` or `data` again; `ctx` may be freed here. */
+    /** Worker: called once, after which the core never calls
+     *  `started` or `data` again; `ctx` may be freed here. (Or the thread
+     *  that drops the last reference of an operation that never ran.) */
     void (*released)(void *_Nullable ctx);
+    /** Worker, optional: the peer sent EOF (after the last `data` call): no
+     *  more output comes, while the channel may stay open (our side can still
+     *  write, e.g. a tunnel answering a half-closed request). */
+    void (*_Nullable eof)(void *_Nullable ctx);
 } sshcore_stream_callbacks;
 
 /** What a streamed channel is. */
@@ -613,6 +618,68 @@ const sshcore_error *sshcore_op_error(sshcore_op *op);
 void sshcore_exec_get_result(sshcore_op *op, sshcore_exec_result *result);
 
 void sshcore_op_release(sshcore_op *op);
+
+/* ---------------------------------------------------------------------- */
+/* Operations: remote forwarding (tcpip-forward)                           */
+/* ---------------------------------------------------------------------- */
+
+typedef struct sshcore_rforward_callbacks {
+    void *_Nullable ctx;
+    /** Worker: the server listens on `bound_port` (the port asked for, or the
+     *  one chosen when 0 was asked). Called once, before any `incoming`. */
+    void (*listening)(void *_Nullable ctx, int bound_port);
+    /** Worker: a connection to the server's port arrived as a forwarded-tcpip
+     *  channel, open and waiting (its data is buffered, within its window).
+     *  Answer with sshcore_rforward_bridge, _stream or _reject; unanswered, it
+     *  is closed after the accept timeout. `originator` is valid during the call. */
+    void (*incoming)(void *_Nullable ctx, uint64_t id, const char *originator,
+                     int originator_port);
+    /** Worker (or the thread dropping the last reference of an op that never
+     *  ran): no callback follows. */
+    void (*released)(void *_Nullable ctx);
+} sshcore_rforward_callbacks;
+
+/**
+ * @brief Ask the server to listen on `bind_address`:`port` ("tcpip-forward")
+ * and hand each connection it forwards to the callbacks.
+ *
+ * Port 0 picks a random port in 32768...60999 (retried up to 8 times while the
+ * server refuses): libssh 0.10 reads the server's chosen port from whatever
+ * packet it processed last, which is unreliable while other channels are busy.
+ * Global requests (this one, its cancel, keepalives) take turns: libssh has
+ * one slot for them. `done` runs once: FORWARD_REFUSED when the server says
+ * no, CANCELLED after sshcore_op_cancel (which also sends cancel-tcpip-forward
+ * and closes waiting connections), or the connection's failure. Channels
+ * already handed on are separate operations and live on.
+ */
+sshcore_op *_Nullable sshcore_rforward_start(sshcore_conn *conn,
+                                             const char *_Nullable bind_address,
+                                             int port, int accept_timeout_ms,
+                                             const sshcore_rforward_callbacks *callbacks,
+                                             sshcore_op_done_fn done,
+                                             void *_Nullable ctx,
+                                             sshcore_error *err);
+
+/** @brief Join incoming connection `id` to the socket `fd` (owned by the core
+ *  from this call on, also on failure), like sshcore_bridge_start. */
+sshcore_op *_Nullable sshcore_rforward_bridge(sshcore_op *forward, uint64_t id, int fd,
+                                              size_t buffer_limit,
+                                              const sshcore_bridge_callbacks *callbacks,
+                                              sshcore_op_done_fn done,
+                                              void *_Nullable ctx,
+                                              sshcore_error *err);
+
+/** @brief Take incoming connection `id` as a streamed channel (like a
+ *  direct channel from sshcore_stream_start; `started` runs once it is taken). */
+sshcore_op *_Nullable sshcore_rforward_stream(sshcore_op *forward, uint64_t id,
+                                              size_t buffer_limit,
+                                              const sshcore_stream_callbacks *callbacks,
+                                              sshcore_op_done_fn done,
+                                              void *_Nullable ctx,
+                                              sshcore_error *err);
+
+/** @brief Close incoming connection `id` unused (any thread). */
+void sshcore_rforward_reject(sshcore_op *forward, uint64_t id);
 
 /* ---------------------------------------------------------------------- */
 /* Small socket helpers for listeners (Linux calls Swift's Glibc lacks)    */

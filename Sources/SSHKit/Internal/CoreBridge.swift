@@ -48,21 +48,30 @@ final class CoreBridge: Sendable {
     /// the fd is already closed and no handler runs.
     static func start(on connection: CoreConnection, target: DirectTarget, fd: Int32, firstData: [UInt8] = [],
                       bufferLimit: Int, handlers: BridgeHandlers) throws(SSHError) -> CoreBridge {
-        let bridge = CoreBridge(handlers: handlers)
         let storage = StreamSpecStorage(StreamRequest(
             command: nil, direct: target, fallback: nil, environment: [], pty: nil,
             bufferLimit: bufferLimit, timeout: nil))
+        defer { withExtendedLifetime(storage) {} }
+        return try start(handlers: handlers) { callbacks, ctx, err in
+            firstData.withUnsafeBufferPointer { first in
+                sshcore_bridge_start(connection.pointer.raw, &storage.spec, fd, first.baseAddress, first.count,
+                                     callbacks, coreBridgeDone, ctx, err)
+            }
+        }
+    }
+
+    /// Starts a bridge through `open`, which calls the core with the callbacks and
+    /// the context the core hands back; on a thrown error no handler runs.
+    static func start(handlers: BridgeHandlers,
+                      _ open: (UnsafeMutablePointer<sshcore_bridge_callbacks>, UnsafeMutableRawPointer,
+                               UnsafeMutablePointer<sshcore_error>) -> OpaquePointer?) throws(SSHError) -> CoreBridge {
+        let bridge = CoreBridge(handlers: handlers)
         // the core holds this reference until `released`
         let ctx = Unmanaged.passRetained(bridge).toOpaque()
         var callbacks = sshcore_bridge_callbacks(
             ctx: ctx, opened: coreBridgeOpened, failed: coreBridgeFailed, released: coreBridgeReleased)
         var err = sshcore_error()
-        let op = firstData.withUnsafeBufferPointer { first in
-            sshcore_bridge_start(connection.pointer.raw, &storage.spec, fd, first.baseAddress, first.count,
-                                 &callbacks, coreBridgeDone, ctx, &err)
-        }
-        withExtendedLifetime(storage) {}
-        guard let op else {
+        guard let op = open(&callbacks, ctx, &err) else {
             Unmanaged<CoreBridge>.fromOpaque(ctx).release()
             throw SSHError(core: err)
         }
@@ -108,7 +117,7 @@ private let coreBridgeReleased: @convention(c) (UnsafeMutableRawPointer?) -> Voi
     Unmanaged<CoreBridge>.fromOpaque(ctx!).release()
 }
 
-private let coreBridgeDone: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer) -> Void = { ctx, op in
+let coreBridgeDone: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer) -> Void = { ctx, op in
     let bridge = CoreBridge.from(ctx)
     let err = sshcore_op_error(op).pointee
     var c = BridgeCounts()

@@ -30,6 +30,7 @@ extension SSHError.Code {
         case .SSHCORE_E_KNOWN_HOSTS: self = .knownHostsUnusable
         case .SSHCORE_E_TIMED_OUT: self = .timedOut
         case .SSHCORE_E_CHANNEL_CLOSED: self = .channelClosed
+        case .SSHCORE_E_FORWARD_REFUSED: self = .forwardingRefused
         }
     }
 }

@@ -57,6 +57,8 @@ final class StreamChannel: Sendable {
         var exitWaiters: [CheckedContinuation<Result<SSHExitStatus, SSHError>, Never>] = []
         var op: OpPointer?
         var cancelRequested = false
+        /// The peer sent EOF: readers end once the queues are drained.
+        var eof = false
     }
 
     private let state = Mutex(State())
@@ -69,15 +71,26 @@ final class StreamChannel: Sendable {
 
     /// Starts the channel and waits until the command or shell runs (or failed).
     func start(on connection: CoreConnection, _ request: StreamRequest) async throws(SSHError) {
+        try await start(call: request.command == nil ? "openShell" : "startCommand") { ctx, err in
+            connection.startStream(request, ctx: ctx, err: err)
+        }
+    }
+
+    /// Starts the channel through `open` (which calls the core with the context the
+    /// core hands back to every callback) and waits until it runs or failed.
+    func start(call: String,
+               _ open: (UnsafeMutableRawPointer, UnsafeMutablePointer<sshcore_error>) -> OpaquePointer?)
+        async throws(SSHError)
+    {
         let result: Result<Bool, SSHError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 state.withLock { $0.start = continuation }
                 // the core holds this box until `released`
                 let ctx = Unmanaged.passRetained(self).toOpaque()
                 var err = sshcore_error()
-                guard let op = connection.startStream(request, ctx: ctx, err: &err) else {
+                guard let op = open(ctx, &err) else {
                     Unmanaged<StreamChannel>.fromOpaque(ctx).release()
-                    let e = SSHMisuse.check(SSHError(core: err), call: request.command == nil ? "openShell" : "startCommand")
+                    let e = SSHMisuse.check(SSHError(core: err), call: call)
                     resumeStart(.failure(e))
                     return
                 }
@@ -137,6 +150,17 @@ final class StreamChannel: Sendable {
         }
     }
 
+    fileprivate func receivedEOF() {
+        let waiters = state.withLock { s -> [Waiter] in
+            s.eof = true
+            let w = s.waiters.compactMap { $0 }
+            s.waiters = [nil, nil, nil]
+            return w
+        }
+        // they look again, drain what is queued, then see the end
+        for w in waiters { w.continuation.resume(returning: .success(nil)) }
+    }
+
     fileprivate func finished(_ result: Result<SSHExitStatus, SSHError>) {
         let (waiters, exitWaiters) = state.withLock { s -> ([Waiter], [CheckedContinuation<Result<SSHExitStatus, SSHError>, Never>]) in
             guard s.end == nil else { return ([], []) }
@@ -166,6 +190,7 @@ final class StreamChannel: Sendable {
                     if case .failure(let e) = end { return .end(e) }
                     return .end(nil)
                 }
+                if s.eof { return .end(nil) }
                 return .wait
             }
             switch step {
@@ -183,7 +208,7 @@ final class StreamChannel: Sendable {
             let r: Result<(Int, [UInt8])?, SSHError> = await withTaskCancellationHandler {
                 await withCheckedContinuation { continuation in
                     let ready = state.withLock { s -> Bool in
-                        if s.end != nil || Self.hasQueued(s, kind) { return true }
+                        if s.end != nil || s.eof || Self.hasQueued(s, kind) { return true }
                         precondition(s.waiters[kind.rawValue] == nil,
                                      "two tasks read the same output stream of one SSH channel at once")
                         s.waiters[kind.rawValue] = Waiter(id: id, continuation: continuation)
@@ -340,6 +365,12 @@ final class StreamChannel: Sendable {
 
     // MARK: callbacks from C
 
+    /// The core callbacks of a streamed channel whose context is a retained StreamChannel.
+    static func callbacks(_ ctx: UnsafeMutableRawPointer) -> sshcore_stream_callbacks {
+        sshcore_stream_callbacks(ctx: ctx, started: coreStreamStarted, data: coreStreamData, released: coreStreamReleased,
+                                 eof: coreStreamEOF)
+    }
+
     fileprivate static func from(_ ctx: UnsafeMutableRawPointer?) -> StreamChannel {
         Unmanaged<StreamChannel>.fromOpaque(ctx!).takeUnretainedValue()
     }
@@ -408,12 +439,16 @@ private let coreStreamData: @convention(c) (UnsafeMutableRawPointer?, Int32, Uns
     StreamChannel.from(ctx).received(stream: Int(stream), bytes: Array(UnsafeBufferPointer(start: bytes, count: len)))
 }
 
+private let coreStreamEOF: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
+    StreamChannel.from(ctx).receivedEOF()
+}
+
 private let coreStreamReleased: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
     // the core's reference, taken in start(); the core never calls back after this
     Unmanaged<StreamChannel>.fromOpaque(ctx!).release()
 }
 
-private let coreStreamDone: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer) -> Void = { ctx, op in
+let coreStreamDone: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer) -> Void = { ctx, op in
     let channel = StreamChannel.from(ctx)
     let err = sshcore_op_error(op).pointee
     guard err.code == Int32(sshcore_err.SSHCORE_E_OK.rawValue) else {
@@ -482,8 +517,7 @@ extension CoreConnection {
         -> OpaquePointer?
     {
         let storage = StreamSpecStorage(r)
-        var callbacks = sshcore_stream_callbacks(
-            ctx: ctx, started: coreStreamStarted, data: coreStreamData, released: coreStreamReleased)
+        var callbacks = StreamChannel.callbacks(ctx)
         let op = sshcore_stream_start(pointer.raw, &storage.spec, &callbacks, coreStreamDone, ctx, err)
         withExtendedLifetime(storage) {}
         return op

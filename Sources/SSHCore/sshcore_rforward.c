@@ -1,0 +1,376 @@
+/*
+ * sshcore_rforward.c - remote forwarding: a "tcpip-forward" global request,
+ * then the "forwarded-tcpip" channels the server opens for connections to
+ * its port, kept open and waiting until the caller hands each one on (a
+ * bridge to a socket, or a stream) or rejects it.
+ *
+ * libssh 0.10 has one slot for global requests with a reply: a second request
+ * sent while one is pending takes the first one's answer. Keepalive probes
+ * use it too. So a request goes out only when the slot is free (a stale
+ * answer left by a probe is collected first, recognised by no packet going
+ * out), conn->global_owner marks it taken until the answer, and probes wait.
+ *
+ * Incoming channels are queued by libssh as messages; any forward op's step
+ * accepts them all and files each under the forward whose port it reached.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "sshcore_internal.h"
+
+enum { RF_REQUEST, RF_WAIT, RF_LISTEN };
+
+/* Random ports tried for port 0 while the server refuses. */
+#define RANDOM_PORT_TRIES 8
+
+typedef struct waiting {
+    struct waiting *_Nullable next;
+    uint64_t id;
+    ssh_channel ch;
+    int64_t deadline_ms;
+} waiting;
+
+typedef struct rforward_op {
+    sshcore_op base;
+    sshcore_rforward_callbacks cb;
+    char *_Nullable address;
+    int asked_port;
+    int port;        /* the port requested now; bound once listening */
+    int tries;
+    int accept_timeout_ms;
+    bool released;
+
+    /* inbox (any thread), guarded by mu */
+    pthread_mutex_t mu;
+    uint64_t *_Nullable rejects;
+    size_t reject_count;
+    size_t reject_cap;
+
+    /* worker only */
+    int phase;
+    uint64_t next_id;
+    waiting *_Nullable waiting_head;
+} rforward_op;
+
+static const sshcore_op_vtable rforward_vtable;
+
+static void complete_code(rforward_op *x, int code, const char *_Nullable detail)
+{
+    sshcore_error err;
+    sshcore_error_set(&err, code, detail);
+    (void)sshcore_op_complete(&x->base, &err);
+}
+
+static int random_port(void)
+{
+    uint32_t r = 0;
+    if (getrandom(&r, sizeof(r), 0) != sizeof(r)) {
+        r = (uint32_t)sshcore_now_ms();
+    }
+    return 32768 + (int)(r % (60999 - 32768 + 1));
+}
+
+static void close_waiting_channel(ssh_channel ch)
+{
+    (void)ssh_channel_close(ch);
+    ssh_channel_free(ch);
+}
+
+/** Worker: files every forwarded connection libssh queued under its forward. */
+static void accept_incoming(sshcore_conn *conn)
+{
+    for (;;) {
+        int dest_port = 0;
+        int orig_port = 0;
+        char *orig = NULL;
+        ssh_channel ch = ssh_channel_open_forward_port(conn->session, 0, &dest_port, &orig, &orig_port);
+        rforward_op *owner = NULL;
+        sshcore_op *op = NULL;
+
+        if (ch == NULL) {
+            return;
+        }
+        for (op = conn->active; op != NULL; op = op->next) {
+            rforward_op *f = (rforward_op *)op;
+            if (op->vt == &rforward_vtable && f->phase == RF_LISTEN && f->port == dest_port &&
+                atomic_load(&op->done) == 0) {
+                owner = f;
+                break;
+            }
+        }
+        if (owner == NULL) {
+            /* a straggler for a forward that ended */
+            close_waiting_channel(ch);
+            ssh_string_free_char(orig);
+            continue;
+        }
+        waiting *w = calloc(1, sizeof(*w));
+        if (w == NULL) {
+            close_waiting_channel(ch);
+            ssh_string_free_char(orig);
+            continue;
+        }
+        w->id = ++owner->next_id;
+        w->ch = ch;
+        w->deadline_ms = sshcore_now_ms() + owner->accept_timeout_ms;
+        w->next = owner->waiting_head;
+        owner->waiting_head = w;
+        owner->cb.incoming(owner->cb.ctx, w->id, orig != NULL ? orig : "", orig_port);
+        ssh_string_free_char(orig);
+    }
+}
+
+ssh_channel sshcore_rforward_take(sshcore_op *forward, uint64_t id)
+{
+    rforward_op *x = (rforward_op *)forward;
+    waiting **link = &x->waiting_head;
+
+    if (forward->vt != &rforward_vtable) {
+        return NULL;
+    }
+    while (*link != NULL) {
+        waiting *w = *link;
+        if (w->id == id) {
+            ssh_channel ch = w->ch;
+            *link = w->next;
+            free(w);
+            return ch;
+        }
+        link = &w->next;
+    }
+    return NULL;
+}
+
+/** Worker: rejected and expired waiting connections are closed. */
+static void sweep_waiting(rforward_op *x)
+{
+    uint64_t *rejects = NULL;
+    size_t count = 0;
+    size_t i;
+    int64_t now = sshcore_now_ms();
+
+    pthread_mutex_lock(&x->mu);
+    rejects = x->rejects;
+    count = x->reject_count;
+    x->rejects = NULL;
+    x->reject_count = 0;
+    x->reject_cap = 0;
+    pthread_mutex_unlock(&x->mu);
+    for (i = 0; i < count; i++) {
+        ssh_channel ch = sshcore_rforward_take(&x->base, rejects[i]);
+        if (ch != NULL) {
+            close_waiting_channel(ch);
+        }
+    }
+    free(rejects);
+    waiting **link = &x->waiting_head;
+    while (*link != NULL) {
+        waiting *w = *link;
+        if (w->deadline_ms <= now) {
+            *link = w->next;
+            close_waiting_channel(w->ch);
+            free(w);
+            continue;
+        }
+        link = &w->next;
+    }
+}
+
+static bool finish_request(sshcore_conn *conn, rforward_op *x, int rc);
+
+/** Sends (or finishes) the tcpip-forward request. */
+static bool request_step(sshcore_conn *conn, rforward_op *x)
+{
+    ssh_session s = conn->session;
+
+    for (int round = 0; round < 2; round++) {
+        uint64_t before = conn->packet_counter.out_packets;
+        int rc = ssh_channel_listen_forward(s, x->address, x->port, NULL);
+        bool sent = conn->packet_counter.out_packets != before;
+
+        if (!ssh_is_connected(s)) {
+            sshcore_error err;
+            sshcore_error_from_session(&err, sshcore_conn_failure_code(conn), s, "ssh_channel_listen_forward");
+            (void)sshcore_op_complete(&x->base, &err);
+            return false;
+        }
+        if (sent) {
+            conn->global_owner = &x->base;
+            x->phase = RF_WAIT;
+            if (rc == SSH_AGAIN) {
+                return false;
+            }
+            return finish_request(conn, x, rc); /* answered within the call */
+        }
+        if (rc == SSH_AGAIN) {
+            return false; /* someone else's request is pending: wait for its answer */
+        }
+        /* a stale answer (a keepalive's) was collected: the slot is free now */
+    }
+    return false;
+}
+
+/** The answer to our request: listening, another random port, or refused. */
+static bool finish_request(sshcore_conn *conn, rforward_op *x, int rc)
+{
+    ssh_session s = conn->session;
+
+    conn->global_owner = NULL;
+    if (rc == SSH_OK) {
+        x->phase = RF_LISTEN;
+        x->cb.listening(x->cb.ctx, x->port);
+        return true;
+    }
+    if (!ssh_is_connected(s)) {
+        sshcore_error err;
+        sshcore_error_from_session(&err, sshcore_conn_failure_code(conn), s, "ssh_channel_listen_forward");
+        (void)sshcore_op_complete(&x->base, &err);
+        return false;
+    }
+    if (x->asked_port == 0 && ++x->tries < RANDOM_PORT_TRIES) {
+        x->port = random_port();
+        x->phase = RF_REQUEST;
+        return true;
+    }
+    {
+        sshcore_error err;
+        sshcore_error_from_session(&err, SSHCORE_E_FORWARD_REFUSED, s, "ssh_channel_listen_forward");
+        snprintf(err.detail, sizeof(err.detail), "tcpip-forward %s:%d%s",
+                 x->address != NULL ? x->address : "", x->port,
+                 x->asked_port == 0 ? " (and other random ports)" : "");
+        (void)sshcore_op_complete(&x->base, &err);
+    }
+    return false;
+}
+
+static bool wait_step(sshcore_conn *conn, rforward_op *x)
+{
+    int rc = ssh_channel_listen_forward(conn->session, x->address, x->port, NULL);
+
+    if (rc == SSH_AGAIN) {
+        return false;
+    }
+    return finish_request(conn, x, rc);
+}
+
+static bool rforward_step(sshcore_conn *conn, sshcore_op *op)
+{
+    rforward_op *x = (rforward_op *)op;
+
+    switch (x->phase) {
+    case RF_REQUEST:
+        return request_step(conn, x);
+    case RF_WAIT:
+        return wait_step(conn, x);
+    case RF_LISTEN:
+        accept_incoming(conn);
+        sweep_waiting(x);
+        return false;
+    }
+    return false;
+}
+
+static void release_callbacks(rforward_op *x)
+{
+    if (!x->released) {
+        x->released = true;
+        x->cb.released(x->cb.ctx);
+    }
+}
+
+static void rforward_abort(sshcore_conn *conn, sshcore_op *op)
+{
+    rforward_op *x = (rforward_op *)op;
+    ssh_session s = conn->session;
+
+    while (x->waiting_head != NULL) {
+        waiting *w = x->waiting_head;
+        x->waiting_head = w->next;
+        if (s != NULL) {
+            close_waiting_channel(w->ch);
+        }
+        free(w);
+    }
+    if (conn->global_owner == op) {
+        /* our answer is still due: the slot stays taken by it, and whoever
+         * uses it next collects it (keepalive and requests both do) */
+        conn->global_owner = NULL;
+    } else if (x->phase == RF_LISTEN && s != NULL && ssh_is_connected(s) && conn->global_owner == NULL) {
+        /* best effort: the answer is left in the slot for the next user */
+        (void)ssh_channel_cancel_forward(s, x->address, x->port);
+    }
+    release_callbacks(x);
+}
+
+static void rforward_destroy(sshcore_op *op)
+{
+    rforward_op *x = (rforward_op *)op;
+
+    release_callbacks(x);
+    free(x->address);
+    free(x->rejects);
+    pthread_mutex_destroy(&x->mu);
+    free(x);
+}
+
+static const sshcore_op_vtable rforward_vtable = {
+    .step = rforward_step,
+    .abort = rforward_abort,
+    .destroy = rforward_destroy,
+};
+
+sshcore_op *sshcore_rforward_start(sshcore_conn *conn, const char *bind_address, int port,
+                                   int accept_timeout_ms, const sshcore_rforward_callbacks *callbacks,
+                                   sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+{
+    rforward_op *x = NULL;
+
+    if (port < 0 || port > 65535 || accept_timeout_ms <= 0 || callbacks->listening == NULL ||
+        callbacks->incoming == NULL || callbacks->released == NULL) {
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete remote forward spec");
+        return NULL;
+    }
+    x = calloc(1, sizeof(*x));
+    if (x == NULL || (bind_address != NULL && (x->address = strdup(bind_address)) == NULL)) {
+        free(x);
+        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return NULL;
+    }
+    pthread_mutex_init(&x->mu, NULL);
+    x->cb = *callbacks;
+    x->asked_port = port;
+    x->port = port != 0 ? port : random_port();
+    x->accept_timeout_ms = accept_timeout_ms;
+    x->phase = RF_REQUEST;
+    sshcore_op_init(&x->base, &rforward_vtable, conn, done, ctx);
+    if (sshcore_conn_submit(conn, &x->base, err) != 0) {
+        sshcore_conn *c = x->base.conn;
+        x->released = true; /* the caller learns it from NULL */
+        rforward_destroy(&x->base);
+        sshcore_conn_unref(c);
+        return NULL;
+    }
+    return &x->base;
+}
+
+void sshcore_rforward_reject(sshcore_op *forward, uint64_t id)
+{
+    rforward_op *x = (rforward_op *)forward;
+
+    pthread_mutex_lock(&x->mu);
+    if (x->reject_count == x->reject_cap) {
+        size_t cap = x->reject_cap == 0 ? 8 : x->reject_cap * 2;
+        uint64_t *r = realloc(x->rejects, cap * sizeof(*r));
+        if (r == NULL) {
+            pthread_mutex_unlock(&x->mu);
+            return; /* it will time out instead */
+        }
+        x->rejects = r;
+        x->reject_cap = cap;
+    }
+    x->rejects[x->reject_count++] = id;
+    pthread_mutex_unlock(&x->mu);
+    sshcore_conn_wake(forward->conn);
+}

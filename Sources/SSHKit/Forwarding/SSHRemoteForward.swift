@@ -1,0 +1,364 @@
+import Logging
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A running remote forward (`ssh -R`): the server listens, and each connection to
+/// its port comes back through its own channel, either bridged to a target this
+/// machine reaches or handed to your code as an `SSHTunnel`.
+///
+/// `stop()` asks the server to stop listening (`cancel-tcpip-forward`) and closes
+/// every forwarded connection; the forward also stops when its connection ends.
+public final class SSHRemoteForward: Sendable {
+    /// The address the server was asked to bind ("localhost" unless given).
+    public let bindAddress: String
+    /// The port the server listens on (the one chosen when 0 was asked).
+    public let port: Int
+    let book: RemoteForwardBook
+
+    init(bindAddress: String, port: Int, book: RemoteForwardBook) {
+        self.bindAddress = bindAddress
+        self.port = port
+        self.book = book
+    }
+
+    deinit {
+        book.stop(reason: nil)
+    }
+
+    public var statistics: SSHForwardStatistics { book.statistics }
+
+    /// Stops listening on the server and closes every forwarded connection. Idempotent.
+    public func stop() async {
+        book.stop(reason: nil)
+        _ = await book.waitUntilStopped()
+    }
+
+    /// Waits until the forward stops: nil after `stop()`, else the error that ended it.
+    public func waitUntilStopped() async -> SSHError? {
+        await book.waitUntilStopped()
+    }
+}
+
+extension SSHConnection {
+    /// Remote forwarding (`ssh -R`) to a target this machine reaches: the server
+    /// listens on `bindAddress`:`port` (0: a free port, reported as `port`), and each
+    /// connection to it is bridged, inside the connection's worker, to a new
+    /// connection to `target` made from here (a TCP host and port, or a Unix socket).
+    ///
+    /// A target that refuses closes that forwarded connection (a `failed` event); the
+    /// forward goes on. Whether the server binds anything but loopback is up to its
+    /// `GatewayPorts`.
+    ///
+    /// - Throws: `forwardingRefused` (`AllowTcpForwarding no`, `PermitListen`, a port
+    ///   in use), `invalidArgument`, `invalidState`, the connection's failure.
+    public func forwardRemotePort(bindAddress: String = "localhost", port: Int, to target: SSHForwardTarget,
+                                  options: SSHForwardOptions = SSHForwardOptions()) async throws(SSHError) -> SSHRemoteForward {
+        try target.validate()
+        return try await startRemoteForward(bindAddress: bindAddress, port: port, options: options, mode: .bridge(target))
+    }
+
+    /// Remote forwarding with the connections handed to `handler` as tunnels (one task
+    /// each). The tunnel is closed when `handler` returns.
+    public func forwardRemotePort(bindAddress: String = "localhost", port: Int,
+                                  options: SSHForwardOptions = SSHForwardOptions(),
+                                  handler: @escaping @Sendable (SSHTunnel) async -> Void) async throws(SSHError) -> SSHRemoteForward {
+        try await startRemoteForward(bindAddress: bindAddress, port: port, options: options, mode: .handler(handler))
+    }
+
+    private func startRemoteForward(bindAddress: String, port: Int, options: SSHForwardOptions,
+                                    mode: RemoteForwardBook.Mode) async throws(SSHError) -> SSHRemoteForward {
+        try options.validate()
+        guard (0...65535).contains(port) else { throw SSHError(.invalidArgument, "port \(port) out of range 0...65535") }
+        guard !bindAddress.utf8.contains(0) else { throw SSHError(.invalidArgument, "bind address contains NUL") }
+        guard core.isReady else { throw SSHError(.invalidState, "the connection is closed") }
+        let book = RemoteForwardBook(mode: mode, options: options, logger: logger)
+        let bound = try await book.start(on: core, address: bindAddress, port: port)
+        logger.debug("remote forward listening", metadata: ["bind": "\(bindAddress):\(bound)"])
+        return SSHRemoteForward(bindAddress: bindAddress, port: bound, book: book)
+    }
+}
+
+/// The bookkeeping of one remote forward: its core op, the connections handed on,
+/// statistics, events and stopping.
+final class RemoteForwardBook: Sendable {
+    enum Mode: Sendable {
+        case bridge(SSHForwardTarget)
+        case handler(@Sendable (SSHTunnel) async -> Void)
+    }
+
+    private struct Shared {
+        var forward: CoreRemoteForward?
+        var stats = SSHForwardStatistics()
+        var bridges: [UInt64: CoreBridge?] = [:]
+        var tunnels: [UInt64: SSHTunnel] = [:]
+        var stopRequested = false
+        var stopReason: SSHError?
+        var forwardEnded = false
+        var stopped = false
+        var waiters: [CheckedContinuation<SSHError?, Never>] = []
+    }
+
+    private let shared = Mutex(Shared())
+    private let started = OpenWaiter()
+    private let boundPort = Mutex(0)
+    let mode: Mode
+    let options: SSHForwardOptions
+    let logger: Logger
+
+    init(mode: Mode, options: SSHForwardOptions, logger: Logger) {
+        self.mode = mode
+        self.options = options
+        self.logger = logger
+    }
+
+    var statistics: SSHForwardStatistics { shared.withLock { $0.stats } }
+
+    func start(on core: CoreConnection, address: String, port: Int) async throws(SSHError) -> Int {
+        let forward = try CoreRemoteForward.start(
+            on: core, address: address, port: port, acceptTimeout: .seconds(30),
+            handlers: RemoteForwardHandlers(
+                listening: { [weak self] port in
+                    self?.boundPort.withLock { $0 = port }
+                    self?.started.resume(.success(()))
+                },
+                incoming: { [weak self] id, originator, originatorPort in
+                    self?.incoming(id, peer: originator.contains(":") ? "[\(originator)]:\(originatorPort)" : "\(originator):\(originatorPort)")
+                },
+                finished: { [weak self, started] error in
+                    started.resume(.failure(error))
+                    self?.forwardEnded(error)
+                }))
+        shared.withLock { $0.forward = forward }
+        let r = await withTaskCancellationHandler {
+            await started.wait()
+        } onCancel: {
+            forward.cancel()
+        }
+        if case .failure(let e) = r {
+            stop(reason: e)
+            throw e
+        }
+        // the connection ending ends the forward (its op fails then too)
+        return boundPort.withLock { $0 }
+    }
+
+    private func incoming(_ id: UInt64, peer: String) {
+        let (forward, admitted) = shared.withLock { s -> (CoreRemoteForward?, Bool) in
+            s.stats.accepted += 1
+            guard !s.stopRequested, s.bridges.count + s.tunnels.count < options.maxConnections else { return (s.forward, false) }
+            s.stats.active += 1
+            s.bridges[id] = .some(nil)
+            return (s.forward, true)
+        }
+        guard let forward else { return }
+        guard admitted else {
+            forward.reject(id)
+            shared.withLock { $0.stats.rejected += 1 }
+            options.eventHandler?(SSHForwardEvent(connectionID: id, peer: peer, target: nil,
+                                                  kind: .rejected(reason: "more than \(options.maxConnections) connections open")))
+            return
+        }
+        switch mode {
+        case .bridge(let target):
+            // connecting may take a while: not on the worker
+            startThread(name: "sshkit-rfwd") { [self] in
+                connectAndBridge(id, peer: peer, target: target, forward: forward)
+            }
+        case .handler(let handler):
+            Task { [self] in
+                let channel: StreamChannel
+                do throws(SSHError) {
+                    channel = try await forward.stream(id, bufferLimit: options.bufferLimit)
+                } catch {
+                    ended(id, peer: peer, target: nil, error: error, counts: BridgeCounts(), tunnel: false)
+                    return
+                }
+                let tunnel = SSHTunnel(channel: channel, target: peer)
+                let stopping = shared.withLock { s -> Bool in
+                    s.tunnels[id] = tunnel
+                    s.bridges[id] = nil
+                    return s.stopRequested
+                }
+                if stopping { tunnel.close() }
+                options.eventHandler?(SSHForwardEvent(connectionID: id, peer: peer, target: nil, kind: .opened))
+                await handler(tunnel)
+                tunnel.close()
+                ended(id, peer: peer, target: nil, error: nil, counts: BridgeCounts(), tunnel: true)
+            }
+        }
+    }
+
+    private func connectAndBridge(_ id: UInt64, peer: String, target: SSHForwardTarget, forward: CoreRemoteForward) {
+        let name = target.description
+        let fd: Int32
+        switch LocalConnector.connect(target, timeout: .seconds(10)) {
+        case .failure(let e):
+            forward.reject(id)
+            ended(id, peer: peer, target: name, error: e, counts: BridgeCounts(), tunnel: false)
+            return
+        case .success(let s):
+            fd = s
+        }
+        let handler = options.eventHandler
+        do {
+            let bridge = try forward.bridge(id, fd: fd, bufferLimit: options.bufferLimit, handlers: BridgeHandlers(
+                opened: { _ in handler?(SSHForwardEvent(connectionID: id, peer: peer, target: name, kind: .opened)) },
+                finished: { [weak self] error, counts in
+                    self?.ended(id, peer: peer, target: name, error: error, counts: counts, tunnel: false)
+                }))
+            let cancelNow = shared.withLock { s -> Bool in
+                guard s.bridges[id] != nil else { return false }
+                s.bridges[id] = .some(bridge)
+                return s.stopRequested
+            }
+            if cancelNow { bridge.cancel() }
+        } catch {
+            ended(id, peer: peer, target: name, error: error, counts: BridgeCounts(), tunnel: false)
+        }
+    }
+
+    private func ended(_ id: UInt64, peer: String, target: String?, error: SSHError?, counts: BridgeCounts, tunnel: Bool) {
+        let waiters = shared.withLock { s -> [CheckedContinuation<SSHError?, Never>] in
+            let known = tunnel ? s.tunnels.removeValue(forKey: id) != nil : s.bridges.removeValue(forKey: id) != nil
+            guard known else { return [] }
+            s.stats.active -= 1
+            if error == nil { s.stats.completed += 1 } else { s.stats.failed += 1 }
+            s.stats.bytesToClients += counts.toSocket
+            s.stats.bytesFromClients += counts.fromSocket
+            return markStoppedIfIdle(&s)
+        }
+        let kind: SSHForwardEvent.Kind = error.map { .failed($0) } ?? .closed(toClient: counts.toSocket, fromClient: counts.fromSocket)
+        options.eventHandler?(SSHForwardEvent(connectionID: id, peer: peer, target: target, kind: kind))
+        resume(waiters)
+    }
+
+    private func forwardEnded(_ error: SSHError) {
+        stop(reason: error.code == .cancelled ? nil : error)
+        let waiters = shared.withLock { s -> [CheckedContinuation<SSHError?, Never>] in
+            s.forwardEnded = true
+            return markStoppedIfIdle(&s)
+        }
+        resume(waiters)
+    }
+
+    /// Cancels the forward op and every connection it handed on (any thread).
+    func stop(reason: SSHError?) {
+        let (forward, bridges, tunnels) = shared.withLock { s -> (CoreRemoteForward?, [CoreBridge], [SSHTunnel]) in
+            guard !s.stopRequested else { return (nil, [], []) }
+            s.stopRequested = true
+            s.stopReason = reason
+            return (s.forward, s.bridges.values.compactMap { $0 }, Array(s.tunnels.values))
+        }
+        forward?.cancel()
+        for b in bridges { b.cancel() }
+        for t in tunnels { t.close() }
+    }
+
+    func waitUntilStopped() async -> SSHError? {
+        await withCheckedContinuation { c in
+            let done = shared.withLock { s -> SSHError?? in
+                if s.stopped { return .some(s.stopReason) }
+                s.waiters.append(c)
+                return nil
+            }
+            if let done { c.resume(returning: done) }
+        }
+    }
+
+    private func markStoppedIfIdle(_ s: inout Shared) -> [CheckedContinuation<SSHError?, Never>] {
+        guard s.forwardEnded, s.bridges.isEmpty, s.tunnels.isEmpty, !s.stopped else { return [] }
+        s.stopped = true
+        defer { s.waiters = [] }
+        return s.waiters
+    }
+
+    private func resume(_ waiters: [CheckedContinuation<SSHError?, Never>]) {
+        guard !waiters.isEmpty else { return }
+        let reason = shared.withLock { $0.stopReason }
+        for w in waiters { w.resume(returning: reason) }
+    }
+}
+
+/// Blocking connects to a forward's local target, with a deadline (called on a
+/// thread of its own, never on a worker or the cooperative pool).
+enum LocalConnector {
+    static func connect(_ target: SSHForwardTarget, timeout: Duration) -> Result<Int32, SSHError> {
+        switch target {
+        case .unixSocket(let path):
+            var addr = sockaddr_un()
+            addr.sun_family = sa_family_t(AF_UNIX)
+            let bytes = Array(path.utf8)
+            guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else {
+                return .failure(SSHError(.invalidArgument, "socket path too long"))
+            }
+            withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: bytes) }
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { return .failure(ListenSockets.systemError("socket", errno)) }
+            let rc = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            if rc != 0 {
+                let e = errno
+                close(fd)
+                return .failure(connectError(target, e))
+            }
+            return .success(fd)
+        case .tcp(let host, let port):
+            var hints = addrinfo()
+            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+            hints.ai_flags = AI_NUMERICSERV
+            var list: UnsafeMutablePointer<addrinfo>?
+            let rc = getaddrinfo(host, String(port), &hints, &list)
+            guard rc == 0, let first = list else {
+                return .failure(SSHError(.nameResolutionFailed, "cannot resolve \(host): \(String(cString: gai_strerror(rc)))"))
+            }
+            defer { freeaddrinfo(list) }
+            var lastErrno: Int32 = ECONNREFUSED
+            let deadline = monotonicMillis() + timeout.milliseconds
+            var cur: UnsafeMutablePointer<addrinfo>? = first
+            while let ai = cur {
+                cur = ai.pointee.ai_next
+                let fd = socket(ai.pointee.ai_family,
+                                Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                guard fd >= 0 else { lastErrno = errno; continue }
+                if Glibc.connect(fd, ai.pointee.ai_addr, ai.pointee.ai_addrlen) == 0 { return .success(fd) }
+                guard errno == EINPROGRESS else { lastErrno = errno; close(fd); continue }
+                var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                let left = max(0, deadline - monotonicMillis())
+                if poll(&p, 1, Int32(clamping: left)) == 1 {
+                    var err: Int32 = 0
+                    var len = socklen_t(MemoryLayout<Int32>.size)
+                    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len)
+                    if err == 0 {
+                        var one: Int32 = 1
+                        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                        return .success(fd)
+                    }
+                    lastErrno = err
+                } else {
+                    lastErrno = ETIMEDOUT
+                }
+                close(fd)
+            }
+            return .failure(connectError(target, lastErrno))
+        }
+    }
+
+    private static func connectError(_ target: SSHForwardTarget, _ e: Int32) -> SSHError {
+        let code: SSHError.Code = switch e {
+        case ECONNREFUSED, ENOENT: .connectionRefused
+        case EHOSTUNREACH, ENETUNREACH: .hostUnreachable
+        case ETIMEDOUT: .connectTimeout
+        default: .systemError
+        }
+        var err = SSHError(code, "cannot connect to \(target): \(String(cString: strerror(e)))")
+        err.systemErrno = e
+        return err
+    }
+}

@@ -1,0 +1,188 @@
+import Foundation
+import SSHKit
+import Synchronization
+import Testing
+
+/// Remote forwarding (-R) through the real sshd: the server listens, and real clients on
+/// the server side (curl run there, and direct-tcpip channels, which sshd connects to its
+/// own port) reach targets on this side.
+@Suite("Remote forwarding", .serialized)
+struct RemoteForwardTests {
+    let server = TestServer.shared
+
+    /// Sends `data` through a tunnel, half-closes, and reads everything back.
+    static func roundTrip(_ tunnel: SSHTunnel, _ data: [UInt8]) async throws -> [UInt8] {
+        async let sent: Void = {
+            var off = 0
+            while off < data.count {
+                let end = min(off + 100_000, data.count)
+                try await tunnel.outbound.write(Array(data[off..<end]))
+                off = end
+            }
+            try tunnel.outbound.finish()
+        }()
+        var back: [UInt8] = []
+        for try await chunk in tunnel.inbound { back += chunk }
+        try await sent
+        return back
+    }
+
+    @Test func connectionsToTheServersPortReachALocalTargetByteExact() async throws {
+        let echo = try EchoServer()
+        defer { echo.stop() }
+        let events = ForwardTests.Events()
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let forward = try await conn.forwardRemotePort(port: 0, to: .tcp(host: "127.0.0.1", port: echo.port),
+                                                           options: SSHForwardOptions(eventHandler: events.handler))
+            #expect((32768...60999).contains(forward.port))
+            #expect(forward.bindAddress == "localhost")
+            // sshd connects to its own forwarded port: the bytes go server -> us -> echo and back
+            let data = ForwardTests.randomBytes(3 << 20)
+            let tunnel = try await conn.openTunnel(toHost: "127.0.0.1", port: forward.port)
+            #expect(try await Self.roundTrip(tunnel, data) == data)
+            // many at once, from a second connection
+            try await SSHClient.withConnection(server.configuration()) { other in
+                let ok = try await withThrowingTaskGroup(of: Bool.self) { group in
+                    for i in 0..<50 {
+                        group.addTask {
+                            let d = ForwardTests.randomBytes(20_000 + i * 1000)
+                            let t = try await other.openTunnel(toHost: "127.0.0.1", port: forward.port)
+                            return try await Self.roundTrip(t, d) == d
+                        }
+                    }
+                    var n = 0
+                    for try await r in group where r { n += 1 }
+                    return n
+                }
+                #expect(ok == 50)
+            }
+            _ = await events.wait("51 closed") { $0.filter(ForwardTests.isClosed).count == 51 }
+            let stats = forward.statistics
+            #expect(stats.accepted == 51 && stats.completed == 51 && stats.active == 0)
+            await forward.stop()
+            // the server no longer listens there
+            do throws(SSHError) {
+                _ = try await conn.openTunnel(toHost: "127.0.0.1", port: forward.port)
+                Issue.record("the forwarded port still accepts after stop()")
+            } catch {
+                #expect(error.code == .channelOpenFailed, "\(error)")
+            }
+        }
+    }
+
+    @Test func curlOnTheServerFetchesFromALocalHTTPServer() async throws {
+        let body = ForwardTests.randomBytes(1 << 20)
+        let http = try TinyHTTPServer(body: body)
+        defer { http.stop() }
+        let dir = try TestPaths.makeTemporaryDirectory("rfwd-curl")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let local = dir + "/body"
+        FileManager.default.createFile(atPath: local, contents: Data(body))
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let forward = try await conn.forwardRemotePort(port: 0, to: .tcp(host: "127.0.0.1", port: http.port))
+            let remote = try await conn.execute(
+                "curl -sS --max-time 30 http://127.0.0.1:\(forward.port)/x | sha256sum | cut -c1-64")
+            #expect(remote.exitStatus == .exited(0), "\(remote.stderrString)")
+            let expected = try TestServer.run("/usr/bin/sha256sum", [local]).prefix(64)
+            #expect(remote.stdoutString.prefix(64) == expected)
+            await forward.stop()
+        }
+    }
+
+    @Test func aHandlerGetsEachConnectionAsATunnel() async throws {
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let forward = try await conn.forwardRemotePort(port: 0) { tunnel in
+                // answer in upper case, then close
+                var got: [UInt8] = []
+                do {
+                    // inbound ends at the client's EOF; the tunnel still takes our answer
+                    for try await chunk in tunnel.inbound { got += chunk }
+                    try await tunnel.outbound.write(Array(String(decoding: got, as: UTF8.self).uppercased().utf8))
+                    try tunnel.outbound.finish()
+                    try await tunnel.closed()
+                } catch {
+                    Issue.record("handler: \(error)")
+                }
+            }
+            let t = try await conn.openTunnel(toHost: "127.0.0.1", port: forward.port)
+            #expect(try await Self.roundTrip(t, Array("hello, handler".utf8)) == Array("HELLO, HANDLER".utf8))
+            await forward.stop()
+        }
+    }
+
+    @Test func aRefusedLocalTargetClosesThatConnectionAndTheForwardGoesOn() async throws {
+        let echo = try EchoServer()
+        let closedPort = echo.port
+        echo.stop()
+        let events = ForwardTests.Events()
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let forward = try await conn.forwardRemotePort(port: 0, to: .tcp(host: "127.0.0.1", port: closedPort),
+                                                           options: SSHForwardOptions(eventHandler: events.handler))
+            for _ in 0..<2 {
+                let t = try await conn.openTunnel(toHost: "127.0.0.1", port: forward.port)
+                #expect(try await Self.roundTrip(t, [1, 2, 3]).isEmpty)
+            }
+            _ = await events.wait("two failures") { $0.filter { ForwardTests.isFailed($0, .connectionRefused) }.count == 2 }
+            #expect(forward.statistics.failed == 2)
+            #expect(try await conn.execute("echo alive").stdoutString == "alive\n")
+            await forward.stop()
+        }
+    }
+
+    @Test func aTakenPortAndADisabledServerAreForwardingRefused() async throws {
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let first = try await conn.forwardRemotePort(port: 0, to: .tcp(host: "127.0.0.1", port: 9))
+            let e = await expectSSHError { try await conn.forwardRemotePort(port: first.port, to: .tcp(host: "127.0.0.1", port: 9)) }
+            #expect(e?.code == .forwardingRefused, "\(String(describing: e))")
+            #expect(try await conn.execute("echo alive").stdoutString == "alive\n")
+            await first.stop()
+            // the port is free again once the forward stopped
+            let again = try await conn.forwardRemotePort(port: first.port, to: .tcp(host: "127.0.0.1", port: 9))
+            #expect(again.port == first.port)
+            await again.stop()
+        }
+        let off = try TestServer.start(name: "noforward", extraConfig: ["AllowTcpForwarding no"])
+        defer { off.stop() }
+        try await SSHClient.withConnection(off.configuration()) { conn in
+            let e = await expectSSHError { try await conn.forwardRemotePort(port: 0, to: .tcp(host: "127.0.0.1", port: 9)) }
+            #expect(e?.code == .forwardingRefused, "\(String(describing: e))")
+            #expect(conn.isConnected)
+        }
+    }
+
+    @Test func forwardsAndKeepaliveProbesShareLibsshsGlobalRequestSlot() async throws {
+        // probes every 100 ms: requests and their answers interleave with them
+        var config = server.configuration()
+        config.keepalive = SSHKeepalive(interval: .milliseconds(100), maxMissed: 5)
+        let echo = try EchoServer()
+        defer { echo.stop() }
+        try await SSHClient.withConnection(config) { conn in
+            var forwards: [SSHRemoteForward] = []
+            for i in 0..<6 {
+                try await Task.sleep(for: .milliseconds(90 + i * 17))
+                forwards.append(try await conn.forwardRemotePort(port: 0, to: .tcp(host: "127.0.0.1", port: echo.port)))
+            }
+            #expect(Set(forwards.map(\.port)).count == 6)
+            for f in forwards {
+                let t = try await conn.openTunnel(toHost: "127.0.0.1", port: f.port)
+                #expect(try await Self.roundTrip(t, [UInt8(f.port & 0xFF)]) == [UInt8(f.port & 0xFF)])
+            }
+            try await Task.sleep(for: .milliseconds(500)) // probes go on and are answered
+            #expect(conn.isConnected)
+            for f in forwards { await f.stop() }
+            #expect(try await conn.execute("echo alive").stdoutString == "alive\n")
+        }
+    }
+
+    @Test func closingTheConnectionStopsTheForward() async throws {
+        let echo = try EchoServer()
+        defer { echo.stop() }
+        let conn = try await SSHClient.connect(server.configuration())
+        let forward = try await conn.forwardRemotePort(port: 0, to: .tcp(host: "127.0.0.1", port: echo.port))
+        await conn.close()
+        let reason = await forward.waitUntilStopped()
+        #expect(reason != nil)
+        let e = await expectSSHError { try await conn.forwardRemotePort(port: 0, to: .tcp(host: "127.0.0.1", port: 1)) }
+        #expect(e?.code == .invalidState)
+    }
+}
