@@ -73,6 +73,14 @@ let package = Package(
             path: "Examples/ssh-shell"
         ),
         .executableTarget(
+            name: "ssh-forward",
+            dependencies: [
+                "SSHKit", "ExampleSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/ssh-forward"
+        ),
+        .executableTarget(
             name: "known-hosts",
             dependencies: [
                 "SSHKit",

@@ -16,6 +16,11 @@ public struct ConnectionOptions: ParsableArguments {
     @Flag(help: "Accept any host key. Insecure: anyone on the path can impersonate the server.")
     public var insecureAcceptAnyHostKey = false
     @Option(help: "Connect timeout in seconds.") public var timeout: Double = 10
+    @Option(name: .customLong("jump"),
+            help: "Reach the server through this jump host first, [user@]host[:port] (ssh -J); repeatable, in order. Same credentials as the server.")
+    public var jumpHosts: [String] = []
+    @Option(help: "Accept only this host key for the jump hosts (SHA256:...); repeatable.")
+    public var jumpFingerprint: [String] = []
 
     public init() {}
 
@@ -39,8 +44,35 @@ public struct ConnectionOptions: ParsableArguments {
         } else {
             throw ValidationError("give --fingerprint SHA256:... or, knowingly, --insecure-accept-any-host-key")
         }
-        return SSHConfiguration(
+        var config = SSHConfiguration(
             host: host, port: port, user: user, authentication: SSHAuthentication(methods),
             hostKeyPolicy: policy, connectTimeout: .milliseconds(Int64(timeout * 1000)))
+        for spec in jumpHosts {
+            let jumpPolicy: SSHHostKeyPolicy
+            if !jumpFingerprint.isEmpty {
+                jumpPolicy = .pinned(jumpFingerprint)
+            } else if insecureAcceptAnyHostKey {
+                jumpPolicy = .insecureAcceptAnyHostKey
+            } else {
+                throw ValidationError("give --jump-fingerprint SHA256:... for the jump hosts")
+            }
+            var hop = config
+            hop.hostKeyPolicy = jumpPolicy
+            var rest = Substring(spec)
+            if let at = rest.lastIndex(of: "@") {
+                hop.user = String(rest[..<at])
+                rest = rest[rest.index(after: at)...]
+            }
+            if let colon = rest.lastIndex(of: ":"), !rest.hasSuffix("]") {
+                guard let p = Int(rest[rest.index(after: colon)...]) else { throw ValidationError("bad jump host \(spec)") }
+                hop.port = p
+                rest = rest[..<colon]
+            } else {
+                hop.port = 22
+            }
+            hop.host = String(rest).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+            config.jumpHosts.append(hop)
+        }
+        return config
     }
 }

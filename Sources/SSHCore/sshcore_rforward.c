@@ -63,13 +63,20 @@ static void complete_code(rforward_op *x, int code, const char *_Nullable detail
     (void)sshcore_op_complete(&x->base, &err);
 }
 
+/* Ports tried for port 0: below Linux's ephemeral range (32768...60999), from
+ * which the kernel picks every outgoing connection's local port, so a pick
+ * does not collide with a busy machine's connections (an address family where
+ * the port is taken would silently not listen). */
+#define RANDOM_PORT_MIN 20000
+#define RANDOM_PORT_MAX 32767
+
 static int random_port(void)
 {
     uint32_t r = 0;
     if (getrandom(&r, sizeof(r), 0) != sizeof(r)) {
         r = (uint32_t)sshcore_now_ms();
     }
-    return 32768 + (int)(r % (60999 - 32768 + 1));
+    return RANDOM_PORT_MIN + (int)(r % (RANDOM_PORT_MAX - RANDOM_PORT_MIN + 1));
 }
 
 static void close_waiting_channel(ssh_channel ch)

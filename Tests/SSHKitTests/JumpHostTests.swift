@@ -162,6 +162,29 @@ struct JumpHostTests {
         #expect(countSockets() <= socketsBefore) // none leaked (a previous test's may close late)
     }
 
+    @Test func theForwardExampleReachesTheTargetThroughAJumpHost() async throws {
+        let f = try Fixture()
+        defer { f.stop() }
+        // ssh-forward --jump JUMP --host 127.0.0.1 --port TARGET -L 0:127.0.0.1:TARGET: the local
+        // port leads to the target's sshd, which greets with its banner
+        // the hops share credentials: the test user's password is the same on both servers
+        let run = try ForwardExampleTests.Running([
+            "--jump", "\(f.jump.user)@\(f.jump.host):\(f.jump.port)", "--jump-fingerprint", f.jump.fingerprintEd25519,
+            "--jump-fingerprint", f.jump.fingerprintECDSA, "--jump-fingerprint", f.jump.fingerprintRSA,
+            "--host", "127.0.0.1", "--port", "\(f.target.port)", "--user", f.target.user,
+            "--password-from-env", "--fingerprint", f.target.fingerprintEd25519,
+            "--fingerprint", f.target.fingerprintECDSA, "--fingerprint", f.target.fingerprintRSA,
+            "-L", "0:127.0.0.1:\(f.target.port)",
+        ], environment: ["SSHKIT_PASSWORD": f.target.password])
+        #expect(run.lines.contains("ready"), "\(run.lines) \(run.stderr)")
+        let port = try #require(run.port("local "))
+        let fd = SocketClient.connect(port: port)
+        let banner = SocketClient.readExactly(fd, 8)
+        close(fd)
+        #expect(String(decoding: banner, as: UTF8.self) == "SSH-2.0-")
+        #expect(run.terminate() == 0)
+    }
+
     @Test func losingTheJumpConnectionFailsTheTargetConnection() async throws {
         let f = try Fixture()
         defer { f.stop() }

@@ -643,8 +643,8 @@ typedef struct sshcore_rforward_callbacks {
  * @brief Ask the server to listen on `bind_address`:`port` ("tcpip-forward")
  * and hand each connection it forwards to the callbacks.
  *
- * Port 0 picks a random port in 32768...60999 (retried up to 8 times while the
- * server refuses): libssh 0.10 reads the server's chosen port from whatever
+ * Port 0 picks a random port in 20000...32767, below the kernel's ephemeral
+ * range (retried up to 8 times while the server refuses): libssh 0.10 reads the server's chosen port from whatever
  * packet it processed last, which is unreliable while other channels are busy.
  * Global requests (this one, its cancel, keepalives) take turns: libssh has
  * one slot for them. `done` runs once: FORWARD_REFUSED when the server says
