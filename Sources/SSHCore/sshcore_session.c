@@ -288,6 +288,38 @@ static void hold(session_op *x, int stream, size_t n)
 }
 
 /**
+ * Bridged: with nothing waiting for the socket, writes channel data to it
+ * straight from libssh's buffer, saving a copy through fdout. Returns how
+ * many bytes went.
+ */
+static size_t bridge_send_direct(session_op *x, const uint8_t *data, size_t len)
+{
+    size_t sent = 0;
+
+    if (x->fdout_off < x->fdout.len || !x->fd_writable || x->fd_dead || x->fd < 0) {
+        return 0;
+    }
+    while (sent < len) {
+        ssize_t n = send(x->fd, data + sent, len - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            sent += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            x->fd_writable = false;
+        } else {
+            x->fd_dead = true; /* the step ends the op */
+        }
+        break;
+    }
+    atomic_fetch_add(&x->to_fd, (uint64_t)sent);
+    return sent;
+}
+
+/**
  * libssh calls this for every data packet, with everything it holds for the
  * stream (older held bytes first). Returns how many bytes we took.
  */
@@ -317,6 +349,22 @@ static int on_data(ssh_session session, ssh_channel channel, void *data,
         /* older output is held: the new bytes queue behind it */
         hold(x, stream, fresh);
         return 0;
+    }
+    if (x->bridged) {
+        size_t sent = bridge_send_direct(x, data, len);
+        if (sent == len) {
+            x->held[stream] = 0;
+            return (int)len;
+        }
+        data = (uint8_t *)data + sent;
+        len -= (uint32_t)sent;
+        /* the rest waits in fdout, within the room, as below */
+        take = room(x);
+        take = take < len ? take : len;
+        (void)deliver(x, stream, data, take);
+        x->held[stream] = 0;
+        hold(x, stream, len - take);
+        return (int)(sent + take);
     }
     /* Mark starvation before looking at the room: a consumer that frees room
      * after this store sees the mark and wakes the worker (see consumed). */

@@ -283,6 +283,10 @@ do {
     if only == nil || only == "streams" || only == "memory" {
         try await benchSlowConsumer(fixture, mebibytes: quick ? 256 : 1024)
     }
+    if only == nil || only == "forward" {
+        reportForward(try await benchForward(fixture, mebibytes: quick ? 256 : 1024, rounds: quick ? 3 : 5,
+                                             connections: quick ? 300 : 1000))
+    }
     if only == nil || only == "sftp" {
         reportSFTP(try await benchSFTPTransfers(fixture, mebibytes: quick ? 256 : 1024, rounds: quick ? 3 : 5)
                    + benchSFTPMetadata(fixture, rounds: quick ? 2 : 5))
