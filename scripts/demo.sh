@@ -8,6 +8,7 @@ swift build --product ssh-exec
 swift build --product known-hosts
 swift build --product ssh-shell
 swift build --product ssh-sftp
+swift build --product ssh-forward
 bin=$(swift build --show-bin-path)
 
 dir=$(mktemp -d /tmp/sshkit-demo.XXXXXX)
@@ -58,5 +59,21 @@ run "$bin/ssh-sftp" "${common[@]}" "${key[@]}" get "$work/inbox/payload.bin" "$d
 run cmp "$dir/payload" "$dir/payload.back" && echo "(identical, $(stat -c %s "$dir/payload.back") bytes)"
 run "$bin/ssh-sftp" "${common[@]}" "${key[@]}" rm "$work/inbox/payload.bin"
 rm -rf "$work"
-echo
-echo "Not in the demo yet: tunnels (see \"What works today\" in the README)."
+
+echo; echo "== ssh-forward: -L, -D and -R at once (like ssh -N), each reaching this sshd's own port"
+echo "\$ ssh-forward ... -L 0:127.0.0.1:$SSHKIT_TEST_PORT -D 0 -R 0:127.0.0.1:$SSHKIT_TEST_PORT &"
+"$bin/ssh-forward" "${common[@]}" "${key[@]}" -L "0:127.0.0.1:$SSHKIT_TEST_PORT" -D 0 \
+    -R "0:127.0.0.1:$SSHKIT_TEST_PORT" > "$dir/forward.out" &
+fpid=$!
+for _ in $(seq 1 100); do grep -q '^ready' "$dir/forward.out" && break; sleep 0.1; done
+cat "$dir/forward.out"
+port_of() { grep "^$1 " "$dir/forward.out" | head -1 | awk '{print $2}' | sed 's/.*://'; }
+lport=$(port_of local); dport=$(port_of socks); rport=$(port_of remote)
+echo "\$ (the first line from 127.0.0.1:$lport: the forward reaches sshd's banner)"
+timeout 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$lport; head -1 <&3"
+echo "\$ curl --socks5-hostname 127.0.0.1:$dport telnet://127.0.0.1:$SSHKIT_TEST_PORT (through the SOCKS proxy)"
+timeout 10 curl -s --max-time 5 --socks5-hostname "127.0.0.1:$dport" "telnet://127.0.0.1:$SSHKIT_TEST_PORT" < /dev/null | head -1 || true
+echo "\$ ssh-exec ... -- read from 127.0.0.1:$rport on the server (back through -R)"
+"$bin/ssh-exec" "${common[@]}" "${key[@]}" -- "timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/$rport; head -1 <&3'"
+kill -TERM "$fpid"
+wait "$fpid" && echo "(ssh-forward stopped on SIGTERM, exit status 0)"

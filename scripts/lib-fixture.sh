@@ -1,10 +1,12 @@
 # Shared by test-sshd.sh and test-dropbear.sh (sourced, not run).
 
 # Prints a random free port on 127.0.0.1: nothing answers a connect on it (bounded tries).
+# Below Linux's ephemeral range (32768-60999): a port there can be the local end of some
+# outgoing connection, which no connect reveals but which makes sshd's bind fail.
 free_port() {
     local candidate
     for _ in $(seq 1 100); do
-        candidate=$((20000 + RANDOM % 40000))
+        candidate=$((10000 + RANDOM % 22768))
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$candidate") 2>/dev/null; then
             echo "$candidate"
             return 0
