@@ -99,7 +99,7 @@ struct RemoteForwardTests {
                     for try await chunk in tunnel.inbound { got += chunk }
                     try await tunnel.outbound.write(Array(String(decoding: got, as: UTF8.self).uppercased().utf8))
                     try tunnel.outbound.finish()
-                    try await tunnel.closed()
+                    // returning closes the tunnel; what was written goes out first
                 } catch {
                     Issue.record("handler: \(error)")
                 }
