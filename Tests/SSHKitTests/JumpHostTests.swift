@@ -208,19 +208,7 @@ final class SilentListener: Sendable {
     private let fd: Int32
 
     init(address: String) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr(address)
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, len) == 0 && listen(fd, 8) == 0 && getsockname(fd, $0, &len) == 0
-            }
-        }
-        guard ok else { close(fd); throw FixtureError("silent listener: bind failed, errno \(errno)") }
-        self.fd = fd
-        port = Int(UInt16(bigEndian: addr.sin_port))
+        (fd, port) = try listenOnLoopback(address: address, backlog: 8)
     }
 
     func stop() { close(fd) }

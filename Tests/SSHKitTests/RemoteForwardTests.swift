@@ -10,23 +10,6 @@ import Testing
 struct RemoteForwardTests {
     let server = TestServer.shared
 
-    /// Sends `data` through a tunnel, half-closes, and reads everything back.
-    static func roundTrip(_ tunnel: SSHTunnel, _ data: [UInt8]) async throws -> [UInt8] {
-        async let sent: Void = {
-            var off = 0
-            while off < data.count {
-                let end = min(off + 100_000, data.count)
-                try await tunnel.outbound.write(Array(data[off..<end]))
-                off = end
-            }
-            try tunnel.outbound.finish()
-        }()
-        var back: [UInt8] = []
-        for try await chunk in tunnel.inbound { back += chunk }
-        try await sent
-        return back
-    }
-
     @Test func connectionsToTheServersPortReachALocalTargetByteExact() async throws {
         let echo = try EchoServer()
         defer { echo.stop() }
@@ -39,7 +22,7 @@ struct RemoteForwardTests {
             // sshd connects to its own forwarded port: the bytes go server -> us -> echo and back
             let data = ForwardTests.randomBytes(3 << 20)
             let tunnel = try await conn.openTunnel(toHost: "127.0.0.1", port: forward.port)
-            #expect(try await Self.roundTrip(tunnel, data) == data)
+            #expect(try await SSHTunnel.roundTrip(tunnel, data) == data)
             // many at once, from a second connection
             try await SSHClient.withConnection(server.configuration()) { other in
                 let ok = try await withThrowingTaskGroup(of: Bool.self) { group in
@@ -47,7 +30,7 @@ struct RemoteForwardTests {
                         group.addTask {
                             let d = ForwardTests.randomBytes(20_000 + i * 1000)
                             let t = try await other.openTunnel(toHost: "127.0.0.1", port: forward.port)
-                            return try await Self.roundTrip(t, d) == d
+                            return try await SSHTunnel.roundTrip(t, d) == d
                         }
                     }
                     var n = 0
@@ -105,7 +88,7 @@ struct RemoteForwardTests {
                 }
             }
             let t = try await conn.openTunnel(toHost: "127.0.0.1", port: forward.port)
-            #expect(try await Self.roundTrip(t, Array("hello, handler".utf8)) == Array("HELLO, HANDLER".utf8))
+            #expect(try await SSHTunnel.roundTrip(t, Array("hello, handler".utf8)) == Array("HELLO, HANDLER".utf8))
             await forward.stop()
         }
     }
@@ -120,7 +103,7 @@ struct RemoteForwardTests {
                                                            options: SSHForwardOptions(eventHandler: events.handler))
             for _ in 0..<2 {
                 let t = try await conn.openTunnel(toHost: "127.0.0.1", port: forward.port)
-                #expect(try await Self.roundTrip(t, [1, 2, 3]).isEmpty)
+                #expect(try await SSHTunnel.roundTrip(t, [1, 2, 3]).isEmpty)
             }
             _ = await events.wait("two failures") { $0.filter { ForwardTests.isFailed($0, .connectionRefused) }.count == 2 }
             #expect(forward.statistics.failed == 2)
@@ -165,7 +148,7 @@ struct RemoteForwardTests {
             #expect(Set(forwards.map(\.port)).count == 6)
             for f in forwards {
                 let t = try await conn.openTunnel(toHost: "127.0.0.1", port: f.port)
-                #expect(try await Self.roundTrip(t, [UInt8(f.port & 0xFF)]) == [UInt8(f.port & 0xFF)])
+                #expect(try await SSHTunnel.roundTrip(t, [UInt8(f.port & 0xFF)]) == [UInt8(f.port & 0xFF)])
             }
             try await Task.sleep(for: .milliseconds(500)) // probes go on and are answered
             #expect(conn.isConnected)

@@ -8,28 +8,6 @@ import Testing
 struct TunnelTests {
     let server = TestServer.shared
 
-    /// Sends `data`, half-closes, and reads everything back (the echo server closes after EOF).
-    func roundTrip(_ tunnel: SSHTunnel, _ data: [UInt8]) async throws -> [UInt8] {
-        async let sent: Void = {
-            var off = 0
-            while off < data.count {
-                let end = min(off + 100_000, data.count)
-                try await tunnel.outbound.write(Array(data[off..<end]))
-                off = end
-            }
-            try tunnel.outbound.finish()
-        }()
-        var back: [UInt8] = []
-        for try await chunk in tunnel.inbound { back += chunk }
-        try await sent
-        return back
-    }
-
-    func randomBytes(_ n: Int) -> [UInt8] {
-        guard let urandom = FileHandle(forReadingAtPath: "/dev/urandom") else { return [] }
-        defer { try? urandom.close() }
-        return Array(urandom.readData(ofLength: n))
-    }
 
     @Test func bytesGoThroughADirectTCPIPTunnelBothWaysWithHalfClose() async throws {
         let echo = try EchoServer()
@@ -37,8 +15,8 @@ struct TunnelTests {
         try await SSHClient.withConnection(server.configuration()) { conn in
             let tunnel = try await conn.openTunnel(toHost: "127.0.0.1", port: echo.port)
             #expect(tunnel.target == "127.0.0.1:\(echo.port)")
-            let data = randomBytes(5_000_000)
-            let back = try await roundTrip(tunnel, data)
+            let data = ForwardTests.randomBytes(5_000_000)
+            let back = try await SSHTunnel.roundTrip(tunnel, data)
             #expect(back == data)
             try await tunnel.closed()
         }
@@ -73,9 +51,9 @@ struct TunnelTests {
             let results = try await withThrowingTaskGroup(of: Bool.self) { group in
                 for i in 0..<40 {
                     group.addTask {
-                        let data = randomBytes(50_000 + i * 1000)
+                        let data = ForwardTests.randomBytes(50_000 + i * 1000)
                         let tunnel = try await conn.openTunnel(toHost: "127.0.0.1", port: echo.port)
-                        return try await roundTrip(tunnel, data) == data
+                        return try await SSHTunnel.roundTrip(tunnel, data) == data
                     }
                 }
                 var all: [Bool] = []
@@ -100,7 +78,7 @@ struct TunnelTests {
             } catch {
                 #expect(error.code == .cancelled || error.code == .channelClosed, "\(error)")
             }
-            #expect(try await roundTrip(b, [9, 8, 7]) == [9, 8, 7])
+            #expect(try await SSHTunnel.roundTrip(b, [9, 8, 7]) == [9, 8, 7])
         }
     }
 
@@ -111,8 +89,8 @@ struct TunnelTests {
         defer { echo.stop() }
         try await SSHClient.withConnection(server.configuration()) { conn in
             let tunnel = try await conn.openTunnel(toUnixSocket: dir + "/echo.sock")
-            let data = randomBytes(1_000_000)
-            #expect(try await roundTrip(tunnel, data) == data)
+            let data = ForwardTests.randomBytes(1_000_000)
+            #expect(try await SSHTunnel.roundTrip(tunnel, data) == data)
             do throws(SSHError) {
                 _ = try await conn.openTunnel(toUnixSocket: dir + "/missing.sock")
                 Issue.record("a missing socket opened")

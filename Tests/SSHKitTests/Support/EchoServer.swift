@@ -16,20 +16,7 @@ final class EchoServer: Sendable {
 
     /// TCP on 127.0.0.1.
     init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = 0
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, len) == 0 && listen(fd, 256) == 0 && getsockname(fd, $0, &len) == 0
-            }
-        }
-        guard ok else { close(fd); throw FixtureError("echo server: bind failed, errno \(errno)") }
-        listener = fd
-        port = Int(UInt16(bigEndian: addr.sin_port))
+        (listener, port) = try listenOnLoopback()
         socketPath = nil
         start()
     }

@@ -1,4 +1,5 @@
 import Foundation
+import SSHKit
 
 /// A plain TCP or Unix socket client for forwarding tests: each call runs on a thread
 /// of its own with poll(), sending and receiving at the same time, so a large payload
@@ -124,19 +125,9 @@ final class TinyHTTPServer: Sendable {
     private let listener: Int32
 
     init(body: [UInt8]) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, len) == 0 && listen(fd, 64) == 0 && getsockname(fd, $0, &len) == 0
-            }
-        }
-        guard ok else { close(fd); throw FixtureError("http server: bind failed, errno \(errno)") }
+        let (fd, port) = try listenOnLoopback(backlog: 64)
         listener = fd
-        port = Int(UInt16(bigEndian: addr.sin_port))
+        self.port = port
         Thread.detachNewThread {
             while true {
                 let c = accept(fd, nil, nil)
@@ -168,4 +159,40 @@ extension Array where Element == UInt8 {
     func ends(with suffix: [UInt8]) -> Bool {
         count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
     }
+}
+
+extension SSHTunnel {
+    /// Sends `data` (in 100 KB writes), half-closes, and reads everything back until the
+    /// far end's EOF, at the same time.
+    static func roundTrip(_ tunnel: SSHTunnel, _ data: [UInt8]) async throws -> [UInt8] {
+        async let sent: Void = {
+            var off = 0
+            while off < data.count {
+                let end = min(off + 100_000, data.count)
+                try await tunnel.outbound.write(Array(data[off..<end]))
+                off = end
+            }
+            try tunnel.outbound.finish()
+        }()
+        var back: [UInt8] = []
+        for try await chunk in tunnel.inbound { back += chunk }
+        try await sent
+        return back
+    }
+}
+
+/// A TCP socket listening on `address` (127.0.0.1 by default) at a free port.
+func listenOnLoopback(address: String = "127.0.0.1", backlog: Int32 = 256) throws -> (fd: Int32, port: Int) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr(address)
+    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let ok = withUnsafeMutablePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, len) == 0 && listen(fd, backlog) == 0 && getsockname(fd, $0, &len) == 0
+        }
+    }
+    guard ok else { close(fd); throw FixtureError("bind \(address) failed, errno \(errno)") }
+    return (fd, Int(UInt16(bigEndian: addr.sin_port)))
 }
