@@ -83,7 +83,7 @@ struct JumpHostTests {
         }
         await conn.close()
         #expect(!conn.jumpConnections[0].isConnected) // closed with it
-        #expect(countSockets() <= socketsBefore) // none leaked (a previous test's may close late)
+        #expect(await socketsSettle(atMost: socketsBefore)) // none leaked
 
     }
 
@@ -118,7 +118,7 @@ struct JumpHostTests {
         e = await expectSSHError { try await SSHClient.connect(badAuth) }
         #expect(e?.code == .authenticationFailed, "\(String(describing: e))")
         // every failed attempt closed its jump connection
-        #expect(countSockets() <= socketsBefore) // none leaked (a previous test's may close late)
+        #expect(await socketsSettle(atMost: socketsBefore)) // none leaked
     }
 
     @Test func anUnreachableTargetBehindTheJumpIsTyped() async throws {
@@ -159,7 +159,7 @@ struct JumpHostTests {
         }
         #expect(e?.code == .cancelled, "\(String(describing: e))")
         #expect(seconds < 2, "took \(seconds) s")
-        #expect(countSockets() <= socketsBefore) // none leaked (a previous test's may close late)
+        #expect(await socketsSettle(atMost: socketsBefore)) // none leaked
     }
 
     @Test func theForwardExampleReachesTheTargetThroughAJumpHost() async throws {

@@ -16,21 +16,8 @@ final class ForwardListener: Sendable {
         case socks
     }
 
-    private struct Entry {
-        var bridge: CoreBridge?
-    }
-
-    private struct Shared {
-        var stats = SSHForwardStatistics()
-        var entries: [UInt64: Entry] = [:]
-        var stopRequested = false
-        var stopReason: SSHError?
-        var threadExited = false
-        var stopped = false
-        var waiters: [CheckedContinuation<SSHError?, Never>] = []
-    }
-
-    private let shared = Mutex(Shared())
+    /// Whether the wake-up eventfd is still open (the thread closes it as it exits).
+    private let wakeOpen = Mutex(true)
     private let wakeFD: Int32
     private let listenFDs: [Int32]
     private let unixPath: String?
@@ -38,6 +25,7 @@ final class ForwardListener: Sendable {
     private let options: SSHForwardOptions
     private let connection: CoreConnection
     private let logger: Logger
+    let ledger: ForwardLedger
 
     /// Takes ownership of `listenFDs` (closed when the listener stops).
     init(listenFDs: [Int32], unixPath: String?, mode: Mode, options: SSHForwardOptions,
@@ -55,15 +43,14 @@ final class ForwardListener: Sendable {
         self.options = options
         self.connection = connection
         self.logger = logger
+        self.ledger = ForwardLedger(options: options)
     }
 
     deinit {
-        shared.withLock { s in
-            if !s.threadExited { close(wakeFD) } // never started
+        wakeOpen.withLock { open in
+            if open { close(wakeFD) } // the thread never ran
         }
     }
-
-    var statistics: SSHForwardStatistics { shared.withLock { $0.stats } }
 
     func start() {
         startThread(name: "sshkit-forward") { [self] in
@@ -77,27 +64,19 @@ final class ForwardListener: Sendable {
         }
     }
 
-    /// Asks the thread to stop (any thread, never blocks).
+    /// Stops the forward (any thread, never blocks): its connections are closed now, the
+    /// listener by its thread.
     func requestStop(reason: SSHError?) {
-        shared.withLock { s in
-            guard !s.stopRequested else { return }
-            s.stopRequested = true
-            s.stopReason = reason
-            // under the lock: the thread closes the fd under it once it saw the request
+        guard ledger.requestStop(reason: reason) else { return }
+        wakeOpen.withLock { open in
+            // under the lock: the thread closes the fd under it as it exits
             var one: UInt64 = 1
-            _ = write(wakeFD, &one, 8)
+            if open { _ = write(wakeFD, &one, 8) }
         }
     }
 
     func waitUntilStopped() async -> SSHError? {
-        await withCheckedContinuation { c in
-            let done = shared.withLock { s -> SSHError?? in
-                if s.stopped { return .some(s.stopReason) }
-                s.waiters.append(c)
-                return nil
-            }
-            if let done { c.resume(returning: done) }
-        }
+        await ledger.waitUntilStopped()
     }
 
     // MARK: the thread
@@ -115,7 +94,7 @@ final class ForwardListener: Sendable {
         var pausedUntil: Int64 = 0 // out of fds: stop accepting for a moment
         var buffer = [UInt8](repeating: 0, count: 2048)
 
-        loop: while !shared.withLock({ $0.stopRequested }) {
+        loop: while !ledger.stopRequested {
             var pfds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
             let now = monotonicMillis()
             if now >= pausedUntil {
@@ -141,36 +120,33 @@ final class ForwardListener: Sendable {
                 guard var h = handshakes[fd] else { continue }
                 let n = recv(fd, &buffer, buffer.count, 0)
                 if n < 0 && (errno == EAGAIN || errno == EINTR) { continue }
-                if n <= 0 {
+                func turnAway(_ reason: String, reply: [UInt8] = []) {
                     handshakes[fd] = nil
+                    ledger.dismiss(h.id, peer: h.peer, reason: reason) // counted before the client can see it
+                    ListenSockets.sendAll(fd, reply)
                     close(fd)
-                    reject(h.id, peer: h.peer, reason: "the client closed during the SOCKS handshake")
+                }
+                if n <= 0 {
+                    turnAway("the client closed during the SOCKS handshake")
                     continue
                 }
                 switch h.socks.feed(buffer[0..<n]) {
                 case .needMore(let reply):
-                    if !ListenSockets.sendAll(fd, reply) {
-                        handshakes[fd] = nil
-                        close(fd)
-                        reject(h.id, peer: h.peer, reason: "could not answer the SOCKS client")
-                    } else {
+                    if ListenSockets.sendAll(fd, reply) {
                         handshakes[fd] = h
+                    } else {
+                        turnAway("could not answer the SOCKS client")
                     }
                 case .reject(let reply, let reason):
-                    handshakes[fd] = nil
-                    ListenSockets.sendAll(fd, reply)
-                    close(fd)
-                    reject(h.id, peer: h.peer, reason: reason)
+                    turnAway(reason, reply: reply)
                 case .connect(let host, let port, let version, let leftover, let reply):
-                    handshakes[fd] = nil
-                    if !ListenSockets.sendAll(fd, reply) {
-                        close(fd)
-                        reject(h.id, peer: h.peer, reason: "could not answer the SOCKS client")
+                    guard ListenSockets.sendAll(fd, reply) else {
+                        turnAway("could not answer the SOCKS client")
                         continue
                     }
-                    let target = SSHForwardTarget.tcp(host: host, port: port)
-                    if !startBridge(fd: fd, id: h.id, peer: h.peer, target: target, firstData: leftover,
-                                    socks: version) {
+                    handshakes[fd] = nil
+                    if !startBridge(fd: fd, id: h.id, peer: h.peer, target: .tcp(host: host, port: port),
+                                    firstData: leftover, socks: version) {
                         break loop
                     }
                 }
@@ -178,8 +154,8 @@ final class ForwardListener: Sendable {
             let later = monotonicMillis()
             for (fd, h) in handshakes where h.deadline <= later {
                 handshakes[fd] = nil
+                ledger.dismiss(h.id, peer: h.peer, reason: "no SOCKS request within \(options.handshakeTimeout)")
                 close(fd)
-                reject(h.id, peer: h.peer, reason: "no SOCKS request within \(options.handshakeTimeout)")
             }
         }
         shutDown(handshakes: handshakes)
@@ -197,14 +173,9 @@ final class ForwardListener: Sendable {
             guard let (fd, peer) = accepted else { return }
             nextID += 1
             let id = nextID
-            let admitted = shared.withLock { s -> Bool in
-                s.stats.accepted += 1
-                guard s.entries.count + handshakes.count < options.maxConnections else { return false }
-                return true
-            }
-            guard admitted else {
+            guard ledger.admit(id) else {
+                ledger.rejected(id, peer: peer, reason: "more than \(options.maxConnections) connections open")
                 close(fd)
-                reject(id, peer: peer, reason: "more than \(options.maxConnections) connections open")
                 continue
             }
             switch mode {
@@ -217,50 +188,31 @@ final class ForwardListener: Sendable {
         }
     }
 
-    /// Hands `fd` to a bridge; false when the connection is gone (the forward stops).
+    /// Hands `fd` (an admitted connection) to a bridge; false when the connection is
+    /// gone (the forward stops).
     private func startBridge(fd: Int32, id: UInt64, peer: String, target: SSHForwardTarget, firstData: [UInt8],
                              socks: SOCKSHandshake.Version?) -> Bool {
-        let handler = options.eventHandler
+        let ledger = self.ledger
         let name = target.description
-        shared.withLock { s in
-            s.entries[id] = Entry(bridge: nil)
-            s.stats.active += 1
-        }
         let handlers = BridgeHandlers(
             opened: { fd in
                 if let socks { ListenSockets.sendAll(fd, SOCKSHandshake.success(socks)) }
-                handler?(SSHForwardEvent(connectionID: id, peer: peer, target: name, kind: .opened))
+                ledger.opened(id, peer: peer, target: name)
             },
             failed: { fd, error in
                 if let socks { ListenSockets.sendAll(fd, SOCKSHandshake.failure(socks, error: error)) }
             },
-            finished: { [weak self] error, counts in
-                self?.finished(id: id, error: error, counts: counts)
-                if let error {
-                    handler?(SSHForwardEvent(connectionID: id, peer: peer, target: name, kind: .failed(error)))
-                } else {
-                    handler?(SSHForwardEvent(connectionID: id, peer: peer, target: name,
-                                             kind: .closed(toClient: counts.toSocket, fromClient: counts.fromSocket)))
-                }
+            finished: { error, counts in
+                ledger.ended(id, peer: peer, target: name, error: error, counts: counts)
             })
         do {
             let bridge = try CoreBridge.start(on: connection, target: target.direct(originator: peer), fd: fd,
                                               firstData: firstData, bufferLimit: options.bufferLimit, handlers: handlers)
-            let cancelNow = shared.withLock { s -> Bool in
-                guard s.entries[id] != nil else { return false } // already over
-                s.entries[id]?.bridge = bridge
-                return s.stopRequested
-            }
-            if cancelNow { bridge.cancel() }
+            ledger.attach(id, .bridge(bridge))
             return true
         } catch {
             // the fd is closed; no handler ran
-            shared.withLock { s in
-                s.entries[id] = nil
-                s.stats.active -= 1
-                s.stats.failed += 1
-            }
-            handler?(SSHForwardEvent(connectionID: id, peer: peer, target: name, kind: .failed(error)))
+            ledger.ended(id, peer: peer, target: name, error: error)
             logger.debug("forward: cannot open a channel", metadata: ["error": "\(error)"])
             if error.code == .invalidState || error.code == .connectionClosed || error.code == .disconnected
                 || error.code == .connectionLost {
@@ -271,49 +223,21 @@ final class ForwardListener: Sendable {
         }
     }
 
-    private func finished(id: UInt64, error: SSHError?, counts: BridgeCounts) {
-        let waiters = shared.withLock { s -> [CheckedContinuation<SSHError?, Never>] in
-            guard s.entries.removeValue(forKey: id) != nil else { return [] }
-            s.stats.active -= 1
-            if error == nil { s.stats.completed += 1 } else { s.stats.failed += 1 }
-            s.stats.bytesToClients += counts.toSocket
-            s.stats.bytesFromClients += counts.fromSocket
-            return markStoppedIfIdle(&s)
-        }
-        for w in waiters { w.resume(returning: shared.withLock { $0.stopReason }) }
-    }
-
-    private func reject(_ id: UInt64, peer: String, reason: String) {
-        shared.withLock { $0.stats.rejected += 1 }
-        logger.debug("forward: rejected", metadata: ["peer": "\(peer)", "reason": "\(reason)"])
-        options.eventHandler?(SSHForwardEvent(connectionID: id, peer: peer, target: nil, kind: .rejected(reason: reason)))
-    }
-
-    /// Closes the listener and the handshakes, cancels every bridge; `stopped` once
-    /// the last bridge has finished (its socket is then closed).
+    /// Closes the listener and the handshakes; the ledger reports `stopped` once the last
+    /// forwarded connection has finished (its socket is then closed).
     private func shutDown(handshakes: [Int32: Handshake]) {
         for fd in listenFDs { close(fd) }
         if let unixPath { unlink(unixPath) }
         for (fd, h) in handshakes {
+            ledger.dismiss(h.id, peer: h.peer, reason: "the forward stopped")
             close(fd)
-            reject(h.id, peer: h.peer, reason: "the forward stopped")
         }
-        let bridges = shared.withLock { s -> [CoreBridge] in
-            s.stopRequested = true
-            s.threadExited = true
-            close(wakeFD)
-            return s.entries.values.compactMap(\.bridge)
+        requestStop(reason: nil) // no-op when already stopping; closes what is still open
+        wakeOpen.withLock { open in
+            if open { close(wakeFD) }
+            open = false
         }
-        for b in bridges { b.cancel() }
-        let (waiters, reason) = shared.withLock { s in (markStoppedIfIdle(&s), s.stopReason) }
-        for w in waiters { w.resume(returning: reason) }
-    }
-
-    private func markStoppedIfIdle(_ s: inout Shared) -> [CheckedContinuation<SSHError?, Never>] {
-        guard s.threadExited, s.entries.isEmpty, !s.stopped else { return [] }
-        s.stopped = true
-        defer { s.waiters = [] }
-        return s.waiters
+        ledger.sourceEnded()
     }
 }
 

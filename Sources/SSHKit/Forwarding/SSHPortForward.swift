@@ -183,7 +183,7 @@ public final class SSHPortForward: Sendable {
         return nil
     }
 
-    public var statistics: SSHForwardStatistics { listener.statistics }
+    public var statistics: SSHForwardStatistics { listener.ledger.statistics }
 
     /// Stops listening and closes every forwarded connection; returns once the
     /// listener is closed (a Unix socket path is removed). Idempotent.

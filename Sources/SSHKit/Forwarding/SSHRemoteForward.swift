@@ -29,7 +29,7 @@ public final class SSHRemoteForward: Sendable {
         book.stop(reason: nil)
     }
 
-    public var statistics: SSHForwardStatistics { book.statistics }
+    public var statistics: SSHForwardStatistics { book.ledger.statistics }
 
     /// Stops listening on the server and closes every forwarded connection. Idempotent.
     public func stop() async {
@@ -82,29 +82,17 @@ extension SSHConnection {
     }
 }
 
-/// The bookkeeping of one remote forward: its core op, the connections handed on,
-/// statistics, events and stopping.
+/// One remote forward: its core op, and the connections it hands on (in a ledger).
 final class RemoteForwardBook: Sendable {
     enum Mode: Sendable {
         case bridge(SSHForwardTarget)
         case handler(@Sendable (SSHTunnel) async -> Void)
     }
 
-    private struct Shared {
-        var forward: CoreRemoteForward?
-        var stats = SSHForwardStatistics()
-        var bridges: [UInt64: CoreBridge?] = [:]
-        var tunnels: [UInt64: SSHTunnel] = [:]
-        var stopRequested = false
-        var stopReason: SSHError?
-        var forwardEnded = false
-        var stopped = false
-        var waiters: [CheckedContinuation<SSHError?, Never>] = []
-    }
-
-    private let shared = Mutex(Shared())
+    private let forward = Mutex<CoreRemoteForward?>(nil)
     private let started = OpenWaiter()
     private let boundPort = Mutex(0)
+    let ledger: ForwardLedger
     let mode: Mode
     let options: SSHForwardOptions
     let logger: Logger
@@ -113,12 +101,13 @@ final class RemoteForwardBook: Sendable {
         self.mode = mode
         self.options = options
         self.logger = logger
+        self.ledger = ForwardLedger(options: options)
     }
 
-    var statistics: SSHForwardStatistics { shared.withLock { $0.stats } }
+    var statistics: SSHForwardStatistics { ledger.statistics }
 
     func start(on core: CoreConnection, address: String, port: Int) async throws(SSHError) -> Int {
-        let forward = try CoreRemoteForward.start(
+        let op = try CoreRemoteForward.start(
             on: core, address: address, port: port, acceptTimeout: .seconds(30),
             handlers: RemoteForwardHandlers(
                 listening: { [weak self] port in
@@ -128,158 +117,87 @@ final class RemoteForwardBook: Sendable {
                 incoming: { [weak self] id, originator, originatorPort in
                     self?.incoming(id, peer: originator.contains(":") ? "[\(originator)]:\(originatorPort)" : "\(originator):\(originatorPort)")
                 },
-                finished: { [weak self, started] error in
-                    started.resume(.failure(error))
-                    self?.forwardEnded(error)
+                finished: { [weak self] error in
+                    self?.started.resume(.failure(error))
+                    // the op runs until cancelled or the connection ends
+                    self?.ledger.requestStop(reason: error.code == .cancelled ? nil : error)
+                    self?.ledger.sourceEnded()
                 }))
-        shared.withLock { $0.forward = forward }
+        forward.withLock { $0 = op }
         let r = await withTaskCancellationHandler {
             await started.wait()
         } onCancel: {
-            forward.cancel()
+            op.cancel()
         }
         if case .failure(let e) = r {
             stop(reason: e)
             throw e
         }
-        // the connection ending ends the forward (its op fails then too)
         return boundPort.withLock { $0 }
     }
 
     private func incoming(_ id: UInt64, peer: String) {
-        let (forward, admitted) = shared.withLock { s -> (CoreRemoteForward?, Bool) in
-            s.stats.accepted += 1
-            guard !s.stopRequested, s.bridges.count + s.tunnels.count < options.maxConnections else { return (s.forward, false) }
-            s.stats.active += 1
-            s.bridges[id] = .some(nil)
-            return (s.forward, true)
-        }
-        guard let forward else { return }
-        guard admitted else {
-            forward.reject(id)
-            shared.withLock { $0.stats.rejected += 1 }
-            options.eventHandler?(SSHForwardEvent(connectionID: id, peer: peer, target: nil,
-                                                  kind: .rejected(reason: "more than \(options.maxConnections) connections open")))
+        guard let op = forward.withLock({ $0 }) else { return }
+        guard ledger.admit(id) else {
+            op.reject(id)
+            ledger.rejected(id, peer: peer, reason: "the forward is stopping or more than \(options.maxConnections) connections are open")
             return
         }
         switch mode {
         case .bridge(let target):
             // connecting may take a while: not on the worker
             startThread(name: "sshkit-rfwd") { [self] in
-                connectAndBridge(id, peer: peer, target: target, forward: forward)
+                connectAndBridge(id, peer: peer, target: target, op: op)
             }
         case .handler(let handler):
             Task { [self] in
                 let channel: StreamChannel
                 do throws(SSHError) {
-                    channel = try await forward.stream(id, bufferLimit: options.bufferLimit)
+                    channel = try await op.stream(id, bufferLimit: options.bufferLimit)
                 } catch {
-                    ended(id, peer: peer, target: nil, error: error, counts: BridgeCounts(), tunnel: false)
+                    ledger.ended(id, peer: peer, target: nil, error: error)
                     return
                 }
                 let tunnel = SSHTunnel(channel: channel, target: peer)
-                let stopping = shared.withLock { s -> Bool in
-                    s.tunnels[id] = tunnel
-                    s.bridges[id] = nil
-                    return s.stopRequested
-                }
-                if stopping { tunnel.close() }
-                options.eventHandler?(SSHForwardEvent(connectionID: id, peer: peer, target: nil, kind: .opened))
+                ledger.attach(id, .tunnel(tunnel))
+                ledger.opened(id, peer: peer, target: nil)
                 await handler(tunnel)
                 tunnel.close()
-                ended(id, peer: peer, target: nil, error: nil, counts: BridgeCounts(), tunnel: true)
+                ledger.ended(id, peer: peer, target: nil, error: nil)
             }
         }
     }
 
-    private func connectAndBridge(_ id: UInt64, peer: String, target: SSHForwardTarget, forward: CoreRemoteForward) {
+    private func connectAndBridge(_ id: UInt64, peer: String, target: SSHForwardTarget, op: CoreRemoteForward) {
         let name = target.description
         let fd: Int32
         switch LocalConnector.connect(target, timeout: .seconds(10)) {
         case .failure(let e):
-            forward.reject(id)
-            ended(id, peer: peer, target: name, error: e, counts: BridgeCounts(), tunnel: false)
+            op.reject(id)
+            ledger.ended(id, peer: peer, target: name, error: e)
             return
         case .success(let s):
             fd = s
         }
-        let handler = options.eventHandler
+        let ledger = self.ledger
         do {
-            let bridge = try forward.bridge(id, fd: fd, bufferLimit: options.bufferLimit, handlers: BridgeHandlers(
-                opened: { _ in handler?(SSHForwardEvent(connectionID: id, peer: peer, target: name, kind: .opened)) },
-                finished: { [weak self] error, counts in
-                    self?.ended(id, peer: peer, target: name, error: error, counts: counts, tunnel: false)
-                }))
-            let cancelNow = shared.withLock { s -> Bool in
-                guard s.bridges[id] != nil else { return false }
-                s.bridges[id] = .some(bridge)
-                return s.stopRequested
-            }
-            if cancelNow { bridge.cancel() }
+            let bridge = try op.bridge(id, fd: fd, bufferLimit: options.bufferLimit, handlers: BridgeHandlers(
+                opened: { _ in ledger.opened(id, peer: peer, target: name) },
+                finished: { error, counts in ledger.ended(id, peer: peer, target: name, error: error, counts: counts) }))
+            ledger.attach(id, .bridge(bridge))
         } catch {
-            ended(id, peer: peer, target: name, error: error, counts: BridgeCounts(), tunnel: false)
+            ledger.ended(id, peer: peer, target: name, error: error)
         }
-    }
-
-    private func ended(_ id: UInt64, peer: String, target: String?, error: SSHError?, counts: BridgeCounts, tunnel: Bool) {
-        let waiters = shared.withLock { s -> [CheckedContinuation<SSHError?, Never>] in
-            let known = tunnel ? s.tunnels.removeValue(forKey: id) != nil : s.bridges.removeValue(forKey: id) != nil
-            guard known else { return [] }
-            s.stats.active -= 1
-            if error == nil { s.stats.completed += 1 } else { s.stats.failed += 1 }
-            s.stats.bytesToClients += counts.toSocket
-            s.stats.bytesFromClients += counts.fromSocket
-            return markStoppedIfIdle(&s)
-        }
-        let kind: SSHForwardEvent.Kind = error.map { .failed($0) } ?? .closed(toClient: counts.toSocket, fromClient: counts.fromSocket)
-        options.eventHandler?(SSHForwardEvent(connectionID: id, peer: peer, target: target, kind: kind))
-        resume(waiters)
-    }
-
-    private func forwardEnded(_ error: SSHError) {
-        stop(reason: error.code == .cancelled ? nil : error)
-        let waiters = shared.withLock { s -> [CheckedContinuation<SSHError?, Never>] in
-            s.forwardEnded = true
-            return markStoppedIfIdle(&s)
-        }
-        resume(waiters)
     }
 
     /// Cancels the forward op and every connection it handed on (any thread).
     func stop(reason: SSHError?) {
-        let (forward, bridges, tunnels) = shared.withLock { s -> (CoreRemoteForward?, [CoreBridge], [SSHTunnel]) in
-            guard !s.stopRequested else { return (nil, [], []) }
-            s.stopRequested = true
-            s.stopReason = reason
-            return (s.forward, s.bridges.values.compactMap { $0 }, Array(s.tunnels.values))
-        }
-        forward?.cancel()
-        for b in bridges { b.cancel() }
-        for t in tunnels { t.close() }
+        ledger.requestStop(reason: reason)
+        forward.withLock { $0 }?.cancel()
     }
 
     func waitUntilStopped() async -> SSHError? {
-        await withCheckedContinuation { c in
-            let done = shared.withLock { s -> SSHError?? in
-                if s.stopped { return .some(s.stopReason) }
-                s.waiters.append(c)
-                return nil
-            }
-            if let done { c.resume(returning: done) }
-        }
-    }
-
-    private func markStoppedIfIdle(_ s: inout Shared) -> [CheckedContinuation<SSHError?, Never>] {
-        guard s.forwardEnded, s.bridges.isEmpty, s.tunnels.isEmpty, !s.stopped else { return [] }
-        s.stopped = true
-        defer { s.waiters = [] }
-        return s.waiters
-    }
-
-    private func resume(_ waiters: [CheckedContinuation<SSHError?, Never>]) {
-        guard !waiters.isEmpty else { return }
-        let reason = shared.withLock { $0.stopReason }
-        for w in waiters { w.resume(returning: reason) }
+        await ledger.waitUntilStopped()
     }
 }
 

@@ -54,3 +54,13 @@ func countSockets() -> Int {
     let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
     return fds.filter { ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) ?? "").hasPrefix("socket:") }.count
 }
+
+/// Waits (bounded, 5 s) until this process has at most `limit` sockets: sockets closed
+/// asynchronously (a worker's teardown, a server's side) settle, a leak does not.
+func socketsSettle(atMost limit: Int) async -> Bool {
+    let deadline = ContinuousClock.now + .seconds(5)
+    while countSockets() > limit && ContinuousClock.now < deadline {
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return countSockets() <= limit
+}
