@@ -232,6 +232,7 @@ static void conn_free(sshcore_conn *conn)
     free(conn->user);
     free(conn->op_pfds);
     free(conn->op_pfd_ops);
+    sshcore_global_free_all(conn);
     pthread_mutex_destroy(&conn->mu);
     free(conn);
     atomic_fetch_sub(&live_connections, 1);
@@ -1193,24 +1194,20 @@ static int64_t keepalive_due_ms(const sshcore_conn *conn)
  * Sends one keepalive@openssh.com request with want-reply. libssh 0.10's
  * ssh_send_keepalive() sends only when its single global-request slot is
  * idle: after an answer arrived, the next call just consumes that answer and
- * sends nothing. The sent-packet counter tells, so a second call sends then.
- * If the previous probe is still unanswered nothing is sent, which is right:
- * one outstanding probe is enough to make a live server talk.
+ * sends nothing. The core tracks the slot (conn->gslot) and collects such an
+ * answer first. If the previous probe is still unanswered nothing is sent,
+ * which is right: one outstanding probe is enough to make a live server talk.
  */
 static void keepalive_probe(sshcore_conn *conn)
 {
-    uint64_t before = conn->packet_counter.out_packets;
-
-    if (conn->global_owner != NULL) {
-        /* a forward request waits for its reply in libssh's one global request
-         * slot: a probe now would take that reply as its own. The request is a
-         * probe too: any answer counts as a sign of life. */
+    /* libssh has one global-request slot. While a question is out (an earlier
+     * probe, a forward request or its cancel) nothing is sent: its answer makes
+     * a live server talk just as well, and a probe would take it as its own. */
+    if (!sshcore_global_slot_free(conn)) {
         return;
     }
     (void)ssh_send_keepalive(conn->session);
-    if (conn->packet_counter.out_packets == before && ssh_is_connected(conn->session)) {
-        (void)ssh_send_keepalive(conn->session);
-    }
+    conn->gslot = GSLOT_KEEPALIVE;
 }
 
 /**
@@ -1273,6 +1270,9 @@ static bool advance(sshcore_conn *conn)
         uint64_t before = conn->packet_counter.in_packets;
         bool again = step_ops(conn);
         keepalive_check(conn);
+        if (conn->gcancels != NULL && conn->phase == PH_READY) {
+            sshcore_global_service(conn);
+        }
         if (conn->phase != PH_READY) {
             return false;
         }
@@ -1390,6 +1390,9 @@ static int poll_timeout(sshcore_conn *conn)
         for (op = conn->active; op != NULL; op = op->next) {
             if (op->deadline_ms != 0 && (due < 0 || op->deadline_ms < due)) {
                 due = op->deadline_ms;
+            }
+            if (op->wake_ms != 0 && (due < 0 || op->wake_ms < due)) {
+                due = op->wake_ms;
             }
         }
         if (due < 0) {

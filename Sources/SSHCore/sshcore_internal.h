@@ -64,6 +64,9 @@ struct sshcore_op {
     /* absolute, monotonic; 0 = none. The worker completes the op with
      * TIMED_OUT when it passes, and polls no longer than until then. */
     int64_t deadline_ms;
+    /* absolute, monotonic; 0 = none. The worker polls no longer than until
+     * then, so the op is stepped (e.g. to expire something it holds). */
+    int64_t wake_ms;
     sshcore_op *_Nullable next; /* pending FIFO, then active list */
 };
 
@@ -117,9 +120,14 @@ struct sshcore_conn {
     ssh_key _Nullable key;
     char methods_tried[160];
     sshcore_op *_Nullable active;
-    /* the op whose global request (tcpip-forward) is in flight: libssh has one
-     * slot, so keepalive probes wait while it is taken */
-    sshcore_op *_Nullable global_owner;
+    /* libssh's one slot for global requests with a reply (worker only): who
+     * asked the question whose answer libssh holds or awaits; see
+     * sshcore_rforward.c. GSLOT_FREE means libssh's own state is idle. */
+    int gslot;
+    sshcore_op *_Nullable gslot_owner;       /* GSLOT_OWNED */
+    char *_Nullable gslot_orphan_address;    /* GSLOT_ORPHAN_FORWARD */
+    int gslot_orphan_port;
+    struct sshcore_gcancel *_Nullable gcancels; /* cancel-tcpip-forward to send */
     struct sshcore_orphan *_Nullable orphans; /* channels whose open is pending */
     /* ssh_set_counters: packets (and their payload bytes) libssh processed
      * and sent; a change of in_packets during a pass over the ops means one
@@ -179,6 +187,27 @@ int sshcore_conn_failure_code(sshcore_conn *conn);
 /** Worker: keep a channel whose open is pending until the server answers,
  *  then close it properly. */
 void sshcore_conn_adopt_opening_channel(sshcore_conn *conn, ssh_channel ch);
+
+/* sshcore_rforward.c: the global-request slot */
+enum {
+    GSLOT_FREE = 0,
+    GSLOT_KEEPALIVE,      /* a keepalive probe's answer */
+    GSLOT_CANCEL,         /* a cancel-tcpip-forward's answer */
+    GSLOT_OWNED,          /* an op waits for its answer (gslot_owner) */
+    GSLOT_ORPHAN_FORWARD, /* a tcpip-forward whose op ended: a success gets cancelled */
+};
+struct sshcore_gcancel {
+    struct sshcore_gcancel *_Nullable next;
+    char *_Nullable address;
+    int port;
+};
+/** Worker: whether the slot is free for a new question. An answer nobody waits
+ *  for is collected first (an abandoned forward's success queues its cancel). */
+bool sshcore_global_slot_free(sshcore_conn *conn);
+/** Worker: sends queued cancel-tcpip-forward requests when the slot is free. */
+void sshcore_global_service(sshcore_conn *conn);
+/** Any thread at teardown: frees the slot's bookkeeping. */
+void sshcore_global_free_all(sshcore_conn *conn);
 
 /* sshcore_rforward.c */
 /** Worker: removes waiting connection `id` from a remote forward op and

@@ -5,10 +5,14 @@
  * bridge to a socket, or a stream) or rejects it.
  *
  * libssh 0.10 has one slot for global requests with a reply: a second request
- * sent while one is pending takes the first one's answer. Keepalive probes
- * use it too. So a request goes out only when the slot is free (a stale
- * answer left by a probe is collected first, recognised by no packet going
- * out), conn->global_owner marks it taken until the answer, and probes wait.
+ * sent while one is pending takes the first one's answer, and an answer stays
+ * in the slot until the next request call collects it (sending nothing).
+ * Keepalive probes use it too. The core tracks who asked the question the
+ * slot holds (conn->gslot): a request goes out only when the slot is free,
+ * an answer nobody waits for (a probe's, a cancel's) is collected first, and
+ * probes wait while an op's question is out. Tracking, not packet counters:
+ * processing packets can send some (window adjusts), and a request queued
+ * during a key re-exchange is sent later.
  *
  * Incoming channels are queued by libssh as messages; any forward op's step
  * accepts them all and files each under the forward whose port it reached.
@@ -83,6 +87,69 @@ static void close_waiting_channel(ssh_channel ch)
 {
     (void)ssh_channel_close(ch);
     ssh_channel_free(ch);
+}
+
+bool sshcore_global_slot_free(sshcore_conn *conn)
+{
+    int rc;
+
+    switch (conn->gslot) {
+    case GSLOT_FREE:
+        return true;
+    case GSLOT_OWNED:
+        return false;
+    default:
+        break;
+    }
+    /* libssh's slot is not idle: any global-request call only collects */
+    rc = ssh_channel_cancel_forward(conn->session, "", 0);
+    if (rc == SSH_AGAIN) {
+        return false;
+    }
+    if (conn->gslot == GSLOT_ORPHAN_FORWARD && rc == SSH_OK) {
+        /* the server listens for an op that is gone: undo it */
+        struct sshcore_gcancel *c = calloc(1, sizeof(*c));
+        if (c != NULL) {
+            c->address = conn->gslot_orphan_address;
+            conn->gslot_orphan_address = NULL;
+            c->port = conn->gslot_orphan_port;
+            c->next = conn->gcancels;
+            conn->gcancels = c;
+        }
+    }
+    free(conn->gslot_orphan_address);
+    conn->gslot_orphan_address = NULL;
+    conn->gslot = GSLOT_FREE;
+    return true;
+}
+
+void sshcore_global_service(sshcore_conn *conn)
+{
+    while (conn->gcancels != NULL && sshcore_global_slot_free(conn)) {
+        struct sshcore_gcancel *c = conn->gcancels;
+        int rc;
+
+        conn->gcancels = c->next;
+        rc = ssh_channel_cancel_forward(conn->session, c->address, c->port);
+        free(c->address);
+        free(c);
+        if (rc == SSH_AGAIN) {
+            conn->gslot = GSLOT_CANCEL; /* its answer is collected by the next user */
+            return;
+        }
+    }
+}
+
+void sshcore_global_free_all(sshcore_conn *conn)
+{
+    while (conn->gcancels != NULL) {
+        struct sshcore_gcancel *c = conn->gcancels;
+        conn->gcancels = c->next;
+        free(c->address);
+        free(c);
+    }
+    free(conn->gslot_orphan_address);
+    conn->gslot_orphan_address = NULL;
 }
 
 /** Worker: files every forwarded connection libssh queued under its forward. */
@@ -172,6 +239,7 @@ static void sweep_waiting(rforward_op *x)
         }
     }
     free(rejects);
+    x->base.wake_ms = 0;
     waiting **link = &x->waiting_head;
     while (*link != NULL) {
         waiting *w = *link;
@@ -181,42 +249,65 @@ static void sweep_waiting(rforward_op *x)
             free(w);
             continue;
         }
+        if (x->base.wake_ms == 0 || w->deadline_ms < x->base.wake_ms) {
+            x->base.wake_ms = w->deadline_ms; /* expire it even on an idle connection */
+        }
         link = &w->next;
     }
 }
 
 static bool finish_request(sshcore_conn *conn, rforward_op *x, int rc);
 
-/** Sends (or finishes) the tcpip-forward request. */
+/** Whether another forward on this connection has `port` (requested or bound):
+ *  forwarded connections are told apart by port only. */
+static bool port_taken(sshcore_conn *conn, rforward_op *x)
+{
+    for (sshcore_op *op = conn->active; op != NULL; op = op->next) {
+        rforward_op *f = (rforward_op *)op;
+        if (op != &x->base && op->vt == &rforward_vtable && atomic_load(&op->done) == 0 &&
+            (f->phase == RF_WAIT || f->phase == RF_LISTEN) && f->port == x->port) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/** Sends the tcpip-forward request once the slot is free. */
 static bool request_step(sshcore_conn *conn, rforward_op *x)
 {
     ssh_session s = conn->session;
+    int rc;
 
-    for (int round = 0; round < 2; round++) {
-        uint64_t before = conn->packet_counter.out_packets;
-        int rc = ssh_channel_listen_forward(s, x->address, x->port, NULL);
-        bool sent = conn->packet_counter.out_packets != before;
-
-        if (!ssh_is_connected(s)) {
-            sshcore_error err;
-            sshcore_error_from_session(&err, sshcore_conn_failure_code(conn), s, "ssh_channel_listen_forward");
-            (void)sshcore_op_complete(&x->base, &err);
-            return false;
+    if (port_taken(conn, x)) {
+        if (x->asked_port == 0 && ++x->tries < RANDOM_PORT_TRIES) {
+            x->port = random_port();
+            return true;
         }
-        if (sent) {
-            conn->global_owner = &x->base;
-            x->phase = RF_WAIT;
-            if (rc == SSH_AGAIN) {
-                return false;
-            }
-            return finish_request(conn, x, rc); /* answered within the call */
-        }
-        if (rc == SSH_AGAIN) {
-            return false; /* someone else's request is pending: wait for its answer */
-        }
-        /* a stale answer (a keepalive's) was collected: the slot is free now */
+        complete_code(x, SSHCORE_E_FORWARD_REFUSED, "this connection already forwards that port");
+        return false;
     }
-    return false;
+    if (conn->gcancels != NULL) {
+        /* cancels go first: the port may be one being given back */
+        sshcore_global_service(conn);
+        return false;
+    }
+    if (!sshcore_global_slot_free(conn)) {
+        return false; /* another question is out; its answer wakes us */
+    }
+    rc = ssh_channel_listen_forward(s, x->address, x->port, NULL);
+    if (!ssh_is_connected(s)) {
+        sshcore_error err;
+        sshcore_error_from_session(&err, sshcore_conn_failure_code(conn), s, "ssh_channel_listen_forward");
+        (void)sshcore_op_complete(&x->base, &err);
+        return false;
+    }
+    x->phase = RF_WAIT;
+    if (rc == SSH_AGAIN) {
+        conn->gslot = GSLOT_OWNED;
+        conn->gslot_owner = &x->base;
+        return false;
+    }
+    return finish_request(conn, x, rc); /* answered within the call */
 }
 
 /** The answer to our request: listening, another random port, or refused. */
@@ -224,7 +315,10 @@ static bool finish_request(sshcore_conn *conn, rforward_op *x, int rc)
 {
     ssh_session s = conn->session;
 
-    conn->global_owner = NULL;
+    if (conn->gslot == GSLOT_OWNED && conn->gslot_owner == &x->base) {
+        conn->gslot = GSLOT_FREE;
+        conn->gslot_owner = NULL;
+    }
     if (rc == SSH_OK) {
         x->phase = RF_LISTEN;
         x->cb.listening(x->cb.ctx, x->port);
@@ -300,13 +394,23 @@ static void rforward_abort(sshcore_conn *conn, sshcore_op *op)
         }
         free(w);
     }
-    if (conn->global_owner == op) {
-        /* our answer is still due: the slot stays taken by it, and whoever
-         * uses it next collects it (keepalive and requests both do) */
-        conn->global_owner = NULL;
-    } else if (x->phase == RF_LISTEN && s != NULL && ssh_is_connected(s) && conn->global_owner == NULL) {
-        /* best effort: the answer is left in the slot for the next user */
-        (void)ssh_channel_cancel_forward(s, x->address, x->port);
+    if (conn->gslot == GSLOT_OWNED && conn->gslot_owner == op) {
+        /* our question is still out: if the server says yes, it listens for
+         * nobody; the next user of the slot collects the answer and cancels */
+        conn->gslot = GSLOT_ORPHAN_FORWARD;
+        conn->gslot_owner = NULL;
+        free(conn->gslot_orphan_address);
+        conn->gslot_orphan_address = strdup(x->address != NULL ? x->address : "");
+        conn->gslot_orphan_port = x->port;
+    } else if (x->phase == RF_LISTEN && s != NULL && ssh_is_connected(s)) {
+        struct sshcore_gcancel *c = calloc(1, sizeof(*c));
+        if (c != NULL) {
+            c->address = strdup(x->address != NULL ? x->address : "");
+            c->port = x->port;
+            c->next = conn->gcancels;
+            conn->gcancels = c;
+            sshcore_global_service(conn); /* now if the slot is free */
+        }
     }
     release_callbacks(x);
 }

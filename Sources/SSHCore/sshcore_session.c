@@ -296,7 +296,10 @@ static size_t bridge_send_direct(session_op *x, const uint8_t *data, size_t len)
 {
     size_t sent = 0;
 
-    if (x->fdout_off < x->fdout.len || !x->fd_writable || x->fd_dead || x->fd < 0) {
+    /* not before the caller's `opened` ran: a SOCKS answer goes first, and a
+     * target that speaks first (SSH, SMTP) can send with the open confirmation */
+    if (x->phase != X_IO || !x->started_reported || x->fdout_off < x->fdout.len || !x->fd_writable ||
+        x->fd_dead || x->fd < 0) {
         return 0;
     }
     while (sent < len) {
@@ -1122,6 +1125,15 @@ static void session_abort(sshcore_conn *conn, sshcore_op *op)
     x->inbox_closed = true;
     pthread_mutex_unlock(&x->mu);
     fail_writes(x, code);
+    if (x->ch == NULL && x->adopt_parent != NULL && conn->session != NULL) {
+        /* ended before taking its forwarded connection: close it now, not at
+         * the forward's accept timeout */
+        ssh_channel ch = sshcore_rforward_take(x->adopt_parent, x->adopt_id);
+        if (ch != NULL) {
+            (void)ssh_channel_close(ch);
+            ssh_channel_free(ch);
+        }
+    }
     if (x->ch != NULL) {
         close_channel(conn, x);
     }

@@ -335,6 +335,23 @@ struct ForwardTests {
         }
     }
 
+    @Test func theSOCKSAnswerComesBeforeATargetThatSpeaksFirst() async throws {
+        // sshd sends its banner the moment it accepts: the banner can arrive with the
+        // channel's open confirmation, and must still reach the client after the answer
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let proxy = try conn.startSOCKSProxy()
+            let port = try #require(proxy.port)
+            for _ in 0..<20 {
+                let fd = SocketClient.connect(port: port)
+                let reply = socks5Connect(fd, host: "127.0.0.1", port: server.port)
+                #expect(reply == [5, 0, 5, 0, 0, 1, 0, 0, 0, 0, 0, 0])
+                #expect(SocketClient.readExactly(fd, 8) == Array("SSH-2.0-".utf8))
+                close(fd)
+            }
+            await proxy.stop()
+        }
+    }
+
     @Test func badSOCKSInputGetsASOCKSErrorReplyAndTheProxyGoesOn() async throws {
         let echo = try EchoServer()
         let closedPort = echo.port

@@ -153,6 +153,13 @@ struct RemoteForwardTests {
             try await Task.sleep(for: .milliseconds(500)) // probes go on and are answered
             #expect(conn.isConnected)
             for f in forwards { await f.stop() }
+            // stop() gave every port back to the server (cancel-tcpip-forward went out
+            // between the probes): the same ports can be forwarded again
+            for f in forwards {
+                let again = try await conn.forwardRemotePort(port: f.port, to: .tcp(host: "127.0.0.1", port: echo.port))
+                #expect(again.port == f.port)
+                await again.stop()
+            }
             #expect(try await conn.execute("echo alive").stdoutString == "alive\n")
         }
     }

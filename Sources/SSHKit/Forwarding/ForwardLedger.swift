@@ -95,7 +95,10 @@ final class ForwardLedger: Sendable {
         resume(waiters)
     }
 
+    /// Connection `id`'s channel opened (skipped when it already ended: a cancel can
+    /// complete it on another thread first, and its events stay in order).
     func opened(_ id: UInt64, peer: String, target: String?) {
+        guard state.withLock({ $0.live[id] != nil }) else { return }
         eventHandler?(SSHForwardEvent(connectionID: id, peer: peer, target: target, kind: .opened))
     }
 
