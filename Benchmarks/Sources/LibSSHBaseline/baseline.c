@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "baseline.h"
@@ -130,6 +131,41 @@ long long lsb_read_all(lsb_session *s, const char *command)
         total = -1;
     }
     (void)drain(ch);
+    return total;
+}
+
+long long lsb_forward_to_fd(lsb_session *s, const char *host, int port, int fd)
+{
+    char buf[65536];
+    long long total = 0;
+    int n;
+    ssh_channel ch = ssh_channel_new(s->s);
+
+    if (ch == NULL) {
+        return -1;
+    }
+    if (ssh_channel_open_forward(ch, host, port, "127.0.0.1", 0) != SSH_OK) {
+        ssh_channel_free(ch);
+        return -1;
+    }
+    while ((n = ssh_channel_read(ch, buf, sizeof(buf), 0)) > 0) {
+        int off = 0;
+        while (off < n) {
+            ssize_t w = write(fd, buf + off, (size_t)(n - off));
+            if (w <= 0) {
+                total = -1;
+                goto out;
+            }
+            off += (int)w;
+        }
+        total += n;
+    }
+    if (n < 0) {
+        total = -1;
+    }
+out:
+    ssh_channel_close(ch);
+    ssh_channel_free(ch);
     return total;
 }
 

@@ -1,9 +1,10 @@
 // Local forwarding workloads: the same TCP client, in this process, through an SSHKit
 // forward and through `ssh -N -L` (OpenSSH) to servers in this process, alternating.
 import Foundation
+import LibSSHBaseline
 import SSHKit
 
-let forwardImplementations = ["SSHKit", "ssh -L"]
+let forwardImplementations = ["SSHKit", "libssh C", "ssh -L"]
 
 /// A TCP server on 127.0.0.1 with a thread per connection: `source` sends `bytes` and
 /// closes; otherwise it echoes until EOF.
@@ -146,17 +147,32 @@ func benchForward(_ f: Fixture, mebibytes: Int, rounds: Int, connections: Int) a
 
     let ports = ["SSHKit": (fwdSource.port!, fwdEcho.port!), "ssh -L": (sshSource, sshEcho)]
     let expected = mebibytes << 20
+    // libssh C: one blocking direct-tcpip channel copied to a socket pair whose other end
+    // this process drains: the same path as a forward's download, without a listener
+    let lsb = try LibSSHSession(f, cipher: cipher)
     for i in 0..<rounds {
         for impl in rotated(forwardImplementations, by: i) {
-            let (src, ech) = ports[impl]!
             let t0 = now()
-            let fd = connectLoopback(src)
-            guard fd >= 0 else { throw BenchError("\(impl): connect failed") }
-            let got = drain(fd)
+            let got: Int
+            if impl == "libssh C" {
+                var sv: [Int32] = [-1, -1]
+                guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &sv) == 0 else { throw BenchError("socketpair") }
+                let writer = sv[0], port = source.port
+                Thread.detachNewThread {
+                    _ = lsb_forward_to_fd(lsb.raw, "127.0.0.1", Int32(port), writer)
+                    close(writer)
+                }
+                got = drain(sv[1])
+            } else {
+                let fd = connectLoopback(ports[impl]!.0)
+                guard fd >= 0 else { throw BenchError("\(impl): connect failed") }
+                got = drain(fd)
+            }
             guard got == expected else { throw BenchError("\(impl): \(got) of \(expected) bytes") }
             throughput.samples[impl, default: []].append(Double(expected) / 1e6 / ((now() - t0) / 1000))
+            guard impl != "libssh C" else { continue }
             for _ in 0..<(connections / rounds) {
-                setup.samples[impl, default: []].append(try pingOnce(ech))
+                setup.samples[impl, default: []].append(try pingOnce(ports[impl]!.1))
             }
         }
     }
@@ -167,13 +183,14 @@ func benchForward(_ f: Fixture, mebibytes: Int, rounds: Int, connections: Int) a
 }
 
 func reportForward(_ rows: [Row]) {
-    func f(_ x: Double) -> String { String(format: x < 10 ? "%.2f" : "%.1f", x) }
+    func f(_ x: Double) -> String { x.isNaN ? "—" : String(format: x < 10 ? "%.2f" : "%.1f", x) }
+    func ratio(_ x: Double) -> String { x.isNaN ? "—" : String(format: "%.2fx", x) }
     out()
-    out("| workload | SSHKit median | ssh -L median | SSHKit / ssh -L |")
-    out("|---|---|---|---|")
+    out("| workload | SSHKit median | libssh C median | ssh -L median | SSHKit / libssh C | SSHKit / ssh -L |")
+    out("|---|---|---|---|---|---|")
     for r in rows {
-        let a = median(r.samples["SSHKit"] ?? []), b = median(r.samples["ssh -L"] ?? [])
-        out("| \(r.workload) | \(f(a)) (p90 \(f(percentile(r.samples["SSHKit"] ?? [], 0.9)))) | \(f(b)) (p90 \(f(percentile(r.samples["ssh -L"] ?? [], 0.9)))) | \(String(format: "%.2fx", a / b)) |")
+        let m = forwardImplementations.map { median(r.samples[$0] ?? []) }
+        out("| \(r.workload) | \(f(m[0])) (p90 \(f(percentile(r.samples["SSHKit"] ?? [], 0.9)))) | \(f(m[1])) | \(f(m[2])) | \(ratio(m[0] / m[1])) | \(ratio(m[0] / m[2])) |")
     }
-    out("samples per implementation: " + rows.map { r in "\(r.samples["SSHKit"]?.count ?? 0)" }.joined(separator: ", "))
+    out("samples per implementation: " + rows.map { r in forwardImplementations.map { "\($0) \(r.samples[$0]?.count ?? 0)" }.joined(separator: ", ") }.joined(separator: " | "))
 }

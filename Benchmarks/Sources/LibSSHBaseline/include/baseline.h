@@ -17,6 +17,9 @@ int lsb_exec(lsb_session *s, const char *command);
 int lsb_exec_many(lsb_session *s, const char *command, int n);
 /** Run the command and read its stdout to the end (64 KiB reads); bytes read or -1. */
 long long lsb_read_all(lsb_session *s, const char *command);
+/** Open a direct-tcpip channel to host:port and copy what it sends to `fd` (64 KiB
+ *  channel reads, blocking writes) until EOF; bytes copied or -1. `fd` is not closed. */
+long long lsb_forward_to_fd(lsb_session *s, const char *host, int port, int fd);
 void lsb_close(lsb_session *s);
 
 #pragma clang assume_nonnull end
