@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "known-hosts", targets: ["known-hosts"]),
         .executable(name: "ssh-shell", targets: ["ssh-shell"]),
         .executable(name: "ssh-sftp", targets: ["ssh-sftp"]),
+        .executable(name: "ssh-forward", targets: ["ssh-forward"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
