@@ -152,8 +152,8 @@ public struct SSHForwardStatistics: Sendable, Equatable {
 
 /// A running local (`ssh -L`) or dynamic (`ssh -D`, SOCKS) forward.
 ///
-/// It listens until `stop()`, or until its connection ends; either closes the
-/// listener and every forwarded connection. Each accepted client gets its own
+/// It listens until `stop()`, until its connection ends, or until the last reference to
+/// it is dropped; each closes the listener and every forwarded connection. Each accepted client gets its own
 /// channel, bridged to the client's socket inside the connection's worker: the
 /// bytes never pass through Swift, and no thread is started per connection.
 public final class SSHPortForward: Sendable {

@@ -11,7 +11,8 @@ import Musl
 /// machine reaches or handed to your code as an `SSHTunnel`.
 ///
 /// `stop()` asks the server to stop listening (`cancel-tcpip-forward`) and closes
-/// every forwarded connection; the forward also stops when its connection ends.
+/// every forwarded connection; the forward also stops when its connection ends or the
+/// last reference to it is dropped.
 public final class SSHRemoteForward: Sendable {
     /// The address the server was asked to bind ("localhost" unless given).
     public let bindAddress: String
