@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "SSHKit", targets: ["SSHKit"]),
+        .library(name: "ServerTransport", targets: ["ServerTransport"]),
         .executable(name: "ssh-exec", targets: ["ssh-exec"]),
         .executable(name: "known-hosts", targets: ["known-hosts"]),
         .executable(name: "ssh-shell", targets: ["ssh-shell"]),
@@ -39,6 +40,11 @@ let package = Package(
                 "SSHCore",
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        // One protocol for files and processes on this machine or a server (issue 7).
+        .target(
+            name: "ServerTransport",
+            dependencies: ["SSHKit"]
         ),
         // the connection options the examples share
         .target(
@@ -91,7 +97,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SSHKitTests",
-            dependencies: ["SSHKit", "SSHCore"],
+            dependencies: ["SSHKit", "SSHCore", "ServerTransport"],
             path: "Tests/SSHKitTests"
         ),
     ],

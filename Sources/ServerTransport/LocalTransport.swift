@@ -1,0 +1,155 @@
+import Foundation
+import SSHKit
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// This machine: the file system and processes directly.
+public struct LocalTransport: ServerTransport {
+    public let serverID = ServerID.local
+    public let isRemote = false
+    public let secrets: SecretFiles
+
+    public init(secrets: SecretFiles = SecretFiles()) {
+        self.secrets = secrets
+    }
+
+    /// `~/` expanded to `$HOME`.
+    func resolve(_ path: String) -> String {
+        guard path == "~" || path.hasPrefix("~/") else { return path }
+        let home = ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()
+        return home + path.dropFirst()
+    }
+
+    static func ioError(_ what: String, _ path: String, _ e: Int32) -> TransportError {
+        var err = TransportError(.fileIO, "\(what): \(String(cString: strerror(e)))", path: path)
+        err.systemErrno = e
+        return err
+    }
+
+    public func readFile(_ path: String) async throws(TransportError) -> [UInt8] {
+        let p = resolve(path)
+        let fd = open(p, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw Self.ioError("open", path, errno) }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = read(fd, &buf, buf.count)
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 { throw Self.ioError("read", path, errno) }
+            if n == 0 { return out }
+            out += buf[0..<n]
+        }
+    }
+
+    public func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError) {
+        let p = resolve(path)
+        let slash = p.lastIndex(of: "/")
+        let dir = slash.map { String(p[..<$0]) } ?? "."
+        let name = slash.map { String(p[p.index(after: $0)...]) } ?? p
+        guard !name.isEmpty else { throw TransportError(.fileIO, "not a file name", path: path) }
+        var template = Array("\(dir.isEmpty ? "" : dir)/.\(name).tmp-XXXXXX".utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { throw Self.ioError("create a temporary file", path, errno) }
+        let temp = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        var ok = false
+        defer { if !ok { unlink(temp) } }
+        var existing = Glibc.stat()
+        let mode: mode_t
+        if secrets.isSecret(p) {
+            mode = 0o600
+        } else if lstat(p, &existing) == 0 {
+            mode = existing.st_mode & 0o7777
+        } else {
+            mode = 0o644
+        }
+        guard fchmod(fd, mode) == 0 else { let e = errno; close(fd); throw Self.ioError("chmod", path, e) }
+        var off = 0
+        while off < contents.count {
+            let n = contents[off...].withUnsafeBytes { write(fd, $0.baseAddress!, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { let e = errno; close(fd); throw Self.ioError("write", path, e) }
+            off += n
+        }
+        guard fsync(fd) == 0 else { let e = errno; close(fd); throw Self.ioError("fsync", path, e) }
+        close(fd)
+        guard Glibc.rename(temp, p) == 0 else { throw Self.ioError("rename", path, errno) }
+        ok = true
+    }
+
+    public func fileExists(_ path: String) async throws(TransportError) -> Bool {
+        var st = Glibc.stat()
+        if lstat(resolve(path), &st) == 0 { return true }
+        if errno == ENOENT || errno == ENOTDIR { return false }
+        throw Self.ioError("stat", path, errno)
+    }
+
+    static func kind(_ mode: mode_t) -> FileKind {
+        switch mode & S_IFMT {
+        case S_IFREG: .file
+        case S_IFDIR: .directory
+        case S_IFLNK: .symlink
+        default: .other
+        }
+    }
+
+    public func stat(_ path: String) async throws(TransportError) -> FileStatus {
+        var st = Glibc.stat()
+        guard lstat(resolve(path), &st) == 0 else { throw Self.ioError("stat", path, errno) }
+        return FileStatus(size: UInt64(st.st_size),
+                          modificationTime: Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9,
+                          kind: Self.kind(st.st_mode), permissions: UInt16(st.st_mode & 0o7777))
+    }
+
+    public func listDirectory(_ path: String) async throws(TransportError) -> [DirectoryEntry] {
+        let p = resolve(path)
+        guard let d = opendir(p) else { throw Self.ioError("open directory", path, errno) }
+        defer { closedir(d) }
+        var entries: [DirectoryEntry] = []
+        while let e = readdir(d) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name == "." || name == ".." { continue }
+            var st = Glibc.stat()
+            let kind = lstat(p + "/" + name, &st) == 0 ? Self.kind(st.st_mode) : .other
+            entries.append(DirectoryEntry(name: name, kind: kind))
+        }
+        return entries.sorted { $0.name < $1.name }
+    }
+
+    public func createDirectory(_ path: String) async throws(TransportError) {
+        let p = resolve(path)
+        var prefix = p.hasPrefix("/") ? "" : "."
+        for part in p.split(separator: "/") {
+            prefix += "/" + part
+            if mkdir(prefix, 0o755) != 0 && errno != EEXIST { throw Self.ioError("mkdir", prefix, errno) }
+        }
+        var st = Glibc.stat()
+        guard followingStat(p, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
+            throw TransportError(.fileIO, "exists and is not a directory", path: path)
+        }
+    }
+
+    public func removeFile(_ path: String) async throws(TransportError) {
+        if unlink(resolve(path)) != 0 && errno != ENOENT { throw Self.ioError("remove", path, errno) }
+    }
+
+    public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
+                           environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
+        let run = LocalProcessRun(executable: resolve(executable), arguments: arguments, stdin: stdin,
+                                  environment: environment, timeout: timeout)
+        let r = await withTaskCancellationHandler {
+            await run.run()
+        } onCancel: {
+            run.cancel()
+        }
+        return try r.get()
+    }
+}
+
+/// stat(2), which follows symlinks (inside LocalTransport the name means its method).
+private func followingStat(_ path: String, _ st: inout Glibc.stat) -> Int32 {
+    stat(path, &st)
+}

@@ -1,0 +1,126 @@
+import SSHKit
+
+/// One API for files and processes on "this machine or that server".
+///
+/// Implementations: `LocalTransport` (this machine) and `MockTransport` (in memory, for
+/// testing services built on the protocol). SSH transports follow (issue 7).
+///
+/// Paths are strings as the server's shell would see them; `~/` at the start means the
+/// login user's home. Every call is independent and may run concurrently with others.
+public protocol ServerTransport: Sendable {
+    /// Stable across runs for the same server: namespaces caches ("local",
+    /// "ssh:user@host:port").
+    var serverID: ServerID { get }
+    /// Whether the files and processes are on another machine.
+    var isRemote: Bool { get }
+
+    /// The whole file. - Throws: `fileIO` (`noSuchFile` as the cause's code when missing).
+    func readFile(_ path: String) async throws(TransportError) -> [UInt8]
+
+    /// Replaces the file atomically: the bytes go to a temporary file in the same
+    /// directory, which is synced and renamed over `path`. A reader sees the old or the
+    /// new contents, never a mix; a failed write leaves the old file and no temporary file.
+    /// A file whose name marks it as a secret (see `SecretFiles`) is created 0600 and
+    /// stays 0600; other files keep their mode (new ones get 0644).
+    func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError)
+
+    func fileExists(_ path: String) async throws(TransportError) -> Bool
+
+    /// Size, modification time and kind (a symlink is reported as itself, not followed).
+    func stat(_ path: String) async throws(TransportError) -> FileStatus
+
+    /// The entries of a directory (without "." and ".."), sorted by name.
+    func listDirectory(_ path: String) async throws(TransportError) -> [DirectoryEntry]
+
+    /// Creates the directory and its missing parents; an existing directory is fine.
+    func createDirectory(_ path: String) async throws(TransportError)
+
+    /// Removes a file; a missing file is fine.
+    func removeFile(_ path: String) async throws(TransportError)
+
+    /// Runs `executable` with `arguments` (no shell on this side; remote transports quote
+    /// every argument), feeds `stdin`, and collects stdout, stderr and the exit status. A
+    /// non-zero exit is a result (see `ProcessResult.check()`). After `timeout` the
+    /// process is stopped (TERM, then KILL) and `timeout` is thrown with what it printed.
+    func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
+                    environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult
+}
+
+extension ServerTransport {
+    /// `runProcess` with no input, no extra environment and no timeout.
+    public func runProcess(_ executable: String, _ arguments: String...) async throws(TransportError) -> ProcessResult {
+        try await runProcess(executable, arguments: arguments, stdin: [], environment: [:], timeout: nil)
+    }
+
+    /// The file as UTF-8 text (invalid bytes are replaced).
+    public func readTextFile(_ path: String) async throws(TransportError) -> String {
+        String(decoding: try await readFile(path), as: UTF8.self)
+    }
+
+    public func writeTextFile(_ path: String, _ text: String) async throws(TransportError) {
+        try await writeFile(path, contents: Array(text.utf8))
+    }
+}
+
+/// A server's stable identity.
+public struct ServerID: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+    public static let local = ServerID("local")
+    public var description: String { rawValue }
+}
+
+public enum FileKind: Sendable, Equatable {
+    case file, directory, symlink, other
+}
+
+public struct FileStatus: Sendable, Equatable {
+    public var size: UInt64
+    /// Seconds since 1970, with the precision the system gives.
+    public var modificationTime: Double
+    public var kind: FileKind
+    /// The permission bits (e.g. 0o600).
+    public var permissions: UInt16
+
+    public init(size: UInt64, modificationTime: Double, kind: FileKind, permissions: UInt16) {
+        self.size = size
+        self.modificationTime = modificationTime
+        self.kind = kind
+        self.permissions = permissions
+    }
+}
+
+public struct DirectoryEntry: Sendable, Equatable {
+    public var name: String
+    public var kind: FileKind
+    public init(name: String, kind: FileKind) {
+        self.name = name
+        self.kind = kind
+    }
+}
+
+/// What a process printed and how it ended.
+public struct ProcessResult: Sendable, Equatable {
+    public var exitStatus: SSHExitStatus
+    public var stdout: [UInt8]
+    public var stderr: [UInt8]
+
+    public init(exitStatus: SSHExitStatus, stdout: [UInt8], stderr: [UInt8]) {
+        self.exitStatus = exitStatus
+        self.stdout = stdout
+        self.stderr = stderr
+    }
+
+    public var stdoutString: String { String(decoding: stdout, as: UTF8.self) }
+    public var stderrString: String { String(decoding: stderr, as: UTF8.self) }
+
+    /// Throws `commandFailed` (with the exit code and stderr) unless it exited 0.
+    @discardableResult
+    public func check(_ what: String = "the command") throws(TransportError) -> ProcessResult {
+        if exitStatus == .exited(0) { return self }
+        var e = TransportError(.commandFailed, "\(what) ended with \(exitStatus): \(stderrString.prefix(500))")
+        if case .exited(let code) = exitStatus { e.exitCode = code }
+        e.stderr = stderrString
+        throw e
+    }
+}

@@ -1,0 +1,50 @@
+import SSHKit
+
+/// The one error of the transports, with codes a UI can act on.
+public struct TransportError: Error, Sendable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// The server cannot be reached (name, refused, unreachable, timed out, lost).
+        public static let hostUnreachable = Code("hostUnreachable")
+        public static let authenticationFailed = Code("authenticationFailed")
+        public static let hostKeyMismatch = Code("hostKeyMismatch")
+        /// A process exited non-zero where success was required (`exitCode`, `stderr`).
+        public static let commandFailed = Code("commandFailed")
+        /// A file operation failed (`path`; the cause says why).
+        public static let fileIO = Code("fileIO")
+        /// A process ran past its timeout (`seconds`, `partialStdout`).
+        public static let timeout = Code("timeout")
+        public static let other = Code("other")
+    }
+
+    public var code: Code
+    public var message: String
+    public var path: String?
+    public var exitCode: Int32?
+    public var stderr: String?
+    public var seconds: Double?
+    public var partialStdout: [UInt8]?
+    /// For `fileIO`: the errno (local) or SFTP status, when known.
+    public var systemErrno: Int32?
+    public var cause: (any Error & Sendable)?
+
+    public init(_ code: Code, _ message: String, path: String? = nil, cause: (any Error & Sendable)? = nil) {
+        self.code = code
+        self.message = message
+        self.path = path
+        self.cause = cause
+    }
+
+    /// Whether a missing file caused it.
+    public var isNoSuchFile: Bool { code == .fileIO && systemErrno == 2 /* ENOENT */ }
+
+    public var description: String {
+        var s = "TransportError.\(code): \(message)"
+        if let path { s += " [\(path)]" }
+        if let cause { s += "; cause: \(cause)" }
+        return s
+    }
+}

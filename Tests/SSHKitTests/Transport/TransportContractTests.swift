@@ -1,0 +1,250 @@
+import Foundation
+import SSHKit
+import ServerTransport
+import Testing
+
+/// One contract, every transport: the same assertions against `LocalTransport` (in a
+/// temporary directory) and `MockTransport`. The SSH transports join this suite as they
+/// are built (issue 7).
+@Suite("Transport contract")
+struct TransportContractTests {
+    /// A transport and a fresh directory to work in; `cleanup` removes it.
+    struct Subject: Sendable, CustomTestStringConvertible {
+        let name: String
+        let transport: any ServerTransport
+        let root: String
+        let cleanup: @Sendable () -> Void
+        var testDescription: String { name }
+    }
+
+    static func subject(_ name: String) async throws -> Subject {
+        switch name {
+        case "local":
+            let root = try TestPaths.makeTemporaryDirectory("transport")
+            return Subject(name: name, transport: LocalTransport(), root: root) {
+                try? FileManager.default.removeItem(atPath: root)
+            }
+        default:
+            let mock = MockTransport(script: Self.mockShell)
+            try await mock.createDirectory("/work")
+            return Subject(name: name, transport: mock, root: "/work") {}
+        }
+    }
+
+    /// What the process tests run, for the mock: `printf`, `cat`, `sh -c 'exit N'` and `sleep`.
+    static let mockShell: MockTransport.ProcessScript = { executable, arguments, stdin, _ throws(TransportError) in
+        switch (executable, arguments.first) {
+        case ("/bin/cat", _): return ProcessResult(exitStatus: .exited(0), stdout: stdin, stderr: [])
+        case ("/usr/bin/printf", let format?) where format == "%s":
+            return ProcessResult(exitStatus: .exited(0), stdout: Array(arguments.dropFirst().joined().utf8), stderr: [])
+        case ("/bin/sh", "-c") where arguments.count > 1 && arguments[1].hasPrefix("echo oops >&2; exit "):
+            let code = Int32(arguments[1].split(separator: " ").last!)!
+            return ProcessResult(exitStatus: .exited(code), stdout: [], stderr: Array("oops\n".utf8))
+        case ("/bin/sh", "-c") where arguments.count > 1 && arguments[1].hasPrefix("echo started; sleep"):
+            var e = TransportError(.timeout, "mock: timed out")
+            e.partialStdout = Array("started\n".utf8)
+            throw e
+        default:
+            return ProcessResult(exitStatus: .exited(127), stdout: [], stderr: Array("not found\n".utf8))
+        }
+    }
+
+    static let all = ["local", "mock"]
+
+    @Test(arguments: all)
+    func filesRoundTripAndListingsAreSorted(_ name: String) async throws {
+        let s = try await Self.subject(name)
+        defer { s.cleanup() }
+        let t = s.transport
+        try await t.createDirectory(s.root + "/a/b/c")
+        try await t.createDirectory(s.root + "/a/b/c") // idempotent
+        let data = (0..<300_000).map { UInt8($0 % 251) }
+        try await t.writeFile(s.root + "/a/b/c/data.bin", contents: data)
+        #expect(try await t.readFile(s.root + "/a/b/c/data.bin") == data)
+        try await t.writeTextFile(s.root + "/a/z.txt", "zed")
+        try await t.writeTextFile(s.root + "/a/m.txt", "em")
+        let names = try await t.listDirectory(s.root + "/a").map(\.name)
+        #expect(names == ["b", "m.txt", "z.txt"])
+        #expect(try await t.listDirectory(s.root + "/a").first?.kind == .directory)
+        let st = try await t.stat(s.root + "/a/b/c/data.bin")
+        #expect(st.size == 300_000 && st.kind == .file)
+        #expect(try await t.fileExists(s.root + "/a/m.txt"))
+        try await t.removeFile(s.root + "/a/m.txt")
+        try await t.removeFile(s.root + "/a/m.txt") // idempotent
+        #expect(try await !t.fileExists(s.root + "/a/m.txt"))
+        #expect(try await t.readTextFile(s.root + "/a/z.txt") == "zed")
+    }
+
+    @Test(arguments: all)
+    func missingFilesAreTypedFileErrors(_ name: String) async throws {
+        let s = try await Self.subject(name)
+        defer { s.cleanup() }
+        let t = s.transport
+        do {
+            _ = try await t.readFile(s.root + "/missing")
+            Issue.record("read a missing file")
+        } catch {
+            #expect(error.code == .fileIO && error.isNoSuchFile && error.path == s.root + "/missing", "\(error)")
+        }
+        do {
+            _ = try await t.stat(s.root + "/missing")
+            Issue.record("stat a missing file")
+        } catch {
+            #expect(error.isNoSuchFile, "\(error)")
+        }
+        // a write into a directory that does not exist fails and creates nothing
+        do {
+            try await t.writeFile(s.root + "/nodir/file", contents: [1])
+            Issue.record("wrote into a missing directory")
+        } catch {
+            #expect(error.code == .fileIO)
+        }
+        #expect(try await !t.fileExists(s.root + "/nodir"))
+    }
+
+    @Test(arguments: all)
+    func secretsAreCreatedAndKept0600AndOtherFilesKeepTheirMode(_ name: String) async throws {
+        let s = try await Self.subject(name)
+        defer { s.cleanup() }
+        let t = s.transport
+        for secret in [".env", "auth.json", "github-tokens.json"] {
+            try await t.writeTextFile(s.root + "/" + secret, "TOKEN=1")
+            #expect(try await t.stat(s.root + "/" + secret).permissions == 0o600, "\(secret)")
+            try await t.writeTextFile(s.root + "/" + secret, "TOKEN=2")
+            #expect(try await t.stat(s.root + "/" + secret).permissions == 0o600, "\(secret) after a rewrite")
+        }
+        try await t.writeTextFile(s.root + "/plain.conf", "x")
+        #expect(try await t.stat(s.root + "/plain.conf").permissions == 0o644)
+        #expect(SecretFiles(extra: ["*.key"]).isSecret("/etc/tls/server.key"))
+        #expect(!SecretFiles().isSecret("/etc/app/tokens.json.bak"))
+    }
+
+    @Test(arguments: all)
+    func hostileFileNamesRoundTrip(_ name: String) async throws {
+        let s = try await Self.subject(name)
+        defer { s.cleanup() }
+        let t = s.transport
+        let names = ["with space", "it's \"quoted\"", "$(rm -rf x)", "-leading-dash", "new\nline", "semi;colon&amp", "ünïcødé"]
+        for n in names {
+            try await t.writeTextFile(s.root + "/" + n, n)
+            #expect(try await t.readTextFile(s.root + "/" + n) == n)
+        }
+        #expect(Set(try await t.listDirectory(s.root).map(\.name)) == Set(names))
+        for n in names { try await t.removeFile(s.root + "/" + n) }
+        #expect(try await t.listDirectory(s.root).isEmpty)
+    }
+
+    @Test(arguments: all)
+    func processesReturnOutputAndStatusAndTimeOutWithWhatTheyPrinted(_ name: String) async throws {
+        let s = try await Self.subject(name)
+        defer { s.cleanup() }
+        let t = s.transport
+        let hostile = "a 'b' \"c\" $HOME `x` \\ -n"
+        let printed = try await t.runProcess("/usr/bin/printf", "%s", hostile)
+        #expect(printed.exitStatus == .exited(0) && printed.stdoutString == hostile)
+        let catted = try await t.runProcess("/bin/cat", arguments: [], stdin: Array("from stdin".utf8),
+                                            environment: [:], timeout: .seconds(30))
+        #expect(catted.stdoutString == "from stdin")
+        let failed = try await t.runProcess("/bin/sh", "-c", "echo oops >&2; exit 3")
+        #expect(failed.exitStatus == .exited(3) && failed.stderrString == "oops\n")
+        do {
+            try failed.check("the script")
+            Issue.record("check passed a failure")
+        } catch {
+            #expect(error.code == .commandFailed && error.exitCode == 3 && error.stderr == "oops\n")
+        }
+        do {
+            _ = try await t.runProcess("/bin/sh", arguments: ["-c", "echo started; sleep 30"], stdin: [], environment: [:],
+                                       timeout: .milliseconds(500))
+            Issue.record("no timeout")
+        } catch {
+            #expect(error.code == .timeout, "\(error)")
+            #expect(error.partialStdout.map { String(decoding: $0, as: UTF8.self) } == "started\n")
+        }
+    }
+}
+
+/// What only the local transport can show: atomicity seen by a concurrent reader, and a
+/// failed write leaving the old file and no temporary file.
+@Suite("Local transport", .serialized)
+struct LocalTransportTests {
+    @Test func aConcurrentReaderSeesTheOldOrTheNewFileNeverAMix() async throws {
+        let root = try TestPaths.makeTemporaryDirectory("atomic")
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let t = LocalTransport()
+        let path = root + "/config.json"
+        let a = [UInt8](repeating: 0x61, count: 1 << 20), b = [UInt8](repeating: 0x62, count: 1 << 20)
+        try await t.writeFile(path, contents: a)
+        let reader = Task.detached { () -> Int in
+            var mixed = 0
+            for _ in 0..<300 {
+                guard let d = FileManager.default.contents(atPath: path) else { continue }
+                if !(d.allSatisfy { $0 == 0x61 } || d.allSatisfy { $0 == 0x62 }) || d.count != 1 << 20 { mixed += 1 }
+            }
+            return mixed
+        }
+        for i in 0..<40 { try await t.writeFile(path, contents: i % 2 == 0 ? b : a) }
+        #expect(await reader.value == 0)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root) == ["config.json"]) // no temporaries
+    }
+
+    @Test func aFailedWriteLeavesTheOldFileAndNoTemporary() async throws {
+        let root = try TestPaths.makeTemporaryDirectory("failwrite")
+        defer { chmod(root, 0o755); try? FileManager.default.removeItem(atPath: root) }
+        let t = LocalTransport()
+        try await t.writeTextFile(root + "/keep.txt", "old")
+        chmod(root, 0o555) // the temporary file cannot be created
+        defer { chmod(root, 0o755) }
+        if getuid() == 0 {
+            // root ignores directory permissions: make the rename fail instead
+            chmod(root, 0o755)
+            try FileManager.default.createDirectory(atPath: root + "/dir.txt", withIntermediateDirectories: false)
+            try FileManager.default.createDirectory(atPath: root + "/dir.txt/inside", withIntermediateDirectories: false)
+            do {
+                try await t.writeTextFile(root + "/dir.txt", "new")
+                Issue.record("replaced a non-empty directory")
+            } catch {
+                #expect(error.code == .fileIO, "\(error)")
+            }
+            #expect(Set(try FileManager.default.contentsOfDirectory(atPath: root)) == ["keep.txt", "dir.txt"])
+        } else {
+            do {
+                try await t.writeTextFile(root + "/keep.txt", "new")
+                Issue.record("wrote into a read-only directory")
+            } catch {
+                #expect(error.code == .fileIO)
+            }
+        }
+        #expect(try await t.readTextFile(root + "/keep.txt") == "old")
+    }
+
+    @Test func cancellingStopsTheProcessAndWhatItStarted() async throws {
+        let t = LocalTransport()
+        let task = Task { try await t.runProcess("/bin/sh", "-c", "sleep 30 & sleep 31; echo never") }
+        try await Task.sleep(for: .milliseconds(300))
+        let (error, seconds) = await measure { () -> TransportError? in
+            task.cancel()
+            do {
+                _ = try await task.value
+                return nil
+            } catch let e as TransportError {
+                return e
+            } catch {
+                return nil
+            }
+        }
+        #expect(error?.cause is CancellationError, "\(String(describing: error))")
+        #expect(seconds < 5)
+        // the whole process group is gone: no sleep 30 left behind
+        let left = try TestServer.runCapturing("/usr/bin/pgrep", ["-f", "^sleep 3[01]$"])
+        #expect(left.out.isEmpty, "left running: \(left.out)")
+    }
+
+    @Test func homeRelativePathsAndAMissingExecutable() async throws {
+        let t = LocalTransport()
+        let home = ProcessInfo.processInfo.environment["HOME"] ?? "/root"
+        #expect(try await t.fileExists("~/") == FileManager.default.fileExists(atPath: home))
+        let r = try await t.runProcess("/no/such/program")
+        #expect(r.exitStatus == .exited(127))
+    }
+}
