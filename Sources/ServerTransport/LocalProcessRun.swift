@@ -31,6 +31,7 @@ final class LocalProcessRun: Sendable {
         }
     }
 
+    /// TERM to the process group now; the run escalates to KILL a second later.
     func cancel() {
         let p = pid.withLock { p -> pid_t in
             cancelled.withLock { $0 = true }
@@ -40,9 +41,21 @@ final class LocalProcessRun: Sendable {
     }
 
     private func runBlocking() -> Result<ProcessResult, TransportError> {
+        // a child that exits without reading its stdin must not kill the app with SIGPIPE:
+        // on this thread it stays blocked (pending, never delivered) and write gets EPIPE
+        var pipeSignal = sigset_t()
+        sigemptyset(&pipeSignal)
+        sigaddset(&pipeSignal, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
         var inPipe: [Int32] = [-1, -1], outPipe: [Int32] = [-1, -1], errPipe: [Int32] = [-1, -1]
-        guard pipe(&inPipe) == 0, pipe(&outPipe) == 0, pipe(&errPipe) == 0 else {
-            return .failure(TransportError(.other, "pipe failed: \(String(cString: strerror(errno)))"))
+        let made = pipe(&inPipe) == 0 && pipe(&outPipe) == 0 && pipe(&errPipe) == 0
+        // close-on-exec at once, so a process another call spawns does not inherit our
+        // ends (dup2 onto 0, 1, 2 in our child clears the flag)
+        for fd in inPipe + outPipe + errPipe where fd >= 0 { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        guard made else {
+            let e = errno
+            for fd in inPipe + outPipe + errPipe where fd >= 0 { close(fd) }
+            return .failure(TransportError(.other, "pipe failed: \(String(cString: strerror(e)))"))
         }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -60,7 +73,11 @@ final class LocalProcessRun: Sendable {
         // its own process group: a timeout or cancel stops what it started too (a shell's
         // children would otherwise keep the output pipes open)
         posix_spawnattr_setpgroup(&attr, 0)
-        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        sigaddset(&defaults, SIGPIPE) // even if the app ignores it
+        posix_spawnattr_setsigdefault(&attr, &defaults)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF))
         let env = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0.key)=\($0.value)" }
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup($0) } + [nil]
@@ -90,31 +107,37 @@ final class LocalProcessRun: Sendable {
         var termAt: Double?
         var timedOut = false
         var buf = [UInt8](repeating: 0, count: 1 << 16)
+        // Ends when both pipes closed, or, once KILL was sent a second after TERM, a
+        // second later still: a process that left the group (setsid) or an inherited fd
+        // may keep a pipe open, and the timeout must still hold.
+        var giveUpAt: Double?
         while outFD >= 0 || errFD >= 0 {
             var pfds: [pollfd] = []
             if stdinFD >= 0 { pfds.append(pollfd(fd: stdinFD, events: Int16(POLLOUT), revents: 0)) }
             if outFD >= 0 { pfds.append(pollfd(fd: outFD, events: Int16(POLLIN), revents: 0)) }
             if errFD >= 0 { pfds.append(pollfd(fd: errFD, events: Int16(POLLIN), revents: 0)) }
-            var wait: Int32 = -1
             let now = monotonicNow()
-            if let deadline, !timedOut {
-                if now >= deadline {
-                    timedOut = true
-                    kill(-child, SIGTERM)
-                    termAt = now
-                } else {
-                    wait = Int32(max(1, (deadline - now) * 1000))
-                }
+            if let deadline, !timedOut, now >= deadline {
+                timedOut = true
+                kill(-child, SIGTERM)
             }
-            if let termAt {
-                if now - termAt >= 1 { kill(-child, SIGKILL) } else { wait = Int32(max(1, (termAt + 1 - now) * 1000)) }
+            if termAt == nil && (timedOut || cancelled.withLock({ $0 })) {
+                termAt = now
             }
-            _ = poll(&pfds, nfds_t(pfds.count), wait)
+            if let t = termAt, now - t >= 1, giveUpAt == nil {
+                kill(-child, SIGKILL)
+                giveUpAt = now + 1
+            }
+            if let g = giveUpAt, now >= g { break }
+            // wake at least every 100 ms: a cancel arrives from another thread
+            var wait = 100.0
+            if let deadline, !timedOut { wait = min(wait, max(1, (deadline - now) * 1000)) }
+            _ = poll(&pfds, nfds_t(pfds.count), Int32(wait))
             for p in pfds where p.revents != 0 {
                 if p.fd == stdinFD {
                     let n = stdin[written...].withUnsafeBytes { write(stdinFD, $0.baseAddress!, $0.count) }
                     if n > 0 { written += n }
-                    if n < 0 && errno != EAGAIN && errno != EINTR || written == stdin.count {
+                    if (n < 0 && errno != EAGAIN && errno != EINTR) || written == stdin.count {
                         close(stdinFD)
                         stdinFD = -1
                     }
@@ -129,13 +152,32 @@ final class LocalProcessRun: Sendable {
                 }
             }
         }
+        if outFD >= 0 { close(outFD) }
+        if errFD >= 0 { close(errFD) }
         if stdinFD >= 0 { close(stdinFD) }
+        // Reap without waiting forever: a child that closed its output early is still
+        // bound by the timeout (TERM, then KILL). The group id stays known to cancel()
+        // until the child is reaped, and is cleared under the lock before reaping.
         var status: Int32 = 0
-        while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        while true {
+            var info = siginfo_t()
+            let r = waitid(P_PID, id_t(child), &info, WEXITED | WNOWAIT | WNOHANG)
+            if r == 0 && info._sifields._sigchld.si_pid == child { break }
+            if r < 0 && errno != EINTR { break }
+            let now = monotonicNow()
+            if let deadline, !timedOut, now >= deadline {
+                timedOut = true
+                kill(-child, SIGTERM)
+            }
+            if termAt == nil && (timedOut || cancelled.withLock({ $0 })) { termAt = now }
+            if let t = termAt, now - t >= 1 { kill(-child, SIGKILL) }
+            usleep(10_000)
+        }
         pid.withLock { $0 = 0 }
+        while waitpid(child, &status, 0) < 0 && errno == EINTR {}
         if timedOut {
             var e = TransportError(.timeout, "\(executable) ran longer than \(timeout!) and was stopped")
-            e.seconds = monotonicNow() - start
+            e.seconds = timeout.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
             e.partialStdout = out
             e.stderr = String(decoding: err, as: UTF8.self)
             return .failure(e)

@@ -44,7 +44,14 @@ public struct LocalTransport: ServerTransport {
     }
 
     public func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError) {
-        let p = resolve(path)
+        var p = resolve(path)
+        var link = Glibc.stat()
+        if lstat(p, &link) == 0, link.st_mode & S_IFMT == S_IFLNK {
+            // write the file the link points to, and keep the link
+            guard let real = realpath(p, nil) else { throw Self.ioError("resolve the symlink", path, errno) }
+            p = String(cString: real)
+            free(real)
+        }
         let slash = p.lastIndex(of: "/")
         let dir = slash.map { String(p[..<$0]) } ?? "."
         let name = slash.map { String(p[p.index(after: $0)...]) } ?? p
@@ -52,6 +59,7 @@ public struct LocalTransport: ServerTransport {
         var template = Array("\(dir.isEmpty ? "" : dir)/.\(name).tmp-XXXXXX".utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else { throw Self.ioError("create a temporary file", path, errno) }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         let temp = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         var ok = false
         defer { if !ok { unlink(temp) } }
@@ -124,7 +132,9 @@ public struct LocalTransport: ServerTransport {
         var prefix = p.hasPrefix("/") ? "" : "."
         for part in p.split(separator: "/") {
             prefix += "/" + part
-            if mkdir(prefix, 0o755) != 0 && errno != EEXIST { throw Self.ioError("mkdir", prefix, errno) }
+            var st = Glibc.stat()
+            if followingStat(prefix, &st) == 0 { continue } // only what is missing is made
+            if mkdir(prefix, 0o755) != 0 && errno != EEXIST { throw Self.ioError("mkdir", path, errno) }
         }
         var st = Glibc.stat()
         guard followingStat(p, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {

@@ -1,6 +1,7 @@
 import Foundation
 import SSHKit
 import ServerTransport
+import Synchronization
 import Testing
 
 /// One contract, every transport: the same assertions against `LocalTransport` (in a
@@ -175,52 +176,67 @@ struct LocalTransportTests {
         let path = root + "/config.json"
         let a = [UInt8](repeating: 0x61, count: 1 << 20), b = [UInt8](repeating: 0x62, count: 1 << 20)
         try await t.writeFile(path, contents: a)
-        let reader = Task.detached { () -> Int in
-            var mixed = 0
-            for _ in 0..<300 {
-                guard let d = FileManager.default.contents(atPath: path) else { continue }
-                if !(d.allSatisfy { $0 == 0x61 } || d.allSatisfy { $0 == 0x62 }) || d.count != 1 << 20 { mixed += 1 }
+        let writing = Mutex(true)
+        let reader = Task.detached { () -> (reads: Int, bad: Int) in
+            var reads = 0, bad = 0
+            while writing.withLock({ $0 }) || reads == 0 {
+                reads += 1
+                // a missing file counts: unlink-then-create would not be atomic
+                guard let d = FileManager.default.contents(atPath: path) else { bad += 1; continue }
+                if !(d.allSatisfy { $0 == 0x61 } || d.allSatisfy { $0 == 0x62 }) || d.count != 1 << 20 { bad += 1 }
             }
-            return mixed
+            return (reads, bad)
         }
         for i in 0..<40 { try await t.writeFile(path, contents: i % 2 == 0 ? b : a) }
-        #expect(await reader.value == 0)
+        writing.withLock { $0 = false }
+        let seen = await reader.value
+        #expect(seen.bad == 0 && seen.reads > 1, "\(seen)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: root) == ["config.json"]) // no temporaries
     }
 
     @Test func aFailedWriteLeavesTheOldFileAndNoTemporary() async throws {
         let root = try TestPaths.makeTemporaryDirectory("failwrite")
-        defer { chmod(root, 0o755); try? FileManager.default.removeItem(atPath: root) }
+        defer { try? FileManager.default.removeItem(atPath: root) }
         let t = LocalTransport()
         try await t.writeTextFile(root + "/keep.txt", "old")
-        chmod(root, 0o555) // the temporary file cannot be created
-        defer { chmod(root, 0o755) }
-        if getuid() == 0 {
-            // root ignores directory permissions: make the rename fail instead
-            chmod(root, 0o755)
-            try FileManager.default.createDirectory(atPath: root + "/dir.txt", withIntermediateDirectories: false)
-            try FileManager.default.createDirectory(atPath: root + "/dir.txt/inside", withIntermediateDirectories: false)
-            do {
-                try await t.writeTextFile(root + "/dir.txt", "new")
-                Issue.record("replaced a non-empty directory")
-            } catch {
-                #expect(error.code == .fileIO, "\(error)")
-            }
-            #expect(Set(try FileManager.default.contentsOfDirectory(atPath: root)) == ["keep.txt", "dir.txt"])
-        } else {
-            do {
-                try await t.writeTextFile(root + "/keep.txt", "new")
-                Issue.record("wrote into a read-only directory")
-            } catch {
-                #expect(error.code == .fileIO)
-            }
+        // the rename onto a non-empty directory fails for every user, after the
+        // temporary file was written
+        try FileManager.default.createDirectory(atPath: root + "/busy/inside", withIntermediateDirectories: true)
+        do {
+            try await t.writeTextFile(root + "/busy", "new")
+            Issue.record("replaced a non-empty directory")
+        } catch {
+            #expect(error.code == .fileIO, "\(error)")
         }
+        #expect(Set(try FileManager.default.contentsOfDirectory(atPath: root)) == ["keep.txt", "busy"]) // no temporary
         #expect(try await t.readTextFile(root + "/keep.txt") == "old")
+    }
+
+    @Test func modesAreKeptAndSymlinksAreWrittenThrough() async throws {
+        let root = try TestPaths.makeTemporaryDirectory("modes")
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let t = LocalTransport()
+        try await t.writeTextFile(root + "/script.sh", "#!/bin/sh\n")
+        chmod(root + "/script.sh", 0o750)
+        try await t.writeTextFile(root + "/script.sh", "#!/bin/sh\necho 2\n")
+        #expect(try await t.stat(root + "/script.sh").permissions == 0o750)
+        // a secret that was 0644 before becomes 0600
+        _ = FileManager.default.createFile(atPath: root + "/.env", contents: Data("A=1".utf8),
+                                       attributes: [.posixPermissions: 0o644])
+        try await t.writeTextFile(root + "/.env", "A=2")
+        #expect(try await t.stat(root + "/.env").permissions == 0o600)
+        // through a symlink: the target changes, the link stays
+        try FileManager.default.createSymbolicLink(atPath: root + "/link.conf", withDestinationPath: root + "/script.sh")
+        try await t.writeTextFile(root + "/link.conf", "via link")
+        #expect(try await t.stat(root + "/link.conf").kind == .symlink)
+        #expect(try await t.readTextFile(root + "/script.sh") == "via link")
+        #expect(try await t.stat(root + "/script.sh").permissions == 0o750)
     }
 
     @Test func cancellingStopsTheProcessAndWhatItStarted() async throws {
         let t = LocalTransport()
-        let task = Task { try await t.runProcess("/bin/sh", "-c", "sleep 30 & sleep 31; echo never") }
+        // durations no other test uses: pgrep looks at the whole machine
+        let task = Task { try await t.runProcess("/bin/sh", "-c", "trap '' TERM; sleep 37.25 & sleep 37.5; echo never") }
         try await Task.sleep(for: .milliseconds(300))
         let (error, seconds) = await measure { () -> TransportError? in
             task.cancel()
@@ -234,10 +250,17 @@ struct LocalTransportTests {
             }
         }
         #expect(error?.cause is CancellationError, "\(String(describing: error))")
-        #expect(seconds < 5)
-        // the whole process group is gone: no sleep 30 left behind
-        let left = try TestServer.runCapturing("/usr/bin/pgrep", ["-f", "^sleep 3[01]$"])
+        #expect(seconds < 5) // the shell ignores TERM: KILL follows a second later
+        // the whole process group is gone
+        let left = try TestServer.runCapturing("/usr/bin/pgrep", ["-f", "^sleep 37\\.(25|5)$"])
         #expect(left.out.isEmpty, "left running: \(left.out)")
+    }
+
+    @Test func aChildThatIgnoresItsStdinDoesNotKillTheProcessWithSIGPIPE() async throws {
+        let t = LocalTransport()
+        let r = try await t.runProcess("/bin/true", arguments: [], stdin: [UInt8](repeating: 1, count: 4 << 20),
+                                       environment: [:], timeout: .seconds(30))
+        #expect(r.exitStatus == .exited(0)) // and this test process is still here
     }
 
     @Test func homeRelativePathsAndAMissingExecutable() async throws {
