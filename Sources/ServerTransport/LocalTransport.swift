@@ -24,10 +24,20 @@ public struct LocalTransport: ServerTransport {
     static func ioError(_ what: String, _ path: String, _ e: Int32) -> TransportError {
         var err = TransportError(.fileIO, "\(what): \(String(cString: strerror(e)))", path: path)
         err.systemErrno = e
+        err.reason = switch e {
+        case ENOENT: .noSuchFile
+        case EACCES, EPERM, EROFS: .permissionDenied
+        case ENOTDIR: .notADirectory
+        case EISDIR: .isADirectory
+        case EEXIST: .alreadyExists
+        case ENOTEMPTY: .directoryNotEmpty
+        case ENOSPC, EDQUOT: .noSpace
+        default: .other
+        }
         return err
     }
 
-    public func readFile(_ path: String) async throws(TransportError) -> [UInt8] {
+    func readFileBlocking(_ path: String) throws(TransportError) -> [UInt8] {
         let p = resolve(path)
         let fd = open(p, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw Self.ioError("open", path, errno) }
@@ -43,7 +53,7 @@ public struct LocalTransport: ServerTransport {
         }
     }
 
-    public func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError) {
+    func writeFileBlocking(_ path: String, contents: [UInt8]) throws(TransportError) {
         var p = resolve(path)
         var link = Glibc.stat()
         if lstat(p, &link) == 0, link.st_mode & S_IFMT == S_IFLNK {
@@ -55,7 +65,11 @@ public struct LocalTransport: ServerTransport {
         let slash = p.lastIndex(of: "/")
         let dir = slash.map { String(p[..<$0]) } ?? "."
         let name = slash.map { String(p[p.index(after: $0)...]) } ?? p
-        guard !name.isEmpty else { throw TransportError(.fileIO, "not a file name", path: path) }
+        guard !name.isEmpty else {
+            var e = TransportError(.fileIO, "not a file name", path: path)
+            e.reason = .isADirectory
+            throw e
+        }
         var template = Array("\(dir.isEmpty ? "" : dir)/.\(name).tmp-XXXXXX".utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else { throw Self.ioError("create a temporary file", path, errno) }
@@ -86,7 +100,7 @@ public struct LocalTransport: ServerTransport {
         ok = true
     }
 
-    public func fileExists(_ path: String) async throws(TransportError) -> Bool {
+    func fileExistsBlocking(_ path: String) throws(TransportError) -> Bool {
         var st = Glibc.stat()
         if lstat(resolve(path), &st) == 0 { return true }
         if errno == ENOENT || errno == ENOTDIR { return false }
@@ -102,7 +116,7 @@ public struct LocalTransport: ServerTransport {
         }
     }
 
-    public func stat(_ path: String) async throws(TransportError) -> FileStatus {
+    func statBlocking(_ path: String) throws(TransportError) -> FileStatus {
         var st = Glibc.stat()
         guard lstat(resolve(path), &st) == 0 else { throw Self.ioError("stat", path, errno) }
         return FileStatus(size: UInt64(st.st_size),
@@ -110,7 +124,7 @@ public struct LocalTransport: ServerTransport {
                           kind: Self.kind(st.st_mode), permissions: UInt16(st.st_mode & 0o7777))
     }
 
-    public func listDirectory(_ path: String) async throws(TransportError) -> [DirectoryEntry] {
+    func listDirectoryBlocking(_ path: String) throws(TransportError) -> [DirectoryEntry] {
         let p = resolve(path)
         guard let d = opendir(p) else { throw Self.ioError("open directory", path, errno) }
         defer { closedir(d) }
@@ -127,7 +141,7 @@ public struct LocalTransport: ServerTransport {
         return entries.sorted { $0.name < $1.name }
     }
 
-    public func createDirectory(_ path: String) async throws(TransportError) {
+    func createDirectoryBlocking(_ path: String) throws(TransportError) {
         let p = resolve(path)
         var prefix = p.hasPrefix("/") ? "" : "."
         for part in p.split(separator: "/") {
@@ -138,12 +152,57 @@ public struct LocalTransport: ServerTransport {
         }
         var st = Glibc.stat()
         guard followingStat(p, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
-            throw TransportError(.fileIO, "exists and is not a directory", path: path)
+            var e = TransportError(.fileIO, "exists and is not a directory", path: path)
+            e.reason = .notADirectory
+            throw e
         }
     }
 
-    public func removeFile(_ path: String) async throws(TransportError) {
+    func removeFileBlocking(_ path: String) throws(TransportError) {
         if unlink(resolve(path)) != 0 && errno != ENOENT { throw Self.ioError("remove", path, errno) }
+    }
+
+    // The calls below block (open, read, fsync, readdir): each runs on a queue of its own,
+    // never on the cooperative pool that every task shares.
+    private static let io = DispatchQueue(label: "ServerTransport.LocalTransport.io", attributes: .concurrent)
+
+    private static func offload<T: Sendable>(_ body: @escaping @Sendable () throws(TransportError) -> T)
+        async throws(TransportError) -> T
+    {
+        let r: Result<T, TransportError> = await withCheckedContinuation { c in
+            io.async {
+                do throws(TransportError) { c.resume(returning: .success(try body())) } catch { c.resume(returning: .failure(error)) }
+            }
+        }
+        return try r.get()
+    }
+
+    public func readFile(_ path: String) async throws(TransportError) -> [UInt8] {
+        try await Self.offload { () throws(TransportError) in try self.readFileBlocking(path) }
+    }
+
+    public func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError) {
+        try await Self.offload { () throws(TransportError) in try self.writeFileBlocking(path, contents: contents) }
+    }
+
+    public func fileExists(_ path: String) async throws(TransportError) -> Bool {
+        try await Self.offload { () throws(TransportError) in try self.fileExistsBlocking(path) }
+    }
+
+    public func stat(_ path: String) async throws(TransportError) -> FileStatus {
+        try await Self.offload { () throws(TransportError) in try self.statBlocking(path) }
+    }
+
+    public func listDirectory(_ path: String) async throws(TransportError) -> [DirectoryEntry] {
+        try await Self.offload { () throws(TransportError) in try self.listDirectoryBlocking(path) }
+    }
+
+    public func createDirectory(_ path: String) async throws(TransportError) {
+        try await Self.offload { () throws(TransportError) in try self.createDirectoryBlocking(path) }
+    }
+
+    public func removeFile(_ path: String) async throws(TransportError) {
+        try await Self.offload { () throws(TransportError) in try self.removeFileBlocking(path) }
     }
 
     public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],

@@ -67,8 +67,12 @@ public final class MockTransport: ServerTransport, Sendable {
     }
 
     private static func noSuchFile(_ path: String) -> TransportError {
-        var e = TransportError(.fileIO, "no such file or directory", path: path)
-        e.systemErrno = 2
+        fileError("no such file or directory", path, .noSuchFile)
+    }
+
+    private static func fileError(_ message: String, _ path: String, _ reason: TransportError.FileIOReason) -> TransportError {
+        var e = TransportError(.fileIO, message, path: path)
+        e.reason = reason
         return e
     }
 
@@ -85,7 +89,7 @@ public final class MockTransport: ServerTransport, Sendable {
         let p = normalize(path)
         return try call("readFile \(p)") { s throws(TransportError) in
             guard let n = s.nodes[p] else { throw Self.noSuchFile(path) }
-            guard !n.isDirectory else { throw TransportError(.fileIO, "is a directory", path: path) }
+            guard !n.isDirectory else { throw Self.fileError("is a directory", path, .isADirectory) }
             return n.contents
         }
     }
@@ -94,7 +98,7 @@ public final class MockTransport: ServerTransport, Sendable {
         let p = normalize(path)
         try call("writeFile \(p)") { s throws(TransportError) in
             guard s.nodes[Self.parent(p)]?.isDirectory == true else { throw Self.noSuchFile(path) }
-            if s.nodes[p]?.isDirectory == true { throw TransportError(.fileIO, "is a directory", path: path) }
+            if s.nodes[p]?.isDirectory == true { throw Self.fileError("is a directory", path, .isADirectory) }
             s.clock += 1
             let mode: UInt16 = secrets.isSecret(p) ? 0o600 : (s.nodes[p]?.permissions ?? 0o644)
             s.nodes[p] = Node(contents: contents, permissions: mode, modificationTime: s.clock, isDirectory: false)
@@ -119,7 +123,7 @@ public final class MockTransport: ServerTransport, Sendable {
         let p = normalize(path)
         return try call("listDirectory \(p)") { s throws(TransportError) in
             guard let n = s.nodes[p] else { throw Self.noSuchFile(path) }
-            guard n.isDirectory else { throw TransportError(.fileIO, "not a directory", path: path) }
+            guard n.isDirectory else { throw Self.fileError("not a directory", path, .notADirectory) }
             let prefix = p == "/" ? "/" : p + "/"
             return s.nodes.compactMap { key, node -> DirectoryEntry? in
                 guard key.hasPrefix(prefix), key != p, !key.dropFirst(prefix.count).contains("/") else { return nil }
@@ -135,7 +139,7 @@ public final class MockTransport: ServerTransport, Sendable {
             for part in p.split(separator: "/") {
                 prefix += "/" + part
                 if let n = s.nodes[prefix] {
-                    guard n.isDirectory else { throw TransportError(.fileIO, "exists and is not a directory", path: prefix) }
+                    guard n.isDirectory else { throw Self.fileError("exists and is not a directory", prefix, .notADirectory) }
                     continue
                 }
                 s.clock += 1
@@ -147,7 +151,7 @@ public final class MockTransport: ServerTransport, Sendable {
     public func removeFile(_ path: String) async throws(TransportError) {
         let p = normalize(path)
         try call("removeFile \(p)") { s throws(TransportError) in
-            if s.nodes[p]?.isDirectory == true { throw TransportError(.fileIO, "is a directory", path: path) }
+            if s.nodes[p]?.isDirectory == true { throw Self.fileError("is a directory", path, .isADirectory) }
             s.nodes[p] = nil
         }
     }

@@ -14,7 +14,7 @@ public protocol ServerTransport: Sendable {
     /// Whether the files and processes are on another machine.
     var isRemote: Bool { get }
 
-    /// The whole file. - Throws: `fileIO` (`noSuchFile` as the cause's code when missing).
+    /// The whole file. - Throws: `fileIO` (`reason` `.noSuchFile` when it is missing).
     func readFile(_ path: String) async throws(TransportError) -> [UInt8]
 
     /// Replaces the file atomically: the bytes go to a temporary file in the same

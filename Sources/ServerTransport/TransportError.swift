@@ -20,14 +20,23 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         public static let other = Code("other")
     }
 
+    /// Why a file operation failed, the same for every transport (an errno locally, an
+    /// SFTP status remotely).
+    public enum FileIOReason: Sendable, Equatable {
+        case noSuchFile, permissionDenied, notADirectory, isADirectory, alreadyExists
+        case directoryNotEmpty, noSpace, other
+    }
+
     public var code: Code
     public var message: String
+    /// For `fileIO`: why.
+    public var reason: FileIOReason?
     public var path: String?
     public var exitCode: Int32?
     public var stderr: String?
     public var seconds: Double?
     public var partialStdout: [UInt8]?
-    /// For `fileIO`: the errno (local) or SFTP status, when known.
+    /// For `fileIO` on this machine: the errno.
     public var systemErrno: Int32?
     public var cause: (any Error & Sendable)?
 
@@ -39,7 +48,7 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     }
 
     /// Whether a missing file caused it.
-    public var isNoSuchFile: Bool { code == .fileIO && systemErrno == 2 /* ENOENT */ }
+    public var isNoSuchFile: Bool { code == .fileIO && reason == .noSuchFile }
 
     public var description: String {
         var s = "TransportError.\(code): \(message)"

@@ -101,6 +101,15 @@ struct TransportContractTests {
             #expect(error.code == .fileIO)
         }
         #expect(try await !t.fileExists(s.root + "/nodir"))
+        // a write onto a directory: a file error that says so, and the directory stays
+        try await t.createDirectory(s.root + "/adir/sub")
+        do {
+            try await t.writeFile(s.root + "/adir", contents: [1])
+            Issue.record("wrote over a directory")
+        } catch {
+            #expect(error.code == .fileIO && error.reason == .isADirectory, "\(error)")
+        }
+        #expect(try await t.stat(s.root + "/adir").kind == .directory)
     }
 
     @Test(arguments: all)
