@@ -60,7 +60,7 @@ struct RemoteForwardTests {
         let dir = try TestPaths.makeTemporaryDirectory("rfwd-curl")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let local = dir + "/body"
-        FileManager.default.createFile(atPath: local, contents: Data(body))
+        _ = FileManager.default.createFile(atPath: local, contents: Data(body))
         try await SSHClient.withConnection(server.configuration()) { conn in
             let forward = try await conn.forwardRemotePort(port: 0, to: .tcp(host: "127.0.0.1", port: http.port))
             let remote = try await conn.execute(

@@ -28,20 +28,11 @@ struct BridgeCounts: Sendable, Equatable {
 /// A direct channel joined to a socket inside the core: the bytes never reach Swift.
 /// The core owns the fd from `start` on and closes it when the bridge ends.
 final class CoreBridge: Sendable {
-    private struct State {
-        var op: OpPointer?
-        var cancelRequested = false
-    }
-
-    private let state = Mutex(State())
+    private let handle = CoreOpHandle()
     let handlers: BridgeHandlers
 
     private init(handlers: BridgeHandlers) {
         self.handlers = handlers
-    }
-
-    deinit {
-        if let op = state.withLock({ $0.op }) { sshcore_op_release(op.raw) }
     }
 
     /// Starts a bridge of `fd` to `target` through `connection`. On a thrown error
@@ -75,25 +66,17 @@ final class CoreBridge: Sendable {
             Unmanaged<CoreBridge>.fromOpaque(ctx).release()
             throw SSHError(core: err)
         }
-        let cancelNow = bridge.state.withLock { s -> Bool in
-            s.op = OpPointer(raw: op)
-            return s.cancelRequested
-        }
-        if cancelNow { sshcore_op_cancel(op) }
+        bridge.handle.attach(op)
         return bridge
     }
 
     /// Ends the bridge at once (any thread, never blocks): the channel and the socket close.
     func cancel() {
-        let op = state.withLock { s -> OpPointer? in
-            s.cancelRequested = true
-            return s.op
-        }
-        if let op { sshcore_op_cancel(op.raw) }
+        handle.cancel()
     }
 
     var counts: BridgeCounts {
-        guard let op = state.withLock({ $0.op }) else { return BridgeCounts() }
+        guard let op = handle.op else { return BridgeCounts() }
         var c = BridgeCounts()
         sshcore_bridge_get_counts(op.raw, &c.toSocket, &c.fromSocket)
         return c

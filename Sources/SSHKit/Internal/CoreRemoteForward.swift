@@ -13,20 +13,11 @@ struct RemoteForwardHandlers: Sendable {
 
 /// A `tcpip-forward` request and the connections the server forwards for it.
 final class CoreRemoteForward: Sendable {
-    private struct State {
-        var op: OpPointer?
-        var cancelRequested = false
-    }
-
-    private let state = Mutex(State())
+    private let handle = CoreOpHandle()
     let handlers: RemoteForwardHandlers
 
     private init(handlers: RemoteForwardHandlers) {
         self.handlers = handlers
-    }
-
-    deinit {
-        if let op = state.withLock({ $0.op }) { sshcore_op_release(op.raw) }
     }
 
     static func start(on connection: CoreConnection, address: String, port: Int, acceptTimeout: Duration,
@@ -43,24 +34,16 @@ final class CoreRemoteForward: Sendable {
             Unmanaged<CoreRemoteForward>.fromOpaque(ctx).release()
             throw SSHError(core: err)
         }
-        let cancelNow = forward.state.withLock { s -> Bool in
-            s.op = OpPointer(raw: op)
-            return s.cancelRequested
-        }
-        if cancelNow { sshcore_op_cancel(op) }
+        forward.handle.attach(op)
         return forward
     }
 
-    private var op: OpPointer? { state.withLock { $0.op } }
+    private var op: OpPointer? { handle.op }
 
     /// Stops the forward: the server is asked to stop listening and waiting
     /// connections are closed. Handed-on connections are not touched.
     func cancel() {
-        let op = state.withLock { s -> OpPointer? in
-            s.cancelRequested = true
-            return s.op
-        }
-        if let op { sshcore_op_cancel(op.raw) }
+        handle.cancel()
     }
 
     /// Joins waiting connection `id` to `fd` (owned by the core from here on).

@@ -1,0 +1,37 @@
+import SSHCore
+import Synchronization
+
+/// The caller's reference to one core operation, and a cancel that may come before the
+/// operation exists: `attach` then cancels it at once. Releases the reference on deinit.
+final class CoreOpHandle: Sendable {
+    private struct State {
+        var op: OpPointer?
+        var cancelRequested = false
+    }
+
+    private let state = Mutex(State())
+
+    deinit {
+        if let op = state.withLock({ $0.op }) { sshcore_op_release(op.raw) }
+    }
+
+    var op: OpPointer? { state.withLock { $0.op } }
+
+    /// Takes the caller's reference to `op` (once).
+    func attach(_ op: OpaquePointer) {
+        let cancelNow = state.withLock { s -> Bool in
+            s.op = OpPointer(raw: op)
+            return s.cancelRequested
+        }
+        if cancelNow { sshcore_op_cancel(op) }
+    }
+
+    /// Cancels the operation (any thread, never blocks), now or as soon as it is attached.
+    func cancel() {
+        let op = state.withLock { s -> OpPointer? in
+            s.cancelRequested = true
+            return s.op
+        }
+        if let op { sshcore_op_cancel(op.raw) }
+    }
+}
