@@ -14,7 +14,7 @@ struct TransportContractTests {
         let name: String
         let transport: any ServerTransport
         let root: String
-        let cleanup: @Sendable () -> Void
+        let cleanup: @Sendable () async -> Void
         var testDescription: String { name }
     }
 
@@ -25,11 +25,33 @@ struct TransportContractTests {
             return Subject(name: name, transport: LocalTransport(), root: root) {
                 try? FileManager.default.removeItem(atPath: root)
             }
+        case "sshkit":
+            let server = TestServer.shared
+            let t = SSHTransport(configuration: server.configuration())
+            // under the test user's home, spelled with ~/ so every call expands it
+            let root = "~/transport-\(UInt64.random(in: 0...UInt64.max))"
+            try await t.createDirectory(root)
+            return Subject(name: name, transport: t, root: root) {
+                _ = try? await t.runProcess("/bin/rm", "-rf", "--", root.replacingOccurrences(of: "~/", with: ""))
+                await t.close()
+            }
         default:
             let mock = MockTransport(script: Self.mockShell)
             try await mock.createDirectory("/work")
             return Subject(name: name, transport: mock, root: "/work") {}
         }
+    }
+
+    /// Runs `body` on a fresh subject and cleans up after it, also when it throws.
+    static func with(_ name: String, _ body: (Subject) async throws -> Void) async throws {
+        let s = try await subject(name)
+        do {
+            try await body(s)
+        } catch {
+            await s.cleanup()
+            throw error
+        }
+        await s.cleanup()
     }
 
     /// What the process tests run, for the mock: `printf`, `cat`, `sh -c 'exit N'` and `sleep`.
@@ -50,126 +72,126 @@ struct TransportContractTests {
         }
     }
 
-    static let all = ["local", "mock"]
+    static let all = ["local", "sshkit", "mock"]
 
     @Test(arguments: all)
     func filesRoundTripAndListingsAreSorted(_ name: String) async throws {
-        let s = try await Self.subject(name)
-        defer { s.cleanup() }
-        let t = s.transport
-        try await t.createDirectory(s.root + "/a/b/c")
-        try await t.createDirectory(s.root + "/a/b/c") // idempotent
-        let data = (0..<300_000).map { UInt8($0 % 251) }
-        try await t.writeFile(s.root + "/a/b/c/data.bin", contents: data)
-        #expect(try await t.readFile(s.root + "/a/b/c/data.bin") == data)
-        try await t.writeTextFile(s.root + "/a/z.txt", "zed")
-        try await t.writeTextFile(s.root + "/a/m.txt", "em")
-        let names = try await t.listDirectory(s.root + "/a").map(\.name)
-        #expect(names == ["b", "m.txt", "z.txt"])
-        #expect(try await t.listDirectory(s.root + "/a").first?.kind == .directory)
-        let st = try await t.stat(s.root + "/a/b/c/data.bin")
-        #expect(st.size == 300_000 && st.kind == .file)
-        #expect(try await t.fileExists(s.root + "/a/m.txt"))
-        try await t.removeFile(s.root + "/a/m.txt")
-        try await t.removeFile(s.root + "/a/m.txt") // idempotent
-        #expect(try await !t.fileExists(s.root + "/a/m.txt"))
-        #expect(try await t.readTextFile(s.root + "/a/z.txt") == "zed")
+        try await Self.with(name) { s in
+            let t = s.transport
+            try await t.createDirectory(s.root + "/a/b/c")
+            try await t.createDirectory(s.root + "/a/b/c") // idempotent
+            let data = (0..<300_000).map { UInt8($0 % 251) }
+            try await t.writeFile(s.root + "/a/b/c/data.bin", contents: data)
+            #expect(try await t.readFile(s.root + "/a/b/c/data.bin") == data)
+            try await t.writeTextFile(s.root + "/a/z.txt", "zed")
+            try await t.writeTextFile(s.root + "/a/m.txt", "em")
+            let names = try await t.listDirectory(s.root + "/a").map(\.name)
+            #expect(names == ["b", "m.txt", "z.txt"])
+            #expect(try await t.listDirectory(s.root + "/a").first?.kind == .directory)
+            let st = try await t.stat(s.root + "/a/b/c/data.bin")
+            #expect(st.size == 300_000 && st.kind == .file)
+            #expect(try await t.fileExists(s.root + "/a/m.txt"))
+            try await t.removeFile(s.root + "/a/m.txt")
+            try await t.removeFile(s.root + "/a/m.txt") // idempotent
+            #expect(try await !t.fileExists(s.root + "/a/m.txt"))
+            #expect(try await t.readTextFile(s.root + "/a/z.txt") == "zed")
+        }
     }
 
     @Test(arguments: all)
     func missingFilesAreTypedFileErrors(_ name: String) async throws {
-        let s = try await Self.subject(name)
-        defer { s.cleanup() }
-        let t = s.transport
-        do {
-            _ = try await t.readFile(s.root + "/missing")
-            Issue.record("read a missing file")
-        } catch {
-            #expect(error.code == .fileIO && error.isNoSuchFile && error.path == s.root + "/missing", "\(error)")
+        try await Self.with(name) { s in
+            let t = s.transport
+            do {
+                _ = try await t.readFile(s.root + "/missing")
+                Issue.record("read a missing file")
+            } catch let error as TransportError {
+                #expect(error.code == .fileIO && error.isNoSuchFile && error.path == s.root + "/missing", "\(error)")
+            }
+            do {
+                _ = try await t.stat(s.root + "/missing")
+                Issue.record("stat a missing file")
+            } catch let error as TransportError {
+                #expect(error.isNoSuchFile, "\(error)")
+            }
+            // a write into a directory that does not exist fails and creates nothing
+            do {
+                try await t.writeFile(s.root + "/nodir/file", contents: [1])
+                Issue.record("wrote into a missing directory")
+            } catch let error as TransportError {
+                #expect(error.code == .fileIO)
+            }
+            #expect(try await !t.fileExists(s.root + "/nodir"))
+            // a write onto a directory: a file error that says so, and the directory stays
+            try await t.createDirectory(s.root + "/adir/sub")
+            do {
+                try await t.writeFile(s.root + "/adir", contents: [1])
+                Issue.record("wrote over a directory")
+            } catch let error as TransportError {
+                #expect(error.code == .fileIO && error.reason == .isADirectory, "\(error)")
+            }
+            #expect(try await t.stat(s.root + "/adir").kind == .directory)
         }
-        do {
-            _ = try await t.stat(s.root + "/missing")
-            Issue.record("stat a missing file")
-        } catch {
-            #expect(error.isNoSuchFile, "\(error)")
-        }
-        // a write into a directory that does not exist fails and creates nothing
-        do {
-            try await t.writeFile(s.root + "/nodir/file", contents: [1])
-            Issue.record("wrote into a missing directory")
-        } catch {
-            #expect(error.code == .fileIO)
-        }
-        #expect(try await !t.fileExists(s.root + "/nodir"))
-        // a write onto a directory: a file error that says so, and the directory stays
-        try await t.createDirectory(s.root + "/adir/sub")
-        do {
-            try await t.writeFile(s.root + "/adir", contents: [1])
-            Issue.record("wrote over a directory")
-        } catch {
-            #expect(error.code == .fileIO && error.reason == .isADirectory, "\(error)")
-        }
-        #expect(try await t.stat(s.root + "/adir").kind == .directory)
     }
 
     @Test(arguments: all)
     func secretsAreCreatedAndKept0600AndOtherFilesKeepTheirMode(_ name: String) async throws {
-        let s = try await Self.subject(name)
-        defer { s.cleanup() }
-        let t = s.transport
-        for secret in [".env", "auth.json", "github-tokens.json"] {
-            try await t.writeTextFile(s.root + "/" + secret, "TOKEN=1")
-            #expect(try await t.stat(s.root + "/" + secret).permissions == 0o600, "\(secret)")
-            try await t.writeTextFile(s.root + "/" + secret, "TOKEN=2")
-            #expect(try await t.stat(s.root + "/" + secret).permissions == 0o600, "\(secret) after a rewrite")
+        try await Self.with(name) { s in
+            let t = s.transport
+            for secret in [".env", "auth.json", "github-tokens.json"] {
+                try await t.writeTextFile(s.root + "/" + secret, "TOKEN=1")
+                #expect(try await t.stat(s.root + "/" + secret).permissions == 0o600, "\(secret)")
+                try await t.writeTextFile(s.root + "/" + secret, "TOKEN=2")
+                #expect(try await t.stat(s.root + "/" + secret).permissions == 0o600, "\(secret) after a rewrite")
+            }
+            try await t.writeTextFile(s.root + "/plain.conf", "x")
+            #expect(try await t.stat(s.root + "/plain.conf").permissions == 0o644)
+            #expect(SecretFiles(extra: ["*.key"]).isSecret("/etc/tls/server.key"))
+            #expect(!SecretFiles().isSecret("/etc/app/tokens.json.bak"))
         }
-        try await t.writeTextFile(s.root + "/plain.conf", "x")
-        #expect(try await t.stat(s.root + "/plain.conf").permissions == 0o644)
-        #expect(SecretFiles(extra: ["*.key"]).isSecret("/etc/tls/server.key"))
-        #expect(!SecretFiles().isSecret("/etc/app/tokens.json.bak"))
     }
 
     @Test(arguments: all)
     func hostileFileNamesRoundTrip(_ name: String) async throws {
-        let s = try await Self.subject(name)
-        defer { s.cleanup() }
-        let t = s.transport
-        let names = ["with space", "it's \"quoted\"", "$(rm -rf x)", "-leading-dash", "new\nline", "semi;colon&amp", "ünïcødé"]
-        for n in names {
-            try await t.writeTextFile(s.root + "/" + n, n)
-            #expect(try await t.readTextFile(s.root + "/" + n) == n)
+        try await Self.with(name) { s in
+            let t = s.transport
+            let names = ["with space", "it's \"quoted\"", "$(rm -rf x)", "-leading-dash", "new\nline", "semi;colon&amp", "ünïcødé"]
+            for n in names {
+                try await t.writeTextFile(s.root + "/" + n, n)
+                #expect(try await t.readTextFile(s.root + "/" + n) == n)
+            }
+            #expect(Set(try await t.listDirectory(s.root).map(\.name)) == Set(names))
+            for n in names { try await t.removeFile(s.root + "/" + n) }
+            #expect(try await t.listDirectory(s.root).isEmpty)
         }
-        #expect(Set(try await t.listDirectory(s.root).map(\.name)) == Set(names))
-        for n in names { try await t.removeFile(s.root + "/" + n) }
-        #expect(try await t.listDirectory(s.root).isEmpty)
     }
 
     @Test(arguments: all)
     func processesReturnOutputAndStatusAndTimeOutWithWhatTheyPrinted(_ name: String) async throws {
-        let s = try await Self.subject(name)
-        defer { s.cleanup() }
-        let t = s.transport
-        let hostile = "a 'b' \"c\" $HOME `x` \\ -n"
-        let printed = try await t.runProcess("/usr/bin/printf", "%s", hostile)
-        #expect(printed.exitStatus == .exited(0) && printed.stdoutString == hostile)
-        let catted = try await t.runProcess("/bin/cat", arguments: [], stdin: Array("from stdin".utf8),
-                                            environment: [:], timeout: .seconds(30))
-        #expect(catted.stdoutString == "from stdin")
-        let failed = try await t.runProcess("/bin/sh", "-c", "echo oops >&2; exit 3")
-        #expect(failed.exitStatus == .exited(3) && failed.stderrString == "oops\n")
-        do {
-            try failed.check("the script")
-            Issue.record("check passed a failure")
-        } catch {
-            #expect(error.code == .commandFailed && error.exitCode == 3 && error.stderr == "oops\n")
-        }
-        do {
-            _ = try await t.runProcess("/bin/sh", arguments: ["-c", "echo started; sleep 30"], stdin: [], environment: [:],
-                                       timeout: .milliseconds(500))
-            Issue.record("no timeout")
-        } catch {
-            #expect(error.code == .timeout, "\(error)")
-            #expect(error.partialStdout.map { String(decoding: $0, as: UTF8.self) } == "started\n")
+        try await Self.with(name) { s in
+            let t = s.transport
+            let hostile = "a 'b' \"c\" $HOME `x` \\ -n"
+            let printed = try await t.runProcess("/usr/bin/printf", "%s", hostile)
+            #expect(printed.exitStatus == .exited(0) && printed.stdoutString == hostile)
+            let catted = try await t.runProcess("/bin/cat", arguments: [], stdin: Array("from stdin".utf8),
+                                                environment: [:], timeout: .seconds(30))
+            #expect(catted.stdoutString == "from stdin")
+            let failed = try await t.runProcess("/bin/sh", "-c", "echo oops >&2; exit 3")
+            #expect(failed.exitStatus == .exited(3) && failed.stderrString == "oops\n")
+            do {
+                try failed.check("the script")
+                Issue.record("check passed a failure")
+            } catch let error as TransportError {
+                #expect(error.code == .commandFailed && error.exitCode == 3 && error.stderr == "oops\n")
+            }
+            do {
+                _ = try await t.runProcess("/bin/sh", arguments: ["-c", "echo started; sleep 30"], stdin: [], environment: [:],
+                                           timeout: .milliseconds(500))
+                Issue.record("no timeout")
+            } catch let error as TransportError {
+                #expect(error.code == .timeout, "\(error)")
+                #expect(error.partialStdout.map { String(decoding: $0, as: UTF8.self) } == "started\n")
+            }
         }
     }
 }

@@ -1,0 +1,275 @@
+import SSHKit
+
+/// A server over SSHKit: one long-lived connection shared by every caller (each call
+/// is its own channel or SFTP request, many in flight at once), reconnecting when it
+/// drops. Files go over SFTP, processes over exec channels.
+///
+/// - Paths: `~` and `~/…` are the login user's home (asked once per connection); other
+///   relative paths are relative to it too (SFTP's and exec's working directory).
+/// - Processes: the executable and every argument go through `SSHShellQuoting`, the one
+///   quoting function, before they reach the login shell (which must be POSIX).
+/// - Reconnecting: a call that finds the connection gone connects again. A file call
+///   that fails because the connection dropped under it is retried once on a new one;
+///   a process is never re-run (it may have run), its call fails with `hostUnreachable`.
+/// - Keepalive: when the configuration has none, 15 s × 3 is used, so a dead server is
+///   noticed within a minute even while nothing runs.
+public final class SSHTransport: ServerTransport, Sendable {
+    public let serverID: ServerID
+    public let isRemote = true
+    public let secrets: SecretFiles
+    /// Where `snapshotSQLite` keeps its copies.
+    public let cache: SnapshotCache
+    let link: SharedConnection
+
+    /// Nothing connects until the first call.
+    public init(configuration: SSHConfiguration, serverID: ServerID? = nil, secrets: SecretFiles = SecretFiles(),
+                cache: SnapshotCache = .standard) {
+        var configuration = configuration
+        if configuration.keepalive == nil { configuration.keepalive = SSHKeepalive() }
+        self.serverID = serverID ?? ServerID("ssh:\(configuration.user)@\(configuration.host):\(configuration.port)")
+        self.secrets = secrets
+        self.cache = cache
+        self.link = SharedConnection(configuration: configuration)
+    }
+
+    /// Closes the connection; later calls fail with `other` (`invalidState`).
+    public func close() async {
+        await link.close()
+    }
+
+    /// How many connections this transport made (1, plus one per reconnect).
+    public var connectionsMade: Int {
+        get async { await link.connects }
+    }
+
+    /// Connects now, rather than on the first call (to report a bad host or key early).
+    public func connect() async throws(TransportError) {
+        do {
+            _ = try await link.get()
+        } catch {
+            throw TransportError(error)
+        }
+    }
+
+    // MARK: plumbing
+
+    /// `~` and `~/…` against the remote home.
+    static func resolve(_ path: String, home: String) -> String {
+        if path == "~" { return home }
+        if path.hasPrefix("~/") { return home + path.dropFirst() }
+        return path
+    }
+
+    private static func connectionGone(_ e: SSHError) -> Bool {
+        [.disconnected, .connectionLost, .connectionClosed, .invalidState].contains(e.code)
+    }
+
+    /// Runs `body` on the shared connection. An SSHError from it is classified; one that
+    /// says the connection is gone drops it, and `retry` allows one more attempt on a new one.
+    func withLive<R>(retry: Bool, path: String?, _ body: (SharedConnection.Live) async throws -> R)
+        async throws(TransportError) -> R
+    {
+        var attempt = 0
+        while true {
+            attempt += 1
+            let live: SharedConnection.Live
+            do {
+                live = try await link.get()
+            } catch {
+                throw TransportError(error)
+            }
+            do {
+                return try await body(live)
+            } catch let e as TransportError {
+                throw e
+            } catch let e as SSHError {
+                if Self.connectionGone(e) {
+                    await link.invalidate(live)
+                    if retry && attempt == 1 && !Task.isCancelled { continue }
+                }
+                throw TransportError(e, path: path)
+            } catch {
+                throw TransportError(.other, "\(error)", path: path)
+            }
+        }
+    }
+
+    /// The SFTP session, or the error that says there is none.
+    private static func sftp(_ live: SharedConnection.Live, _ path: String) throws(TransportError) -> SFTPClient {
+        guard let s = live.sftp else {
+            throw TransportError(.other, "the server has no SFTP subsystem: file calls need it", path: path)
+        }
+        return s
+    }
+
+    private static func lstatOrNil(_ sftp: SFTPClient, _ p: String) async throws -> SFTPFileAttributes? {
+        do {
+            return try await sftp.linkAttributes(at: SFTPPath(p))
+        } catch where error.code == .noSuchFile {
+            return nil
+        }
+    }
+
+    static func kind(_ a: SFTPFileAttributes) -> FileKind {
+        switch a.kind {
+        case .regular: .file
+        case .directory: .directory
+        case .symlink: .symlink
+        default: .other
+        }
+    }
+
+    // MARK: files
+
+    public func readFile(_ path: String) async throws(TransportError) -> [UInt8] {
+        try await withLive(retry: true, path: path) { live in
+            let p = Self.resolve(path, home: live.home)
+            let sftp = try Self.sftp(live, path)
+            if let a = try await Self.lstatOrNil(sftp, p), a.kind == .directory {
+                throw TransportError.fileError("is a directory", path, .isADirectory)
+            }
+            return try await sftp.contentsOfFile(SFTPPath(p), limit: Int(Int32.max))
+        }
+    }
+
+    public func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError) {
+        try await withLive(retry: true, path: path) { live in
+            var target = Self.resolve(path, home: live.home)
+            let sftp = try Self.sftp(live, path)
+            var existing = try await Self.lstatOrNil(sftp, target)
+            if existing?.kind == .symlink {
+                // write the file the link points to, and keep the link
+                target = try await sftp.canonicalPath(SFTPPath(target)).string
+                existing = try await Self.lstatOrNil(sftp, target)
+            }
+            if existing?.kind == .directory {
+                throw TransportError.fileError("is a directory", path, .isADirectory)
+            }
+            let mode: UInt32 = secrets.isSecret(target) ? 0o600 : (existing?.mode ?? 0o644)
+            try await sftp.write(contents, to: SFTPPath(target), permissions: mode)
+        }
+    }
+
+    public func fileExists(_ path: String) async throws(TransportError) -> Bool {
+        try await withLive(retry: true, path: path) { live in
+            try await Self.lstatOrNil(Self.sftp(live, path), Self.resolve(path, home: live.home)) != nil
+        }
+    }
+
+    public func stat(_ path: String) async throws(TransportError) -> FileStatus {
+        try await withLive(retry: true, path: path) { live in
+            let a = try await Self.sftp(live, path).linkAttributes(at: SFTPPath(Self.resolve(path, home: live.home)))
+            return FileStatus(size: a.size ?? 0, modificationTime: Double(a.modificationTime ?? 0),
+                              kind: Self.kind(a), permissions: UInt16(a.mode ?? 0))
+        }
+    }
+
+    public func listDirectory(_ path: String) async throws(TransportError) -> [DirectoryEntry] {
+        try await withLive(retry: true, path: path) { live in
+            let p = Self.resolve(path, home: live.home)
+            let sftp = try Self.sftp(live, path)
+            let entries = try await sftp.listDirectory(at: SFTPPath(p))
+            return entries.compactMap { e -> DirectoryEntry? in
+                let name = e.name.string
+                if name == "." || name == ".." { return nil }
+                return DirectoryEntry(name: name, kind: Self.kind(e.attributes))
+            }.sorted { $0.name < $1.name }
+        }
+    }
+
+    public func createDirectory(_ path: String) async throws(TransportError) {
+        try await withLive(retry: true, path: path) { live in
+            let p = Self.resolve(path, home: live.home)
+            let sftp = try Self.sftp(live, path)
+            do {
+                try await sftp.createDirectory(at: SFTPPath(p), parents: true)
+            } catch {
+                // a file where a directory should be says so, the same as on every transport
+                if let a = try? await sftp.attributes(at: SFTPPath(p)), a.kind != .directory {
+                    throw TransportError.fileError("exists and is not a directory", path, .notADirectory)
+                }
+                throw error
+            }
+        }
+    }
+
+    public func removeFile(_ path: String) async throws(TransportError) {
+        try await withLive(retry: true, path: path) { live in
+            let p = Self.resolve(path, home: live.home)
+            let sftp = try Self.sftp(live, path)
+            do {
+                try await sftp.removeFile(at: SFTPPath(p))
+            } catch let e as SSHError where e.code == .noSuchFile {
+                return
+            } catch {
+                if let a = try? await sftp.linkAttributes(at: SFTPPath(p)), a.kind == .directory {
+                    throw TransportError.fileError("is a directory", path, .isADirectory)
+                }
+                throw error
+            }
+        }
+    }
+
+    // MARK: processes
+
+    /// The command line the login shell runs: every word quoted by the one function.
+    static func commandLine(_ executable: String, _ arguments: [String], home: String) -> String {
+        SSHShellQuoting.command([resolve(executable, home: home)] + arguments)
+    }
+
+    public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
+                           environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
+        try await withLive(retry: false, path: nil) { live in
+            let command = Self.commandLine(executable, arguments, home: live.home)
+            guard let timeout else {
+                let r = try await live.connection.execute(command, stdin: stdin, environment: environment,
+                                                          outputLimit: 1 << 30)
+                return ProcessResult(exitStatus: r.exitStatus, stdout: r.stdout, stderr: r.stderr)
+            }
+            return try await Self.runWithTimeout(live.connection, command, stdin: stdin, environment: environment,
+                                                 timeout: timeout)
+        }
+    }
+
+    /// A streamed command with SSHKit's channel timeout (TERM, then the channel closes),
+    /// so what it printed before is kept for the `timeout` error.
+    private static func runWithTimeout(_ connection: SSHConnection, _ command: String, stdin: [UInt8],
+                                       environment: [String: String], timeout: Duration) async throws -> ProcessResult {
+        let cmd = try await connection.startCommand(command, options: SSHChannelOptions(environment: environment,
+                                                                                         timeout: timeout))
+        return try await withTaskCancellationHandler {
+            // stdin and stderr beside stdout: none of them may stall the others
+            async let fed: Void = {
+                do {
+                    try await cmd.stdin.write(stdin)
+                    try cmd.stdin.finish()
+                } catch {
+                    // a command that exits without reading its input is not an error
+                }
+            }()
+            async let errors: [UInt8] = {
+                var all: [UInt8] = []
+                do {
+                    for try await chunk in cmd.stderr { all += chunk }
+                } catch {}
+                return all
+            }()
+            var out: [UInt8] = []
+            do {
+                for try await chunk in cmd.stdout { out += chunk }
+                let status = try await cmd.exitStatus()
+                await fed
+                return ProcessResult(exitStatus: status, stdout: out, stderr: await errors)
+            } catch let failure as SSHError where failure.code == .timedOut {
+                var e = TransportError(.timeout, "\(command) ran longer than \(timeout) and was stopped")
+                e.seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+                e.partialStdout = out
+                e.stderr = String(decoding: await errors, as: UTF8.self)
+                await fed
+                throw e
+            }
+        } onCancel: {
+            cmd.cancel()
+        }
+    }
+}

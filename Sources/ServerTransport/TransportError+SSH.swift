@@ -1,0 +1,45 @@
+import SSHKit
+
+extension TransportError {
+    /// Classifies one of SSHKit's errors for a UI. `path` names the file an SFTP
+    /// failure is about (the caller's spelling, not the resolved one).
+    public init(_ error: SSHError, path: String? = nil) {
+        let code: Code
+        var reason: FileIOReason?
+        switch error.code {
+        case .nameResolutionFailed, .connectionRefused, .hostUnreachable, .connectTimeout,
+             .disconnected, .connectionLost, .connectionClosed, .keyExchangeFailed:
+            code = .hostUnreachable
+        case .authenticationFailed, .privateKeyUnreadable, .agentUnavailable:
+            code = .authenticationFailed
+        case .hostKeyRejected:
+            code = .hostKeyMismatch
+        case .timedOut:
+            code = .timeout
+        case .noSuchFile:
+            (code, reason) = (.fileIO, .noSuchFile)
+        case .permissionDenied:
+            (code, reason) = (.fileIO, .permissionDenied)
+        case .sftpFailure, .localFileError, .outputLimitExceeded:
+            (code, reason) = (.fileIO, .other)
+        default:
+            code = .other
+        }
+        let cause: any Error & Sendable = error.code == .cancelled ? CancellationError() : error
+        self.init(code, error.message, path: path ?? error.sftp?.path?.string, cause: cause)
+        self.reason = reason
+        self.systemErrno = error.systemErrno
+    }
+
+    /// The transport's error for a cancelled call (the same for every transport).
+    static var cancelled: TransportError { TransportError(.other, "cancelled", cause: CancellationError()) }
+
+    /// Whether the task was cancelled.
+    public var isCancellation: Bool { cause is CancellationError }
+
+    static func fileError(_ message: String, _ path: String, _ reason: FileIOReason) -> TransportError {
+        var e = TransportError(.fileIO, message, path: path)
+        e.reason = reason
+        return e
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import SSHKit
+import ServerTransport
+import Synchronization
+import Testing
+
+/// What only the SSHKit transport promises: one shared connection, reconnecting, the
+/// remote home, quoting and the classification of SSH failures.
+@Suite("SSHKit transport", .serialized)
+struct SSHTransportTests {
+    let server = TestServer.shared
+
+    @Test func manyCallsInFlightShareOneConnection() async throws {
+        let t = SSHTransport(configuration: server.configuration())
+        defer { Task { await t.close() } }
+        let root = "~/shared-\(UInt32.random(in: 0...UInt32.max))"
+        try await t.createDirectory(root)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<48 {
+                group.addTask {
+                    switch i % 3 {
+                    case 0:
+                        try await t.writeTextFile("\(root)/f\(i)", "file \(i)")
+                        #expect(try await t.readTextFile("\(root)/f\(i)") == "file \(i)")
+                    case 1:
+                        let r = try await t.runProcess("/bin/echo", "run", "\(i)")
+                        #expect(r.stdoutString == "run \(i)\n")
+                    default:
+                        #expect(try await t.stat(root).kind == .directory)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await t.listDirectory(root).count == 16)
+        #expect(await t.connectionsMade == 1)
+        _ = try await t.runProcess("/bin/rm", "-rf", "--", String(root.dropFirst(2)))
+    }
+
+    @Test func reconnectsWhenTheConnectionDropsAndNeverRerunsAProcess() async throws {
+        let own = try TestServer.start(name: "transport-drop")
+        defer { own.stop() }
+        let t = SSHTransport(configuration: own.configuration())
+        defer { Task { await t.close() } }
+        try await t.writeTextFile("~/drop.txt", "before")
+        try await t.removeFile("~/ran.log")
+        // a process that records each start, then waits: killed with its session
+        let running = Task {
+            try await t.runProcess("/bin/sh", "-c", "echo start >> ~/ran.log; sleep 30")
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        for p in own.sessionProcessTree() { kill(p, SIGKILL) }
+        do {
+            _ = try await running.value
+            Issue.record("the process survived its connection")
+        } catch let e as TransportError {
+            #expect(e.code == .hostUnreachable, "\(e)")
+        }
+        // the next call connects again by itself
+        #expect(try await t.readTextFile("~/drop.txt") == "before")
+        #expect(await t.connectionsMade == 2)
+        #expect(try await t.readTextFile("~/ran.log") == "start\n") // ran once, not re-run
+        try await t.removeFile("~/ran.log")
+        try await t.removeFile("~/drop.txt")
+    }
+
+    @Test func tildeIsTheRemoteHomeForFilesAndExecutables() async throws {
+        let t = SSHTransport(configuration: server.configuration())
+        defer { Task { await t.close() } }
+        let home = try await t.runProcess("/bin/sh", "-c", "printf %s \"$HOME\"").stdoutString
+        #expect(home.hasPrefix("/") && home != "/root")
+        let name = "tilde-\(UInt32.random(in: 0...UInt32.max)).sh"
+        try await t.writeTextFile("~/\(name)", "#!/bin/sh\nprintf '%s|' \"$@\" \"$GREETING\"\n")
+        #expect(try await t.fileExists(home + "/" + name))
+        #expect(try await t.fileExists(name)) // relative paths are relative to the home too
+        _ = try await t.runProcess("/bin/chmod", "755", "~/\(name)".replacingOccurrences(of: "~/", with: home + "/"))
+        let r = try await t.runProcess("~/\(name)", arguments: ["a b", "'q'", "$(id)", "-x", ""], stdin: [],
+                                       environment: ["GREETING": "hi there; $USER"], timeout: .seconds(30))
+        #expect(r.stdoutString == "a b|'q'|$(id)|-x||hi there; $USER|", "\(r.stderrString)")
+        try await t.removeFile("~/\(name)")
+    }
+
+    @Test func sshFailuresAreClassifiedForAUI() async throws {
+        // a key the policy does not know
+        let wrongKey = SSHTransport(configuration: server.configuration(policy: .pinned(["SHA256:AAAA"])))
+        await #expect(throws: TransportError.self) { try await wrongKey.connect() }
+        do {
+            _ = try await wrongKey.readFile("~/x")
+        } catch {
+            #expect(error.code == .hostKeyMismatch, "\(error)")
+        }
+        // a key the server does not accept
+        let wrongAuth = SSHTransport(configuration: server.configuration(.privateKey(path: server.key("id_unauthorized"))))
+        do {
+            try await wrongAuth.connect()
+            Issue.record("authenticated with an unauthorized key")
+        } catch {
+            #expect(error.code == .authenticationFailed, "\(error)")
+        }
+        // nothing listening
+        let gone = try TestServer.start(name: "transport-gone")
+        let config = gone.configuration(connectTimeout: .seconds(5))
+        gone.stop()
+        let unreachable = SSHTransport(configuration: config)
+        do {
+            _ = try await unreachable.runProcess("/bin/true")
+            Issue.record("ran on a stopped server")
+        } catch {
+            #expect(error.code == .hostUnreachable, "\(error)")
+        }
+        // a closed transport says so, and connects no more
+        let closed = SSHTransport(configuration: server.configuration())
+        #expect(try await closed.fileExists("/"))
+        await closed.close()
+        do {
+            _ = try await closed.fileExists("/")
+            Issue.record("a closed transport still works")
+        } catch {
+            #expect(error.code == .other, "\(error)")
+        }
+        #expect(await closed.connectionsMade == 1)
+    }
+
+    @Test func aTimeoutStopsTheRemoteCommandAndKeepsTheConnection() async throws {
+        let t = SSHTransport(configuration: server.configuration())
+        defer { Task { await t.close() } }
+        let (error, seconds) = await measure { () -> TransportError? in
+            do {
+                _ = try await t.runProcess("/bin/sh", arguments: ["-c", "echo partial; exec sleep 41.5"], stdin: [],
+                                           environment: [:], timeout: .milliseconds(300))
+                return nil
+            } catch let e as TransportError {
+                return e
+            } catch {
+                return nil
+            }
+        }
+        #expect(error?.code == .timeout && error?.seconds == 0.3, "\(String(describing: error))")
+        #expect(error?.partialStdout == Array("partial\n".utf8))
+        #expect(seconds < 10)
+        // TERM reached the command (exec'd by the shell): nothing is left on the server
+        try await Task.sleep(for: .milliseconds(300))
+        let left = try TestServer.runCapturing("/usr/bin/pgrep", ["-f", "^sleep 41\\.5$"])
+        #expect(left.out.isEmpty, "left running: \(left.out)")
+        #expect(try await t.runProcess("/bin/echo", "still").stdoutString == "still\n")
+        #expect(await t.connectionsMade == 1)
+    }
+}
