@@ -35,11 +35,31 @@ struct TransportContractTests {
                 _ = try? await t.runProcess("/bin/rm", "-rf", "--", root.replacingOccurrences(of: "~/", with: ""))
                 await t.close()
             }
+        case "openssh":
+            let t = try Self.openSSH(TestServer.shared)
+            let root = "~/transport-\(UInt64.random(in: 0...UInt64.max))"
+            try await t.createDirectory(root)
+            return Subject(name: name, transport: t, root: root) {
+                _ = try? await t.runProcess("/bin/rm", "-rf", "--", root.replacingOccurrences(of: "~/", with: ""))
+                await t.close()
+                try? FileManager.default.removeItem(atPath: t.controlDirectory)
+            }
         default:
             let mock = MockTransport(script: Self.mockShell)
             try await mock.createDirectory("/work")
             return Subject(name: name, transport: mock, root: "/work") {}
         }
+    }
+
+    /// The system's ssh to the test server: its key, a known_hosts file of its own (filled
+    /// by accept-new), no user config, and a control directory of its own.
+    static func openSSH(_ server: TestServer, controlPersist: Duration = .seconds(60)) throws -> OpenSSHTransport {
+        let dir = try TestPaths.makeTemporaryDirectory("cm")
+        chmod(dir, 0o700)
+        return try OpenSSHTransport(destination: server.host, options: OpenSSHTransport.Options(
+            user: server.user, port: server.port, identityFile: server.key("id_ed25519"),
+            knownHostsFile: dir + "/known_hosts", configFile: "/dev/null", controlPersist: controlPersist,
+            controlDirectory: dir))
     }
 
     /// Runs `body` on a fresh subject and cleans up after it, also when it throws.
@@ -72,7 +92,7 @@ struct TransportContractTests {
         }
     }
 
-    static let all = ["local", "sshkit", "mock"]
+    static let all = ["local", "sshkit", "openssh", "mock"]
 
     @Test(arguments: all)
     func filesRoundTripAndListingsAreSorted(_ name: String) async throws {

@@ -1,0 +1,366 @@
+import Foundation
+import SSHKit
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A server through the system's OpenSSH client: every call is an `ssh` process
+/// multiplexed over one ControlMaster connection, for users whose `~/.ssh/config` does
+/// things SSHKit does not (ProxyCommand, certificates, GSSAPI, a smartcard agent).
+///
+/// - The master starts with the first call and stays `controlPersist` after the last.
+///   `close()` stops it.
+/// - `ssh` runs with `BatchMode=yes` (never prompts), `StrictHostKeyChecking=accept-new`
+///   (a new host is added, a changed key is refused), keepalives, and a control socket
+///   in `controlDirectory`, which must be a directory owned by this user with mode 0700;
+///   anything else is refused. Sockets of masters that are gone are removed at creation.
+/// - Files: shell commands on the server (`cat`, `mktemp` + `mv` for atomic writes,
+///   GNU `stat` and `find`): the server must be Linux with GNU coreutils/findutils.
+///   Every path and argument is quoted by `SSHShellQuoting`; `~/` is `"$HOME"/`.
+/// - Failures are classified from `ssh`'s exit status 255 and its stderr.
+public struct OpenSSHTransport: ServerTransport {
+    public struct Options: Sendable {
+        /// `-l`; nil: from `~/.ssh/config` or the local user.
+        public var user: String?
+        /// `-p`; nil: from `~/.ssh/config` or 22.
+        public var port: Int?
+        /// `-i` (with `IdentitiesOnly=yes`).
+        public var identityFile: String?
+        /// `UserKnownHostsFile`; nil: OpenSSH's default.
+        public var knownHostsFile: String?
+        /// `-F`; nil: `~/.ssh/config`.
+        public var configFile: String?
+        /// More `-o` options, e.g. `["ProxyJump=bastion"]`.
+        public var extraOptions: [String]
+        public var controlPersist: Duration
+        public var connectTimeout: Duration
+        public var keepaliveInterval: Duration
+        /// nil: `/tmp/sshkit-cm-UID`.
+        public var controlDirectory: String?
+        public var sshPath: String
+
+        public init(user: String? = nil, port: Int? = nil, identityFile: String? = nil, knownHostsFile: String? = nil,
+                    configFile: String? = nil, extraOptions: [String] = [], controlPersist: Duration = .seconds(60),
+                    connectTimeout: Duration = .seconds(10), keepaliveInterval: Duration = .seconds(15),
+                    controlDirectory: String? = nil, sshPath: String = "/usr/bin/ssh") {
+            self.user = user
+            self.port = port
+            self.identityFile = identityFile
+            self.knownHostsFile = knownHostsFile
+            self.configFile = configFile
+            self.extraOptions = extraOptions
+            self.controlPersist = controlPersist
+            self.connectTimeout = connectTimeout
+            self.keepaliveInterval = keepaliveInterval
+            self.controlDirectory = controlDirectory
+            self.sshPath = sshPath
+        }
+    }
+
+    public let serverID: ServerID
+    public let isRemote = true
+    public let secrets: SecretFiles
+    public let cache: SnapshotCache
+    public let destination: String
+    public let options: Options
+    /// The control socket directory, checked.
+    public let controlDirectory: String
+    /// `ssh` and its options, up to the destination.
+    let sshArguments: [String]
+
+    /// Checks (or creates) the control directory and sweeps stale sockets; connects
+    /// nothing yet. - Throws: `other` when the control directory is not safe to use.
+    public init(destination: String, options: Options = Options(), serverID: ServerID? = nil,
+                secrets: SecretFiles = SecretFiles(), cache: SnapshotCache = .standard) throws(TransportError) {
+        guard !destination.isEmpty, !destination.hasPrefix("-"), !destination.contains(where: \.isWhitespace) else {
+            throw TransportError(.other, "invalid ssh destination \(SSHShellQuoting.quote(destination))")
+        }
+        self.destination = destination
+        self.options = options
+        self.secrets = secrets
+        self.cache = cache
+        let dir = options.controlDirectory ?? "/tmp/sshkit-cm-\(geteuid())"
+        try ControlDirectory.prepare(dir)
+        ControlDirectory.sweepStaleSockets(dir)
+        self.controlDirectory = dir
+        let userPart = options.user.map { "\($0)@" } ?? ""
+        let portPart = options.port.map { ":\($0)" } ?? ""
+        self.serverID = serverID ?? ServerID("openssh:\(userPart)\(destination)\(portPart)")
+        var args = [options.sshPath]
+        if let f = options.configFile { args += ["-F", f] }
+        args += [
+            "-o", "ControlMaster=auto",
+            "-o", "ControlPath=\(dir)/%C",
+            "-o", "ControlPersist=\(max(1, options.controlPersist.components.seconds))",
+            "-o", "BatchMode=yes",
+            "-o", "StrictHostKeyChecking=accept-new",
+            "-o", "ServerAliveInterval=\(max(1, options.keepaliveInterval.components.seconds))",
+            "-o", "ServerAliveCountMax=3",
+            "-o", "ConnectTimeout=\(max(1, options.connectTimeout.components.seconds))",
+            "-o", "LogLevel=ERROR",
+            "-T",
+        ]
+        if let u = options.user { args += ["-l", u] }
+        if let p = options.port { args += ["-p", "\(p)"] }
+        if let i = options.identityFile { args += ["-i", i, "-o", "IdentitiesOnly=yes"] }
+        if let k = options.knownHostsFile { args += ["-o", "UserKnownHostsFile=\(k)"] }
+        for o in options.extraOptions { args += ["-o", o] }
+        self.sshArguments = args
+    }
+
+    /// Stops the master connection (`ssh -O exit`), if one runs.
+    public func close() async {
+        let run = LocalProcessRun(executable: sshArguments[0],
+                                  arguments: Array(sshArguments.dropFirst()) + ["-O", "exit", destination],
+                                  stdin: [], environment: [:], timeout: .seconds(10))
+        _ = await run.run()
+    }
+
+    // MARK: plumbing
+
+    /// One shell word for a remote path: quoted, with `~` and `~/` left to the shell as `"$HOME"`.
+    static func word(_ path: String) -> String {
+        if path == "~" { return "\"$HOME\"" }
+        if path.hasPrefix("~/") { return "\"$HOME\"/" + SSHShellQuoting.quote(String(path.dropFirst(2))) }
+        return SSHShellQuoting.quote(path)
+    }
+
+    /// Runs `command` (a line for the remote login shell) through the master.
+    func ssh(_ command: String, stdin: [UInt8] = [], timeout: Duration? = nil) async throws(TransportError) -> ProcessResult {
+        let run = LocalProcessRun(executable: sshArguments[0],
+                                  arguments: Array(sshArguments.dropFirst()) + [destination, "--", command],
+                                  stdin: stdin, environment: [:], timeout: timeout)
+        let r = await withTaskCancellationHandler {
+            await run.run()
+        } onCancel: {
+            run.cancel()
+        }
+        switch r {
+        case .success(let result):
+            if result.exitStatus == .exited(255), let e = Self.classify(result.stderrString) { throw e }
+            return result
+        case .failure(var e):
+            if e.code == .timeout, let text = e.stderr, let ssh = Self.classify(text) { e = ssh }
+            throw e
+        }
+    }
+
+    /// `ssh`'s own failures (it exits 255), from its messages; nil when stderr does not
+    /// look like one (a remote command may exit 255 too).
+    static func classify(_ stderr: String) -> TransportError? {
+        let text = stderr.trimmingCharacters(in: .whitespacesAndNewlines)
+        let code: TransportError.Code
+        if text.contains("Host key verification failed") || text.contains("REMOTE HOST IDENTIFICATION HAS CHANGED")
+            || text.contains("host key for") && text.contains("has changed") {
+            code = .hostKeyMismatch
+        } else if text.contains("Permission denied (") || text.contains("Too many authentication failures") {
+            code = .authenticationFailed
+        } else if ["Could not resolve hostname", "Connection refused", "No route to host", "Connection timed out",
+                   "Network is unreachable", "Connection closed by", "Connection reset", "Broken pipe",
+                   "Operation timed out", "Timeout, server", "kex_exchange_identification",
+                   "Control socket connect", "mux_client"].contains(where: text.contains) {
+            code = .hostUnreachable
+        } else {
+            return nil
+        }
+        var e = TransportError(code, "ssh: \(text.prefix(500))")
+        e.stderr = stderr
+        return e
+    }
+
+    /// A file command's failure as `fileIO`, with the reason read from the C-locale message.
+    static func fileFailure(_ r: ProcessResult, _ path: String, _ what: String) -> TransportError {
+        let text = r.stderrString
+        let reason: TransportError.FileIOReason =
+            if text.contains("No such file or directory") { .noSuchFile }
+            else if text.contains("Permission denied") || text.contains("Read-only file system") { .permissionDenied }
+            else if text.contains("Not a directory") { .notADirectory }
+            else if text.contains("Is a directory") { .isADirectory }
+            else if text.contains("File exists") { .alreadyExists }
+            else if text.contains("Directory not empty") { .directoryNotEmpty }
+            else if text.contains("No space left") || text.contains("Disk quota exceeded") { .noSpace }
+            else { .other }
+        var e = TransportError.fileError("\(what): \(text.trimmingCharacters(in: .whitespacesAndNewlines).prefix(300))",
+                                         path, reason)
+        e.stderr = text
+        if case .exited(let c) = r.exitStatus { e.exitCode = c }
+        return e
+    }
+
+    /// Runs a file command in the C locale; a non-zero exit is `fileIO`.
+    private func fileCommand(_ script: String, _ path: String, _ what: String, stdin: [UInt8] = [])
+        async throws(TransportError) -> ProcessResult
+    {
+        let r = try await ssh("LC_ALL=C; export LC_ALL; " + script, stdin: stdin)
+        guard r.exitStatus == .exited(0) else { throw Self.fileFailure(r, path, what) }
+        return r
+    }
+
+    // MARK: files
+
+    public func readFile(_ path: String) async throws(TransportError) -> [UInt8] {
+        try await fileCommand("exec cat -- \(Self.word(path))", path, "read").stdout
+    }
+
+    public func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError) {
+        let patterns = secrets.patterns.map { p in
+            p.split(separator: "*", omittingEmptySubsequences: false).map { SSHShellQuoting.quote(String($0)) }
+                .map { $0 == "''" ? "" : $0 }.joined(separator: "*")
+        }.joined(separator: "|")
+        // A temporary file beside the target (mktemp: 0600, O_EXCL), filled from stdin,
+        // given the mode, synced, renamed over the target; removed on any failure.
+        let script = """
+        p=\(Self.word(path))
+        if [ -L "$p" ]; then p=$(readlink -f -- "$p") || exit 1; fi
+        if [ -d "$p" ]; then echo "$p: Is a directory" >&2; exit 1; fi
+        case "$p" in */*) d=${p%/*}; d=${d:-/} ;; *) d=. ;; esac
+        n=${p##*/}
+        if [ -e "$p" ]; then m=$(stat -c %a -- "$p") || exit 1; else m=644; fi
+        case "$n" in \(patterns)) m=600 ;; esac
+        t=$(mktemp -- "$d/.$n.sshkit-XXXXXXXX") || exit 1
+        trap 'rm -f -- "$t"' EXIT HUP INT TERM
+        cat > "$t" && chmod "$m" -- "$t" && sync -- "$t" && mv -f -- "$t" "$p" || exit 1
+        trap - EXIT
+        """
+        _ = try await fileCommand(script, path, "write", stdin: contents)
+    }
+
+    public func fileExists(_ path: String) async throws(TransportError) -> Bool {
+        let w = Self.word(path)
+        let r = try await fileCommand("if [ -e \(w) ] || [ -L \(w) ]; then echo yes; else echo no; fi", path, "exists")
+        return r.stdoutString == "yes\n"
+    }
+
+    public func stat(_ path: String) async throws(TransportError) -> FileStatus {
+        let r = try await fileCommand("exec stat -c '%s %.9Y %f' -- \(Self.word(path))", path, "stat")
+        let parts = r.stdoutString.split(separator: " ")
+        guard parts.count == 3, let size = UInt64(parts[0]), let mtime = Double(parts[1]),
+              let mode = UInt32(parts[2].trimmingCharacters(in: .whitespacesAndNewlines), radix: 16) else {
+            throw TransportError(.other, "stat: unexpected output \(r.stdoutString.prefix(100))", path: path)
+        }
+        let kind: FileKind = switch mode & 0o170000 {
+        case 0o100000: .file
+        case 0o040000: .directory
+        case 0o120000: .symlink
+        default: .other
+        }
+        return FileStatus(size: size, modificationTime: mtime, kind: kind, permissions: UInt16(mode & 0o7777))
+    }
+
+    public func listDirectory(_ path: String) async throws(TransportError) -> [DirectoryEntry] {
+        // find takes a leading "-" for an expression: relative paths get "./"
+        let start = path.hasPrefix("/") || path.hasPrefix("~") ? path : "./" + path
+        let w = Self.word(start)
+        let r = try await fileCommand("""
+            if [ ! -d \(w) ]; then
+              if [ -e \(w) ]; then echo "Not a directory" >&2; else echo "No such file or directory" >&2; fi; exit 1
+            fi
+            exec find \(w) -mindepth 1 -maxdepth 1 -printf '%y %f\\0'
+            """, path, "list")
+        return r.stdout.split(separator: 0).compactMap { item -> DirectoryEntry? in
+            guard item.count > 2 else { return nil }
+            let kind: FileKind = switch item.first {
+            case UInt8(ascii: "f"): .file
+            case UInt8(ascii: "d"): .directory
+            case UInt8(ascii: "l"): .symlink
+            default: .other
+            }
+            return DirectoryEntry(name: String(decoding: item.dropFirst(2), as: UTF8.self), kind: kind)
+        }.sorted { $0.name < $1.name }
+    }
+
+    public func createDirectory(_ path: String) async throws(TransportError) {
+        let w = Self.word(path)
+        _ = try await fileCommand("""
+            if [ -e \(w) ] && [ ! -d \(w) ]; then echo "Not a directory" >&2; exit 1; fi
+            exec mkdir -p -- \(w)
+            """, path, "create directory")
+    }
+
+    public func removeFile(_ path: String) async throws(TransportError) {
+        let w = Self.word(path)
+        _ = try await fileCommand("""
+            if [ -d \(w) ] && [ ! -L \(w) ]; then echo "Is a directory" >&2; exit 1; fi
+            exec rm -f -- \(w)
+            """, path, "remove")
+    }
+
+    // MARK: processes
+
+    /// `export NAME='value' ...; exec 'executable' 'arg' ...`, every word quoted.
+    static func commandLine(_ executable: String, _ arguments: [String], environment: [String: String])
+        throws(TransportError) -> String
+    {
+        var line = ""
+        for (name, value) in environment.sorted(by: { $0.key < $1.key }) {
+            guard SSHShellQuoting.isValidEnvironmentName(name) else {
+                throw TransportError(.other, "invalid environment variable name \(SSHShellQuoting.quote(name))")
+            }
+            line += "export \(name)=\(SSHShellQuoting.quote(value)); "
+        }
+        return line + "exec " + ([word(executable)] + arguments.map(SSHShellQuoting.quote)).joined(separator: " ")
+    }
+
+    public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
+                           environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
+        try await ssh(Self.commandLine(executable, arguments, environment: environment), stdin: stdin, timeout: timeout)
+    }
+}
+
+/// The control socket directory: its safety check and the sweep of stale sockets.
+enum ControlDirectory {
+    /// Creates `dir` 0700, or checks that the existing one is a real directory of this
+    /// user that nobody else can enter (a socket there is a login to the server).
+    static func prepare(_ dir: String) throws(TransportError) {
+        if mkdir(dir, 0o700) != 0 && errno != EEXIST {
+            throw TransportError(.other, "cannot create the control directory: \(String(cString: strerror(errno)))",
+                                 path: dir)
+        }
+        var st = Glibc.stat()
+        guard lstat(dir, &st) == 0 else {
+            throw TransportError(.other, "cannot stat the control directory: \(String(cString: strerror(errno)))",
+                                 path: dir)
+        }
+        var problem: String?
+        if st.st_mode & S_IFMT != S_IFDIR {
+            problem = "is not a directory (or is a symlink)"
+        } else if st.st_uid != geteuid() {
+            problem = "is owned by uid \(st.st_uid), not \(geteuid())"
+        } else if st.st_mode & 0o077 != 0 {
+            problem = "has mode \(String(st.st_mode & 0o777, radix: 8)), not 0700"
+        }
+        if let problem {
+            throw TransportError(.other, "refusing the control directory: it \(problem)", path: dir)
+        }
+    }
+
+    /// Removes sockets nobody listens on (a master that died without cleaning up).
+    static func sweepStaleSockets(_ dir: String) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: dir) else { return }
+        for name in names {
+            let path = dir + "/" + name
+            var st = Glibc.stat()
+            guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFSOCK, st.st_uid == geteuid() else { continue }
+            if !listening(path) { unlink(path) }
+        }
+    }
+
+    /// Whether a process accepts connections on the Unix socket `path`.
+    static func listening(_ path: String) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return true }
+        defer { close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { return true }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+        }
+        let r = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        // only a refusal proves nobody is there; anything else, keep the socket
+        return r == 0 || errno != ECONNREFUSED
+    }
+}
