@@ -41,65 +41,24 @@ final class LocalProcessRun: Sendable {
     }
 
     private func runBlocking() -> Result<ProcessResult, TransportError> {
-        // a child that exits without reading its stdin must not kill the app with SIGPIPE:
-        // on this thread it stays blocked (pending, never delivered) and write gets EPIPE
-        var pipeSignal = sigset_t()
-        sigemptyset(&pipeSignal)
-        sigaddset(&pipeSignal, SIGPIPE)
-        pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
-        var inPipe: [Int32] = [-1, -1], outPipe: [Int32] = [-1, -1], errPipe: [Int32] = [-1, -1]
-        let made = pipe(&inPipe) == 0 && pipe(&outPipe) == 0 && pipe(&errPipe) == 0
-        // close-on-exec at once, so a process another call spawns does not inherit our
-        // ends (dup2 onto 0, 1, 2 in our child clears the flag)
-        for fd in inPipe + outPipe + errPipe where fd >= 0 { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        guard made else {
-            let e = errno
-            for fd in inPipe + outPipe + errPipe where fd >= 0 { close(fd) }
-            return .failure(TransportError(.other, "pipe failed: \(String(cString: strerror(e)))"))
-        }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
-        for fd in inPipe + outPipe + errPipe { posix_spawn_file_actions_addclose(&actions, fd) }
-        var attr = posix_spawnattr_t()
-        posix_spawnattr_init(&attr)
-        defer { posix_spawnattr_destroy(&attr) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        posix_spawnattr_setsigmask(&attr, &empty) // threads block signals; the child must not
-        // its own process group: a timeout or cancel stops what it started too (a shell's
-        // children would otherwise keep the output pipes open)
-        posix_spawnattr_setpgroup(&attr, 0)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        sigaddset(&defaults, SIGPIPE) // even if the app ignores it
-        posix_spawnattr_setsigdefault(&attr, &defaults)
-        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF))
-        let env = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { "\($0.key)=\($0.value)" }
-        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup($0) } + [nil]
-        defer { for p in argv + envp { free(p) } }
-        var child: pid_t = 0
-        let rc = posix_spawnp(&child, executable, &actions, &attr, argv, envp)
-        close(inPipe[0]); close(outPipe[1]); close(errPipe[1])
-        guard rc == 0 else {
-            close(inPipe[1]); close(outPipe[0]); close(errPipe[0])
+        LocalSpawn.blockSIGPIPE()
+        let child: pid_t, stdinFD0: Int32, outFD0: Int32, errFD0: Int32
+        switch LocalSpawn.spawn(executable, arguments, environment: environment) {
+        case .failure(let e):
+            return .failure(e)
+        case .success(.notFound(let message)):
             // what a shell (and so a remote transport) reports for it: status 127
-            return .success(ProcessResult(exitStatus: .exited(127), stdout: [],
-                                          stderr: Array("\(executable): \(String(cString: strerror(rc)))\n".utf8)))
+            return .success(ProcessResult(exitStatus: .exited(127), stdout: [], stderr: Array(message.utf8)))
+        case .success(.started(let p, let i, let o, let e)):
+            (child, stdinFD0, outFD0, errFD0) = (p, i, o, e)
         }
         let cancelNow = pid.withLock { p -> Bool in
             p = child
             return cancelled.withLock { $0 }
         }
         if cancelNow { kill(-child, SIGTERM) }
-        for fd in [inPipe[1], outPipe[0], errPipe[0]] { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
-
         var out: [UInt8] = [], err: [UInt8] = []
-        var stdinFD: Int32 = inPipe[1], outFD: Int32 = outPipe[0], errFD: Int32 = errPipe[0]
+        var stdinFD = stdinFD0, outFD = outFD0, errFD = errFD0
         var written = 0
         if stdin.isEmpty { close(stdinFD); stdinFD = -1 }
         let start = monotonicNow()
@@ -185,13 +144,7 @@ final class LocalProcessRun: Sendable {
         if cancelled.withLock({ $0 }) {
             return .failure(TransportError(.other, "cancelled", cause: CancellationError()))
         }
-        let exit: SSHExitStatus
-        if status & 0x7f == 0 {
-            exit = .exited((status >> 8) & 0xff)
-        } else {
-            let names: [Int32: String] = [1: "HUP", 2: "INT", 3: "QUIT", 6: "ABRT", 9: "KILL", 11: "SEGV", 13: "PIPE", 15: "TERM"]
-            exit = .signaled(names[status & 0x7f] ?? "\(status & 0x7f)", coreDumped: status & 0x80 != 0)
-        }
+        let exit = LocalSpawn.exitStatus(status)
         return .success(ProcessResult(exitStatus: exit, stdout: out, stderr: err))
     }
 }

@@ -216,6 +216,12 @@ public struct LocalTransport: ServerTransport {
         }
         return try r.get()
     }
+
+    public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
+        async throws(TransportError) -> TransportProcess
+    {
+        try LocalProcessStream.start(resolve(executable), arguments, environment: environment)
+    }
 }
 
 /// stat(2), which follows symlinks (inside LocalTransport the name means its method).

@@ -161,4 +161,92 @@ public final class MockTransport: ServerTransport, Sendable {
         try call("runProcess \(([executable] + arguments).joined(separator: " "))") { _ in }
         return try script(executable, arguments, stdin, environment)
     }
+
+    /// The script runs once stdin is finished; its output then streams, and `wait()`
+    /// returns its status (or throws what it threw).
+    public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
+        async throws(TransportError) -> TransportProcess
+    {
+        try call("startProcess \(([executable] + arguments).joined(separator: " "))") { _ in }
+        let script = self.script
+        return TransportProcess(backend: MockProcess { stdin throws(TransportError) in
+            try script(executable, arguments, stdin, environment)
+        })
+    }
+}
+
+/// A scripted process: input is collected until `finishInput()`, then the script runs.
+final class MockProcess: ProcessBackend, Sendable {
+    private struct State {
+        var stdin: [UInt8] = []
+        var ran = false
+        var outcome: Result<SSHExitStatus, TransportError>?
+        var waiters: [CheckedContinuation<Result<SSHExitStatus, TransportError>, Never>] = []
+    }
+    private let state = Mutex(State())
+    private let out = ChunkQueue(), err = ChunkQueue()
+    private let run: @Sendable ([UInt8]) throws(TransportError) -> ProcessResult
+
+    init(run: @escaping @Sendable ([UInt8]) throws(TransportError) -> ProcessResult) {
+        self.run = run
+    }
+
+    func read(_ stream: ProcessOutput.Stream) async -> [UInt8]? { await (stream == .stdout ? out : err).next() }
+
+    func write(_ bytes: [UInt8]) async throws(TransportError) {
+        let ok = state.withLock { s -> Bool in
+            guard s.outcome == nil, !s.ran else { return false }
+            s.stdin += bytes
+            return true
+        }
+        if !ok { throw TransportError(.other, "the process no longer reads its input") }
+    }
+
+    func finishInput() {
+        let stdin = state.withLock { s -> [UInt8]? in
+            guard s.outcome == nil, !s.ran else { return nil }
+            s.ran = true
+            return s.stdin
+        }
+        guard let stdin else { return }
+        let outcome: Result<SSHExitStatus, TransportError>
+        do throws(TransportError) {
+            let r = try run(stdin)
+            out.push(r.stdout)
+            err.push(r.stderr)
+            outcome = .success(r.exitStatus)
+        } catch {
+            outcome = .failure(error)
+        }
+        end(outcome)
+    }
+
+    func terminate() {
+        end(.success(.signaled("TERM", coreDumped: false)))
+    }
+
+    private func end(_ outcome: Result<SSHExitStatus, TransportError>) {
+        let waiters = state.withLock { s -> [CheckedContinuation<Result<SSHExitStatus, TransportError>, Never>]? in
+            guard s.outcome == nil else { return nil }
+            s.outcome = outcome
+            defer { s.waiters = [] }
+            return s.waiters
+        }
+        guard let waiters else { return }
+        out.end()
+        err.end()
+        for w in waiters { w.resume(returning: outcome) }
+    }
+
+    func wait() async throws(TransportError) -> SSHExitStatus {
+        let r = await withCheckedContinuation { c in
+            let done = state.withLock { s -> Result<SSHExitStatus, TransportError>? in
+                if let o = s.outcome { return o }
+                s.waiters.append(c)
+                return nil
+            }
+            if let done { c.resume(returning: done) }
+        }
+        return try r.get()
+    }
 }

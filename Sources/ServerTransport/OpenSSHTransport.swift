@@ -1,5 +1,6 @@
 import Foundation
 import SSHKit
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -304,6 +305,44 @@ public struct OpenSSHTransport: ServerTransport {
     public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
                            environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
         try await ssh(Self.commandLine(executable, arguments, environment: environment), stdin: stdin, timeout: timeout)
+    }
+
+    /// An `ssh` process running the command. `terminate()` stops the local `ssh`; the
+    /// remote command then loses its channel (it gets no signal: OpenSSH sends none
+    /// without a terminal) and ends when it next writes, or by itself.
+    public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
+        async throws(TransportError) -> TransportProcess
+    {
+        let line = try Self.commandLine(executable, arguments, environment: environment)
+        let ssh = try LocalProcessStream.start(sshArguments[0], Array(sshArguments.dropFirst()) + [destination, "--", line],
+                                               environment: [:])
+        return TransportProcess(backend: SSHClientProcess(ssh: ssh.backend))
+    }
+}
+
+/// A local `ssh` running a remote command: `ssh` exits 255 when TERM stops it, which
+/// is reported as the TERM it was (as the other transports do).
+final class SSHClientProcess: ProcessBackend, Sendable {
+    let ssh: any ProcessBackend
+    private let terminated = Mutex(false)
+
+    init(ssh: any ProcessBackend) {
+        self.ssh = ssh
+    }
+
+    func read(_ stream: ProcessOutput.Stream) async -> [UInt8]? { await ssh.read(stream) }
+    func write(_ bytes: [UInt8]) async throws(TransportError) { try await ssh.write(bytes) }
+    func finishInput() { ssh.finishInput() }
+
+    func terminate() {
+        terminated.withLock { $0 = true }
+        ssh.terminate()
+    }
+
+    func wait() async throws(TransportError) -> SSHExitStatus {
+        let status = try await ssh.wait()
+        if status == .exited(255) && terminated.withLock({ $0 }) { return .signaled("TERM", coreDumped: false) }
+        return status
     }
 }
 

@@ -1,4 +1,5 @@
 import SSHKit
+import Synchronization
 
 /// A server over SSHKit: one long-lived connection shared by every caller (each call
 /// is its own channel or SFTP request, many in flight at once), reconnecting when it
@@ -270,6 +271,66 @@ public final class SSHTransport: ServerTransport, Sendable {
             }
         } onCancel: {
             cmd.cancel()
+        }
+    }
+
+    /// A streamed exec channel (`SSHConnection.startCommand`); `terminate()` sends TERM
+    /// and closes the channel.
+    public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
+        async throws(TransportError) -> TransportProcess
+    {
+        try await withLive(retry: false, path: nil) { live in
+            let command = try await live.connection.startCommand(
+                Self.commandLine(executable, arguments, home: live.home),
+                options: SSHChannelOptions(environment: environment))
+            return TransportProcess(backend: SSHProcess(command: command))
+        }
+    }
+}
+
+/// A `TransportProcess` over an SSHKit command.
+final class SSHProcess: ProcessBackend, Sendable {
+    let command: SSHCommand
+    private let terminated = Mutex(false)
+
+    init(command: SSHCommand) {
+        self.command = command
+    }
+
+    func read(_ stream: ProcessOutput.Stream) async -> [UInt8]? {
+        var it = (stream == .stdout ? command.stdout : command.stderr).makeAsyncIterator()
+        do {
+            return try await it.next()
+        } catch {
+            return nil
+        }
+    }
+
+    func write(_ bytes: [UInt8]) async throws(TransportError) {
+        do {
+            try await command.stdin.write(bytes)
+        } catch where error.code == .channelClosed {
+            throw TransportError(.other, "the process no longer reads its input", cause: error)
+        } catch {
+            throw TransportError(error)
+        }
+    }
+
+    func finishInput() {
+        try? command.stdin.finish()
+    }
+
+    func terminate() {
+        terminated.withLock { $0 = true }
+        command.cancel()
+    }
+
+    func wait() async throws(TransportError) -> SSHExitStatus {
+        do {
+            return try await command.exitStatus()
+        } catch {
+            if terminated.withLock({ $0 }) { return .signaled("TERM", coreDumped: false) }
+            throw TransportError(error)
         }
     }
 }

@@ -44,6 +44,11 @@ public protocol ServerTransport: Sendable {
     /// process is stopped (TERM, then KILL) and `timeout` is thrown with what it printed.
     func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
                     environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult
+
+    /// Starts a long-running process with streamed stdin, stdout and stderr (see
+    /// `TransportProcess`); returns once it started. Prefer `withProcess`, which stops it.
+    func startProcess(_ executable: String, arguments: [String], environment: [String: String])
+        async throws(TransportError) -> TransportProcess
 }
 
 extension ServerTransport {

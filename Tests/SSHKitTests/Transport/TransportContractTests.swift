@@ -214,6 +214,51 @@ struct TransportContractTests {
             }
         }
     }
+
+    @Test(arguments: all)
+    func streamingProcessesTakeInputGiveOutputAndStop(_ name: String) async throws {
+        try await Self.with(name) { s in
+            let t = s.transport
+            // stdin in pieces, stdout as it comes
+            let cat = try await t.startProcess("/bin/cat", arguments: [], environment: [:])
+            try await cat.write("line one\n")
+            var first: [UInt8] = []
+            if name != "mock" { // the mock's script runs once input ends
+                var it = cat.stdout.makeAsyncIterator()
+                first = await it.next() ?? [] // before input ended: streamed
+                #expect(first == Array("line one\n".utf8))
+            }
+            let big = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+            async let echoed = cat.stdout.collect()
+            try await cat.write(big)
+            cat.finishInput()
+            #expect(first + (await echoed) == Array("line one\n".utf8) + big)
+            #expect(try await cat.wait() == .exited(0))
+            // stderr and the status, apart from stdout
+            let failing = try await t.startProcess("/bin/sh", arguments: ["-c", "echo oops >&2; exit 4"], environment: [:])
+            failing.finishInput()
+            async let out = failing.stdout.collect()
+            #expect(await failing.stderr.collect() == Array("oops\n".utf8))
+            #expect(await out == [])
+            #expect(try await failing.wait() == .exited(4))
+            // terminate
+            let sleeper = try await t.startProcess("/bin/sh", arguments: ["-c", "echo ready; exec sleep 38.25"],
+                                                   environment: [:])
+            if name != "mock" {
+                var it = sleeper.stdout.makeAsyncIterator()
+                #expect(await it.next() == Array("ready\n".utf8))
+            }
+            sleeper.terminate()
+            let (ended, waited) = await measure { try? await sleeper.wait() }
+            #expect(ended == .signaled("TERM", coreDumped: false), "\(String(describing: ended))")
+            #expect(waited < 10)
+            // a missing program is status 127, as a shell says
+            let missing = try await t.startProcess("/no/such/program", arguments: [], environment: [:])
+            missing.finishInput()
+            #expect(try await missing.wait() == .exited(127))
+            _ = try? TestServer.run("/usr/bin/pkill", ["-f", "^sleep 38\\.25$"], allowFailure: true)
+        }
+    }
 }
 
 /// What only the local transport can show: atomicity seen by a concurrent reader, and a
@@ -312,6 +357,30 @@ struct LocalTransportTests {
         let r = try await t.runProcess("/bin/true", arguments: [], stdin: [UInt8](repeating: 1, count: 4 << 20),
                                        environment: [:], timeout: .seconds(30))
         #expect(r.exitStatus == .exited(0)) // and this test process is still here
+    }
+
+    @Test func aStreamedFloodIsBoundedAndStoppingItLeaksNothing() async throws {
+        let t = LocalTransport()
+        let fds = countFDs()
+        // `yes` writes forever; nobody reads for a while: the queue stays bounded and
+        // the process blocks on its pipe
+        let n = try await t.withProcess("/usr/bin/yes", arguments: ["flood"]) { p -> Int in
+            try await Task.sleep(for: .milliseconds(300))
+            var seen = 0
+            for await chunk in p.stdout {
+                seen += chunk.count
+                if seen > 4 << 20 { break }
+            }
+            return seen
+        }
+        #expect(n > 4 << 20)
+        // withProcess terminated it; its thread closes every pipe
+        var settled = false
+        for _ in 0..<50 where !settled {
+            settled = countFDs() <= fds
+            if !settled { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(settled, "fds before \(fds), after \(countFDs())")
     }
 
     @Test func homeRelativePathsAndAMissingExecutable() async throws {

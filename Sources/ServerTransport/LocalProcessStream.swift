@@ -1,0 +1,259 @@
+import Foundation
+import SSHKit
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A local process with streamed input and output (`startProcess`): one thread per
+/// process drives its pipes with poll(), woken through a pipe of its own when a writer
+/// or reader needs it. Output waits in bounded queues; a full queue is not read from,
+/// so the process blocks on its pipe as it would under any reader.
+final class LocalProcessStream: ProcessBackend, Sendable {
+    private struct Input {
+        var pending: [UInt8] = []
+        var written = 0
+        /// Each writer waits for the input offset its bytes end at.
+        var writers: [(end: Int, c: CheckedContinuation<Result<Void, TransportError>, Never>)] = []
+        var total = 0
+        var finishing = false
+        var broken = false
+    }
+    private struct Exit {
+        var status: SSHExitStatus?
+        var waiters: [CheckedContinuation<SSHExitStatus, Never>] = []
+    }
+
+    private let out: ChunkQueue
+    private let err: ChunkQueue
+    private let input = Mutex(Input())
+    private let exit = Mutex(Exit())
+    private let terminateAt = Mutex<Double?>(nil)
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+    let pid: pid_t
+
+    /// Starts `executable`; a program that cannot be started ends at once with status
+    /// 127 and the reason on stderr, as a shell reports it.
+    static func start(_ executable: String, _ arguments: [String], environment: [String: String])
+        throws(TransportError) -> TransportProcess
+    {
+        switch LocalSpawn.spawn(executable, arguments, environment: environment) {
+        case .failure(let e):
+            throw e
+        case .success(.notFound(let message)):
+            return TransportProcess(backend: FinishedProcess(status: .exited(127), stderr: Array(message.utf8)))
+        case .success(.started(let pid, let i, let o, let e)):
+            var wake: [Int32] = [-1, -1]
+            guard pipe(&wake) == 0 else {
+                kill(-pid, SIGKILL)
+                for fd in [i, o, e] { close(fd) }
+                var status: Int32 = 0
+                waitpid(pid, &status, 0)
+                throw TransportError(.other, "pipe failed: \(String(cString: strerror(errno)))")
+            }
+            for fd in wake {
+                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+                _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            }
+            let backend = LocalProcessStream(pid: pid, wakeRead: wake[0], wakeWrite: wake[1])
+            Thread.detachNewThread { backend.drive(stdin: i, stdout: o, stderr: e) }
+            return TransportProcess(backend: backend)
+        }
+    }
+
+    private init(pid: pid_t, wakeRead: Int32, wakeWrite: Int32) {
+        self.pid = pid
+        self.wakeRead = wakeRead
+        self.wakeWrite = wakeWrite
+        let wake: @Sendable () -> Void = { var b: UInt8 = 1; _ = Glibc.write(wakeWrite, &b, 1) }
+        out = ChunkQueue(onRoom: wake)
+        err = ChunkQueue(onRoom: wake)
+    }
+
+    private func wake() {
+        var b: UInt8 = 1
+        _ = Glibc.write(wakeWrite, &b, 1)
+    }
+
+    func read(_ stream: ProcessOutput.Stream) async -> [UInt8]? {
+        await (stream == .stdout ? out : err).next()
+    }
+
+    func write(_ bytes: [UInt8]) async throws(TransportError) {
+        let r = await withCheckedContinuation { (c: CheckedContinuation<Result<Void, TransportError>, Never>) in
+            let refused: TransportError? = input.withLock { s in
+                if s.broken { return TransportError(.other, "the process no longer reads its input") }
+                if s.finishing { return TransportError(.other, "write after finishInput()") }
+                s.pending += bytes
+                s.total += bytes.count
+                s.writers.append((s.total, c))
+                return nil
+            }
+            if let refused { c.resume(returning: .failure(refused)) } else { wake() }
+        }
+        try r.get()
+    }
+
+    func finishInput() {
+        input.withLock { $0.finishing = true }
+        wake()
+    }
+
+    func terminate() {
+        let first = terminateAt.withLock { t -> Bool in
+            if t != nil { return false }
+            t = monotonicNow()
+            return true
+        }
+        guard first else { return }
+        // under the lock the reaper holds: the group id cannot be reused meanwhile
+        exit.withLock { s in if s.status == nil { kill(-pid, SIGTERM) } }
+        wake()
+    }
+
+    func wait() async throws(TransportError) -> SSHExitStatus {
+        await withCheckedContinuation { c in
+            let done = exit.withLock { s -> SSHExitStatus? in
+                if let st = s.status { return st }
+                s.waiters.append(c)
+                return nil
+            }
+            if let done { c.resume(returning: done) }
+        }
+    }
+
+    /// The process's thread: pipes until both outputs end and the child is reaped.
+    private func drive(stdin stdinFD0: Int32, stdout outFD0: Int32, stderr errFD0: Int32) {
+        LocalSpawn.blockSIGPIPE()
+        var stdinFD = stdinFD0, outFD = outFD0, errFD = errFD0
+        var buf = [UInt8](repeating: 0, count: 1 << 16)
+        var reaped = false
+        var killed = false
+        while outFD >= 0 || errFD >= 0 || !reaped {
+            // input: written as the child reads; EOF once finished and drained
+            if stdinFD >= 0 {
+                let (hasData, closeNow) = input.withLock { s -> (Bool, Bool) in
+                    (s.written < s.total, s.finishing && s.written == s.total)
+                }
+                if closeNow {
+                    close(stdinFD)
+                    stdinFD = -1
+                } else if hasData {
+                    writeInput(stdinFD, &stdinFD)
+                }
+            }
+            var pfds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+            if stdinFD >= 0, input.withLock({ $0.written < $0.total }) {
+                pfds.append(pollfd(fd: stdinFD, events: Int16(POLLOUT), revents: 0))
+            }
+            if outFD >= 0 && !out.isFull { pfds.append(pollfd(fd: outFD, events: Int16(POLLIN), revents: 0)) }
+            if errFD >= 0 && !err.isFull { pfds.append(pollfd(fd: errFD, events: Int16(POLLIN), revents: 0)) }
+            _ = poll(&pfds, nfds_t(pfds.count), 100)
+            for p in pfds where p.revents != 0 {
+                if p.fd == wakeRead {
+                    while Glibc.read(wakeRead, &buf, buf.count) > 0 {}
+                } else if p.fd == stdinFD {
+                    writeInput(stdinFD, &stdinFD)
+                } else if p.fd == outFD || p.fd == errFD {
+                    let n = Glibc.read(p.fd, &buf, buf.count)
+                    if n > 0 {
+                        (p.fd == outFD ? out : err).push(Array(buf[0..<n]))
+                    } else if n == 0 || (errno != EAGAIN && errno != EINTR) {
+                        close(p.fd)
+                        if p.fd == outFD { outFD = -1; out.end() } else { errFD = -1; err.end() }
+                    }
+                }
+            }
+            // TERM a second ago and still here: KILL the group
+            if !killed, let t = terminateAt.withLock({ $0 }), monotonicNow() - t >= 1 {
+                kill(-pid, SIGKILL)
+                killed = true
+            }
+            if !reaped {
+                var info = siginfo_t()
+                if waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT | WNOHANG) == 0, info._sifields._sigchld.si_pid == pid {
+                    reaped = true
+                    reap()
+                }
+            }
+            // after the child ended, a stopped process's pipes may be held by others;
+            // once it was terminated, its outputs end too
+            if reaped && killed {
+                if outFD >= 0 { close(outFD); outFD = -1; out.end() }
+                if errFD >= 0 { close(errFD); errFD = -1; err.end() }
+            }
+        }
+        if stdinFD >= 0 { close(stdinFD) }
+        failWriters()
+        close(wakeRead)
+        close(wakeWrite)
+    }
+
+    private func writeInput(_ fd: Int32, _ stdinFD: inout Int32) {
+        let chunk = input.withLock { s -> [UInt8] in Array(s.pending.prefix(1 << 16)) }
+        guard !chunk.isEmpty else { return }
+        let n = chunk.withUnsafeBytes { Glibc.write(fd, $0.baseAddress!, $0.count) }
+        if n > 0 {
+            let done = input.withLock { s -> [CheckedContinuation<Result<Void, TransportError>, Never>] in
+                s.pending.removeFirst(n)
+                s.written += n
+                let ready = s.writers.prefix { $0.end <= s.written }
+                s.writers.removeFirst(ready.count)
+                return ready.map(\.c)
+            }
+            for c in done { c.resume(returning: .success(())) }
+        } else if n < 0 && errno != EAGAIN && errno != EINTR {
+            close(fd)
+            stdinFD = -1
+            failWriters()
+        }
+    }
+
+    private func failWriters() {
+        let waiting = input.withLock { s -> [CheckedContinuation<Result<Void, TransportError>, Never>] in
+            s.broken = true
+            s.pending = []
+            defer { s.writers = [] }
+            return s.writers.map(\.c)
+        }
+        for c in waiting { c.resume(returning: .failure(TransportError(.other, "the process no longer reads its input"))) }
+    }
+
+    /// Reaps the exited child and answers `wait()`.
+    private func reap() {
+        let (status, waiters) = exit.withLock { s -> (SSHExitStatus, [CheckedContinuation<SSHExitStatus, Never>]) in
+            var raw: Int32 = 0
+            while waitpid(pid, &raw, 0) < 0 && errno == EINTR {}
+            let status = LocalSpawn.exitStatus(raw)
+            s.status = status
+            defer { s.waiters = [] }
+            return (status, s.waiters)
+        }
+        for w in waiters { w.resume(returning: status) }
+    }
+}
+
+/// A process that ended before it started (status and stderr only).
+final class FinishedProcess: ProcessBackend, Sendable {
+    let status: SSHExitStatus
+    private let err: ChunkQueue
+    private let out = ChunkQueue()
+
+    init(status: SSHExitStatus, stdout: [UInt8] = [], stderr: [UInt8]) {
+        self.status = status
+        err = ChunkQueue()
+        out.push(stdout)
+        out.end()
+        err.push(stderr)
+        err.end()
+    }
+
+    func read(_ stream: ProcessOutput.Stream) async -> [UInt8]? { await (stream == .stdout ? out : err).next() }
+    func write(_ bytes: [UInt8]) async throws(TransportError) {
+        throw TransportError(.other, "the process no longer reads its input")
+    }
+    func finishInput() {}
+    func terminate() {}
+    func wait() async throws(TransportError) -> SSHExitStatus { status }
+}
