@@ -217,6 +217,16 @@ public struct LocalTransport: ServerTransport {
         return try r.get()
     }
 
+    /// The database itself: it is on this machine.
+    public func snapshotSQLite(_ path: String) async throws(TransportError) -> SQLiteSnapshot {
+        let p = resolve(path)
+        let st = try await stat(p)
+        guard st.kind == .file else {
+            throw TransportError.fileError("not a database file", path, st.kind == .directory ? .isADirectory : .other)
+        }
+        return SQLiteSnapshot(path: p, takenAt: Date())
+    }
+
     public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
         async throws(TransportError) -> TransportProcess
     {

@@ -1,3 +1,4 @@
+import Foundation
 import SSHKit
 import Synchronization
 
@@ -31,9 +32,11 @@ public final class MockTransport: ServerTransport, Sendable {
     public let isRemote: Bool
     public let secrets: SecretFiles
     public let home: String
+    /// Where `snapshotSQLite` puts copies (of the bytes at the path; no SQLite involved).
+    public let cache: SnapshotCache
 
     public init(serverID: ServerID = ServerID("mock"), isRemote: Bool = true, home: String = "/home/user",
-                secrets: SecretFiles = SecretFiles(),
+                secrets: SecretFiles = SecretFiles(), cache: SnapshotCache = .standard,
                 script: @escaping ProcessScript = { executable, _, _, _ in
                     ProcessResult(exitStatus: .exited(127), stdout: [], stderr: Array("\(executable): not found\n".utf8))
                 }) {
@@ -41,6 +44,7 @@ public final class MockTransport: ServerTransport, Sendable {
         self.isRemote = isRemote
         self.home = home
         self.secrets = secrets
+        self.cache = cache
         self.script = script
     }
 
@@ -160,6 +164,16 @@ public final class MockTransport: ServerTransport, Sendable {
                            environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
         try call("runProcess \(([executable] + arguments).joined(separator: " "))") { _ in }
         return try script(executable, arguments, stdin, environment)
+    }
+
+    /// The file's bytes copied into the cache (or the last copy while unreachable).
+    public func snapshotSQLite(_ path: String) async throws(TransportError) -> SQLiteSnapshot {
+        let local = cache.path(for: normalize(path), on: serverID)
+        return try await RemoteSQLiteSnapshot.orCached(local) { () async throws(TransportError) in
+            let bytes = try await readFile(path)
+            try RemoteSQLiteSnapshot.store(bytes, at: local)
+            return SQLiteSnapshot(path: local, takenAt: Date())
+        }
     }
 
     /// The script runs once stdin is finished; its output then streams, and `wait()`

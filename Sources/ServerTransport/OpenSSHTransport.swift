@@ -307,6 +307,10 @@ public struct OpenSSHTransport: ServerTransport {
         try await ssh(Self.commandLine(executable, arguments, environment: environment), stdin: stdin, timeout: timeout)
     }
 
+    public func snapshotSQLite(_ path: String) async throws(TransportError) -> SQLiteSnapshot {
+        try await RemoteSQLiteSnapshot.take(self, path, cache: cache)
+    }
+
     /// An `ssh` process running the command. `terminate()` stops the local `ssh`; the
     /// remote command then loses its channel (it gets no signal: OpenSSH sends none
     /// without a terminal) and ends when it next writes, or by itself.

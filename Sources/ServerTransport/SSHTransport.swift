@@ -276,6 +276,10 @@ public final class SSHTransport: ServerTransport, Sendable {
 
     /// A streamed exec channel (`SSHConnection.startCommand`); `terminate()` sends TERM
     /// and closes the channel.
+    public func snapshotSQLite(_ path: String) async throws(TransportError) -> SQLiteSnapshot {
+        try await RemoteSQLiteSnapshot.take(self, path, cache: cache)
+    }
+
     public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
         async throws(TransportError) -> TransportProcess
     {

@@ -49,6 +49,14 @@ public protocol ServerTransport: Sendable {
     /// `TransportProcess`); returns once it started. Prefer `withProcess`, which stops it.
     func startProcess(_ executable: String, arguments: [String], environment: [String: String])
         async throws(TransportError) -> TransportProcess
+
+    /// A consistent copy of the SQLite database at `path` that this process can open,
+    /// even while the database is being written (WAL or not). Locally the path itself;
+    /// remotely a copy in the transport's cache (see `SQLiteSnapshot`), and the last one
+    /// made, marked `isCached`, when the server cannot be reached.
+    /// - Throws: `fileIO` (`noSuchFile`) for a missing database; `commandFailed` when
+    ///   the server has no `sqlite3` or the backup failed; `hostUnreachable` with no copy.
+    func snapshotSQLite(_ path: String) async throws(TransportError) -> SQLiteSnapshot
 }
 
 extension ServerTransport {

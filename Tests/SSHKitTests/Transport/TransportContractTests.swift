@@ -27,13 +27,15 @@ struct TransportContractTests {
             }
         case "sshkit":
             let server = TestServer.shared
-            let t = SSHTransport(configuration: server.configuration())
+            let cache = try TestPaths.makeTemporaryDirectory("snapshots")
+            let t = SSHTransport(configuration: server.configuration(), cache: SnapshotCache(directory: cache))
             // under the test user's home, spelled with ~/ so every call expands it
             let root = "~/transport-\(UInt64.random(in: 0...UInt64.max))"
             try await t.createDirectory(root)
             return Subject(name: name, transport: t, root: root) {
                 _ = try? await t.runProcess("/bin/rm", "-rf", "--", root.replacingOccurrences(of: "~/", with: ""))
                 await t.close()
+                try? FileManager.default.removeItem(atPath: cache)
             }
         case "openssh":
             let t = try Self.openSSH(TestServer.shared)
@@ -42,24 +44,28 @@ struct TransportContractTests {
             return Subject(name: name, transport: t, root: root) {
                 _ = try? await t.runProcess("/bin/rm", "-rf", "--", root.replacingOccurrences(of: "~/", with: ""))
                 await t.close()
-                try? FileManager.default.removeItem(atPath: t.controlDirectory)
+                try? FileManager.default.removeItem(atPath: t.controlDirectory) // and the cache in it
             }
         default:
-            let mock = MockTransport(script: Self.mockShell)
+            let cache = try TestPaths.makeTemporaryDirectory("snapshots")
+            let mock = MockTransport(cache: SnapshotCache(directory: cache), script: Self.mockShell)
             try await mock.createDirectory("/work")
-            return Subject(name: name, transport: mock, root: "/work") {}
+            return Subject(name: name, transport: mock, root: "/work") {
+                try? FileManager.default.removeItem(atPath: cache)
+            }
         }
     }
 
     /// The system's ssh to the test server: its key, a known_hosts file of its own (filled
     /// by accept-new), no user config, and a control directory of its own.
-    static func openSSH(_ server: TestServer, controlPersist: Duration = .seconds(60)) throws -> OpenSSHTransport {
+    static func openSSH(_ server: TestServer, controlPersist: Duration = .seconds(60),
+                        cache: SnapshotCache? = nil) throws -> OpenSSHTransport {
         let dir = try TestPaths.makeTemporaryDirectory("cm")
         chmod(dir, 0o700)
         return try OpenSSHTransport(destination: server.host, options: OpenSSHTransport.Options(
             user: server.user, port: server.port, identityFile: server.key("id_ed25519"),
             knownHostsFile: dir + "/known_hosts", configFile: "/dev/null", controlPersist: controlPersist,
-            controlDirectory: dir))
+            controlDirectory: dir), cache: cache ?? SnapshotCache(directory: dir + "/snapshots"))
     }
 
     /// Runs `body` on a fresh subject and cleans up after it, also when it throws.
@@ -258,6 +264,122 @@ struct TransportContractTests {
             #expect(try await missing.wait() == .exited(127))
             _ = try? TestServer.run("/usr/bin/pkill", ["-f", "^sleep 38\\.25$"], allowFailure: true)
         }
+    }
+
+    /// The path a program on the server is given for `path` (processes get no `~`
+    /// expansion of their arguments; their working directory is the home).
+    static func argument(_ path: String) -> String {
+        path.hasPrefix("~/") ? String(path.dropFirst(2)) : path
+    }
+
+    @Test(arguments: all)
+    func sqliteSnapshotsOfADatabaseBeingWrittenInWALMode(_ name: String) async throws {
+        try await Self.with(name) { s in
+            let t = s.transport
+            let db = s.root + "/it's app.db"
+            do {
+                _ = try await t.snapshotSQLite(s.root + "/missing.db")
+                Issue.record("snapshot of a missing database")
+            } catch let e as TransportError {
+                #expect(e.isNoSuchFile, "\(e)")
+            }
+            if name == "mock" { // no SQLite: the bytes are copied
+                let bytes = Array("SQLite format 3\u{0}pages".utf8)
+                try await t.writeFile(db, contents: bytes)
+                let snap = try await t.snapshotSQLite(db)
+                #expect(FileManager.default.contents(atPath: snap.path).map(Array.init) == bytes && !snap.isCached)
+                return
+            }
+            // a writer in WAL mode: the transport's own streaming process
+            let writer = try await t.startProcess("sqlite3", arguments: [Self.argument(db)], environment: [:])
+            defer { writer.terminate() }
+            try await writer.write("PRAGMA journal_mode=WAL; CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);\n")
+            for i in 0..<300 { try await writer.write("INSERT INTO t(v) VALUES ('row \(i)');\n") }
+            // wait until the 300 rows are committed (to the WAL: far below a checkpoint)
+            var rows = 0
+            for _ in 0..<100 where rows < 300 {
+                let r = try await t.runProcess("sqlite3", Self.argument(db), "SELECT count(*) FROM t;")
+                rows = Int(r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+                if rows < 300 { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(rows == 300)
+            #expect(try await t.fileExists(db + "-wal"))
+            // more rows while the snapshots are taken
+            let more = Task {
+                for i in 0..<2000 { try await writer.write("INSERT INTO t(v) VALUES ('more \(i)');\n") }
+            }
+            for _ in 0..<3 {
+                let snap = try await t.snapshotSQLite(db)
+                #expect(!snap.isCached && snap.age < 60)
+                let check = try TestServer.runCapturing("/usr/bin/sqlite3", [
+                    snap.path, "PRAGMA integrity_check;", "PRAGMA journal_mode;", "SELECT count(*) FROM t;"])
+                let lines = check.out.split(separator: "\n").map(String.init)
+                #expect(lines.count == 3 && lines[0] == "ok", "\(check)")
+                #expect(lines.count == 3 && lines[1] == (t.isRemote ? "delete" : "wal"), "\(lines)")
+                #expect(lines.count == 3 && (Int(lines[2]) ?? 0) >= 300, "\(lines)")
+                if t.isRemote {
+                    #expect(!FileManager.default.fileExists(atPath: snap.path + "-wal"))
+                    var st = stat()
+                    #expect(lstat(snap.path, &st) == 0 && st.st_mode & 0o777 == 0o600)
+                }
+            }
+            try await more.value
+            writer.finishInput()
+            #expect(try await writer.wait() == .exited(0))
+            // no temporary copy is left beside the database
+            let left = try await t.listDirectory(s.root).map(\.name).filter { $0.contains("sshkit-snapshot") }
+            #expect(left.isEmpty, "\(left)")
+        }
+    }
+
+    @Test(arguments: ["sshkit", "openssh", "mock"])
+    func aCachedSnapshotStandsInWhileTheServerIsUnreachable(_ name: String) async throws {
+        // a server of its own, stopped halfway
+        let server = try TestServer.start(name: "snapshot-\(name)")
+        defer { server.stop() }
+        let cacheDir = try TestPaths.makeTemporaryDirectory("snapcache")
+        defer { try? FileManager.default.removeItem(atPath: cacheDir) }
+        let cache = SnapshotCache(directory: cacheDir)
+        let mock = MockTransport(cache: cache)
+        let t: any ServerTransport = switch name {
+        case "sshkit": SSHTransport(configuration: server.configuration(connectTimeout: .seconds(3)), cache: cache)
+        case "openssh": try Self.openSSH(server, cache: cache)
+        default: mock
+        }
+        let db = "~/fallback-\(UInt32.random(in: 0...UInt32.max)).db"
+        if name == "mock" {
+            try await mock.createDirectory("~")
+            try await mock.writeFile(db, contents: Array("db bytes".utf8))
+        } else {
+            _ = try await t.runProcess("sqlite3", Self.argument(db), "CREATE TABLE t(x); INSERT INTO t VALUES (42);").check()
+        }
+        let first = try await t.snapshotSQLite(db)
+        #expect(!first.isCached && first.unreachable == nil)
+        let bytes = FileManager.default.contents(atPath: first.path)
+        if name == "mock" {
+            mock.setUnreachable(true)
+        } else {
+            _ = try? await t.runProcess("/bin/rm", "-f", "--", Self.argument(db))
+            if let o = t as? OpenSSHTransport { await o.close() }
+            let sessions = server.sessionProcessTree()
+            server.stop()
+            for p in sessions { kill(p, SIGKILL) }
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        let cached = try await t.snapshotSQLite(db)
+        #expect(cached.isCached && cached.path == first.path, "\(cached)")
+        #expect(cached.unreachable?.code == .hostUnreachable, "\(String(describing: cached.unreachable))")
+        #expect(abs(cached.takenAt.timeIntervalSince(first.takenAt)) < 2 && cached.age >= 0)
+        #expect(FileManager.default.contents(atPath: cached.path) == bytes)
+        // nothing cached for another database: the error itself
+        do {
+            _ = try await t.snapshotSQLite("~/never-copied.db")
+            Issue.record("a snapshot without a server or a copy")
+        } catch let e as TransportError {
+            #expect(e.code == .hostUnreachable, "\(e)")
+        }
+        if let o = t as? OpenSSHTransport { try? FileManager.default.removeItem(atPath: o.controlDirectory) }
+        if let k = t as? SSHTransport { await k.close() }
     }
 }
 
