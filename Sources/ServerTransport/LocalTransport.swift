@@ -227,6 +227,11 @@ public struct LocalTransport: ServerTransport {
         return SQLiteSnapshot(path: p, takenAt: Date())
     }
 
+    /// inotify; `pollInterval` is not used (events arrive at once).
+    public func watchPaths(_ paths: [String], pollInterval: Duration) -> PathWatch {
+        InotifyWatch.watch(paths) { [self] in resolve($0) }
+    }
+
     public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
         async throws(TransportError) -> TransportProcess
     {
@@ -235,6 +240,6 @@ public struct LocalTransport: ServerTransport {
 }
 
 /// stat(2), which follows symlinks (inside LocalTransport the name means its method).
-private func followingStat(_ path: String, _ st: inout Glibc.stat) -> Int32 {
+func followingStat(_ path: String, _ st: inout Glibc.stat) -> Int32 {
     stat(path, &st)
 }

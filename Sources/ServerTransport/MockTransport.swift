@@ -176,6 +176,13 @@ public final class MockTransport: ServerTransport, Sendable {
         }
     }
 
+    /// Polls `stat` every `pollInterval` (each write advances the mock's clock).
+    public func watchPaths(_ paths: [String], pollInterval: Duration) -> PathWatch {
+        PollingWatch.watch(paths, every: pollInterval) { [self] ps throws(TransportError) in
+            try await PollingWatch.signature(self, ps)
+        }
+    }
+
     /// The script runs once stdin is finished; its output then streams, and `wait()`
     /// returns its status (or throws what it threw).
     public func startProcess(_ executable: String, arguments: [String], environment: [String: String])

@@ -311,6 +311,36 @@ public struct OpenSSHTransport: ServerTransport {
         try await RemoteSQLiteSnapshot.take(self, path, cache: cache)
     }
 
+    /// Polls every `pollInterval` with one `ssh` call that prints the signature of all
+    /// the paths (GNU `stat` and `find`, nanosecond times).
+    public func watchPaths(_ paths: [String], pollInterval: Duration) -> PathWatch {
+        PollingWatch.watch(paths, every: pollInterval) { [self] ps throws(TransportError) in
+            try await signature(ps)
+        }
+    }
+
+    /// Each path's `stat`, and for a directory its entries', in one command.
+    func signature(_ paths: [String]) async throws(TransportError) -> [String: String] {
+        let words = paths.map { Self.word($0.hasPrefix("/") || $0.hasPrefix("~") ? $0 : "./" + $0) }
+        let r = try await ssh("""
+            LC_ALL=C; export LC_ALL
+            for p in \(words.joined(separator: " ")); do
+              if [ -e "$p" ] || [ -L "$p" ]; then
+                stat -c '%F %s %a %.9Y' -- "$p"
+                if [ -d "$p" ]; then find "$p" -mindepth 1 -maxdepth 1 -printf '%f %y %s %T@\\n' | sort; fi
+              else echo absent; fi
+              printf '\\0'
+            done
+            """)
+        let parts = r.stdout.split(separator: 0, omittingEmptySubsequences: false)
+        guard r.exitStatus == .exited(0), parts.count >= paths.count else {
+            throw TransportError(.other, "watch: unexpected answer: \(r.stderrString.prefix(200))")
+        }
+        var result: [String: String] = [:]
+        for (i, path) in paths.enumerated() { result[path] = String(decoding: parts[i], as: UTF8.self) }
+        return result
+    }
+
     /// An `ssh` process running the command. `terminate()` stops the local `ssh`; the
     /// remote command then loses its channel (it gets no signal: OpenSSH sends none
     /// without a terminal) and ends when it next writes, or by itself.

@@ -280,6 +280,13 @@ public final class SSHTransport: ServerTransport, Sendable {
         try await RemoteSQLiteSnapshot.take(self, path, cache: cache)
     }
 
+    /// Polls `stat` (and the listing of a directory) over SFTP every `pollInterval`.
+    public func watchPaths(_ paths: [String], pollInterval: Duration) -> PathWatch {
+        PollingWatch.watch(paths, every: pollInterval) { [self] ps throws(TransportError) in
+            try await PollingWatch.signature(self, ps)
+        }
+    }
+
     public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
         async throws(TransportError) -> TransportProcess
     {

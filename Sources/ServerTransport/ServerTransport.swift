@@ -57,6 +57,15 @@ public protocol ServerTransport: Sendable {
     /// - Throws: `fileIO` (`noSuchFile`) for a missing database; `commandFailed` when
     ///   the server has no `sqlite3` or the backup failed; `hostUnreachable` with no copy.
     func snapshotSQLite(_ path: String) async throws(TransportError) -> SQLiteSnapshot
+
+    /// Yields whenever one of `paths` changes: created, modified, deleted, replaced, or
+    /// for a directory, an entry of it (one level). Locally inotify (immediate; the
+    /// parent directory of each path must exist); remotely a signature of the paths'
+    /// sizes and modification times polled every `pollInterval`, skipping rounds while
+    /// the server is unreachable. Remote modification times have the server's
+    /// precision (SFTP: whole seconds), so a rewrite to the same size within the same
+    /// second can go unseen there.
+    func watchPaths(_ paths: [String], pollInterval: Duration) -> PathWatch
 }
 
 extension ServerTransport {

@@ -145,4 +145,29 @@ struct SSHTransportTests {
         #expect(try await t.runProcess("/bin/echo", "still").stdoutString == "still\n")
         #expect(await t.connectionsMade == 1)
     }
+
+    @Test func aWatchRidesOutADroppedConnection() async throws {
+        let own = try TestServer.start(name: "transport-watch")
+        defer { own.stop() }
+        let t = SSHTransport(configuration: own.configuration())
+        defer { Task { await t.close() } }
+        let file = "~/watch-drop.txt"
+        try await t.writeTextFile(file, "one")
+        let log = ChangeLog()
+        let reader = Task {
+            for await change in t.watchPaths([file], pollInterval: .milliseconds(150)) { await log.add(change) }
+        }
+        defer { reader.cancel() }
+        try await Task.sleep(for: .milliseconds(600))
+        // the connection drops: polls fail for a moment, which is no change
+        for p in own.sessionProcessTree() { kill(p, SIGKILL) }
+        try await Task.sleep(for: .milliseconds(1500))
+        let during = await log.changes
+        #expect(during.isEmpty, "\(during)")
+        // it reconnected by itself, and sees the next change
+        try await t.writeTextFile(file, "two, longer")
+        #expect(await log.waitFor(file))
+        #expect(await t.connectionsMade >= 2)
+        try await t.removeFile(file)
+    }
 }

@@ -381,6 +381,52 @@ struct TransportContractTests {
         if let o = t as? OpenSSHTransport { try? FileManager.default.removeItem(atPath: o.controlDirectory) }
         if let k = t as? SSHTransport { await k.close() }
     }
+
+    @Test(arguments: all)
+    func watchingSeesCreateModifyAndDelete(_ name: String) async throws {
+        try await Self.with(name) { s in
+            let t = s.transport
+            let file = s.root + "/watched.conf", dir = s.root + "/inbox"
+            try await t.createDirectory(dir)
+            let log = ChangeLog()
+            let reader = Task {
+                for await change in t.watchPaths([file, dir], pollInterval: .milliseconds(200)) { await log.add(change) }
+            }
+            defer { reader.cancel() }
+            try await Task.sleep(for: .milliseconds(800)) // the baseline is taken
+            let quiet = await log.changes
+            #expect(quiet.isEmpty, "changes with nothing changed: \(quiet)")
+            func step(_ what: String, _ path: String, _ action: () async throws -> Void) async throws {
+                await log.clear()
+                try await action()
+                #expect(await log.waitFor(path), "\(what): no change reported for \(path)")
+                try await Task.sleep(for: .milliseconds(400)) // let the rest of this step arrive
+            }
+            try await step("create", file) { try await t.writeTextFile(file, "v1") }
+            // another size: remote modification times may be whole seconds
+            try await step("modify", file) { try await t.writeTextFile(file, "version 2") }
+            try await step("a new entry", dir) { try await t.writeTextFile(dir + "/new.txt", "x") }
+            try await step("delete", file) { try await t.removeFile(file) }
+            try await step("an entry deleted", dir) { try await t.removeFile(dir + "/new.txt") }
+        }
+    }
+}
+
+/// The changes a watch reported, for a test to wait on.
+actor ChangeLog {
+    private(set) var changes: [PathChange] = []
+    func add(_ c: PathChange) { changes.append(c) }
+    func clear() { changes = [] }
+
+    /// Whether a change naming `path` arrives within `seconds`.
+    func waitFor(_ path: String, seconds: Double = 10) async -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if changes.contains(where: { $0.paths.contains(path) }) { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
 }
 
 /// What only the local transport can show: atomicity seen by a concurrent reader, and a
@@ -503,6 +549,27 @@ struct LocalTransportTests {
             if !settled { try await Task.sleep(for: .milliseconds(100)) }
         }
         #expect(settled, "fds before \(fds), after \(countFDs())")
+    }
+
+    @Test func aWatchStopsItsThreadWhenIterationEnds() async throws {
+        let root = try TestPaths.makeTemporaryDirectory("watch")
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let t = LocalTransport()
+        try await t.writeTextFile(root + "/warm-up", "") // the runtime's own lazily made fds first
+        try await Task.sleep(for: .milliseconds(100))
+        let (threads, fds) = (countThreads(), countFDs())
+        for round in 0..<5 {
+            var it = t.watchPaths([root + "/f"]).makeAsyncIterator()
+            try await t.writeTextFile(root + "/f", "\(round)")
+            let change = await it.next()
+            #expect(change?.paths == [root + "/f"])
+        }
+        var settled = false
+        for _ in 0..<50 where !settled {
+            settled = countThreads() <= threads && countFDs() <= fds
+            if !settled { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(settled, "threads \(threads) -> \(countThreads()), fds \(fds) -> \(countFDs())")
     }
 
     @Test func homeRelativePathsAndAMissingExecutable() async throws {
