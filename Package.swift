@@ -46,6 +46,12 @@ let package = Package(
             name: "ServerTransport",
             dependencies: ["SSHKit"]
         ),
+        // An example service on ServerTransport (Docs/Guide-Transports.md, "Adding a service").
+        .target(
+            name: "AgentSettingsExample",
+            dependencies: ["ServerTransport"],
+            path: "Examples/transport-service"
+        ),
         // the connection options the examples share
         .target(
             name: "ExampleSupport",
@@ -97,7 +103,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SSHKitTests",
-            dependencies: ["SSHKit", "SSHCore", "ServerTransport"],
+            dependencies: ["SSHKit", "SSHCore", "ServerTransport", "AgentSettingsExample"],
             path: "Tests/SSHKitTests"
         ),
     ],

@@ -135,15 +135,11 @@ final class LocalProcessRun: Sendable {
         pid.withLock { $0 = 0 }
         while waitpid(child, &status, 0) < 0 && errno == EINTR {}
         if timedOut {
-            var e = TransportError(.timeout, "\(executable) ran longer than \(timeout!) and was stopped")
-            e.seconds = timeout.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
-            e.partialStdout = out
-            e.stderr = String(decoding: err, as: UTF8.self)
+            var e = TransportError.timeout(after: timeout!, partialStdout: out, stderr: String(decoding: err, as: UTF8.self))
+            e.message = "\(executable) ran longer than \(timeout!) and was stopped"
             return .failure(e)
         }
-        if cancelled.withLock({ $0 }) {
-            return .failure(TransportError(.other, "cancelled", cause: CancellationError()))
-        }
+        if cancelled.withLock({ $0 }) { return .failure(.cancelled) }
         let exit = LocalSpawn.exitStatus(status)
         return .success(ProcessResult(exitStatus: exit, stdout: out, stderr: err))
     }

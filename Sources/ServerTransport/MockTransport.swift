@@ -9,8 +9,20 @@ import Synchronization
 public final class MockTransport: ServerTransport, Sendable {
     /// Answers `runProcess`: the invocation in, a result out. Throwing `TransportError`
     /// (e.g. `.timeout`) is how a script simulates failures.
-    public typealias ProcessScript = @Sendable (_ executable: String, _ arguments: [String], _ stdin: [UInt8],
-                                                _ environment: [String: String]) throws(TransportError) -> ProcessResult
+    public typealias ProcessScript = @Sendable (ProcessInvocation) throws(TransportError) -> ProcessResult
+
+    /// What a script is asked to run.
+    public struct ProcessInvocation: Sendable {
+        public var executable: String
+        public var arguments: [String]
+        public var stdin: [UInt8]
+        public var environment: [String: String]
+        /// The caller's timeout (nil for `startProcess`): a script simulating a slow
+        /// program throws `TransportError.timeout(after:partialStdout:)` with it.
+        public var timeout: Duration?
+        /// The executable and arguments as one line, e.g. "git status --short".
+        public var commandLine: String { ([executable] + arguments).joined(separator: " ") }
+    }
 
     struct Node {
         var contents: [UInt8]
@@ -37,8 +49,8 @@ public final class MockTransport: ServerTransport, Sendable {
 
     public init(serverID: ServerID = ServerID("mock"), isRemote: Bool = true, home: String = "/home/user",
                 secrets: SecretFiles = SecretFiles(), cache: SnapshotCache = .standard,
-                script: @escaping ProcessScript = { executable, _, _, _ in
-                    ProcessResult(exitStatus: .exited(127), stdout: [], stderr: Array("\(executable): not found\n".utf8))
+                script: @escaping ProcessScript = { run in
+                    ProcessResult(exitStatus: .exited(127), stdout: [], stderr: Array("\(run.executable): not found\n".utf8))
                 }) {
         self.serverID = serverID
         self.isRemote = isRemote
@@ -163,7 +175,8 @@ public final class MockTransport: ServerTransport, Sendable {
     public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
                            environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
         try call("runProcess \(([executable] + arguments).joined(separator: " "))") { _ in }
-        return try script(executable, arguments, stdin, environment)
+        return try script(ProcessInvocation(executable: executable, arguments: arguments, stdin: stdin,
+                                            environment: environment, timeout: timeout))
     }
 
     /// The file's bytes copied into the cache (or the last copy while unreachable).
@@ -191,7 +204,8 @@ public final class MockTransport: ServerTransport, Sendable {
         try call("startProcess \(([executable] + arguments).joined(separator: " "))") { _ in }
         let script = self.script
         return TransportProcess(backend: MockProcess { stdin throws(TransportError) in
-            try script(executable, arguments, stdin, environment)
+            try script(ProcessInvocation(executable: executable, arguments: arguments, stdin: stdin,
+                                         environment: environment, timeout: nil))
         })
     }
 }

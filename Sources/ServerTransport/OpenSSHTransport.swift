@@ -209,7 +209,8 @@ public struct OpenSSHTransport: ServerTransport {
                 .map { $0 == "''" ? "" : $0 }.joined(separator: "*")
         }.joined(separator: "|")
         // A temporary file beside the target (mktemp: 0600, O_EXCL), filled from stdin,
-        // given the mode, synced, renamed over the target; removed on any failure.
+        // checked to be complete, given the mode, synced, renamed over the target;
+        // removed on any failure.
         let script = """
         p=\(Self.word(path))
         if [ -L "$p" ]; then p=$(readlink -f -- "$p") || exit 1; fi
@@ -220,7 +221,10 @@ public struct OpenSSHTransport: ServerTransport {
         case "$n" in \(patterns)) m=600 ;; esac
         t=$(mktemp -- "$d/.$n.sshkit-XXXXXXXX") || exit 1
         trap 'rm -f -- "$t"' EXIT HUP INT TERM
-        cat > "$t" && chmod "$m" -- "$t" && sync -- "$t" && mv -f -- "$t" "$p" || exit 1
+        cat > "$t" || exit 1
+        # all of it, or nothing: a client stopped mid-way gives cat an early EOF
+        [ "$(wc -c < "$t")" -eq \(contents.count) ] || { echo "write: short input" >&2; exit 1; }
+        chmod "$m" -- "$t" && sync -- "$t" && mv -f -- "$t" "$p" || exit 1
         trap - EXIT
         """
         _ = try await fileCommand(script, path, "write", stdin: contents)

@@ -262,10 +262,9 @@ public final class SSHTransport: ServerTransport, Sendable {
                 await fed
                 return ProcessResult(exitStatus: status, stdout: out, stderr: await errors)
             } catch let failure as SSHError where failure.code == .timedOut {
-                var e = TransportError(.timeout, "\(command) ran longer than \(timeout) and was stopped")
-                e.seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
-                e.partialStdout = out
-                e.stderr = String(decoding: await errors, as: UTF8.self)
+                var e = TransportError.timeout(after: timeout, partialStdout: out,
+                                               stderr: String(decoding: await errors, as: UTF8.self))
+                e.message = "\(command) ran longer than \(timeout) and was stopped"
                 await fed
                 throw e
             }

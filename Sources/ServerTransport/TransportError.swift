@@ -47,6 +47,16 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         self.cause = cause
     }
 
+    /// A process stopped after `after`, having printed `partialStdout` (what every
+    /// transport throws; for scripts of `MockTransport` too).
+    public static func timeout(after: Duration, partialStdout: [UInt8] = [], stderr: String = "") -> TransportError {
+        var e = TransportError(.timeout, "the process ran longer than \(after) and was stopped")
+        e.seconds = Double(after.components.seconds) + Double(after.components.attoseconds) / 1e18
+        e.partialStdout = partialStdout
+        e.stderr = stderr
+        return e
+    }
+
     /// Whether a missing file caused it.
     public var isNoSuchFile: Bool { code == .fileIO && reason == .noSuchFile }
 

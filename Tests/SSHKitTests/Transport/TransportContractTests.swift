@@ -81,18 +81,18 @@ struct TransportContractTests {
     }
 
     /// What the process tests run, for the mock: `printf`, `cat`, `sh -c 'exit N'` and `sleep`.
-    static let mockShell: MockTransport.ProcessScript = { executable, arguments, stdin, _ throws(TransportError) in
+    static let mockShell: MockTransport.ProcessScript = { run throws(TransportError) in
+        let (executable, arguments) = (run.executable, run.arguments)
         switch (executable, arguments.first) {
-        case ("/bin/cat", _): return ProcessResult(exitStatus: .exited(0), stdout: stdin, stderr: [])
+        case ("/bin/cat", _): return ProcessResult(exitStatus: .exited(0), stdout: run.stdin, stderr: [])
         case ("/usr/bin/printf", let format?) where format == "%s":
             return ProcessResult(exitStatus: .exited(0), stdout: Array(arguments.dropFirst().joined().utf8), stderr: [])
         case ("/bin/sh", "-c") where arguments.count > 1 && arguments[1].hasPrefix("echo oops >&2; exit "):
             let code = Int32(arguments[1].split(separator: " ").last!)!
             return ProcessResult(exitStatus: .exited(code), stdout: [], stderr: Array("oops\n".utf8))
         case ("/bin/sh", "-c") where arguments.count > 1 && arguments[1].hasPrefix("echo started; sleep"):
-            var e = TransportError(.timeout, "mock: timed out")
-            e.partialStdout = Array("started\n".utf8)
-            throw e
+            guard let timeout = run.timeout else { return ProcessResult(exitStatus: .exited(0), stdout: [], stderr: []) }
+            throw TransportError.timeout(after: timeout, partialStdout: Array("started\n".utf8))
         default:
             return ProcessResult(exitStatus: .exited(127), stdout: [], stderr: Array("not found\n".utf8))
         }
@@ -215,7 +215,7 @@ struct TransportContractTests {
                                            timeout: .milliseconds(500))
                 Issue.record("no timeout")
             } catch let error as TransportError {
-                #expect(error.code == .timeout, "\(error)")
+                #expect(error.code == .timeout && error.seconds == 0.5, "\(error)")
                 #expect(error.partialStdout.map { String(decoding: $0, as: UTF8.self) } == "started\n")
             }
         }
@@ -410,6 +410,57 @@ struct TransportContractTests {
             try await step("an entry deleted", dir) { try await t.removeFile(dir + "/new.txt") }
         }
     }
+
+    @Test(arguments: all)
+    func aReaderNeverSeesAMixAndAnInterruptedWriteLeavesTheOldFileAndNoTemporary(_ name: String) async throws {
+        try await Self.with(name) { s in
+            let t = s.transport
+            let path = s.root + "/state.json"
+            let a = [UInt8](repeating: 0x61, count: 1 << 20), b = [UInt8](repeating: 0x62, count: 1 << 20)
+            try await t.writeFile(path, contents: a)
+            // a reader through the same transport while the file is rewritten
+            let writing = Mutex(true)
+            let reader = Task { () -> (reads: Int, bad: Int) in
+                var reads = 0, bad = 0
+                while writing.withLock({ $0 }) || reads == 0 {
+                    reads += 1
+                    // the mock's calls never suspend: without this the loop would hold a
+                    // thread of the cooperative pool (two on two cores) until the end
+                    await Task.yield()
+                    guard let d = try? await t.readFile(path) else { bad += 1; continue }
+                    if d.count != 1 << 20 || !(d.allSatisfy { $0 == 0x61 } || d.allSatisfy { $0 == 0x62 }) { bad += 1 }
+                }
+                return (reads, bad)
+            }
+            for i in 0..<12 {
+                try await t.writeFile(path, contents: i % 2 == 0 ? b : a)
+                await Task.yield() // the mock's calls never suspend: let the reader in
+            }
+            writing.withLock { $0 = false }
+            let seen = await reader.value
+            #expect(seen.bad == 0 && seen.reads > 1, "\(seen)")
+            // writes interrupted at different points: the old file or the new one, whole
+            let old = try await t.readFile(path)
+            let big = [UInt8](repeating: 0x63, count: 16 << 20)
+            for delay in [5, 40, 150] {
+                let write = Task { try await t.writeFile(path, contents: big) }
+                try await Task.sleep(for: .milliseconds(delay))
+                write.cancel()
+                _ = try? await write.value
+                let now = try await t.readFile(path)
+                #expect(now == old || now == big, "after \(delay) ms: \(now.count) bytes")
+            }
+            // and no temporary file stays (a remote one is removed by the server's side
+            // of the write, which may finish a moment after the cancelled call)
+            var names: [String] = []
+            for _ in 0..<50 {
+                names = try await t.listDirectory(s.root).map(\.name)
+                if names == ["state.json"] { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(names == ["state.json"])
+        }
+    }
 }
 
 /// The changes a watch reported, for a test to wait on.
@@ -445,6 +496,7 @@ struct LocalTransportTests {
             var reads = 0, bad = 0
             while writing.withLock({ $0 }) || reads == 0 {
                 reads += 1
+                await Task.yield() // a synchronous loop: leave the pool's threads to others
                 // a missing file counts: unlink-then-create would not be atomic
                 guard let d = FileManager.default.contents(atPath: path) else { bad += 1; continue }
                 if !(d.allSatisfy { $0 == 0x61 } || d.allSatisfy { $0 == 0x62 }) || d.count != 1 << 20 { bad += 1 }
