@@ -19,6 +19,7 @@ let package = Package(
             name: "sshkit-bench",
             dependencies: [
                 .product(name: "SSHKit", package: "SSHKit"),
+                .product(name: "ServerTransport", package: "SSHKit"),
                 "LibSSHBaseline",
             ]
         ),
