@@ -5,8 +5,8 @@ import Synchronization
 import Testing
 
 /// One contract, every transport: the same assertions against `LocalTransport` (in a
-/// temporary directory) and `MockTransport`. The SSH transports join this suite as they
-/// are built (issue 7).
+/// temporary directory), `SSHTransport` and `OpenSSHTransport` (under the test user's
+/// home on the fixture sshd) and `MockTransport`.
 @Suite("Transport contract")
 struct TransportContractTests {
     /// A transport and a fresh directory to work in; `cleanup` removes it.
@@ -418,27 +418,39 @@ struct TransportContractTests {
             let path = s.root + "/state.json"
             let a = [UInt8](repeating: 0x61, count: 1 << 20), b = [UInt8](repeating: 0x62, count: 1 << 20)
             try await t.writeFile(path, contents: a)
-            // a reader through the same transport while the file is rewritten
-            let writing = Mutex(true)
+            // a reader through the same transport while the file is rewritten; the writer
+            // goes on until the reader finished a few reads during the writes, however
+            // the two are scheduled (a fixed number of writes once ended before the
+            // reader's second read on a slow machine)
+            let writing = Mutex(true), readsDone = Mutex(0)
             let reader = Task { () -> (reads: Int, bad: Int) in
                 var reads = 0, bad = 0
                 while writing.withLock({ $0 }) || reads == 0 {
-                    reads += 1
                     // the mock's calls never suspend: without this the loop would hold a
                     // thread of the cooperative pool (two on two cores) until the end
                     await Task.yield()
-                    guard let d = try? await t.readFile(path) else { bad += 1; continue }
+                    let d = try? await t.readFile(path)
+                    reads += 1
+                    readsDone.withLock { $0 = reads }
+                    guard let d else { bad += 1; continue }
                     if d.count != 1 << 20 || !(d.allSatisfy { $0 == 0x61 } || d.allSatisfy { $0 == 0x62 }) { bad += 1 }
                 }
                 return (reads, bad)
             }
-            for i in 0..<12 {
-                try await t.writeFile(path, contents: i % 2 == 0 ? b : a)
+            // (the mock writes in microseconds while checking a read takes milliseconds in
+            // a debug build: the bound is time, a generous one that only catches a hang)
+            var writes = 0
+            let readsBefore = readsDone.withLock { $0 }
+            let giveUp = ContinuousClock.now + .seconds(30)
+            while writes < 12 || (readsDone.withLock({ $0 }) < readsBefore + 4 && ContinuousClock.now < giveUp) {
+                try await t.writeFile(path, contents: writes % 2 == 0 ? b : a)
+                writes += 1
                 await Task.yield() // the mock's calls never suspend: let the reader in
             }
             writing.withLock { $0 = false }
             let seen = await reader.value
-            #expect(seen.bad == 0 && seen.reads > 1, "\(seen)")
+            #expect(seen.bad == 0, "\(seen) during \(writes) writes")
+            #expect(seen.reads >= readsBefore + 4, "the reader never ran during the writes: \(seen)")
             // writes interrupted at different points: the old file or the new one, whole
             let old = try await t.readFile(path)
             let big = [UInt8](repeating: 0x63, count: 16 << 20)
