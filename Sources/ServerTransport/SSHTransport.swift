@@ -273,8 +273,8 @@ public final class SSHTransport: ServerTransport, Sendable {
         }
     }
 
-    /// A streamed exec channel (`SSHConnection.startCommand`); `terminate()` sends TERM
-    /// and closes the channel.
+    /// `sqlite3 .backup` on the server into a hidden temporary file beside the database,
+    /// downloaded over SFTP into `cache` (see `RemoteSQLiteSnapshot`).
     public func snapshotSQLite(_ path: String) async throws(TransportError) -> SQLiteSnapshot {
         try await RemoteSQLiteSnapshot.take(self, path, cache: cache)
     }
@@ -286,6 +286,8 @@ public final class SSHTransport: ServerTransport, Sendable {
         }
     }
 
+    /// A streamed exec channel (`SSHConnection.startCommand`); `terminate()` sends TERM
+    /// and closes the channel.
     public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
         async throws(TransportError) -> TransportProcess
     {

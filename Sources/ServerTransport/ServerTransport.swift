@@ -2,8 +2,10 @@ import SSHKit
 
 /// One API for files and processes on "this machine or that server".
 ///
-/// Implementations: `LocalTransport` (this machine) and `MockTransport` (in memory, for
-/// testing services built on the protocol). SSH transports follow (issue 7).
+/// Implementations: `LocalTransport` (this machine), `SSHTransport` (one shared SSHKit
+/// connection), `OpenSSHTransport` (`ssh` over a ControlMaster, for setups that need the
+/// user's `~/.ssh/config`) and `MockTransport` (in memory, for testing services built on
+/// the protocol). One contract test suite holds all four to the same assertions.
 ///
 /// Paths are strings as the server's shell would see them; `~/` at the start means the
 /// login user's home. Every call is independent and may run concurrently with others.

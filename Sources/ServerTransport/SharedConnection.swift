@@ -1,4 +1,5 @@
 import SSHKit
+import Synchronization
 
 /// One long-lived connection to a server, shared by every caller of an `SSHTransport`.
 ///
@@ -33,6 +34,10 @@ actor SharedConnection {
     }
 
     /// The current connection, connecting (once, for all waiters) when there is none.
+    ///
+    /// A cancelled caller returns `cancelled` at once; the connect goes on for the other
+    /// callers (it is bounded by the configuration's `connectTimeout`) and, when it
+    /// succeeds, stays for the next call.
     func get() async throws(SSHError) -> Live {
         if closed { throw SSHError(.invalidState, "the transport was closed") }
         if let live, live.connection.isConnected { return live }
@@ -46,52 +51,57 @@ actor SharedConnection {
         } else {
             let configuration = configuration
             task = Task {
-                do throws(SSHError) {
-                    let connection = try await SSHClient.connect(configuration)
-                    do throws(SSHError) {
-                        var sftp: SFTPClient?
-                        do throws(SSHError) {
-                            sftp = try await connection.openSFTP()
-                        } catch where error.code == .sftpUnavailable {
-                            sftp = nil
-                        }
-                        let home: String
-                        if let sftp {
-                            home = try await sftp.canonicalPath(".").string
-                        } else {
-                            home = try await connection.execute("printf %s \"$HOME\"").stdoutString
-                        }
-                        return .success(Live(connection: connection, sftp: sftp, home: home))
-                    } catch {
-                        await connection.close()
-                        throw error
-                    }
-                } catch {
-                    return .failure(error)
-                }
+                // the connect installs its own result, so a waiter that resumes late can
+                // never put back a connection that was replaced in the meantime
+                await self.installed(Self.connect(configuration))
             }
             connecting = task
         }
-        // the connect is bounded by the configuration's connectTimeout; a cancelled
-        // caller still waits for it (others may be waiting too), then gets `cancelled`
-        let result = await task.value
-        if connecting == task { connecting = nil }
-        switch result {
-        case .success(let l):
-            if closed {
-                await l.connection.close()
-                throw SSHError(.invalidState, "the transport was closed")
-            }
-            if live == nil {
-                live = l
-                connects += 1
-            }
-            // the connection stays for the other callers; this one was cancelled
-            if Task.isCancelled { throw SSHError(.cancelled, "cancelled while connecting") }
-            return live!
-        case .failure(let e):
-            throw e
+        guard let result = await CancellableWait.value(of: task) else {
+            throw SSHError(.cancelled, "cancelled while connecting")
         }
+        return try result.get()
+    }
+
+    /// A new connection with its SFTP session (when the server has one) and home.
+    private static func connect(_ configuration: SSHConfiguration) async -> Result<Live, SSHError> {
+        do throws(SSHError) {
+            let connection = try await SSHClient.connect(configuration)
+            do throws(SSHError) {
+                var sftp: SFTPClient?
+                do throws(SSHError) {
+                    sftp = try await connection.openSFTP()
+                } catch where error.code == .sftpUnavailable {
+                    sftp = nil
+                }
+                let home: String
+                if let sftp {
+                    home = try await sftp.canonicalPath(".").string
+                } else {
+                    home = try await connection.execute("printf %s \"$HOME\"").stdoutString
+                }
+                return .success(Live(connection: connection, sftp: sftp, home: home))
+            } catch {
+                await connection.close()
+                throw error
+            }
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Makes a finished connect the current connection (or closes it when the
+    /// transport was closed meanwhile).
+    private func installed(_ result: Result<Live, SSHError>) async -> Result<Live, SSHError> {
+        connecting = nil
+        guard case .success(let l) = result else { return result }
+        if closed {
+            await l.connection.close()
+            return .failure(SSHError(.invalidState, "the transport was closed"))
+        }
+        live = l
+        connects += 1
+        return result
     }
 
     /// Forgets `l` if it is still the current connection (it failed under a caller).
@@ -103,8 +113,57 @@ actor SharedConnection {
 
     func close() async {
         closed = true
+        // a connect under way closes its connection itself when it ends (see `installed`)
         let l = live
         live = nil
         if let l { await l.connection.close() }
+    }
+}
+
+/// Waits for a task's value, or returns nil as soon as the waiting task is cancelled
+/// (the awaited task goes on).
+enum CancellableWait {
+    static func value<T: Sendable>(of task: Task<T, Never>) async -> T? {
+        let state = Waiter<T>()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<T?, Never>) in
+                let cancelledAlready = state.lock.withLock { s -> Bool in
+                    if case .cancelled = s { return true }
+                    s = .waiting(c)
+                    return false
+                }
+                if cancelledAlready {
+                    c.resume(returning: nil)
+                    return
+                }
+                Task {
+                    let v = await task.value
+                    state.lock.withLock { $0.take() }?.resume(returning: v)
+                }
+            }
+        } onCancel: {
+            state.lock.withLock { s -> CheckedContinuation<T?, Never>? in
+                if case .idle = s {
+                    s = .cancelled
+                    return nil
+                }
+                return s.take()
+            }?.resume(returning: nil)
+        }
+    }
+
+    private final class Waiter<T: Sendable>: Sendable {
+        let lock = Mutex<WaitState<T>>(.idle)
+    }
+
+    private enum WaitState<T: Sendable> {
+        case idle, waiting(CheckedContinuation<T?, Never>), cancelled, done
+
+        /// The continuation, once: whoever takes it resumes it.
+        mutating func take() -> CheckedContinuation<T?, Never>? {
+            guard case .waiting(let c) = self else { return nil }
+            self = .done
+            return c
+        }
     }
 }

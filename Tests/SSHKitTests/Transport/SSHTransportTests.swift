@@ -37,6 +37,39 @@ struct SSHTransportTests {
         _ = try await t.runProcess("/bin/rm", "-rf", "--", String(root.dropFirst(2)))
     }
 
+    @Test func aCancelledCallerDoesNotWaitForTheSharedConnect() async throws {
+        let silent = try FakeServer(.silent)
+        defer { silent.stop() }
+        let t = SSHTransport(configuration: SSHConfiguration(
+            host: "127.0.0.1", port: silent.port, user: "nobody", authentication: .password("x"),
+            hostKeyPolicy: .pinned(["SHA256:AAAA"]), connectTimeout: .seconds(4)))
+        defer { Task { await t.close() } }
+        // two callers wait for one connect that the server never answers
+        let patient = Task { try await t.fileExists("/") }
+        let impatient = Task { try await t.fileExists("/") }
+        try await Task.sleep(for: .milliseconds(300))
+        let clock = ContinuousClock(), start = clock.now
+        impatient.cancel()
+        do {
+            _ = try await impatient.value
+            Issue.record("a cancelled call succeeded")
+        } catch let e as TransportError {
+            #expect(e.isCancellation, "\(e)")
+        }
+        let waited = clock.now - start
+        // a generous bound that only catches waiting out the 4 s connect
+        #expect(waited < .seconds(2), "the cancelled caller waited \(waited)")
+        // the other caller still gets the connect's own outcome
+        do {
+            _ = try await patient.value
+            Issue.record("connected to a silent server")
+        } catch let e as TransportError {
+            #expect(e.code == .hostUnreachable && !e.isCancellation, "\(e)")
+        }
+        #expect(silent.accepted.load(ordering: .relaxed) == 1, "one connect for both callers")
+        #expect(await t.connectionsMade == 0)
+    }
+
     @Test func reconnectsWhenTheConnectionDropsAndNeverRerunsAProcess() async throws {
         let own = try TestServer.start(name: "transport-drop")
         defer { own.stop() }
