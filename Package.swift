@@ -41,10 +41,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // pipe2 and mkostemp for ServerTransport (GNU calls Swift's Glibc does not declare).
+        .target(
+            name: "CTransportSupport"
+        ),
         // One protocol for files and processes on this machine or a server (issue 7).
         .target(
             name: "ServerTransport",
-            dependencies: ["SSHKit"]
+            dependencies: ["SSHKit", "CTransportSupport"]
         ),
         // An example service on ServerTransport (Docs/Guide-Transports.md, "Adding a service").
         .target(

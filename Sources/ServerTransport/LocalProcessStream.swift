@@ -1,3 +1,4 @@
+import CTransportSupport
 import Foundation
 import SSHKit
 import Synchronization
@@ -30,7 +31,7 @@ final class LocalProcessStream: ProcessBackend, Sendable {
     private let exit = Mutex(Exit())
     private let terminateAt = Mutex<Double?>(nil)
     private let wakeRead: Int32
-    private let wakeWrite: Int32
+    private let wakeWrite: WakePipe
     let pid: pid_t
 
     /// Starts `executable`; a program that cannot be started ends at once with status
@@ -45,16 +46,12 @@ final class LocalProcessStream: ProcessBackend, Sendable {
             return TransportProcess(backend: FinishedProcess(status: .exited(127), stderr: Array(message.utf8)))
         case .success(.started(let pid, let i, let o, let e)):
             var wake: [Int32] = [-1, -1]
-            guard pipe(&wake) == 0 else {
+            guard ctransport_pipe2(&wake, O_CLOEXEC | O_NONBLOCK) == 0 else {
                 kill(-pid, SIGKILL)
                 for fd in [i, o, e] { close(fd) }
                 var status: Int32 = 0
                 waitpid(pid, &status, 0)
                 throw TransportError(.other, "pipe failed: \(String(cString: strerror(errno)))")
-            }
-            for fd in wake {
-                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-                _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             }
             let backend = LocalProcessStream(pid: pid, wakeRead: wake[0], wakeWrite: wake[1])
             Thread.detachNewThread { backend.drive(stdin: i, stdout: o, stderr: e) }
@@ -65,15 +62,15 @@ final class LocalProcessStream: ProcessBackend, Sendable {
     private init(pid: pid_t, wakeRead: Int32, wakeWrite: Int32) {
         self.pid = pid
         self.wakeRead = wakeRead
-        self.wakeWrite = wakeWrite
-        let wake: @Sendable () -> Void = { var b: UInt8 = 1; _ = Glibc.write(wakeWrite, &b, 1) }
-        out = ChunkQueue(onRoom: wake)
-        err = ChunkQueue(onRoom: wake)
+        let pipe = WakePipe(fd: wakeWrite)
+        self.wakeWrite = pipe
+        out = ChunkQueue(onRoom: { pipe.signal() })
+        err = ChunkQueue(onRoom: { pipe.signal() })
     }
 
+    /// Wakes the driving thread; nothing once it ended and closed the pipe.
     private func wake() {
-        var b: UInt8 = 1
-        _ = Glibc.write(wakeWrite, &b, 1)
+        wakeWrite.signal()
     }
 
     func read(_ stream: ProcessOutput.Stream) async -> [UInt8]? {
@@ -186,8 +183,8 @@ final class LocalProcessStream: ProcessBackend, Sendable {
         }
         if stdinFD >= 0 { close(stdinFD) }
         failWriters()
+        wakeWrite.close()
         close(wakeRead)
-        close(wakeWrite)
     }
 
     private func writeInput(_ fd: Int32, _ stdinFD: inout Int32) {

@@ -1,3 +1,4 @@
+import CTransportSupport
 import Foundation
 import SSHKit
 #if canImport(Glibc)
@@ -21,10 +22,10 @@ enum LocalSpawn {
         -> Result<Started, TransportError>
     {
         var inPipe: [Int32] = [-1, -1], outPipe: [Int32] = [-1, -1], errPipe: [Int32] = [-1, -1]
-        let made = pipe(&inPipe) == 0 && pipe(&outPipe) == 0 && pipe(&errPipe) == 0
-        // close-on-exec at once, so a process another call spawns does not inherit our
-        // ends (dup2 onto 0, 1, 2 in our child clears the flag)
-        for fd in inPipe + outPipe + errPipe where fd >= 0 { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        // close-on-exec from the start (pipe2), so a process another thread spawns in the
+        // meantime cannot inherit our ends; dup2 onto 0, 1, 2 in our child clears the flag
+        let made = ctransport_pipe2(&inPipe, O_CLOEXEC) == 0 && ctransport_pipe2(&outPipe, O_CLOEXEC) == 0
+            && ctransport_pipe2(&errPipe, O_CLOEXEC) == 0
         guard made else {
             let e = errno
             for fd in inPipe + outPipe + errPipe where fd >= 0 { close(fd) }

@@ -1,3 +1,4 @@
+import CTransportSupport
 import Foundation
 import SSHKit
 #if canImport(Glibc)
@@ -71,9 +72,9 @@ public struct LocalTransport: ServerTransport {
             throw e
         }
         var template = Array("\(dir.isEmpty ? "" : dir)/.\(name).tmp-XXXXXX".utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        // close-on-exec from the start: a process spawned meanwhile must not inherit it
+        let fd = template.withUnsafeMutableBufferPointer { ctransport_mkostemp($0.baseAddress!, O_CLOEXEC) }
         guard fd >= 0 else { throw Self.ioError("create a temporary file", path, errno) }
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         let temp = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         var ok = false
         defer { if !ok { unlink(temp) } }

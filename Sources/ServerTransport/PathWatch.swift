@@ -1,3 +1,4 @@
+import CTransportSupport
 import Foundation
 import SSHKit
 import Synchronization
@@ -136,15 +137,14 @@ final class InotifyWatch: Sendable {
         let (stream, continuation) = AsyncStream.makeStream(of: PathChange.self, bufferingPolicy: .bufferingNewest(16))
         var wake: [Int32] = [-1, -1]
         let fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        guard fd >= 0, pipe(&wake) == 0 else {
+        guard fd >= 0, ctransport_pipe2(&wake, O_CLOEXEC) == 0 else {
             if fd >= 0 { close(fd) }
             // no inotify (limits reached): polling is the honest fallback
             return PollingWatch.watch(paths, every: .seconds(1)) { ps throws(TransportError) in
                 try await PollingWatch.signature(LocalTransport(), ps)
             }.start()
         }
-        for w in wake { _ = fcntl(w, F_SETFD, FD_CLOEXEC) }
-        let stopPipe = StopPipe(fd: wake[1])
+        let stopPipe = WakePipe(fd: wake[1])
         let stopping: @Sendable () -> Void = { stopPipe.signal() }
         continuation.onTermination = { _ in stopping() }
         let wakeRead = wake[0]
@@ -227,10 +227,11 @@ final class InotifyWatch: Sendable {
     }
 }
 
-/// The write end of a watch thread's stop pipe: a stop after the thread ended (the
-/// iterator's deinit and the stream's termination each call it) writes nowhere, never
+/// The write end of a thread's wake-up pipe (a watch's stop, a streamed process's
+/// wake-up): a signal after the thread ended and closed it (a watch's iterator deinit and
+/// its stream's termination; `terminate()` after a process exited) writes nowhere, never
 /// into a file descriptor number that was reused meanwhile.
-final class StopPipe: Sendable {
+final class WakePipe: Sendable {
     private let fd: Mutex<Int32>
 
     init(fd: Int32) {
