@@ -139,7 +139,13 @@ final class LocalProcessRun: Sendable {
             e.message = "\(executable) ran longer than \(timeout!) and was stopped"
             return .failure(e)
         }
-        if cancelled.withLock({ $0 }) { return .failure(.cancelled) }
+        if cancelled.withLock({ $0 }) {
+            // what it printed, for a caller that needs it (the OpenSSH transport reads the
+            // remote process group from it)
+            var e = TransportError.cancelled
+            e.partialStdout = out
+            return .failure(e)
+        }
         let exit = LocalSpawn.exitStatus(status)
         return .success(ProcessResult(exitStatus: exit, stdout: out, stderr: err))
     }

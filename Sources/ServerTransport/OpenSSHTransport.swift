@@ -18,6 +18,9 @@ import Glibc
 /// - Files: shell commands on the server (`cat`, `mktemp` + `mv` for atomic writes,
 ///   GNU `stat` and `find`): the server must be Linux with GNU coreutils/findutils.
 ///   Every path and argument is quoted by `SSHShellQuoting`; `~/` is `"$HOME"/`.
+/// - Processes: the remote command first reports its process group (the first line of
+///   its stdout, which the transport takes off), so a timeout, a cancel or `terminate()`
+///   stops it on the server too (TERM, then KILL a second later), not only the local `ssh`.
 /// - Failures are classified from `ssh`'s exit status 255 and its stderr.
 public struct OpenSSHTransport: ServerTransport {
     public struct Options: Sendable {
@@ -306,9 +309,44 @@ public struct OpenSSHTransport: ServerTransport {
         return line + "exec " + ([word(executable)] + arguments.map(SSHShellQuoting.quote)).joined(separator: " ")
     }
 
+    /// Printed first by every process command: the remote login shell's pid, which is the
+    /// process group of the command (sshd starts each session with `setsid`, and the
+    /// command line ends in `exec`, which keeps the pid).
+    static let reportGroup = "printf '%s\\n' \"$$\"; "
+
+    /// The group id from the first line of a process command's stdout, and the rest.
+    static func splitGroup(_ stdout: [UInt8]) -> (group: Int32?, rest: [UInt8]) {
+        guard let nl = stdout.firstIndex(of: UInt8(ascii: "\n")) else { return (nil, stdout) }
+        let group = Int32(String(decoding: stdout[..<nl], as: UTF8.self)).flatMap { $0 > 1 ? $0 : nil }
+        return (group, Array(stdout[(nl + 1)...]))
+    }
+
+    /// TERM to a remote process group now and KILL a second later, through the master;
+    /// runs to its end (at most 10 s) even when the calling task was cancelled.
+    func stopRemoteGroup(_ group: Int32) async {
+        let line = "kill -TERM -\(group) 2>/dev/null; (sleep 1; kill -KILL -\(group)) >/dev/null 2>&1 </dev/null &"
+        let run = LocalProcessRun(executable: sshArguments[0],
+                                  arguments: Array(sshArguments.dropFirst()) + [destination, "--", line],
+                                  stdin: [], environment: [:], timeout: .seconds(10))
+        _ = await run.run()
+    }
+
     public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
                            environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
-        try await ssh(Self.commandLine(executable, arguments, environment: environment), stdin: stdin, timeout: timeout)
+        let line = try Self.reportGroup + Self.commandLine(executable, arguments, environment: environment)
+        do {
+            var r = try await ssh(line, stdin: stdin, timeout: timeout)
+            r.stdout = Self.splitGroup(r.stdout).rest
+            return r
+        } catch {
+            // a timeout or a cancel stopped the local ssh: stop the command on the server too
+            guard error.code == .timeout || error.isCancellation, let partial = error.partialStdout else { throw error }
+            var e = error
+            let (group, rest) = Self.splitGroup(partial)
+            if let group { await stopRemoteGroup(group) }
+            e.partialStdout = e.code == .timeout ? rest : nil
+            throw e
+        }
     }
 
     public func snapshotSQLite(_ path: String) async throws(TransportError) -> SQLiteSnapshot {
@@ -345,16 +383,40 @@ public struct OpenSSHTransport: ServerTransport {
         return result
     }
 
-    /// An `ssh` process running the command. `terminate()` stops the local `ssh`; the
-    /// remote command then loses its channel (it gets no signal: OpenSSH sends none
-    /// without a terminal) and ends when it next writes, or by itself.
+    /// An `ssh` process running the command; returns once the command reported that it
+    /// started on the server. `terminate()` stops the local `ssh` and the command's process
+    /// group on the server (TERM, then KILL a second later).
+    /// - Throws: what `ssh` failed with (`hostUnreachable`, `authenticationFailed`, …)
+    ///   when the command never started.
     public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
         async throws(TransportError) -> TransportProcess
     {
-        let line = try Self.commandLine(executable, arguments, environment: environment)
+        let line = try Self.reportGroup + Self.commandLine(executable, arguments, environment: environment)
         let ssh = try LocalProcessStream.start(sshArguments[0], Array(sshArguments.dropFirst()) + [destination, "--", line],
-                                               environment: [:])
-        return TransportProcess(backend: SSHClientProcess(ssh: ssh.backend))
+                                               environment: [:]).backend
+        // the first line of stdout is the remote group: it also says the command runs
+        var head: [UInt8] = []
+        await withTaskCancellationHandler {
+            while !head.contains(UInt8(ascii: "\n")), let chunk = await ssh.read(.stdout) { head += chunk }
+        } onCancel: {
+            ssh.terminate()
+        }
+        let (group, rest) = Self.splitGroup(head)
+        guard let group, head.contains(UInt8(ascii: "\n")) else {
+            ssh.terminate()
+            var stderr: [UInt8] = []
+            while let chunk = await ssh.read(.stderr) { stderr += chunk }
+            let status = try? await ssh.wait()
+            if Task.isCancelled { throw .cancelled }
+            let text = String(decoding: stderr, as: UTF8.self)
+            if status == .exited(255), let e = Self.classify(text) { throw e }
+            throw TransportError(.other, "ssh ended before the command started (\(String(describing: status))): "
+                                 + text.prefix(300))
+        }
+        let transport = self
+        return TransportProcess(backend: SSHClientProcess(ssh: ssh, firstOutput: rest) {
+            await transport.stopRemoteGroup(group)
+        })
     }
 }
 
@@ -362,24 +424,51 @@ public struct OpenSSHTransport: ServerTransport {
 /// is reported as the TERM it was (as the other transports do).
 final class SSHClientProcess: ProcessBackend, Sendable {
     let ssh: any ProcessBackend
-    private let terminated = Mutex(false)
+    /// Stops the command's process group on the server.
+    private let stopRemote: @Sendable () async -> Void
+    private struct State {
+        /// stdout that came with the group line, handed out first
+        var firstOutput: [UInt8]
+        /// the remote stop, once `terminate()` started it
+        var stopping: Task<Void, Never>?
+    }
+    private let state: Mutex<State>
 
-    init(ssh: any ProcessBackend) {
+    init(ssh: any ProcessBackend, firstOutput: [UInt8], stopRemote: @escaping @Sendable () async -> Void) {
         self.ssh = ssh
+        self.stopRemote = stopRemote
+        state = Mutex(State(firstOutput: firstOutput))
     }
 
-    func read(_ stream: ProcessOutput.Stream) async -> [UInt8]? { await ssh.read(stream) }
+    func read(_ stream: ProcessOutput.Stream) async -> [UInt8]? {
+        if stream == .stdout {
+            let first = state.withLock { s -> [UInt8] in
+                defer { s.firstOutput = [] }
+                return s.firstOutput
+            }
+            if !first.isEmpty { return first }
+        }
+        return await ssh.read(stream)
+    }
+
     func write(_ bytes: [UInt8]) async throws(TransportError) { try await ssh.write(bytes) }
     func finishInput() { ssh.finishInput() }
 
     func terminate() {
-        terminated.withLock { $0 = true }
+        let stopRemote = stopRemote
+        state.withLock { s in
+            if s.stopping == nil { s.stopping = Task.detached { await stopRemote() } }
+        }
         ssh.terminate()
     }
 
+    /// After `terminate()`, returns once the command on the server was sent TERM too.
     func wait() async throws(TransportError) -> SSHExitStatus {
         let status = try await ssh.wait()
-        if status == .exited(255) && terminated.withLock({ $0 }) { return .signaled("TERM", coreDumped: false) }
+        if let stopping = state.withLock({ $0.stopping }) {
+            await stopping.value
+            if status == .exited(255) { return .signaled("TERM", coreDumped: false) }
+        }
         return status
     }
 }

@@ -28,10 +28,14 @@ public struct SQLiteSnapshot: Sendable {
 }
 
 /// The remote recipe, through any transport's own calls: `sqlite3 .backup` into a
-/// temporary file beside the database on the server (consistent even while the database is written in WAL
-/// mode), `PRAGMA journal_mode=DELETE` on the copy, a download into the cache (atomic
-/// there too), and the temporary file removed. When the server is unreachable, the last
-/// cached copy stands in.
+/// temporary file in the server's `$TMPDIR` (or `/tmp`; consistent even while the
+/// database is written in WAL mode), `PRAGMA journal_mode=DELETE` on the copy, a download
+/// into the cache (atomic there too), and the temporary file removed. When the server is
+/// unreachable, the last cached copy stands in.
+///
+/// The copy is not made beside the database: creating and removing it there would change
+/// the database's directory, and a watch on that directory would report a change after
+/// every snapshot.
 enum RemoteSQLiteSnapshot {
     static func take(_ transport: some ServerTransport, _ path: String, cache: SnapshotCache)
         async throws(TransportError) -> SQLiteSnapshot
@@ -43,13 +47,23 @@ enum RemoteSQLiteSnapshot {
             do throws(TransportError) {
                 bytes = try await transport.readFile(temp)
             } catch {
-                _ = try? await transport.runProcess("/bin/rm", "-f", "--", temp)
+                await remove(temp, transport)
                 throw error
             }
-            _ = try? await transport.runProcess("/bin/rm", "-f", "--", temp)
+            await remove(temp, transport)
             try store(bytes, at: local)
             return SQLiteSnapshot(path: local, takenAt: Date())
         }
+    }
+
+    /// Removes the server's temporary copy, also when the calling task was cancelled (in a
+    /// task of its own, which the caller waits for; at most 30 s). A copy left behind by a
+    /// lost connection is swept by a later snapshot after an hour.
+    private static func remove(_ temp: String, _ transport: some ServerTransport) async {
+        await Task.detached {
+            _ = try? await transport.runProcess("/bin/rm", arguments: ["-f", "--", temp], stdin: [], environment: [:],
+                                                timeout: .seconds(30))
+        }.value
     }
 
     /// `fresh()`, or when the server cannot be reached, the cached copy at `local` if any.
@@ -70,19 +84,19 @@ enum RemoteSQLiteSnapshot {
         // sqlite3 takes a leading "-" for an option: relative paths get "./"
         let source = path.hasPrefix("/") || path.hasPrefix("~") ? path : "./" + path
         let db = OpenSSHTransport.word(source)
-        // the copy goes beside the database (a hidden name): same file system, and the
-        // database's directory is writable for SQLite anyway
         return """
         command -v sqlite3 >/dev/null 2>&1 || { echo "sqlite3: not found on the server" >&2; exit 127; }
         p=\(db)
         [ -f "$p" ] || { echo "$p: No such file or directory" >&2; exit 2; }
-        case "$p" in */*) d=${p%/*}; d=${d:-/} ;; *) d=. ;; esac
-        # in the directory, so the name inside the .backup command is ours alone
-        cd -- "$d" || exit 1
-        t=$(mktemp .sshkit-snapshot.XXXXXXXX) || exit 1
-        if sqlite3 -bail "./${p##*/}" ".timeout 10000" ".backup '$t'" >/dev/null &&
+        case "$p" in /*) ;; *) p="$PWD/$p" ;; esac
+        # in the temporary directory, so the name inside the .backup command is ours alone
+        # (mktemp: 0600, O_EXCL); copies older than an hour were left by lost connections
+        cd -- "${TMPDIR:-/tmp}" || exit 1
+        find . -maxdepth 1 -name 'sshkit-snapshot.*' -user "$(id -u)" -mmin +60 -exec rm -f -- {} + 2>/dev/null
+        t=$(mktemp sshkit-snapshot.XXXXXXXX) || exit 1
+        if sqlite3 -bail "$p" ".timeout 10000" ".backup '$t'" >/dev/null &&
            sqlite3 -bail "./$t" "PRAGMA journal_mode=DELETE;" >/dev/null; then
-          printf '%s/%s' "$d" "$t"
+          printf '%s/%s' "$PWD" "$t"
         else
           rm -f -- "$t" "$t-journal"; exit 1
         fi

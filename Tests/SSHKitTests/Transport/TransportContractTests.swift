@@ -211,13 +211,15 @@ struct TransportContractTests {
                 #expect(error.code == .commandFailed && error.exitCode == 3 && error.stderr == "oops\n")
             }
             do {
-                _ = try await t.runProcess("/bin/sh", arguments: ["-c", "echo started; sleep 30"], stdin: [], environment: [:],
-                                           timeout: .milliseconds(500))
+                _ = try await t.runProcess("/bin/sh", arguments: ["-c", "echo started; sleep 37.75"], stdin: [],
+                                           environment: [:], timeout: .milliseconds(500))
                 Issue.record("no timeout")
             } catch let error as TransportError {
                 #expect(error.code == .timeout && error.seconds == 0.5, "\(error)")
                 #expect(error.partialStdout.map { String(decoding: $0, as: UTF8.self) } == "started\n")
             }
+            // stopped where it ran, not only on this side (the fixture sshd runs here too)
+            if name != "mock" { #expect(await Self.noneLeft("^sleep 37\\.75$"), "the timed-out process still runs") }
         }
     }
 
@@ -262,8 +264,19 @@ struct TransportContractTests {
             let missing = try await t.startProcess("/no/such/program", arguments: [], environment: [:])
             missing.finishInput()
             #expect(try await missing.wait() == .exited(127))
-            _ = try? TestServer.run("/usr/bin/pkill", ["-f", "^sleep 38\\.25$"], allowFailure: true)
+            if name != "mock" { #expect(await Self.noneLeft("^sleep 38\\.25$"), "the terminated process still runs") }
         }
+    }
+
+    /// Whether no process on this machine (where the fixture's sshd runs too) matches
+    /// `pattern` within 5 s (KILL comes a second after TERM); kills what is left.
+    static func noneLeft(_ pattern: String) async -> Bool {
+        for _ in 0..<50 {
+            if let r = try? TestServer.runCapturing("/usr/bin/pgrep", ["-f", pattern]), r.status == 1 { return true }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        _ = try? TestServer.run("/usr/bin/pkill", ["-KILL", "-f", pattern], allowFailure: true)
+        return false
     }
 
     /// The path a program on the server is given for `path` (processes get no `~`
@@ -304,6 +317,12 @@ struct TransportContractTests {
             }
             #expect(rows == 300)
             #expect(try await t.fileExists(db + "-wal"))
+            // the server's temporary copies (the fixture's sshd runs on this machine)
+            func copiesInTmp() -> Set<String> {
+                Set(((try? FileManager.default.contentsOfDirectory(atPath: "/tmp")) ?? [])
+                    .filter { $0.hasPrefix("sshkit-snapshot.") })
+            }
+            let copiesBefore = copiesInTmp()
             // more rows while the snapshots are taken
             let more = Task {
                 for i in 0..<2000 { try await writer.write("INSERT INTO t(v) VALUES ('more \(i)');\n") }
@@ -326,9 +345,10 @@ struct TransportContractTests {
             try await more.value
             writer.finishInput()
             #expect(try await writer.wait() == .exited(0))
-            // no temporary copy is left beside the database
-            let left = try await t.listDirectory(s.root).map(\.name).filter { $0.contains("sshkit-snapshot") }
-            #expect(left.isEmpty, "\(left)")
+            // no temporary copy is left, on the server or beside the database
+            #expect(copiesInTmp() == copiesBefore, "\(copiesInTmp().subtracting(copiesBefore))")
+            let names = try await t.listDirectory(s.root).map(\.name)
+            #expect(!names.contains { $0.contains("sshkit-snapshot") }, "\(names)")
         }
     }
 
