@@ -42,11 +42,15 @@ public struct OpenSSHTransport: ServerTransport {
         /// nil: `/tmp/sshkit-cm-UID`.
         public var controlDirectory: String?
         public var sshPath: String
+        /// The server's `MaxSessions` (OpenSSH's default is 10): every call is a session on
+        /// the master, so at most this many less one run at once (the one kept free stops
+        /// timed-out commands); more calls wait for a free one.
+        public var maxSessions: Int
 
         public init(user: String? = nil, port: Int? = nil, identityFile: String? = nil, knownHostsFile: String? = nil,
                     configFile: String? = nil, extraOptions: [String] = [], controlPersist: Duration = .seconds(60),
                     connectTimeout: Duration = .seconds(10), keepaliveInterval: Duration = .seconds(15),
-                    controlDirectory: String? = nil, sshPath: String = "/usr/bin/ssh") {
+                    controlDirectory: String? = nil, sshPath: String = "/usr/bin/ssh", maxSessions: Int = 10) {
             self.user = user
             self.port = port
             self.identityFile = identityFile
@@ -58,6 +62,7 @@ public struct OpenSSHTransport: ServerTransport {
             self.keepaliveInterval = keepaliveInterval
             self.controlDirectory = controlDirectory
             self.sshPath = sshPath
+            self.maxSessions = maxSessions
         }
     }
 
@@ -71,6 +76,8 @@ public struct OpenSSHTransport: ServerTransport {
     public let controlDirectory: String
     /// `ssh` and its options, up to the destination.
     let sshArguments: [String]
+    /// Sessions on the master: `maxSessions` less the one kept for stopping commands.
+    let sessions: SessionGate
 
     /// Checks (or creates) the control directory and sweeps stale sockets; connects
     /// nothing yet. - Throws: `other` when the control directory is not safe to use.
@@ -79,8 +86,12 @@ public struct OpenSSHTransport: ServerTransport {
         guard !destination.isEmpty, !destination.hasPrefix("-"), !destination.contains(where: \.isWhitespace) else {
             throw TransportError(.other, "invalid ssh destination \(SSHShellQuoting.quote(destination))")
         }
+        guard options.maxSessions >= 2 else {
+            throw TransportError(.other, "maxSessions must be at least 2 (one is kept for stopping commands)")
+        }
         self.destination = destination
         self.options = options
+        sessions = SessionGate(limit: options.maxSessions - 1)
         self.secrets = secrets
         self.cache = cache
         let dir = options.controlDirectory ?? "/tmp/sshkit-cm-\(geteuid())"
@@ -129,8 +140,11 @@ public struct OpenSSHTransport: ServerTransport {
         return SSHShellQuoting.quote(path)
     }
 
-    /// Runs `command` (a line for the remote login shell) through the master.
+    /// Runs `command` (a line for the remote login shell) through the master, in one of
+    /// its sessions.
     func ssh(_ command: String, stdin: [UInt8] = [], timeout: Duration? = nil) async throws(TransportError) -> ProcessResult {
+        let permit = try await sessions.enter()
+        defer { permit.release() }
         let run = LocalProcessRun(executable: sshArguments[0],
                                   arguments: Array(sshArguments.dropFirst()) + [destination, "--", command],
                                   stdin: stdin, environment: [:], timeout: timeout)
@@ -144,7 +158,11 @@ public struct OpenSSHTransport: ServerTransport {
             if result.exitStatus == .exited(255), let e = Self.classify(result.stderrString) { throw e }
             return result
         case .failure(var e):
-            if e.code == .timeout, let text = e.stderr, let ssh = Self.classify(text) { e = ssh }
+            // a timeout before the command printed anything (process commands print their
+            // group first) may be ssh failing to connect; after that, it is the command's
+            if e.code == .timeout, e.partialStdout?.isEmpty ?? true, let text = e.stderr, let ssh = Self.classify(text) {
+                e = ssh
+            }
             throw e
         }
     }
@@ -159,8 +177,14 @@ public struct OpenSSHTransport: ServerTransport {
             code = .hostKeyMismatch
         } else if text.contains("Permission denied (") || text.contains("Too many authentication failures") {
             code = .authenticationFailed
+        } else if text.contains("open refused by peer") || text.contains("session request failed") {
+            // the master is up, the server refused one more session (MaxSessions)
+            var e = TransportError(.other, "ssh: the server refused another session (its MaxSessions): \(text.prefix(300))")
+            e.stderr = stderr
+            return e
         } else if ["Could not resolve hostname", "Connection refused", "No route to host", "Connection timed out",
-                   "Network is unreachable", "Connection closed by", "Connection reset", "Broken pipe",
+                   "Network is unreachable", "Connection closed by", "closed by remote host", "client_loop:",
+                   "Connection reset", "Broken pipe",
                    "Operation timed out", "Timeout, server", "kex_exchange_identification",
                    "Control socket connect", "mux_client"].contains(where: text.contains) {
             code = .hostUnreachable
@@ -392,6 +416,7 @@ public struct OpenSSHTransport: ServerTransport {
         async throws(TransportError) -> TransportProcess
     {
         let line = try Self.reportGroup + Self.commandLine(executable, arguments, environment: environment)
+        let permit = try await sessions.enter()
         let ssh = try LocalProcessStream.start(sshArguments[0], Array(sshArguments.dropFirst()) + [destination, "--", line],
                                                environment: [:]).backend
         // the first line of stdout is the remote group: it also says the command runs
@@ -414,7 +439,7 @@ public struct OpenSSHTransport: ServerTransport {
                                  + text.prefix(300))
         }
         let transport = self
-        return TransportProcess(backend: SSHClientProcess(ssh: ssh, firstOutput: rest) {
+        return TransportProcess(backend: SSHClientProcess(ssh: ssh, firstOutput: rest, permit: permit) {
             await transport.stopRemoteGroup(group)
         })
     }
@@ -433,9 +458,13 @@ final class SSHClientProcess: ProcessBackend, Sendable {
         var stopping: Task<Void, Never>?
     }
     private let state: Mutex<State>
+    /// Its session on the master, held until `wait()` returned or `terminate()`.
+    private let permit: SessionPermit
 
-    init(ssh: any ProcessBackend, firstOutput: [UInt8], stopRemote: @escaping @Sendable () async -> Void) {
+    init(ssh: any ProcessBackend, firstOutput: [UInt8], permit: SessionPermit,
+         stopRemote: @escaping @Sendable () async -> Void) {
         self.ssh = ssh
+        self.permit = permit
         self.stopRemote = stopRemote
         state = Mutex(State(firstOutput: firstOutput))
     }
@@ -460,10 +489,12 @@ final class SSHClientProcess: ProcessBackend, Sendable {
             if s.stopping == nil { s.stopping = Task.detached { await stopRemote() } }
         }
         ssh.terminate()
+        permit.release()
     }
 
     /// After `terminate()`, returns once the command on the server was sent TERM too.
     func wait() async throws(TransportError) -> SSHExitStatus {
+        defer { permit.release() }
         let status = try await ssh.wait()
         if let stopping = state.withLock({ $0.stopping }) {
             await stopping.value

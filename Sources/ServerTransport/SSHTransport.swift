@@ -14,6 +14,9 @@ import Synchronization
 ///   a process is never re-run (it may have run), its call fails with `hostUnreachable`.
 /// - Keepalive: when the configuration has none, 15 s × 3 is used, so a dead server is
 ///   noticed within a minute even while nothing runs.
+/// - Sessions: at most `maxSessions` channels are open at once (the SFTP session and the
+///   processes), the server's `MaxSessions`; more processes wait for a free one. File
+///   calls share the one SFTP session and never wait.
 public final class SSHTransport: ServerTransport, Sendable {
     public let serverID: ServerID
     public let isRemote = true
@@ -21,10 +24,15 @@ public final class SSHTransport: ServerTransport, Sendable {
     /// Where `snapshotSQLite` keeps its copies.
     public let cache: SnapshotCache
     let link: SharedConnection
+    /// Exec channels: `maxSessions` less the SFTP session.
+    let processes: SessionGate
 
-    /// Nothing connects until the first call.
+    /// Nothing connects until the first call. `maxSessions` is the server's `MaxSessions`
+    /// (OpenSSH's default is 10): one is the SFTP session, the others run processes.
     public init(configuration: SSHConfiguration, serverID: ServerID? = nil, secrets: SecretFiles = SecretFiles(),
-                cache: SnapshotCache = .standard) {
+                cache: SnapshotCache = .standard, maxSessions: Int = 10) {
+        precondition(maxSessions >= 2, "maxSessions counts the SFTP session and at least one process")
+        processes = SessionGate(limit: maxSessions - 1)
         var configuration = configuration
         if configuration.keepalive == nil { configuration.keepalive = SSHKeepalive() }
         self.serverID = serverID ?? ServerID("ssh:\(configuration.user)@\(configuration.host):\(configuration.port)")
@@ -220,11 +228,18 @@ public final class SSHTransport: ServerTransport, Sendable {
 
     public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
                            environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
+        try await processes.withSession { () async throws(TransportError) in try await runProcessNow(
+            executable, arguments: arguments, stdin: stdin, environment: environment, timeout: timeout) }
+    }
+
+    private func runProcessNow(_ executable: String, arguments: [String], stdin: [UInt8],
+                               environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
         try await withLive(retry: false, path: nil) { live in
             let command = Self.commandLine(executable, arguments, home: live.home)
             guard let timeout else {
-                let r = try await live.connection.execute(command, stdin: stdin, environment: environment,
-                                                          outputLimit: 1 << 30)
+                let r = try await Self.retryingRefusedOpen {
+                    try await live.connection.execute(command, stdin: stdin, environment: environment, outputLimit: 1 << 30)
+                }
                 return ProcessResult(exitStatus: r.exitStatus, stdout: r.stdout, stderr: r.stderr)
             }
             return try await Self.runWithTimeout(live.connection, command, stdin: stdin, environment: environment,
@@ -232,12 +247,31 @@ public final class SSHTransport: ServerTransport, Sendable {
         }
     }
 
+    /// Runs `open` again when the server refused the channel (nothing ran): sshd releases
+    /// a session a moment after its channel closed, so a channel opened right after
+    /// another one ended can be refused although the gate counts a free session. Six
+    /// tries over about 1.3 s; then the refusal is thrown.
+    static func retryingRefusedOpen<R>(_ open: () async throws -> R) async throws -> R {
+        var delay = Duration.milliseconds(20)
+        var attempt = 0
+        while true {
+            do {
+                return try await open()
+            } catch let e as SSHError where e.code == .channelOpenFailed && attempt < 6 && !Task.isCancelled {
+                attempt += 1
+                try await Task.sleep(for: delay)
+                delay *= 2
+            }
+        }
+    }
+
     /// A streamed command with SSHKit's channel timeout (TERM, then the channel closes),
     /// so what it printed before is kept for the `timeout` error.
     private static func runWithTimeout(_ connection: SSHConnection, _ command: String, stdin: [UInt8],
                                        environment: [String: String], timeout: Duration) async throws -> ProcessResult {
-        let cmd = try await connection.startCommand(command, options: SSHChannelOptions(environment: environment,
-                                                                                         timeout: timeout))
+        let cmd = try await retryingRefusedOpen {
+            try await connection.startCommand(command, options: SSHChannelOptions(environment: environment, timeout: timeout))
+        }
         return try await withTaskCancellationHandler {
             // stdin and stderr beside stdout: none of them may stall the others
             async let fed: Void = {
@@ -287,15 +321,18 @@ public final class SSHTransport: ServerTransport, Sendable {
     }
 
     /// A streamed exec channel (`SSHConnection.startCommand`); `terminate()` sends TERM
-    /// and closes the channel.
+    /// and closes the channel. It holds one of the `maxSessions` until `wait()` returned,
+    /// `terminate()` was called or the process was dropped.
     public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
         async throws(TransportError) -> TransportProcess
     {
-        try await withLive(retry: false, path: nil) { live in
-            let command = try await live.connection.startCommand(
-                Self.commandLine(executable, arguments, home: live.home),
-                options: SSHChannelOptions(environment: environment))
-            return TransportProcess(backend: SSHProcess(command: command))
+        let permit = try await processes.enter()
+        return try await withLive(retry: false, path: nil) { live in
+            let command = try await Self.retryingRefusedOpen {
+                try await live.connection.startCommand(Self.commandLine(executable, arguments, home: live.home),
+                                                       options: SSHChannelOptions(environment: environment))
+            }
+            return TransportProcess(backend: SSHProcess(command: command, permit: permit))
         }
     }
 }
@@ -304,9 +341,12 @@ public final class SSHTransport: ServerTransport, Sendable {
 final class SSHProcess: ProcessBackend, Sendable {
     let command: SSHCommand
     private let terminated = Mutex(false)
+    /// Its session of the transport's `maxSessions`.
+    private let permit: SessionPermit
 
-    init(command: SSHCommand) {
+    init(command: SSHCommand, permit: SessionPermit) {
         self.command = command
+        self.permit = permit
     }
 
     func read(_ stream: ProcessOutput.Stream) async -> [UInt8]? {
@@ -335,9 +375,11 @@ final class SSHProcess: ProcessBackend, Sendable {
     func terminate() {
         terminated.withLock { $0 = true }
         command.cancel()
+        permit.release()
     }
 
     func wait() async throws(TransportError) -> SSHExitStatus {
+        defer { permit.release() }
         do {
             return try await command.exitStatus()
         } catch {

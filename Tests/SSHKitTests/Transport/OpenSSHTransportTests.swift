@@ -1,6 +1,6 @@
 import Foundation
 import SSHKit
-import ServerTransport
+@testable import ServerTransport
 import Testing
 
 /// What only the OpenSSH transport promises: its control directory, multiplexing over
@@ -70,6 +70,25 @@ struct OpenSSHTransportTests {
         // the master is gone with its socket
         #expect(try FileManager.default.contentsOfDirectory(atPath: t.controlDirectory).allSatisfy { $0.count != 40 })
         _ = try? TestServer.run("/usr/bin/pkill", ["-f", "^sleep 37\\.75$"], allowFailure: true)
+    }
+
+    /// ssh's own messages (OpenSSH 9.2), and a command's messages that only look alike.
+    @Test func stderrClassification() {
+        let cases: [(String, TransportError.Code?)] = [
+            ("ssh: Could not resolve hostname nowhere: Name or service not known", .hostUnreachable),
+            ("ssh: connect to host 127.0.0.1 port 1: Connection refused", .hostUnreachable),
+            ("Connection to 127.0.0.1 closed by remote host.", .hostUnreachable),
+            ("client_loop: send disconnect: Broken pipe", .hostUnreachable),
+            ("mux_client_request_session: session request failed: Session open refused by peer", .other),
+            ("user@127.0.0.1: Permission denied (publickey,password).", .authenticationFailed),
+            ("Host key verification failed.", .hostKeyMismatch),
+            ("grep: pattern: No such file or directory", nil),
+        ]
+        for (stderr, code) in cases {
+            #expect(OpenSSHTransport.classify(stderr)?.code == code, "\(stderr)")
+        }
+        // a refused session says so, not that the host is down
+        #expect(OpenSSHTransport.classify(cases[4].0)?.message.contains("MaxSessions") == true)
     }
 
     @Test func sshFailuresAreClassifiedFromItsStderr() async throws {

@@ -70,6 +70,56 @@ struct SSHTransportTests {
         #expect(await t.connectionsMade == 0)
     }
 
+    /// More processes than the server's MaxSessions: the rest wait for a free session
+    /// instead of being refused; a streamed process holds its session until it ends.
+    @Test(arguments: ["sshkit", "openssh"])
+    func callsBeyondMaxSessionsWaitForAFreeSession(_ name: String) async throws {
+        let own = try TestServer.start(name: "transport-sessions-\(name)", extraConfig: ["MaxSessions 3"])
+        defer { own.stop() }
+        let t: any ServerTransport
+        if name == "sshkit" {
+            t = SSHTransport(configuration: own.configuration(), maxSessions: 3)
+        } else {
+            t = try TransportContractTests.openSSH(own, maxSessions: 3)
+        }
+        // the SFTP session (or the one kept for stopping commands) plus two processes at once
+        let results = try await withThrowingTaskGroup(of: String.self) { group in
+            for i in 0..<12 {
+                group.addTask { try await t.runProcess("/bin/sh", "-c", "sleep 0.2; echo \(i)").stdoutString }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(results.sorted() == (0..<12).map { "\($0)\n" }.sorted())
+        // two streamed processes hold both sessions: a third call waits until one ends
+        let first = try await t.startProcess("/bin/cat", arguments: [], environment: [:])
+        let second = try await t.startProcess("/bin/cat", arguments: [], environment: [:])
+        let third = Task { try await t.runProcess("/bin/echo", "third").stdoutString }
+        try await Task.sleep(for: .milliseconds(600))
+        let waiting = Task { try await t.runProcess("/bin/echo", "never") }
+        try await Task.sleep(for: .milliseconds(200))
+        waiting.cancel() // a waiter that gives up leaves the line
+        do {
+            _ = try await waiting.value
+            Issue.record("a cancelled waiter ran")
+        } catch let e as TransportError {
+            #expect(e.isCancellation, "\(e)")
+        }
+        first.finishInput()
+        #expect(try await first.wait() == .exited(0))
+        #expect(try await third.value == "third\n")
+        second.terminate()
+        _ = try? await second.wait()
+        #expect(try await t.runProcess("/bin/echo", "after").stdoutString == "after\n")
+        if let k = t as? SSHTransport {
+            #expect(await k.connectionsMade == 1)
+            await k.close()
+        }
+        if let o = t as? OpenSSHTransport {
+            await o.close()
+            try? FileManager.default.removeItem(atPath: o.controlDirectory)
+        }
+    }
+
     @Test func reconnectsWhenTheConnectionDropsAndNeverRerunsAProcess() async throws {
         let own = try TestServer.start(name: "transport-drop")
         defer { own.stop() }

@@ -59,13 +59,13 @@ struct TransportContractTests {
     /// The system's ssh to the test server: its key, a known_hosts file of its own (filled
     /// by accept-new), no user config, and a control directory of its own.
     static func openSSH(_ server: TestServer, controlPersist: Duration = .seconds(60),
-                        cache: SnapshotCache? = nil) throws -> OpenSSHTransport {
+                        cache: SnapshotCache? = nil, maxSessions: Int = 10) throws -> OpenSSHTransport {
         let dir = try TestPaths.makeTemporaryDirectory("cm")
         chmod(dir, 0o700)
         return try OpenSSHTransport(destination: server.host, options: OpenSSHTransport.Options(
             user: server.user, port: server.port, identityFile: server.key("id_ed25519"),
             knownHostsFile: dir + "/known_hosts", configFile: "/dev/null", controlPersist: controlPersist,
-            controlDirectory: dir), cache: cache ?? SnapshotCache(directory: dir + "/snapshots"))
+            controlDirectory: dir, maxSessions: maxSessions), cache: cache ?? SnapshotCache(directory: dir + "/snapshots"))
     }
 
     /// Runs `body` on a fresh subject and cleans up after it, also when it throws.
