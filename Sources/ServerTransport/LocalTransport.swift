@@ -221,7 +221,15 @@ public struct LocalTransport: ServerTransport {
     /// The database itself: it is on this machine.
     public func snapshotSQLite(_ path: String) async throws(TransportError) -> SQLiteSnapshot {
         let p = resolve(path)
+        // a link to the database is fine: SQLite opens what it points to
+        var real = Glibc.stat()
         let st = try await stat(p)
+        if st.kind == .symlink, let target = realpath(p, nil) {
+            defer { free(target) }
+            if lstat(target, &real) == 0, real.st_mode & S_IFMT == S_IFREG {
+                return SQLiteSnapshot(path: p, takenAt: Date())
+            }
+        }
         guard st.kind == .file else {
             throw TransportError.fileError("not a database file", path, st.kind == .directory ? .isADirectory : .other)
         }

@@ -44,11 +44,15 @@ public final class MockTransport: ServerTransport, Sendable {
     public let isRemote: Bool
     public let secrets: SecretFiles
     public let home: String
-    /// Where `snapshotSQLite` puts copies (of the bytes at the path; no SQLite involved).
+    /// Where `snapshotSQLite` puts copies (of the bytes at the path; no SQLite involved);
+    /// by default a directory of this mock's own under the system's temporary directory,
+    /// never the user's cache.
     public let cache: SnapshotCache
 
     public init(serverID: ServerID = ServerID("mock"), isRemote: Bool = true, home: String = "/home/user",
-                secrets: SecretFiles = SecretFiles(), cache: SnapshotCache = .standard,
+                secrets: SecretFiles = SecretFiles(),
+                cache: SnapshotCache = SnapshotCache(directory: NSTemporaryDirectory() + "/sshkit-mock-snapshots-"
+                                                     + UUID().uuidString),
                 script: @escaping ProcessScript = { run in
                     ProcessResult(exitStatus: .exited(127), stdout: [], stderr: Array("\(run.executable): not found\n".utf8))
                 }) {

@@ -231,7 +231,7 @@ public struct OpenSSHTransport: ServerTransport {
     }
 
     public func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError) {
-        let patterns = secrets.patterns.map { p in
+        let patterns = secrets.patterns.filter { !$0.isEmpty }.map { p in
             p.split(separator: "*", omittingEmptySubsequences: false).map { SSHShellQuoting.quote(String($0)) }
                 .map { $0 == "''" ? "" : $0 }.joined(separator: "*")
         }.joined(separator: "|")
@@ -245,7 +245,7 @@ public struct OpenSSHTransport: ServerTransport {
         case "$p" in */*) d=${p%/*}; d=${d:-/} ;; *) d=. ;; esac
         n=${p##*/}
         if [ -e "$p" ]; then m=$(stat -c %a -- "$p") || exit 1; else m=644; fi
-        case "$n" in \(patterns)) m=600 ;; esac
+        \(patterns.isEmpty ? "" : "case \"$n\" in \(patterns)) m=600 ;; esac")
         t=$(mktemp -- "$d/.$n.sshkit-XXXXXXXX") || exit 1
         trap 'rm -f -- "$t"' EXIT HUP INT TERM
         cat > "$t" || exit 1
@@ -287,7 +287,7 @@ public struct OpenSSHTransport: ServerTransport {
             if [ ! -d \(w) ]; then
               if [ -e \(w) ]; then echo "Not a directory" >&2; else echo "No such file or directory" >&2; fi; exit 1
             fi
-            exec find \(w) -mindepth 1 -maxdepth 1 -printf '%y %f\\0'
+            exec find -H \(w) -mindepth 1 -maxdepth 1 -printf '%y %f\\0'
             """, path, "list")
         return r.stdout.split(separator: 0).compactMap { item -> DirectoryEntry? in
             guard item.count > 2 else { return nil }
@@ -393,7 +393,7 @@ public struct OpenSSHTransport: ServerTransport {
             for p in \(words.joined(separator: " ")); do
               if [ -e "$p" ] || [ -L "$p" ]; then
                 stat -c '%F %s %a %.9Y' -- "$p"
-                if [ -d "$p" ]; then find "$p" -mindepth 1 -maxdepth 1 -printf '%f %y %s %T@\\n' | sort; fi
+                if [ -d "$p" ]; then find -H "$p" -mindepth 1 -maxdepth 1 -printf '%f %y %s %T@\\n' | sort; fi
               else echo absent; fi
               printf '\\0'
             done

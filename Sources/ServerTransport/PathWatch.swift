@@ -105,12 +105,21 @@ enum PollingWatch {
     }
 
     private static func describe(_ t: some ServerTransport, _ path: String) async throws(TransportError) -> String {
-        do {
+        do throws(TransportError) {
             let st = try await t.stat(path)
             var s = "\(st.kind) \(st.size) \(st.permissions) \(st.modificationTime)"
             if st.kind == .directory {
                 for entry in try await t.listDirectory(path) {
-                    let e = try? await t.stat(path + "/" + entry.name)
+                    // an entry removed meanwhile is "gone"; a drop fails the whole round, so
+                    // it is not taken for a change
+                    let e: FileStatus?
+                    do throws(TransportError) {
+                        e = try await t.stat(path + "/" + entry.name)
+                    } catch where error.code == .hostUnreachable {
+                        throw error
+                    } catch {
+                        e = nil
+                    }
                     s += "\n\(entry.name) \(e.map { "\($0.kind) \($0.size) \($0.modificationTime)" } ?? "gone")"
                 }
             }
@@ -202,6 +211,12 @@ final class InotifyWatch: Sendable {
                     let nameBytes = buf[(off + 16)..<min(n, off + 16 + len)].prefix { $0 != 0 }
                     let name = String(decoding: nameBytes, as: UTF8.self)
                     off += 16 + len
+                    if m & UInt32(IN_Q_OVERFLOW) != 0 {
+                        // the kernel's queue overflowed and events were lost: anything may
+                        // have changed
+                        pending.formUnion(paths)
+                        continue
+                    }
                     for (path, wanted) in interest[wd] ?? [] where wanted == nil || wanted == name {
                         pending.insert(path)
                         // a watched directory that appeared: watch its entries from now on

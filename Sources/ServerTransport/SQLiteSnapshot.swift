@@ -120,7 +120,7 @@ enum RemoteSQLiteSnapshot {
 
     /// Writes the copy into the cache: the directories 0700, the file 0600, atomically.
     static func store(_ bytes: [UInt8], at local: String) throws(TransportError) {
-        var prefix = ""
+        var prefix = local.hasPrefix("/") ? "" : "."
         for part in local.split(separator: "/").dropLast() {
             prefix += "/" + part
             if mkdir(prefix, 0o700) != 0 && errno != EEXIST {

@@ -19,13 +19,16 @@ public struct SnapshotCache: Sendable, Equatable {
 
     /// The cached copy of `remotePath` on `server`: a readable name plus a hash of the
     /// whole path, so two databases with one name do not collide.
+    /// The server's directory is named the same way (readable, cut to 60 characters, and
+    /// a hash of the whole ID), so two servers never share one and no ID leaves the cache.
     public func path(for remotePath: String, on server: ServerID) -> String {
-        directory + "/" + Self.safeName(server.rawValue) + "/" + Self.safeName(
-            String(remotePath.split(separator: "/").last ?? "db")) + "-" + Self.hash(remotePath) + ".sqlite"
+        directory + "/" + Self.safeName(server.rawValue) + "-" + Self.hash(server.rawValue) + "/"
+            + Self.safeName(String(remotePath.split(separator: "/").last ?? "db")) + "-" + Self.hash(remotePath)
+            + ".sqlite"
     }
 
     static func safeName(_ s: String) -> String {
-        String(s.map { $0.isLetter || $0.isNumber || "-_.@".contains($0) ? $0 : "_" }.prefix(80))
+        String(s.map { $0.isLetter || $0.isNumber || "-_.@".contains($0) ? $0 : "_" }.prefix(60))
     }
 
     /// FNV-1a, 64 bits, in hex: stable across runs (unlike `Hasher`).

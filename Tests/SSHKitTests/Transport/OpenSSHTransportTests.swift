@@ -72,6 +72,21 @@ struct OpenSSHTransportTests {
         _ = try? TestServer.run("/usr/bin/pkill", ["-f", "^sleep 37\\.75$"], allowFailure: true)
     }
 
+    /// With no secret patterns (or empty ones) nothing is a secret, and writes still work
+    /// (the remote script once had an empty `case` pattern, a syntax error).
+    @Test func noSecretPatternsMeansPlainWrites() async throws {
+        var none = SecretFiles()
+        none.patterns = ["", ""]
+        let t = try TransportContractTests.openSSH(TestServer.shared, secrets: none)
+        let name = "~/plain-\(UInt32.random(in: 0...UInt32.max)).env"
+        try await t.writeTextFile(name, "KEY=1")
+        #expect(try await t.readTextFile(name) == "KEY=1")
+        #expect(try await t.stat(name).permissions == 0o644)
+        try await t.removeFile(name)
+        await t.close()
+        try? FileManager.default.removeItem(atPath: t.controlDirectory)
+    }
+
     /// ssh's own messages (OpenSSH 9.2), and a command's messages that only look alike.
     @Test func stderrClassification() {
         let cases: [(String, TransportError.Code?)] = [

@@ -59,13 +59,15 @@ struct TransportContractTests {
     /// The system's ssh to the test server: its key, a known_hosts file of its own (filled
     /// by accept-new), no user config, and a control directory of its own.
     static func openSSH(_ server: TestServer, controlPersist: Duration = .seconds(60),
-                        cache: SnapshotCache? = nil, maxSessions: Int = 10) throws -> OpenSSHTransport {
+                        cache: SnapshotCache? = nil, maxSessions: Int = 10,
+                        secrets: SecretFiles = SecretFiles()) throws -> OpenSSHTransport {
         let dir = try TestPaths.makeTemporaryDirectory("cm")
         chmod(dir, 0o700)
         return try OpenSSHTransport(destination: server.host, options: OpenSSHTransport.Options(
             user: server.user, port: server.port, identityFile: server.key("id_ed25519"),
             knownHostsFile: dir + "/known_hosts", configFile: "/dev/null", controlPersist: controlPersist,
-            controlDirectory: dir, maxSessions: maxSessions), cache: cache ?? SnapshotCache(directory: dir + "/snapshots"))
+            controlDirectory: dir, maxSessions: maxSessions), secrets: secrets,
+            cache: cache ?? SnapshotCache(directory: dir + "/snapshots"))
     }
 
     /// Runs `body` on a fresh subject and cleans up after it, also when it throws.
@@ -121,6 +123,13 @@ struct TransportContractTests {
             try await t.removeFile(s.root + "/a/m.txt") // idempotent
             #expect(try await !t.fileExists(s.root + "/a/m.txt"))
             #expect(try await t.readTextFile(s.root + "/a/z.txt") == "zed")
+            // a link to a directory lists the directory's entries (the mock has no links)
+            if name != "mock" {
+                let r = try await t.runProcess("/bin/ln", "-s", "a", Self.argument(s.root) + "/linked")
+                try r.check("ln")
+                #expect(try await t.listDirectory(s.root + "/linked").map(\.name) == ["b", "z.txt"])
+                #expect(try await t.stat(s.root + "/linked").kind == .symlink)
+            }
         }
     }
 
