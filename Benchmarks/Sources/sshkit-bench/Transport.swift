@@ -10,10 +10,12 @@ let transportImplementations = ["SSHKit transport", "OpenSSH ControlMaster"]
 func benchTransports(_ f: Fixture, rounds: Int) async throws -> [Row] {
     let cm = f.dir + "/cm-transport"
     mkdir(cm, 0o700)
-    let sshkit = SSHTransport(configuration: f.sshkitConfig, cache: SnapshotCache(directory: f.dir + "/snapshots"))
+    // the benchmark's sshd has MaxSessions 256: both transports are told so
+    let sshkit = SSHTransport(configuration: f.sshkitConfig, cache: SnapshotCache(directory: f.dir + "/snapshots"),
+                              maxSessions: 256)
     let openssh = try OpenSSHTransport(destination: "127.0.0.1", options: .init(
         user: f.user, port: f.port, identityFile: f.key, knownHostsFile: cm + "/known_hosts", configFile: "/dev/null",
-        controlDirectory: cm))
+        controlDirectory: cm, maxSessions: 256))
     let transports: [(String, any ServerTransport)] = [(transportImplementations[0], sshkit),
                                                        (transportImplementations[1], openssh)]
     // the working set: 100 small files and one of 1 MiB, made once; both connect first
