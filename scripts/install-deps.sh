@@ -11,4 +11,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-echo "system packages: ok (libssh $(pkg-config --modversion libssh))"
+# asyncssh's server for the interop tests (PyPI)
+if ! python3 -c 'import asyncssh' 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore 'asyncssh>=2.14' \
+        || python3 -m pip install --quiet 'asyncssh>=2.14'
+fi
+echo "system packages: ok (libssh $(pkg-config --modversion libssh), asyncssh $(python3 -c 'import asyncssh; print(asyncssh.__version__)'))"

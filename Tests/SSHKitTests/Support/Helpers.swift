@@ -1,5 +1,6 @@
 import Foundation
 import SSHKit
+import Synchronization
 import Testing
 
 /// Runs `body` and returns the SSHError it throws; records an issue if it does not.
@@ -63,4 +64,41 @@ func socketsSettle(atMost limit: Int) async -> Bool {
         try? await Task.sleep(for: .milliseconds(20))
     }
     return countSockets() <= limit
+}
+
+/// Runs `body` in a task of its own and waits at most `limit` for it: its result, or
+/// nil when it was still running then (it is then cancelled, but not waited for). The
+/// bound that catches a hang without hanging the test itself.
+func finishes<T: Sendable>(within limit: Duration, _ body: @escaping @Sendable () async throws -> T) async
+    -> Result<T, any Error>?
+{
+    let task = Task { try await body() }
+    let waiter = OneShot<Result<T, any Error>?>()
+    return await withCheckedContinuation { c in
+        waiter.set(c)
+        Task { waiter.resume(returning: await task.result) }
+        Task {
+            try? await Task.sleep(for: limit)
+            if waiter.resume(returning: nil) { task.cancel() }
+        }
+    }
+}
+
+/// A continuation resumed by whichever comes first.
+final class OneShot<T: Sendable>: Sendable {
+    private let continuation = Mutex<CheckedContinuation<T, Never>?>(nil)
+    func set(_ c: CheckedContinuation<T, Never>) { continuation.withLock { $0 = c } }
+    /// Whether this call was the one that resumed it.
+    @discardableResult
+    func resume(returning value: T) -> Bool {
+        guard let c = continuation.withLock({ c in defer { c = nil }; return c }) else { return false }
+        c.resume(returning: value)
+        return true
+    }
+}
+
+/// The SSHError a finished call threw, if it threw one.
+func sshError<T>(_ r: Result<T, any Error>?) -> SSHError? {
+    if case .failure(let e as SSHError)? = r { return e }
+    return nil
 }
