@@ -376,22 +376,50 @@ static void conn_fail(sshcore_conn *conn, const sshcore_error *err)
     conn->phase = PH_DONE;
 }
 
+bool sshcore_session_usable(sshcore_conn *conn)
+{
+    return conn->session != NULL && ssh_is_connected(conn->session) &&
+           (ssh_get_status(conn->session) & SSH_CLOSED_ERROR) == 0;
+}
+
+/* What libssh 0.10 says (packet.c) when incoming bytes fail the packet layer's
+ * checks: the stream was altered on the way. */
+static const char *const integrity_failures[] = {
+    "HMAC error",
+    "Decryption error",
+    "Packet len too high",
+    "Invalid padding",
+    "Packet too short",
+    "bytes left to be read",
+};
+
 int sshcore_conn_failure_code(sshcore_conn *conn)
 {
     int status;
     const char *msg = NULL;
+    size_t i;
 
     if (conn->session == NULL) {
         return SSHCORE_E_CONNECTION_LOST;
     }
+    status = ssh_get_status(conn->session);
+    msg = ssh_get_error(conn->session);
+    if (ssh_is_connected(conn->session) && (status & SSH_CLOSED_ERROR) != 0) {
+        /* libssh put the session in its error state without closing it: the
+         * packet layer failed; its message tells an integrity failure */
+        for (i = 0; msg != NULL && i < sizeof(integrity_failures) / sizeof(integrity_failures[0]); i++) {
+            if (strstr(msg, integrity_failures[i]) != NULL) {
+                return SSHCORE_E_STREAM_CORRUPTED;
+            }
+        }
+        return SSHCORE_E_PROTOCOL;
+    }
     /* libssh reports a server's SSH_MSG_DISCONNECT and a clean EOF as
      * SSH_CLOSED_ERROR too; only its message tells them from a broken link */
-    msg = ssh_get_error(conn->session);
     if (msg != NULL && (strstr(msg, "SSH_MSG_DISCONNECT") != NULL ||
                         strstr(msg, "Socket error: disconnected") != NULL)) {
         return SSHCORE_E_DISCONNECTED;
     }
-    status = ssh_get_status(conn->session);
     if ((status & SSH_CLOSED_ERROR) != 0) {
         return SSHCORE_E_CONNECTION_LOST;
     }
@@ -594,6 +622,37 @@ static void resume_deadline(sshcore_conn *conn)
     conn->paused_at_ms = 0;
 }
 
+/**
+ * Classifies a failed ssh_connect() by libssh's message, with the same codes as
+ * later in the connection's life: the server's disconnect or end of stream is
+ * DISCONNECTED, a broken link (reset, any other socket error) CONNECTION_LOST,
+ * a packet that failed its integrity check STREAM_CORRUPTED; the rest is the
+ * key exchange's failure.
+ */
+static int handshake_failure_code(sshcore_conn *conn)
+{
+    const char *msg = ssh_get_error(conn->session);
+    int code = sshcore_conn_failure_code(conn);
+
+    if (msg == NULL) {
+        return SSHCORE_E_KEY_EXCHANGE;
+    }
+    if (strstr(msg, "timed out") != NULL) {
+        return SSHCORE_E_CONNECT_TIMEOUT;
+    }
+    if (strstr(msg, "Socket error: disconnected") != NULL || strstr(msg, "SSH_MSG_DISCONNECT") != NULL ||
+        strstr(msg, "Connection refused") != NULL) {
+        return SSHCORE_E_DISCONNECTED;
+    }
+    if (strstr(msg, "Socket error:") != NULL) {
+        return SSHCORE_E_CONNECTION_LOST; /* reset by peer, broken pipe, ... */
+    }
+    if (code == SSHCORE_E_STREAM_CORRUPTED) {
+        return code;
+    }
+    return SSHCORE_E_KEY_EXCHANGE;
+}
+
 static void phase_handshake(sshcore_conn *conn)
 {
     ssh_key key = NULL;
@@ -633,17 +692,7 @@ static void phase_handshake(sshcore_conn *conn)
         return;
     }
     if (rc != SSH_OK) {
-        int code = SSHCORE_E_KEY_EXCHANGE;
-        const char *msg = ssh_get_error(conn->session);
-        if (msg != NULL && (strstr(msg, "reset by peer") != NULL ||
-                            strstr(msg, "Socket error: disconnected") != NULL ||
-                            strstr(msg, "SSH_MSG_DISCONNECT") != NULL ||
-                            strstr(msg, "Connection refused") != NULL)) {
-            code = SSHCORE_E_DISCONNECTED;
-        } else if (msg != NULL && strstr(msg, "timed out") != NULL) {
-            code = SSHCORE_E_CONNECT_TIMEOUT;
-        }
-        fail_lib(conn, code, "ssh_connect");
+        fail_lib(conn, handshake_failure_code(conn), "ssh_connect");
         return;
     }
     banner = ssh_get_serverbanner(conn->session);
@@ -905,7 +954,7 @@ static void phase_auth_method(sshcore_conn *conn)
             return;
         }
         rc = ssh_userauth_agent(conn->session, NULL);
-        if (rc == SSH_AUTH_ERROR && ssh_is_connected(conn->session)) {
+        if (rc == SSH_AUTH_ERROR && sshcore_session_usable(conn)) {
             fail_lib(conn, SSHCORE_E_AGENT, "ssh_userauth_agent");
             return;
         }
@@ -1282,7 +1331,7 @@ static bool advance(sshcore_conn *conn)
         if (conn->packet_counter.in_packets != before && (conn->active != NULL || conn->orphans != NULL)) {
             again = true;
         }
-        if (conn->phase == PH_READY && !ssh_is_connected(conn->session)) {
+        if (conn->phase == PH_READY && !sshcore_session_usable(conn)) {
             fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_is_connected");
         }
         return again;
@@ -1368,7 +1417,10 @@ static void read_socket(sshcore_conn *conn)
     uint64_t last = start;
 
     for (;;) {
-        if (ssh_event_dopoll(conn->event, 0) == SSH_ERROR && !ssh_is_connected(conn->session)) {
+        (void)ssh_event_dopoll(conn->event, 0);
+        /* a dead link, or a packet that failed its integrity check (libssh then
+         * stays "connected" and every later call fails: notes row 13) */
+        if (!sshcore_session_usable(conn)) {
             fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_event_dopoll");
             return;
         }
@@ -1511,6 +1563,7 @@ static void *worker_main(void *arg)
         if (conn->phase == PH_DONE) {
             break;
         }
+        conn->send_blocked = false;
         again = advance(conn);
         if (readable) {
             /* read_socket() and advance() have read what poll() announced */
@@ -1550,7 +1603,9 @@ static void *worker_main(void *arg)
                    conn->phase != PH_TCP_START) {
             pfd[nfds].fd = conn->lib_fd;
             pfd[nfds].events = POLLIN;
-            if ((ssh_get_poll_flags(conn->session) & SSH_WRITE_PENDING) != 0) {
+            /* libssh has output to flush, or an op held input back until the
+             * kernel's send queue drains (nothing else may wake us then) */
+            if ((ssh_get_poll_flags(conn->session) & SSH_WRITE_PENDING) != 0 || conn->send_blocked) {
                 pfd[nfds].events |= POLLOUT;
             }
             pfd[nfds].revents = 0;

@@ -20,6 +20,11 @@
 
 #pragma clang assume_nonnull begin
 
+/* Channel input stops going into libssh while the kernel holds this much not
+ * sent yet; the socket's TCP_NOTSENT_LOWAT is twice this, so POLLOUT comes
+ * when the unsent bytes fall below it (see send_backlogged). */
+#define SSHCORE_SEND_BACKLOG_MAX (512 * 1024)
+
 typedef struct sshcore_bytes {
     uint8_t *_Nullable data;
     size_t len;
@@ -142,6 +147,9 @@ struct sshcore_conn {
     uint64_t ka_seen_packets;
     int64_t ka_last_rx_ms;
     int ka_probes;
+    /* an op held input back this turn because the socket is backed up: the
+     * worker waits for POLLOUT as well (worker only, cleared every turn) */
+    bool send_blocked;
     char banner[256];
     /* the poll set beyond the wake fd and the socket: ops' own fds */
     struct pollfd *_Nullable op_pfds;
@@ -182,6 +190,10 @@ void sshcore_error_from_session(sshcore_error *err, int code,
 void sshcore_error_set(sshcore_error *err, int code, const char *_Nullable detail);
 /** Queue an operation (any thread); fails unless the connection is ready. */
 int sshcore_conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err);
+/** Worker: whether the session can still carry packets: connected, and not
+ *  in libssh's error state (which a failed MAC or decryption sets while
+ *  ssh_is_connected() stays true). Use it, never ssh_is_connected() alone. */
+bool sshcore_session_usable(sshcore_conn *conn);
 /** Classify the session's failure after libssh reported an error. */
 int sshcore_conn_failure_code(sshcore_conn *conn);
 /** Worker: keep a channel whose open is pending until the server answers,

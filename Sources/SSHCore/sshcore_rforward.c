@@ -295,7 +295,7 @@ static bool request_step(sshcore_conn *conn, rforward_op *x)
         return false; /* another question is out; its answer wakes us */
     }
     rc = ssh_channel_listen_forward(s, x->address, x->port, NULL);
-    if (!ssh_is_connected(s)) {
+    if (!sshcore_session_usable(conn)) {
         sshcore_error err;
         sshcore_error_from_session(&err, sshcore_conn_failure_code(conn), s, "ssh_channel_listen_forward");
         (void)sshcore_op_complete(&x->base, &err);
@@ -324,7 +324,7 @@ static bool finish_request(sshcore_conn *conn, rforward_op *x, int rc)
         x->cb.listening(x->cb.ctx, x->port);
         return true;
     }
-    if (!ssh_is_connected(s)) {
+    if (!sshcore_session_usable(conn)) {
         sshcore_error err;
         sshcore_error_from_session(&err, sshcore_conn_failure_code(conn), s, "ssh_channel_listen_forward");
         (void)sshcore_op_complete(&x->base, &err);
@@ -402,7 +402,7 @@ static void rforward_abort(sshcore_conn *conn, sshcore_op *op)
         free(conn->gslot_orphan_address);
         conn->gslot_orphan_address = strdup(x->address != NULL ? x->address : "");
         conn->gslot_orphan_port = x->port;
-    } else if (x->phase == RF_LISTEN && s != NULL && ssh_is_connected(s)) {
+    } else if (x->phase == RF_LISTEN && sshcore_session_usable(conn)) {
         struct sshcore_gcancel *c = calloc(1, sizeof(*c));
         if (c != NULL) {
             c->address = strdup(x->address != NULL ? x->address : "");

@@ -395,7 +395,7 @@ static void fail_call(sshcore_conn *conn, session_op *x, int channel_code, const
     int code = channel_code;
     sshcore_error err;
 
-    if (!ssh_is_connected(conn->session)) {
+    if (!sshcore_session_usable(conn)) {
         code = sshcore_conn_failure_code(conn);
     }
     sshcore_error_from_session(&err, code, conn->session, fn);
@@ -458,38 +458,47 @@ static bool send_controls(sshcore_conn *conn, session_op *x)
     for (i = 0; i < count; i++) {
         /* no reply is asked for: libssh sends it and returns */
         if (ssh_channel_request_send_signal(x->ch, signals[i]) == SSH_ERROR &&
-            !ssh_is_connected(conn->session)) {
+            !sshcore_session_usable(conn)) {
             fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_request_send_signal");
             return false;
         }
     }
     if (resize && x->want_pty &&
         ssh_channel_change_pty_size(x->ch, (int)cols, (int)rows) == SSH_ERROR &&
-        !ssh_is_connected(conn->session)) {
+        !sshcore_session_usable(conn)) {
         fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_change_pty_size");
         return false;
     }
     return true;
 }
 
-/* Input stops going into libssh while the kernel holds this much unsent. */
-#define SEND_BACKLOG_MAX (512 * 1024)
-
 /**
  * Whether the socket is backed up (the network or the server is slower than
- * our writers). Not libssh's SSH_WRITE_PENDING: libssh sets it after every
- * packet it sends until the next POLLOUT round, so under a bulk download (a
+ * our writers): the kernel holds more than SSHCORE_SEND_BACKLOG_MAX bytes not
+ * sent yet. Not libssh's SSH_WRITE_PENDING: libssh sets it after every packet
+ * it sends until the next POLLOUT round, so under a bulk download (a
  * WINDOW_ADJUST per 640 KB) it is nearly always set, and gating on it held an
  * interactive channel's keystrokes back by up to seconds.
+ *
+ * A writer held back here must be woken when the queue drains even if libssh
+ * has nothing left to flush and the server says nothing (it may be waiting for
+ * the rest of our data): the connection then waits for POLLOUT, which
+ * TCP_NOTSENT_LOWAT (set on the socket at twice this size) raises exactly when
+ * the unsent bytes fall below it again. Without that wait an upload to a
+ * server that reads slowly and answers only at the end stalled for good.
  */
-static bool send_backlogged(const sshcore_conn *conn)
+static bool send_backlogged(sshcore_conn *conn)
 {
     int unsent = 0;
 
-    if (conn->sock_fd < 0 || ioctl(conn->sock_fd, SIOCOUTQ, &unsent) != 0) {
-        return false;
+    if (conn->sock_fd < 0 || ioctl(conn->sock_fd, SIOCOUTQNSD, &unsent) != 0) {
+        return false; /* not TCP (a jump host's socketpair): libssh's own flow applies */
     }
-    return unsent > SEND_BACKLOG_MAX;
+    if (unsent > SSHCORE_SEND_BACKLOG_MAX) {
+        conn->send_blocked = true;
+        return true;
+    }
+    return false;
 }
 
 /**
@@ -518,7 +527,7 @@ static long channel_send(sshcore_conn *conn, session_op *x, const uint8_t *p, si
     }
     rc = ssh_channel_write(x->ch, p, (uint32_t)n);
     if (rc < 0) {
-        if (!ssh_is_connected(conn->session)) {
+        if (!sshcore_session_usable(conn)) {
             fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_write");
             return -1;
         }
@@ -909,7 +918,7 @@ static bool session_io_pass(sshcore_conn *conn, session_op *x)
     }
 
     if (ssh_channel_is_closed(x->ch)) {
-        if (!ssh_is_connected(s)) {
+        if (!sshcore_session_usable(conn)) {
             sshcore_error err;
             sshcore_error_from_session(&err, sshcore_conn_failure_code(conn), s,
                                        "ssh_channel_is_closed");
@@ -1062,7 +1071,7 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
             return false;
         }
         if (rc != SSH_OK) {
-            if (!ssh_is_connected(s) || x->fallback == NULL) {
+            if (!sshcore_session_usable(conn) || x->fallback == NULL) {
                 fail_call(conn, x, SSHCORE_E_CHANNEL_REQUEST_FAILED, "ssh_channel_request_env");
                 return false;
             }
@@ -1172,7 +1181,7 @@ static void close_channel(sshcore_conn *conn, session_op *x)
      * arrives and would still call our callbacks, whose struct lives in this
      * op: unregister them before letting go */
     ssh_remove_channel_callbacks(x->ch, &x->cbs);
-    if (conn->session != NULL && ssh_is_connected(conn->session)) {
+    if (sshcore_session_usable(conn)) {
         if (x->phase == X_OPEN) {
             /* Still opening: freed now, libssh would forget the channel and
              * the server's later confirmation would leave it open on the
@@ -1183,10 +1192,14 @@ static void close_channel(sshcore_conn *conn, session_op *x)
             return;
         }
         if (!ssh_channel_is_closed(x->ch) && x->phase == X_IO && x->kind == SSHCORE_CHANNEL_SESSION &&
+            !x->subsystem &&
             (atomic_load(&op->cancel_requested) != 0 || op->err.code == SSHCORE_E_TIMED_OUT ||
              op->err.code == SSHCORE_E_CANCELLED)) {
             /* a cancelled command should not keep running on the server;
-             * with a PTY, the close below also hangs the terminal up */
+             * with a PTY, the close below also hangs the terminal up. Never
+             * a subsystem (SFTP): it has no process of the caller's to stop,
+             * EOF and CLOSE end it; OpenSSH refuses such a signal and logs
+             * it, asyncssh drops the whole connection. */
             (void)ssh_channel_request_send_signal(x->ch, "TERM");
         }
         /* ssh_channel_close gives up when its EOF's flush returns SSH_AGAIN;

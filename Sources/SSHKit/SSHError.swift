@@ -65,6 +65,13 @@ public struct SSHError: Error, Sendable, CustomStringConvertible {
         /// (`AllowTcpForwarding`), not permitted there (`PermitListen`, `GatewayPorts`),
         /// or the port is taken.
         public static let forwardingRefused = Code("forwardingRefused")
+        /// A packet from the server failed its integrity check: a MAC or decryption
+        /// error, or a packet length or padding that cannot be right. The bytes were
+        /// altered on the way (a broken middlebox, bad memory, an attack); nothing more
+        /// can be read from the stream, so the connection is lost and every operation
+        /// on it fails with this code. `libssh` has libssh's words ("HMAC error",
+        /// "Decryption error", ...). Connect again; never retry on the same connection.
+        public static let streamCorrupted = Code("streamCorrupted")
 
         // SFTP (see `sftp` for the operation, path and the server's status)
         /// The server has no SFTP subsystem (or refused to start it).

@@ -70,7 +70,7 @@ public final class SSHTransport: ServerTransport, Sendable {
     }
 
     private static func connectionGone(_ e: SSHError) -> Bool {
-        [.disconnected, .connectionLost, .connectionClosed, .invalidState].contains(e.code)
+        [.disconnected, .connectionLost, .connectionClosed, .streamCorrupted, .invalidState].contains(e.code)
     }
 
     /// Runs `body` on the shared connection. An SSHError from it is classified; one that

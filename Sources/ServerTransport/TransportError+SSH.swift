@@ -8,7 +8,7 @@ extension TransportError {
         var reason: FileIOReason?
         switch error.code {
         case .nameResolutionFailed, .connectionRefused, .hostUnreachable, .connectTimeout,
-             .disconnected, .connectionLost, .connectionClosed, .keyExchangeFailed:
+             .disconnected, .connectionLost, .connectionClosed, .keyExchangeFailed, .streamCorrupted:
             code = .hostUnreachable
         case .authenticationFailed, .privateKeyUnreadable, .agentUnavailable:
             code = .authenticationFailed

@@ -1,4 +1,5 @@
 import Foundation
+import ServerTransport
 import SSHCore
 @testable import SSHKit
 import Testing
@@ -15,7 +16,7 @@ struct ErrorMappingTests {
     static let allCore: [sshcore_err] = (0..<sshcore_err_count()).map { sshcore_err(rawValue: UInt32($0))! }
 
     @Test func everyCoreErrorHasANameAMessageAndADistinctCode() {
-        #expect(Self.allCore.count == 26)
+        #expect(Self.allCore.count == 27)
         var seen = Set<SSHError.Code>()
         for c in Self.allCore where c != .SSHCORE_E_OK {
             let name = String(cString: sshcore_err_name(Int32(c.rawValue)))
@@ -29,6 +30,18 @@ struct ErrorMappingTests {
         var bogus = sshcore_error()
         bogus.code = 999
         #expect(SSHError(core: bogus).code == .protocolError)
+    }
+
+    /// A corrupted stream lost the connection: transports treat it like any other loss.
+    @Test func aCorruptedStreamIsALostHostForTransports() {
+        let e = SSHError(core: {
+            var c = sshcore_error()
+            c.code = Int32(sshcore_err.SSHCORE_E_STREAM_CORRUPTED.rawValue)
+            setCString(&c.lib_message, "HMAC error")
+            return c
+        }())
+        #expect(e.code == .streamCorrupted && e.libssh?.message == "HMAC error")
+        #expect(TransportError(e).code == .hostUnreachable)
     }
 
     @Test func coreErrorCarriesLibsshDiagnosticAndDetail() {

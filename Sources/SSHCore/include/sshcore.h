@@ -55,7 +55,8 @@ extern "C" {
     XX(KNOWN_HOSTS, "known_hosts file unusable")                              \
     XX(TIMED_OUT, "the operation timed out")                                   \
     XX(CHANNEL_CLOSED, "the channel is closed")                                \
-    XX(FORWARD_REFUSED, "the server refused the port forwarding request")
+    XX(FORWARD_REFUSED, "the server refused the port forwarding request")     \
+    XX(STREAM_CORRUPTED, "data from the server failed its integrity check")
 
 /* closed: Swift imports it as a frozen enum and switches over it exhaustively */
 typedef enum __attribute__((enum_extensibility(closed))) sshcore_err {

@@ -215,7 +215,7 @@ final class ForwardListener: Sendable {
             ledger.ended(id, peer: peer, target: name, error: error)
             logger.debug("forward: cannot open a channel", metadata: ["error": "\(error)"])
             if error.code == .invalidState || error.code == .connectionClosed || error.code == .disconnected
-                || error.code == .connectionLost {
+                || error.code == .connectionLost || error.code == .streamCorrupted {
                 requestStop(reason: error)
                 return false
             }

@@ -31,6 +31,7 @@ extension SSHError.Code {
         case .SSHCORE_E_TIMED_OUT: self = .timedOut
         case .SSHCORE_E_CHANNEL_CLOSED: self = .channelClosed
         case .SSHCORE_E_FORWARD_REFUSED: self = .forwardingRefused
+        case .SSHCORE_E_STREAM_CORRUPTED: self = .streamCorrupted
         }
     }
 }

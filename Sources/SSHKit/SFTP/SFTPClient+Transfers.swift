@@ -4,22 +4,29 @@ import Glibc
 import Synchronization
 
 extension SFTPClient {
-    /// The request size to use: the caller's, else the server's limit, else 32 KiB.
+    /// The request size to use: the caller's, else the server's limit (at most 1 MiB),
+    /// else 32 KiB. A caller's size above the server's announced limit is lowered to it:
+    /// OpenSSH's sftp-server ends the session on a request over its 256 KiB.
     func chunkSize(_ options: SFTPTransferOptions, reading: Bool) async -> Int {
-        if let c = options.chunkSize { return c }
-        guard let limits = try? await serverLimits() else { return 32 * 1024 }
-        let max = reading ? limits.maxReadLength : limits.maxWriteLength
-        return max > 0 ? Int(min(max, 1 << 20)) : 32 * 1024
+        let limits = try? await serverLimits()
+        let announced = limits.map { reading ? $0.maxReadLength : $0.maxWriteLength } ?? 0
+        if let c = options.chunkSize {
+            return announced > 0 ? Int(min(UInt64(c), announced)) : c
+        }
+        return announced > 0 ? Int(min(announced, 1 << 20)) : 32 * 1024
     }
 
-    /// `limits@openssh.com`, asked once per session.
+    /// `limits@openssh.com`, asked once per session. Its max-packet-length raises the
+    /// size of reply the session accepts (up to `SFTPSession.maximumReplyLimit`).
     func serverLimits() async throws(SSHError) -> (maxReadLength: UInt64, maxWriteLength: UInt64) {
         if let cached = session.limits.withLock({ $0 }) { return cached }
         guard supports(extension: "limits@openssh.com") else { return (0, 0) }
         let reply = try await call(SFTPType.extended, "limits", path: nil) { $0.put(string: "limits@openssh.com") }
         guard case .extended(var r) = reply else { throw Self.unexpected(reply, op: "limits", path: nil) }
-        _ = try r.uint64() // max packet length
+        let maxPacket = try r.uint64()
         let limits = (maxReadLength: try r.uint64(), maxWriteLength: try r.uint64())
+        let accepted = Int(min(maxPacket, UInt64(SFTPSession.maximumReplyLimit)))
+        _ = session.replyLimit.max(accepted, ordering: .relaxed)
         session.limits.withLock { $0 = limits }
         return limits
     }
@@ -45,7 +52,7 @@ extension SFTPClient {
                 throw e
             }
         } catch {
-            await closeDetached(file)
+            file.closeWithoutWaiting()
             throw error
         }
         let (dir, name) = splitLocalPath(localPath)
@@ -56,7 +63,7 @@ extension SFTPClient {
                 ? try LocalFile.open(partialPath, O_WRONLY | O_CREAT | O_NOFOLLOW, mode: 0o600)
                 : try LocalFile.makeTemporary(prefix: dir + "/." + name + ".sshkit-")
         } catch {
-            await closeDetached(file)
+            file.closeWithoutWaiting()
             throw error
         }
         var resumeAt: UInt64 = options.resume ? (try? local.size()) ?? 0 : 0
@@ -86,7 +93,9 @@ extension SFTPClient {
             } else {
                 unlink(local.path)
             }
-            await closeDetached(file)
+            // not waited for: the reply queues behind every read still in flight, and a
+            // cancel must return at once (the session drops the late replies)
+            file.closeWithoutWaiting()
             throw error
         }
     }
@@ -117,7 +126,7 @@ extension SFTPClient {
             await closeDetached(file)
             return buffer.withLock { Array($0.prefix(Int(end))) }
         } catch {
-            await closeDetached(file)
+            file.closeWithoutWaiting()
             throw error
         }
     }

@@ -120,6 +120,17 @@ public final class SFTPFile: Sendable {
         if already { return }
         try await client.callStatus(SFTPType.close, "close", path: path) { $0.put(string: handle) }
     }
+
+    /// Sends the close and returns at once; the session drops its reply when it comes.
+    /// For a read handle after a failed or cancelled transfer: its reply waits behind
+    /// every read still in flight, and nothing depends on it.
+    func closeWithoutWaiting() {
+        let already = closed.withLock { c -> Bool in
+            defer { c = true }
+            return c
+        }
+        if !already { client.session.closeQuietly(handle: handle) }
+    }
 }
 
 extension SFTPClient {

@@ -17,8 +17,13 @@ enum SFTPReply: Sendable {
 /// channel, so an SFTP request can be cancelled without touching the connection (the
 /// reply, when it comes, is dropped; a handle it carries is closed).
 final class SFTPSession: Sendable {
-    /// Replies larger than this are a protocol error (OpenSSH's limit is 256 KiB).
-    static let maxPacket = 1 << 20
+    /// The reply size always accepted: the reply to the largest read this client asks
+    /// for (1 MiB of data and its 9-byte header), with room to spare. A smaller limit
+    /// rejected full 1 MiB reads from servers that allow them (asyncssh: 4 MiB).
+    static let minimumReplyLimit = (1 << 20) + 1024
+    /// The most a server's `limits@openssh.com` may raise the reply limit to: one packet
+    /// is buffered whole, so this bounds the memory a hostile server can make us hold.
+    static let maximumReplyLimit = 64 << 20
 
     private struct Pending {
         var continuation: CheckedContinuation<Result<SFTPReply, SSHError>, Never>
@@ -40,6 +45,9 @@ final class SFTPSession: Sendable {
     private let state = Mutex(State())
     /// The server's `limits@openssh.com` (read and write lengths), once asked.
     let limits = Mutex<(maxReadLength: UInt64, maxWriteLength: UInt64)?>(nil)
+    /// Replies larger than this are a protocol error: `minimumReplyLimit`, raised to the
+    /// server's max-packet-length once its limits are known (at most `maximumReplyLimit`).
+    let replyLimit = Atomic<Int>(SFTPSession.minimumReplyLimit)
 
     private init(channel: StreamChannel, version: UInt32, extensions: [String: [UInt8]]) {
         self.channel = channel
@@ -68,7 +76,7 @@ final class SFTPSession: Sendable {
         var buffer = PacketBuffer()
         do throws(SSHError) {
             try channel.send(w.finish())
-            guard let (type, payload) = try await buffer.nextPacket(from: channel) else {
+            guard let (type, payload) = try await buffer.nextPacket(from: channel, limit: minimumReplyLimit) else {
                 throw SSHError(.sftpUnavailable, "the SFTP server closed the channel before its version")
             }
             guard type == SFTPType.version else {
@@ -182,7 +190,7 @@ final class SFTPSession: Sendable {
     private func readReplies(buffer start: PacketBuffer) async {
         var buffer = start
         do {
-            while let (type, payload) = try await buffer.nextPacket(from: channel) {
+            while let (type, payload) = try await buffer.nextPacket(from: channel, limit: replyLimit.load(ordering: .relaxed)) {
                 try dispatch(type: type, payload)
             }
             let end: SSHError
@@ -267,10 +275,11 @@ struct PacketBuffer {
     private var start = 0
 
     /// The next whole packet (type, payload), reading from `channel` as needed; nil at
-    /// the channel's clean end between packets.
-    mutating func nextPacket(from channel: StreamChannel) async throws(SSHError) -> (UInt8, [UInt8])? {
+    /// the channel's clean end between packets. A packet longer than `limit` (its
+    /// length field: type, id and body) is an `sftpProtocolError`.
+    mutating func nextPacket(from channel: StreamChannel, limit: Int) async throws(SSHError) -> (UInt8, [UInt8])? {
         while true {
-            if let p = try take() { return p }
+            if let p = try take(limit: limit) { return p }
             guard let chunk = try await channel.next(.stdout) else {
                 if buf.count > start { throw SSHError(.sftpProtocolError, "the SFTP channel ended inside a packet") }
                 return nil
@@ -288,12 +297,12 @@ struct PacketBuffer {
         }
     }
 
-    private mutating func take() throws(SSHError) -> (UInt8, [UInt8])? {
+    private mutating func take(limit: Int) throws(SSHError) -> (UInt8, [UInt8])? {
         let avail = buf.count - start
         guard avail >= 5 else { return nil }
         let n = Int(buf[start]) << 24 | Int(buf[start + 1]) << 16 | Int(buf[start + 2]) << 8 | Int(buf[start + 3])
-        guard n >= 1, n <= SFTPSession.maxPacket else {
-            throw SSHError(.sftpProtocolError, "an SFTP packet of \(n) bytes")
+        guard n >= 1, n <= limit else {
+            throw SSHError(.sftpProtocolError, "an SFTP packet of \(n) bytes (the limit is \(limit))")
         }
         guard avail >= 4 + n else { return nil }
         let type = buf[start + 4]
