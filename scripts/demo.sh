@@ -28,14 +28,17 @@ run "$bin/known-hosts" add --file "$dir/known_hosts" 127.0.0.1 -p "$SSHKIT_TEST_
 run "$bin/known-hosts" check --file "$dir/known_hosts" 127.0.0.1 -p "$SSHKIT_TEST_PORT"
 
 echo; echo "== exec: key authentication, pinned host key"
-run "$bin/ssh-exec" "${common[@]}" --key "$dir/id_ed25519" -- 'echo "hello from $(uname -n) as $(id -un)"'
+run "$bin/ssh-exec" "${common[@]}" -n --key "$dir/id_ed25519" -- 'echo "hello from $(uname -n) as $(id -un)"'
+echo; echo "== exec: standard input goes to the command (then EOF), like ssh host cmd"
+echo "\$ printf 'one\\ntwo\\n' | ssh-exec ... -- 'tr a-z A-Z'"
+printf 'one\ntwo\n' | "$bin/ssh-exec" "${common[@]}" --key "$dir/id_ed25519" -- 'tr a-z A-Z'
 echo; echo "== exec: password authentication, stderr and the exit status pass through"
 set +e
-SSHKIT_PASSWORD=$SSHKIT_TEST_PASSWORD run "$bin/ssh-exec" "${common[@]}" --password-from-env -- 'echo to stderr >&2; exit 3'
+SSHKIT_PASSWORD=$SSHKIT_TEST_PASSWORD run "$bin/ssh-exec" "${common[@]}" -n --password-from-env -- 'echo to stderr >&2; exit 3'
 echo "(exit status $?)"
 echo; echo "== exec: a wrong pinned fingerprint is refused before authentication"
 run "$bin/ssh-exec" --host 127.0.0.1 --port "$SSHKIT_TEST_PORT" --user "$SSHKIT_TEST_USER" \
-    --key "$dir/id_ed25519" --fingerprint SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA -- true
+    -n --key "$dir/id_ed25519" --fingerprint SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA -- true
 echo "(exit status $?)"
 set -e
 
@@ -74,6 +77,6 @@ timeout 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$lport; head -1 <&3"
 echo "\$ curl --socks5-hostname 127.0.0.1:$dport telnet://127.0.0.1:$SSHKIT_TEST_PORT (through the SOCKS proxy)"
 timeout 10 curl -s --max-time 5 --socks5-hostname "127.0.0.1:$dport" "telnet://127.0.0.1:$SSHKIT_TEST_PORT" < /dev/null | head -1 || true
 echo "\$ ssh-exec ... -- read from 127.0.0.1:$rport on the server (back through -R)"
-"$bin/ssh-exec" "${common[@]}" "${key[@]}" -- "timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/$rport; head -1 <&3'"
+"$bin/ssh-exec" "${common[@]}" -n "${key[@]}" -- "timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/$rport; head -1 <&3'"
 kill -TERM "$fpid"
 wait "$fpid" && echo "(ssh-forward stopped on SIGTERM, exit status 0)"

@@ -27,7 +27,14 @@ public struct ConnectionOptions: ParsableArguments {
     /// The configuration these options describe; a missing decision is a usage error.
     public func configuration() throws -> SSHConfiguration {
         var methods: [SSHAuthentication.Method] = []
-        if let key { methods.append(.privateKeyFile(path: key, passphrase: passphrase)) }
+        if let key {
+            // like ssh: a key others can read is ignored, with its warning
+            if let warning = Self.unprotectedKeyWarning(key) {
+                FileHandle.standardError.write(Data(warning.utf8))
+            } else {
+                methods.append(.privateKeyFile(path: key, passphrase: passphrase))
+            }
+        }
         if agent { methods.append(.agent(socketPath: nil)) }
         if passwordFromEnv {
             guard let pw = ProcessInfo.processInfo.environment["SSHKIT_PASSWORD"] else {
@@ -35,7 +42,14 @@ public struct ConnectionOptions: ParsableArguments {
             }
             methods.append(.password(pw))
         }
-        guard !methods.isEmpty else { throw ValidationError("give --key, --agent or --password-from-env") }
+        guard !methods.isEmpty else {
+            if key != nil {
+                // as ssh does when the one key it had was ignored
+                FileHandle.standardError.write(Data("no usable authentication method: the private key was ignored\n".utf8))
+                throw ExitCode(255)
+            }
+            throw ValidationError("give --key, --agent or --password-from-env")
+        }
         let policy: SSHHostKeyPolicy
         if !fingerprint.isEmpty {
             policy = .pinned(fingerprint)
@@ -74,5 +88,22 @@ public struct ConnectionOptions: ParsableArguments {
             config.jumpHosts.append(hop)
         }
         return config
+    }
+
+    /// OpenSSH's check (sshkey_perm_ok): a private key file owned by this user that its
+    /// group or others may access is refused. Returns ssh's warning for such a file.
+    public static func unprotectedKeyWarning(_ path: String) -> String? {
+        var st = stat()
+        guard stat(path, &st) == 0, st.st_uid == getuid(), st.st_mode & 0o077 != 0 else { return nil }
+        let mode = String(UInt32(st.st_mode) & 0o777, radix: 8)
+        return """
+            @@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@
+            @         WARNING: UNPROTECTED PRIVATE KEY FILE!          @
+            @@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@
+            Permissions 0\(mode) for '\(path)' are too open.
+            It is required that your private key files are NOT accessible by others.
+            This private key will be ignored.
+
+            """
     }
 }

@@ -1,7 +1,9 @@
-// ssh-exec: run one command on a server and exit with its status, like `ssh host cmd`.
+// ssh-exec: run one command on a server, like `ssh host cmd`: standard input goes to
+// the command (then EOF), its output comes back as it is written, and ssh-exec exits
+// with the command's status.
 //
-//   ssh-exec --host 127.0.0.1 --port 2222 --user me --key ~/.ssh/id_ed25519 \
-//            --fingerprint SHA256:... -- uname -a
+//   echo hello | ssh-exec --host 127.0.0.1 --port 2222 --user me --key ~/.ssh/id_ed25519 \
+//            --fingerprint SHA256:... -- tr a-z A-Z
 import ArgumentParser
 import ExampleSupport
 import Foundation
@@ -11,38 +13,111 @@ import SSHKit
 struct SSHExec: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ssh-exec",
-        abstract: "Run a command over SSH; print its output and exit with its status.")
+        abstract: "Run a command over SSH; stream its input and output and exit with its status.")
 
     @OptionGroup var connection: ConnectionOptions
+    @Flag(name: .customShort("n"), help: "Send no standard input (EOF at once), like ssh -n.")
+    var noStdin = false
     @Argument(parsing: .captureForPassthrough, help: "The command, run by the remote login shell.")
     var command: [String]
 
     func run() async throws {
+        // a reader that went away (`| head`) is an error on write, not a signal that kills us
+        signal(SIGPIPE, SIG_IGN)
         let config = try connection.configuration()
         let words = command.first == "--" ? Array(command.dropFirst()) : command
         guard !words.isEmpty else { throw ValidationError("no command given") }
 
+        let status: SSHExitStatus
         do {
-            let result = try await SSHClient.withConnection(config) { conn in
-                try await conn.execute(words.joined(separator: " "), outputLimit: 1 << 30)
-            }
-            FileHandle.standardOutput.write(Data(result.stdout))
-            FileHandle.standardError.write(Data(result.stderr))
-            switch result.exitStatus {
-            case .exited(let code): throw ExitCode(code)
-            case .signaled(let name, _):
-                FileHandle.standardError.write(Data("ssh-exec: remote command killed by SIG\(name)\n".utf8))
-                // like a shell: 128 + the signal's number (signal names are the same everywhere)
-                let numbers = ["HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "ABRT": 6, "FPE": 8, "KILL": 9,
-                               "SEGV": 11, "PIPE": 13, "ALRM": 14, "TERM": 15, "USR1": 10, "USR2": 12]
-                throw ExitCode(Int32(128 + (numbers[name] ?? 127)))
-            case .unknown:
-                FileHandle.standardError.write(Data("ssh-exec: the server reported no exit status\n".utf8))
-                throw ExitCode(255)
+            status = try await SSHClient.withConnection(config) { conn in
+                try await conn.withCommand(words.joined(separator: " ")) { [noStdin] cmd in
+                    try await Self.relay(cmd, forwardInput: !noStdin)
+                }
             }
         } catch let error as SSHError {
             FileHandle.standardError.write(Data("ssh-exec: \(error)\n".utf8))
             throw ExitCode(255)
+        } catch is OutputClosed {
+            throw ExitCode(255)
         }
+        switch status {
+        case .exited(let code): throw ExitCode(code)
+        case .signaled(let name, _):
+            FileHandle.standardError.write(Data("ssh-exec: remote command killed by SIG\(name)\n".utf8))
+            // like a shell: 128 + the signal's number (signal names are the same everywhere)
+            let numbers = ["HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "ABRT": 6, "FPE": 8, "KILL": 9,
+                           "SEGV": 11, "PIPE": 13, "ALRM": 14, "TERM": 15, "USR1": 10, "USR2": 12]
+            throw ExitCode(Int32(128 + (numbers[name] ?? 127)))
+        case .unknown:
+            FileHandle.standardError.write(Data("ssh-exec: the server reported no exit status\n".utf8))
+            throw ExitCode(255)
+        }
+    }
+
+    /// Standard input to the command while its stdout and stderr are copied out as they
+    /// arrive; returns its exit status once both outputs ended.
+    static func relay(_ cmd: SSHCommand, forwardInput: Bool) async throws -> SSHExitStatus {
+        let input = Task {
+            if forwardInput {
+                await StandardInput.forward(to: cmd)
+            } else {
+                try? cmd.stdin.finish()
+            }
+        }
+        defer { input.cancel() } // the command may end before our input does (ssh does not wait)
+        async let out: Void = copy(cmd.stdout, to: STDOUT_FILENO)
+        async let err: Void = copy(cmd.stderr, to: STDERR_FILENO)
+        try await out
+        try await err
+        return try await cmd.exitStatus()
+    }
+
+    /// Writes each chunk to `fd` as it comes; a closed `fd` (EPIPE) ends the command.
+    static func copy(_ stream: SSHOutputStream, to fd: Int32) async throws {
+        for try await chunk in stream {
+            guard writeAll(chunk, to: fd) else { throw OutputClosed() }
+        }
+    }
+}
+
+/// Our own stdout or stderr is gone (the reader of a pipe exited).
+struct OutputClosed: Error {}
+
+func writeAll(_ bytes: [UInt8], to fd: Int32) -> Bool {
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 { return false }
+        offset += n
+    }
+    return true
+}
+
+/// Standard input, read on a thread of its own (a blocking read must not hold one of the
+/// concurrency pool's threads) and handed over a chunk at a time: the next read waits
+/// until the command took the last chunk, so a slow command slows the reading down.
+enum StandardInput {
+    static func forward(to cmd: SSHCommand) async {
+        let (chunks, continuation) = AsyncStream<[UInt8]>.makeStream()
+        let taken = DispatchSemaphore(value: 0)
+        Thread {
+            var buffer = [UInt8](repeating: 0, count: 64 << 10)
+            while true {
+                let n = read(STDIN_FILENO, &buffer, buffer.count)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                continuation.yield(Array(buffer[0..<n]))
+                taken.wait()
+            }
+            continuation.finish()
+        }.start()
+        for await chunk in chunks {
+            // the command exited without reading everything: like ssh, stop sending
+            guard (try? await cmd.stdin.write(chunk)) != nil else { return }
+            taken.signal()
+        }
+        if !Task.isCancelled { try? cmd.stdin.finish() }
     }
 }

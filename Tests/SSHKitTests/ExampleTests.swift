@@ -45,6 +45,86 @@ struct ExampleTests {
         #expect(r.err.contains("presented"))
     }
 
+    var pinned: [String] {
+        ["--fingerprint", server.fingerprintEd25519, "--fingerprint", server.fingerprintECDSA,
+         "--fingerprint", server.fingerprintRSA]
+    }
+
+    /// Runs ssh-exec with `input` on its stdin (then EOF, unless `keepOpen`).
+    func run(_ args: [String], input: [UInt8], keepOpen: Bool = false) throws -> (status: Int32, out: String, err: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Self.binary)
+        p.arguments = args
+        let stdin = Pipe(), out = Pipe(), err = Pipe()
+        p.standardInput = stdin
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        stdin.fileHandleForWriting.write(Data(input))
+        if !keepOpen { try stdin.fileHandleForWriting.close() }
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        try? stdin.fileHandleForWriting.close()
+        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    }
+
+    /// `echo x | ssh host cat` prints x: stdin goes to the command, then its EOF.
+    @Test func standardInputIsForwardedWithItsEnd() throws {
+        let big = randomBytes(3 << 20)
+        let r = try run(common + ["--key", server.key("id_ed25519")] + pinned + ["--", "cat; echo done >&2"], input: Array("x\n".utf8))
+        #expect(r.status == 0 && r.out == "x\n" && r.err == "done\n", "\(r)")
+        let sum = try run(common + ["--key", server.key("id_ed25519")] + pinned + ["--", "wc -c"], input: big)
+        #expect(sum.out.trimmingCharacters(in: .whitespacesAndNewlines) == "\(big.count)", "\(sum)")
+        // -n: nothing is read, even from an input that never ends
+        let none = try run(common + ["-n", "--key", server.key("id_ed25519")] + pinned + ["--", "cat; echo end"],
+                           input: Array("unread\n".utf8), keepOpen: true)
+        #expect(none.status == 0 && none.out == "end\n", "\(none)")
+    }
+
+    /// The first line of a slow command shows while it still runs, as with ssh.
+    @Test func outputIsStreamedAsItComes() throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Self.binary)
+        p.arguments = common + ["-n", "--key", server.key("id_ed25519")] + pinned + ["--", "echo first; sleep 4; echo second"]
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        defer { if p.isRunning { p.terminate() }; p.waitUntilExit() }
+        var seen = Data()
+        while !String(decoding: seen, as: UTF8.self).contains("first\n") {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            seen += chunk
+        }
+        #expect(String(decoding: seen, as: UTF8.self) == "first\n")
+        #expect(p.isRunning, "the first line came only when the command had ended")
+        seen += out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        #expect(String(decoding: seen, as: UTF8.self) == "first\nsecond\n" && p.terminationStatus == 0)
+    }
+
+    /// A private key others can read is ignored with ssh's warning; with no other method
+    /// the tool exits 255, as ssh does, and nothing runs.
+    @Test func anUnprotectedKeyIsRefusedLikeSSHDoes() throws {
+        let loose = NSTemporaryDirectory() + "sshkit-loose-\(UUID().uuidString)"
+        try FileManager.default.copyItem(atPath: server.key("id_ed25519"), toPath: loose)
+        defer { try? FileManager.default.removeItem(atPath: loose) }
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: loose)
+        let r = try run(common + ["--key", loose] + pinned + ["--", "echo ran"])
+        #expect(r.status == 255 && r.out.isEmpty, "\(r)")
+        #expect(r.err.contains("UNPROTECTED PRIVATE KEY FILE") && r.err.contains("Permissions 0644"), "\(r.err)")
+        // with another method the key is skipped and the other one is used
+        let pw = try run(common + ["--key", loose, "--password-from-env"] + pinned + ["--", "echo ran"],
+                         env: ["SSHKIT_PASSWORD": server.password])
+        #expect(pw.status == 0 && pw.out == "ran\n" && pw.err.contains("This private key will be ignored"), "\(pw)")
+        // 0600 is fine
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: loose)
+        let ok = try run(common + ["--key", loose] + pinned + ["--", "echo ran"])
+        #expect(ok.status == 0 && ok.out == "ran\n" && ok.err.isEmpty, "\(ok)")
+    }
+
     @Test func refusesToRunWithoutAHostKeyDecision() throws {
         let r = try run(common + ["--key", server.key("id_ed25519"), "--", "true"])
         #expect(r.status != 0)
