@@ -149,3 +149,57 @@ func benchSFTPMetadata(_ f: Fixture, rounds: Int) async throws -> [Row] {
     await conn.close()
     return [stats, listing]
 }
+
+/// How long a cancelled download takes to return: a 1 GiB download (64 requests in flight)
+/// is cancelled once 32 MiB arrived, `rounds` times, alone on its connection and beside a
+/// full-speed `cat /dev/zero` on the same connection. SSHKit only (`sftp` has no cancel
+/// that returns to a caller).
+func benchSFTPCancel(_ f: Fixture, rounds: Int) async throws {
+    let dir = "/dev/shm/sshkit-bench-cancel-\(getpid())"
+    guard spawnAndWait(["/bin/sh", "-c", "mkdir -p \(dir) && head -c 1024M /dev/zero > \(dir)/src && chown -R \(f.user) \(dir) && chmod 755 \(dir)"]) == 0
+    else { throw BenchError("could not prepare \(dir)") }
+    defer { _ = spawnAndWait(["/bin/rm", "-rf", dir]) }
+    let conn = try await SSHClient.connect(f.sshkitCipherConfig)
+    let sftp = try await conn.openSFTP()
+    func cancelLatencies() async throws -> [Double] {
+        var samples: [Double] = []
+        for i in 0..<rounds {
+            let arrived = Flag()
+            let task = Task {
+                try await sftp.download(SFTPPath(dir + "/src"), to: dir + "/dst-\(i)") { p in
+                    if p.bytesTransferred >= 32 << 20 { arrived.set() }
+                }
+            }
+            while !arrived.isSet { try await Task.sleep(for: .milliseconds(1)) }
+            let t0 = now()
+            task.cancel()
+            _ = await task.result
+            samples.append(now() - t0)
+        }
+        return samples
+    }
+    let alone = try await cancelLatencies()
+    let bulk = try await conn.startCommand("cat /dev/zero")
+    let drain = Task { do { for try await _ in bulk.stdout {} } catch {} }
+    try await Task.sleep(for: .milliseconds(300))
+    let busy = try await cancelLatencies()
+    bulk.cancel()
+    _ = await drain.value
+    sftp.close()
+    await conn.close()
+    func f3(_ x: Double) -> String { String(format: "%.2f", x) }
+    out()
+    out("| cancel a 1 GiB download after 32 MiB, \(rounds) times (ms to return) | p50 | p99 | max |")
+    out("|---|---|---|---|")
+    out("| SSHKit, alone on its connection | \(f3(median(alone))) | \(f3(percentile(alone, 0.99))) | \(f3(alone.max() ?? .nan)) |")
+    out("| SSHKit, beside `cat /dev/zero` on the same connection | \(f3(median(busy))) | \(f3(percentile(busy, 0.99))) | \(f3(busy.max() ?? .nan)) |")
+}
+
+/// A flag set from a progress callback (any thread) and polled by the benchmark.
+final class Flag: @unchecked Sendable {
+    // safe because: every access holds `lock`
+    private let lock = NSLock()
+    private var value = false
+    func set() { lock.lock(); value = true; lock.unlock() }
+    var isSet: Bool { lock.lock(); defer { lock.unlock() }; return value }
+}

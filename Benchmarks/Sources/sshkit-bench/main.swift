@@ -291,6 +291,9 @@ do {
         reportSFTP(try await benchSFTPTransfers(fixture, mebibytes: quick ? 256 : 1024, rounds: quick ? 3 : 5)
                    + benchSFTPMetadata(fixture, rounds: quick ? 2 : 5))
     }
+    if only == nil || only == "sftp" || only == "sftp-cancel" {
+        try await benchSFTPCancel(fixture, rounds: quick ? 10 : 40)
+    }
     if only == nil || only == "transport" {
         reportTransports(try await benchTransports(fixture, rounds: quick ? 4 : 10))
     }
