@@ -21,21 +21,8 @@ final class FakeServer: Sendable {
     let accepted = Atomic<Int>(0)
 
     init(_ behaviour: Behaviour) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let ok = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard ok == 0, listen(fd, 1024) == 0 else { close(fd); throw FixtureError("listen failed") }
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
-        }
-        port = Int(UInt16(bigEndian: addr.sin_port))
+        let (fd, port) = try loopbackListener(backlog: 1024)
+        self.port = port
         listenFD = fd
         var p: [Int32] = [0, 0]
         _ = pipe(&p)
@@ -97,6 +84,29 @@ final class FakeServer: Sendable {
     }
 
     deinit { stop() }
+}
+
+/// A listening TCP socket on 127.0.0.1 with a free port (close-on-exec, SO_REUSEADDR).
+/// `receiveBuffer` sets SO_RCVBUF, which the sockets it accepts inherit.
+func loopbackListener(backlog: Int32, receiveBuffer: Int? = nil) throws -> (fd: Int32, port: Int) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    var one: Int32 = 1
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+    if var size = receiveBuffer.map(Int32.init) {
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let ok = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard ok == 0, listen(fd, backlog) == 0 else { close(fd); throw FixtureError("listen failed") }
+    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+    }
+    return (fd, Int(UInt16(bigEndian: addr.sin_port)))
 }
 
 /// A port on 127.0.0.1 where nothing listens (bound, then closed).

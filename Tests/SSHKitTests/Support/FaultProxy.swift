@@ -36,24 +36,8 @@ final class FaultProxy: Sendable {
     init(target: Int, faults: Faults = Faults(), clientReceiveBuffer: Int? = nil) throws {
         self.target = target
         self.faults = Mutex(faults)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        if var size = clientReceiveBuffer.map(Int32.init) {
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let ok = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard ok == 0, listen(fd, 64) == 0 else { close(fd); throw FixtureError("proxy listen failed") }
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
-        }
-        port = Int(UInt16(bigEndian: addr.sin_port))
+        let (fd, port) = try loopbackListener(backlog: 64, receiveBuffer: clientReceiveBuffer)
+        self.port = port
         listenFD = fd
         var p: [Int32] = [0, 0]
         _ = pipe(&p)
