@@ -66,10 +66,13 @@ struct SSHExec: AsyncParsableCommand {
             }
         }
         defer { input.cancel() } // the command may end before our input does (ssh does not wait)
-        async let out: Void = copy(cmd.stdout, to: STDOUT_FILENO)
-        async let err: Void = copy(cmd.stderr, to: STDERR_FILENO)
-        try await out
-        try await err
+        // both outputs at once; the first failure (our stdout or stderr closed) ends the
+        // other copy too, rather than leaving it waiting on a command that blocked
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await copy(cmd.stdout, to: STDOUT_FILENO) }
+            group.addTask { try await copy(cmd.stderr, to: STDERR_FILENO) }
+            try await group.waitForAll()
+        }
         return try await cmd.exitStatus()
     }
 
@@ -107,6 +110,12 @@ enum StandardInput {
             while true {
                 let n = read(STDIN_FILENO, &buffer, buffer.count)
                 if n < 0 && errno == EINTR { continue }
+                if n < 0 && errno == EAGAIN {
+                    // a parent left our stdin non-blocking: wait for data, not EOF
+                    var p = pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0)
+                    _ = poll(&p, 1, -1)
+                    continue
+                }
                 if n <= 0 { break }
                 continuation.yield(Array(buffer[0..<n]))
                 taken.wait()

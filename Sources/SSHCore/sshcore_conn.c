@@ -1296,6 +1296,19 @@ static void keepalive_check(sshcore_conn *conn)
     keepalive_probe(conn);
 }
 
+/**
+ * libssh's authentication calls look at the authentication state only: after
+ * a packet failed its integrity check they keep answering SSH_AUTH_AGAIN, and
+ * the attempt would end at the connect deadline as a timeout. Fail it at once
+ * with what happened.
+ */
+static void auth_check_session(sshcore_conn *conn)
+{
+    if ((conn->phase == PH_AUTH_NONE || conn->phase == PH_AUTH_METHOD) && !sshcore_session_usable(conn)) {
+        fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_userauth");
+    }
+}
+
 static bool advance(sshcore_conn *conn)
 {
     switch (conn->phase) {
@@ -1304,10 +1317,14 @@ static bool advance(sshcore_conn *conn)
     case PH_TCP_WAIT: return false;
     case PH_HANDSHAKE: phase_handshake(conn); return false;
     case PH_HOSTKEY_WAIT: return false;
-    case PH_AUTH_NONE: phase_auth_none(conn); return conn->phase != PH_AUTH_NONE;
+    case PH_AUTH_NONE:
+        phase_auth_none(conn);
+        auth_check_session(conn);
+        return conn->phase != PH_AUTH_NONE;
     case PH_AUTH_METHOD: {
         size_t idx = conn->method_idx;
         phase_auth_method(conn);
+        auth_check_session(conn);
         return conn->phase == PH_READY || conn->method_idx != idx;
     }
     case PH_KBD_WAIT: return false;
@@ -1399,6 +1416,10 @@ static void ack_now(sshcore_conn *conn, uint64_t read_bytes)
         (void)setsockopt(conn->sock_fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
     }
 }
+
+/* How often gated input is retried where POLLOUT cannot be trusted to mean
+ * "the send queue drained below the gate" (see worker_main). */
+#define SEND_WAKE_TICK_MS 2
 
 /* One pass reads at most this much before the ops are stepped again. */
 #define READ_PER_PASS (256 * 1024)
@@ -1556,6 +1577,8 @@ static void *worker_main(void *arg)
     conn->deadline_ms = sshcore_now_ms() + conn->connect_timeout_ms;
 
     bool readable = false;
+    bool pollout_seen = false;
+    bool send_wake_by_timer = false;
     uint64_t read_mark = 0;
     while (conn->phase != PH_DONE) {
         take_requests(conn, &rq);
@@ -1565,6 +1588,11 @@ static void *worker_main(void *arg)
         }
         conn->send_blocked = false;
         again = advance(conn);
+        /* POLLOUT came, yet the queue is still over the gate: a kernel without
+         * the TCP_NOTSENT_LOWAT wake-up rule (before 4.20) raises POLLOUT below
+         * the low-water mark, not half of it. Poll on a short timer instead of
+         * for POLLOUT, which would spin. */
+        send_wake_by_timer = conn->send_blocked && pollout_seen;
         if (readable) {
             /* read_socket() and advance() have read what poll() announced */
             ack_now(conn, conn->socket_counter.in_bytes - read_mark);
@@ -1605,7 +1633,8 @@ static void *worker_main(void *arg)
             pfd[nfds].events = POLLIN;
             /* libssh has output to flush, or an op held input back until the
              * kernel's send queue drains (nothing else may wake us then) */
-            if ((ssh_get_poll_flags(conn->session) & SSH_WRITE_PENDING) != 0 || conn->send_blocked) {
+            if ((ssh_get_poll_flags(conn->session) & SSH_WRITE_PENDING) != 0 ||
+                (conn->send_blocked && !send_wake_by_timer)) {
                 pfd[nfds].events |= POLLOUT;
             }
             pfd[nfds].revents = 0;
@@ -1617,6 +1646,10 @@ static void *worker_main(void *arg)
             nfds = add_op_fds(conn, core_pfd, core_nfds, &pfd);
         }
         timeout = again ? 0 : poll_timeout(conn);
+        if (send_wake_by_timer && (timeout < 0 || timeout > SEND_WAKE_TICK_MS)) {
+            timeout = SEND_WAKE_TICK_MS;
+        }
+        pollout_seen = false;
         if (poll(pfd, nfds, timeout) < 0 && errno != EINTR) {
             fail_code(conn, SSHCORE_E_SYSTEM, "poll failed");
             break;
@@ -1629,6 +1662,7 @@ static void *worker_main(void *arg)
         }
         if (core_nfds > 1 && pfd[1].revents != 0) {
             readable = (pfd[1].revents & POLLIN) != 0;
+            pollout_seen = (pfd[1].revents & POLLOUT) != 0;
             read_mark = conn->socket_counter.in_bytes;
             if (conn->phase == PH_TCP_WAIT) {
                 phase_tcp_wait(conn);
