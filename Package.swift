@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "SSHKit", targets: ["SSHKit"]),
         .library(name: "ServerTransport", targets: ["ServerTransport"]),
+        .library(name: "AgentSessions", targets: ["AgentSessions"]),
         .executable(name: "ssh-exec", targets: ["ssh-exec"]),
         .executable(name: "known-hosts", targets: ["known-hosts"]),
         .executable(name: "ssh-shell", targets: ["ssh-shell"]),
@@ -49,6 +50,11 @@ let package = Package(
         .target(
             name: "ServerTransport",
             dependencies: ["SSHKit", "CTransportSupport"]
+        ),
+        // Coding agents in remote git worktrees inside remote tmux sessions (issue 13).
+        .target(
+            name: "AgentSessions",
+            dependencies: ["ServerTransport", "SSHKit"]
         ),
         // An example service on ServerTransport (Docs/Guide-Transports.md, "Adding a service").
         .target(
@@ -107,7 +113,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SSHKitTests",
-            dependencies: ["SSHKit", "SSHCore", "ServerTransport", "AgentSettingsExample"],
+            dependencies: ["SSHKit", "SSHCore", "ServerTransport", "AgentSessions", "AgentSettingsExample"],
             path: "Tests/SSHKitTests"
         ),
     ],

@@ -1,0 +1,80 @@
+import ServerTransport
+
+/// The one error of the agent-sessions engine.
+///
+/// `code` is stable and meant for `switch`/`==`; `message` is for people. A failure of
+/// the transport underneath (the host cannot be reached, a file call failed) keeps the
+/// `TransportError` as `transport`, so a UI can say "host unreachable" the same way it
+/// does for the transports.
+public struct AgentError: Error, Sendable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// An argument is invalid (nothing was run): an empty binary, a NUL byte, a
+        /// zero terminal size.
+        public static let invalidArgument = Code("invalidArgument")
+        /// An environment variable name does not match `^[A-Za-z_][A-Za-z0-9_]*$`.
+        public static let invalidEnvironmentName = Code("invalidEnvironmentName")
+        /// No provider has this id.
+        public static let unknownProvider = Code("unknownProvider")
+        /// The login shell of the host is not one the engine starts agents under
+        /// (bash, sh, zsh or fish in /bin, /usr/bin or /usr/local/bin).
+        public static let shellNotAllowed = Code("shellNotAllowed")
+        /// The project path is not a git checkout (or git is missing on the host).
+        public static let notAGitRepository = Code("notAGitRepository")
+        /// A git command failed; `detail` has what git printed.
+        public static let gitFailed = Code("gitFailed")
+        /// Removing a worktree would lose work: uncommitted changes or commits that no
+        /// other branch or remote has. Pass `force` to remove it anyway.
+        public static let worktreeHasUnsavedWork = Code("worktreeHasUnsavedWork")
+        /// No worktree, session or task with this name.
+        public static let notFound = Code("notFound")
+        /// The agent's binary is not on the host's PATH (the session printed the
+        /// install hint and ended).
+        public static let agentNotInstalled = Code("agentNotInstalled")
+        /// tmux is not installed on the host (sessions then do not survive a disconnect).
+        public static let tmuxUnavailable = Code("tmuxUnavailable")
+        /// A tmux command failed; `detail` has what tmux printed.
+        public static let tmuxFailed = Code("tmuxFailed")
+        /// The session has no live terminal to attach to, type into or resize.
+        public static let sessionNotRunning = Code("sessionNotRunning")
+        /// The transport cannot open a terminal (a PTY), so a session cannot be
+        /// attached; its output and keystrokes still work through tmux.
+        public static let terminalUnsupported = Code("terminalUnsupported")
+        /// The transport failed; `transport` has its classified error.
+        public static let transport = Code("transport")
+        /// The operation was cancelled.
+        public static let cancelled = Code("cancelled")
+    }
+
+    public var code: Code
+    public var message: String
+    /// Output of the failing remote command (git's or tmux's stderr), trimmed.
+    public var detail: String?
+    /// The transport's error, for `transport`.
+    public var transport: TransportError?
+
+    public init(_ code: Code, _ message: String, detail: String? = nil, transport: TransportError? = nil) {
+        self.code = code
+        self.message = message
+        self.detail = detail
+        self.transport = transport
+    }
+
+    /// A transport failure; a cancelled call stays `cancelled`.
+    init(_ error: TransportError, while what: String) {
+        if error.isCancellation {
+            self.init(.cancelled, "cancelled while \(what)", transport: error)
+        } else {
+            self.init(.transport, "\(what): \(error.message)", transport: error)
+        }
+    }
+
+    public var description: String {
+        var s = "AgentError.\(code): \(message)"
+        if let detail, !detail.isEmpty { s += " (\(detail.prefix(300)))" }
+        return s
+    }
+}

@@ -1,0 +1,217 @@
+import Foundation
+import SSHKit
+import ServerTransport
+
+/// Where an agent is: still working, ended (with its exit status), or gone.
+public enum AgentProcessState: Sendable, Hashable {
+    case running
+    case exited(Int32)
+    /// No session of that name (stopped, or the host rebooted), or a plain terminal
+    /// whose connection dropped.
+    case gone
+}
+
+/// Starting, attaching, typing into and stopping agents on the host.
+extension AgentHost {
+    /// Starts the agent of `spec` in a detached tmux session named after its PTY id, or,
+    /// on a host without tmux, on a plain PTY channel (marked as not surviving a
+    /// disconnect). A tmux session of that name that already runs is returned as it is
+    /// (starting twice never starts two agents).
+    ///
+    /// The pane runs the login shell (checked against `AgentShells.allowed`), which runs
+    /// a launch script that enters the worktree, exports the validated environment and
+    /// starts the agent if `command -v` finds it, else prints its install hint and exits
+    /// 127. A typed prompt is typed once the agent's screen settles.
+    /// - Throws: `shellNotAllowed`, `invalidEnvironmentName`, `invalidArgument`,
+    ///   `tmuxFailed`, `terminalUnsupported` (no tmux and no PTY), `transport`.
+    public func startAgent(_ spec: AgentSessionSpec) async throws(AgentError) -> AgentSession {
+        try Self.checkSuffix(spec.ptyID)
+        let launch = try AgentLaunch.plan(spec.provider, settings: spec.settings, name: spec.ptyID.description,
+                                          prompt: spec.prompt, autoApprove: spec.autoApprove, resume: spec.resume)
+        let facts = try await detectAgents()
+        try AgentShells.check(facts.loginShell)
+        let directory = try await absolutePath(spec.workingDirectory)
+        if let file = launch.promptFile { try await writePromptFile(file, in: directory) }
+        let script = AgentLauncher.script(launch, provider: spec.provider, workingDirectory: directory,
+                                          extraSearchPath: extraSearchPath)
+        let argv = AgentLauncher.paneCommand(shell: facts.loginShell, ptyID: spec.ptyID)
+        let name = spec.ptyID.description
+        var session = AgentSession(ptyID: spec.ptyID, host: serverID, container: .tmux(name: name),
+                                   workingDirectory: directory, arguments: launch.arguments)
+        if facts.tmuxVersion != nil {
+            let started = try await newTmuxSession(name: name, directory: directory, size: spec.size, argv: argv,
+                                                   script: (spec.ptyID, script))
+            if started, let typed = launch.typedInput {
+                try await typeWhenReady(name, typed)
+            }
+            return session
+        }
+        guard let terminals = transport as? any TerminalTransport else {
+            throw AgentError(.terminalUnsupported, "\(serverID) has no tmux and its transport opens no terminal")
+        }
+        session.container = .plainTerminal
+        let write = AgentLauncher.writeThenRun(spec.ptyID, then: ["true"])
+        let w = try await run(write.executable, write.arguments, stdin: Array(script.utf8), what: "writing the launch script")
+        guard w.exitStatus == .exited(0) else {
+            throw AgentError(.transport, "cannot write the launch script on \(serverID)", detail: w.stderrString)
+        }
+        let terminal: TransportTerminal
+        do {
+            terminal = try await terminals.startTerminal(argv[0], arguments: Array(argv.dropFirst()), environment: [:],
+                                                         terminal: SSHTerminal(size: spec.size))
+        } catch {
+            throw AgentError(error, while: "opening a terminal")
+        }
+        let plain = PlainAgentSession(terminal: terminal)
+        plainSessions.withLock { $0[name] = plain }
+        if let typed = launch.typedInput {
+            try await Task.sleep(for: .milliseconds(800), orThrow: ())
+            _ = try? await terminal.write(typed)
+        }
+        return session
+    }
+
+    /// Attaches this program to the agent's terminal (see `AgentTerminal`).
+    /// - Throws: `sessionNotRunning` (no such session), `terminalUnsupported`, `transport`.
+    public func attach(_ session: AgentSession, size: SSHTerminalSize = SSHTerminalSize(columns: 120, rows: 40),
+                       term: String = "xterm-256color") async throws(AgentError) -> AgentTerminal
+    {
+        switch session.container {
+        case .plainTerminal:
+            guard let plain = plainSessions.withLock({ $0[session.ptyID.description] }), plain.isRunning else {
+                throw AgentError(.sessionNotRunning, "\(session.ptyID) ran on a plain terminal that has ended")
+            }
+            try? plain.terminal.resize(to: size)
+            return AgentTerminal(session: session, backend: .plain(plain))
+        case .tmux(let name):
+            guard let terminals = transport as? any TerminalTransport else {
+                throw AgentError(.terminalUnsupported, "the transport of \(serverID) opens no terminal; use captureTmuxSession and sendToTmuxSession")
+            }
+            guard try await tmuxSession(named: name) != nil else {
+                throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(serverID)")
+            }
+            do {
+                let t = try await terminals.startTerminal("tmux", arguments: ["-L", tmuxSocket, "attach-session", "-t", "=" + name],
+                                                          environment: [:], terminal: SSHTerminal(term: term, size: size))
+                return AgentTerminal(session: session, backend: .attached(t))
+            } catch {
+                throw AgentError(error, while: "attaching to \(name)")
+            }
+        }
+    }
+
+    /// Whether the agent still runs, and how it ended.
+    public func state(of session: AgentSession) async throws(AgentError) -> AgentProcessState {
+        switch session.container {
+        case .plainTerminal:
+            guard let plain = plainSessions.withLock({ $0[session.ptyID.description] }) else { return .gone }
+            if plain.isRunning { return .running }
+            return plain.exitCode.map { .exited($0) } ?? .gone
+        case .tmux(let name):
+            guard let s = try await tmuxSession(named: name) else { return .gone }
+            if s.isRunning { return .running }
+            return .exited(s.exitStatus ?? -1)
+        }
+    }
+
+    /// The agent's recent output: the last `lines` lines of its history and its screen
+    /// (tmux), or the last bytes of a plain terminal. What a caller shows after
+    /// reattaching, to cover what it missed while away.
+    public func recentOutput(of session: AgentSession, lines: Int = 2000) async throws(AgentError) -> String {
+        switch session.container {
+        case .plainTerminal:
+            guard let plain = plainSessions.withLock({ $0[session.ptyID.description] }) else {
+                throw AgentError(.sessionNotRunning, "\(session.ptyID) is gone")
+            }
+            return String(decoding: plain.capture(), as: UTF8.self)
+        case .tmux(let name):
+            return try await captureTmuxSession(name, lines: lines)
+        }
+    }
+
+    /// Types into the agent without attaching (bytes as a terminal sends them).
+    public func send(_ bytes: [UInt8], to session: AgentSession) async throws(AgentError) {
+        switch session.container {
+        case .plainTerminal:
+            guard let plain = plainSessions.withLock({ $0[session.ptyID.description] }), plain.isRunning else {
+                throw AgentError(.sessionNotRunning, "\(session.ptyID) has ended")
+            }
+            do {
+                try await plain.terminal.write(bytes)
+            } catch {
+                throw AgentError(.sessionNotRunning, "\(session.ptyID) no longer takes input", transport: error)
+            }
+        case .tmux(let name):
+            try await sendToTmuxSession(name, bytes: bytes)
+        }
+    }
+
+    /// Types `text` and submits it (bracketed paste when it spans lines).
+    public func sendLine(_ text: String, to session: AgentSession) async throws(AgentError) {
+        try await send(AgentLaunch.typed(text), to: session)
+    }
+
+    /// Stops the agent and removes its session (no orphan left on the host). A session
+    /// already gone is fine.
+    public func stop(_ session: AgentSession) async throws(AgentError) {
+        switch session.container {
+        case .plainTerminal:
+            let plain = plainSessions.withLock { $0.removeValue(forKey: session.ptyID.description) }
+            plain?.terminal.hangUp()
+        case .tmux(let name):
+            try await killTmuxSession(name)
+        }
+    }
+
+    // MARK: helpers
+
+    static func checkSuffix(_ id: AgentPTYID) throws(AgentError) {
+        let ok = !id.suffix.isEmpty && id.suffix.utf8.count <= 200
+            && id.suffix.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }
+        guard ok else {
+            throw AgentError(.invalidArgument, "a task or conversation id is 1-200 of [A-Za-z0-9_-], got '\(id.suffix)'")
+        }
+    }
+
+    private func writePromptFile(_ file: AgentLaunch.PromptFile, in directory: String) async throws(AgentError) {
+        let path = directory + "/" + file.relativePath
+        do {
+            try await transport.createDirectory(String(path[..<path.lastIndex(of: "/")!]))
+            try await transport.writeTextFile(path, file.contents)
+        } catch {
+            throw AgentError(error, while: "writing the prompt file")
+        }
+    }
+
+    /// Waits until the agent's screen shows something and has not changed for a moment
+    /// (it is ready for input), then types. Gives up waiting after 20 s and types anyway,
+    /// unless the agent has ended.
+    private func typeWhenReady(_ name: String, _ bytes: [UInt8]) async throws(AgentError) {
+        var last = ""
+        var stable = 0
+        for _ in 0..<100 {
+            try await Task.sleep(for: .milliseconds(200), orThrow: ())
+            guard let s = try await tmuxSession(named: name), s.isRunning else { return }
+            let screen = try await captureScreen(name).trimmingCharacters(in: .whitespacesAndNewlines)
+            if !screen.isEmpty && screen == last {
+                stable += 1
+                if stable >= 2 { break }
+            } else {
+                stable = 0
+            }
+            last = screen
+        }
+        try await sendToTmuxSession(name, bytes: bytes)
+    }
+}
+
+extension Task where Success == Never, Failure == Never {
+    /// `sleep`, with cancellation as `AgentError.cancelled`.
+    static func sleep(for d: Duration, orThrow: ()) async throws(AgentError) {
+        do {
+            try await Task.sleep(for: d)
+        } catch {
+            throw AgentError(.cancelled, "cancelled")
+        }
+    }
+}

@@ -1,0 +1,166 @@
+import Foundation
+import SSHKit
+import ServerTransport
+
+/// One tmux session on the engine's private tmux server of a host.
+public struct AgentTmuxSession: Sendable, Hashable {
+    public var name: String
+    /// The PTY id the name parses as, nil for a session the engine did not name.
+    public var ptyID: AgentPTYID?
+    public var created: Date
+    public var lastActivity: Date
+    /// The agent process still runs (its pane is not dead).
+    public var isRunning: Bool
+    /// How the agent ended, once it did (tmux keeps the pane: `remain-on-exit`).
+    public var exitStatus: Int32?
+    public var panePID: Int32?
+}
+
+/// The tmux commands of the engine. Every one goes to the private server
+/// (`tmux -L <tmuxSocket>`), started without the user's configuration, and names
+/// sessions exactly (`-t =name`), never by prefix.
+extension AgentHost {
+    /// Scrollback kept per agent.
+    public static let historyLimit = 100_000
+
+    static let sessionFormat = "#{session_name}\t#{session_created}\t#{session_activity}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_pid}"
+
+    /// `tmux -L <socket> <args>`.
+    func tmux(_ args: [String], stdin: [UInt8] = [], what: String) async throws(AgentError) -> ProcessResult {
+        let r = try await run("tmux", ["-L", tmuxSocket, "-f", "/dev/null"] + args, stdin: stdin, what: what)
+        if r.exitStatus == .exited(127) {
+            throw AgentError(.tmuxUnavailable, "tmux is not installed on \(serverID)", detail: r.stderrString)
+        }
+        return r
+    }
+
+    /// A session's (only) pane, by exact name: `=name:` (a bare `=name` is no pane target).
+    static func pane(_ name: String) -> String { "=" + name + ":" }
+
+    private static func noServer(_ r: ProcessResult) -> Bool {
+        let e = r.stderrString
+        return e.contains("no server running") || e.contains("error connecting to") || e.contains("No such file or directory")
+    }
+
+    /// Every session on the engine's tmux server, the ones no caller knows any more
+    /// (orphans) included. Empty when the server is not running.
+    public func listTmuxSessions() async throws(AgentError) -> [AgentTmuxSession] {
+        let r = try await tmux(["list-sessions", "-F", Self.sessionFormat], what: "listing tmux sessions")
+        if r.exitStatus != .exited(0) {
+            if Self.noServer(r) { return [] }
+            throw AgentError(.tmuxFailed, "tmux list-sessions failed", detail: r.stderrString)
+        }
+        return r.stdoutString.split(separator: "\n").compactMap { Self.parseSession(String($0)) }
+    }
+
+    /// The session called `name`, or nil.
+    public func tmuxSession(named name: String) async throws(AgentError) -> AgentTmuxSession? {
+        let r = try await tmux(["display-message", "-p", "-t", Self.pane(name), Self.sessionFormat], what: "reading a tmux session")
+        // tmux 3.3 answers a missing target with an error on stderr and status 0
+        let e = r.stderrString
+        if Self.noServer(r) || e.contains("can't find") { return nil }
+        guard r.exitStatus == .exited(0) else {
+            throw AgentError(.tmuxFailed, "tmux display-message failed", detail: e)
+        }
+        return Self.parseSession(r.stdoutString.trimmingCharacters(in: .newlines))
+    }
+
+    static func parseSession(_ line: String) -> AgentTmuxSession? {
+        let f = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+        guard f.count == 6, !f[0].isEmpty else { return nil }
+        let dead = f[3] == "1"
+        return AgentTmuxSession(
+            name: f[0], ptyID: AgentPTYID(parsing: f[0]),
+            created: Date(timeIntervalSince1970: Double(f[1]) ?? 0),
+            lastActivity: Date(timeIntervalSince1970: Double(f[2]) ?? 0),
+            isRunning: !dead, exitStatus: dead ? Int32(f[4]) : nil, panePID: Int32(f[5]))
+    }
+
+    /// Starts `argv` in a new detached session `name` of `size`, in `directory`, with a
+    /// large history and the pane kept after the program ends (for its exit status).
+    /// With `script`, the launch script is written first, in the same round trip.
+    /// A session of that name that already exists is left as it is (`false`).
+    func newTmuxSession(name: String, directory: String, size: SSHTerminalSize, argv: [String],
+                        script: (ptyID: AgentPTYID, text: String)? = nil) async throws(AgentError) -> Bool
+    {
+        if try await tmuxSession(named: name) != nil { return false }
+        let sep = ";"
+        let tmuxArgs = ["-L", tmuxSocket, "-f", "/dev/null",
+            "start-server", sep,
+            "set-option", "-g", "history-limit", "\(Self.historyLimit)", sep,
+            "set-option", "-g", "remain-on-exit", "on", sep,
+            "set-option", "-g", "status", "off", sep,
+            "set-option", "-g", "exit-empty", "off", sep,
+            "new-session", "-d", "-s", name, "-x", "\(size.columns)", "-y", "\(size.rows)", "-c", directory, "--",
+        ] + argv
+        let r: ProcessResult
+        if let script {
+            let cmd = AgentLauncher.writeThenRun(script.ptyID, then: ["tmux"] + tmuxArgs)
+            r = try await run(cmd.executable, cmd.arguments, stdin: Array(script.text.utf8), what: "starting a tmux session")
+        } else {
+            r = try await run("tmux", tmuxArgs, what: "starting a tmux session")
+        }
+        if r.exitStatus == .exited(127) {
+            throw AgentError(.tmuxUnavailable, "tmux is not installed on \(serverID)", detail: r.stderrString)
+        }
+        guard r.exitStatus == .exited(0) else {
+            if r.stderrString.contains("duplicate session") { return false }
+            throw AgentError(.tmuxFailed, "tmux could not start the session \(name)", detail: r.stderrString)
+        }
+        return true
+    }
+
+    /// What the session's terminal showed: the last `lines` lines of history and the
+    /// screen (all of the history when nil), with colours (`-e`) and wrapped lines joined.
+    public func captureTmuxSession(_ name: String, lines: Int? = nil) async throws(AgentError) -> String {
+        let start = lines.map { "-\(max(0, $0))" } ?? "-"
+        let r = try await tmux(["capture-pane", "-p", "-e", "-J", "-S", start, "-t", Self.pane(name)], what: "capturing a session")
+        guard r.exitStatus == .exited(0) else {
+            throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(serverID)", detail: r.stderrString)
+        }
+        return r.stdoutString
+    }
+
+    /// The visible screen only, as plain text (no colours): what status inference reads.
+    func captureScreen(_ name: String) async throws(AgentError) -> String {
+        let r = try await tmux(["capture-pane", "-p", "-t", Self.pane(name)], what: "capturing a screen")
+        guard r.exitStatus == .exited(0) else {
+            throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(serverID)", detail: r.stderrString)
+        }
+        return r.stdoutString
+    }
+
+    /// Types `bytes` into the session as if from its terminal (`send-keys -H`): escape
+    /// sequences, bracketed paste and carriage returns pass unchanged.
+    public func sendToTmuxSession(_ name: String, bytes: [UInt8]) async throws(AgentError) {
+        // in slices, so a long paste stays well within any command-line limit
+        var offset = 0
+        while offset < bytes.count {
+            let slice = bytes[offset..<min(bytes.count, offset + 4096)]
+            offset += slice.count
+            let hex = slice.map { b -> String in
+                let s = String(b, radix: 16)
+                return s.count == 1 ? "0" + s : s
+            }
+            let r = try await tmux(["send-keys", "-t", Self.pane(name), "-H"] + hex, what: "typing into a session")
+            guard r.exitStatus == .exited(0) else {
+                throw AgentError(.sessionNotRunning, "cannot type into \(name) on \(serverID)", detail: r.stderrString)
+            }
+        }
+    }
+
+    /// Ends the session and the agent in it (SIGHUP to the pane's processes). A session
+    /// that does not exist is fine.
+    public func killTmuxSession(_ name: String) async throws(AgentError) {
+        let r = try await tmux(["kill-session", "-t", "=" + name], what: "stopping a session")
+        if r.exitStatus != .exited(0), !Self.noServer(r), !r.stderrString.contains("can't find") {
+            throw AgentError(.tmuxFailed, "tmux could not stop \(name)", detail: r.stderrString)
+        }
+    }
+
+    /// Resizes the session's window (for sessions nobody is attached to).
+    func resizeTmuxSession(_ name: String, size: SSHTerminalSize) async throws(AgentError) {
+        _ = try await tmux(["resize-window", "-t", "=" + name, "-x", "\(size.columns)", "-y", "\(size.rows)"],
+                           what: "resizing a session")
+    }
+}

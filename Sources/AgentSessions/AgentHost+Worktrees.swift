@@ -1,0 +1,299 @@
+import Foundation
+import SSHKit
+import ServerTransport
+
+/// Git worktrees on the host, one per task (Emdash's layout). Every git call is one
+/// process through the transport with each argument quoted by it; nothing is typed
+/// into a shell.
+extension AgentHost {
+    /// The branches tried, in order, when neither a base ref nor a current branch is given.
+    static let defaultBaseBranches = ["main", "master", "develop", "trunk"]
+
+    /// Creates the worktree of a new task: `<project>/.emdash/worktrees/<slug>-<ms>` on a
+    /// new branch `emdash/<slug>-<ms>`.
+    ///
+    /// The base is `baseRef` when git verifies it, else the project's current branch,
+    /// else the first of main, master, develop and trunk that exists, else `HEAD`.
+    /// Before adding, stale worktree entries (folders deleted by hand) are pruned, and
+    /// `.emdash/` is added to the project's `.git/info/exclude`.
+    /// - Throws: `notAGitRepository`, `gitFailed`, `invalidArgument`, `transport`.
+    public func createWorktree(projectPath: String, title: String, baseRef: String? = nil,
+                               unixMilliseconds: Int64? = nil) async throws(AgentError) -> Worktree
+    {
+        let project = try await checkout(projectPath)
+        let base = try await chooseBase(project, requested: baseRef)
+        let ms = unixMilliseconds ?? Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        let name = AgentNaming.worktreeName(title: title, unixMilliseconds: ms)
+        let path = AgentNaming.worktreePath(projectPath: project, name: name)
+        let branch = AgentNaming.branchName(name)
+        _ = try await git(project, ["worktree", "prune"], what: "pruning stale worktrees")
+        try await excludeEmdashDirectory(project)
+        try await git(project, ["worktree", "add", "-b", branch, path, base.commit], what: "adding the worktree").requireSuccess()
+        return Worktree(name: name, projectPath: project, path: path, branch: branch, baseRef: base.ref, baseCommit: base.commit)
+    }
+
+    /// The project's worktrees (its main checkout first), from `git worktree list --porcelain`.
+    public func listWorktrees(projectPath: String) async throws(AgentError) -> [WorktreeEntry] {
+        let project = try await checkout(projectPath)
+        let out = try await git(project, ["worktree", "list", "--porcelain"], what: "listing worktrees").requireSuccess()
+        return Self.parseWorktreeList(out.stdoutString)
+    }
+
+    /// The uncommitted changes of a worktree, untracked files included (ignored files not).
+    public func worktreeStatus(_ worktreePath: String) async throws(AgentError) -> [WorktreeChange] {
+        let path = try await absolutePath(worktreePath)
+        let out = try await git(path, ["status", "--porcelain=v1", "-z", "--untracked-files=all"], what: "reading the status")
+            .requireSuccess()
+        return Self.parseStatus(out.stdout)
+    }
+
+    /// What the worktree changed against its base commit, committed or not, with the
+    /// files git does not know yet.
+    public func worktreeDiff(_ worktree: Worktree) async throws(AgentError) -> WorktreeDiff {
+        let out = try await git(worktree.path, ["diff", "--numstat", "-z", worktree.baseCommit, "--"], what: "computing the diff")
+            .requireSuccess()
+        var files = Self.parseNumstat(out.stdout)
+        for change in try await worktreeStatus(worktree.path) where change.isUntracked {
+            let r = try await run("/bin/sh", ["-c", "wc -l < \"$1\"", "sh", worktree.path + "/" + change.path],
+                                  what: "counting lines")
+            let lines = Int(r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines))
+            files.append(.init(path: change.path, added: lines, removed: lines.map { _ in 0 }, isUntracked: true))
+        }
+        return WorktreeDiff(files: files)
+    }
+
+    /// One file's patch against the base, at most `maxBytes` of it (cut on the host, so a
+    /// huge generated file does not cross the network).
+    public func worktreePatch(_ worktree: Worktree, file: String, maxBytes: Int = 256 * 1024)
+        async throws(AgentError) -> WorktreeFilePatch
+    {
+        precondition(maxBytes > 0, "maxBytes must be positive")
+        if file.utf8.contains(0) { throw AgentError(.invalidArgument, "the file name contains a NUL byte") }
+        // untracked files: diff against /dev/null; git exits 1 when there is a difference
+        let script = """
+            if git -C "$1" ls-files --error-unmatch -- "$3" >/dev/null 2>&1 || ! [ -e "$1/$3" ]; then
+                git -C "$1" diff "$2" -- "$3"
+            else
+                git -C "$1" diff --no-index -- /dev/null "$3"
+            fi | head -c "$4"
+            """
+        let limit = maxBytes + 1
+        let r = try await run("/bin/sh", ["-c", script, "sh", worktree.path, worktree.baseCommit, file, "\(limit)"],
+                              what: "reading the patch of \(file)")
+        var bytes = r.stdout
+        let truncated = bytes.count > maxBytes
+        if truncated { bytes = Array(bytes.prefix(maxBytes)) }
+        return WorktreeFilePatch(path: file, patch: String(decoding: bytes, as: UTF8.self), isTruncated: truncated)
+    }
+
+    /// Why removing this worktree would lose work, or nil when it would not: changes not
+    /// committed, or commits on its branch that no other branch, tag or remote has.
+    public func unsavedWork(_ worktree: Worktree) async throws(AgentError) -> String? {
+        guard try await isDirectory(worktree.path) else {
+            return try await unpushedCommits(worktree).map { "\($0) commit(s) on \(worktree.branch) exist nowhere else" }
+        }
+        let changes = try await worktreeStatus(worktree.path)
+        if !changes.isEmpty {
+            let names = changes.prefix(5).map(\.path).joined(separator: ", ")
+            return "\(changes.count) uncommitted change(s): \(names)\(changes.count > 5 ? ", …" : "")"
+        }
+        if let n = try await unpushedCommits(worktree) { return "\(n) commit(s) on \(worktree.branch) exist nowhere else" }
+        return nil
+    }
+
+    /// Removes a worktree. Refuses, with `worktreeHasUnsavedWork`, when it has
+    /// uncommitted changes or commits found nowhere else, unless `force`. The branch is
+    /// deleted too when `deleteBranch` (and it has no unique commits, or `force`).
+    /// A worktree whose folder is already gone is pruned.
+    public func removeWorktree(_ worktree: Worktree, force: Bool = false, deleteBranch: Bool = true) async throws(AgentError) {
+        if !force, let why = try await unsavedWork(worktree) {
+            throw AgentError(.worktreeHasUnsavedWork,
+                             "refusing to remove \(worktree.path): \(why); commit or push it, or pass force")
+        }
+        if try await isDirectory(worktree.path) {
+            var args = ["worktree", "remove"]
+            if force { args.append("--force") }
+            try await git(worktree.projectPath, args + [worktree.path], what: "removing the worktree").requireSuccess()
+        }
+        _ = try await git(worktree.projectPath, ["worktree", "prune"], what: "pruning worktrees")
+        if deleteBranch {
+            let exists = try await git(worktree.projectPath, ["rev-parse", "--verify", "--quiet", "refs/heads/" + worktree.branch],
+                                       what: "looking up the branch")
+            if exists.exitStatus == .exited(0) {
+                try await git(worktree.projectPath, ["branch", "-D", worktree.branch], what: "deleting the branch")
+                    .requireSuccess()
+            }
+        }
+    }
+
+    // MARK: helpers
+
+    /// `git -C <dir> <args>`.
+    func git(_ dir: String, _ args: [String], what: String) async throws(AgentError) -> GitResult {
+        GitResult(result: try await run("git", ["-C", dir] + args, what: what), what: what)
+    }
+
+    /// The absolute path of a git checkout's top level.
+    /// - Throws: `notAGitRepository`.
+    func checkout(_ projectPath: String) async throws(AgentError) -> String {
+        let path = try await absolutePath(projectPath)
+        let r = try await run("git", ["-C", path, "rev-parse", "--show-toplevel"], what: "checking the project")
+        if r.exitStatus == .exited(127) {
+            throw AgentError(.notAGitRepository, "git is not installed on \(serverID)", detail: r.stderrString)
+        }
+        guard r.exitStatus == .exited(0) else {
+            throw AgentError(.notAGitRepository, "\(path) is not a git repository on \(serverID)",
+                             detail: r.stderrString.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        return path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
+    }
+
+    private func chooseBase(_ project: String, requested: String?) async throws(AgentError) -> (ref: String, commit: String) {
+        func verify(_ ref: String) async throws(AgentError) -> String? {
+            guard !ref.isEmpty, !ref.hasPrefix("-") else { return nil }
+            let r = try await git(project, ["rev-parse", "--verify", "--quiet", ref + "^{commit}"], what: "verifying \(ref)")
+            let sha = r.result.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
+            return r.result.exitStatus == .exited(0) && !sha.isEmpty ? sha : nil
+        }
+        if let requested, let sha = try await verify(requested) { return (requested, sha) }
+        let current = try await git(project, ["rev-parse", "--abbrev-ref", "HEAD"], what: "reading the current branch")
+        let branch = current.result.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
+        if current.result.exitStatus == .exited(0), branch != "HEAD", let sha = try await verify(branch) { return (branch, sha) }
+        for candidate in Self.defaultBaseBranches {
+            if let sha = try await verify(candidate) { return (candidate, sha) }
+        }
+        if let sha = try await verify("HEAD") { return ("HEAD", sha) }
+        throw AgentError(.gitFailed, "\(project) has no commit to start a worktree from")
+    }
+
+    /// Adds `.emdash/` to the checkout's `info/exclude` (shared by its worktrees) once.
+    private func excludeEmdashDirectory(_ project: String) async throws(AgentError) {
+        let r = try await git(project, ["rev-parse", "--git-common-dir"], what: "finding the git directory").requireSuccess()
+        var common = r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
+        if !common.hasPrefix("/") { common = project + "/" + common }
+        let exclude = common + "/info/exclude"
+        var text = ""
+        do {
+            text = try await transport.readTextFile(exclude)
+        } catch where error.isNoSuchFile {
+            text = ""
+        } catch {
+            throw AgentError(error, while: "reading \(exclude)")
+        }
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        if lines.contains(".emdash/") || lines.contains(".emdash") || lines.contains("/.emdash/") { return }
+        if !text.isEmpty && !text.hasSuffix("\n") { text += "\n" }
+        text += ".emdash/\n"
+        do {
+            try await transport.createDirectory(common + "/info")
+            try await transport.writeTextFile(exclude, text)
+        } catch {
+            throw AgentError(error, while: "writing \(exclude)")
+        }
+    }
+
+    private func isDirectory(_ path: String) async throws(AgentError) -> Bool {
+        do {
+            return try await transport.stat(path).kind == .directory
+        } catch where error.isNoSuchFile {
+            return false
+        } catch {
+            throw AgentError(error, while: "looking at \(path)")
+        }
+    }
+
+    /// How many commits of the worktree's branch are on no other branch, tag or remote.
+    private func unpushedCommits(_ worktree: Worktree) async throws(AgentError) -> Int? {
+        let exists = try await git(worktree.projectPath, ["rev-parse", "--verify", "--quiet", "refs/heads/" + worktree.branch],
+                                   what: "looking up the branch")
+        guard exists.result.exitStatus == .exited(0) else { return nil }
+        let r = try await git(worktree.projectPath, [
+            "rev-list", "--count", "refs/heads/" + worktree.branch, "--not",
+            "--exclude=" + worktree.branch, "--branches", "--tags", "--remotes",
+        ], what: "counting unpushed commits").requireSuccess()
+        let n = Int(r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        return n > 0 ? n : nil
+    }
+
+    // MARK: parsers
+
+    static func parseWorktreeList(_ text: String) -> [WorktreeEntry] {
+        var entries: [WorktreeEntry] = []
+        for block in text.components(separatedBy: "\n\n") where !block.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+            var e = WorktreeEntry(path: "", head: nil, branch: nil, isBare: false, isLocked: false, isPrunable: false,
+                                  isManaged: false)
+            for line in block.split(separator: "\n") {
+                let (key, value) = line.firstIndex(of: " ").map { (String(line[..<$0]), String(line[line.index(after: $0)...])) }
+                    ?? (String(line), "")
+                switch key {
+                case "worktree": e.path = value
+                case "HEAD": e.head = value
+                case "branch": e.branch = value.hasPrefix("refs/heads/") ? String(value.dropFirst(11)) : value
+                case "bare": e.isBare = true
+                case "locked": e.isLocked = true
+                case "prunable": e.isPrunable = true
+                default: break
+                }
+            }
+            e.isManaged = e.path.contains("/.emdash/worktrees/")
+            if !e.path.isEmpty { entries.append(e) }
+        }
+        return entries
+    }
+
+    static func parseStatus(_ bytes: [UInt8]) -> [WorktreeChange] {
+        let fields = bytes.split(separator: 0, omittingEmptySubsequences: true).map { String(decoding: $0, as: UTF8.self) }
+        var changes: [WorktreeChange] = []
+        var i = 0
+        while i < fields.count {
+            let f = fields[i]
+            i += 1
+            guard f.utf8.count > 3 else { continue }
+            let status = String(f.prefix(2))
+            let path = String(f.dropFirst(3))
+            var original: String?
+            if status.contains("R") || status.contains("C"), i < fields.count {
+                original = fields[i]
+                i += 1
+            }
+            changes.append(WorktreeChange(status: status, path: path, originalPath: original))
+        }
+        return changes
+    }
+
+    /// `git diff --numstat -z`: `added\tremoved\tpath\0`, or for a rename
+    /// `added\tremoved\t\0old\0new\0`; `-` counts for binary files.
+    static func parseNumstat(_ bytes: [UInt8]) -> [WorktreeDiff.FileStat] {
+        let fields = bytes.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+        var files: [WorktreeDiff.FileStat] = []
+        var i = 0
+        while i < fields.count {
+            let parts = fields[i].split(separator: "\t", maxSplits: 2, omittingEmptySubsequences: false)
+            i += 1
+            guard parts.count == 3 else { continue }
+            var path = String(parts[2])
+            if path.isEmpty, i + 1 < fields.count {
+                path = fields[i + 1]
+                i += 2
+            }
+            files.append(.init(path: path, added: Int(parts[0]), removed: Int(parts[1]), isUntracked: false))
+        }
+        return files
+    }
+}
+
+/// A git command's result, with the check that turns a failure into `gitFailed`.
+struct GitResult {
+    let result: ProcessResult
+    let what: String
+    var exitStatus: SSHExitStatus { result.exitStatus }
+    var stdout: [UInt8] { result.stdout }
+    var stdoutString: String { result.stdoutString }
+
+    @discardableResult
+    func requireSuccess() throws(AgentError) -> ProcessResult {
+        if result.exitStatus == .exited(0) { return result }
+        throw AgentError(.gitFailed, "git failed \(what) (\(result.exitStatus))",
+                         detail: result.stderrString.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+}

@@ -1,0 +1,71 @@
+import ServerTransport
+import Synchronization
+
+/// One machine that runs agents, reached through a `ServerTransport`: its files and
+/// processes, the tmux server the engine owns there, and what was learned about it
+/// (the home directory, the installed agents).
+///
+/// Every session on a host shares the transport, so an `SSHTransport` gives every
+/// agent of the host one SSH connection. An `AgentHost` is cheap; keep one per host.
+public final class AgentHost: Sendable {
+    public let transport: any ServerTransport
+    /// The name of the engine's private tmux server (`tmux -L <name>`); the user's own
+    /// tmux sessions are never touched.
+    public let tmuxSocket: String
+    /// Directories searched for agent binaries before the login PATH, e.g. a test's or
+    /// an admin's own tool directory. `~/` is the host user's home.
+    public let extraSearchPath: [String]
+    private let cachedHome = Mutex<String?>(nil)
+    let detectionCache = Mutex<AgentDetection.Cached?>(nil)
+    /// Agents on plain PTY channels (hosts without tmux), by PTY id.
+    let plainSessions = Mutex<[String: PlainAgentSession]>([:])
+
+    public init(transport: any ServerTransport, tmuxSocket: String = "sshkit-agents", extraSearchPath: [String] = []) {
+        precondition(!tmuxSocket.isEmpty && tmuxSocket.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) },
+                     "a tmux socket name is letters, digits, '-', '_' and '.'")
+        self.transport = transport
+        self.tmuxSocket = tmuxSocket
+        self.extraSearchPath = extraSearchPath
+    }
+
+    public var serverID: ServerID { transport.serverID }
+
+    /// The login user's home directory on the host (asked once).
+    public func home() async throws(AgentError) -> String {
+        if let h = cachedHome.withLock({ $0 }) { return h }
+        let r = try await run("/bin/sh", ["-c", "printf '%s' \"$HOME\""], what: "reading the home directory")
+        let h = r.stdoutString
+        guard h.hasPrefix("/") else { throw AgentError(.transport, "the host reports no home directory (HOME='\(h)')") }
+        cachedHome.withLock { $0 = h }
+        return h
+    }
+
+    /// `path` with a leading `~` replaced by the home directory.
+    public func absolutePath(_ path: String) async throws(AgentError) -> String {
+        if path == "~" { return try await home() }
+        if path.hasPrefix("~/") { return try await home() + path.dropFirst() }
+        guard path.hasPrefix("/") else {
+            throw AgentError(.invalidArgument, "a path on the host must be absolute or start with '~/', got '\(path)'")
+        }
+        return path
+    }
+
+    /// Runs a process on the host; a transport failure becomes `AgentError.transport`
+    /// (or `cancelled`). A non-zero exit is a result.
+    func run(_ executable: String, _ arguments: [String], stdin: [UInt8] = [], timeout: Duration? = .seconds(60),
+             what: String) async throws(AgentError) -> ProcessResult
+    {
+        do {
+            return try await transport.runProcess(executable, arguments: arguments, stdin: stdin, environment: [:],
+                                                  timeout: timeout)
+        } catch {
+            throw AgentError(error, while: what)
+        }
+    }
+
+    /// Forgets what was learned about the host (after a reconnect: the agents may have
+    /// changed; the home has not, but it is cheap to ask again).
+    public func forgetCachedFacts() {
+        detectionCache.withLock { $0 = nil }
+    }
+}

@@ -1,0 +1,48 @@
+import SSHKit
+
+/// The script that starts an agent on the host, written there 0600 and run by the
+/// pane's login shell as `exec /bin/sh <script>`; it removes itself first.
+///
+/// Everything in it passes through `SSHShellQuoting.quote`, the one quoting function.
+/// Environment values (API keys, say) are in the script, never in a command line that
+/// `ps` would show to other users.
+enum AgentLauncher {
+    /// Where launch scripts are written, relative to the home directory (0700).
+    static let directory = ".cache/sshkit-agents"
+
+    static func fileName(_ ptyID: AgentPTYID) -> String { "launch-\(ptyID).sh" }
+
+    /// What the pane runs: the login shell (for the user's profile), which hands over to
+    /// the script. The words are safe in sh, bash, zsh and fish alike.
+    static func paneCommand(shell: String, ptyID: AgentPTYID) -> [String] {
+        [shell, "-l", "-c", "exec /bin/sh \"$HOME/\(directory)/\(fileName(ptyID))\""]
+    }
+
+    static func script(_ launch: AgentLaunch, provider: AgentProvider, workingDirectory: String,
+                       extraSearchPath: [String]) -> String
+    {
+        let q = SSHShellQuoting.quote
+        var s = "rm -f -- \"$0\"\n"
+        s += AgentSearchPath.shellSnippet(extra: extraSearchPath) + "\n"
+        s += "cd -- \(q(workingDirectory)) || { printf 'sshkit-agents: cannot enter %s\\n' \(q(workingDirectory)); exit 1; }\n"
+        for (name, value) in launch.environment.sorted(by: { $0.key < $1.key }) {
+            // names were validated by AgentProviderSettings.validate()
+            s += "\(name)=\(q(value)); export \(name)\n"
+        }
+        let binary = launch.arguments[0]
+        s += "if command -v \(q(binary)) >/dev/null 2>&1; then\n"
+        s += "    exec \(SSHShellQuoting.command(launch.arguments))\n"
+        s += "fi\n"
+        let message = "sshkit-agents: \(provider.displayName) is not installed on this host ('\(binary)' is not on PATH)."
+        s += "printf '%s\\n' \(q(message)) \(q("Install it with: " + provider.installHint))\n"
+        s += "exit 127\n"
+        return s
+    }
+
+    /// A command line that writes `script` to the launch directory (umask 077, from
+    /// stdin) and then execs `then...`: one round trip for both.
+    static func writeThenRun(_ ptyID: AgentPTYID, then command: [String]) -> (executable: String, arguments: [String]) {
+        let sh = "umask 077 && mkdir -p \"$HOME/\(directory)\" && cat > \"$HOME/\(directory)/$1\" && shift && exec \"$@\""
+        return ("/bin/sh", ["-c", sh, "sh", fileName(ptyID)] + command)
+    }
+}
