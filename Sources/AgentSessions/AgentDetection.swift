@@ -30,7 +30,7 @@ public struct AgentDetection: Sendable, Equatable {
     static func script(providers: [AgentProvider], extraSearchPath: [String]) -> String {
         var s = AgentSearchPath.shellSnippet(extra: extraSearchPath) + "\n"
         s += "__sh=$(getent passwd \"$(id -un)\" 2>/dev/null | cut -d: -f7); printf 'shell\\t%s\\n' \"${__sh:-$SHELL}\"\n"
-        s += "command -v tmux >/dev/null 2>&1 && printf 'tmux\\t%s\\n' \"$(tmux -V 2>/dev/null)\"\n"
+        s += "__t=$(tmux -V 2>/dev/null) && printf 'tmux\\t%s\\n' \"$__t\"\n"
         s += "command -v git >/dev/null 2>&1 && printf 'git\\t1\\n'\n"
         for p in providers {
             s += "__b=$(command -v \(SSHShellQuoting.quote(p.binary)) 2>/dev/null) && "

@@ -6,6 +6,8 @@ import ServerTransport
 public enum AgentProcessState: Sendable, Hashable {
     case running
     case exited(Int32)
+    /// Ended by this signal (9 for SIGKILL).
+    case signaled(Int32)
     /// No session of that name (stopped, or the host rebooted), or a plain terminal
     /// whose connection dropped.
     case gone
@@ -105,12 +107,12 @@ extension AgentHost {
         switch session.container {
         case .plainTerminal:
             guard let plain = plainSessions.withLock({ $0[session.ptyID.description] }) else { return .gone }
-            if plain.isRunning { return .running }
-            return plain.exitCode.map { .exited($0) } ?? .gone
+            return plain.processState
         case .tmux(let name):
             guard let s = try await tmuxSession(named: name) else { return .gone }
-            if s.isRunning { return .running }
-            return .exited(s.exitStatus ?? -1)
+            if let code = s.exitStatus { return .exited(code) }
+            if let signal = s.exitSignal { return .signaled(signal) }
+            return .running
         }
     }
 

@@ -9,10 +9,12 @@ public struct AgentTmuxSession: Sendable, Hashable {
     public var ptyID: AgentPTYID?
     public var created: Date
     public var lastActivity: Date
-    /// The agent process still runs (its pane is not dead).
+    /// The agent process still runs (or has just ended and tmux has not reaped it yet).
     public var isRunning: Bool
     /// How the agent ended, once it did (tmux keeps the pane: `remain-on-exit`).
     public var exitStatus: Int32?
+    /// The signal that ended the agent, when one did.
+    public var exitSignal: Int32?
     public var panePID: Int32?
 }
 
@@ -23,11 +25,13 @@ extension AgentHost {
     /// Scrollback kept per agent.
     public static let historyLimit = 100_000
 
-    static let sessionFormat = "#{session_name}\t#{session_created}\t#{session_activity}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_pid}"
+    /// The name last: tmux turns tabs and control characters of format output into `_`,
+    /// so the fields are split on spaces, and a name may contain them.
+    static let sessionFormat = "#{session_created} #{session_activity} #{pane_dead} #{?pane_dead,#{pane_dead_status}:#{pane_dead_signal},-} #{pane_pid} #{session_name}"
 
     /// `tmux -L <socket> <args>`.
-    func tmux(_ args: [String], stdin: [UInt8] = [], what: String) async throws(AgentError) -> ProcessResult {
-        let r = try await run("tmux", ["-L", tmuxSocket, "-f", "/dev/null"] + args, stdin: stdin, what: what)
+    func tmux(_ args: [String], idempotent: Bool = true, what: String) async throws(AgentError) -> ProcessResult {
+        let r = try await run("tmux", ["-L", tmuxSocket, "-f", "/dev/null"] + args, idempotent: idempotent, what: what)
         if r.exitStatus == .exited(127) {
             throw AgentError(.tmuxUnavailable, "tmux is not installed on \(serverID)", detail: r.stderrString)
         }
@@ -66,14 +70,17 @@ extension AgentHost {
     }
 
     static func parseSession(_ line: String) -> AgentTmuxSession? {
-        let f = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
-        guard f.count == 6, !f[0].isEmpty else { return nil }
-        let dead = f[3] == "1"
+        let f = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: false).map(String.init)
+        guard f.count == 6, !f[5].isEmpty, let created = Double(f[0]) else { return nil }
+        // "-" while it runs; "status:" or ":signal" once tmux reaped it; ":" in between
+        let end = f[3].split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        let status = f[2] == "1" && end.count == 2 ? Int32(end[0]) : nil
+        let signal = f[2] == "1" && end.count == 2 ? Int32(end[1]) : nil
         return AgentTmuxSession(
-            name: f[0], ptyID: AgentPTYID(parsing: f[0]),
-            created: Date(timeIntervalSince1970: Double(f[1]) ?? 0),
-            lastActivity: Date(timeIntervalSince1970: Double(f[2]) ?? 0),
-            isRunning: !dead, exitStatus: dead ? Int32(f[4]) : nil, panePID: Int32(f[5]))
+            name: f[5], ptyID: AgentPTYID(parsing: f[5]),
+            created: Date(timeIntervalSince1970: created),
+            lastActivity: Date(timeIntervalSince1970: Double(f[1]) ?? created),
+            isRunning: status == nil && signal == nil, exitStatus: status, exitSignal: signal, panePID: Int32(f[4]))
     }
 
     /// Starts `argv` in a new detached session `name` of `size`, in `directory`, with a
@@ -90,15 +97,15 @@ extension AgentHost {
             "set-option", "-g", "history-limit", "\(Self.historyLimit)", sep,
             "set-option", "-g", "remain-on-exit", "on", sep,
             "set-option", "-g", "status", "off", sep,
-            "set-option", "-g", "exit-empty", "off", sep,
             "new-session", "-d", "-s", name, "-x", "\(size.columns)", "-y", "\(size.rows)", "-c", directory, "--",
         ] + argv
         let r: ProcessResult
         if let script {
             let cmd = AgentLauncher.writeThenRun(script.ptyID, then: ["tmux"] + tmuxArgs)
-            r = try await run(cmd.executable, cmd.arguments, stdin: Array(script.text.utf8), what: "starting a tmux session")
+            r = try await run(cmd.executable, cmd.arguments, stdin: Array(script.text.utf8), idempotent: false,
+                              what: "starting a tmux session")
         } else {
-            r = try await run("tmux", tmuxArgs, what: "starting a tmux session")
+            r = try await run("tmux", tmuxArgs, idempotent: false, what: "starting a tmux session")
         }
         if r.exitStatus == .exited(127) {
             throw AgentError(.tmuxUnavailable, "tmux is not installed on \(serverID)", detail: r.stderrString)
@@ -142,7 +149,8 @@ extension AgentHost {
                 let s = String(b, radix: 16)
                 return s.count == 1 ? "0" + s : s
             }
-            let r = try await tmux(["send-keys", "-t", Self.pane(name), "-H"] + hex, what: "typing into a session")
+            let r = try await tmux(["send-keys", "-t", Self.pane(name), "-H"] + hex, idempotent: false,
+                                   what: "typing into a session")
             guard r.exitStatus == .exited(0) else {
                 throw AgentError(.sessionNotRunning, "cannot type into \(name) on \(serverID)", detail: r.stderrString)
             }
@@ -153,7 +161,8 @@ extension AgentHost {
     /// that does not exist is fine.
     public func killTmuxSession(_ name: String) async throws(AgentError) {
         let r = try await tmux(["kill-session", "-t", "=" + name], what: "stopping a session")
-        if r.exitStatus != .exited(0), !Self.noServer(r), !r.stderrString.contains("can't find") {
+        let e = r.stderrString
+        if r.exitStatus != .exited(0), !Self.noServer(r), !e.contains("can't find"), !e.contains("no current target") {
             throw AgentError(.tmuxFailed, "tmux could not stop \(name)", detail: r.stderrString)
         }
     }

@@ -28,7 +28,8 @@ extension AgentHost {
         let branch = AgentNaming.branchName(name)
         _ = try await git(project, ["worktree", "prune"], what: "pruning stale worktrees")
         try await excludeEmdashDirectory(project)
-        try await git(project, ["worktree", "add", "-b", branch, path, base.commit], what: "adding the worktree").requireSuccess()
+        try await git(project, ["worktree", "add", "-b", branch, path, base.commit], idempotent: false,
+                      what: "adding the worktree").requireSuccess()
         return Worktree(name: name, projectPath: project, path: path, branch: branch, baseRef: base.ref, baseCommit: base.commit)
     }
 
@@ -113,7 +114,7 @@ extension AgentHost {
         if try await isDirectory(worktree.path) {
             var args = ["worktree", "remove"]
             if force { args.append("--force") }
-            try await git(worktree.projectPath, args + [worktree.path], what: "removing the worktree").requireSuccess()
+            try await git(worktree.projectPath, args + [worktree.path], idempotent: false, what: "removing the worktree").requireSuccess()
         }
         _ = try await git(worktree.projectPath, ["worktree", "prune"], what: "pruning worktrees")
         if deleteBranch {
@@ -129,8 +130,8 @@ extension AgentHost {
     // MARK: helpers
 
     /// `git -C <dir> <args>`.
-    func git(_ dir: String, _ args: [String], what: String) async throws(AgentError) -> GitResult {
-        GitResult(result: try await run("git", ["-C", dir] + args, what: what), what: what)
+    func git(_ dir: String, _ args: [String], idempotent: Bool = true, what: String) async throws(AgentError) -> GitResult {
+        GitResult(result: try await run("git", ["-C", dir] + args, idempotent: idempotent, what: what), what: what)
     }
 
     /// The absolute path of a git checkout's top level.

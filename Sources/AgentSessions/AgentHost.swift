@@ -52,14 +52,25 @@ public final class AgentHost: Sendable {
 
     /// Runs a process on the host; a transport failure becomes `AgentError.transport`
     /// (or `cancelled`). A non-zero exit is a result.
+    ///
+    /// - Parameter idempotent: the command only reads, or running it twice does no harm
+    ///   (`tmux capture-pane`, `git status`). When the connection turns out to be gone
+    ///   (it dropped while idle), such a command runs once more on a new connection; any
+    ///   other fails with `transport` (`hostUnreachable`), since it may have run.
     func run(_ executable: String, _ arguments: [String], stdin: [UInt8] = [], timeout: Duration? = .seconds(60),
-             what: String) async throws(AgentError) -> ProcessResult
+             idempotent: Bool = true, what: String) async throws(AgentError) -> ProcessResult
     {
-        do {
-            return try await transport.runProcess(executable, arguments: arguments, stdin: stdin, environment: [:],
-                                                  timeout: timeout)
-        } catch {
-            throw AgentError(error, while: what)
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await transport.runProcess(executable, arguments: arguments, stdin: stdin, environment: [:],
+                                                      timeout: timeout)
+            } catch where idempotent && attempt == 1 && error.code == .hostUnreachable && !error.isCancellation {
+                continue
+            } catch {
+                throw AgentError(error, while: what)
+            }
         }
     }
 

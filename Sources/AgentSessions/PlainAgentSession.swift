@@ -11,13 +11,16 @@ final class PlainAgentSession: Sendable {
     private struct State {
         var scrollback: [UInt8] = []
         var subscriber: AsyncStream<[UInt8]>.Continuation?
-        var exitStatus: SSHExitStatusResult?
+        /// Set once the terminal ended: `.exited`, `.signaled`, or `.gone` when the
+        /// connection was lost first.
+        var end: AgentProcessState?
     }
 
-    enum SSHExitStatusResult: Sendable {
-        case exited(Int32)
-        case lost
-    }
+    /// Signal numbers of Linux, for the names SSH reports.
+    static let signalNumbers: [String: Int32] = [
+        "HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "ABRT": 6, "FPE": 8, "KILL": 9, "USR1": 10, "SEGV": 11,
+        "USR2": 12, "PIPE": 13, "ALRM": 14, "TERM": 15,
+    ]
 
     let terminal: TransportTerminal
     private let state = Mutex(State())
@@ -37,24 +40,24 @@ final class PlainAgentSession: Sendable {
                 s.subscriber?.yield(chunk)
             }
         }
-        var result = SSHExitStatusResult.lost
-        if let status = try? await terminal.wait(), case .exited(let code) = status { result = .exited(code) }
+        var result = AgentProcessState.gone
+        switch try? await terminal.wait() {
+        case .exited(let code)?: result = .exited(code)
+        case .signaled(let name, _)?: result = .signaled(Self.signalNumbers[name] ?? 0)
+        default: break
+        }
         let sub = state.withLock { s -> AsyncStream<[UInt8]>.Continuation? in
-            s.exitStatus = result
+            s.end = result
             defer { s.subscriber = nil }
             return s.subscriber
         }
         sub?.finish()
     }
 
-    var isRunning: Bool { state.withLock { $0.exitStatus == nil } }
+    var isRunning: Bool { state.withLock { $0.end == nil } }
 
-    var exitCode: Int32? {
-        state.withLock { s in
-            if case .exited(let c)? = s.exitStatus { return c }
-            return nil
-        }
-    }
+    /// `.running` until the terminal ended.
+    var processState: AgentProcessState { state.withLock { $0.end ?? .running } }
 
     /// The last bytes it printed (at most `scrollbackLimit`).
     func capture() -> [UInt8] { state.withLock { $0.scrollback } }
@@ -64,7 +67,7 @@ final class PlainAgentSession: Sendable {
     func subscribe() -> AsyncStream<[UInt8]> {
         let (stream, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         let old = state.withLock { s -> AsyncStream<[UInt8]>.Continuation? in
-            defer { s.subscriber = s.exitStatus == nil ? continuation : nil }
+            defer { s.subscriber = s.end == nil ? continuation : nil }
             return s.subscriber
         }
         old?.finish()

@@ -45,8 +45,11 @@ final class TestServer: Sendable {
     /// - Parameter loopbackOnly: with a namespace, bind to the namespace's own 127.0.0.1
     ///   instead of its veth address: reachable only from inside the namespace (e.g.
     ///   through a jump host running there), never from the test process.
+    /// - Parameter mountSetup: shell commands run as root in a private mount namespace
+    ///   before sshd starts there (e.g. bind mounts that hide a program from its users);
+    ///   the rest of the machine does not see them.
     static func start(name: String, extraConfig: [String] = [], namespace: NetworkNamespace? = nil,
-                      loopbackOnly: Bool = false) throws -> TestServer
+                      loopbackOnly: Bool = false, mountSetup: String? = nil) throws -> TestServer
     {
         let dir = directory(pid: getpid(), name: name)
         let env = try run("/bin/bash", ["\(packageRoot)/scripts/test-sshd.sh", "prepare", dir] + extraConfig,
@@ -58,8 +61,16 @@ final class TestServer: Sendable {
         ServerRegistry.dirs.withLock { _ = $0.insert(dir) }
         let sshd = ["/usr/sbin/sshd", "-D", "-e", "-f", "\(dir)/sshd_config"]
         // `ip netns exec` execs sshd in place: the PID is still sshd's
-        let daemon = try namespace.map { try Daemon.spawn("/usr/sbin/ip", ["netns", "exec", $0.name] + sshd, log: "\(dir)/sshd.log") }
-            ?? Daemon.spawn(sshd[0], Array(sshd.dropFirst()), log: "\(dir)/sshd.log")
+        let daemon: Daemon
+        if let namespace {
+            daemon = try Daemon.spawn("/usr/sbin/ip", ["netns", "exec", namespace.name] + sshd, log: "\(dir)/sshd.log")
+        } else if let mountSetup {
+            // unshare and sh exec in place too
+            daemon = try Daemon.spawn("/usr/bin/unshare", ["--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+                                                           mountSetup + "\nexec \"$@\"", "sh"] + sshd, log: "\(dir)/sshd.log")
+        } else {
+            daemon = try Daemon.spawn(sshd[0], Array(sshd.dropFirst()), log: "\(dir)/sshd.log")
+        }
         let server = TestServer(dir: dir, port: port, values: values, daemon: daemon)
         if let namespace, loopbackOnly {
             // probe from inside the namespace: the test process cannot reach it

@@ -1,0 +1,111 @@
+import AgentSessions
+import Foundation
+import SSHKit
+import ServerTransport
+import Testing
+
+/// What the engine learns about a host and how it copes with odd ones: detection in one
+/// round trip, a host without tmux, a login shell it does not start agents under.
+@Suite("Agent hosts", .serialized)
+struct AgentHostTests {
+    @Test func detectionIsOneRoundTripCachedAndRefreshable() async throws {
+        let ssh = SSHTransport(configuration: TestServer.shared.configuration())
+        defer { Task { await ssh.close() } }
+        let counting = CountingTransport(ssh)
+        // decoys: the editor launchers are not agents
+        let bins = FakeAgents.binaries(["claude", "gemini", "cursor", "kiro", "code"])
+        // an agent where a version manager or pipx would put it: only the login PATH has it
+        let setup = try await ssh.runProcess("/bin/sh", arguments: ["-c", """
+            mkdir -p "$HOME/.local/bin" && printf '#!/bin/sh\\necho qwen\\n' > "$HOME/.local/bin/qwen" && chmod 755 "$HOME/.local/bin/qwen"
+            """], stdin: [], environment: [:], timeout: .seconds(20))
+        try setup.check()
+        defer { Task { _ = try? await ssh.runProcess("/bin/rm", "-f", ".local/bin/qwen") } }
+
+        let host = AgentHost(transport: counting, extraSearchPath: [bins])
+        let d = try await host.detectAgents()
+        #expect(counting.runs == 1, "\(counting.commands)")
+        let home = try await host.absolutePath("~")
+        #expect(d.installed == ["claude": bins + "/claude", "gemini": bins + "/gemini", "qwen": home + "/.local/bin/qwen"])
+        #expect(d.installedProviders.map(\.id) == ["claude", "gemini", "qwen"])
+        #expect(d.tmuxVersion?.hasPrefix("tmux ") == true)
+        #expect(d.hasGit)
+        #expect(d.loginShell == "/bin/sh")
+
+        let runs = counting.runs
+        #expect(try await host.detectAgents() == d)
+        #expect(counting.runs == runs, "a second detection within 5 minutes is the cached one")
+        _ = try await host.detectAgents(refresh: true)
+        #expect(counting.runs == runs + 1)
+        host.forgetCachedFacts()
+        _ = try await host.detectAgents()
+        #expect(counting.runs == runs + 2)
+    }
+
+    /// A server in a mount namespace where tmux is a program that is not there (exit 127).
+    static func serverWithoutTmux() throws -> TestServer {
+        let dir = "/tmp/sshkit-notmux-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        ServerRegistry.dirs.withLock { _ = $0.insert(dir) }
+        FileManager.default.createFile(atPath: dir + "/tmux", contents: Data("#!/bin/sh\nexit 127\n".utf8),
+                                       attributes: [.posixPermissions: 0o755])
+        return try TestServer.start(name: "no-tmux", mountSetup: "mount --bind \(dir)/tmux /usr/bin/tmux")
+    }
+
+    @Test func withoutTmuxAnAgentRunsOnAPlainTerminalMarkedAsNotSurviving() async throws {
+        let server = try Self.serverWithoutTmux()
+        defer { server.stop() }
+        let t = SSHTransport(configuration: server.configuration())
+        defer { Task { await t.close() } }
+        let host = AgentHost(transport: t, extraSearchPath: [FakeAgents.directory])
+        #expect(try await host.detectAgents().tmuxVersion == nil)
+        let spec = AgentSessionSpec(ptyID: AgentPTYID(providerID: "claude", kind: .main, suffix: "plain1"),
+                                    provider: try AgentProvider.named("claude"),
+                                    settings: AgentProviderSettings(binary: "fake-tui"), workingDirectory: "/tmp",
+                                    prompt: "hello")
+        let session = try await host.startAgent(spec)
+        #expect(session.container == .plainTerminal)
+        #expect(!session.survivesDisconnect)
+        let out = await eventually { () async -> String? in
+            let s = (try? await host.recentOutput(of: session)) ?? ""
+            return s.contains("READY>") ? s : nil
+        }
+        #expect(out?.contains("ARGS: [hello]") == true)
+        let terminal = try await host.attach(session)
+        try await terminal.write(Array("typed\r".utf8))
+        #expect(await read(terminal, until: "got: typed").contains("got: typed"))
+        terminal.detach()
+        try await host.sendLine("exit 5", to: session)
+        #expect(await eventually { () async -> AgentProcessState? in
+            let s = try? await host.state(of: session)
+            return s == .running ? nil : s
+        } == .exited(5))
+        // tmux calls say what is missing
+        let e = await #expect(throws: AgentError.self) { _ = try await host.listTmuxSessions() }
+        #expect(e?.code == .tmuxUnavailable)
+        try await host.stop(session)
+        #expect(try await host.state(of: session) == .gone)
+    }
+
+    @Test func aLoginShellOutsideTheAllowlistIsRefused() async throws {
+        let dir = "/tmp/sshkit-dash-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        ServerRegistry.dirs.withLock { _ = $0.insert(dir) }
+        let user = TestServer.shared.user
+        // the test user's login shell is /bin/dash in this server's view of /etc/passwd
+        let server = try TestServer.start(name: "dash-shell", mountSetup: """
+            sed 's#^\\(\(user):.*\\):[^:]*$#\\1:/bin/dash#' /etc/passwd > \(dir)/passwd
+            mount --bind \(dir)/passwd /etc/passwd
+            """)
+        defer { server.stop() }
+        let t = SSHTransport(configuration: server.configuration())
+        defer { Task { await t.close() } }
+        let host = AgentHost(transport: t, extraSearchPath: [FakeAgents.directory])
+        #expect(try await host.detectAgents().loginShell == "/bin/dash")
+        let spec = AgentSessionSpec(ptyID: AgentPTYID(providerID: "claude", kind: .main, suffix: "dash1"),
+                                    provider: try AgentProvider.named("claude"),
+                                    settings: AgentProviderSettings(binary: "fake-tui"), workingDirectory: "/tmp")
+        let e = await #expect(throws: AgentError.self) { _ = try await host.startAgent(spec) }
+        #expect(e?.code == .shellNotAllowed)
+        #expect(e?.message.contains("/bin/dash") == true)
+    }
+}

@@ -1,0 +1,270 @@
+import AgentSessions
+import Foundation
+import SSHKit
+import ServerTransport
+import Testing
+
+/// Polls `body` every 100 ms until it returns a value, for at most `seconds` (a bound
+/// that only catches a hang); nil when it never did.
+func eventually<T>(_ seconds: Double = 20, _ body: () async throws -> T?) async rethrows -> T? {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if let v = try await body() { return v }
+        try? await Task.sleep(for: .milliseconds(100))
+    }
+    return nil
+}
+
+/// Reads a terminal's output until `text` appears (or 20 s pass); everything read.
+func read(_ terminal: AgentTerminal, until text: String, seconds: Double = 20) async -> String {
+    let result = await finishes(within: .seconds(seconds)) {
+        var all = ""
+        for await chunk in terminal.output {
+            all += String(decoding: chunk, as: UTF8.self)
+            if all.contains(text) { break }
+        }
+        return all
+    }
+    return (try? result?.get()) ?? ""
+}
+
+/// Agents in tmux sessions on a real sshd: start, type, attach, detach, survive a
+/// dropped connection, exit statuses, orphans, and the plain-terminal fallback.
+@Suite("Agent sessions", .serialized)
+struct AgentSessionTests {
+    /// A server of its own: one test kills its per-connection processes.
+    static let server: TestServer = {
+        do { return try TestServer.start(name: "agents") } catch { fatalError("agents sshd: \(error)") }
+    }()
+
+    static func host(_ transport: SSHTransport, socket: String) -> AgentHost {
+        AgentHost(transport: transport, tmuxSocket: socket, extraSearchPath: [FakeAgents.directory])
+    }
+
+    static func socketName() -> String { "sshkit-test-\(UInt32.random(in: 0...UInt32.max))" }
+
+    /// A spec for a provider whose binary is one of the fakes.
+    static func spec(_ provider: String = "claude", binary: String, suffix: String = "t\(UInt32.random(in: 0...UInt32.max))",
+                     directory: String = "/tmp", prompt: String? = nil, environment: [String: String] = [:]) throws -> AgentSessionSpec
+    {
+        AgentSessionSpec(ptyID: AgentPTYID(providerID: provider, kind: .main, suffix: suffix),
+                         provider: try AgentProvider.named(provider),
+                         settings: AgentProviderSettings(binary: binary, environment: environment),
+                         workingDirectory: directory, prompt: prompt, size: SSHTerminalSize(columns: 100, rows: 30))
+    }
+
+    /// Stops the private tmux server of a test.
+    static func killServer(_ host: AgentHost) async {
+        _ = try? await host.transport.runProcess("tmux", "-L", host.tmuxSocket, "kill-server")
+    }
+
+    @Test func anAgentStartsInItsDirectoryWithItsArgumentsAndEnvironment() async throws {
+        let t = SSHTransport(configuration: Self.server.configuration())
+        defer { Task { await t.close() } }
+        let host = Self.host(t, socket: Self.socketName())
+        defer { Task { await Self.killServer(host) } }
+        let dir = try await host.absolutePath("~")
+        let spec = try Self.spec(binary: "fake-tui", directory: "~", prompt: "fix it", environment: ["FOO": "a b'c"])
+        let session = try await host.startAgent(spec)
+        #expect(session.survivesDisconnect)
+        #expect(session.tmuxName == spec.ptyID.description)
+        #expect(session.workingDirectory == dir)
+        #expect(session.arguments == ["fake-tui", "fix it"])
+
+        let screen = try await eventually { () async throws -> String? in
+            let s = try await host.recentOutput(of: session)
+            return s.contains("READY>") ? s : nil
+        }
+        let text = try #require(screen)
+        #expect(text.contains("ARGS: [fix it]"))
+        #expect(text.contains("ENV FOO=[a b'c]"))
+        #expect(text.contains("CWD \(dir)"))
+        #expect(try await host.state(of: session) == .running)
+        // the launch script removed itself (it held the environment)
+        #expect(try await host.transport.listDirectory("~/.cache/sshkit-agents").filter { $0.name.contains(spec.ptyID.description) }.isEmpty)
+
+        // typed without attaching
+        try await host.sendLine("hello there", to: session)
+        #expect(await eventually { try? await host.recentOutput(of: session).contains("got: hello there") ? true : nil } == true)
+
+        // listed with its PTY id; starting again does not start a second agent
+        let listed = try await host.listTmuxSessions()
+        #expect(listed.map(\.name) == [session.tmuxName])
+        #expect(listed.first?.ptyID == spec.ptyID)
+        _ = try await host.startAgent(spec)
+        #expect(try await host.listTmuxSessions().count == 1)
+        #expect(try await host.recentOutput(of: session).components(separatedBy: "ARGS:").count == 2)
+
+        try await host.stop(session)
+        #expect(try await host.state(of: session) == .gone)
+        #expect(try await host.listTmuxSessions().isEmpty)
+        try await host.stop(session)  // stopping twice is fine
+    }
+
+    @Test func theExitStatusIsKept() async throws {
+        let t = SSHTransport(configuration: Self.server.configuration())
+        defer { Task { await t.close() } }
+        let host = Self.host(t, socket: Self.socketName())
+        defer { Task { await Self.killServer(host) } }
+        let session = try await host.startAgent(try Self.spec(binary: "fake-exit"))
+        let state = await eventually { () async -> AgentProcessState? in
+            let s = try? await host.state(of: session)
+            return s == .running ? nil : s
+        }
+        #expect(state == .exited(7))
+        #expect(try await host.recentOutput(of: session).contains("exiting with 7"))
+        #expect(try await host.listTmuxSessions().first?.exitStatus == 7)
+        try await host.stop(session)
+    }
+
+    @Test func aMissingAgentSaysWhichAndHowToInstallIt() async throws {
+        let t = SSHTransport(configuration: Self.server.configuration())
+        defer { Task { await t.close() } }
+        let host = Self.host(t, socket: Self.socketName())
+        defer { Task { await Self.killServer(host) } }
+        let session = try await host.startAgent(try Self.spec("gemini", binary: "no-such-agent-here"))
+        let state = await eventually { () async -> AgentProcessState? in
+            let s = try? await host.state(of: session)
+            return s == .running ? nil : s
+        }
+        #expect(state == .exited(127))
+        let out = try await host.recentOutput(of: session)
+        #expect(out.contains("Gemini is not installed on this host ('no-such-agent-here' is not on PATH)"))
+        #expect(out.contains("Install it with: npm install -g @google/gemini-cli"))
+        try await host.stop(session)
+    }
+
+    @Test func aTypedPromptArrivesOnceTheAgentIsReadyInBracketedPaste() async throws {
+        let t = SSHTransport(configuration: Self.server.configuration())
+        defer { Task { await t.close() } }
+        let host = Self.host(t, socket: Self.socketName())
+        defer { Task { await Self.killServer(host) } }
+        let session = try await host.startAgent(try Self.spec("amp", binary: "fake-tui", prompt: "line one\nline two"))
+        #expect(session.arguments == ["fake-tui"])
+        let out = await eventually { () async -> String? in
+            let s = (try? await host.recentOutput(of: session)) ?? ""
+            return s.contains("PASTE-END") ? s : nil
+        }
+        let text = try #require(out)
+        #expect(text.contains("PASTE-START"))
+        #expect(text.contains("line one") && text.contains("line two"))
+        #expect(!text.contains("ARGS: [line one"))
+        try await host.stop(session)
+    }
+
+    @Test func aLongPromptIsReadFromAFileInTheWorktree() async throws {
+        let t = SSHTransport(configuration: Self.server.configuration())
+        defer { Task { await t.close() } }
+        let host = Self.host(t, socket: Self.socketName())
+        defer { Task { await Self.killServer(host) } }
+        let dir = "~/long-prompt-\(UInt32.random(in: 0...UInt32.max))"
+        try await t.createDirectory(dir)
+        let prompt = String(repeating: "do the thing; ", count: 2000)
+        let spec = try Self.spec(binary: "fake-tui", directory: dir, prompt: prompt)
+        let session = try await host.startAgent(spec)
+        let file = "\(dir)/.emdash/prompts/\(spec.ptyID).md"
+        #expect(try await t.readTextFile(file) == prompt)
+        let out = await eventually { () async -> String? in
+            let s = (try? await host.recentOutput(of: session)) ?? ""
+            return s.contains("READY>") ? s : nil
+        }
+        #expect(out?.contains("ARGS: [Read the task description in the file .emdash/prompts/\(spec.ptyID).md") == true,
+                "\(out ?? "")")
+        try await host.stop(session)
+        _ = try await t.runProcess("/bin/rm", "-rf", String(dir.dropFirst(2)))
+    }
+
+    @Test func attachTypeDetachAndReattach() async throws {
+        let t = SSHTransport(configuration: Self.server.configuration())
+        defer { Task { await t.close() } }
+        let host = Self.host(t, socket: Self.socketName())
+        defer { Task { await Self.killServer(host) } }
+        let session = try await host.startAgent(try Self.spec(binary: "fake-tui"))
+        let terminal = try await host.attach(session, size: SSHTerminalSize(columns: 90, rows: 20))
+        #expect(await read(terminal, until: "READY>").contains("READY>"))
+        try await terminal.write(Array("abc\r".utf8))
+        #expect(await read(terminal, until: "got: abc").contains("got: abc"))
+        try terminal.resize(to: SSHTerminalSize(columns: 70, rows: 15))
+        terminal.detach()
+        // the agent runs on; a new attach redraws its screen
+        #expect(try await host.state(of: session) == .running)
+        let again = try await host.attach(session)
+        #expect(await read(again, until: "got: abc").contains("got: abc"))
+        try await again.write(Array("second\r".utf8))
+        #expect(await read(again, until: "got: second").contains("got: second"))
+        again.detach()
+        try await host.stop(session)
+
+        let gone = await #expect(throws: AgentError.self) { _ = try await host.attach(session) }
+        #expect(gone?.code == .sessionNotRunning)
+    }
+
+    @Test func anAgentKeepsRunningThroughADroppedConnection() async throws {
+        let t = SSHTransport(configuration: Self.server.configuration())
+        defer { Task { await t.close() } }
+        let host = Self.host(t, socket: Self.socketName())
+        defer { Task { await Self.killServer(host) } }
+        let session = try await host.startAgent(try Self.spec(binary: "fake-ticker"))
+        let terminal = try await host.attach(session)
+        let before = await read(terminal, until: "tick 5")
+        #expect(before.contains("tick 5"))
+
+        // the server side of the connection dies: sshd's processes for it and what they
+        // run (the tmux client); the tmux server is not below them (it daemonized)
+        for pid in Self.server.sessionProcessTree() { kill(pid, SIGKILL) }
+        let ended = await finishes(within: .seconds(20)) {
+            for await _ in terminal.output {}
+        }
+        #expect(ended != nil, "the attached output did not end when the connection dropped")
+        try await Task.sleep(for: .seconds(1))
+
+        // reconnect (the transport does it on the next call), the agent is still there,
+        // and what it printed meanwhile is in its history
+        #expect(try await host.state(of: session) == .running)
+        #expect(await t.connectionsMade == 2)
+        let history = try await host.recentOutput(of: session)
+        let ticks = history.components(separatedBy: "\n").compactMap { line -> Int? in
+            line.hasPrefix("tick ") ? Int(line.dropFirst(5).trimmingCharacters(in: .whitespaces)) : nil
+        }
+        #expect((ticks.max() ?? 0) >= 15, "ticks seen: \(ticks.suffix(5))")
+        #expect(ticks == Array(1...(ticks.max() ?? 0)), "the history has every tick, in order")
+        let back = try await host.attach(session)
+        #expect(await read(back, until: "tick").contains("tick"))
+        back.detach()
+        try await host.stop(session)
+    }
+
+    @Test func anotherProgramSeesTheSessionsAsOrphans() async throws {
+        let socket = Self.socketName()
+        let t1 = SSHTransport(configuration: Self.server.configuration())
+        let first = Self.host(t1, socket: socket)
+        let s1 = try await first.startAgent(try Self.spec(binary: "fake-tui", suffix: "orphan-1"))
+        let s2 = try await first.startAgent(try Self.spec("codex", binary: "fake-tui", suffix: "orphan-2"))
+        await t1.close()
+
+        let t2 = SSHTransport(configuration: Self.server.configuration())
+        defer { Task { await t2.close() } }
+        let second = Self.host(t2, socket: socket)
+        defer { Task { await Self.killServer(second) } }
+        let found = try await second.listTmuxSessions()
+        #expect(Set(found.compactMap(\.ptyID)) == [s1.ptyID, s2.ptyID])
+        for s in found { try await second.killTmuxSession(s.name) }
+        #expect(try await second.listTmuxSessions().isEmpty)
+        // the user's own tmux server (default socket) is never listed or touched
+        let other = try await second.transport.runProcess("tmux", "-L", "default", "has-session", "-t", "=orphan-1")
+        #expect(other.exitStatus != .exited(0))
+    }
+
+    @Test func badIDsAndEnvironmentNamesFailBeforeAnythingRuns() async throws {
+        let t = SSHTransport(configuration: Self.server.configuration())
+        defer { Task { await t.close() } }
+        let host = Self.host(t, socket: Self.socketName())
+        var spec = try Self.spec(binary: "fake-tui", suffix: "bad;id")
+        let e1 = await #expect(throws: AgentError.self) { _ = try await host.startAgent(spec) }
+        #expect(e1?.code == .invalidArgument)
+        spec = try Self.spec(binary: "fake-tui", environment: ["BAD-NAME": "x"])
+        let e2 = await #expect(throws: AgentError.self) { _ = try await host.startAgent(spec) }
+        #expect(e2?.code == .invalidEnvironmentName)
+        #expect(await t.connectionsMade == 0, "nothing was sent to the host")
+    }
+}
