@@ -29,6 +29,45 @@ enum FakeAgents {
             i=0
             while :; do i=$((i + 1)); echo "tick $i"; sleep 0.1; done
             """#,
+        // Claude Code's transcript rules: --session-id on an existing transcript fails as
+        // "already in use", --resume on a missing one as "No conversation found"
+        "fake-claude": #"""
+            #!/bin/sh
+            dir="${CLAUDE_CONFIG_DIR:-$HOME/.claude}/projects/$(pwd | sed 's/[^A-Za-z0-9]/-/g')"
+            mode=none; id=
+            while [ $# -gt 0 ]; do
+                case "$1" in
+                    --session-id) mode=new; id=$2; shift 2 ;;
+                    --resume) mode=resume; id=$2; shift 2 ;;
+                    -c|-r) mode=continue; shift ;;
+                    *) shift ;;
+                esac
+            done
+            case $mode in
+                new)
+                    if [ -e "$dir/$id.jsonl" ]; then echo "Error: Session ID $id is already in use."; exit 1; fi
+                    mkdir -p "$dir" && echo '{}' > "$dir/$id.jsonl" && echo "NEW SESSION $id" ;;
+                resume)
+                    if [ ! -e "$dir/$id.jsonl" ]; then echo "No conversation found with session ID: $id"; exit 1; fi
+                    echo "RESUMED $id" ;;
+                continue) echo "CONTINUED THE LATEST" ;;
+                none) echo "NO SESSION FLAGS" ;;
+            esac
+            exec sleep 300
+            """#,
+        // Codex's thread table: a fresh start records a thread for its directory
+        "fake-codex": #"""
+            #!/bin/sh
+            db="${CODEX_HOME:-$HOME/.codex}/state_5.sqlite"
+            mkdir -p "$(dirname "$db")"
+            sqlite3 "$db" "CREATE TABLE IF NOT EXISTS threads (id TEXT PRIMARY KEY, cwd TEXT, created_at INTEGER, updated_at INTEGER, archived INTEGER DEFAULT 0);"
+            if [ "$1" = resume ]; then echo "RESUMED $2"; exec sleep 300; fi
+            sleep 0.5
+            id="thread-$(date +%s%N)"; now=$(date +%s)
+            sqlite3 "$db" "INSERT INTO threads VALUES ('$id', '$(pwd)', $now, $now, 0);"
+            echo "STARTED $id"
+            exec sleep 300
+            """#,
         // ends at once with status 7
         "fake-exit": #"""
             #!/bin/sh

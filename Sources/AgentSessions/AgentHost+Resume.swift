@@ -1,0 +1,183 @@
+import Foundation
+import SSHKit
+import ServerTransport
+
+/// How a Claude Code start continues (or begins) its conversation: Emdash's decision
+/// tree, with the transcript checked on the host before choosing the flag.
+public struct ClaudeResumePlan: Sendable, Equatable {
+    public enum Reason: String, Sendable, Equatable {
+        /// The map knows this terminal's session.
+        case knownSession
+        /// A further chat of the task: its own session, from its conversation id.
+        case additionalChat
+        /// The task's main chat resumed while other Claude chats share its directory: it
+        /// adopts its earlier session (the newest transcript no other chat claims).
+        case mainChatBecomingMultiChat
+        /// The task's first start: a session id chosen up front.
+        case firstMainStart
+        /// A resume with nothing known: the provider's generic flags.
+        case genericResume
+    }
+
+    public var reason: Reason
+    /// `.exact(["--resume", id])` when the transcript exists on the host,
+    /// `.exact(["--session-id", id])` when it does not, or `.generic`.
+    public var resume: AgentLaunch.Resume
+    /// The session UUID, when one was chosen.
+    public var sessionID: String?
+}
+
+extension AgentHost {
+    /// Where Claude Code keeps its transcripts for `workingDirectory` on this host:
+    /// `<config dir>/projects/<cwd with every non-alphanumeric character as '-'>`.
+    /// `configDirectory` is `CLAUDE_CONFIG_DIR` when set, else `~/.claude`.
+    public func claudeProjectDirectory(workingDirectory: String, configDirectory: String? = nil) async throws(AgentError) -> String {
+        let config = try await absolutePath(configDirectory ?? "~/.claude")
+        return "\(config)/projects/\(AgentNaming.claudeProjectDirectory(forWorkingDirectory: workingDirectory))"
+    }
+
+    /// Whether Claude's transcript of `sessionID` for `workingDirectory` exists on the host.
+    public func claudeTranscriptExists(sessionID: String, workingDirectory: String, configDirectory: String? = nil)
+        async throws(AgentError) -> Bool
+    {
+        let dir = try await claudeProjectDirectory(workingDirectory: workingDirectory, configDirectory: configDirectory)
+        do {
+            return try await transport.fileExists("\(dir)/\(sessionID).jsonl")
+        } catch {
+            throw AgentError(error, while: "looking for a Claude transcript")
+        }
+    }
+
+    /// Decides how Claude starts in the terminal `ptyID`, records the choice in `map`,
+    /// and picks the flag from what is on the host: `--resume <uuid>` when the
+    /// transcript exists, `--session-id <uuid>` when it does not (`--session-id` on an
+    /// existing transcript fails as "already in use"; `--resume` on a missing one as
+    /// "No conversation found").
+    /// - Parameters:
+    ///   - workingDirectory: absolute.
+    ///   - isResume: the terminal ran before (the task is being resumed).
+    ///   - configDirectory: `CLAUDE_CONFIG_DIR` of the agent's environment, if set.
+    public func planClaudeResume(ptyID: AgentPTYID, workingDirectory: String, isResume: Bool,
+                                 map: any AgentSessionMapStore, configDirectory: String? = nil)
+        async throws -> ClaudeResumePlan
+    {
+        let key = ptyID.description
+        let all = try await map.entries()
+        let transcriptExists = { (id: String) async throws(AgentError) -> Bool in
+            try await self.claudeTranscriptExists(sessionID: id, workingDirectory: workingDirectory,
+                                                  configDirectory: configDirectory)
+        }
+        func plan(_ reason: ClaudeResumePlan.Reason, _ id: String) async throws -> ClaudeResumePlan {
+            try await map.set(AgentSessionMapEntry(providerID: ptyID.providerID, workingDirectory: workingDirectory,
+                                                   target: id, strategy: .claudeSessionID), for: key)
+            let flag = try await transcriptExists(id) ? "--resume" : "--session-id"
+            return ClaudeResumePlan(reason: reason, resume: .exact([flag, id]), sessionID: id)
+        }
+
+        if let known = all[key], known.strategy == .claudeSessionID {
+            if known.workingDirectory == workingDirectory { return try await plan(.knownSession, known.target) }
+            try await map.remove(key)  // it belongs to another directory: stale
+        }
+        let own = ptyID.sessionUUID
+        if ptyID.kind == .chat { return try await plan(.additionalChat, own) }
+        let siblings = all.filter { $0.key != key && $0.value.providerID == ptyID.providerID
+            && $0.value.workingDirectory == workingDirectory && $0.value.strategy == .claudeSessionID }
+        if isResume && !siblings.isEmpty {
+            let claimed = Set(siblings.values.map(\.target))
+            let adopted = try await newestClaudeTranscript(workingDirectory: workingDirectory, excluding: claimed,
+                                                           configDirectory: configDirectory)
+            return try await plan(.mainChatBecomingMultiChat, adopted ?? own)
+        }
+        if !isResume { return try await plan(.firstMainStart, own) }
+        // a resume with nothing recorded: our own id if its transcript is there, else generic
+        if try await transcriptExists(own) { return try await plan(.knownSession, own) }
+        return ClaudeResumePlan(reason: .genericResume, resume: .generic, sessionID: nil)
+    }
+
+    /// The newest transcript (by modification time) in the directory's Claude project
+    /// folder whose id is not in `excluding`; one remote command.
+    func newestClaudeTranscript(workingDirectory: String, excluding: Set<String>, configDirectory: String?)
+        async throws(AgentError) -> String?
+    {
+        let dir = try await claudeProjectDirectory(workingDirectory: workingDirectory, configDirectory: configDirectory)
+        let r = try await run("/bin/sh", ["-c", "cd \"$1\" 2>/dev/null && ls -t -- *.jsonl 2>/dev/null; exit 0", "sh", dir],
+                              what: "listing Claude transcripts")
+        for line in r.stdoutString.split(separator: "\n") where line.hasSuffix(".jsonl") {
+            let id = String(line.dropLast(6))
+            if !excluding.contains(id) { return id }
+        }
+        return nil
+    }
+
+    // MARK: Codex
+
+    /// The path of Codex's state database on the host (`$CODEX_HOME` moves `~/.codex`).
+    public func codexStatePath(codexHome: String? = nil) async throws(AgentError) -> String {
+        try await absolutePath(codexHome ?? "~/.codex") + "/state_5.sqlite"
+    }
+
+    /// How Codex resumes the terminal `ptyID`: `codex resume <thread id>` when the map
+    /// has its thread and Codex still knows it for this directory (not archived), else
+    /// `resume --last`.
+    public func planCodexResume(ptyID: AgentPTYID, workingDirectory: String, map: any AgentSessionMapStore,
+                                codexHome: String? = nil) async throws -> AgentLaunch.Resume
+    {
+        guard let entry = try await map.entries()[ptyID.description], entry.strategy == .codexThreadID,
+              entry.workingDirectory == workingDirectory
+        else { return .generic }
+        let rows = try await codexThreads(
+            where: "id = \(Self.sqlString(entry.target)) AND cwd = \(Self.sqlString(workingDirectory)) AND archived = 0",
+            codexHome: codexHome)
+        return rows.isEmpty ? .generic : .exact(["resume", entry.target])
+    }
+
+    /// After a fresh Codex start in `workingDirectory` at `startedAt`: the id of the thread
+    /// it created (the newest one of that directory since 15 s before the start that no
+    /// other terminal claims), recorded in `map`. Polls Codex's state database through
+    /// the transport's SQLite snapshot every 500 ms for up to `timeout`; nil if none came.
+    public func bindCodexThread(ptyID: AgentPTYID, workingDirectory: String, startedAt: Date,
+                                map: any AgentSessionMapStore, codexHome: String? = nil,
+                                timeout: Duration = .seconds(20)) async throws -> String?
+    {
+        let claimed = Set(try await map.entries().filter { $0.key != ptyID.description && $0.value.strategy == .codexThreadID }
+            .map(\.value.target))
+        let since = Int64(startedAt.timeIntervalSince1970) - 15
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let rows = (try? await codexThreads(
+                where: "cwd = \(Self.sqlString(workingDirectory)) AND archived = 0 AND (created_at >= \(since) OR updated_at >= \(since))",
+                codexHome: codexHome)) ?? []
+            if let id = rows.first(where: { !claimed.contains($0) }) {
+                try await map.set(AgentSessionMapEntry(providerID: ptyID.providerID, workingDirectory: workingDirectory,
+                                                       target: id, strategy: .codexThreadID), for: ptyID.description)
+                return id
+            }
+            if ContinuousClock.now >= deadline { return nil }
+            try await Task.sleep(for: .milliseconds(500))
+        }
+    }
+
+    /// Thread ids matching `condition`, newest first, from a snapshot of Codex's state
+    /// database queried with this machine's `sqlite3` (read-only).
+    func codexThreads(where condition: String, codexHome: String?) async throws -> [String] {
+        let path = try await codexStatePath(codexHome: codexHome)
+        let taken: Result<SQLiteSnapshot, TransportError>
+        do throws(TransportError) {
+            taken = .success(try await transport.snapshotSQLite(path))
+        } catch {
+            taken = .failure(error)
+        }
+        if case .failure(let e) = taken, e.isNoSuchFile { return [] }
+        let snapshot = try taken.get()
+        let query = "SELECT id FROM threads WHERE \(condition) ORDER BY updated_at DESC, created_at DESC;"
+        let r = try await LocalTransport().runProcess("sqlite3", arguments: ["-readonly", snapshot.path, query], stdin: [],
+                                                      environment: [:], timeout: .seconds(20))
+        try r.check("sqlite3 on Codex's state database")
+        return r.stdoutString.split(separator: "\n").map(String.init).filter { !$0.isEmpty }
+    }
+
+    /// A SQL string literal ('' for each ').
+    static func sqlString(_ s: String) -> String {
+        "'" + s.replacingOccurrences(of: "'", with: "''") + "'"
+    }
+}
