@@ -29,11 +29,6 @@ public struct AgentError: Error, Sendable, CustomStringConvertible {
         /// Removing a worktree would lose work: uncommitted changes or commits that no
         /// other branch or remote has. Pass `force` to remove it anyway.
         public static let worktreeHasUnsavedWork = Code("worktreeHasUnsavedWork")
-        /// No worktree, session or task with this name.
-        public static let notFound = Code("notFound")
-        /// The agent's binary is not on the host's PATH (the session printed the
-        /// install hint and ended).
-        public static let agentNotInstalled = Code("agentNotInstalled")
         /// tmux is not installed on the host (sessions then do not survive a disconnect).
         public static let tmuxUnavailable = Code("tmuxUnavailable")
         /// A tmux command failed; `detail` has what tmux printed.
