@@ -28,13 +28,18 @@ extension AgentHost {
     ///   `tmuxFailed`, `terminalUnsupported` (no tmux and no PTY), `transport`.
     public func startAgent(_ spec: AgentSessionSpec) async throws(AgentError) -> AgentSession {
         try Self.checkSuffix(spec.ptyID)
+        // validates everything before anything runs on the host
+        _ = try AgentLaunch.plan(spec.provider, settings: spec.settings, name: spec.ptyID.description,
+                                 prompt: spec.prompt, autoApprove: spec.autoApprove, resume: spec.resume)
+        let hooks = spec.statusHooks ? try await statusHookArguments(spec) : []
         let launch = try AgentLaunch.plan(spec.provider, settings: spec.settings, name: spec.ptyID.description,
-                                          prompt: spec.prompt, autoApprove: spec.autoApprove, resume: spec.resume)
+                                          prompt: spec.prompt, autoApprove: spec.autoApprove, resume: spec.resume,
+                                          hookArguments: hooks)
         let facts = try await detectAgents()
         try AgentShells.check(facts.loginShell)
         let directory = try await absolutePath(spec.workingDirectory)
         if let file = launch.promptFile { try await writePromptFile(file, in: directory) }
-        let script = AgentLauncher.script(launch, provider: spec.provider, workingDirectory: directory,
+        let script = AgentLauncher.script(launch, ptyID: spec.ptyID, provider: spec.provider, workingDirectory: directory,
                                           extraSearchPath: extraSearchPath)
         let argv = AgentLauncher.paneCommand(shell: facts.loginShell, ptyID: spec.ptyID)
         let name = spec.ptyID.description
@@ -109,9 +114,28 @@ extension AgentHost {
             guard let plain = plainSessions.withLock({ $0[session.ptyID.description] }) else { return .gone }
             return plain.processState
         case .tmux(let name):
-            guard let s = try await tmuxSession(named: name) else { return .gone }
+            // one round trip: tmux's view of the pane and the status the launch script wrote
+            let script = """
+                tmux -L "$1" -f /dev/null display-message -p -t "=$2:" "$3"
+                printf '#exit %s\\n' "$(cat "$HOME/$4" 2>/dev/null)"
+                """
+            let r = try await run("/bin/sh", ["-c", script, "sh", tmuxSocket, name, Self.sessionFormat,
+                                              AgentLauncher.directory + "/status/\(name).exit"], what: "reading a session's state")
+            let lines = r.stdoutString.split(separator: "\n").map(String.init)
+            let written = lines.last { $0.hasPrefix("#exit ") }.flatMap { Int32($0.dropFirst(6).trimmingCharacters(in: .whitespaces)) }
+            let e = r.stderrString
+            if e.contains("can't find") || e.contains("no server running") || e.contains("error connecting") {
+                return .gone
+            }
+            guard let s = lines.first.flatMap(Self.parseSession) else {
+                if e.contains("command not found") || e.contains("not found") {
+                    throw AgentError(.tmuxUnavailable, "tmux is not installed on \(serverID)", detail: e)
+                }
+                return .gone
+            }
             if let code = s.exitStatus { return .exited(code) }
             if let signal = s.exitSignal { return .signaled(signal) }
+            if let written { return .exited(written) }
             return .running
         }
     }

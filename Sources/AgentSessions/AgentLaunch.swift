@@ -46,8 +46,11 @@ public struct AgentLaunch: Sendable, Equatable {
     ///   - name: a stable name for the prompt file (the PTY id).
     ///   - prompt: nil or empty for none; ignored by providers that take none.
     /// - Throws: `invalidEnvironmentName`, `invalidArgument` (bad settings, a NUL in the prompt).
+    /// - Parameter hookArguments: what installs the engine's status hooks (`--settings
+    ///   <file>` for Claude), placed after the auto-approve flag, before the extra arguments.
     public static func plan(_ provider: AgentProvider, settings: AgentProviderSettings = AgentProviderSettings(),
-                            name: String, prompt: String?, autoApprove: Bool, resume: Resume) throws(AgentError) -> AgentLaunch
+                            name: String, prompt: String?, autoApprove: Bool, resume: Resume,
+                            hookArguments: [String] = []) throws(AgentError) -> AgentLaunch
     {
         try settings.validate()
         if let prompt, prompt.utf8.contains(0) { throw AgentError(.invalidArgument, "the prompt contains a NUL byte") }
@@ -60,6 +63,7 @@ public struct AgentLaunch: Sendable, Equatable {
         }
         argv += p.defaultArguments
         if autoApprove, let flag = p.autoApproveFlag { argv.append(flag) }
+        argv += hookArguments
         argv += settings.extraArguments
 
         var launch = AgentLaunch(arguments: argv, environment: settings.environment, typedInput: nil, promptFile: nil)

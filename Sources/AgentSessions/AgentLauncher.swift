@@ -18,11 +18,14 @@ enum AgentLauncher {
         [shell, "-l", "-c", "exec /bin/sh \"$HOME/\(directory)/\(fileName(ptyID))\""]
     }
 
-    static func script(_ launch: AgentLaunch, provider: AgentProvider, workingDirectory: String,
+    static func script(_ launch: AgentLaunch, ptyID: AgentPTYID, provider: AgentProvider, workingDirectory: String,
                        extraSearchPath: [String]) -> String
     {
         let q = SSHShellQuoting.quote
-        var s = "rm -f -- \"$0\"\n"
+        // the script removes itself, and the status events and exit status of an earlier run
+        let exitFile = "\"$HOME/\(directory)/status/\(ptyID).exit\""
+        var s = "rm -f -- \"$0\" \"$HOME/\(directory)/status/\(ptyID)\" \(exitFile)\n"
+        s += "mkdir -p \"$HOME/\(directory)/status\"\n"
         s += AgentSearchPath.shellSnippet(extra: extraSearchPath) + "\n"
         s += "cd -- \(q(workingDirectory)) || { printf 'sshkit-agents: cannot enter %s\\n' \(q(workingDirectory)); exit 1; }\n"
         for (name, value) in launch.environment.sorted(by: { $0.key < $1.key }) {
@@ -30,12 +33,19 @@ enum AgentLauncher {
             s += "\(name)=\(q(value)); export \(name)\n"
         }
         let binary = launch.arguments[0]
+        // the agent runs as a child, not exec'd: its status (128 + N for a signal) is
+        // written where the engine reads it, since tmux does not always record it for a
+        // program that ends at once
         s += "if command -v \(q(binary)) >/dev/null 2>&1; then\n"
-        s += "    exec \(SSHShellQuoting.command(launch.arguments))\n"
-        s += "fi\n"
+        s += "    \(SSHShellQuoting.command(launch.arguments))\n"
+        s += "    __status=$?\n"
+        s += "else\n"
         let message = "sshkit-agents: \(provider.displayName) is not installed on this host ('\(binary)' is not on PATH)."
-        s += "printf '%s\\n' \(q(message)) \(q("Install it with: " + provider.installHint))\n"
-        s += "exit 127\n"
+        s += "    printf '%s\\n' \(q(message)) \(q("Install it with: " + provider.installHint))\n"
+        s += "    __status=127\n"
+        s += "fi\n"
+        s += "printf '%s\\n' \"$__status\" > \(exitFile)\n"
+        s += "exit \"$__status\"\n"
         return s
     }
 

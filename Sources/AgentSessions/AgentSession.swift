@@ -12,11 +12,16 @@ public struct AgentSessionSpec: Sendable, Hashable {
     public var autoApprove: Bool
     public var resume: AgentLaunch.Resume
     public var size: SSHTerminalSize
+    /// Install the agent's status hooks (Claude's `--settings`, Codex's `notify`) where it
+    /// has them, so `status(of:)` hears from the agent instead of guessing from its screen.
+    public var statusHooks: Bool
 
     public init(ptyID: AgentPTYID, provider: AgentProvider, settings: AgentProviderSettings = AgentProviderSettings(),
                 workingDirectory: String, prompt: String? = nil, autoApprove: Bool = false,
-                resume: AgentLaunch.Resume = .fresh, size: SSHTerminalSize = SSHTerminalSize(columns: 120, rows: 40))
+                resume: AgentLaunch.Resume = .fresh, size: SSHTerminalSize = SSHTerminalSize(columns: 120, rows: 40),
+                statusHooks: Bool = true)
     {
+        self.statusHooks = statusHooks
         self.ptyID = ptyID
         self.provider = provider
         self.settings = settings

@@ -10,7 +10,6 @@ import Testing
 struct AgentHostTests {
     @Test func detectionIsOneRoundTripCachedAndRefreshable() async throws {
         let ssh = SSHTransport(configuration: TestServer.shared.configuration())
-        defer { Task { await ssh.close() } }
         let counting = CountingTransport(ssh)
         // decoys: the editor launchers are not agents
         let bins = FakeAgents.binaries(["claude", "gemini", "cursor", "kiro", "code"])
@@ -19,7 +18,12 @@ struct AgentHostTests {
             mkdir -p "$HOME/.local/bin" && printf '#!/bin/sh\\necho qwen\\n' > "$HOME/.local/bin/qwen" && chmod 755 "$HOME/.local/bin/qwen"
             """], stdin: [], environment: [:], timeout: .seconds(20))
         try setup.check()
-        defer { Task { _ = try? await ssh.runProcess("/bin/rm", "-f", ".local/bin/qwen") } }
+        defer {
+            Task {
+                _ = try? await ssh.runProcess("/bin/rm", "-f", ".local/bin/qwen")
+                await ssh.close()
+            }
+        }
 
         let host = AgentHost(transport: counting, extraSearchPath: [bins])
         let d = try await host.detectAgents()
@@ -61,7 +65,7 @@ struct AgentHostTests {
         let spec = AgentSessionSpec(ptyID: AgentPTYID(providerID: "claude", kind: .main, suffix: "plain1"),
                                     provider: try AgentProvider.named("claude"),
                                     settings: AgentProviderSettings(binary: "fake-tui"), workingDirectory: "/tmp",
-                                    prompt: "hello")
+                                    prompt: "hello", statusHooks: false)
         let session = try await host.startAgent(spec)
         #expect(session.container == .plainTerminal)
         #expect(!session.survivesDisconnect)

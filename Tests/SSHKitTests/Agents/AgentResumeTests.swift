@@ -23,7 +23,6 @@ struct AgentResumeTests {
         let spec = AgentSessionSpec(ptyID: id, provider: try AgentProvider.named(id.providerID),
                                     settings: AgentProviderSettings(binary: binary), workingDirectory: dir, resume: resume)
         let session = try await host.startAgent(spec)
-        defer { Task { try? await host.stop(session) } }
         let out = await eventually { () async -> String? in
             let s = (try? await host.recentOutput(of: session)) ?? ""
             return s.contains(marker) || s.contains("already in use") || s.contains("No conversation found") ? s : nil
@@ -34,16 +33,20 @@ struct AgentResumeTests {
 
     @Test func claudeInAllFiveCases() async throws {
         let t = SSHTransport(configuration: TestServer.shared.configuration())
-        defer { Task { await t.close() } }
         let host = AgentHost(transport: t, tmuxSocket: "sshkit-resume-\(UInt32.random(in: 0...UInt32.max))",
                              extraSearchPath: [FakeAgents.directory])
-        defer { Task { _ = try? await t.runProcess("tmux", "-L", host.tmuxSocket, "kill-server") } }
         let map = Self.mapFile()
         // a worktree-like path with '.' in it: Emdash's encoding (only / \ :) misses these
         let root = try await host.absolutePath("~/resume-\(UInt32.random(in: 0...UInt32.max))")
         let dir = root + "/.emdash/worktrees/fix-1"
         try await t.createDirectory(dir)
-        defer { Task { _ = try? await t.runProcess("/bin/rm", "-rf", root) } }
+        defer {
+            Task {
+                _ = try? await t.runProcess("tmux", "-L", host.tmuxSocket, "kill-server")
+                _ = try? await t.runProcess("/bin/rm", "-rf", root)
+                await t.close()
+            }
+        }
         let main = AgentPTYID(providerID: "claude", kind: .main, suffix: "task-1")
 
         // 4. first main start: its own id, --session-id
@@ -120,14 +123,18 @@ struct AgentResumeTests {
 
     @Test func codexResumesByItsThreadID() async throws {
         let t = SSHTransport(configuration: TestServer.shared.configuration())
-        defer { Task { await t.close() } }
         let host = AgentHost(transport: t, tmuxSocket: "sshkit-codex-\(UInt32.random(in: 0...UInt32.max))",
                              extraSearchPath: [FakeAgents.directory])
-        defer { Task { _ = try? await t.runProcess("tmux", "-L", host.tmuxSocket, "kill-server") } }
         let map = Self.mapFile()
         let dir = try await host.absolutePath("~/codex-\(UInt32.random(in: 0...UInt32.max))")
         try await t.createDirectory(dir)
-        defer { Task { _ = try? await t.runProcess("/bin/rm", "-rf", dir) } }
+        defer {
+            Task {
+                _ = try? await t.runProcess("tmux", "-L", host.tmuxSocket, "kill-server")
+                _ = try? await t.runProcess("/bin/rm", "-rf", dir)
+                await t.close()
+            }
+        }
         let db = try await host.codexStatePath()
         // decoys: an older thread of the same directory, a new one of another directory
         let old = Int(Date().timeIntervalSince1970) - 3600, now = Int(Date().timeIntervalSince1970)

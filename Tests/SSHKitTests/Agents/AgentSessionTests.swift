@@ -50,7 +50,8 @@ struct AgentSessionTests {
         AgentSessionSpec(ptyID: AgentPTYID(providerID: provider, kind: .main, suffix: suffix),
                          provider: try AgentProvider.named(provider),
                          settings: AgentProviderSettings(binary: binary, environment: environment),
-                         workingDirectory: directory, prompt: prompt, size: SSHTerminalSize(columns: 100, rows: 30))
+                         workingDirectory: directory, prompt: prompt, size: SSHTerminalSize(columns: 100, rows: 30),
+                         statusHooks: false)
     }
 
     /// Stops the private tmux server of a test.
@@ -60,9 +61,8 @@ struct AgentSessionTests {
 
     @Test func anAgentStartsInItsDirectoryWithItsArgumentsAndEnvironment() async throws {
         let t = SSHTransport(configuration: Self.server.configuration())
-        defer { Task { await t.close() } }
         let host = Self.host(t, socket: Self.socketName())
-        defer { Task { await Self.killServer(host) } }
+        defer { Task { await Self.killServer(host); await t.close() } }
         let dir = try await host.absolutePath("~")
         let spec = try Self.spec(binary: "fake-tui", directory: "~", prompt: "fix it", environment: ["FOO": "a b'c"])
         let session = try await host.startAgent(spec)
@@ -103,31 +103,46 @@ struct AgentSessionTests {
 
     @Test func theExitStatusIsKept() async throws {
         let t = SSHTransport(configuration: Self.server.configuration())
-        defer { Task { await t.close() } }
         let host = Self.host(t, socket: Self.socketName())
-        defer { Task { await Self.killServer(host) } }
+        defer { Task { await Self.killServer(host); await t.close() } }
         let session = try await host.startAgent(try Self.spec(binary: "fake-exit"))
+        var seen: [String] = []
         let state = await eventually { () async -> AgentProcessState? in
-            let s = try? await host.state(of: session)
-            return s == .running ? nil : s
+            do {
+                let s = try await host.state(of: session)
+                seen.append("\(s)")
+                return s == .running ? nil : s
+            } catch {
+                seen.append("\(error)")
+                return nil
+            }
         }
-        #expect(state == .exited(7))
+        let screen = (try? await host.recentOutput(of: session)) ?? ""
+        #expect(state == .exited(7), "\(seen.suffix(3)) \(screen)")
         #expect(try await host.recentOutput(of: session).contains("exiting with 7"))
-        #expect(try await host.listTmuxSessions().first?.exitStatus == 7)
+        // the session stays (remain-on-exit) so its screen and status can be read
+        #expect(try await host.listTmuxSessions().map(\.name) == [session.tmuxName])
         try await host.stop(session)
     }
 
     @Test func aMissingAgentSaysWhichAndHowToInstallIt() async throws {
         let t = SSHTransport(configuration: Self.server.configuration())
-        defer { Task { await t.close() } }
         let host = Self.host(t, socket: Self.socketName())
-        defer { Task { await Self.killServer(host) } }
+        defer { Task { await Self.killServer(host); await t.close() } }
         let session = try await host.startAgent(try Self.spec("gemini", binary: "no-such-agent-here"))
+        var seen: [String] = []
         let state = await eventually { () async -> AgentProcessState? in
-            let s = try? await host.state(of: session)
-            return s == .running ? nil : s
+            do {
+                let s = try await host.state(of: session)
+                seen.append("\(s)")
+                return s == .running ? nil : s
+            } catch {
+                seen.append("\(error)")
+                return nil
+            }
         }
-        #expect(state == .exited(127))
+        let listed = (try? await host.listTmuxSessions()) ?? []
+        #expect(state == .exited(127), "\(seen.suffix(3)) \(listed)")
         let out = try await host.recentOutput(of: session)
         #expect(out.contains("Gemini is not installed on this host ('no-such-agent-here' is not on PATH)"))
         #expect(out.contains("Install it with: npm install -g @google/gemini-cli"))
@@ -136,9 +151,8 @@ struct AgentSessionTests {
 
     @Test func aTypedPromptArrivesOnceTheAgentIsReadyInBracketedPaste() async throws {
         let t = SSHTransport(configuration: Self.server.configuration())
-        defer { Task { await t.close() } }
         let host = Self.host(t, socket: Self.socketName())
-        defer { Task { await Self.killServer(host) } }
+        defer { Task { await Self.killServer(host); await t.close() } }
         let session = try await host.startAgent(try Self.spec("amp", binary: "fake-tui", prompt: "line one\nline two"))
         #expect(session.arguments == ["fake-tui"])
         let out = await eventually { () async -> String? in
@@ -154,9 +168,8 @@ struct AgentSessionTests {
 
     @Test func aLongPromptIsReadFromAFileInTheWorktree() async throws {
         let t = SSHTransport(configuration: Self.server.configuration())
-        defer { Task { await t.close() } }
         let host = Self.host(t, socket: Self.socketName())
-        defer { Task { await Self.killServer(host) } }
+        defer { Task { await Self.killServer(host); await t.close() } }
         let dir = "~/long-prompt-\(UInt32.random(in: 0...UInt32.max))"
         try await t.createDirectory(dir)
         let prompt = String(repeating: "do the thing; ", count: 2000)
@@ -176,9 +189,8 @@ struct AgentSessionTests {
 
     @Test func attachTypeDetachAndReattach() async throws {
         let t = SSHTransport(configuration: Self.server.configuration())
-        defer { Task { await t.close() } }
         let host = Self.host(t, socket: Self.socketName())
-        defer { Task { await Self.killServer(host) } }
+        defer { Task { await Self.killServer(host); await t.close() } }
         let session = try await host.startAgent(try Self.spec(binary: "fake-tui"))
         let terminal = try await host.attach(session, size: SSHTerminalSize(columns: 90, rows: 20))
         #expect(await read(terminal, until: "READY>").contains("READY>"))
@@ -201,9 +213,8 @@ struct AgentSessionTests {
 
     @Test func anAgentKeepsRunningThroughADroppedConnection() async throws {
         let t = SSHTransport(configuration: Self.server.configuration())
-        defer { Task { await t.close() } }
         let host = Self.host(t, socket: Self.socketName())
-        defer { Task { await Self.killServer(host) } }
+        defer { Task { await Self.killServer(host); await t.close() } }
         let session = try await host.startAgent(try Self.spec(binary: "fake-ticker"))
         let terminal = try await host.attach(session)
         let before = await read(terminal, until: "tick 5")
@@ -243,9 +254,8 @@ struct AgentSessionTests {
         await t1.close()
 
         let t2 = SSHTransport(configuration: Self.server.configuration())
-        defer { Task { await t2.close() } }
         let second = Self.host(t2, socket: socket)
-        defer { Task { await Self.killServer(second) } }
+        defer { Task { await Self.killServer(second); await t2.close() } }
         let found = try await second.listTmuxSessions()
         #expect(Set(found.compactMap(\.ptyID)) == [s1.ptyID, s2.ptyID])
         for s in found { try await second.killTmuxSession(s.name) }

@@ -68,6 +68,29 @@ enum FakeAgents {
             echo "STARTED $id"
             exec sleep 300
             """#,
+        // runs the hooks of a Claude settings file (--settings) as Claude would
+        "fake-hooked": #"""
+            #!/usr/bin/env python3
+            import json, subprocess, sys
+            args = sys.argv[1:]
+            settings = json.load(open(args[args.index("--settings") + 1])) if "--settings" in args else {"hooks": {}}
+            def fire(event):
+                for group in settings["hooks"].get(event, []):
+                    for hook in group["hooks"]:
+                        subprocess.run(["/bin/sh", "-c", hook["command"]], check=True)
+            fire("SessionStart")
+            print("ready", flush=True)
+            for line in sys.stdin:
+                line = line.strip()
+                if line == "work":
+                    fire("UserPromptSubmit"); fire("PreToolUse"); print("working on it", flush=True)
+                elif line == "ask":
+                    fire("Notification"); print("Allow this? (y/n)", flush=True)
+                elif line == "done":
+                    fire("Stop"); print("done.", flush=True)
+                elif line == "quit":
+                    sys.exit(3)
+            """#,
         // ends at once with status 7
         "fake-exit": #"""
             #!/bin/sh
