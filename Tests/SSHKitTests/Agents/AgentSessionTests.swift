@@ -54,6 +54,23 @@ struct AgentSessionTests {
                          statusHooks: false)
     }
 
+    /// How the session ended (polled until it did, for at most 20 s), and the last states
+    /// seen on the way, for the failure message.
+    static func end(of session: AgentSession, on host: AgentHost) async -> (AgentProcessState?, [String]) {
+        var seen: [String] = []
+        let state = await eventually { () async -> AgentProcessState? in
+            do {
+                let s = try await host.state(of: session)
+                seen.append("\(s)")
+                return s == .running ? nil : s
+            } catch {
+                seen.append("\(error)")
+                return nil
+            }
+        }
+        return (state, Array(seen.suffix(3)))
+    }
+
     /// Stops the private tmux server of a test.
     static func killServer(_ host: AgentHost) async {
         _ = try? await host.transport.runProcess("tmux", "-L", host.tmuxSocket, "kill-server")
@@ -106,19 +123,9 @@ struct AgentSessionTests {
         let host = Self.host(t, socket: Self.socketName())
         defer { Task { await Self.killServer(host); await t.close() } }
         let session = try await host.startAgent(try Self.spec(binary: "fake-exit"))
-        var seen: [String] = []
-        let state = await eventually { () async -> AgentProcessState? in
-            do {
-                let s = try await host.state(of: session)
-                seen.append("\(s)")
-                return s == .running ? nil : s
-            } catch {
-                seen.append("\(error)")
-                return nil
-            }
-        }
+        let (state, seen) = await Self.end(of: session, on: host)
         let screen = (try? await host.recentOutput(of: session)) ?? ""
-        #expect(state == .exited(7), "\(seen.suffix(3)) \(screen)")
+        #expect(state == .exited(7), "\(seen) \(screen)")
         #expect(try await host.recentOutput(of: session).contains("exiting with 7"))
         // the session stays (remain-on-exit) so its screen and status can be read
         #expect(try await host.listTmuxSessions().map(\.name) == [session.tmuxName])
@@ -130,19 +137,8 @@ struct AgentSessionTests {
         let host = Self.host(t, socket: Self.socketName())
         defer { Task { await Self.killServer(host); await t.close() } }
         let session = try await host.startAgent(try Self.spec("gemini", binary: "no-such-agent-here"))
-        var seen: [String] = []
-        let state = await eventually { () async -> AgentProcessState? in
-            do {
-                let s = try await host.state(of: session)
-                seen.append("\(s)")
-                return s == .running ? nil : s
-            } catch {
-                seen.append("\(error)")
-                return nil
-            }
-        }
-        let listed = (try? await host.listTmuxSessions()) ?? []
-        #expect(state == .exited(127), "\(seen.suffix(3)) \(listed)")
+        let (state, seen) = await Self.end(of: session, on: host)
+        #expect(state == .exited(127), "\(seen)")
         let out = try await host.recentOutput(of: session)
         #expect(out.contains("Gemini is not installed on this host ('no-such-agent-here' is not on PATH)"))
         #expect(out.contains("Install it with: npm install -g @google/gemini-cli"))
