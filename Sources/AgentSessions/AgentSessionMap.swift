@@ -35,18 +35,24 @@ public protocol AgentSessionMapStore: Sendable {
 /// The session map as a JSON file, written atomically (a temporary file in the same
 /// directory, fsync, rename) and 0600.
 public actor AgentSessionMapFile: AgentSessionMapStore {
-    public let path: String
+    public nonisolated let path: String
     private var cache: [String: AgentSessionMapEntry]?
 
+    /// - Parameter path: a local file; a leading `~` is this user's home.
     public init(path: String) {
-        self.path = path
+        self.path = (path as NSString).expandingTildeInPath
     }
 
     public func entries() throws -> [String: AgentSessionMapEntry] {
         if let cache { return cache }
         let map: [String: AgentSessionMapEntry]
         if let data = FileManager.default.contents(atPath: path) {
-            map = try JSONDecoder().decode([String: AgentSessionMapEntry].self, from: data)
+            do {
+                map = try JSONDecoder().decode([String: AgentSessionMapEntry].self, from: data)
+            } catch {
+                // left as it is for the user to look at; nothing is written over it
+                throw AgentError(.invalidArgument, "the session map \(path) is not a session map: \(error)")
+            }
         } else {
             map = [:]
         }

@@ -173,3 +173,44 @@ struct AgentResumeTests {
         _ = try? await t.runProcess("/bin/rm", "-f", db)
     }
 }
+
+/// Bad input around the engine's edges: typed errors, nothing overwritten.
+@Suite("Agent bad input")
+struct AgentBadInputTests {
+    @Test func aCorruptSessionMapIsATypedErrorAndIsNotOverwritten() async throws {
+        let dir = "/tmp/sshkit-bad-map-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        ServerRegistry.dirs.withLock { _ = $0.insert(dir) }
+        FileManager.default.createFile(atPath: dir + "/map.json", contents: Data("{not json".utf8))
+        let map = AgentSessionMapFile(path: dir + "/map.json")
+        await #expect(throws: AgentError.self) { _ = try await map.entries() }
+        await #expect(throws: AgentError.self) {
+            try await map.set(AgentSessionMapEntry(providerID: "claude", workingDirectory: "/x", target: "y",
+                                                   strategy: .claudeSessionID), for: "claude-main-1")
+        }
+        #expect(FileManager.default.contents(atPath: dir + "/map.json") == Data("{not json".utf8))
+        #expect(AgentSessionMapFile(path: "~/m.json").path == NSHomeDirectory() + "/m.json")
+    }
+
+    @Test func aFileNameWithANulByteIsRefused() async throws {
+        let host = AgentHost(transport: LocalTransport())
+        let wt = Worktree(name: "x", projectPath: "/tmp", path: "/tmp", branch: "emdash/x", baseRef: "HEAD", baseCommit: "HEAD")
+        let e = await #expect(throws: AgentError.self) { _ = try await host.worktreePatch(wt, file: "a\u{0}b") }
+        #expect(e?.code == .invalidArgument)
+    }
+
+    @Test func attachingThroughATransportWithoutTerminalsIsATypedError() async throws {
+        // the local machine as the host: tmux sessions work, attaching needs a PTY the
+        // local transport does not open yet
+        let host = AgentHost(transport: LocalTransport(), tmuxSocket: "sshkit-local-\(UInt32.random(in: 0...UInt32.max))",
+                             extraSearchPath: [FakeAgents.directory])
+        let session = try await host.startAgent(AgentSessionSpec(
+            ptyID: AgentPTYID(providerID: "claude", kind: .main, suffix: "local1"), provider: try AgentProvider.named("claude"),
+            settings: AgentProviderSettings(binary: "fake-tui"), workingDirectory: "/tmp", statusHooks: false))
+        let e = await #expect(throws: AgentError.self) { _ = try await host.attach(session) }
+        #expect(e?.code == .terminalUnsupported)
+        #expect(await eventually { try? await host.recentOutput(of: session).contains("READY>") ? true : nil } == true)
+        try await host.stop(session)
+        _ = try? await LocalTransport().runProcess("tmux", "-L", host.tmuxSocket, "kill-server")
+    }
+}
