@@ -30,18 +30,28 @@ async def run_command(process: asyncssh.SSHServerProcess, root: str) -> None:
         "/bin/sh", "-c", command, cwd=root,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE)
-    await process.redirect(stdin=child.stdin, stdout=child.stdout, stderr=child.stderr)
+    await process.redirect(stdin=child.stdin)
+
+    async def copy(source: asyncio.StreamReader, sink: asyncssh.SSHWriter) -> None:
+        while chunk := await source.read(65536):
+            sink.write(chunk)
+            await sink.drain()
+
+    # both outputs are copied to their end before the exit status goes out; asyncssh's
+    # own output redirection can still be writing when the process exits, and its
+    # write to the closed channel then ends the whole connection
+    await asyncio.gather(copy(child.stdout, process.stdout), copy(child.stderr, process.stderr))
     status = await child.wait()
-    # the redirected pipes are read to their end before the exit status goes out
-    await process.stdout.drain()
-    await process.stderr.drain()
     process.exit(status if status >= 0 else 128 - status)
 
 
 async def main() -> None:
     directory, authorized = sys.argv[1], sys.argv[2]
+    # warnings and errors (a handler's exception, a dropped connection's reason) go to
+    # stderr, which the test keeps in DIR/server.log
+    logging.basicConfig(level=logging.DEBUG if os.environ.get("ASYNCSSH_DEBUG") else logging.INFO,
+                        stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if os.environ.get("ASYNCSSH_DEBUG"):
-        logging.basicConfig(level=logging.DEBUG)
         asyncssh.set_debug_level(2)
     root = os.path.join(directory, "root")
     os.makedirs(root, exist_ok=True)
