@@ -1,5 +1,6 @@
 import SSHKit
 import ServerTransport
+import Synchronization
 
 /// An agent's terminal attached to this program: its screen as bytes, keystrokes,
 /// resizes. Detaching leaves the agent running.
@@ -17,16 +18,34 @@ public final class AgentTerminal: Sendable {
         case plain(PlainAgentSession)
     }
 
+    private let end = EndSignal()
+
     init(session: AgentSession, backend: Backend) {
         self.session = session
         self.backend = backend
+        let end = end
         switch backend {
         case .attached(let t):
             let box = IteratorBox(t.output.makeAsyncIterator())
-            output = AsyncStream(unfolding: { await box.next() })
+            output = AsyncStream(unfolding: {
+                let chunk = await box.next()
+                if chunk == nil { end.fire() }
+                return chunk
+            })
         case .plain(let p):
-            output = p.subscribe()
+            let box = StreamIteratorBox(p.subscribe().makeAsyncIterator())
+            output = AsyncStream(unfolding: {
+                let chunk = await box.next()
+                if chunk == nil { end.fire() }
+                return chunk
+            })
         }
+    }
+
+    /// Runs `action` once, when the terminal ends: detached, or its output ended (at
+    /// once when that happened already).
+    func whenEnded(_ action: @escaping @Sendable () -> Void) {
+        end.add(action)
     }
 
     /// The screen's bytes as a terminal receives them; ends on detach, when the agent's
@@ -64,6 +83,7 @@ public final class AgentTerminal: Sendable {
         case .attached(let t): t.hangUp()
         case .plain(let p): p.unsubscribe()
         }
+        end.fire()
     }
 }
 
@@ -73,4 +93,35 @@ private final class IteratorBox: @unchecked Sendable {
     var iterator: ProcessOutput.AsyncIterator
     init(_ iterator: ProcessOutput.AsyncIterator) { self.iterator = iterator }
     func next() async -> [UInt8]? { await iterator.next() }
+}
+
+/// The same for a plain session's stream.
+private final class StreamIteratorBox: @unchecked Sendable {
+    var iterator: AsyncStream<[UInt8]>.Iterator
+    init(_ iterator: AsyncStream<[UInt8]>.Iterator) { self.iterator = iterator }
+    func next() async -> [UInt8]? { await iterator.next() }
+}
+
+/// Actions to run once, when something ended.
+final class EndSignal: Sendable {
+    private let state = Mutex<(fired: Bool, actions: [@Sendable () -> Void])>((false, []))
+
+    func add(_ action: @escaping @Sendable () -> Void) {
+        let now = state.withLock { s -> Bool in
+            if s.fired { return true }
+            s.actions.append(action)
+            return false
+        }
+        if now { action() }
+    }
+
+    func fire() {
+        let actions = state.withLock { s -> [@Sendable () -> Void] in
+            if s.fired { return [] }
+            s.fired = true
+            defer { s.actions = [] }
+            return s.actions
+        }
+        for a in actions { a() }
+    }
 }

@@ -17,7 +17,7 @@ import Synchronization
 /// - Sessions: at most `maxSessions` channels are open at once (the SFTP session and the
 ///   processes), the server's `MaxSessions`; more processes wait for a free one. File
 ///   calls share the one SFTP session and never wait.
-public final class SSHTransport: ServerTransport, Sendable {
+public final class SSHTransport: ConnectedTransport, Sendable {
     public let serverID: ServerID
     public let isRemote = true
     public let secrets: SecretFiles
@@ -58,6 +58,17 @@ public final class SSHTransport: ServerTransport, Sendable {
         } catch {
             throw TransportError(error)
         }
+    }
+
+    /// Drops the connection; the next call connects again (unlike `close`). Calls
+    /// running on it fail, so drop only a connection nothing is using.
+    public func disconnect() async {
+        await link.disconnect()
+    }
+
+    /// The shared connection is up (as far as the client knows).
+    public var isConnected: Bool {
+        get async { await link.isConnected }
     }
 
     // MARK: plumbing

@@ -111,6 +111,16 @@ actor SharedConnection {
         Task { await l.connection.close() }
     }
 
+    /// The current connection is up.
+    var isConnected: Bool { live?.connection.isConnected ?? false }
+
+    /// Drops the current connection; the next `get` connects again.
+    func disconnect() async {
+        guard let l = live else { return }
+        live = nil
+        await l.connection.close()
+    }
+
     func close() async {
         closed = true
         // a connect under way closes its connection itself when it ends (see `installed`)

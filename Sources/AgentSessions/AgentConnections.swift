@@ -1,0 +1,405 @@
+import Foundation
+import SSHKit
+import ServerTransport
+
+/// The connection monitor: the hosts a program runs agents on, one shared connection
+/// each, at most `policy.maxConnectedHosts` connected at once.
+///
+/// - Every call on a host goes through `withHost` (or `attach`), which connects the
+///   host when needed and marks it in use, so an idle host is what gets dropped when
+///   the limit is reached, never one in the middle of a call or attached.
+/// - A health check every `policy.healthCheckInterval` lists each connected host's
+///   tmux sessions (one round trip): it finds a connection that stopped answering, and
+///   how many agents still run there.
+/// - A lost connection is retried after 1 s, 5 s and 15 s; then, while the host still
+///   has live agent sessions, every `slowRetryInterval` without end (its agents run on
+///   in tmux and are worth getting back to); otherwise it is given up as `disconnected`
+///   until the next call.
+/// - A new connection drops what was cached about the host (the installed agents).
+/// - `events()` streams every state change.
+///
+/// Hosts whose transport has no connection (`LocalTransport`) are always `connected`
+/// and do not count against the limit.
+public actor AgentConnections {
+    public nonisolated let policy: AgentConnectionPolicy
+
+    private struct Entry {
+        let host: AgentHost
+        let managed: (any ConnectedTransport)?
+        var state: AgentConnectionState
+        /// Calls and attached terminals using the connection now.
+        var leases = 0
+        var lastUsed = ContinuousClock.now
+        /// Agent sessions still running there: from the last health check, or as the
+        /// caller declared.
+        var liveSessions = 0
+        /// The transport's `connectionsMade` when last looked at (0: never connected).
+        var connectsSeen = 0
+        var failedAttempts = 0
+        var lastError: AgentError?
+        var reconnect: Task<Void, Never>?
+    }
+
+    private var entries: [ServerID: Entry] = [:]
+    private var subscribers: [UUID: AsyncStream<AgentConnectionEvent>.Continuation] = [:]
+    private var healthLoop: Task<Void, Never>?
+    private var isShutDown = false
+
+    public init(policy: AgentConnectionPolicy = AgentConnectionPolicy()) {
+        self.policy = policy
+    }
+
+    // MARK: hosts
+
+    /// Adds a host (nothing connects until it is used). A host already added under its
+    /// `serverID` is kept; the one that was there is returned.
+    @discardableResult
+    public func add(_ host: AgentHost) -> AgentHost {
+        if let e = entries[host.serverID] { return e.host }
+        let managed = host.transport as? any ConnectedTransport
+        entries[host.serverID] = Entry(host: host, managed: managed, state: managed == nil ? .connected : .disconnected)
+        emit(host.serverID)
+        if healthLoop == nil && !isShutDown {
+            let interval = policy.healthCheckInterval
+            healthLoop = Task { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: interval)
+                    guard let self, !Task.isCancelled else { return }
+                    await self.checkAll()
+                }
+            }
+        }
+        return host
+    }
+
+    /// Forgets a host: stops retrying it and drops its connection when nothing uses it
+    /// (its agents run on). The transport stays open for its owner to close.
+    public func remove(_ id: ServerID) async {
+        guard var e = entries.removeValue(forKey: id) else { return }
+        e.reconnect?.cancel()
+        e.state = .disconnected
+        emit(id, e)
+        if e.leases == 0, let m = e.managed { await m.disconnect() }
+    }
+
+    public var hosts: [AgentHost] { entries.values.map(\.host) }
+
+    public func host(_ id: ServerID) -> AgentHost? { entries[id]?.host }
+
+    public func state(of id: ServerID) -> AgentConnectionState? { entries[id]?.state }
+
+    /// Hosts holding a connection now (`connected` or `connecting`), local ones excluded.
+    public var connectedHosts: [ServerID] {
+        entries.filter { $0.value.managed != nil && [.connected, .connecting].contains($0.value.state) }.map(\.key)
+    }
+
+    /// How many agent sessions run on the host, as the caller knows it (the health
+    /// check updates it from tmux too). A host with live sessions is retried forever.
+    public func setLiveSessions(_ count: Int, on id: ServerID) {
+        entries[id]?.liveSessions = max(0, count)
+    }
+
+    public func liveSessions(on id: ServerID) -> Int { entries[id]?.liveSessions ?? 0 }
+
+    /// Stops the health checks and the retries and ends every event stream. Connections
+    /// stay with their transports (close those).
+    public func shutDown() {
+        isShutDown = true
+        healthLoop?.cancel()
+        healthLoop = nil
+        for id in entries.keys {
+            entries[id]?.reconnect?.cancel()
+            entries[id]?.reconnect = nil
+        }
+        for c in subscribers.values { c.finish() }
+        subscribers = [:]
+    }
+
+    // MARK: events
+
+    /// Every state change from now on, after one event with the current state of each
+    /// host. Ends at `shutDown`.
+    public func events() -> AsyncStream<AgentConnectionEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: AgentConnectionEvent.self,
+                                                            bufferingPolicy: .bufferingNewest(1024))
+        if isShutDown {
+            continuation.finish()
+            return stream
+        }
+        let key = UUID()
+        subscribers[key] = continuation
+        continuation.onTermination = { [weak self] _ in
+            Task { await self?.unsubscribe(key) }
+        }
+        for (id, e) in entries.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            continuation.yield(event(id, e))
+        }
+        return stream
+    }
+
+    private func unsubscribe(_ key: UUID) { subscribers[key] = nil }
+
+    private func event(_ id: ServerID, _ e: Entry, retryIn: Duration? = nil, reconnected: Bool = false) -> AgentConnectionEvent {
+        AgentConnectionEvent(host: id, state: e.state, error: e.state == .connected ? nil : e.lastError,
+                             attempt: e.failedAttempts, retryIn: retryIn, reconnected: reconnected, date: Date())
+    }
+
+    private func emit(_ id: ServerID, _ entry: Entry? = nil, retryIn: Duration? = nil, reconnected: Bool = false) {
+        guard let e = entry ?? entries[id] else { return }
+        let ev = event(id, e, retryIn: retryIn, reconnected: reconnected)
+        for c in subscribers.values { c.yield(ev) }
+    }
+
+    private func set(_ id: ServerID, _ state: AgentConnectionState, retryIn: Duration? = nil, reconnected: Bool = false) {
+        guard entries[id] != nil else { return }
+        entries[id]!.state = state
+        emit(id, retryIn: retryIn, reconnected: reconnected)
+    }
+
+    // MARK: using a host
+
+    /// Runs `body` with the host connected and marked in use (so it is not dropped to
+    /// make room for another). A failure of `body` that says the connection was lost
+    /// starts the reconnect backoff.
+    /// - Throws: `AgentError` (`invalidArgument` for a host that was not added, the
+    ///   connect's `transport` error, `cancelled`), or what `body` throws.
+    public nonisolated func withHost<R>(_ id: ServerID, _ body: (AgentHost) async throws -> R) async throws -> R {
+        let host = try await lease(id)
+        do {
+            let r = try await body(host)
+            await release(id, failure: nil)
+            return r
+        } catch {
+            await release(id, failure: error as? AgentError)
+            throw error
+        }
+    }
+
+    /// Attaches to a session (see `AgentHost.attach`); the host counts as in use until
+    /// the terminal is detached or its output ended.
+    public nonisolated func attach(_ session: AgentSession,
+                                   size: SSHTerminalSize = SSHTerminalSize(columns: 120, rows: 40))
+        async throws(AgentError) -> AgentTerminal
+    {
+        let host = try await lease(session.host)
+        do {
+            let terminal = try await host.attach(session, size: size)
+            terminal.whenEnded { [weak self] in
+                Task { await self?.release(session.host, failure: nil) }
+            }
+            return terminal
+        } catch {
+            await release(session.host, failure: error)
+            throw error
+        }
+    }
+
+    private func lease(_ id: ServerID) async throws(AgentError) -> AgentHost {
+        guard !isShutDown else { throw AgentError(.invalidArgument, "the connection monitor was shut down") }
+        guard let e = entries[id] else {
+            throw AgentError(.invalidArgument, "the host \(id.rawValue) was not added to the connection monitor")
+        }
+        entries[id]!.leases += 1
+        entries[id]!.lastUsed = .now
+        guard let managed = e.managed else { return e.host }
+        if entries[id]!.state == .connected, await managed.isConnected { return e.host }
+        do {
+            try await connect(id, managed)
+            return e.host
+        } catch {
+            entries[id]?.leases -= 1
+            entries[id]?.lastError = error
+            if error.code != .cancelled, let now = entries[id], now.state == .connecting || now.state == .error {
+                if now.liveSessions > 0 || now.connectsSeen > 0 {
+                    startReconnecting(id)
+                } else {
+                    set(id, .error)
+                }
+            }
+            throw error
+        }
+    }
+
+    private func release(_ id: ServerID, failure: AgentError?) async {
+        guard entries[id] != nil else { return }
+        entries[id]!.leases -= 1
+        entries[id]!.lastUsed = .now
+        if let failure, Self.isConnectionLoss(failure) {
+            await lost(id, failure)
+        } else if entries[id]!.state == .connected {
+            await noteConnection(id)
+        }
+    }
+
+    /// The transport's own reconnect (a call found the connection gone and made a new
+    /// one) counts as a reconnect too.
+    private func noteConnection(_ id: ServerID) async {
+        guard let m = entries[id]?.managed else { return }
+        let made = await m.connectionsMade
+        guard let e = entries[id], made != e.connectsSeen else { return }
+        let reconnected = e.connectsSeen > 0
+        if reconnected { e.host.forgetCachedFacts() }
+        entries[id]!.connectsSeen = made
+        entries[id]!.failedAttempts = 0
+        entries[id]!.lastError = nil
+        entries[id]!.reconnect?.cancel()
+        entries[id]!.reconnect = nil
+        set(id, .connected, reconnected: reconnected)
+    }
+
+    static func isConnectionLoss(_ e: AgentError) -> Bool {
+        guard e.code == .transport, let t = e.transport, !t.isCancellation else { return false }
+        return t.code == .hostUnreachable || t.code == .timeout
+    }
+
+    // MARK: connecting
+
+    /// Takes a connection slot for `id` (dropping the least recently used idle host
+    /// when the limit is reached, waiting when none is idle), then connects.
+    private func connect(_ id: ServerID, _ managed: any ConnectedTransport) async throws(AgentError) {
+        while true {
+            guard let e = entries[id] else { throw AgentError(.invalidArgument, "the host \(id.rawValue) was removed") }
+            if e.state == .connecting { break } // another call is connecting it; share that connect
+            let holding = entries.filter {
+                $0.key != id && $0.value.managed != nil && [.connected, .connecting].contains($0.value.state)
+            }
+            if holding.count < policy.maxConnectedHosts {
+                set(id, .connecting)
+                break
+            }
+            // idle hosts without agents go first, then the least recently used
+            let idle = holding.filter { $0.value.leases == 0 && $0.value.state == .connected }
+            if let victim = idle.min(by: { ($0.value.liveSessions > 0 ? 1 : 0, $0.value.lastUsed) < ($1.value.liveSessions > 0 ? 1 : 0, $1.value.lastUsed) }) {
+                entries[victim.key]!.state = .disconnected
+                entries[victim.key]!.lastError = nil
+                emit(victim.key)
+                await victim.value.managed?.disconnect()
+                continue
+            }
+            do {
+                try await Task.sleep(for: .milliseconds(50))
+            } catch {
+                throw AgentError(.cancelled, "cancelled while waiting for a free connection slot for \(id.rawValue)")
+            }
+        }
+        do {
+            try await managed.connect()
+        } catch {
+            if entries[id]?.state == .connecting { entries[id]!.state = .error }
+            throw AgentError(error, while: "connecting to \(id.rawValue)")
+        }
+        await noteConnection(id)
+        if entries[id]?.state != .connected { set(id, .connected) }
+    }
+
+    /// The connection was lost (a call or the health check said so).
+    private func lost(_ id: ServerID, _ error: AgentError) async {
+        guard let e = entries[id], e.state == .connected || e.state == .connecting else { return }
+        entries[id]!.lastError = error
+        entries[id]!.state = .error
+        // an unanswered connection is dropped only when nothing uses it: the calls on it
+        // fail by themselves (keepalive) and must not find it closed under them
+        if e.leases == 0, let m = e.managed { await m.disconnect() }
+        startReconnecting(id)
+    }
+
+    private func startReconnecting(_ id: ServerID) {
+        guard !isShutDown, entries[id]?.reconnect == nil else { return }
+        entries[id]!.reconnect = Task { [weak self] in await self?.reconnectLoop(id) }
+    }
+
+    private func reconnectLoop(_ id: ServerID) async {
+        while !Task.isCancelled {
+            guard let e = entries[id], let managed = e.managed else { return }
+            if e.state == .connected { break }
+            let delay: Duration
+            if e.failedAttempts < policy.backoff.count {
+                delay = policy.backoff[e.failedAttempts]
+            } else if e.liveSessions > 0 {
+                delay = policy.slowRetryInterval
+            } else {
+                entries[id]!.reconnect = nil
+                set(id, .disconnected)
+                return
+            }
+            set(id, .error, retryIn: delay)
+            do { try await Task.sleep(for: delay) } catch { return }
+            guard entries[id] != nil, entries[id]!.state != .connected else { break }
+            entries[id]!.leases += 1
+            do {
+                try await connect(id, managed)
+                entries[id]?.leases -= 1
+            } catch {
+                entries[id]?.leases -= 1
+                if error.code == .cancelled { return }
+                entries[id]?.failedAttempts += 1
+                entries[id]?.lastError = error
+                if entries[id]?.state == .connecting { entries[id]!.state = .error }
+            }
+        }
+        if entries[id] != nil { entries[id]!.reconnect = nil }
+    }
+
+    // MARK: health
+
+    /// Checks every connected host now, concurrently (the loop does it on its interval).
+    public func checkAll() async {
+        let ids = entries.filter { $0.value.managed != nil && $0.value.state == .connected }.map(\.key)
+        await withTaskGroup(of: Void.self) { group in
+            for id in ids {
+                group.addTask { await self.check(id) }
+            }
+        }
+    }
+
+    private func check(_ id: ServerID) async {
+        guard let e = entries[id], e.state == .connected, let m = e.managed else { return }
+        entries[id]!.leases += 1
+        var failure: AgentError?
+        if await m.isConnected {
+            let host = e.host
+            let result = await Deadline.run(policy.healthCheckTimeout) { () async throws(AgentError) -> Int in
+                try await host.listTmuxSessions().filter(\.isRunning).count
+            }
+            switch result {
+            case .success(let live): entries[id]?.liveSessions = live
+            case .failure(let error) where error.code == .transport: failure = error
+            case .failure: break // the connection answered (tmux failed, or the host has none)
+            case nil:
+                failure = AgentError(.transport, "the health check of \(id.rawValue) got no answer in \(policy.healthCheckTimeout)",
+                                     transport: TransportError(.timeout, "no answer in \(policy.healthCheckTimeout)"))
+            }
+        } else {
+            failure = AgentError(.transport, "the connection to \(id.rawValue) dropped",
+                                 transport: TransportError(.hostUnreachable, "the connection dropped"))
+        }
+        guard entries[id] != nil else { return }
+        entries[id]!.leases -= 1
+        if let failure {
+            await lost(id, failure)
+        } else {
+            await noteConnection(id)
+        }
+    }
+}
+
+/// Runs an operation with a time limit; nil when the limit passed first (the operation
+/// is cancelled and awaited).
+enum Deadline {
+    static func run<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws(AgentError) -> T)
+        async -> Result<T, AgentError>?
+    {
+        await withTaskGroup(of: Result<T, AgentError>?.self) { group in
+            group.addTask {
+                do throws(AgentError) { return .success(try await body()) } catch { return .failure(error) }
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+}

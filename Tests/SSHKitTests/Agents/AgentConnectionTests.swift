@@ -1,0 +1,202 @@
+import AgentSessions
+import Foundation
+import SSHKit
+import ServerTransport
+import Synchronization
+import Testing
+
+/// The connection monitor against real sshd connections: states as events, the limit of
+/// connected hosts, hosts in use never dropped, and a lost connection retried with
+/// backoff (given up without live agents, retried without end with them), through a
+/// proxy that resets every connection on command.
+@Suite("Agent connections", .serialized)
+struct AgentConnectionTests {
+    /// Short intervals, so the backoff runs in a test's time; health checks only when asked.
+    static func quickPolicy(maxHosts: Int = 10, health: Duration = .seconds(3600)) -> AgentConnectionPolicy {
+        AgentConnectionPolicy(maxConnectedHosts: maxHosts, healthCheckInterval: health, healthCheckTimeout: .seconds(10),
+                              backoff: [.milliseconds(200), .milliseconds(400), .milliseconds(600)],
+                              slowRetryInterval: .milliseconds(300))
+    }
+
+    /// A host on the shared sshd under its own server id (the monitor counts hosts by id).
+    static func host(_ name: String, port: Int? = nil) -> (AgentHost, SSHTransport) {
+        var c = TestServer.shared.configuration()
+        if let port { c.port = port }
+        let t = SSHTransport(configuration: c, serverID: ServerID("test:\(name)"))
+        return (AgentHost(transport: t, tmuxSocket: "sshkit-conn-\(UInt32.random(in: 0...UInt32.max))",
+                          extraSearchPath: [FakeAgents.directory]), t)
+    }
+
+    /// Collects a monitor's events in the background.
+    final class Recorder: Sendable {
+        final class Log: Sendable {
+            let events = Mutex<[AgentConnectionEvent]>([])
+        }
+        private let log = Log()
+        var events: [AgentConnectionEvent] { log.events.withLock { $0 } }
+        init(_ monitor: AgentConnections) async {
+            let stream = await monitor.events()
+            let log = log
+            Task { for await e in stream { log.events.withLock { $0.append(e) } } }
+        }
+        func states(of id: ServerID) -> [AgentConnectionState] {
+            events.filter { $0.host == id }.map(\.state)
+        }
+        func all(of id: ServerID) -> [AgentConnectionEvent] { events.filter { $0.host == id } }
+    }
+
+    @Test func aHostConnectsOnFirstUseAndItsStatesAreEvents() async throws {
+        let monitor = AgentConnections(policy: Self.quickPolicy())
+        let (host, t) = Self.host("a")
+        defer { Task { await monitor.shutDown(); await t.close() } }
+        await monitor.add(host)
+        let recorder = await Recorder(monitor)
+        #expect(await monitor.state(of: host.serverID) == .disconnected)
+        #expect(await t.connectionsMade == 0, "adding a host connects nothing")
+
+        let home = try await monitor.withHost(host.serverID) { h in try await h.home() }
+        #expect(home.hasPrefix("/"))
+        #expect(await monitor.state(of: host.serverID) == .connected)
+        #expect(await monitor.connectedHosts == [host.serverID])
+        _ = await eventually { recorder.states(of: host.serverID).count >= 3 ? true : nil }
+        #expect(recorder.states(of: host.serverID) == [.disconnected, .connecting, .connected])
+
+        // the health check lists the host's live tmux sessions: none yet
+        await monitor.checkAll()
+        #expect(await monitor.liveSessions(on: host.serverID) == 0)
+        #expect(await monitor.state(of: host.serverID) == .connected)
+
+        await #expect(throws: AgentError.self) {
+            try await monitor.withHost(ServerID("test:unknown")) { _ in }
+        }
+        // a host whose transport has no connection is always connected and not counted
+        let local = AgentHost(transport: LocalTransport())
+        await monitor.add(local)
+        #expect(await monitor.state(of: local.serverID) == .connected)
+        #expect(await monitor.connectedHosts == [host.serverID])
+    }
+
+    @Test func atMostTheLimitIsConnectedAndOnlyIdleHostsAreDropped() async throws {
+        let monitor = AgentConnections(policy: Self.quickPolicy(maxHosts: 2))
+        let hosts = ["a", "b", "c"].map { Self.host($0) }
+        let (a, b, c) = (hosts[0].0, hosts[1].0, hosts[2].0)
+        defer { Task { await monitor.shutDown(); for (_, t) in hosts { await t.close() } } }
+        for (h, _) in hosts { await monitor.add(h) }
+
+        for h in [a, b, c] {
+            _ = try await monitor.withHost(h.serverID) { h in try await h.home() }
+        }
+        // c took a's place: a was the least recently used
+        #expect(Set(await monitor.connectedHosts) == [b.serverID, c.serverID])
+        #expect(await monitor.state(of: a.serverID) == .disconnected)
+        #expect(await hosts[0].1.isConnected == false, "the dropped host's connection is closed")
+
+        // a host in use is not dropped: with b in use, a takes c's place
+        try await monitor.withHost(b.serverID) { _ in
+            _ = try await monitor.withHost(a.serverID) { h in try await h.home() }
+        }
+        #expect(Set(await monitor.connectedHosts) == [a.serverID, b.serverID])
+        #expect(await monitor.state(of: c.serverID) == .disconnected)
+        // and c comes back on its next use (connects again)
+        _ = try await monitor.withHost(c.serverID) { h in try await h.home() }
+        #expect(await hosts[2].1.connectionsMade == 2)
+    }
+
+    @Test func anAttachedHostIsInUseUntilDetachedAndAnotherWaitsForIt() async throws {
+        let monitor = AgentConnections(policy: Self.quickPolicy(maxHosts: 1))
+        let (a, ta) = Self.host("a")
+        let (b, tb) = Self.host("b")
+        defer {
+            Task {
+                await monitor.shutDown()
+                _ = try? await ta.runProcess("tmux", "-L", a.tmuxSocket, "kill-server")
+                await ta.close()
+                await tb.close()
+            }
+        }
+        await monitor.add(a)
+        await monitor.add(b)
+        let spec = AgentSessionSpec(ptyID: AgentPTYID(providerID: "claude", kind: .main, suffix: "conn\(UInt32.random(in: 0...UInt32.max))"),
+                                    provider: try AgentProvider.named("claude"),
+                                    settings: AgentProviderSettings(binary: "fake-tui"), workingDirectory: "/tmp",
+                                    statusHooks: false)
+        let session = try await monitor.withHost(a.serverID) { h in try await h.startAgent(spec) }
+        let terminal = try await monitor.attach(session)
+        #expect(await read(terminal, until: "READY>").contains("READY>"))
+
+        // b needs the only slot, which a holds while attached: b waits
+        let waiting = Task { try await monitor.withHost(b.serverID) { h in try await h.home() } }
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(await monitor.state(of: b.serverID) == .disconnected)
+        #expect(await monitor.connectedHosts == [a.serverID])
+        #expect(await ta.isConnected)
+
+        terminal.detach()
+        let home = await finishes(within: .seconds(20)) { try await waiting.value }
+        #expect(try home?.get().hasPrefix("/") == true, "b connected once a was detached")
+        #expect(await monitor.connectedHosts == [b.serverID])
+        // the agent ran on in tmux while its host was dropped
+        #expect(try await monitor.withHost(a.serverID) { h in try await h.state(of: session) } == .running)
+    }
+
+    @Test func aLostConnectionIsRetriedWithBackoffThenGivenUpWithoutLiveAgents() async throws {
+        let proxy = try FaultProxy(target: TestServer.shared.port)
+        defer { proxy.stop() }
+        let monitor = AgentConnections(policy: Self.quickPolicy())
+        let (host, t) = Self.host("lost", port: proxy.port)
+        defer { Task { await monitor.shutDown(); await t.close() } }
+        await monitor.add(host)
+        let recorder = await Recorder(monitor)
+        let id = host.serverID
+
+        let first = try await monitor.withHost(id) { h in try await h.detectAgents() }
+        #expect(try await monitor.withHost(id) { h in try await h.detectAgents() }.probedAt == first.probedAt, "cached")
+
+        // every connection through the proxy is reset from now on
+        proxy.arm { f, _, _ in f.resetServerToClientAt = 0 }
+        await monitor.checkAll()
+        let gaveUp = await eventually { () -> AgentConnectionEvent? in
+            recorder.all(of: id).last.flatMap { $0.state == .disconnected && $0.attempt > 0 ? $0 : nil }
+        }
+        let events = recorder.all(of: id)
+        #expect(gaveUp?.attempt == 3, "\(events)")
+        #expect(gaveUp?.error?.code == .transport)
+        #expect(events.compactMap(\.retryIn) == [.milliseconds(200), .milliseconds(400), .milliseconds(600)], "\(events)")
+        #expect(events.filter { $0.state == .connecting }.count == 1 + 3, "the first connect and three retries")
+
+        // the next use connects again, and what was cached about the host is gone
+        proxy.arm { f, _, _ in f.resetServerToClientAt = nil }
+        let again = try await monitor.withHost(id) { h in try await h.detectAgents() }
+        #expect(again.probedAt > first.probedAt, "the detection cache was dropped on reconnect")
+        #expect(await monitor.state(of: id) == .connected)
+    }
+
+    @Test func aHostWithLiveAgentsIsRetriedUntilItComesBack() async throws {
+        let proxy = try FaultProxy(target: TestServer.shared.port)
+        defer { proxy.stop() }
+        let monitor = AgentConnections(policy: Self.quickPolicy(health: .milliseconds(300)))
+        let (host, t) = Self.host("live", port: proxy.port)
+        defer { Task { await monitor.shutDown(); await t.close() } }
+        await monitor.add(host)
+        let recorder = await Recorder(monitor)
+        let id = host.serverID
+        _ = try await monitor.withHost(id) { h in try await h.home() }
+        await monitor.setLiveSessions(1, on: id)
+
+        proxy.arm { f, _, _ in f.resetServerToClientAt = 0 }
+        // the health check (every 300 ms) finds the loss; past the backoff, slow retries go on
+        let slow = await eventually { () -> AgentConnectionEvent? in
+            recorder.all(of: id).last.flatMap { $0.state == .error && $0.attempt >= 5 ? $0 : nil }
+        }
+        #expect(slow?.retryIn == .milliseconds(300), "\(recorder.all(of: id).suffix(4))")
+        #expect(!recorder.states(of: id).dropFirst().contains(.disconnected), "never given up while agents live")
+
+        // the network comes back: the monitor reconnects by itself
+        proxy.arm { f, _, _ in f.resetServerToClientAt = nil }
+        let back = await eventually { () -> AgentConnectionEvent? in
+            recorder.all(of: id).last.flatMap { $0.state == .connected && $0.reconnected ? $0 : nil }
+        }
+        #expect(back != nil, "\(recorder.all(of: id).suffix(4))")
+        #expect(await monitor.state(of: id) == .connected)
+    }
+}
