@@ -38,6 +38,10 @@ public struct AgentError: Error, Sendable, CustomStringConvertible {
         /// The transport cannot open a terminal (a PTY), so a session cannot be
         /// attached; its output and keystrokes still work through tmux.
         public static let terminalUnsupported = Code("terminalUnsupported")
+        /// No host, project, task or conversation with that id in the store.
+        public static let notFound = Code("notFound")
+        /// The store failed to read or write; nothing was half-done on a host.
+        public static let storage = Code("storage")
         /// The transport failed; `transport` has its classified error.
         public static let transport = Code("transport")
         /// The operation was cancelled.

@@ -60,11 +60,12 @@ enum FakeAgents {
             #!/bin/sh
             db="${CODEX_HOME:-$HOME/.codex}/state_5.sqlite"
             mkdir -p "$(dirname "$db")"
-            sqlite3 "$db" "CREATE TABLE IF NOT EXISTS threads (id TEXT PRIMARY KEY, cwd TEXT, created_at INTEGER, updated_at INTEGER, archived INTEGER DEFAULT 0);"
+            # WAL and a busy timeout, as Codex has them: a snapshot being taken must not make the insert fail
+            sqlite3 "$db" ".timeout 5000" "PRAGMA journal_mode=WAL;" "CREATE TABLE IF NOT EXISTS threads (id TEXT PRIMARY KEY, cwd TEXT, created_at INTEGER, updated_at INTEGER, archived INTEGER DEFAULT 0);" >/dev/null
             if [ "$1" = resume ]; then echo "RESUMED $2"; exec sleep 300; fi
             sleep 0.5
             id="thread-$(date +%s%N)"; now=$(date +%s)
-            sqlite3 "$db" "INSERT INTO threads VALUES ('$id', '$(pwd)', $now, $now, 0);"
+            sqlite3 "$db" ".timeout 5000" "INSERT INTO threads VALUES ('$id', '$(pwd)', $now, $now, 0);" || { echo "INSERT FAILED"; exit 1; }
             echo "STARTED $id"
             exec sleep 300
             """#,

@@ -1,0 +1,165 @@
+import Foundation
+import ServerTransport
+
+// The orchestration's records: hosts → projects → tasks → conversations → terminal
+// logs. Plain values, kept by an `AgentStore`. No secret is ever among them: a host
+// says where its key file is or that the ssh-agent or a typed password is used, never
+// the key or the password.
+
+/// How a host authenticates; never the secret itself.
+public enum HostAuthentication: Sendable, Hashable, Codable {
+    /// Private key files on this machine (their paths), tried in order.
+    case keyFiles([String])
+    /// The keys of the running ssh-agent (`SSH_AUTH_SOCK`).
+    case sshAgent
+    /// A password asked on the terminal when connecting, never stored.
+    case passwordPrompt
+}
+
+/// A machine agents run on.
+public struct HostRecord: Sendable, Hashable, Codable, Identifiable {
+    /// Stable; also the host's `ServerID` in the connection monitor (`serverID`).
+    public var id: String
+    /// What the user calls it (`build-1`).
+    public var name: String
+    public var address: String
+    public var port: Int
+    public var user: String
+    public var authentication: HostAuthentication
+    /// `user@host[:port]` of a jump host, or nil.
+    public var jumpHost: String?
+    /// The host key's SHA-256 fingerprint, pinned when the host was added (nil: the
+    /// known_hosts file decides).
+    public var hostKeyFingerprint: String?
+    /// The engine's tmux server on the host.
+    public var tmuxSocket: String
+    public var createdAt: Date
+
+    public init(id: String = AgentIDs.make(), name: String, address: String, port: Int = 22, user: String,
+                authentication: HostAuthentication = .sshAgent, jumpHost: String? = nil,
+                hostKeyFingerprint: String? = nil, tmuxSocket: String = "sshkit-agents", createdAt: Date = Date()) {
+        self.id = id
+        self.name = name
+        self.address = address
+        self.port = port
+        self.user = user
+        self.authentication = authentication
+        self.jumpHost = jumpHost
+        self.hostKeyFingerprint = hostKeyFingerprint
+        self.tmuxSocket = tmuxSocket
+        self.createdAt = createdAt
+    }
+
+    public var serverID: ServerID { ServerID(id) }
+}
+
+/// A git checkout on a host.
+public struct ProjectRecord: Sendable, Hashable, Codable, Identifiable {
+    public var id: String
+    public var hostID: String
+    public var name: String
+    /// Absolute, or `~/…`.
+    public var path: String
+    /// The ref new tasks start from when none is given (nil: the current branch).
+    public var defaultBaseRef: String?
+    public var createdAt: Date
+
+    public init(id: String = AgentIDs.make(), hostID: String, name: String, path: String, defaultBaseRef: String? = nil,
+                createdAt: Date = Date()) {
+        self.id = id
+        self.hostID = hostID
+        self.name = name
+        self.path = path
+        self.defaultBaseRef = defaultBaseRef
+        self.createdAt = createdAt
+    }
+}
+
+/// A piece of work: one worktree on its own branch, a main agent and maybe more chats.
+public struct TaskRecord: Sendable, Hashable, Codable, Identifiable {
+    public var id: String
+    public var projectID: String
+    public var title: String
+    public var worktree: Worktree
+    public var createdAt: Date
+    /// Set when archived: its agents were stopped, its worktree kept.
+    public var archivedAt: Date?
+
+    public init(id: String = AgentIDs.make(), projectID: String, title: String, worktree: Worktree,
+                createdAt: Date = Date(), archivedAt: Date? = nil) {
+        self.id = id
+        self.projectID = projectID
+        self.title = title
+        self.worktree = worktree
+        self.createdAt = createdAt
+        self.archivedAt = archivedAt
+    }
+}
+
+/// One agent of a task: the main one, or an added chat with another (or the same) agent.
+public struct ConversationRecord: Sendable, Hashable, Codable, Identifiable {
+    public enum State: Sendable, Hashable, Codable {
+        case running
+        /// Stopped by the user (its scrollback was saved in the terminal log).
+        case stopped
+        case exited(Int32)
+        case signaled(Int32)
+        /// Its session vanished (the host rebooted, someone killed the tmux server).
+        case gone
+    }
+
+    public var id: String
+    public var taskID: String
+    public var providerID: String
+    public var kind: AgentPTYID.Kind
+    public var autoApprove: Bool
+    /// The command line it was last started with.
+    public var arguments: [String]
+    /// Whether it runs in tmux (survives disconnects) or on a plain terminal.
+    public var survivesDisconnect: Bool
+    public var state: State
+    public var createdAt: Date
+    public var lastStartedAt: Date?
+
+    public init(id: String = AgentIDs.make(), taskID: String, providerID: String, kind: AgentPTYID.Kind,
+                autoApprove: Bool = false, arguments: [String] = [], survivesDisconnect: Bool = true,
+                state: State = .running, createdAt: Date = Date(), lastStartedAt: Date? = nil) {
+        self.id = id
+        self.taskID = taskID
+        self.providerID = providerID
+        self.kind = kind
+        self.autoApprove = autoApprove
+        self.arguments = arguments
+        self.survivesDisconnect = survivesDisconnect
+        self.state = state
+        self.createdAt = createdAt
+        self.lastStartedAt = lastStartedAt
+    }
+
+    /// The PTY id: `{provider}-main-{task id}` for the main agent,
+    /// `{provider}-chat-{conversation id}` for a chat (Emdash's names).
+    public var ptyID: AgentPTYID {
+        AgentPTYID(providerID: providerID, kind: kind, suffix: kind == .main ? taskID : id)
+    }
+}
+
+extension AgentPTYID.Kind: Codable {}
+
+/// A conversation's scrollback, saved when it was stopped (so it can be read after its
+/// session is gone).
+public struct TerminalLogRecord: Sendable, Hashable, Codable {
+    public var conversationID: String
+    public var capturedAt: Date
+    public var text: String
+
+    public init(conversationID: String, capturedAt: Date = Date(), text: String) {
+        self.conversationID = conversationID
+        self.capturedAt = capturedAt
+        self.text = text
+    }
+}
+
+/// Ids of records: lowercase UUIDs, which are valid PTY-id suffixes and tmux names.
+public enum AgentIDs {
+    public static func make() -> String { UUID().uuidString.lowercased() }
+}

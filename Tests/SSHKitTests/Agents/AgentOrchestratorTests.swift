@@ -1,0 +1,225 @@
+import AgentSessions
+import Foundation
+import SSHKit
+import ServerTransport
+import Testing
+
+/// Tasks end to end on the fixture's sshd: a worktree and its main agent, a chat with
+/// another agent, stop with the scrollback saved, resume by exact session (Claude) and
+/// thread (Codex), archive, and delete refusing to lose work; failures leave no records
+/// and no worktree behind. The agents are the fakes, the git and tmux are real.
+@Suite("Agent orchestration", .serialized)
+struct AgentOrchestratorTests {
+    /// An orchestrator over a new in-memory store with one host (the shared sshd, its own
+    /// tmux socket) and one project (a fresh repository).
+    struct Fixture {
+        let orchestrator: AgentOrchestrator
+        let store: InMemoryAgentStore
+        let host: HostRecord
+        let project: ProjectRecord
+        let transport: SSHTransport
+        let agentHost: AgentHost
+
+        init(settings: [String: AgentProviderSettings] = [:]) async throws {
+            let server = TestServer.shared
+            host = HostRecord(name: "fixture", address: server.host, port: server.port, user: server.user,
+                              authentication: .keyFiles([server.dir + "/client_ed25519"]),
+                              tmuxSocket: "sshkit-orch-\(UInt32.random(in: 0...UInt32.max))")
+            let transport = SSHTransport(configuration: server.configuration(), serverID: host.serverID)
+            let agentHost = AgentHost(transport: transport, tmuxSocket: host.tmuxSocket, extraSearchPath: [FakeAgents.directory])
+            self.transport = transport
+            self.agentHost = agentHost
+            store = InMemoryAgentStore()
+            try await store.save(host)
+            let path = try await WorktreeTests.makeRepository(agentHost)
+            project = ProjectRecord(hostID: host.id, name: "repo", path: path)
+            try await store.save(project)
+            var all = ["claude": AgentProviderSettings(binary: "fake-claude"),
+                       "codex": AgentProviderSettings(binary: "fake-codex"),
+                       "amp": AgentProviderSettings(binary: "fake-tui")]
+            all.merge(settings) { $1 }
+            let made = agentHost
+            orchestrator = AgentOrchestrator(store: store, providerSettings: all, statusHooks: false) { record in
+                guard record.id == made.serverID.rawValue else { throw AgentError(.notFound, "no host \(record.id)") }
+                return made
+            }
+        }
+
+        func output(_ session: AgentSession, contains text: String) async -> String? {
+            await eventually { () async -> String? in
+                let s = (try? await agentHost.recentOutput(of: session)) ?? ""
+                return s.contains(text) ? s : nil
+            }
+        }
+
+        func tearDown() async {
+            await orchestrator.connections.shutDown()
+            _ = try? await transport.runProcess("tmux", "-L", host.tmuxSocket, "kill-server")
+            _ = try? await transport.runProcess("/bin/rm", "-rf", project.path)
+            await transport.close()
+        }
+    }
+
+    @Test func aTaskIsAWorktreeWithItsAgentAndChatsResumeTheirOwnConversations() async throws {
+        let f = try await Fixture()
+        defer { Task { await f.tearDown() } }
+        let (task, main, session) = try await f.orchestrator.createTask(projectID: f.project.id, title: "Fix the flaky test",
+                                                                       providerID: "claude", prompt: "fix it")
+        #expect(task.worktree.path.hasPrefix(f.project.path + "/.emdash/worktrees/fix-the-flaky-test-"))
+        #expect(task.worktree.branch.hasPrefix("emdash/fix-the-flaky-test-"))
+        #expect(main.kind == .main && main.state == .running && main.ptyID.description == "claude-main-\(task.id)")
+        #expect(session.workingDirectory == task.worktree.path && session.survivesDisconnect)
+        let uuid = main.ptyID.sessionUUID
+        #expect(session.arguments.contains("--session-id") && session.arguments.contains(uuid))
+        #expect(await f.output(session, contains: "NEW SESSION \(uuid)") != nil)
+        #expect(try await f.store.tasks(projectID: f.project.id) == [task])
+        #expect(await f.orchestrator.connections.liveSessions(on: f.host.serverID) == 1)
+
+        // a chat with Codex in the same worktree; the thread it made is bound in the background
+        let (chat, chatSession) = try await f.orchestrator.addChat(taskID: task.id, providerID: "codex")
+        #expect(chat.kind == .chat && chat.ptyID.description == "codex-chat-\(chat.id)")
+        #expect(chatSession.workingDirectory == task.worktree.path)
+        let started = try #require(await f.output(chatSession, contains: "STARTED thread-"))
+        let thread = try #require(started.split(separator: "\n").first { $0.hasPrefix("STARTED ") }?.dropFirst(8))
+        let bound = await eventually { () async -> AgentSessionMapEntry? in try? await f.store.entries()[chat.ptyID.description] }
+        #expect(bound?.target == String(thread) && bound?.strategy == .codexThreadID)
+
+        // resuming a running agent changes nothing
+        let before = try await f.agentHost.tmuxSession(named: session.tmuxName!)
+        #expect(try await f.orchestrator.resume(conversationID: main.id) == session)
+        #expect(try await f.agentHost.tmuxSession(named: session.tmuxName!)?.created == before?.created)
+
+        // stop: the scrollback is kept in the terminal log; resume picks the exact conversation
+        try await f.orchestrator.stop(conversationID: main.id)
+        #expect(try await f.store.conversation(id: main.id)?.state == .stopped)
+        #expect(try await f.store.terminalLogs(conversationID: main.id).first?.text.contains("NEW SESSION \(uuid)") == true)
+        #expect(try await f.agentHost.state(of: session) == .gone)
+        let resumed = try await f.orchestrator.resume(conversationID: main.id)
+        #expect(resumed.arguments.contains("--resume") && resumed.arguments.contains(uuid))
+        #expect(await f.output(resumed, contains: "RESUMED \(uuid)") != nil)
+        #expect(try await f.store.conversation(id: main.id)?.state == .running)
+
+        try await f.orchestrator.stop(conversationID: chat.id)
+        let chatAgain = try await f.orchestrator.resume(conversationID: chat.id)
+        #expect(Array(chatAgain.arguments.prefix(3)) == ["fake-codex", "resume", String(thread)])
+        #expect(await f.output(chatAgain, contains: "RESUMED \(thread)") != nil)
+
+        // the agent's work is not thrown away by a delete
+        _ = try await WorktreeTests.sh(f.agentHost, "echo work > \"$1\"/new.txt", task.worktree.path)
+        await #expect(throws: AgentError.self) { try await f.orchestrator.deleteTask(taskID: task.id) }
+        do {
+            try await f.orchestrator.deleteTask(taskID: task.id)
+        } catch {
+            #expect(error.code == .worktreeHasUnsavedWork)
+        }
+        #expect(try await f.agentHost.state(of: resumed) == .running, "a refused delete touches nothing")
+        #expect(try await f.transport.fileExists(task.worktree.path + "/new.txt"))
+
+        // forced: no session, worktree, branch, record or map entry is left
+        try await f.orchestrator.deleteTask(taskID: task.id, force: true)
+        #expect(try await f.agentHost.listTmuxSessions().isEmpty)
+        #expect(!(try await f.transport.fileExists(task.worktree.path)))
+        let branches = try await WorktreeTests.sh(f.agentHost, "cd \"$1\" && git branch --list 'emdash/*'", f.project.path)
+        #expect(branches.stdoutString.isEmpty)
+        #expect(try await f.store.tasks(projectID: nil).isEmpty)
+        #expect(try await f.store.conversation(id: chat.id) == nil)
+        #expect(try await f.store.terminalLogs(conversationID: main.id).isEmpty)
+        #expect(try await f.store.entries().isEmpty)
+        #expect(await f.orchestrator.connections.liveSessions(on: f.host.serverID) == 0)
+    }
+
+    @Test func anAgentThatCannotStartLeavesNoTaskAndNoWorktree() async throws {
+        let f = try await Fixture(settings: ["amp": AgentProviderSettings(binary: "fake-tui", environment: ["1BAD": "x"])])
+        defer { Task { await f.tearDown() } }
+        do {
+            try await f.orchestrator.createTask(projectID: f.project.id, title: "doomed", providerID: "amp")
+            Issue.record("an invalid environment name started an agent")
+        } catch {
+            #expect(error.code == .invalidEnvironmentName)
+        }
+        #expect(try await f.store.tasks(projectID: nil).isEmpty)
+        #expect(try await f.agentHost.listWorktrees(projectPath: f.project.path).count == 1, "only the main checkout")
+
+        await #expect(throws: AgentError.self) {
+            try await f.orchestrator.createTask(projectID: f.project.id, title: "x", providerID: "no-such-agent")
+        }
+        // a project that is not a git checkout
+        let notGit = ProjectRecord(hostID: f.host.id, name: "tmp", path: "/tmp")
+        try await f.store.save(notGit)
+        do {
+            try await f.orchestrator.createTask(projectID: notGit.id, title: "x", providerID: "amp")
+            Issue.record("a task was made in a directory that is not a checkout")
+        } catch {
+            #expect(error.code == .notAGitRepository)
+        }
+        do {
+            try await f.orchestrator.createTask(projectID: "missing", title: "x", providerID: "amp")
+        } catch {
+            #expect(error.code == .notFound)
+        }
+        #expect(try await f.store.tasks(projectID: nil).isEmpty)
+    }
+
+    @Test func anArchivedTaskKeepsItsWorktreeAndTakesNoChat() async throws {
+        let f = try await Fixture()
+        defer { Task { await f.tearDown() } }
+        let (task, main, session) = try await f.orchestrator.createTask(projectID: f.project.id, title: "typed prompt",
+                                                                       providerID: "amp", prompt: "hello there")
+        // amp's prompt is typed into its TUI once the screen settles
+        #expect(await f.output(session, contains: "got: hello there") != nil)
+        try await f.orchestrator.archiveTask(taskID: task.id)
+        #expect(try await f.store.task(id: task.id)?.archivedAt != nil)
+        #expect(try await f.store.conversation(id: main.id)?.state == .stopped)
+        #expect(try await f.transport.fileExists(task.worktree.path))
+        do {
+            try await f.orchestrator.addChat(taskID: task.id, providerID: "claude")
+            Issue.record("an archived task took a chat")
+        } catch {
+            #expect(error.code == .invalidArgument)
+        }
+        try await f.orchestrator.deleteTask(taskID: task.id)
+        #expect(!(try await f.transport.fileExists(task.worktree.path)), "an archived task without work deletes")
+    }
+
+    @Test func anAgentThatEndsIsRecordedWithItsStatus() async throws {
+        let f = try await Fixture(settings: ["amp": AgentProviderSettings(binary: "fake-exit")])
+        defer { Task { await f.tearDown() } }
+        let (task, main, _) = try await f.orchestrator.createTask(projectID: f.project.id, title: "ends", providerID: "amp")
+        let ended = await eventually { () async -> ConversationRecord? in
+            let c = try? await f.orchestrator.refreshState(conversationID: main.id)
+            return c?.state == .running ? nil : c
+        }
+        #expect(ended?.state == .exited(7))
+        try await f.orchestrator.deleteTask(taskID: task.id)
+    }
+
+    @Test func theStoreRefusesOrphansAndCascadesDeletes() async throws {
+        let store = InMemoryAgentStore()
+        let host = HostRecord(name: "h", address: "127.0.0.1", user: "u")
+        let project = ProjectRecord(hostID: host.id, name: "p", path: "/src/p")
+        await #expect(throws: AgentError.self) { try await store.save(project) }
+        await store.save(host)
+        try await store.save(project)
+        let wt = Worktree(name: "t-1", projectPath: "/src/p", path: "/src/p/.emdash/worktrees/t-1", branch: "emdash/t-1",
+                          baseRef: "main", baseCommit: String(repeating: "a", count: 40))
+        let task = TaskRecord(projectID: project.id, title: "t", worktree: wt)
+        try await store.save(task)
+        let conversation = ConversationRecord(taskID: task.id, providerID: "claude", kind: .main)
+        try await store.save(conversation)
+        try await store.appendTerminalLog(TerminalLogRecord(conversationID: conversation.id, text: "log"))
+        await #expect(throws: AgentError.self) {
+            try await store.appendTerminalLog(TerminalLogRecord(conversationID: "nope", text: "x"))
+        }
+        #expect(await store.conversations(taskID: task.id) == [conversation])
+        await store.deleteHost(id: host.id)
+        #expect(await store.projects(hostID: nil).isEmpty)
+        #expect(await store.tasks(projectID: nil).isEmpty)
+        #expect(await store.conversation(id: conversation.id) == nil)
+        #expect(await store.terminalLogs(conversationID: conversation.id).isEmpty)
+        // no secret can be stored: authentication names a key file or the agent, never a key
+        let encoded = String(decoding: try JSONEncoder().encode(HostRecord(name: "k", address: "a", user: "u",
+                                                                           authentication: .keyFiles(["~/.ssh/id_ed25519"]))),
+                             as: UTF8.self)
+        #expect(encoded.contains("id_ed25519") && !encoded.contains("PRIVATE KEY"))
+    }
+}
