@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs the system packages SSHKit builds against and tests with (Debian/Ubuntu).
 set -euo pipefail
-packages=(libssh-dev libssl-dev pkg-config openssh-server openssh-client dropbear-bin procps iproute2 iptables tmux curl sqlite3)
+packages=(libssh-dev libssl-dev pkg-config openssh-server openssh-client dropbear-bin procps iproute2 iptables tmux curl sqlite3 git python3 python3-venv)
+SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-    SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
@@ -16,4 +16,12 @@ if ! python3 -c 'import asyncssh' 2>/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore 'asyncssh>=2.14' \
         || python3 -m pip install --quiet 'asyncssh>=2.14'
 fi
-echo "system packages: ok (libssh $(pkg-config --modversion libssh), asyncssh $(python3 -c 'import asyncssh; print(asyncssh.__version__)'))"
+# a real coding agent for the agent-sessions tests: Hermes (PyPI), in a virtualenv of
+# Debian's Python that the fixture's test user can run (pip's default here may be root's)
+hermes_venv=/opt/sshkit-hermes
+if [ ! -x "$hermes_venv/bin/hermes" ]; then
+    $SUDO /usr/bin/python3 -m venv "$hermes_venv"
+    $SUDO "$hermes_venv/bin/pip" install --quiet --disable-pip-version-check 'hermes-agent==0.19.0'
+    $SUDO chmod -R a+rX "$hermes_venv"
+fi
+echo "system packages: ok (libssh $(pkg-config --modversion libssh), asyncssh $(python3 -c 'import asyncssh; print(asyncssh.__version__)'), $("$hermes_venv/bin/hermes" --version 2>/dev/null | head -1))"
