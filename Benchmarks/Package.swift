@@ -20,6 +20,7 @@ let package = Package(
             dependencies: [
                 .product(name: "SSHKit", package: "SSHKit"),
                 .product(name: "ServerTransport", package: "SSHKit"),
+                .product(name: "AgentSessions", package: "SSHKit"),
                 "LibSSHBaseline",
             ]
         ),

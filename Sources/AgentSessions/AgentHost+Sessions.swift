@@ -41,13 +41,14 @@ extension AgentHost {
         if let file = launch.promptFile { try await writePromptFile(file, in: directory) }
         let script = AgentLauncher.script(launch, ptyID: spec.ptyID, provider: spec.provider, workingDirectory: directory,
                                           extraSearchPath: extraSearchPath)
-        let argv = AgentLauncher.paneCommand(shell: facts.loginShell, ptyID: spec.ptyID)
+        let nonce = AgentLauncher.makeNonce()
+        let argv = AgentLauncher.paneCommand(shell: facts.loginShell, ptyID: spec.ptyID, nonce: nonce)
         let name = spec.ptyID.description
         var session = AgentSession(ptyID: spec.ptyID, host: serverID, container: .tmux(name: name),
                                    workingDirectory: directory, arguments: launch.arguments)
         if facts.tmuxVersion != nil {
             let started = try await newTmuxSession(name: name, directory: directory, size: spec.size, argv: argv,
-                                                   script: (spec.ptyID, script))
+                                                   script: (spec.ptyID, nonce, script))
             if started, let typed = launch.typedInput {
                 try await typeWhenReady(name, typed)
             }
@@ -57,7 +58,7 @@ extension AgentHost {
             throw AgentError(.terminalUnsupported, "\(serverID) has no tmux and its transport opens no terminal")
         }
         session.container = .plainTerminal
-        let write = AgentLauncher.writeThenRun(spec.ptyID, then: ["true"])
+        let write = AgentLauncher.writeThenRun(spec.ptyID, nonce: nonce, then: ["true"])
         let w = try await run(write.executable, write.arguments, stdin: Array(script.utf8), what: "writing the launch script")
         guard w.exitStatus == .exited(0) else {
             throw AgentError(.transport, "cannot write the launch script on \(serverID)", detail: w.stderrString)

@@ -88,9 +88,9 @@ extension AgentHost {
     /// With `script`, the launch script is written first, in the same round trip.
     /// A session of that name that already exists is left as it is (`false`).
     func newTmuxSession(name: String, directory: String, size: SSHTerminalSize, argv: [String],
-                        script: (ptyID: AgentPTYID, text: String)? = nil) async throws(AgentError) -> Bool
+                        script: (ptyID: AgentPTYID, nonce: String, text: String)? = nil) async throws(AgentError) -> Bool
     {
-        if try await tmuxSession(named: name) != nil { return false }
+        // no look first: tmux refuses a duplicate name itself, in the same round trip
         let sep = ";"
         let tmuxArgs = ["-L", tmuxSocket, "-f", "/dev/null",
             "start-server", sep,
@@ -101,7 +101,7 @@ extension AgentHost {
         ] + argv
         let r: ProcessResult
         if let script {
-            let cmd = AgentLauncher.writeThenRun(script.ptyID, then: ["tmux"] + tmuxArgs)
+            let cmd = AgentLauncher.writeThenRun(script.ptyID, nonce: script.nonce, then: ["tmux"] + tmuxArgs)
             r = try await run(cmd.executable, cmd.arguments, stdin: Array(script.text.utf8), idempotent: false,
                               what: "starting a tmux session")
         } else {

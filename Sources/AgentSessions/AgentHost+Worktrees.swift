@@ -20,18 +20,63 @@ extension AgentHost {
     public func createWorktree(projectPath: String, title: String, baseRef: String? = nil,
                                unixMilliseconds: Int64? = nil) async throws(AgentError) -> Worktree
     {
-        let project = try await checkout(projectPath)
-        let base = try await chooseBase(project, requested: baseRef)
+        var project = try await absolutePath(projectPath)
+        if project.count > 1 && project.hasSuffix("/") { project.removeLast() }
         let ms = unixMilliseconds ?? Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
         let name = AgentNaming.worktreeName(title: title, unixMilliseconds: ms)
         let path = AgentNaming.worktreePath(projectPath: project, name: name)
         let branch = AgentNaming.branchName(name)
-        _ = try await git(project, ["worktree", "prune"], what: "pruning stale worktrees")
-        try await excludeEmdashDirectory(project)
-        try await git(project, ["worktree", "add", "-b", branch, path, base.commit], idempotent: false,
-                      what: "adding the worktree").requireSuccess()
-        return Worktree(name: name, projectPath: project, path: path, branch: branch, baseRef: base.ref, baseCommit: base.commit)
+        // one round trip: every step in one script, every value an argument of it
+        let r = try await run("/bin/sh", ["-c", Self.createWorktreeScript, "sh", project, baseRef ?? "", branch, path]
+                                + Self.defaultBaseBranches,
+                              idempotent: false, what: "adding the worktree")
+        let detail = r.stderrString.trimmingCharacters(in: .whitespacesAndNewlines)
+        switch r.exitStatus {
+        case .exited(0): break
+        case .exited(127): throw AgentError(.notAGitRepository, "git is not installed on \(serverID)", detail: detail)
+        case .exited(10): throw AgentError(.notAGitRepository, "\(project) is not a git repository on \(serverID)", detail: detail)
+        case .exited(11): throw AgentError(.gitFailed, "\(project) has no commit to start a worktree from", detail: detail)
+        case .exited(13): throw AgentError(.gitFailed, "cannot add .emdash/ to the info/exclude of \(project)", detail: detail)
+        default: throw AgentError(.gitFailed, "git failed while adding the worktree", detail: detail)
+        }
+        let out = r.stdoutString.split(separator: "\n").map(String.init)
+        guard out.count == 2, out[1].count >= 40 else {
+            throw AgentError(.gitFailed, "unexpected output while adding the worktree: \(r.stdoutString.prefix(200))")
+        }
+        return Worktree(name: name, projectPath: project, path: path, branch: branch, baseRef: out[0], baseCommit: out[1])
     }
+
+    /// Arguments: project, requested base ('' for none), branch, worktree path, then the
+    /// default base branches. Prints the chosen base and its commit; exit 10 not a
+    /// repository, 11 no commit, 12 `worktree add` failed, 13 the exclude file, 127 no git.
+    static let createWorktreeScript = #"""
+        p=$1 requested=$2 branch=$3 path=$4; shift 4
+        git -C "$p" rev-parse --show-toplevel >/dev/null || { s=$?; [ $s = 127 ] && exit 127; exit 10; }
+        verify() { case $1 in ''|-*) return 1 ;; esac; git -C "$p" rev-parse --verify --quiet "$1^{commit}"; }
+        base= sha=
+        if sha=$(verify "$requested"); then base=$requested
+        else
+            current=$(git -C "$p" rev-parse --abbrev-ref HEAD 2>/dev/null)
+            if [ "$current" != HEAD ] && sha=$(verify "$current"); then base=$current
+            else
+                for candidate in "$@" HEAD; do
+                    if sha=$(verify "$candidate"); then base=$candidate; break; fi
+                done
+            fi
+        fi
+        [ -n "$base" ] || exit 11
+        git -C "$p" worktree prune || exit 12
+        common=$(git -C "$p" rev-parse --git-common-dir) || exit 12
+        case $common in /*) ;; *) common=$p/$common ;; esac
+        exclude=$common/info/exclude
+        if ! grep -qxE '[[:space:]]*/?\.emdash/?[[:space:]]*' "$exclude" 2>/dev/null; then
+            mkdir -p "$common/info" || exit 13
+            if [ -s "$exclude" ] && [ -n "$(tail -c 1 "$exclude")" ]; then printf '\n' >> "$exclude" || exit 13; fi
+            printf '.emdash/\n' >> "$exclude" || exit 13
+        fi
+        git -C "$p" worktree add -q -b "$branch" "$path" "$sha" >&2 || exit 12
+        printf '%s\n%s\n' "$base" "$sha"
+        """#
 
     /// The project's worktrees (its main checkout first), from `git worktree list --porcelain`.
     public func listWorktrees(projectPath: String) async throws(AgentError) -> [WorktreeEntry] {
@@ -147,50 +192,6 @@ extension AgentHost {
                              detail: r.stderrString.trimmingCharacters(in: .whitespacesAndNewlines))
         }
         return path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
-    }
-
-    private func chooseBase(_ project: String, requested: String?) async throws(AgentError) -> (ref: String, commit: String) {
-        func verify(_ ref: String) async throws(AgentError) -> String? {
-            guard !ref.isEmpty, !ref.hasPrefix("-") else { return nil }
-            let r = try await git(project, ["rev-parse", "--verify", "--quiet", ref + "^{commit}"], what: "verifying \(ref)")
-            let sha = r.result.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
-            return r.result.exitStatus == .exited(0) && !sha.isEmpty ? sha : nil
-        }
-        if let requested, let sha = try await verify(requested) { return (requested, sha) }
-        let current = try await git(project, ["rev-parse", "--abbrev-ref", "HEAD"], what: "reading the current branch")
-        let branch = current.result.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
-        if current.result.exitStatus == .exited(0), branch != "HEAD", let sha = try await verify(branch) { return (branch, sha) }
-        for candidate in Self.defaultBaseBranches {
-            if let sha = try await verify(candidate) { return (candidate, sha) }
-        }
-        if let sha = try await verify("HEAD") { return ("HEAD", sha) }
-        throw AgentError(.gitFailed, "\(project) has no commit to start a worktree from")
-    }
-
-    /// Adds `.emdash/` to the checkout's `info/exclude` (shared by its worktrees) once.
-    private func excludeEmdashDirectory(_ project: String) async throws(AgentError) {
-        let r = try await git(project, ["rev-parse", "--git-common-dir"], what: "finding the git directory").requireSuccess()
-        var common = r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
-        if !common.hasPrefix("/") { common = project + "/" + common }
-        let exclude = common + "/info/exclude"
-        var text = ""
-        do {
-            text = try await transport.readTextFile(exclude)
-        } catch where error.isNoSuchFile {
-            text = ""
-        } catch {
-            throw AgentError(error, while: "reading \(exclude)")
-        }
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
-        if lines.contains(".emdash/") || lines.contains(".emdash") || lines.contains("/.emdash/") { return }
-        if !text.isEmpty && !text.hasSuffix("\n") { text += "\n" }
-        text += ".emdash/\n"
-        do {
-            try await transport.createDirectory(common + "/info")
-            try await transport.writeTextFile(exclude, text)
-        } catch {
-            throw AgentError(error, while: "writing \(exclude)")
-        }
     }
 
     private func isDirectory(_ path: String) async throws(AgentError) -> Bool {

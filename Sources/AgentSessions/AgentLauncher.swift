@@ -10,12 +10,17 @@ enum AgentLauncher {
     /// Where launch scripts are written, relative to the home directory (0700).
     static let directory = ".cache/sshkit-agents"
 
-    static func fileName(_ ptyID: AgentPTYID) -> String { "launch-\(ptyID).sh" }
+    /// One file per start (`nonce`), so a start that fails can remove its own script
+    /// without touching one another start of the same session is about to run.
+    static func fileName(_ ptyID: AgentPTYID, nonce: String) -> String { "launch-\(ptyID)-\(nonce).sh" }
+
+    /// A fresh nonce for `fileName`.
+    static func makeNonce() -> String { String(UInt64.random(in: 0...UInt64.max), radix: 36) }
 
     /// What the pane runs: the login shell (for the user's profile), which hands over to
     /// the script. The words are safe in sh, bash, zsh and fish alike.
-    static func paneCommand(shell: String, ptyID: AgentPTYID) -> [String] {
-        [shell, "-l", "-c", "exec /bin/sh \"$HOME/\(directory)/\(fileName(ptyID))\""]
+    static func paneCommand(shell: String, ptyID: AgentPTYID, nonce: String) -> [String] {
+        [shell, "-l", "-c", "exec /bin/sh \"$HOME/\(directory)/\(fileName(ptyID, nonce: nonce))\""]
     }
 
     static func script(_ launch: AgentLaunch, ptyID: AgentPTYID, provider: AgentProvider, workingDirectory: String,
@@ -50,9 +55,17 @@ enum AgentLauncher {
     }
 
     /// A command line that writes `script` to the launch directory (umask 077, from
-    /// stdin) and then execs `then...`: one round trip for both.
-    static func writeThenRun(_ ptyID: AgentPTYID, then command: [String]) -> (executable: String, arguments: [String]) {
-        let sh = "umask 077 && mkdir -p \"$HOME/\(directory)\" && cat > \"$HOME/\(directory)/$1\" && shift && exec \"$@\""
-        return ("/bin/sh", ["-c", sh, "sh", fileName(ptyID)] + command)
+    /// stdin) and then runs `then...`: one round trip for both. When `then` fails (tmux
+    /// found the session running already), the script is removed again.
+    static func writeThenRun(_ ptyID: AgentPTYID, nonce: String, then command: [String])
+        -> (executable: String, arguments: [String])
+    {
+        let sh = """
+            umask 077 && mkdir -p "$HOME/\(directory)" && cat > "$HOME/\(directory)/$1" || exit 1
+            f=$1; shift; "$@"; s=$?
+            [ $s = 0 ] || rm -f -- "$HOME/\(directory)/$f"
+            exit $s
+            """
+        return ("/bin/sh", ["-c", sh, "sh", fileName(ptyID, nonce: nonce)] + command)
     }
 }

@@ -297,6 +297,9 @@ do {
     if only == nil || only == "transport" {
         reportTransports(try await benchTransports(fixture, rounds: quick ? 4 : 10))
     }
+    if only == nil || only == "agents" {
+        reportAgents(try await benchAgents(fixture, rounds: quick ? 3 : 10))
+    }
 } catch {
     out("benchmark failed: \(error)")
     fixture.stop(root: root)

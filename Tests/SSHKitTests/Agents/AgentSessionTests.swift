@@ -111,6 +111,8 @@ struct AgentSessionTests {
         _ = try await host.startAgent(spec)
         #expect(try await host.listTmuxSessions().count == 1)
         #expect(try await host.recentOutput(of: session).components(separatedBy: "ARGS:").count == 2)
+        #expect(try await host.transport.listDirectory("~/.cache/sshkit-agents").filter { $0.name.contains(spec.ptyID.description) }.isEmpty,
+                "the refused second start removed its launch script")
 
         try await host.stop(session)
         #expect(try await host.state(of: session) == .gone)

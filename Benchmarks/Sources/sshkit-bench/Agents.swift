@@ -1,0 +1,320 @@
+// Agent-sessions workloads: the engine (one shared SSHKit connection per host) against
+// Emdash's way of doing the same over OpenSSH (one `ssh` process per remote command,
+// through a ControlMaster), alternating, in one run against the same sshd.
+import AgentSessions
+import Foundation
+import SSHKit
+import ServerTransport
+
+let agentImplementations = ["AgentSessions", "Emdash's way (ssh)"]
+
+/// A TCP relay on 127.0.0.1 in front of sshd that can cut the network: `cut()` closes
+/// every relayed connection and refuses new ones until `restore()`.
+final class CuttableRelay: @unchecked Sendable {  // safe because: the state is behind `lock`
+    let port: Int
+    private let target: Int
+    private let lock = NSLock()
+    private var isCut = false
+    private var sockets: Set<Int32> = []
+
+    init(target: Int) throws {
+        self.target = target
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, len) == 0 && listen(fd, 64) == 0 && getsockname(fd, $0, &len) == 0
+            }
+        }
+        guard ok else { close(fd); throw BenchError("relay: bind failed") }
+        port = Int(UInt16(bigEndian: addr.sin_port))
+        Thread.detachNewThread { [self] in
+            while true {
+                let c = accept(fd, nil, nil)
+                if c < 0 { if errno == EINTR { continue }; return }
+                let s = connectLoopback(target)
+                let refused = lock.withLock { () -> Bool in
+                    if isCut || s < 0 { return true }
+                    sockets.formUnion([c, s])
+                    return false
+                }
+                if refused { close(c); if s >= 0 { close(s) }; continue }
+                Thread.detachNewThread { self.pump(c, s) }
+                Thread.detachNewThread { self.pump(s, c) }
+            }
+        }
+    }
+
+    private func pump(_ from: Int32, _ to: Int32) {
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = read(from, &buf, buf.count)
+            if n <= 0 { break }
+            if buf.withUnsafeBytes({ send(to, $0.baseAddress!, n, Int32(MSG_NOSIGNAL)) }) != n { break }
+        }
+        shutdown(to, Int32(SHUT_WR))
+        lock.withLock {
+            // the second pump to end closes both
+            if sockets.remove(from) == nil { return }
+            if !sockets.contains(to) { close(from); close(to) }
+        }
+    }
+
+    func cut() {
+        lock.withLock {
+            isCut = true
+            for s in sockets { shutdown(s, Int32(SHUT_RDWR)) }
+        }
+    }
+
+    func restore() { lock.withLock { isCut = false } }
+}
+
+/// An `ssh` process with its stdin and stdout on pipes (stdin stays open, as a terminal's
+/// would). `waitFor` reads stdout until a marker appears.
+final class SSHProcess {
+    let pid: pid_t
+    let stdout: Int32
+    let stdin: Int32
+
+    init?(_ argv: [String]) {
+        var inPipe: [Int32] = [0, 0], outPipe: [Int32] = [0, 0]
+        guard pipe(&inPipe) == 0, pipe(&outPipe) == 0 else { return nil }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        for fd in inPipe + outPipe { posix_spawn_file_actions_addclose(&actions, fd) }
+        guard let pid = spawn(argv, &actions) else { return nil }
+        close(inPipe[0])
+        close(outPipe[1])
+        self.pid = pid
+        stdin = inPipe[1]
+        stdout = outPipe[0]
+    }
+
+    /// True once `marker` was read; false when the process ended first or `seconds` passed.
+    func waitFor(_ marker: String, seconds: Double = 20) -> Bool {
+        var seen = [UInt8]()
+        let m = Array(marker.utf8)
+        var buf = [UInt8](repeating: 0, count: 65536)
+        let deadline = now() + seconds * 1000
+        while now() < deadline {
+            var p = pollfd(fd: stdout, events: Int16(POLLIN), revents: 0)
+            guard poll(&p, 1, 100) >= 0 else { return false }
+            if p.revents == 0 { continue }
+            let n = read(stdout, &buf, buf.count)
+            if n <= 0 { return false }
+            seen += buf[0..<n]
+            if seen.count >= m.count, (0...(seen.count - m.count)).contains(where: { seen[$0..<($0 + m.count)].elementsEqual(m) }) {
+                return true
+            }
+            if seen.count > 1 << 20 { seen.removeFirst(seen.count - m.count) }
+        }
+        return false
+    }
+
+    func end() {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        close(stdin)
+        close(stdout)
+    }
+}
+
+/// The bench user's remote setup: three fake agents on the login PATH (so detection
+/// finds some) and one that prints a marker and waits; a git repository.
+private func prepareAgentHost(_ t: SSHTransport) async throws -> String {
+    let script = """
+        set -e
+        mkdir -p "$HOME/.local/bin" "$HOME/bench-agents"
+        for a in claude codex gemini; do printf '#!/bin/sh\\necho %s 1.0\\n' "$a" > "$HOME/.local/bin/$a"; chmod 755 "$HOME/.local/bin/$a"; done
+        printf '#!/bin/sh\\necho AGENT-READY\\nexec sleep 600\\n' > "$HOME/.local/bin/bench-agent"
+        printf '#!/bin/sh\\ni=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.05; done\\n' > "$HOME/.local/bin/bench-ticker"
+        chmod 755 "$HOME/.local/bin/bench-agent" "$HOME/.local/bin/bench-ticker"
+        cd "$HOME/bench-agents" && rm -rf repo && mkdir repo && cd repo
+        git init -q -b main . && git config user.email b@example.com && git config user.name Bench
+        echo one > a.txt && git add a.txt && git commit -q -m first
+        pwd
+        """
+    return try await t.runProcess("/bin/sh", arguments: ["-c", script], stdin: [], environment: [:], timeout: .seconds(60))
+        .check("preparing the agent host").stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
+    let t = SSHTransport(configuration: f.sshkitConfig, serverID: ServerID("bench-host"), maxSessions: 256)
+    let repo = try await prepareAgentHost(t)
+    let socket = "bench-agents"
+    let host = AgentHost(transport: t, tmuxSocket: socket)
+    let ctl = try f.startControlMaster("cm-agents")
+    defer { f.stopControlMaster(ctl) }
+    func ssh(_ command: String) -> Int32 { spawnAndWait(f.sshArgs(["-o", "ControlPath=\(ctl)"], command: command)) }
+
+    // 1. which agents are installed
+    var detect = Row(workload: "detect all 21 agents (ms)")
+    var detectParallel = Row(workload: "detect all 21 agents, Emdash's checks all at once (ms)")
+    let binaries = AgentProvider.all.filter { $0.id != "hermes" }.map { $0.binary.split(separator: " ")[0] }
+    let found = try await host.detectAgents(refresh: true).installed.keys.sorted()
+    guard found == ["claude", "codex", "gemini"] else { throw BenchError("detection found \(found)") }
+    for round in 0..<rounds * 4 {
+        for impl in rotated(agentImplementations, by: round) {
+            let s = now()
+            if impl == agentImplementations[0] {
+                _ = try await host.detectAgents(refresh: true)
+                let ms = now() - s
+                detect.samples[impl, default: []].append(ms)
+                detectParallel.samples[impl, default: []].append(ms)
+            } else {
+                for b in binaries { _ = ssh("PATH=\"$HOME/.local/bin:$PATH\" command -v \(b) >/dev/null 2>&1") }
+                detect.samples[impl, default: []].append(now() - s)
+                let s2 = now()
+                await withTaskGroup(of: Void.self) { g in
+                    for b in binaries { g.addTask { _ = ssh("PATH=\"$HOME/.local/bin:$PATH\" command -v \(b) >/dev/null 2>&1") } }
+                }
+                detectParallel.samples[impl, default: []].append(now() - s2)
+            }
+        }
+    }
+    out("agents: detection done")
+
+    // 2. a new task: worktree, agent in tmux, its first output seen
+    var create = Row(workload: "task creation to the agent's first output (ms)")
+    let store = InMemoryAgentStore()
+    let hostRecord = HostRecord(id: "bench-host", name: "bench", address: "127.0.0.1", port: f.port, user: f.user,
+                                authentication: .keyFiles([f.key]), tmuxSocket: socket)
+    await store.save(hostRecord)
+    let project = ProjectRecord(hostID: hostRecord.id, name: "repo", path: repo)
+    try await store.save(project)
+    let orchestrator = AgentOrchestrator(store: store, providerSettings: ["gemini": AgentProviderSettings(binary: "bench-agent")],
+                                         statusHooks: false) { _ in host }
+    for round in 0..<rounds * 2 {
+        for impl in rotated(agentImplementations, by: round) {
+            let title = "bench task \(round)"
+            if impl == agentImplementations[0] {
+                let s = now()
+                let (task, _, session) = try await orchestrator.createTask(projectID: project.id, title: title, providerID: "gemini")
+                while !(try await host.recentOutput(of: session, lines: 50).contains("AGENT-READY")) {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                create.samples[impl, default: []].append(now() - s)
+                try await orchestrator.deleteTask(taskID: task.id, force: true)
+            } else {
+                // Emdash 0.4: prune, add the worktree, then `ssh -tt` running tmux new-session -As
+                // with the agent, reading the PTY until the agent speaks
+                let name = "bench-task-\(round)-\(Int(Date().timeIntervalSince1970 * 1000))"
+                let path = repo + "/.emdash/worktrees/" + name
+                let s = now()
+                guard ssh("git -C '\(repo)' worktree prune") == 0,
+                      ssh("git -C '\(repo)' worktree add -b 'emdash/\(name)' '\(path)' main") == 0
+                else { throw BenchError("git over ssh failed") }
+                let script = "export PATH=\"$HOME/.local/bin:$PATH\"; cd '\(path)' && if command -v bench-agent >/dev/null 2>&1; then exec tmux -L \(socket) new-session -As \(name) -- sh -c bench-agent; fi"
+                guard let p = SSHProcess(f.sshArgs(["-tt", "-o", "ControlPath=\(ctl)"], command: script)) else {
+                    throw BenchError("ssh did not start")
+                }
+                let ok = p.waitFor("AGENT-READY")
+                let ms = now() - s
+                p.end()
+                guard ok else { throw BenchError("the agent's output never came through ssh -tt") }
+                create.samples[impl, default: []].append(ms)
+                _ = ssh("tmux -L \(socket) kill-session -t '=\(name)'; git -C '\(repo)' worktree remove --force '\(path)'; git -C '\(repo)' branch -D 'emdash/\(name)'")
+            }
+        }
+    }
+    out("agents: task creation done")
+
+    // 3. the network comes back: time until the agent's screen is attached again
+    var reattach = Row(workload: "restored network to reattached session (ms)")
+    let relay = try CuttableRelay(target: f.port)
+    var relayed = f.sshkitConfig
+    relayed.port = relay.port
+    let rt = SSHTransport(configuration: relayed, serverID: ServerID("bench-relayed"))
+    let rhost = AgentHost(transport: rt, tmuxSocket: socket)
+    let spec = AgentSessionSpec(ptyID: AgentPTYID(providerID: "gemini", kind: .main, suffix: "reattach"),
+                                provider: try AgentProvider.named("gemini"),
+                                settings: AgentProviderSettings(binary: "bench-ticker"), workingDirectory: "~",
+                                statusHooks: false)
+    let session = try await rhost.startAgent(spec)
+    let sshThroughRelay = f.sshArgs(["-tt", "-o", "ControlMaster=no", "-o", "ControlPath=none",
+                                     "-o", "ConnectTimeout=5"], command: "tmux -L \(socket) attach-session -t '=\(session.tmuxName!)'")
+        .map { $0 == "\(f.port)" ? "\(relay.port)" : $0 }
+    for round in 0..<rounds * 2 {
+        for impl in rotated(agentImplementations, by: round) {
+            // attached, then the network goes away
+            var sshAttached: SSHProcess?
+            var terminal: AgentTerminal?
+            if impl == agentImplementations[0] {
+                let term = try await rhost.attach(session)
+                guard await readUntil(term, "tick") else { throw BenchError("no ticks on the attached terminal") }
+                terminal = term
+            } else {
+                guard let p = SSHProcess(sshThroughRelay), p.waitFor("tick") else { throw BenchError("ssh attach failed") }
+                sshAttached = p
+            }
+            relay.cut()
+            try await Task.sleep(for: .milliseconds(300))
+            relay.restore()
+            let s = now()
+            if impl == agentImplementations[0] {
+                terminal?.detach()
+                // what a client does after a drop: attach again (the transport reconnects),
+                // retried every 50 ms
+                while true {
+                    if let term = try? await rhost.attach(session) {
+                        if await readUntil(term, "tick") { term.detach(); break }
+                        term.detach()
+                    }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+            } else {
+                sshAttached?.end()
+                // a new ssh -tt (the old connection and its ControlMaster are gone), retried every 50 ms
+                while true {
+                    if let p = SSHProcess(sshThroughRelay) {
+                        let ok = p.waitFor("tick", seconds: 10)
+                        p.end()
+                        if ok { break }
+                    }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+            }
+            reattach.samples[impl, default: []].append(now() - s)
+        }
+    }
+    out("agents: reattach done")
+    try await rhost.stop(session)
+    _ = try? await t.runProcess("tmux", "-L", socket, "kill-server")
+    _ = try? await t.runProcess("/bin/rm", "-rf", "bench-agents", ".local/bin/bench-agent", ".local/bin/bench-ticker",
+                                ".local/bin/claude", ".local/bin/codex", ".local/bin/gemini")
+    await orchestrator.connections.shutDown()
+    await rt.close()
+    await t.close()
+    return [detect, detectParallel, create, reattach]
+}
+
+private func readUntil(_ terminal: AgentTerminal, _ text: String) async -> Bool {
+    var all = ""
+    for await chunk in terminal.output {
+        all += String(decoding: chunk, as: UTF8.self)
+        if all.contains(text) { return true }
+    }
+    return false
+}
+
+func reportAgents(_ rows: [Row]) {
+    func f(_ x: Double) -> String { String(format: x < 10 ? "%.2f" : "%.1f", x) }
+    out()
+    out("| workload | AgentSessions median | Emdash's way (ssh) median | AgentSessions / Emdash's way |")
+    out("|---|---|---|---|")
+    for r in rows {
+        let m = agentImplementations.map { median(r.samples[$0] ?? []) }
+        let p90 = percentile(r.samples[agentImplementations[0]] ?? [], 0.9)
+        out("| \(r.workload) | \(f(m[0])) (p90 \(f(p90))) | \(f(m[1])) | \(String(format: "%.2fx", m[0] / m[1])) |")
+    }
+    out("samples per implementation: " + rows.map { "\($0.samples[agentImplementations[0]]?.count ?? 0)" }.joined(separator: ", "))
+}
