@@ -258,6 +258,7 @@ public actor AgentConnections {
     /// when the limit is reached, waiting when none is idle), then connects.
     private func connect(_ id: ServerID, _ managed: any ConnectedTransport) async throws(AgentError) {
         while true {
+            guard !isShutDown else { throw AgentError(.cancelled, "the connection monitor was shut down") }
             guard let e = entries[id] else { throw AgentError(.invalidArgument, "the host \(id.rawValue) was removed") }
             if e.state == .connecting { break } // another call is connecting it; share that connect
             let holding = entries.filter {

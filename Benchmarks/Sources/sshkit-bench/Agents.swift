@@ -19,18 +19,8 @@ final class CuttableRelay: @unchecked Sendable {  // safe because: the state is 
 
     init(target: Int) throws {
         self.target = target
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, len) == 0 && listen(fd, 64) == 0 && getsockname(fd, $0, &len) == 0
-            }
-        }
-        guard ok else { close(fd); throw BenchError("relay: bind failed") }
-        port = Int(UInt16(bigEndian: addr.sin_port))
+        let (fd, port) = try loopbackListener(backlog: 64)
+        self.port = port
         Thread.detachNewThread { [self] in
             while true {
                 let c = accept(fd, nil, nil)
@@ -71,61 +61,6 @@ final class CuttableRelay: @unchecked Sendable {  // safe because: the state is 
     }
 
     func restore() { lock.withLock { isCut = false } }
-}
-
-/// An `ssh` process with its stdin and stdout on pipes (stdin stays open, as a terminal's
-/// would). `waitFor` reads stdout until a marker appears.
-final class SSHProcess {
-    let pid: pid_t
-    let stdout: Int32
-    let stdin: Int32
-
-    init?(_ argv: [String]) {
-        var inPipe: [Int32] = [0, 0], outPipe: [Int32] = [0, 0]
-        guard pipe(&inPipe) == 0, pipe(&outPipe) == 0 else { return nil }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        for fd in inPipe + outPipe { posix_spawn_file_actions_addclose(&actions, fd) }
-        guard let pid = spawn(argv, &actions) else { return nil }
-        close(inPipe[0])
-        close(outPipe[1])
-        self.pid = pid
-        stdin = inPipe[1]
-        stdout = outPipe[0]
-    }
-
-    /// True once `marker` was read; false when the process ended first or `seconds` passed.
-    func waitFor(_ marker: String, seconds: Double = 20) -> Bool {
-        var seen = [UInt8]()
-        let m = Array(marker.utf8)
-        var buf = [UInt8](repeating: 0, count: 65536)
-        let deadline = now() + seconds * 1000
-        while now() < deadline {
-            var p = pollfd(fd: stdout, events: Int16(POLLIN), revents: 0)
-            guard poll(&p, 1, 100) >= 0 else { return false }
-            if p.revents == 0 { continue }
-            let n = read(stdout, &buf, buf.count)
-            if n <= 0 { return false }
-            seen += buf[0..<n]
-            if seen.count >= m.count, (0...(seen.count - m.count)).contains(where: { seen[$0..<($0 + m.count)].elementsEqual(m) }) {
-                return true
-            }
-            if seen.count > 1 << 20 { seen.removeFirst(seen.count - m.count) }
-        }
-        return false
-    }
-
-    func end() {
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        close(stdin)
-        close(stdout)
-    }
 }
 
 /// The bench user's remote setup: three fake agents on the login PATH (so detection
@@ -214,7 +149,7 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
                       ssh("git -C '\(repo)' worktree add -b 'emdash/\(name)' '\(path)' main") == 0
                 else { throw BenchError("git over ssh failed") }
                 let script = "export PATH=\"$HOME/.local/bin:$PATH\"; cd '\(path)' && if command -v bench-agent >/dev/null 2>&1; then exec tmux -L \(socket) new-session -As \(name) -- sh -c bench-agent; fi"
-                guard let p = SSHProcess(f.sshArgs(["-tt", "-o", "ControlPath=\(ctl)"], command: script)) else {
+                guard let p = PipedProcess(f.sshArgs(["-tt", "-o", "ControlPath=\(ctl)"], command: script)) else {
                     throw BenchError("ssh did not start")
                 }
                 let ok = p.waitFor("AGENT-READY")
@@ -246,14 +181,14 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
     for round in 0..<rounds * 2 {
         for impl in rotated(agentImplementations, by: round) {
             // attached, then the network goes away
-            var sshAttached: SSHProcess?
+            var sshAttached: PipedProcess?
             var terminal: AgentTerminal?
             if impl == agentImplementations[0] {
                 let term = try await rhost.attach(session)
                 guard await readUntil(term, "tick") else { throw BenchError("no ticks on the attached terminal") }
                 terminal = term
             } else {
-                guard let p = SSHProcess(sshThroughRelay), p.waitFor("tick") else { throw BenchError("ssh attach failed") }
+                guard let p = PipedProcess(sshThroughRelay), p.waitFor("tick") else { throw BenchError("ssh attach failed") }
                 sshAttached = p
             }
             relay.cut()
@@ -275,7 +210,7 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
                 sshAttached?.end()
                 // a new ssh -tt (the old connection and its ControlMaster are gone), retried every 50 ms
                 while true {
-                    if let p = SSHProcess(sshThroughRelay) {
+                    if let p = PipedProcess(sshThroughRelay) {
                         let ok = p.waitFor("tick", seconds: 10)
                         p.end()
                         if ok { break }

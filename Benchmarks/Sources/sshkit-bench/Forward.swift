@@ -13,21 +13,9 @@ final class BenchServer: @unchecked Sendable {  // safe because: immutable after
     private let fd: Int32
 
     init(source bytes: Int?) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, len) == 0 && listen(fd, 512) == 0 && getsockname(fd, $0, &len) == 0
-            }
-        }
-        guard ok else { close(fd); throw BenchError("bench server: bind failed") }
+        let (fd, port) = try loopbackListener(backlog: 512)
         self.fd = fd
-        port = Int(UInt16(bigEndian: addr.sin_port))
+        self.port = port
         let listener = fd
         Thread.detachNewThread {
             while true {
@@ -60,6 +48,24 @@ final class BenchServer: @unchecked Sendable {  // safe because: immutable after
     }
 
     func stop() { shutdown(fd, Int32(SHUT_RDWR)); close(fd) }
+}
+
+/// A listening TCP socket on 127.0.0.1 with a free port.
+func loopbackListener(backlog: Int32) throws -> (fd: Int32, port: Int) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var one: Int32 = 1
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let ok = withUnsafeMutablePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, len) == 0 && listen(fd, backlog) == 0 && getsockname(fd, $0, &len) == 0
+        }
+    }
+    guard ok else { close(fd); throw BenchError("cannot listen on 127.0.0.1") }
+    return (fd, Int(UInt16(bigEndian: addr.sin_port)))
 }
 
 func connectLoopback(_ port: Int) -> Int32 {

@@ -121,48 +121,26 @@ struct SSHKitEcho {
 
 /// `ssh -tt host 'stty raw -echo; cat'` with pipes for stdin and stdout.
 final class OpenSSHEcho {
-    let pid: pid_t
-    let toChild: Int32
-    let fromChild: Int32
+    let process: PipedProcess
 
     init(_ f: Fixture, options: [String] = []) throws {
-        var inPipe: [Int32] = [0, 0], outPipe: [Int32] = [0, 0]
-        pipe(&inPipe)
-        pipe(&outPipe)
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addclose(&actions, inPipe[1])
-        posix_spawn_file_actions_addclose(&actions, outPipe[0])
-        let argv = f.sshArgs(["-tt", "-c", cipher] + options, command: "stty raw -echo; cat")
-        guard let p = spawn(argv, &actions) else { throw BenchError("spawn ssh -tt") }
-        pid = p
-        close(inPipe[0])
-        close(outPipe[1])
-        toChild = inPipe[1]
-        fromChild = outPipe[0]
+        guard let p = PipedProcess(f.sshArgs(["-tt", "-c", cipher] + options, command: "stty raw -echo; cat")) else {
+            throw BenchError("spawn ssh -tt")
+        }
+        process = p
         _ = try roundTrip()
     }
 
     func roundTrip() throws -> Double {
         var b: UInt8 = 0x78
         let t0 = now()
-        guard write(toChild, &b, 1) == 1 else { throw BenchError("write to ssh") }
+        guard write(process.stdin, &b, 1) == 1 else { throw BenchError("write to ssh") }
         var buf = [UInt8](repeating: 0, count: 256)
-        guard read(fromChild, &buf, buf.count) > 0 else { throw BenchError("ssh -tt ended") }
+        guard read(process.stdout, &buf, buf.count) > 0 else { throw BenchError("ssh -tt ended") }
         return now() - t0
     }
 
-    deinit {
-        close(toChild)
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
-        close(fromChild)
-    }
+    deinit { process.end() }
 }
 
 func benchEcho(_ f: Fixture, samples: Int) async throws -> Row {

@@ -106,6 +106,61 @@ func spawnAndWait(_ argv: [String], quiet: Bool = true) -> Int32 {
     return (status >> 8) & 0xff
 }
 
+/// A process (`ssh`) with its stdin and stdout on pipes (stdin stays open, as a terminal's
+/// would). `waitFor` reads stdout until a marker appears.
+final class PipedProcess {
+    let pid: pid_t
+    let stdout: Int32
+    let stdin: Int32
+
+    init?(_ argv: [String]) {
+        var inPipe: [Int32] = [0, 0], outPipe: [Int32] = [0, 0]
+        guard pipe(&inPipe) == 0, pipe(&outPipe) == 0 else { return nil }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        for fd in inPipe + outPipe { posix_spawn_file_actions_addclose(&actions, fd) }
+        guard let pid = spawn(argv, &actions) else { return nil }
+        close(inPipe[0])
+        close(outPipe[1])
+        self.pid = pid
+        stdin = inPipe[1]
+        stdout = outPipe[0]
+    }
+
+    /// True once `marker` was read; false when the process ended first or `seconds` passed.
+    func waitFor(_ marker: String, seconds: Double = 20) -> Bool {
+        var seen = [UInt8]()
+        let m = Array(marker.utf8)
+        var buf = [UInt8](repeating: 0, count: 65536)
+        let deadline = now() + seconds * 1000
+        while now() < deadline {
+            var p = pollfd(fd: stdout, events: Int16(POLLIN), revents: 0)
+            guard poll(&p, 1, 100) >= 0 else { return false }
+            if p.revents == 0 { continue }
+            let n = read(stdout, &buf, buf.count)
+            if n <= 0 { return false }
+            seen += buf[0..<n]
+            if seen.count >= m.count, (0...(seen.count - m.count)).contains(where: { seen[$0..<($0 + m.count)].elementsEqual(m) }) {
+                return true
+            }
+            if seen.count > 1 << 20 { seen.removeFirst(seen.count - m.count) }
+        }
+        return false
+    }
+
+    func end() {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        close(stdin)
+        close(stdout)
+    }
+}
+
 func now() -> Double {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
