@@ -33,6 +33,9 @@ final class LocalProcessStream: ProcessBackend, Sendable {
     private let wakeRead: Int32
     private let wakeWrite: WakePipe
     let pid: pid_t
+    /// A terminal's master side, for resizing (a descriptor of its own, open as long as
+    /// this object); nil for a process on pipes.
+    let terminalFD: Int32?
 
     /// Starts `executable`; a program that cannot be started ends at once with status
     /// 127 and the reason on stderr, as a shell reports it.
@@ -59,7 +62,51 @@ final class LocalProcessStream: ProcessBackend, Sendable {
         }
     }
 
-    private init(pid: pid_t, wakeRead: Int32, wakeWrite: Int32) {
+    /// Starts `executable` on a new pseudo-terminal (see `LocalTransport.startTerminal`).
+    static func startTerminal(_ executable: String, _ arguments: [String], environment: [String: String],
+                              terminal: SSHTerminal) throws(TransportError) -> TransportTerminal
+    {
+        let env = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            .merging(["TERM": terminal.term]) { $1 }.map { "\($0.key)=\($0.value)" }
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup($0) } + [nil]
+        defer { for p in argv + envp { free(p) } }
+        var pid: pid_t = 0
+        var master: Int32 = -1
+        let rc = ctransport_spawn_pty(executable, argv, envp, UInt16(terminal.size.rows), UInt16(terminal.size.columns),
+                                      &pid, &master)
+        if rc == ENOENT || rc == EACCES {
+            let message = "\(executable): \(String(cString: strerror(rc)))\r\n"
+            return TransportTerminal(backend: FinishedProcess(status: .exited(127), stdout: Array(message.utf8), stderr: []))
+        }
+        guard rc == 0 else { throw TransportError(.other, "cannot open a terminal: \(String(cString: strerror(rc)))") }
+        // the loop writes keystrokes to one descriptor and reads the screen from another
+        // (it closes each on its own); a third stays for resizing
+        let input = fcntl(master, F_DUPFD_CLOEXEC, 0)
+        let resizing = fcntl(master, F_DUPFD_CLOEXEC, 0)
+        var wake: [Int32] = [-1, -1]
+        guard input >= 0, resizing >= 0, ctransport_pipe2(&wake, O_CLOEXEC | O_NONBLOCK) == 0 else {
+            let e = errno
+            kill(-pid, SIGKILL)
+            for fd in [master, input, resizing] where fd >= 0 { close(fd) }
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            throw TransportError(.other, "cannot open a terminal: \(String(cString: strerror(e)))")
+        }
+        for fd in [master, input] { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
+        let backend = LocalProcessStream(pid: pid, wakeRead: wake[0], wakeWrite: wake[1], terminalFD: resizing)
+        backend.err.end()
+        let output = master
+        Thread.detachNewThread { backend.drive(stdin: input, stdout: output, stderr: -1) }
+        return TransportTerminal(backend: backend)
+    }
+
+    deinit {
+        if let terminalFD { close(terminalFD) }
+    }
+
+    private init(pid: pid_t, wakeRead: Int32, wakeWrite: Int32, terminalFD: Int32? = nil) {
+        self.terminalFD = terminalFD
         self.pid = pid
         self.wakeRead = wakeRead
         let pipe = WakePipe(fd: wakeWrite)

@@ -20,4 +20,26 @@ int ctransport_pipe2(int fds[_Nonnull 2], int flags);
  */
 int ctransport_mkostemp(char *_Nonnull pattern, int flags);
 
+#include <sys/types.h>
+
+/**
+ * @brief Starts `path` (searched on PATH like execvp) on a new pseudo-terminal of
+ *        `rows` x `columns`: the child is the leader of a new session whose controlling
+ *        terminal is the terminal's slave side on stdin, stdout and stderr, with an empty
+ *        signal mask and SIGPIPE at its default.
+ * @param master receives the master side (close-on-exec); what the child writes is read
+ *        there, what is written there is the child's input.
+ * @return 0 with `*pid` and `*master` set; otherwise an errno value (ENOENT: no such
+ *         program), with nothing left open.
+ */
+int ctransport_spawn_pty(const char *_Nonnull path, char *_Nullable const argv[_Nonnull],
+                         char *_Nullable const envp[_Nonnull], unsigned short rows, unsigned short columns,
+                         pid_t *_Nonnull pid, int *_Nonnull master);
+
+/**
+ * @brief Sets a terminal's size (TIOCSWINSZ on its master side; the child gets SIGWINCH).
+ * @return 0, or -1 with errno set.
+ */
+int ctransport_set_window_size(int master, unsigned short rows, unsigned short columns);
+
 #endif

@@ -199,18 +199,28 @@ struct AgentBadInputTests {
         #expect(e?.code == .invalidArgument)
     }
 
-    @Test func attachingThroughATransportWithoutTerminalsIsATypedError() async throws {
-        // the local machine as the host: tmux sessions work, attaching needs a PTY the
-        // local transport does not open yet
+    @Test func anAgentOnTheLocalHostAttachesOnALocalTerminal() async throws {
+        // this machine as the host: tmux on a private socket, attach on a local PTY
         let host = AgentHost(transport: LocalTransport(), tmuxSocket: "sshkit-local-\(UInt32.random(in: 0...UInt32.max))",
                              extraSearchPath: [FakeAgents.directory])
+        defer { Task { _ = try? await LocalTransport().runProcess("tmux", "-L", host.tmuxSocket, "kill-server") } }
         let session = try await host.startAgent(AgentSessionSpec(
             ptyID: AgentPTYID(providerID: "claude", kind: .main, suffix: "local1"), provider: try AgentProvider.named("claude"),
             settings: AgentProviderSettings(binary: "fake-tui"), workingDirectory: "/tmp", statusHooks: false))
-        let e = await #expect(throws: AgentError.self) { _ = try await host.attach(session) }
+        let terminal = try await host.attach(session, size: SSHTerminalSize(columns: 90, rows: 30))
+        #expect(await read(terminal, until: "READY>").contains("READY>"))
+        try await terminal.write(Array("local keys\r".utf8))
+        #expect(await read(terminal, until: "got: local keys").contains("got: local keys"))
+        try terminal.resize(to: SSHTerminalSize(columns: 100, rows: 35))
+        terminal.detach()
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await host.state(of: session) == .running, "detaching left the agent running")
+
+        // a transport that opens no terminal: sessions work, attach is a typed error
+        let blind = AgentHost(transport: CountingTransport(LocalTransport()), tmuxSocket: host.tmuxSocket)
+        let e = await #expect(throws: AgentError.self) { _ = try await blind.attach(session) }
         #expect(e?.code == .terminalUnsupported)
-        #expect(await eventually { try? await host.recentOutput(of: session).contains("READY>") ? true : nil } == true)
+        #expect(try await blind.recentOutput(of: session).contains("got: local keys"))
         try await host.stop(session)
-        _ = try? await LocalTransport().runProcess("tmux", "-L", host.tmuxSocket, "kill-server")
     }
 }
