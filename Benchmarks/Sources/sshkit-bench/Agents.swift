@@ -64,7 +64,8 @@ final class CuttableRelay: @unchecked Sendable {  // safe because: the state is 
 }
 
 /// The bench user's remote setup: three fake agents on the login PATH (so detection
-/// finds some) and one that prints a marker and waits; a git repository.
+/// finds some), one that prints a marker and waits, a ticker and a key echo; a git
+/// repository.
 private func prepareAgentHost(_ t: SSHTransport) async throws -> String {
     let script = """
         set -e
@@ -72,7 +73,18 @@ private func prepareAgentHost(_ t: SSHTransport) async throws -> String {
         for a in claude codex gemini; do printf '#!/bin/sh\\necho %s 1.0\\n' "$a" > "$HOME/.local/bin/$a"; chmod 755 "$HOME/.local/bin/$a"; done
         printf '#!/bin/sh\\necho AGENT-READY\\nexec sleep 600\\n' > "$HOME/.local/bin/bench-agent"
         printf '#!/bin/sh\\ni=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.05; done\\n' > "$HOME/.local/bin/bench-ticker"
-        chmod 755 "$HOME/.local/bin/bench-agent" "$HOME/.local/bin/bench-ticker"
+        # answers each key with a line k<count>; (never seen before, so a redraw cannot stand in for it)
+        cat > "$HOME/.local/bin/bench-echo" <<'PY'
+        #!/usr/bin/python3
+        import os, tty
+        tty.setraw(0)
+        os.write(1, b"ECHO-READY\\r\\n")
+        i = 0
+        while os.read(0, 1):
+            i += 1
+            os.write(1, b"k%d;\\r\\n" % i)
+        PY
+        chmod 755 "$HOME/.local/bin/bench-agent" "$HOME/.local/bin/bench-ticker" "$HOME/.local/bin/bench-echo"
         cd "$HOME/bench-agents" && rm -rf repo && mkdir repo && cd repo
         git init -q -b main . && git config user.email b@example.com && git config user.name Bench
         echo one > a.txt && git add a.txt && git commit -q -m first
@@ -86,6 +98,8 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
     let t = SSHTransport(configuration: f.sshkitConfig, serverID: ServerID("bench-host"), maxSessions: 256)
     let repo = try await prepareAgentHost(t)
     let socket = "bench-agents"
+    // sessions an interrupted run left behind would be taken for this run's
+    _ = try await t.runProcess("tmux", arguments: ["-L", socket, "kill-server"], stdin: [], environment: [:], timeout: .seconds(20))
     let host = AgentHost(transport: t, tmuxSocket: socket)
     let ctl = try f.startControlMaster("cm-agents")
     defer { f.stopControlMaster(ctl) }
@@ -163,7 +177,67 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
     }
     out("agents: task creation done")
 
-    // 3. the network comes back: time until the agent's screen is attached again
+    // 3. a keystroke through an attached agent: tmux attach on a PTY channel of the shared
+    // connection, against `ssh -tt … tmux attach` through the ControlMaster
+    var keystroke = Row(workload: "keystroke round trip through an attached agent (ms)")
+    let echoSession = try await host.startAgent(AgentSessionSpec(
+        ptyID: AgentPTYID(providerID: "gemini", kind: .main, suffix: "echo"), provider: try AgentProvider.named("gemini"),
+        settings: AgentProviderSettings(binary: "bench-echo"), workingDirectory: "~", statusHooks: false))
+    for attempt in 0... {
+        if try await host.recentOutput(of: echoSession, lines: 20).contains("ECHO-READY") { break }
+        if attempt == 2000 { throw BenchError("the echo agent did not start: \(try await host.recentOutput(of: echoSession, lines: 20))") }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    var keys = 0
+    for round in 0..<rounds {
+        for impl in rotated(agentImplementations, by: round) {
+            if impl == agentImplementations[0] {
+                let term = try await host.attach(echoSession)
+                var it = term.output.makeAsyncIterator()
+                // the redraw shows the last reply; keys typed while the tmux client still
+                // queries its terminal would be taken for answers, so wait a moment more
+                guard await next(&it, containing: keys == 0 ? "ECHO-READY" : "k\(keys);") else {
+                    throw BenchError("no screen on attach")
+                }
+                try await Task.sleep(for: .milliseconds(300))
+                for timed in [false] + Array(repeating: true, count: 50) {
+                    let s = now()
+                    try await term.write([0x78])
+                    keys += 1
+                    guard await next(&it, containing: "k\(keys);") else { throw BenchError("the key did not come back") }
+                    if timed { keystroke.samples[impl, default: []].append(now() - s) }
+                }
+                term.detach()
+            } else {
+                guard let p = PipedProcess(f.sshArgs(["-tt", "-o", "ControlPath=\(ctl)"],
+                                                     command: "tmux -L \(socket) attach-session -t '=\(echoSession.tmuxName!)'"))
+                else { throw BenchError("ssh did not start") }
+                guard p.waitFor(keys == 0 ? "ECHO-READY" : "k\(keys);") else {
+                    p.end()
+                    throw BenchError("ssh attach showed no screen: \(String(decoding: p.lastOutput.suffix(300), as: UTF8.self).debugDescription)")
+                }
+                try await Task.sleep(for: .milliseconds(300))
+                for timed in [false] + Array(repeating: true, count: 50) {
+                    var b: UInt8 = 0x78
+                    let s = now()
+                    guard write(p.stdin, &b, 1) == 1 else { throw BenchError("ssh: write failed") }
+                    keys += 1
+                    guard p.waitFor("k\(keys);") else {
+                        p.end()
+                        throw BenchError("ssh: key \(keys) did not come back: \(String(decoding: p.lastOutput.suffix(300), as: UTF8.self).debugDescription)")
+                    }
+                    if timed { keystroke.samples[impl, default: []].append(now() - s) }
+                }
+                p.end()
+            }
+            // let the screen settle, so no redraw of this round lands in the next one
+            try await Task.sleep(for: .milliseconds(100))
+        }
+    }
+    try await host.stop(echoSession)
+    out("agents: keystrokes done")
+
+    // 4. the network comes back: time until the agent's screen is attached again
     var reattach = Row(workload: "restored network to reattached session (ms)")
     let relay = try CuttableRelay(target: f.port)
     var relayed = f.sshkitConfig
@@ -225,11 +299,22 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
     try await rhost.stop(session)
     _ = try? await t.runProcess("tmux", "-L", socket, "kill-server")
     _ = try? await t.runProcess("/bin/rm", "-rf", "bench-agents", ".local/bin/bench-agent", ".local/bin/bench-ticker",
-                                ".local/bin/claude", ".local/bin/codex", ".local/bin/gemini")
+                                ".local/bin/claude", ".local/bin/codex", ".local/bin/gemini",
+                                ".local/bin/bench-echo")
     await orchestrator.connections.shutDown()
     await rt.close()
     await t.close()
-    return [detect, detectParallel, create, reattach]
+    return [detect, detectParallel, create, keystroke, reattach]
+}
+
+/// Reads chunks until what was read holds `text`; false when the output ended.
+private func next(_ it: inout AsyncStream<[UInt8]>.Iterator, containing text: String) async -> Bool {
+    var seen = ""
+    while let chunk = await it.next() {
+        seen += String(decoding: chunk, as: UTF8.self)
+        if seen.contains(text) { return true }
+    }
+    return false
 }
 
 private func readUntil(_ terminal: AgentTerminal, _ text: String) async -> Bool {

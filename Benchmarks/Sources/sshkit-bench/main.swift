@@ -112,6 +112,8 @@ final class PipedProcess {
     let pid: pid_t
     let stdout: Int32
     let stdin: Int32
+    /// What the last `waitFor` read, for error messages.
+    var lastOutput: [UInt8] = []
 
     init?(_ argv: [String]) {
         var inPipe: [Int32] = [0, 0], outPipe: [Int32] = [0, 0]
@@ -144,6 +146,7 @@ final class PipedProcess {
             let n = read(stdout, &buf, buf.count)
             if n <= 0 { return false }
             seen += buf[0..<n]
+            lastOutput = seen
             if seen.count >= m.count, (0...(seen.count - m.count)).contains(where: { seen[$0..<($0 + m.count)].elementsEqual(m) }) {
                 return true
             }
