@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "SSHKit", targets: ["SSHKit"]),
         .library(name: "ServerTransport", targets: ["ServerTransport"]),
         .library(name: "AgentSessions", targets: ["AgentSessions"]),
+        .library(name: "AgentSessionsSQLite", targets: ["AgentSessionsSQLite"]),
         .executable(name: "ssh-exec", targets: ["ssh-exec"]),
         .executable(name: "known-hosts", targets: ["known-hosts"]),
         .executable(name: "ssh-shell", targets: ["ssh-shell"]),
@@ -17,6 +18,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // libssh as the system provides it (Debian: libssh-dev). Only SSHCore depends on it.
@@ -55,6 +57,11 @@ let package = Package(
         .target(
             name: "AgentSessions",
             dependencies: ["ServerTransport", "SSHKit"]
+        ),
+        // The agent-sessions store in SQLite (issue 14): records and the session map.
+        .target(
+            name: "AgentSessionsSQLite",
+            dependencies: ["AgentSessions", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         // An example service on ServerTransport (Docs/Guide-Transports.md, "Adding a service").
         .target(
@@ -113,7 +120,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SSHKitTests",
-            dependencies: ["SSHKit", "SSHCore", "ServerTransport", "AgentSessions", "AgentSettingsExample"],
+            dependencies: ["SSHKit", "SSHCore", "ServerTransport", "AgentSessions", "AgentSessionsSQLite", "AgentSettingsExample"],
             path: "Tests/SSHKitTests"
         ),
     ],

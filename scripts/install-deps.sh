@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages SSHKit builds against and tests with (Debian/Ubuntu).
 set -euo pipefail
-packages=(libssh-dev libssl-dev pkg-config openssh-server openssh-client dropbear-bin procps iproute2 iptables tmux curl sqlite3 git python3 python3-venv)
+packages=(libssh-dev libssl-dev pkg-config openssh-server openssh-client dropbear-bin procps iproute2 iptables tmux curl sqlite3 libsqlite3-dev git python3 python3-venv)
 SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 missing=()
 for p in "${packages[@]}"; do

@@ -9,6 +9,9 @@ import Foundation
 /// - Deleting cascades: a host takes its projects, a project its tasks, a task its
 ///   conversations, a conversation its terminal logs.
 /// - Each call is durable when it returns (a crash never loses an acknowledged write).
+/// - Host names are unique: saving a second host under a name in use fails with
+///   `invalidArgument`.
+/// - Saving a record that exists updates it; its children stay.
 /// - Lists are ordered by creation time, oldest first.
 public protocol AgentStore: AgentSessionMapStore {
     func hosts() async throws -> [HostRecord]
@@ -55,7 +58,12 @@ public actor InMemoryAgentStore: AgentStore {
 
     public func hosts() -> [HostRecord] { hostRecords.values.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) } }
     public func host(id: String) -> HostRecord? { hostRecords[id] }
-    public func save(_ host: HostRecord) { hostRecords[host.id] = host }
+    public func save(_ host: HostRecord) throws {
+        if hostRecords.values.contains(where: { $0.name == host.name && $0.id != host.id }) {
+            throw AgentError(.invalidArgument, "a host named \(host.name) exists already")
+        }
+        hostRecords[host.id] = host
+    }
     public func deleteHost(id: String) {
         for p in projectRecords.values where p.hostID == id { deleteProject(id: p.id) }
         hostRecords[id] = nil

@@ -137,7 +137,7 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
     let store = InMemoryAgentStore()
     let hostRecord = HostRecord(id: "bench-host", name: "bench", address: "127.0.0.1", port: f.port, user: f.user,
                                 authentication: .keyFiles([f.key]), tmuxSocket: socket)
-    await store.save(hostRecord)
+    try await store.save(hostRecord)
     let project = ProjectRecord(hostID: hostRecord.id, name: "repo", path: repo)
     try await store.save(project)
     let orchestrator = AgentOrchestrator(store: store, providerSettings: ["gemini": AgentProviderSettings(binary: "bench-agent")],

@@ -1,4 +1,5 @@
 import AgentSessions
+import AgentSessionsSQLite
 import Foundation
 import SSHKit
 import ServerTransport
@@ -14,13 +15,16 @@ struct AgentOrchestratorTests {
     /// tmux socket) and one project (a fresh repository).
     struct Fixture {
         let orchestrator: AgentOrchestrator
-        let store: InMemoryAgentStore
+        let store: any AgentStore
+        let storeDirectory: String?
         let host: HostRecord
         let project: ProjectRecord
         let transport: SSHTransport
         let agentHost: AgentHost
 
-        init(settings: [String: AgentProviderSettings] = [:]) async throws {
+        /// - Parameter sqlite: records in an `SQLiteAgentStore` in a temporary directory,
+        ///   else in memory.
+        init(settings: [String: AgentProviderSettings] = [:], sqlite: Bool = false) async throws {
             let server = TestServer.shared
             host = HostRecord(name: "fixture", address: server.host, port: server.port, user: server.user,
                               authentication: .keyFiles([server.dir + "/client_ed25519"]),
@@ -29,7 +33,14 @@ struct AgentOrchestratorTests {
             let agentHost = AgentHost(transport: transport, tmuxSocket: host.tmuxSocket, extraSearchPath: [FakeAgents.directory])
             self.transport = transport
             self.agentHost = agentHost
-            store = InMemoryAgentStore()
+            if sqlite {
+                let dir = "/tmp/sshkit-orch-store-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+                store = try SQLiteAgentStore(path: dir + "/store.sqlite")
+                storeDirectory = dir
+            } else {
+                store = InMemoryAgentStore()
+                storeDirectory = nil
+            }
             try await store.save(host)
             let path = try await WorktreeTests.makeRepository(agentHost)
             project = ProjectRecord(hostID: host.id, name: "repo", path: path)
@@ -39,6 +50,7 @@ struct AgentOrchestratorTests {
                        "amp": AgentProviderSettings(binary: "fake-tui")]
             all.merge(settings) { $1 }
             let made = agentHost
+            let store = store
             orchestrator = AgentOrchestrator(store: store, providerSettings: all, statusHooks: false) { record in
                 guard record.id == made.serverID.rawValue else { throw AgentError(.notFound, "no host \(record.id)") }
                 return made
@@ -57,11 +69,13 @@ struct AgentOrchestratorTests {
             _ = try? await transport.runProcess("tmux", "-L", host.tmuxSocket, "kill-server")
             _ = try? await transport.runProcess("/bin/rm", "-rf", project.path)
             await transport.close()
+            if let storeDirectory { try? FileManager.default.removeItem(atPath: storeDirectory) }
         }
     }
 
-    @Test func aTaskIsAWorktreeWithItsAgentAndChatsResumeTheirOwnConversations() async throws {
-        let f = try await Fixture()
+    @Test(arguments: ["memory", "sqlite"])
+    func aTaskIsAWorktreeWithItsAgentAndChatsResumeTheirOwnConversations(_ store: String) async throws {
+        let f = try await Fixture(sqlite: store == "sqlite")
         defer { Task { await f.tearDown() } }
         let (task, main, session) = try await f.orchestrator.createTask(projectID: f.project.id, title: "Fix the flaky test",
                                                                        providerID: "claude", prompt: "fix it")
@@ -92,7 +106,8 @@ struct AgentOrchestratorTests {
         // stop: the scrollback is kept in the terminal log; resume picks the exact conversation
         try await f.orchestrator.stop(conversationID: main.id)
         #expect(try await f.store.conversation(id: main.id)?.state == .stopped)
-        #expect(try await f.store.terminalLogs(conversationID: main.id).first?.text.contains("NEW SESSION \(uuid)") == true)
+        let logs = try await f.store.terminalLogs(conversationID: main.id)
+        #expect(logs.first?.text.contains("NEW SESSION \(uuid)") == true, "\(logs.map { $0.text.prefix(300) })")
         #expect(try await f.agentHost.state(of: session) == .gone)
         let resumed = try await f.orchestrator.resume(conversationID: main.id)
         #expect(resumed.arguments.contains("--resume") && resumed.arguments.contains(uuid))
@@ -198,7 +213,8 @@ struct AgentOrchestratorTests {
         let host = HostRecord(name: "h", address: "127.0.0.1", user: "u")
         let project = ProjectRecord(hostID: host.id, name: "p", path: "/src/p")
         await #expect(throws: AgentError.self) { try await store.save(project) }
-        await store.save(host)
+        try await store.save(host)
+        await #expect(throws: AgentError.self) { try await store.save(HostRecord(name: host.name, address: "b", user: "u")) }
         try await store.save(project)
         let wt = Worktree(name: "t-1", projectPath: "/src/p", path: "/src/p/.emdash/worktrees/t-1", branch: "emdash/t-1",
                           baseRef: "main", baseCommit: String(repeating: "a", count: 40))
