@@ -40,7 +40,8 @@ public struct AgentError: Error, Sendable, CustomStringConvertible {
         public static let terminalUnsupported = Code("terminalUnsupported")
         /// No host, project, task or conversation with that id in the store.
         public static let notFound = Code("notFound")
-        /// The store failed to read or write; nothing was half-done on a host.
+        /// The store (the records, the session map) failed to read or write; nothing was
+        /// half-done on a host.
         public static let storage = Code("storage")
         /// The transport failed; `transport` has its classified error.
         public static let transport = Code("transport")

@@ -1,4 +1,5 @@
 import Foundation
+import ServerTransport
 
 /// Which conversation each agent terminal continues: PTY id → the agent's own session id
 /// (Claude's session UUID, Codex's thread id) and the directory it belongs to.
@@ -72,55 +73,24 @@ public actor AgentSessionMapFile: AgentSessionMapStore {
         try write(map)
     }
 
+    /// Atomically and durably through `LocalTransport`, the file 0600 (a secret to it),
+    /// its directory made 0700 when missing.
     private func write(_ map: [String: AgentSessionMapEntry]) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-        try AtomicFile.write(Array(try encoder.encode(map)), to: path, mode: 0o600)
+        let bytes = Array(try encoder.encode(map))
+        let dir = (path as NSString).deletingLastPathComponent
+        do {
+            if !dir.isEmpty && !FileManager.default.fileExists(atPath: dir) {
+                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
+                                                        attributes: [.posixPermissions: 0o700])
+            }
+            let name = (path as NSString).lastPathComponent
+            try LocalTransport(secrets: SecretFiles(extra: [name])).writeFileSynchronously(path, contents: bytes)
+        } catch {
+            throw AgentError(.storage, "cannot write the session map \(path): \(error)")
+        }
         cache = map
     }
 }
 
-/// Atomic replacement of a local file.
-enum AtomicFile {
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
-    }
-
-    static func write(_ bytes: [UInt8], to path: String, mode: mode_t) throws {
-        let dir = (path as NSString).deletingLastPathComponent
-        try FileManager.default.createDirectory(atPath: dir.isEmpty ? "." : dir, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
-        var template = Array((dir.isEmpty ? "." : dir).utf8CString.dropLast()) + Array("/.tmp-XXXXXX".utf8CString)
-        let fd = mkstemp(&template)
-        guard fd >= 0 else { throw Failure(description: "cannot create a file in \(dir): errno \(errno)") }
-        let tmp = String(cString: template)
-        var ok = false
-        defer {
-            if !ok { unlink(tmp) }
-        }
-        fchmod(fd, mode)
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                close(fd)
-                throw Failure(description: "cannot write \(tmp): errno \(errno)")
-            }
-            offset += n
-        }
-        guard fsync(fd) == 0 else {
-            close(fd)
-            throw Failure(description: "cannot sync \(tmp): errno \(errno)")
-        }
-        close(fd)
-        guard rename(tmp, path) == 0 else { throw Failure(description: "cannot rename over \(path): errno \(errno)") }
-        ok = true
-        // the rename itself is durable once the directory is synced
-        let dfd = open(dir.isEmpty ? "." : dir, O_RDONLY | O_DIRECTORY)
-        if dfd >= 0 {
-            fsync(dfd)
-            close(dfd)
-        }
-    }
-}

@@ -99,6 +99,20 @@ public struct LocalTransport: ServerTransport {
         close(fd)
         guard Glibc.rename(temp, p) == 0 else { throw Self.ioError("rename", path, errno) }
         ok = true
+        // the rename is durable once the directory is synced
+        let dfd = open(dir.isEmpty ? "/" : dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dfd >= 0 {
+            fsync(dfd)
+            close(dfd)
+        }
+    }
+
+    /// `writeFile` without suspending: for a caller that must not let other work in
+    /// between (an actor updating the file it caches). Same rules: atomic (a temporary
+    /// file in the same directory, fsync, rename, the directory synced), the mode kept or
+    /// 0600 for a secret, a symlink written through.
+    public func writeFileSynchronously(_ path: String, contents: [UInt8]) throws(TransportError) {
+        try writeFileBlocking(path, contents: contents)
     }
 
     func fileExistsBlocking(_ path: String) throws(TransportError) -> Bool {

@@ -190,6 +190,15 @@ struct AgentBadInputTests {
         }
         #expect(FileManager.default.contents(atPath: dir + "/map.json") == Data("{not json".utf8))
         #expect(AgentSessionMapFile(path: "~/m.json").path == NSHomeDirectory() + "/m.json")
+        // a map where no file can be written: a typed error, nothing half-written
+        let blocked = AgentSessionMapFile(path: dir + "/map.json/inside/map.json")
+        do {
+            try await blocked.set(AgentSessionMapEntry(providerID: "claude", workingDirectory: "/x", target: "y",
+                                                       strategy: .claudeSessionID), for: "claude-main-1")
+            Issue.record("a session map was written under a file")
+        } catch let e as AgentError {
+            #expect(e.code == .storage)
+        }
     }
 
     @Test func aFileNameWithANulByteIsRefused() async throws {
