@@ -64,8 +64,8 @@ public final class AgentOrchestrator: Sendable {
         return (task, project, host)
     }
 
-    /// Runs `body` on the host of `record`, adding it to the monitor on first use.
-    private func onHost<R>(_ record: HostRecord, _ body: (AgentHost) async throws -> R) async throws(AgentError) -> R {
+    /// Adds the host of `record` to the monitor on first use.
+    private func register(_ record: HostRecord) async throws(AgentError) {
         if await connections.host(record.serverID) == nil {
             let host: AgentHost
             do {
@@ -78,6 +78,11 @@ public final class AgentOrchestrator: Sendable {
             }
             await connections.add(host)
         }
+    }
+
+    /// Runs `body` on the host of `record` (see `register`).
+    private func onHost<R>(_ record: HostRecord, _ body: (AgentHost) async throws -> R) async throws(AgentError) -> R {
+        try await register(record)
         do {
             return try await connections.withHost(record.serverID, body)
         } catch let e as AgentError {
@@ -253,7 +258,7 @@ public final class AgentOrchestrator: Sendable {
     public func attach(conversationID: String, size: SSHTerminalSize? = nil) async throws(AgentError) -> AgentTerminal {
         let conversation = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
         let (task, _, hostRecord) = try await context(task: conversation.taskID)
-        _ = try await onHost(hostRecord) { _ in } // added to the monitor, connected
+        try await register(hostRecord)
         return try await connections.attach(session(of: conversation, in: task, host: hostRecord), size: size ?? terminalSize)
     }
 

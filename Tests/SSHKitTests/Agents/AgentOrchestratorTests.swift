@@ -182,6 +182,17 @@ struct AgentOrchestratorTests {
                                                                        providerID: "amp", prompt: "hello there")
         // amp's prompt is typed into its TUI once the screen settles
         #expect(await f.output(session, contains: "got: hello there") != nil)
+        // attached through the monitor: the screen, and keys typed here
+        let terminal = try await f.orchestrator.attach(conversationID: main.id)
+        try await terminal.write(Array("from here\r".utf8))
+        #expect(await read(terminal, until: "got: from here").contains("got: from here"))
+        terminal.detach()
+        do {
+            _ = try await f.orchestrator.attach(conversationID: "no-such-conversation")
+            Issue.record("attached to a conversation that does not exist")
+        } catch {
+            #expect(error.code == .notFound)
+        }
         try await f.orchestrator.archiveTask(taskID: task.id)
         #expect(try await f.store.task(id: task.id)?.archivedAt != nil)
         #expect(try await f.store.conversation(id: main.id)?.state == .stopped)

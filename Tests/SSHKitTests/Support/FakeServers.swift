@@ -71,19 +71,25 @@ final class FakeServer: Sendable {
     /// Stops the thread and closes every fd it holds.
     func stop() {
         guard !done.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        var b: UInt8 = 1
-        _ = write(stopPipe.1, &b, 1)
         // wait (bounded) for the loop to finish closing its clients
-        for _ in 0..<200 {
-            if thread.withLock({ $0?.thread.isFinished ?? true }) { break }
-            usleep(10_000)
-        }
-        close(listenFD)
-        close(stopPipe.0)
-        close(stopPipe.1)
+        endLoopThread(stopPipe: stopPipe, listenFD: listenFD, ticks: 200) { thread.withLock { $0?.thread.isFinished ?? true } }
     }
 
     deinit { stop() }
+}
+
+/// Ends a one-thread server loop: wakes it through its stop pipe, waits (bounded: `ticks`
+/// of 10 ms) until `finished`, then closes the listener and the pipe.
+func endLoopThread(stopPipe: (Int32, Int32), listenFD: Int32, ticks: Int, finished: () -> Bool) {
+    var b: UInt8 = 1
+    _ = write(stopPipe.1, &b, 1)
+    for _ in 0..<ticks {
+        if finished() { break }
+        usleep(10_000)
+    }
+    close(listenFD)
+    close(stopPipe.0)
+    close(stopPipe.1)
 }
 
 /// A listening TCP socket on 127.0.0.1 with a free port (close-on-exec, SO_REUSEADDR).

@@ -200,15 +200,7 @@ final class FaultProxy: Sendable {
     /// Stops the thread and closes every socket it holds.
     func stop() {
         guard !done.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        var b: UInt8 = 1
-        _ = write(stopPipe.1, &b, 1)
-        for _ in 0..<300 {
-            if thread.withLock({ $0?.thread.isFinished ?? true }) { break }
-            usleep(10_000)
-        }
-        close(listenFD)
-        close(stopPipe.0)
-        close(stopPipe.1)
+        endLoopThread(stopPipe: stopPipe, listenFD: listenFD, ticks: 300) { thread.withLock { $0?.thread.isFinished ?? true } }
     }
 
     deinit { stop() }
