@@ -14,6 +14,7 @@ let package = Package(
         .executable(name: "ssh-shell", targets: ["ssh-shell"]),
         .executable(name: "ssh-sftp", targets: ["ssh-sftp"]),
         .executable(name: "ssh-forward", targets: ["ssh-forward"]),
+        .executable(name: "agent-sessions", targets: ["agent-sessions"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -69,6 +70,19 @@ let package = Package(
             dependencies: ["ServerTransport"],
             path: "Examples/transport-service"
         ),
+        // the local terminal of the interactive tools (raw mode, size, keystrokes)
+        .target(
+            name: "TerminalSupport",
+            dependencies: ["SSHKit"]
+        ),
+        // The agent-sessions command (issue 14): the engine from a terminal, records in SQLite.
+        .executableTarget(
+            name: "agent-sessions",
+            dependencies: [
+                "AgentSessions", "AgentSessionsSQLite", "ServerTransport", "SSHKit", "TerminalSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         // the connection options the examples share
         .target(
             name: "ExampleSupport",
@@ -97,7 +111,7 @@ let package = Package(
         .executableTarget(
             name: "ssh-shell",
             dependencies: [
-                "SSHKit", "ExampleSupport",
+                "SSHKit", "ExampleSupport", "TerminalSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/ssh-shell"

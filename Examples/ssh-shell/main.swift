@@ -9,6 +9,7 @@ import ArgumentParser
 import ExampleSupport
 import Foundation
 import SSHKit
+import TerminalSupport
 
 @main
 struct SSHShellCommand: AsyncParsableCommand {
@@ -65,67 +66,7 @@ struct SSHShellCommand: AsyncParsableCommand {
             try input.finish() // local EOF (a pipe, not a terminal): EOF remotely too
         }
         defer { forward.cancel() }
-        for try await chunk in output {
-            chunk.withUnsafeBytes { p in
-                var off = 0
-                while off < p.count {
-                    let n = Foundation.write(1, p.baseAddress! + off, p.count - off)
-                    if n <= 0 { break }
-                    off += n
-                }
-            }
-        }
+        for try await chunk in output { LocalTerminal.writeOut(chunk) }
         return try await exit()
-    }
-}
-
-/// The local terminal: size, raw mode, SIGWINCH, keystrokes.
-enum LocalTerminal {
-    static func size() -> SSHTerminalSize? {
-        var ws = winsize()
-        guard isatty(1) == 1, ioctl(1, UInt(TIOCGWINSZ), &ws) == 0, ws.ws_col > 0, ws.ws_row > 0 else { return nil }
-        return SSHTerminalSize(columns: Int(ws.ws_col), rows: Int(ws.ws_row),
-                               pixelWidth: Int(ws.ws_xpixel), pixelHeight: Int(ws.ws_ypixel))
-    }
-
-    struct Saved {
-        let attributes: termios
-        func restore() {
-            var a = attributes
-            tcsetattr(0, TCSADRAIN, &a)
-        }
-    }
-
-    /// Raw mode on stdin if it is a terminal (nil otherwise); restore() undoes it.
-    static func enterRawMode() -> Saved? {
-        var original = termios()
-        guard isatty(0) == 1, tcgetattr(0, &original) == 0 else { return nil }
-        var raw = original
-        cfmakeraw(&raw)
-        tcsetattr(0, TCSADRAIN, &raw)
-        return Saved(attributes: original)
-    }
-
-    static func onResize(_ handler: @escaping @Sendable () -> Void) -> DispatchSourceSignal {
-        signal(SIGWINCH, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: SIGWINCH, queue: .global())
-        source.setEventHandler(handler: handler)
-        source.resume()
-        return source
-    }
-
-    static func keystrokes() -> AsyncStream<[UInt8]> {
-        AsyncStream { continuation in
-            let thread = Thread {
-                var buf = [UInt8](repeating: 0, count: 4096)
-                while true {
-                    let n = read(0, &buf, buf.count)
-                    if n <= 0 { break }
-                    continuation.yield(Array(buf[0..<n]))
-                }
-                continuation.finish()
-            }
-            thread.start()
-        }
     }
 }

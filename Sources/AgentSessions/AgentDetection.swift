@@ -15,6 +15,14 @@ public struct AgentDetection: Sendable, Equatable {
     /// When the probe ran.
     public var probedAt: Date
 
+    public init(installed: [String: String], tmuxVersion: String?, hasGit: Bool, loginShell: String, probedAt: Date) {
+        self.installed = installed
+        self.tmuxVersion = tmuxVersion
+        self.hasGit = hasGit
+        self.loginShell = loginShell
+        self.probedAt = probedAt
+    }
+
     /// The installed providers, in registry order.
     public var installedProviders: [AgentProvider] { AgentProvider.all.filter { installed[$0.id] != nil } }
 

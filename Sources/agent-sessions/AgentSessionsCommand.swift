@@ -1,0 +1,26 @@
+// agent-sessions: coding agents in git worktrees inside tmux on your build servers, over SSH.
+//
+//   agent-sessions hosts add build-1 me@build-1.example.com --key ~/.ssh/id_ed25519
+//   agent-sessions projects add build-1 ~/src/app
+//   agent-sessions tasks new app "Fix the flaky test" --agent claude --prompt "..."
+//   agent-sessions attach fix-the-flaky-test
+//   agent-sessions status --watch
+//
+// Records live in a local SQLite store (see --store); nothing secret is kept there.
+import ArgumentParser
+
+@main
+struct AgentSessionsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "agent-sessions",
+        abstract: "Run coding agents in git worktrees inside tmux sessions on your hosts, over SSH.",
+        discussion: """
+            A host is a machine you reach over SSH; a project a git checkout on it; a task a new worktree and branch with an agent working in it, in a tmux session that outlives this command and your connection. Attach to watch or type, detach and come back later.
+
+            Tasks are named by their id (any 4 or more of its first characters), title or worktree name.
+
+            \(Exit.table)
+            """,
+        subcommands: [Hosts.self, Projects.self, Agents.self, Tasks.self, Chats.self, Attach.self, Send.self,
+                      Log.self, Diff.self, Status.self, Orphans.self])
+}

@@ -1,0 +1,217 @@
+import AgentSessions
+import ArgumentParser
+import Foundation
+import SSHKit
+import Synchronization
+import TerminalSupport
+
+struct Attach: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show an agent's terminal here: type to it, resize it, detach and leave it running.",
+        discussion: """
+            The terminal is in raw mode while attached: every key goes to the agent, Ctrl-C included. The detach key (default Ctrl-]) or tmux's own Ctrl-B d leaves the agent running. When the connection drops, agent-sessions says so, reconnects and reattaches by itself; what the agent printed meanwhile is on the screen again (tmux redraws it).
+            """)
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The task.") var task: String
+    @Option(help: "This chat (its number, id or agent) rather than the main agent.") var chat: String?
+    @Option(help: "The key that detaches: ctrl-<a letter, ], \\, ^ or _>, or none.") var detachKey = "ctrl-]"
+    @Option(help: "Give up reconnecting after this many seconds.") var reconnectTimeout: Double = 300
+
+    func validate() throws {
+        _ = try Self.byte(of: detachKey)
+        guard reconnectTimeout > 0 else { throw ValidationError("--reconnect-timeout must be positive") }
+    }
+
+    /// The byte a `ctrl-x` key sends, nil for none.
+    static func byte(of key: String) throws -> UInt8? {
+        let k = key.lowercased()
+        if k == "none" { return nil }
+        guard k.hasPrefix("ctrl-"), k.count == 6, let c = k.last?.asciiValue else {
+            throw ValidationError("--detach-key: give ctrl-<key> (a letter, ], \\, ^ or _) or none, not \(key)")
+        }
+        switch c {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): return c - UInt8(ascii: "a") + 1
+        case UInt8(ascii: "]"): return 0x1D
+        case UInt8(ascii: "\\"): return 0x1C
+        case UInt8(ascii: "^"): return 0x1E
+        case UInt8(ascii: "_"): return 0x1F
+        default: throw ValidationError("--detach-key: give ctrl-<key> (a letter, ], \\, ^ or _) or none, not \(key)")
+        }
+    }
+
+    func run() async throws {
+        let detach = try Self.byte(of: detachKey)
+        try await Context.with(global) { context in
+            let (t, c, session, h) = try await context.runningSession(task, chat: chat)
+            let keyName = detach == nil ? "tmux's Ctrl-B d" : "\(detachKey.capitalized) or tmux's Ctrl-B d"
+            note("attached to \(c.providerID) of task \(short(t.id)) on \(h.name); detach: \(keyName)")
+            let attached = AttachedTerminal(context: context, conversation: c, session: session, host: h,
+                                            detachByte: detach, reconnectTimeout: .seconds(reconnectTimeout))
+            let outcome = try await attached.run()
+            let drops = attached.reconnects == 0 ? "" : "; the connection dropped \(attached.reconnects) time(s) and was made again"
+            switch outcome {
+            case .detached:
+                note("\ndetached; \(c.providerID) keeps running (agent-sessions attach \(short(t.id)) to come back)\(drops)")
+            case .ended(let why):
+                note("\nthe agent's session ended: \(why)\(drops)")
+            case .gaveUp(let why):
+                throw Failure(.connection, "could not reconnect to \(h.name) within \(Int(reconnectTimeout)) s: \(why); the agent may still run there")
+            }
+        }
+    }
+}
+
+/// One attach: the local terminal wired to the agent's, through drops and reattaches.
+final class AttachedTerminal: Sendable {
+    enum Outcome {
+        case detached
+        case ended(String)
+        case gaveUp(String)
+    }
+
+    let context: Context
+    let conversation: ConversationRecord
+    let session: AgentSession
+    let host: HostRecord
+    let detachByte: UInt8?
+    let reconnectTimeout: Duration
+
+    private let current = Mutex<AgentTerminal?>(nil)
+    private let detached = Mutex(false)
+    private let reattached = Mutex(0)
+
+    /// How many times the connection dropped and the terminal was attached again.
+    var reconnects: Int { reattached.withLock { $0 } }
+
+    init(context: Context, conversation: ConversationRecord, session: AgentSession, host: HostRecord,
+         detachByte: UInt8?, reconnectTimeout: Duration)
+    {
+        self.context = context
+        self.conversation = conversation
+        self.session = session
+        self.host = host
+        self.detachByte = detachByte
+        self.reconnectTimeout = reconnectTimeout
+    }
+
+    private var isDetached: Bool { detached.withLock { $0 } }
+
+    /// Leaves the agent running: ends the current terminal's output.
+    private func detach() {
+        detached.withLock { $0 = true }
+        current.withLock { $0 }?.detach()
+    }
+
+    /// A message on the terminal (which is in raw mode: \r\n).
+    private func say(_ text: String) {
+        LocalTerminal.writeOut(Array("\r\n[agent-sessions: \(text)]\r\n".utf8))
+    }
+
+    func run() async throws -> Outcome {
+        let raw = LocalTerminal.enterRawMode()
+        defer { raw?.restore() }
+        // a kill or hang-up restores the terminal before the process ends
+        let signals = [SIGTERM, SIGHUP].map { sig in
+            signal(sig, SIG_IGN)
+            let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            s.setEventHandler {
+                raw?.restore()
+                exit(128 + sig)
+            }
+            s.resume()
+            return s
+        }
+        defer { signals.forEach { $0.cancel() } }
+        let winch = LocalTerminal.onResize { [self] in
+            if let size = LocalTerminal.size() { try? current.withLock { $0 }?.resize(to: size) }
+        }
+        defer { winch.cancel() }
+        let keys = Task { [self] in
+            for await bytes in LocalTerminal.keystrokes() {
+                if let d = detachByte, let i = bytes.firstIndex(of: d) {
+                    if i > 0 { try? await current.withLock { $0 }?.write(Array(bytes[..<i])) }
+                    detach()
+                    return
+                }
+                // typed while reconnecting: dropped, as a terminal with no session would
+                try? await current.withLock { $0 }?.write(bytes)
+            }
+            detach() // standard input ended (not a terminal): nothing more will be typed
+        }
+        defer { keys.cancel() }
+
+        var terminal = try await context.orchestrator.attach(conversationID: conversation.id, size: LocalTerminal.size())
+        while true {
+            current.withLock { $0 = terminal }
+            if isDetached { terminal.detach() }
+            var tail: [UInt8] = []
+            for await chunk in terminal.output {
+                LocalTerminal.writeOut(chunk)
+                tail = Array((tail + chunk).suffix(200))
+            }
+            current.withLock { $0 = nil }
+            if isDetached { return .detached }
+            if String(decoding: tail, as: UTF8.self).contains("[detached") { return .detached }
+            // not detached here or by tmux: the agent's session ended, or the link dropped
+            if let ended = await endedReason() { return .ended(ended) }
+            say("the connection to \(host.name) was lost; reconnecting (\(detachByte == nil ? "Ctrl-C ends this" : "the detach key gives up"))")
+            switch await reattach() {
+            case .success(let t):
+                say("reconnected to \(host.name); reattached")
+                reattached.withLock { $0 += 1 }
+                terminal = t
+            case .failure(let why):
+                if isDetached { return .detached }
+                return .gaveUp(why.message)
+            }
+        }
+    }
+
+    /// Why the session ended, or nil when it runs (or the host cannot be asked).
+    private func endedReason() async -> String? {
+        let state = try? await withTimeout(.seconds(5)) { [self] in
+            try await context.onHost(host) { h in try await h.state(of: session) }
+        }
+        switch state {
+        case .exited(let code)?: return "the agent exited with status \(code)"
+        case .signaled(let n)?: return "the agent was killed by signal \(n)"
+        case .gone?: return "its tmux session is gone"
+        case .running?, nil: return nil
+        }
+    }
+
+    /// Attaches again until it works, the detach key is pressed, or the time is up; waits
+    /// 0.5, 1, 2, 4, 5, 5, ... seconds between tries.
+    private func reattach() async -> Result<AgentTerminal, AgentError> {
+        let deadline = ContinuousClock.now + reconnectTimeout
+        var wait = Duration.milliseconds(500)
+        var last = AgentError(.transport, "not tried")
+        while ContinuousClock.now < deadline && !isDetached {
+            do {
+                let t = try await context.orchestrator.attach(conversationID: conversation.id, size: LocalTerminal.size())
+                return .success(t)
+            } catch {
+                last = error
+                if error.code == .sessionNotRunning || error.code == .notFound { return .failure(error) }
+            }
+            let until = min(deadline, ContinuousClock.now + wait)
+            while ContinuousClock.now < until && !isDetached { try? await Task.sleep(for: .milliseconds(100)) }
+            wait = min(wait * 2, .seconds(5))
+        }
+        return .failure(last)
+    }
+}
+
+/// `body`, or a `timeout` error after `limit`.
+func withTimeout<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: limit)
+            throw Failure(.connection, "no answer within \(limit)")
+        }
+        let first = try await group.next()!
+        group.cancelAll()
+        return first
+    }
+}

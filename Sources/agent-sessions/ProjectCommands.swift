@@ -1,0 +1,108 @@
+import AgentSessions
+import ArgumentParser
+import Foundation
+import ServerTransport
+
+struct Projects: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Add, list and remove projects: git checkouts on a host.",
+        subcommands: [Add.self, List.self, Remove.self])
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add a git checkout on a host as a project.",
+            discussion: "The path is checked on the host: it must be inside a git checkout (its top level is recorded).")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The host's name.") var host: String
+        @Argument(help: "The checkout's path on the host (absolute, or ~/...).") var path: String
+        @Option(help: "The project's name (default: the checkout's directory name).") var name: String?
+        @Option(help: "The ref new tasks start from (default: the checkout's current branch).") var base: String?
+
+        func run() async throws {
+            try await Context.with(global) { context in
+                let h = try await context.host(named: host)
+                let top = try await context.onHost(h) { agentHost -> String in
+                    let absolute = try await agentHost.absolutePath(path)
+                    let r = try await agentHost.transport.runProcess("git", "-C", absolute, "rev-parse", "--show-toplevel")
+                    guard r.exitStatus == .exited(0) else {
+                        throw Failure(.failed, "\(path) on \(h.name) is not a git checkout; give the path of one (git init or git clone it first)")
+                    }
+                    let top = r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
+                    if let base {
+                        let b = try await agentHost.transport.runProcess("git", "-C", top, "rev-parse", "--verify", "--quiet", base + "^{commit}")
+                        guard b.exitStatus == .exited(0) else {
+                            throw Failure.usage("\(base) is no commit in \(top) on \(h.name)")
+                        }
+                    }
+                    return top
+                }
+                let projectName = name ?? (top as NSString).lastPathComponent
+                let existing = try await context.store.projects(hostID: h.id)
+                if existing.contains(where: { $0.name == projectName }) {
+                    throw Failure.refused("\(h.name) has a project named \(projectName) already; pick another with --name")
+                }
+                if let same = existing.first(where: { $0.path == top }) {
+                    throw Failure.refused("\(top) on \(h.name) is the project \(same.name) already")
+                }
+                let record = ProjectRecord(hostID: h.id, name: projectName, path: top, defaultBaseRef: base)
+                try await context.store.save(record)
+                print("added project \(projectName): \(h.name):\(top)")
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the projects.")
+        @OptionGroup var global: GlobalOptions
+        @Option(help: "Only this host's projects.") var host: String?
+        @Flag(help: "JSON, for scripts.") var json = false
+
+        func run() async throws {
+            try await Context.with(global) { context in
+                let hosts = try await context.store.hosts()
+                let hostID = try await context.optional(host) { try await context.host(named: $0).id }
+                let projects = try await context.store.projects(hostID: hostID)
+                var counts: [String: Int] = [:]
+                for p in projects { counts[p.id] = try await context.store.tasks(projectID: p.id).filter { $0.archivedAt == nil }.count }
+                let hostName = { (id: String) in hosts.first { $0.id == id }?.name ?? "?" }
+                if json {
+                    printJSON(.array(projects.map { p in
+                        .object(["name": .string(p.name), "host": .string(hostName(p.hostID)), "path": .string(p.path),
+                                 "base": p.defaultBaseRef.map(JSONValue.string) ?? .null, "tasks": .int(counts[p.id] ?? 0)])
+                    }))
+                    return
+                }
+                if projects.isEmpty {
+                    print("no projects yet; add one: agent-sessions projects add <host> <path of a git checkout>")
+                    return
+                }
+                var table = Table(["NAME", "HOST", "PATH", "BASE", "TASKS"])
+                for p in projects {
+                    table.add([p.name, hostName(p.hostID), p.path, p.defaultBaseRef ?? "(current branch)", "\(counts[p.id] ?? 0)"])
+                }
+                table.print()
+            }
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Remove a project from the store (the checkout stays on the host).",
+            discussion: "A project with tasks is refused unless --force.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The project (name, or host/name).") var project: String
+        @Flag(help: "Remove it even though it has tasks (their agents and worktrees stay on the host).") var force = false
+
+        func run() async throws {
+            try await Context.with(global) { context in
+                let p = try await context.project(project)
+                let tasks = try await context.store.tasks(projectID: p.id)
+                if !tasks.isEmpty && !force {
+                    throw Failure.refused("\(p.name) has \(tasks.count) task(s); delete them first or pass --force")
+                }
+                try await context.store.deleteProject(id: p.id)
+                print("removed project \(p.name)")
+            }
+        }
+    }
+}

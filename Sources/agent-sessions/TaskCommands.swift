@@ -1,0 +1,238 @@
+import AgentSessions
+import ArgumentParser
+import Foundation
+
+/// The prompt of a new agent: an argument, a file, or standard input (`--prompt-file -`).
+struct PromptOptions: ParsableArguments {
+    @Option(help: "The agent's first prompt.") var prompt: String?
+    @Option(help: ArgumentHelp("Read the first prompt from a file ('-': standard input).", valueName: "path"))
+    var promptFile: String?
+    @Flag(help: "Start the agent with its auto-approve flag (it acts without asking).") var autoApprove = false
+
+    func text() throws -> String? {
+        if prompt != nil && promptFile != nil { throw Failure.usage("give --prompt or --prompt-file, not both") }
+        guard let promptFile else { return prompt }
+        let data: Data
+        if promptFile == "-" {
+            data = FileHandle.standardInput.readDataToEndOfFile()
+        } else {
+            guard let d = FileManager.default.contents(atPath: promptFile) else {
+                throw Failure.usage("cannot read the prompt file \(promptFile)")
+            }
+            data = d
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw Failure.usage("the prompt file \(promptFile) is not UTF-8 text")
+        }
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        return trimmed.isEmpty ? nil : trimmed
+    }
+}
+
+extension Context {
+    /// Checks that the host can keep an agent running after this command ends (tmux) and
+    /// has the agent, before anything is made there.
+    func checkCanStart(_ providerID: String, on host: HostRecord) async throws {
+        let provider: AgentProvider
+        do {
+            provider = try AgentProvider.named(providerID)
+        } catch {
+            throw Failure.usage("no agent called \(providerID); known agents: \(AgentProvider.all.map(\.id).joined(separator: ", "))")
+        }
+        let applied = config.providers[provider.id]?.applied(to: provider) ?? provider
+        let detection = try await onHost(host) { h in try await h.detectAgents(AgentProvider.all.map { self.config.providers[$0.id]?.applied(to: $0) ?? $0 }) }
+        guard detection.tmuxVersion != nil else {
+            throw Failure(.failed, "\(host.name) has no tmux; install it there (agents run in tmux so they outlive this command)")
+        }
+        guard detection.installed[provider.id] != nil else {
+            throw Failure(.failed, "\(applied.binary) (\(provider.displayName)) is not installed on \(host.name): \(provider.installHint)")
+        }
+    }
+}
+
+struct Tasks: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Start, list, show, stop, resume, archive and delete tasks.",
+        subcommands: [New.self, List.self, Show.self, Stop.self, Resume.self, Archive.self, Delete.self])
+
+    struct New: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Start a task: a new worktree and branch of the project, with an agent working in it.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The project (name, or host/name).") var project: String
+        @Argument(help: "What the task is; names its branch.") var title: String
+        @Option(help: "The agent (claude, codex, gemini, ...; see agent-sessions agents <host>).") var agent: String
+        @Option(help: "The ref to branch from (default: the project's base, else its current branch).") var base: String?
+        @OptionGroup var prompt: PromptOptions
+
+        func run() async throws {
+            try await Context.with(global) { context in
+                let text = try prompt.text()
+                guard !title.trimmingCharacters(in: .whitespaces).isEmpty else { throw Failure.usage("the title is empty") }
+                let p = try await context.project(project)
+                let h = try await context.host(of: p)
+                try await context.checkCanStart(agent, on: h)
+                let (task, _, _) = try await context.orchestrator.createTask(
+                    projectID: p.id, title: title, providerID: agent, prompt: text, autoApprove: prompt.autoApprove, baseRef: base)
+                print("started task \(short(task.id)) \"\(task.title)\" on \(h.name)")
+                print("  branch \(task.worktree.branch) from \(task.worktree.baseRef), worktree \(task.worktree.path)")
+                print("  \(agent) is running; watch it: agent-sessions attach \(short(task.id))")
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List tasks as the store records them (agent-sessions status asks the hosts).")
+        @OptionGroup var global: GlobalOptions
+        @Option(help: "Only this project's tasks.") var project: String?
+        @Flag(help: "Archived tasks too.") var all = false
+        @Flag(help: "JSON, for scripts.") var json = false
+
+        func run() async throws {
+            try await Context.with(global) { context in
+                let projectID = try await context.optional(project) { try await context.project($0).id }
+                let board = try await Board.gather(context, projectID: projectID, includeArchived: all, live: false)
+                if json {
+                    printJSON(board.json)
+                } else if board.rows.isEmpty {
+                    print(all ? "no tasks" : "no tasks (--all shows archived ones)")
+                } else {
+                    for line in board.table(live: false).lines() { print(line) }
+                }
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show a task: its worktree, its agents and their state now.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The task (id, title or worktree name).") var task: String
+        @Flag(help: "JSON, for scripts.") var json = false
+
+        func run() async throws {
+            try await Context.with(global) { context in
+                let t = try await context.task(task)
+                let board = try await Board.gather(context, taskIDs: [t.id], includeArchived: true, live: true)
+                guard let row = board.rows.first else { throw Failure.notFound("no task \(task)") }
+                if json {
+                    printJSON(row.json)
+                    return
+                }
+                print("task      \(t.id)")
+                print("title     \(t.title)")
+                print("project   \(row.project) on \(row.host)")
+                print("worktree  \(t.worktree.path)")
+                print("branch    \(t.worktree.branch) from \(t.worktree.baseRef) (\(t.worktree.baseCommit.prefix(10)))")
+                print("created   \(iso8601(t.createdAt))" + (t.archivedAt.map { ", archived \(iso8601($0))" } ?? ""))
+                if let changed = row.filesChanged { print("changes   \(changed) file(s) changed against the base") }
+                if let error = row.hostError { print("host      unreachable: \(error)") }
+                for (i, c) in row.conversations.enumerated() {
+                    print("agent \(i + 1)   \(c.record.providerID) (\(c.record.kind == .main ? "main" : "chat \(short(c.record.id))")): \(c.stateText)"
+                          + (c.lastActivity.map { ", last activity \(ago($0))" } ?? ""))
+                }
+            }
+        }
+    }
+
+    struct Stop: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Stop a task's agents (or one chat); their scrollback is kept in the store, the worktree stays.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The task.") var task: String
+        @Option(help: "Only this chat (its number in tasks show, its id or its agent).") var chat: String?
+
+        func run() async throws {
+            try await Context.with(global) { context in
+                let t = try await context.task(task)
+                if let chat {
+                    let c = try await context.conversation(of: t, chat)
+                    try await context.orchestrator.stop(conversationID: c.id)
+                    print("stopped \(c.providerID) of task \(short(t.id))")
+                } else {
+                    try await context.orchestrator.stopTask(taskID: t.id)
+                    print("stopped the agents of task \(short(t.id))")
+                }
+            }
+        }
+    }
+
+    struct Resume: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Resume a task's agents (or one chat) that ended or were stopped, in their own conversations.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The task.") var task: String
+        @Option(help: "Only this chat (its number in tasks show, its id or its agent).") var chat: String?
+
+        func run() async throws {
+            try await Context.with(global) { context in
+                let t = try await context.task(task)
+                var conversations = try await context.store.conversations(taskID: t.id)
+                if let chat { conversations = [try await context.conversation(of: t, chat)] }
+                for c in conversations {
+                    _ = try await context.orchestrator.resume(conversationID: c.id)
+                    print("\(c.providerID) of task \(short(t.id)) is running")
+                }
+            }
+        }
+    }
+
+    struct Archive: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Stop a task's agents and archive it; its worktree and branch stay on the host.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The task.") var task: String
+
+        func run() async throws {
+            try await Context.with(global) { context in
+                let t = try await context.task(task)
+                try await context.orchestrator.archiveTask(taskID: t.id)
+                print("archived task \(short(t.id)); its branch \(t.worktree.branch) stays")
+            }
+        }
+    }
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete a task: stop its agents, remove its worktree and branch, forget it.",
+            discussion: "Refused when the worktree has uncommitted changes or unpushed commits, unless --force.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The task.") var task: String
+        @Flag(help: "Delete even if that loses uncommitted or unpushed work.") var force = false
+
+        func run() async throws {
+            try await Context.with(global) { context in
+                let t = try await context.task(task)
+                try await context.orchestrator.deleteTask(taskID: t.id, force: force)
+                print("deleted task \(short(t.id)) with its worktree and branch \(t.worktree.branch)")
+            }
+        }
+    }
+}
+
+struct Chats: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Add more agents to a task, working in the same worktree.", subcommands: [Add.self])
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Start another agent in a task's worktree.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The task.") var task: String
+        @Option(help: "The agent.") var agent: String
+        @OptionGroup var prompt: PromptOptions
+
+        func run() async throws {
+            try await Context.with(global) { context in
+                let text = try prompt.text()
+                let t = try await context.task(task)
+                let (_, h) = try await context.context(of: t)
+                if t.archivedAt != nil { throw Failure.refused("the task \(t.title) is archived") }
+                try await context.checkCanStart(agent, on: h)
+                let (c, _) = try await context.orchestrator.addChat(taskID: t.id, providerID: agent, prompt: text,
+                                                                    autoApprove: prompt.autoApprove)
+                let n = try await context.store.conversations(taskID: t.id).firstIndex { $0.id == c.id }.map { $0 + 1 } ?? 0
+                print("started \(agent) as chat \(n) of task \(short(t.id)); attach: agent-sessions attach \(short(t.id)) --chat \(n)")
+            }
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import AgentSessions
+import Foundation
+
+/// The user's settings for the agents, from a JSON file (optional):
+///
+///     {
+///       "searchPath": ["/opt/agents/bin"],
+///       "providers": {
+///         "claude": { "binary": "/opt/agents/claude", "extraArguments": ["--model", "opus"],
+///                     "environment": { "CLAUDE_CONFIG_DIR": "/srv/claude" } }
+///       }
+///     }
+///
+/// `searchPath`: directories looked in for agents on every host, before the login-like
+/// PATH. Per provider: `binary`, `defaultArguments`, `autoApproveFlag` ("" removes it),
+/// `resumeArguments`, `extraArguments`, `environment`.
+struct ToolConfiguration: Sendable {
+    var searchPath: [String] = []
+    var providers: [String: AgentProviderSettings] = [:]
+
+    static func defaultPath(environment: [String: String]) -> String {
+        let base: String
+        if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") {
+            base = xdg
+        } else {
+            base = (environment["HOME"] ?? NSHomeDirectory()) + "/.config"
+        }
+        return base + "/agent-sessions/config.json"
+    }
+
+    private struct File: Decodable {
+        struct Provider: Decodable {
+            var binary: String?
+            var defaultArguments: [String]?
+            var autoApproveFlag: String?
+            var resumeArguments: [String]?
+            var extraArguments: [String]?
+            var environment: [String: String]?
+        }
+        var searchPath: [String]?
+        var providers: [String: Provider]?
+    }
+
+    /// The settings at `path`; none when the file does not exist.
+    /// - Throws: `Failure` (storage) for a file that cannot be read or is not valid.
+    static func load(_ path: String) throws -> ToolConfiguration {
+        guard FileManager.default.fileExists(atPath: path) else { return ToolConfiguration() }
+        let file: File
+        do {
+            file = try JSONDecoder().decode(File.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
+        } catch let e as DecodingError {
+            throw Failure(.storage, "the settings file \(path) is not valid: \(Self.describe(e))")
+        } catch {
+            throw Failure(.storage, "cannot read the settings file \(path): \(error.localizedDescription)")
+        }
+        var config = ToolConfiguration(searchPath: file.searchPath ?? [])
+        for (id, p) in file.providers ?? [:] {
+            guard AgentProvider.all.contains(where: { $0.id == id }) else {
+                throw Failure(.storage, "the settings file \(path) names an unknown agent \(id)")
+            }
+            let settings = AgentProviderSettings(binary: p.binary, defaultArguments: p.defaultArguments,
+                                                 autoApproveFlag: p.autoApproveFlag, resumeArguments: p.resumeArguments,
+                                                 extraArguments: p.extraArguments ?? [], environment: p.environment ?? [:])
+            do {
+                try settings.validate()
+            } catch {
+                throw Failure(.storage, "the settings file \(path), agent \(id): \(error.message)")
+            }
+            config.providers[id] = settings
+        }
+        return config
+    }
+
+    private static func describe(_ e: DecodingError) -> String {
+        switch e {
+        case .dataCorrupted(let c): return c.debugDescription
+        case .keyNotFound(let k, _): return "missing \(k.stringValue)"
+        case .typeMismatch(_, let c), .valueNotFound(_, let c):
+            return "wrong type at \(c.codingPath.map(\.stringValue).joined(separator: "."))"
+        @unknown default: return "\(e)"
+        }
+    }
+}
