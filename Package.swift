@@ -132,6 +132,12 @@ let package = Package(
             ],
             path: "Examples/known-hosts"
         ),
+        // writes store records as fast as it can, for the store's crash test (not a product)
+        .executableTarget(
+            name: "agent-store-writer",
+            dependencies: ["AgentSessions", "AgentSessionsSQLite"],
+            path: "Tests/StoreWriter"
+        ),
         .testTarget(
             name: "SSHKitTests",
             dependencies: ["SSHKit", "SSHCore", "ServerTransport", "AgentSessions", "AgentSessionsSQLite", "AgentSettingsExample"],

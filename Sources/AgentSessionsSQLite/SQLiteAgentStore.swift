@@ -153,6 +153,17 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
         try await pool.read { db in try Self.migrator.appliedIdentifiers(db).sorted() }
     }
 
+    /// SQLite's own check of the file and the foreign keys: empty when the store is sound,
+    /// else what is wrong, one problem per element.
+    public func integrityProblems() async throws -> [String] {
+        try await pool.read { db in
+            var problems = try String.fetchAll(db, sql: "PRAGMA integrity_check").filter { $0 != "ok" }
+            let orphans = try Row.fetchAll(db, sql: "PRAGMA foreign_key_check")
+            problems += orphans.map { "a row of \($0[0] as String? ?? "?") refers to a missing \($0[2] as String? ?? "?")" }
+            return problems
+        }
+    }
+
     // MARK: hosts
 
     public func hosts() async throws -> [HostRecord] {

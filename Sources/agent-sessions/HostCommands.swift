@@ -28,6 +28,8 @@ struct Hosts: AsyncParsableCommand {
         var jump: String?
         @Option(help: "Pin the host key: its SHA-256 fingerprint, SHA256:... as ssh-keygen -l prints it.")
         var fingerprint: String?
+        @Option(help: "The name of the tmux server (tmux -L) the agents run in on the host.")
+        var tmuxSocket = "agent-sessions"
 
         func run() async throws {
             try await Context.with(global) { context in
@@ -36,6 +38,9 @@ struct Hosts: AsyncParsableCommand {
                 }
                 let spec = try HostSpec(parsing: destination)
                 if let jump { _ = try HostSpec(parsing: jump, defaultUser: spec.user) }
+                guard tmuxSocket.range(of: #"^[A-Za-z0-9._-]{1,64}$"#, options: .regularExpression) != nil else {
+                    throw Failure.usage("\(tmuxSocket) is not a usable tmux server name: use letters, digits, '.', '_' and '-'")
+                }
                 if let fingerprint, !fingerprint.hasPrefix("SHA256:") || fingerprint.count < 20 {
                     throw Failure.usage("\(fingerprint) is not a SHA-256 fingerprint (SHA256:..., see ssh-keygen -lf)")
                 }
@@ -45,7 +50,7 @@ struct Hosts: AsyncParsableCommand {
                 let authentication = try chosenAuthentication(context.environment)
                 let record = HostRecord(name: name, address: spec.address, port: spec.port, user: spec.user,
                                         authentication: authentication, jumpHost: jump, hostKeyFingerprint: fingerprint,
-                                        tmuxSocket: "agent-sessions")
+                                        tmuxSocket: tmuxSocket)
                 let trust = FirstUseTrust(store: HostConnection.knownHosts(environment: context.environment))
                 let config = try HostConnection.configuration(for: record, environment: context.environment,
                                                               hostKeyPolicy: fingerprint == nil ? trust.policy : nil)
