@@ -9,10 +9,21 @@ swift build --product known-hosts
 swift build --product ssh-shell
 swift build --product ssh-sftp
 swift build --product ssh-forward
+swift build --product agent-sessions
 bin=$(swift build --show-bin-path)
 
 dir=$(mktemp -d /tmp/sshkit-demo.XXXXXX)
-trap 'bash scripts/test-sshd.sh stop "$dir"; rm -rf "$dir"' EXIT
+agents=; repo=
+cleanup() {
+    tmux -S "$dir/tmux.sock" kill-server 2>/dev/null || true
+    if [ -n "$repo" ]; then
+        runuser -u "$SSHKIT_TEST_USER" -- tmux -L agent-sessions kill-server 2>/dev/null || true
+        rm -rf "$repo" "$agents"
+    fi
+    bash scripts/test-sshd.sh stop "$dir"
+    rm -rf "$dir"
+}
+trap cleanup EXIT
 bash scripts/test-sshd.sh start "$dir" >/dev/null
 # shellcheck disable=SC1091
 . "$dir/env"
@@ -80,3 +91,56 @@ echo "\$ ssh-exec ... -- read from 127.0.0.1:$rport on the server (back through 
 "$bin/ssh-exec" "${common[@]}" -n "${key[@]}" -- "timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/$rport; head -1 <&3'"
 kill -TERM "$fpid"
 wait "$fpid" && echo "(ssh-forward stopped on SIGTERM, exit status 0)"
+
+echo; echo "== agent-sessions: a coding agent in a git worktree inside tmux on the server, over SSH"
+echo "   (the agent is a stand-in: a shell script that writes its prompt to a file and answers"
+echo "   each line typed to it; real agents are set up the same way, see Docs/Guide-Agent-Sessions-CLI.md)"
+agents=$(mktemp -d /tmp/sshkit-demo-agents.XXXXXX); chmod 755 "$agents"
+cat > "$agents/demo-agent" <<'AGENT'
+#!/bin/sh
+for last in "$@"; do :; done
+echo "demo agent in $(pwd)"
+printf '%s\n' "$last" > notes.md
+while :; do printf 'READY> '; IFS= read -r line || exit 0; echo "got: $line"; printf '%s\n' "$line" >> notes.md; done
+AGENT
+chmod 755 "$agents/demo-agent"
+repo=$(runuser -u "$SSHKIT_TEST_USER" -- mktemp -d /tmp/sshkit-demo-repo.XXXXXX)
+runuser -u "$SSHKIT_TEST_USER" -- sh -c "cd '$repo' && git init -q -b main && echo '# app' > README.md && git add . &&
+    git -c user.name=Demo -c user.email=demo@example.com commit -q -m 'first commit'"
+ashome="$dir/agent-home"
+mkdir -p "$ashome/.config/agent-sessions"
+printf '{"searchPath": ["%s"], "providers": {"claude": {"binary": "demo-agent"}}}\n' "$agents" \
+    > "$ashome/.config/agent-sessions/config.json"
+as() { echo; printf '$ agent-sessions'; printf ' %q' "$@"; echo; env -u SSH_AUTH_SOCK HOME="$ashome" "$bin/agent-sessions" "$@"; }
+as hosts add demo "$SSHKIT_TEST_USER@127.0.0.1:$SSHKIT_TEST_PORT" --key "$dir/id_ed25519"
+as hosts list
+as projects add demo "$repo" --name app
+as agents demo
+as tasks new app "Add a greeting" --agent claude --prompt "write a greeting"
+id=$(HOME="$ashome" "$bin/agent-sessions" tasks list --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"][:8])')
+as send "$id" "and a farewell"
+sleep 1
+as status
+
+echo; echo "== agent-sessions attach, in a terminal (a local tmux here); then the SSH connection is killed"
+tmux -S "$dir/tmux.sock" new-session -d -s demo -x 100 -y 12 \
+    "env -u SSH_AUTH_SOCK HOME='$ashome' '$bin/agent-sessions' attach $id --reconnect-timeout 60; sleep 30"
+screen() { tmux -S "$dir/tmux.sock" capture-pane -p -t demo | grep -v '^$' | sed 's/^/  | /'; }
+sleep 2; screen
+echo "\$ pkill -KILL -f 'sshd: $SSHKIT_TEST_USER'   (the server side of the connection dies)"
+pkill -KILL -f "sshd: $SSHKIT_TEST_USER" || true
+sleep 3
+echo "(agent-sessions noticed, reconnected and reattached; typing goes to the same agent:)"
+tmux -S "$dir/tmux.sock" send-keys -t demo "typed after the drop" Enter
+sleep 1; screen
+echo "(Ctrl-] detaches; the agent keeps running)"
+tmux -S "$dir/tmux.sock" send-keys -t demo C-]
+sleep 1; screen
+as log "$id" -n 4
+as diff "$id" --stat
+set +e
+as tasks delete "$id"
+echo "(exit status $?: the worktree holds uncommitted work)"
+set -e
+as tasks delete "$id" --force
+as status

@@ -126,5 +126,6 @@ func running(_ body: () async throws -> Void) async throws {
 
 /// Writes a line to standard error.
 func note(_ text: String) {
+    fflush(nil) // after what standard output holds, when both go to one place
     FileHandle.standardError.write(Data((text + "\n").utf8))
 }
