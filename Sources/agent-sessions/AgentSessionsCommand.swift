@@ -3,7 +3,7 @@
 //   agent-sessions hosts add build-1 me@build-1.example.com --key ~/.ssh/id_ed25519
 //   agent-sessions projects add build-1 ~/src/app
 //   agent-sessions tasks new app "Fix the flaky test" --agent claude --prompt "..."
-//   agent-sessions attach fix-the-flaky-test
+//   agent-sessions attach fix-the-flaky-test      (a task by its title's slug, id prefix or title)
 //   agent-sessions status --watch
 //
 // Records live in a local SQLite store (see --store); nothing secret is kept there.
@@ -17,7 +17,7 @@ struct AgentSessionsCommand: AsyncParsableCommand {
         discussion: """
             A host is a machine you reach over SSH; a project a git checkout on it; a task a new worktree and branch with an agent working in it, in a tmux session that outlives this command and your connection. Attach to watch or type, detach and come back later.
 
-            Tasks are named by their id (any 4 or more of its first characters), title or worktree name.
+            Tasks are named by their id (any 4 or more of its first characters), title, title as a slug (fix-the-flaky-test) or worktree name.
 
             \(Exit.table)
             """,

@@ -154,7 +154,7 @@ final class AttachedTerminal: Sendable {
             if String(decoding: tail, as: UTF8.self).contains("[detached") { return .detached }
             // not detached here or by tmux: the agent's session ended, or the link dropped
             if let ended = await endedReason() { return .ended(ended) }
-            say("the connection to \(host.name) was lost; reconnecting (\(detachByte == nil ? "Ctrl-C ends this" : "the detach key gives up"))")
+            say("the connection to \(host.name) was lost; reconnecting (\(detachByte == nil ? "for up to \(reconnectTimeout)" : "the detach key gives up"))")
             switch await reattach() {
             case .success(let t):
                 say("reconnected to \(host.name); reattached")

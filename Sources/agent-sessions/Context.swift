@@ -95,12 +95,14 @@ final class Context: Sendable {
         throw Failure.usage("several hosts have a project named \(ref); say which, as host/\(ref)")
     }
 
-    /// A task by id, unique id prefix (4 characters or more), or exact title or worktree name.
-    func task(_ ref: String, includeArchived: Bool = true) async throws -> TaskRecord {
+    /// A task by id, unique id prefix (4 characters or more), exact title, worktree name,
+    /// or the title's slug (`fix-the-flaky-test`, the worktree name without its time).
+    func task(_ ref: String) async throws -> TaskRecord {
         let all = try await store.tasks(projectID: nil)
         if let t = all.first(where: { $0.id == ref }) { return t }
         var matches = ref.count >= 4 ? all.filter { $0.id.hasPrefix(ref.lowercased()) } : []
         if matches.isEmpty { matches = all.filter { $0.worktree.name == ref || $0.title == ref } }
+        if matches.isEmpty { matches = all.filter { AgentNaming.slug($0.title) == ref } }
         if matches.count > 1 { matches = matches.filter { $0.archivedAt == nil } }
         if matches.count == 1 { return matches[0] }
         if matches.isEmpty { throw Failure.notFound("no task \(ref); see agent-sessions tasks list") }

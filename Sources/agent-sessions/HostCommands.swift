@@ -52,8 +52,10 @@ struct Hosts: AsyncParsableCommand {
                                         authentication: authentication, jumpHost: jump, hostKeyFingerprint: fingerprint,
                                         tmuxSocket: tmuxSocket)
                 let trust = FirstUseTrust(store: HostConnection.knownHosts(environment: context.environment))
+                // the jump host's key is checked or recorded on first use even when the host's is pinned
                 let config = try HostConnection.configuration(for: record, environment: context.environment,
-                                                              hostKeyPolicy: fingerprint == nil ? trust.policy : nil)
+                                                              hostKeyPolicy: fingerprint == nil ? trust.policy : nil,
+                                                              jumpHostKeyPolicy: trust.policy)
                 let transport = SSHTransport(configuration: config, serverID: record.serverID)
                 let host = AgentHost(transport: transport, tmuxSocket: record.tmuxSocket, extraSearchPath: context.config.searchPath)
                 let detection: AgentDetection
@@ -113,12 +115,15 @@ struct Hosts: AsyncParsableCommand {
                 let hosts = try await context.store.hosts()
                 var states: [String: String] = [:]
                 if !offline {
+                    // all at once, but the hosts that ask for a password one after the other
+                    let asking = hosts.filter { $0.authentication == .passwordPrompt }
                     states = await withTaskGroup(of: (String, String).self) { group in
-                        for h in hosts { group.addTask { (h.id, await probe(h, context)) } }
+                        for h in hosts where h.authentication != .passwordPrompt { group.addTask { (h.id, await probe(h, context)) } }
                         var all: [String: String] = [:]
                         for await (id, s) in group { all[id] = s }
                         return all
                     }
+                    for h in asking { states[h.id] = await probe(h, context) }
                 }
                 let projects = try await context.store.projects(hostID: nil)
                 if json {
@@ -196,6 +201,11 @@ struct Hosts: AsyncParsableCommand {
                 if tasks > 0 && !force {
                     throw Failure.refused("\(name) has \(tasks) task(s); delete them first (agent-sessions tasks delete) or pass --force")
                 }
+                for p in projects {
+                    for t in try await context.store.tasks(projectID: p.id) {
+                        for c in try await context.store.conversations(taskID: t.id) { try await context.store.remove(c.ptyID.description) }
+                    }
+                }
                 try await context.store.deleteHost(id: h.id)
                 print("removed host \(name) (\(projects.count) project(s), \(tasks) task(s))")
             }
@@ -217,7 +227,8 @@ struct Agents: AsyncParsableCommand {
         try await Context.with(global) { context in
             let h = try await context.host(named: name)
             let providers = AgentProvider.all.map { context.config.providers[$0.id]?.applied(to: $0) ?? $0 }
-            let cache = DetectionCache(environment: context.environment, hostID: h.id)
+            let cache = DetectionCache(environment: context.environment, hostID: h.id,
+                                       settings: providers.map(\.binary) + context.config.searchPath)
             var detection = refresh ? nil : cache.load()
             let cached = detection != nil
             if detection == nil {
@@ -252,8 +263,12 @@ struct Agents: AsyncParsableCommand {
 /// `~/.cache/agent-sessions/`), for `AgentDetection.cacheLifetime`.
 struct DetectionCache {
     let path: String
+    /// What the probe depended on (the binaries looked for, the search path): a cached
+    /// answer for other settings is not used.
+    let settings: [String]
 
-    init(environment: [String: String], hostID: String) {
+    init(environment: [String: String], hostID: String, settings: [String]) {
+        self.settings = settings
         let base: String
         if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") {
             base = xdg
@@ -269,12 +284,13 @@ struct DetectionCache {
         var hasGit: Bool
         var loginShell: String
         var probedAt: Date
+        var settings: [String]
     }
 
     func load() -> AgentDetection? {
         guard let data = FileManager.default.contents(atPath: path),
               let e = try? JSONDecoder().decode(Entry.self, from: data),
-              Date().timeIntervalSince(e.probedAt) < AgentDetection.cacheLifetime, e.probedAt <= Date()
+              Date().timeIntervalSince(e.probedAt) < AgentDetection.cacheLifetime, e.probedAt <= Date(), e.settings == settings
         else { return nil }
         return AgentDetection(installed: e.installed, tmuxVersion: e.tmuxVersion, hasGit: e.hasGit,
                               loginShell: e.loginShell, probedAt: e.probedAt)
@@ -286,7 +302,7 @@ struct DetectionCache {
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
                                                  attributes: [.posixPermissions: 0o700])
         let e = Entry(installed: d.installed, tmuxVersion: d.tmuxVersion, hasGit: d.hasGit, loginShell: d.loginShell,
-                      probedAt: d.probedAt)
+                      probedAt: d.probedAt, settings: settings)
         if let data = try? JSONEncoder().encode(e) { try? data.write(to: URL(fileURLWithPath: path), options: .atomic) }
     }
 }

@@ -72,7 +72,8 @@ enum HostConnection {
     /// its key files, ssh-agent or a password asked on the terminal; a keepalive that
     /// notices a dead link within 15 s.
     static func configuration(for record: HostRecord, environment: [String: String],
-                              hostKeyPolicy: SSHHostKeyPolicy? = nil) throws -> SSHConfiguration
+                              hostKeyPolicy: SSHHostKeyPolicy? = nil, jumpHostKeyPolicy: SSHHostKeyPolicy? = nil)
+        throws -> SSHConfiguration
     {
         let policy = hostKeyPolicy ?? (record.hostKeyFingerprint.map { .pinned([$0]) } ?? .strict(knownHosts(environment: environment)))
         var config = SSHConfiguration(host: record.address, port: record.port, user: record.user,
@@ -85,7 +86,7 @@ enum HostConnection {
             hop.host = spec.address
             hop.port = spec.port
             hop.user = spec.user
-            hop.hostKeyPolicy = hostKeyPolicy ?? .strict(knownHosts(environment: environment))
+            hop.hostKeyPolicy = jumpHostKeyPolicy ?? .strict(knownHosts(environment: environment))
             hop.jumpHosts = []
             config.jumpHosts = [hop]
         }

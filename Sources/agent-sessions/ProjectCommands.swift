@@ -100,6 +100,9 @@ struct Projects: AsyncParsableCommand {
                 if !tasks.isEmpty && !force {
                     throw Failure.refused("\(p.name) has \(tasks.count) task(s); delete them first or pass --force")
                 }
+                for t in tasks {
+                    for c in try await context.store.conversations(taskID: t.id) { try await context.store.remove(c.ptyID.description) }
+                }
                 try await context.store.deleteProject(id: p.id)
                 print("removed project \(p.name)")
             }

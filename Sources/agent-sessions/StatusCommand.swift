@@ -125,7 +125,7 @@ struct Board {
                         }
                         if row.task.archivedAt == nil {
                             row.filesChanged = try? await context.onHost(record) { host in
-                                try await host.worktreeStatus(row.task.worktree.path).count
+                                try await changedFiles(row.task.worktree, on: host)
                             }
                         }
                         return (i, row)
@@ -168,6 +168,17 @@ struct Board {
         }
         return table
     }
+}
+
+/// How many files the worktree changed against its base commit, committed or not, new
+/// files included (what `diff --stat` lists), in one round trip.
+func changedFiles(_ worktree: Worktree, on host: AgentHost) async throws -> Int {
+    let script = #"cd "$1" && { git diff --name-only "$2" -- && git ls-files --others --exclude-standard; } | sort -u | wc -l"#
+    let r = try await host.transport.runProcess("/bin/sh", "-c", script, "sh", worktree.path, worktree.baseCommit)
+    guard r.exitStatus == .exited(0), let n = Int(r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+        throw Failure(.failed, "cannot count the changes of \(worktree.path): \(r.stderrString)")
+    }
+    return n
 }
 
 /// Screen inferences per conversation, kept between the rounds of `status --watch` (a

@@ -125,7 +125,7 @@ struct Tasks: AsyncParsableCommand {
                 print("worktree  \(t.worktree.path)")
                 print("branch    \(t.worktree.branch) from \(t.worktree.baseRef) (\(t.worktree.baseCommit.prefix(10)))")
                 print("created   \(iso8601(t.createdAt))" + (t.archivedAt.map { ", archived \(iso8601($0))" } ?? ""))
-                if let changed = row.filesChanged { print("changes   \(changed) file(s) changed against the base") }
+                if let changed = row.filesChanged { print("changes   \(changed) file(s) changed against the base (agent-sessions diff \(short(t.id)) --stat)") }
                 if let error = row.hostError { print("host      unreachable: \(error)") }
                 for (i, c) in row.conversations.enumerated() {
                     print("agent \(i + 1)   \(c.record.providerID) (\(c.record.kind == .main ? "main" : "chat \(short(c.record.id))")): \(c.stateText)"
@@ -167,8 +167,13 @@ struct Tasks: AsyncParsableCommand {
         func run() async throws {
             try await Context.with(global) { context in
                 let t = try await context.task(task)
+                if t.archivedAt != nil {
+                    throw Failure.refused("the task \(t.title) is archived; its branch \(t.worktree.branch) stays, start a new task to go on")
+                }
                 var conversations = try await context.store.conversations(taskID: t.id)
                 if let chat { conversations = [try await context.conversation(of: t, chat)] }
+                let (_, h) = try await context.context(of: t)
+                for c in conversations { try await context.checkCanStart(c.providerID, on: h) }
                 for c in conversations {
                     _ = try await context.orchestrator.resume(conversationID: c.id)
                     print("\(c.providerID) of task \(short(t.id)) is running")

@@ -72,9 +72,14 @@ struct Log: AsyncParsableCommand {
             let c = try await context.orchestrator.refreshState(conversationID: try await context.conversation(of: t, chat).id)
             let session = context.orchestrator.session(of: c, in: t, host: h)
             var text: String
+            let paneKept: Bool
+            switch c.state {
+            case .exited, .signaled: paneKept = c.survivesDisconnect
+            case .running, .stopped, .gone: paneKept = false
+            }
             if c.state == .running {
                 text = try await context.onHost(h) { host in try await host.recentOutput(of: session, lines: AgentHost.historyLimit) }
-            } else if c.survivesDisconnect, let kept = try? await context.onHost(h, { host in
+            } else if paneKept, let kept = try? await context.onHost(h, { host in
                 try await host.tmuxSession(named: session.ptyID.description) != nil ? try await host.recentOutput(of: session) : nil
             }) {
                 // ended, its pane kept by tmux (remain-on-exit)
