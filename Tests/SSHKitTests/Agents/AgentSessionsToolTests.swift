@@ -275,8 +275,11 @@ struct AgentSessionsToolTests {
         let repo = try await WorktreeTests.makeRepository(u.host)
         let proxy = try FaultProxy(target: TestServer.shared.port)
         defer { proxy.stop() }
-        let tmux = ShellExampleTests.Tmux(socket: u.home + "/tmux.sock")
-        defer { tmux.kill() }
+        // one local tmux server per attach (a new server on a socket just killed can race its end)
+        let first = ShellExampleTests.Tmux(socket: u.home + "/tmux1.sock")
+        let second = ShellExampleTests.Tmux(socket: u.home + "/tmux2.sock")
+        defer { first.kill(); second.kill() }
+        var tmux = first
         defer { Task { await u.tearDown([repo]) } }
         try u.addHost(port: proxy.port)
         try u.ok(["projects", "add", "fixture", repo, "--name", "repo"])
@@ -287,7 +290,7 @@ struct AgentSessionsToolTests {
 
         let tool = ["env", "-i", "HOME=\(u.home)", "PATH=/usr/local/bin:/usr/bin:/bin", "TERM=xterm-256color", Self.binary,
                     "attach", id, "--reconnect-timeout", "60"].map { "'\($0)'" }.joined(separator: " ")
-        func attach(_ n: Int) throws {
+        func attach(_ n: Int, in tmux: ShellExampleTests.Tmux) throws {
             try tmux.start(width: 100, height: 30,
                            command: "\(tool); echo status=$? > \(u.home)/status\(n); stty -a > \(u.home)/stty\(n); sleep 30",
                            log: u.home + "/tmux.log")
@@ -304,7 +307,7 @@ struct AgentSessionsToolTests {
             return r?.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
         }
 
-        try attach(1)
+        try attach(1, in: tmux)
         try await tmux.waitFor("READY>")
         _ = try tmux.run(["send-keys", "-t", tmux.session, "typed-one", "Enter"])
         try await tmux.waitFor("got: typed-one")
@@ -333,7 +336,8 @@ struct AgentSessionsToolTests {
 
         // tmux's own detach key works too (send-keys bypasses the local tmux's bindings)
         tmux.kill()
-        try attach(2)
+        tmux = second
+        try attach(2, in: tmux)
         try await tmux.waitFor("got: typed-three")
         _ = try tmux.run(["send-keys", "-t", tmux.session, "C-b", "d"])
         #expect(await finished(2) == "status=0\n")
