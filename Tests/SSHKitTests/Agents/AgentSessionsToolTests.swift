@@ -62,6 +62,50 @@ struct AgentSessionsToolTests {
             return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
         }
 
+        /// The tool started in the background (stdout collected), for commands that run on.
+        final class Running: @unchecked Sendable {
+            let process: Process
+            private let lock = NSLock()
+            private var data = Data()
+
+            init(_ process: Process, _ out: Pipe) {
+                self.process = process
+                out.fileHandleForReading.readabilityHandler = { [weak self] h in
+                    let chunk = h.availableData
+                    guard let self, !chunk.isEmpty else { return }
+                    self.lock.withLock { self.data.append(chunk) }
+                }
+            }
+
+            func output() -> String { lock.withLock { String(decoding: data, as: UTF8.self) } }
+
+            /// Its exit status, or nil when it still runs after `seconds` (then it is stopped).
+            func exit(within seconds: Double) async -> Int32? {
+                let done = await eventually(seconds) { process.isRunning ? nil : true }
+                if done == nil { stop() }
+                return done == nil ? nil : process.terminationStatus
+            }
+
+            func stop() {
+                if process.isRunning { process.interrupt() }
+                process.waitUntilExit()
+            }
+        }
+
+        func start(_ args: [String]) throws -> Running {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: AgentSessionsToolTests.binary)
+            p.arguments = args
+            p.environment = ["HOME": home, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"]
+            let out = Pipe()
+            p.standardOutput = out
+            p.standardError = FileHandle.nullDevice
+            p.standardInput = FileHandle.nullDevice
+            let running = Running(p, out)
+            try p.run()
+            return running
+        }
+
         /// Runs the tool and expects success; returns its output.
         @discardableResult
         func ok(_ args: [String], stdin: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
@@ -216,6 +260,26 @@ struct AgentSessionsToolTests {
         #expect(shown.contains("agent 2   gemini (chat"), "\(shown)")
         try u.ok(["tasks", "stop", id, "--chat", "gemini"])
         #expect(try u.ok(["log", id, "--chat", "2"]).contains("tick"), "a stopped chat's scrollback was kept")
+
+        // log --follow prints what comes, and ends when the agent does
+        let follow = try u.start(["log", id, "--follow"])
+        try await Task.sleep(for: .milliseconds(700))
+        try u.ok(["send", id, "followed line"])
+        let seen = await eventually { follow.output().contains("got: followed line") ? true : nil }
+        #expect(seen == true, "log --follow printed the new line: \(follow.output())")
+        try u.ok(["send", id, "quit"])
+        #expect(await follow.exit(within: 20) == 0, "log --follow ended with the agent: \(follow.output())")
+        #expect(follow.output().contains("bye"))
+
+        // status --watch, piped: a plain board per round until interrupted
+        let watch = try u.start(["status", "--watch", "--interval", "0.3"])
+        let rounds = await eventually { () -> Int? in
+            let n = watch.output().components(separatedBy: "ID  ").count - 1
+            return n >= 3 ? n : nil
+        }
+        watch.stop()
+        #expect(rounds != nil && !watch.output().contains("\u{1B}"), "three plain rounds: \(watch.output())")
+        #expect(watch.output().contains("exited 0"), "the board saw the agent end: \(watch.output())")
 
         // delete refuses to lose the uncommitted work, then --force
         let refused = try u.fails(["tasks", "delete", id], 3)
