@@ -64,8 +64,9 @@ public final class AgentOrchestrator: Sendable {
         return (task, project, host)
     }
 
-    /// Adds the host of `record` to the monitor on first use.
-    private func register(_ record: HostRecord) async throws(AgentError) {
+    /// Adds the host of `record` to the monitor on first use (made by `makeHost`, whose
+    /// server id is checked); then `connections.withHost(record.serverID)` reaches it.
+    public func register(_ record: HostRecord) async throws(AgentError) {
         if await connections.host(record.serverID) == nil {
             let host: AgentHost
             do {

@@ -144,9 +144,7 @@ final class Context: Sendable {
 
     /// Runs `body` on the host's connection (made on first use).
     func onHost<R>(_ record: HostRecord, _ body: (AgentHost) async throws -> R) async throws -> R {
-        if await orchestrator.connections.host(record.serverID) == nil {
-            await orchestrator.connections.add(try orchestrator.makeHost(record))
-        }
+        try await orchestrator.register(record)
         return try await orchestrator.connections.withHost(record.serverID, body)
     }
 }

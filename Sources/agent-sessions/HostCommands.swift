@@ -60,7 +60,7 @@ struct Hosts: AsyncParsableCommand {
                 let host = AgentHost(transport: transport, tmuxSocket: record.tmuxSocket, extraSearchPath: context.config.searchPath)
                 let detection: AgentDetection
                 do {
-                    detection = try await host.detectAgents()
+                    detection = try await host.detectAgents(context.config.allProviders)
                     await transport.close()
                 } catch {
                     await transport.close()
@@ -170,7 +170,7 @@ struct Hosts: AsyncParsableCommand {
             try await Context.with(global) { context in
                 let h = try await context.host(named: name)
                 let start = ContinuousClock.now
-                let detection = try await context.onHost(h) { host in try await host.detectAgents(refresh: true) }
+                let detection = try await context.onHost(h) { host in try await host.detectAgents(context.config.allProviders, refresh: true) }
                 let ms = (ContinuousClock.now - start) / .milliseconds(1)
                 print(String(format: "%@: connected and probed in %.0f ms (%@)", h.name, ms, h.destination))
                 print("host key:    \(h.hostKeyText)")
@@ -226,7 +226,7 @@ struct Agents: AsyncParsableCommand {
     func run() async throws {
         try await Context.with(global) { context in
             let h = try await context.host(named: name)
-            let providers = AgentProvider.all.map { context.config.providers[$0.id]?.applied(to: $0) ?? $0 }
+            let providers = context.config.allProviders
             let cache = DetectionCache(environment: context.environment, hostID: h.id,
                                        settings: providers.map(\.binary) + context.config.searchPath)
             var detection = refresh ? nil : cache.load()

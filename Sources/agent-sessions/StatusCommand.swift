@@ -107,17 +107,20 @@ struct Board {
                     group.addTask {
                         var row = row
                         for (j, a) in row.conversations.enumerated() where a.record.state == .running {
-                            let updated = try await context.orchestrator.refreshState(conversationID: a.record.id)
-                            row.conversations[j].record = updated
-                            row.conversations[j].lastActivity = activity[updated.ptyID.description]
-                            if updated.state == .running {
-                                let session = context.orchestrator.session(of: updated, in: row.task, host: record)
-                                let status = try await context.onHost(record) { host in
-                                    var inference = inferences.take(updated.id)
-                                    let status = await host.status(of: session, inference: &inference)
-                                    inferences.keep(inference, for: updated.id)
-                                    return status
-                                }
+                            let c = a.record
+                            row.conversations[j].lastActivity = activity[c.ptyID.description]
+                            let session = context.orchestrator.session(of: c, in: row.task, host: record)
+                            let status = try await context.onHost(record) { host in
+                                var inference = inferences.take(c.id)
+                                let status = await host.status(of: session, inference: &inference)
+                                inferences.keep(inference, for: c.id)
+                                return status
+                            }
+                            switch status.activity {
+                            case .exited, .lost:
+                                // ended: the record says how (one more look, only now)
+                                row.conversations[j].record = try await context.orchestrator.refreshState(conversationID: c.id)
+                            default:
                                 // a first look at a screen cannot tell working from idle yet
                                 let unsure = status.source == .screen && status.activity == .starting
                                 row.conversations[j].activity = unsure ? nil : status.activity

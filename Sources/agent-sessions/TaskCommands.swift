@@ -40,7 +40,7 @@ extension Context {
             throw Failure.usage("no agent called \(providerID); known agents: \(AgentProvider.all.map(\.id).joined(separator: ", "))")
         }
         let applied = config.providers[provider.id]?.applied(to: provider) ?? provider
-        let detection = try await onHost(host) { h in try await h.detectAgents(AgentProvider.all.map { self.config.providers[$0.id]?.applied(to: $0) ?? $0 }) }
+        let detection = try await onHost(host) { h in try await h.detectAgents(self.config.allProviders) }
         guard detection.tmuxVersion != nil else {
             throw Failure(.failed, "\(host.name) has no tmux; install it there (agents run in tmux so they outlive this command)")
         }

@@ -18,6 +18,10 @@ struct ToolConfiguration: Sendable {
     var searchPath: [String] = []
     var providers: [String: AgentProviderSettings] = [:]
 
+    /// Every provider of the registry with the user's settings applied (what detection
+    /// looks for and what starts).
+    var allProviders: [AgentProvider] { AgentProvider.all.map { providers[$0.id]?.applied(to: $0) ?? $0 } }
+
     static func defaultPath(environment: [String: String]) -> String {
         let base: String
         if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") {
