@@ -1150,6 +1150,12 @@ static void session_abort(sshcore_conn *conn, sshcore_op *op)
         if (!x->started_reported) {
             x->started_reported = true;
             x->bcb.failed(x->bcb.ctx, x->fd, &op->err);
+        } else if (op->err.code != SSHCORE_E_OK && !x->fd_write_shut) {
+            /* the stream was cut before the peer's EOF reached the socket
+             * (connection lost, cancelled, closed): a reset, never a FIN that
+             * the socket's client would take for a complete stream */
+            struct linger lin = {.l_onoff = 1, .l_linger = 0};
+            (void)setsockopt(x->fd, SOL_SOCKET, SO_LINGER, &lin, sizeof lin);
         }
         close(x->fd);
         x->fd = -1;

@@ -581,6 +581,9 @@ typedef struct sshcore_bridge_callbacks {
  * OK when the channel closed normally or the socket's client went away
  * (reset, broken pipe), an error otherwise (CHANNEL_OPEN_REFUSED,
  * CANCELLED, TIMED_OUT after spec->timeout_ms, the connection's failure).
+ * An error after the channel opened, before the channel's EOF reached the
+ * socket, resets the socket (RST) instead of closing it with a FIN, so its
+ * client never takes a cut stream for a complete one.
  * `first_data` (copied) goes into the channel before anything read from the
  * socket: bytes a caller already read from it, e.g. behind a SOCKS request.
  */

@@ -9,7 +9,10 @@ extension SSHConnection {
     /// ```
     ///
     /// A target that refuses closes that client's socket (and reports a `failed`
-    /// event with `channelOpenFailed`); the listener goes on. The forward keeps the
+    /// event with `channelOpenFailed`); the listener goes on. A connection cut before
+    /// the target's end of stream reached the client (the SSH connection lost, the
+    /// forward stopped) is reset (RST), never closed with a FIN that the client would
+    /// take for a complete stream; the `failed` event says why. The forward keeps the
     /// connection alive while it runs, and stops when the connection ends.
     ///
     /// - Throws: `invalidArgument`, `invalidState` (the connection is closed),

@@ -70,6 +70,23 @@ enum SocketClient {
         return out
     }
 
+    /// How a socket's stream ended, read with a deadline (bytes before the end dropped).
+    enum End: Equatable { case eof, error(Int32), timeout }
+
+    static func readEnd(_ fd: Int32, timeout: Duration = .seconds(10)) -> End {
+        let deadline = ContinuousClock.now + timeout
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while ContinuousClock.now < deadline {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&p, 1, 200) >= 0 else { return .error(errno) }
+            if p.revents == 0 { continue }
+            let r = read(fd, &buf, buf.count)
+            if r == 0 { return .eof }
+            if r < 0 && errno != EINTR && errno != EAGAIN { return .error(errno) }
+        }
+        return .timeout
+    }
+
     static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         var off = 0
         while off < bytes.count {
