@@ -172,9 +172,26 @@ struct sshcore_conn {
     sshcore_negotiated negotiated; /* written before `connected` reports success */
 };
 
-/** A channel whose operation ended while its open was still pending. */
+enum sshcore_orphan_stage {
+    SSHCORE_ORPHAN_OPENING,  /* the open is pending */
+    SSHCORE_ORPHAN_STARTING, /* the exec or shell request is pending */
+    SSHCORE_ORPHAN_STOPPING, /* TERM sent: waiting for the process's end */
+};
+
+/** A channel whose operation ended while the server still had work on it: an
+ *  open or a start request pending, or a cancelled process to stop. The worker
+ *  finishes that exchange, then closes the channel. */
 struct sshcore_orphan {
     ssh_channel ch;
+    enum sshcore_orphan_stage stage;
+    /* STARTING: "shell", or the exec command (`exec`); `signal`: stop what the
+     * request started */
+    char *_Nullable start;
+    bool exec;
+    bool signal;
+    /* STOPPING: when TERM goes again, and when to close regardless */
+    int64_t wake_ms;
+    int64_t give_up_ms;
     struct sshcore_orphan *_Nullable next;
 };
 
@@ -199,6 +216,18 @@ int sshcore_conn_failure_code(sshcore_conn *conn);
 /** Worker: keep a channel whose open is pending until the server answers,
  *  then close it properly. */
 void sshcore_conn_adopt_opening_channel(sshcore_conn *conn, ssh_channel ch);
+/* Takes a channel whose exec (`exec`, with `command`) or shell request is
+ * pending: once answered, what it started gets TERM (when `signal`), then
+ * EOF and CLOSE. */
+void sshcore_conn_adopt_starting_channel(sshcore_conn *conn, ssh_channel ch, const char *_Nullable command,
+                                         bool exec, bool signal);
+/* Takes a channel whose process is to stop: TERM now and again every 100 ms
+ * until the server reports the end (EOF or CLOSE), at most 2 s; then EOF and
+ * CLOSE. (sshd answers an exec before its child made its process group: a
+ * TERM that early finds no group and is lost.) */
+void sshcore_conn_adopt_stopping_channel(sshcore_conn *conn, ssh_channel ch);
+/* The earliest time an orphan needs the worker, or -1. */
+int64_t sshcore_conn_orphans_due_ms(const sshcore_conn *conn);
 
 /* sshcore_rforward.c: the global-request slot */
 enum {

@@ -98,6 +98,7 @@ typedef struct session_op {
     int phase;
     bool use_fallback;
     bool subsystem; /* command names a subsystem */
+    bool start_sent; /* X_START: the exec/shell/subsystem request went out */
     sshcore_channel_kind kind;
     char *_Nullable target;     /* direct channels: host or socket path */
     int target_port;
@@ -1104,6 +1105,7 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
             rc = ssh_channel_request_exec(x->ch, x->use_fallback ? x->fallback : x->command);
         }
         if (rc == SSH_AGAIN) {
+            x->start_sent = true;
             return false;
         }
         if (rc != SSH_OK) {
@@ -1197,16 +1199,32 @@ static void close_channel(sshcore_conn *conn, session_op *x)
             (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
             return;
         }
+        if (x->phase == X_START && x->start_sent && !ssh_channel_is_closed(x->ch)) {
+            /* The exec or shell request is on its way and libssh sends no
+             * other request on the channel before its reply (a signal now
+             * would be swallowed): the worker waits for that reply, stops
+             * what it started, then closes. A subsystem gets no signal. */
+            sshcore_conn_adopt_starting_channel(conn, x->ch, x->use_fallback ? x->fallback : x->command,
+                                                x->command != NULL && !x->subsystem,
+                                                x->kind == SSHCORE_CHANNEL_SESSION && !x->subsystem);
+            x->ch = NULL;
+            (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
+            return;
+        }
         if (!ssh_channel_is_closed(x->ch) && x->phase == X_IO && x->kind == SSHCORE_CHANNEL_SESSION &&
             !x->subsystem &&
             (atomic_load(&op->cancel_requested) != 0 || op->err.code == SSHCORE_E_TIMED_OUT ||
              op->err.code == SSHCORE_E_CANCELLED)) {
-            /* a cancelled command should not keep running on the server;
-             * with a PTY, the close below also hangs the terminal up. Never
-             * a subsystem (SFTP): it has no process of the caller's to stop,
-             * EOF and CLOSE end it; OpenSSH refuses such a signal and logs
-             * it, asyncssh drops the whole connection. */
-            (void)ssh_channel_request_send_signal(x->ch, "TERM");
+            /* a cancelled command should not keep running on the server:
+             * the worker sends TERM until the server reports its end, then
+             * closes; with a PTY, the close also hangs the terminal up.
+             * Never a subsystem (SFTP): it has no process of the caller's to
+             * stop, EOF and CLOSE end it; OpenSSH refuses such a signal and
+             * logs it, asyncssh drops the whole connection. */
+            sshcore_conn_adopt_stopping_channel(conn, x->ch);
+            x->ch = NULL;
+            (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
+            return;
         }
         /* ssh_channel_close gives up when its EOF's flush returns SSH_AGAIN;
          * with the EOF already queued it goes on to send CLOSE */

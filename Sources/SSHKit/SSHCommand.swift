@@ -47,7 +47,8 @@ public final class SSHCommand: Sendable {
 
     /// Waits for the end: the exit status or signal once the channel closed and all
     /// output was read (unread output beyond `bufferLimit` keeps it waiting). Throws
-    /// what ended it otherwise: `timedOut`, `cancelled`, `connectionLost`...
+    /// what ended it otherwise: `timedOut`, `cancelled`, `connectionLost`... A cancel
+    /// of the waiting task throws `cancelled` at once; the command goes on.
     public func exitStatus() async throws(SSHError) -> SSHExitStatus {
         try await channel.exitStatus()
     }

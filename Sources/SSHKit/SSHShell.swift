@@ -44,7 +44,8 @@ public final class SSHShell: Sendable {
         try channel.finishInput()
     }
 
-    /// Waits until the shell exits: its status or signal.
+    /// Waits until the shell exits: its status or signal. A cancel of the waiting task
+    /// throws `cancelled` at once; the shell goes on.
     public func exitStatus() async throws(SSHError) -> SSHExitStatus {
         try await channel.exitStatus()
     }

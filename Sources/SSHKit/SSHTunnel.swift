@@ -27,6 +27,7 @@ public final class SSHTunnel: Sendable {
 
     /// Waits until the channel has closed: normally once both sides sent EOF and the
     /// server closed it; throws what ended it otherwise (`cancelled` after `close()`).
+    /// A cancel of the waiting task throws `cancelled` at once; the tunnel stays open.
     public func closed() async throws(SSHError) {
         _ = try await channel.exitStatus()
     }

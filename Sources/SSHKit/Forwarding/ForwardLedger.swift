@@ -26,7 +26,7 @@ final class ForwardLedger: Sendable {
         var stopReason: SSHError?
         var sourceEnded = false
         var stopped = false
-        var waiters: [CheckedContinuation<SSHError?, Never>] = []
+        var waiters = WaitList<SSHError?>()
     }
 
     private let state = Mutex(State())
@@ -133,22 +133,26 @@ final class ForwardLedger: Sendable {
         resume(waiters)
     }
 
-    func waitUntilStopped() async -> SSHError? {
-        await withCheckedContinuation { c in
-            let done = state.withLock { s -> SSHError?? in
+    /// Waits until the forward stopped: nil after a stop, else the error that ended
+    /// it. When `cancellable`, a cancel of the waiting task ends the wait at once with
+    /// `cancelled` (the forward goes on); `stop()` waits for its own closing, which
+    /// needs no network, regardless.
+    func waitUntilStopped(cancellable: Bool) async -> SSHError? {
+        let cancelled = SSHError(.cancelled, "waiting for the forward to stop was cancelled; it goes on")
+        return await waitInList(cancelled: cancelled) { c, id -> SSHError?? in
+            state.withLock { s -> SSHError?? in
                 if s.stopped { return .some(s.stopReason) }
-                s.waiters.append(c)
-                return nil
+                return s.waiters.insert(c, id: id, honoringCancellation: cancellable) ? nil : .some(cancelled)
             }
-            if let done { c.resume(returning: done) }
+        } leave: { [self] id in
+            cancellable ? state.withLock { $0.waiters.remove(id) } : nil
         }
     }
 
     private static func markStoppedIfIdle(_ s: inout State) -> [CheckedContinuation<SSHError?, Never>] {
         guard s.sourceEnded, s.live.isEmpty, !s.stopped else { return [] }
         s.stopped = true
-        defer { s.waiters = [] }
-        return s.waiters
+        return s.waiters.removeAll()
     }
 
     private func resume(_ waiters: [CheckedContinuation<SSHError?, Never>]) {

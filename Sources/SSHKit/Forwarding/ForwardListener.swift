@@ -75,8 +75,8 @@ final class ForwardListener: Sendable {
         }
     }
 
-    func waitUntilStopped() async -> SSHError? {
-        await ledger.waitUntilStopped()
+    func waitUntilStopped(cancellable: Bool) async -> SSHError? {
+        await ledger.waitUntilStopped(cancellable: cancellable)
     }
 
     // MARK: the thread

@@ -189,12 +189,13 @@ public final class SSHPortForward: Sendable {
     /// listener is closed (a Unix socket path is removed). Idempotent.
     public func stop() async {
         listener.requestStop(reason: nil)
-        _ = await listener.waitUntilStopped()
+        _ = await listener.waitUntilStopped(cancellable: false)
     }
 
     /// Waits until the forward stops: nil after `stop()`, or the error that ended
-    /// its SSH connection.
+    /// its SSH connection; `cancelled` at once when the waiting task is cancelled (the
+    /// forward goes on).
     public func waitUntilStopped() async -> SSHError? {
-        await listener.waitUntilStopped()
+        await listener.waitUntilStopped(cancellable: true)
     }
 }

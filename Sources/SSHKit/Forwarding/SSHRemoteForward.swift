@@ -35,12 +35,13 @@ public final class SSHRemoteForward: Sendable {
     /// Stops listening on the server and closes every forwarded connection. Idempotent.
     public func stop() async {
         book.stop(reason: nil)
-        _ = await book.waitUntilStopped()
+        _ = await book.waitUntilStopped(cancellable: false)
     }
 
-    /// Waits until the forward stops: nil after `stop()`, else the error that ended it.
+    /// Waits until the forward stops: nil after `stop()`, else the error that ended it;
+    /// `cancelled` at once when the waiting task is cancelled (the forward goes on).
     public func waitUntilStopped() async -> SSHError? {
-        await book.waitUntilStopped()
+        await book.waitUntilStopped(cancellable: true)
     }
 }
 
@@ -197,8 +198,8 @@ final class RemoteForwardBook: Sendable {
         forward.withLock { $0 }?.cancel()
     }
 
-    func waitUntilStopped() async -> SSHError? {
-        await ledger.waitUntilStopped()
+    func waitUntilStopped(cancellable: Bool) async -> SSHError? {
+        await ledger.waitUntilStopped(cancellable: cancellable)
     }
 }
 

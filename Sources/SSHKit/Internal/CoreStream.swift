@@ -54,7 +54,7 @@ final class StreamChannel: Sendable {
         var startResult: Result<Bool, SSHError>?
         /// Set when the core completed the operation.
         var end: Result<SSHExitStatus, SSHError>?
-        var exitWaiters: [CheckedContinuation<Result<SSHExitStatus, SSHError>, Never>] = []
+        var exitWaiters = WaitList<Result<SSHExitStatus, SSHError>>()
         var op: OpPointer?
         var cancelRequested = false
         /// The peer sent EOF: readers end once the queues are drained.
@@ -167,9 +167,7 @@ final class StreamChannel: Sendable {
             s.end = result
             let w = s.waiters.compactMap { $0 }
             s.waiters = [nil, nil, nil]
-            let e = s.exitWaiters
-            s.exitWaiters = []
-            return (w, e)
+            return (w, s.exitWaiters.removeAll())
         }
         if case .failure(let e) = result { resumeStart(.failure(e)) }
         // readers drain what is queued before they see the end: let them ask again
@@ -273,14 +271,18 @@ final class StreamChannel: Sendable {
 
     // MARK: end, input and control
 
+    /// The channel's end. A cancel of the waiting task ends the wait at once with
+    /// `cancelled`; the channel goes on (a later call still gets its status).
     func exitStatus() async throws(SSHError) -> SSHExitStatus {
-        let r: Result<SSHExitStatus, SSHError> = await withCheckedContinuation { continuation in
-            let done = state.withLock { s -> Result<SSHExitStatus, SSHError>? in
+        let cancelled = Result<SSHExitStatus, SSHError>.failure(
+            SSHError(.cancelled, "waiting for the exit status was cancelled; the channel goes on"))
+        let r = await waitInList(cancelled: cancelled) { c, id in
+            state.withLock { s -> Result<SSHExitStatus, SSHError>? in
                 if let end = s.end { return end }
-                s.exitWaiters.append(continuation)
-                return nil
+                return s.exitWaiters.insert(c, id: id) ? nil : cancelled
             }
-            if let done { continuation.resume(returning: done) }
+        } leave: { [self] id in
+            state.withLock { $0.exitWaiters.remove(id) }
         }
         return try r.get()
     }

@@ -117,8 +117,14 @@ extension SFTPClient {
                 let fits = buffer.withLock { b -> Bool in
                     let needed = Int(offset) + bytes.count
                     guard needed <= limit else { return false }
-                    if b.count < needed { b.append(contentsOf: repeatElement(0, count: needed - b.count)) }
-                    b.replaceSubrange(Int(offset)..<needed, with: bytes)
+                    if b.count < needed { b += [UInt8](repeating: 0, count: needed - b.count) }
+                    // one copy of the piece into place (an element-wise replaceSubrange
+                    // took 25 ms per 256 KiB in a debug build: a cancel waited for it)
+                    b.withUnsafeMutableBytes { dst in
+                        bytes.withUnsafeBytes { src in
+                            (dst.baseAddress! + Int(offset)).copyMemory(from: src.baseAddress!, byteCount: src.count)
+                        }
+                    }
                     return true
                 }
                 if !fits { throw Self.tooBig(path, limit) }

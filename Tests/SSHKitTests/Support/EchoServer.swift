@@ -65,7 +65,7 @@ final class EchoServer: Sendable {
             if n <= 0 { break }
             var off = 0
             while off < n {
-                let w = buf[off..<n].withUnsafeBytes { write(fd, $0.baseAddress!, n - off) }
+                let w = buf[off..<n].withUnsafeBytes { send(fd, $0.baseAddress!, n - off, Int32(MSG_NOSIGNAL)) }
                 if w < 0 && errno == EINTR { continue }
                 if w <= 0 { break loop }
                 off += w
