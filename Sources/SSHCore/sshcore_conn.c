@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -893,6 +894,27 @@ static int auth_kbdint_step(sshcore_conn *conn)
     return rc;
 }
 
+/**
+ * Like ssh(1): a private key file of ours that others may read or write is
+ * refused (OpenSSH's "UNPROTECTED PRIVATE KEY FILE"), before anything reads it.
+ * libssh itself does not look. Fails the connection and returns false.
+ */
+static bool key_file_permissions_ok(sshcore_conn *conn, const char *_Nullable path)
+{
+    struct stat st;
+    char detail[400];
+
+    if (path == NULL || stat(path, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 077) == 0) {
+        return true; /* a missing file fails in the import, with its own text */
+    }
+    snprintf(detail, sizeof(detail),
+             "%s: permissions %04o are too open: a private key must not be accessible to others "
+             "(chmod 600), as ssh requires",
+             path, (unsigned)(st.st_mode & 07777));
+    fail_code(conn, SSHCORE_E_PRIVATE_KEY, detail);
+    return false;
+}
+
 static void phase_auth_method(sshcore_conn *conn)
 {
     const sshcore_auth_method *m = NULL;
@@ -923,6 +945,9 @@ static void phase_auth_method(sshcore_conn *conn)
     case SSHCORE_AUTH_KEY_MEMORY:
         if (conn->key == NULL) {
             int irc;
+            if (m->kind == SSHCORE_AUTH_KEY_FILE && !key_file_permissions_ok(conn, m->secret)) {
+                return;
+            }
             if (m->kind == SSHCORE_AUTH_KEY_FILE) {
                 irc = ssh_pki_import_privkey_file(m->secret != NULL ? m->secret : "",
                                                   m->passphrase, NULL, NULL, &conn->key);

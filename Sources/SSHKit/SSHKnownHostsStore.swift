@@ -14,7 +14,11 @@ import Musl
 /// never truncate; `replace` and `remove` write a temporary file in the same
 /// directory, `fsync` it and `rename` it over the original (the original's mode is
 /// kept). A file larger than `maxFileSize` or holding binary data is refused with
-/// `knownHostsUnusable`, and so make every policy using the store reject.
+/// `knownHostsUnusable`, and so make every policy using the store reject; so is a file
+/// that others could use to add a key: writable by every user, or owned by a user other
+/// than this process's (or root). A symbolic link is followed to an existing file and
+/// kept by rewrites (the file it names is replaced), but no file is created through a
+/// link to a missing one.
 public final class SSHKnownHostsStore: SSHHostKeyStore {
     public enum HostFormat: Sendable {
         /// `host` / `[host]:port`, readable, like OpenSSH's `HashKnownHosts no`.
@@ -90,6 +94,14 @@ public final class SSHKnownHostsStore: SSHHostKeyStore {
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw failure("cannot stat", errno: errno) }
         guard (st.st_mode & S_IFMT) == S_IFREG else { throw failure("not a regular file") }
+        // what decides whom to trust must not be writable by others (group-writable is
+        // allowed: user-private groups make it common, and OpenSSH checks nothing here)
+        if st.st_mode & S_IWOTH != 0 {
+            throw failure(String(format: "writable by every user (mode %04o): anyone could add a host key", st.st_mode & 0o7777))
+        }
+        if st.st_uid != geteuid() && st.st_uid != 0 {
+            throw failure("owned by another user (uid \(st.st_uid)), who could add a host key")
+        }
         guard Int(st.st_size) <= maxFileSize else {
             throw failure("\(st.st_size) bytes, more than the limit of \(maxFileSize)")
         }
@@ -134,10 +146,23 @@ public final class SSHKnownHostsStore: SSHHostKeyStore {
 
     /// Opens the file for appending (creating it 0600), takes the exclusive lock, and
     /// makes sure the path still names the locked file (a rewrite may have replaced
-    /// it while we waited); then runs `body`.
+    /// it while we waited); then runs `body`. A symbolic link is followed to an existing
+    /// file (as ssh does), but no file is created through one: a link to a missing file
+    /// is refused, so a planted link cannot make this create a file elsewhere.
     private func withLockedFile<T>(_ body: (Int32) throws(SSHError) -> T) throws(SSHError) -> T {
         for _ in 0..<100 {
-            let fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+            var fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC)
+            if fd < 0 && errno == ENOENT {
+                // O_EXCL never follows a link: a dangling one fails with EEXIST
+                fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+                if fd < 0 && errno == EEXIST {
+                    var st = stat()
+                    if lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFLNK && stat(path, &st) != 0 {
+                        throw failure("a symbolic link to a missing file: no file is created through a link")
+                    }
+                    continue // created by another writer meanwhile
+                }
+            }
             guard fd >= 0 else { throw failure("cannot open for writing", errno: errno) }
             defer { close(fd) }
             while flock(fd, LOCK_EX) != 0 {
@@ -183,7 +208,11 @@ public final class SSHKnownHostsStore: SSHHostKeyStore {
 
     /// Temp file in the same directory (O_EXCL, final mode at creation), fsync,
     /// rename over the original, fsync the directory. The temp is removed on failure.
+    /// A symbolic link is kept: the file it names is the one replaced.
     private func replaceFile(with bytes: [UInt8], mode: mode_t) throws(SSHError) {
+        guard let resolved = realpath(path, nil) else { throw failure("cannot resolve the path", errno: errno) }
+        let path = String(cString: resolved)
+        free(resolved)
         let dir = (path as NSString).deletingLastPathComponent
         let base = (path as NSString).lastPathComponent
         let tmp = (dir.isEmpty ? "." : dir) + "/.\(base).sshkit-\(UInt32.random(in: 0...UInt32.max))"

@@ -7,7 +7,9 @@ extension SFTPClient {
     /// in the same remote directory, created with `O_EXCL` and the final permissions from
     /// the start (so a secret is never readable by others, and a planted symlink is never
     /// followed), flushed, then renamed over `remote` (posix-rename, else `mv -f`). On any
-    /// failure or cancellation the temporary file is removed and `remote` is untouched.
+    /// failure or cancellation the temporary file is removed and `remote` is untouched
+    /// (after a cancel, the removal finishes in the background: a cancelled call never
+    /// waits for the server).
     /// Returns the size.
     @discardableResult
     public func upload(_ localPath: String, to remote: SFTPPath, options: SFTPTransferOptions = SFTPTransferOptions(),
@@ -82,11 +84,16 @@ extension SFTPClient {
         } catch {
             // cleanup runs even when this task is cancelled
             let keep = options.resume ? coverage.contiguous : nil
-            await Task {
+            let cleanup = Task {
                 if let keep { try? await file.setAttributes(SFTPFileAttributes(size: keep)) }
                 try? await file.close()
                 if keep == nil { try? await self.removeFile(at: temp) }
-            }.value
+            }
+            // A cancelled caller does not wait for the server to remove the temporary
+            // file: that goes on without it (a later upload picks another name). A
+            // resumable partial is cut to its complete prefix before this returns, so a
+            // resume that follows can trust its size.
+            if keep != nil || !Task.isCancelled { await cleanup.value }
             throw error
         }
     }

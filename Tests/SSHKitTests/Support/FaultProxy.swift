@@ -72,7 +72,9 @@ final class FaultProxy: Sendable {
     }
 
     let port: Int
-    private let target: Int
+    /// Where new connections go (`retarget` changes it: another server on the same
+    /// address, as a man in the middle would be).
+    private let target: Mutex<Int>
     private let listenFD: Int32
     private let stopPipe: (Int32, Int32)
     private let faults: Mutex<Faults>
@@ -87,7 +89,7 @@ final class FaultProxy: Sendable {
     /// - Parameter clientReceiveBuffer: SO_RCVBUF of the client's side, small to make a
     ///   slow reader back the client's own send queue up quickly.
     init(target: Int, faults: Faults = Faults(), clientReceiveBuffer: Int? = nil) throws {
-        self.target = target
+        self.target = Mutex(target)
         self.faults = Mutex(faults)
         let (fd, port) = try loopbackListener(backlog: 64, receiveBuffer: clientReceiveBuffer)
         self.port = port
@@ -106,6 +108,15 @@ final class FaultProxy: Sendable {
 
     /// Bytes forwarded on the latest connection so far.
     var forwarded: (clientToServer: Int, serverToClient: Int) { counts.withLock { $0 } }
+
+    /// The first bytes each way (up to `captureLimit`) of the latest connection: the
+    /// plaintext of the version exchange and of the first key exchange.
+    var captured: (clientToServer: [UInt8], serverToClient: [UInt8]) { capture.withLock { $0 } }
+    static let captureLimit = 64 << 10
+    private let capture = Mutex<(clientToServer: [UInt8], serverToClient: [UInt8])>(([], []))
+
+    /// Sends the connections accepted from now on to `port` instead.
+    func retarget(_ port: Int) { target.withLock { $0 = port } }
 
     /// Changes the faults; `body` also sees the latest connection's counts, so a fault
     /// can be placed relative to what has passed already.
@@ -126,6 +137,8 @@ final class FaultProxy: Sendable {
         var pendingBytes = 0
         /// Bytes read from `from`.
         var count = 0
+        /// The first bytes read (up to `captureLimit`).
+        var captured: [UInt8] = []
         var readEOF = false
         var shutDown = false
         var lastRead = ContinuousClock.now
@@ -183,7 +196,7 @@ final class FaultProxy: Sendable {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(target).bigEndian)
+        addr.sin_port = in_port_t(UInt16(target.withLock { $0 }).bigEndian)
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
         let rc = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
@@ -236,6 +249,9 @@ final class FaultProxy: Sendable {
         let n = piece.count
         let start = flow.count
         flow.count += n
+        if flow.captured.count < Self.captureLimit {
+            flow.captured += piece.prefix(Self.captureLimit - flow.captured.count)
+        }
         let pairStart = p.position
         p.position += n
         flow.lastRead = now
@@ -370,7 +386,12 @@ final class FaultProxy: Sendable {
             for (i, p) in polled.enumerated() where !p.dead {
                 let revents = [fds[2 + 2 * i].revents, fds[3 + 2 * i].revents]
                 service(p, clientEvents: revents[0], serverEvents: revents[1], f, now: now2, chunk: &chunk)
-                if !p.dead && p === pairs.last { counts.withLock { $0 = (p.c2s.count, p.s2c.count) } }
+                if !p.dead && p === pairs.last {
+                    counts.withLock { $0 = (p.c2s.count, p.s2c.count) }
+                    if capture.withLock({ $0.clientToServer.count != p.c2s.captured.count || $0.serverToClient.count != p.s2c.captured.count }) {
+                        capture.withLock { $0 = (p.c2s.captured, p.s2c.captured) }
+                    }
+                }
             }
             pairs.removeAll { $0.dead }
         }
@@ -386,6 +407,7 @@ final class FaultProxy: Sendable {
         Self.nonBlocking(s)
         pairs.append(Pair(client: c, server: s))
         counts.withLock { $0 = (0, 0) }
+        capture.withLock { $0 = ([], []) }
         connections.add(1, ordering: .relaxed)
     }
 
