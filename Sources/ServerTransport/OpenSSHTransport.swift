@@ -123,12 +123,28 @@ public struct OpenSSHTransport: ServerTransport {
         self.sshArguments = args
     }
 
-    /// Stops the master connection (`ssh -O exit`), if one runs.
+    /// Stops the master connection (`ssh -O exit`), if one runs, and returns once its
+    /// control socket is gone (at most 2 s more): the master answers the exit request
+    /// first and removes its socket as it ends.
     public func close() async {
+        // where the master listens (`ssh -G` expands ControlPath's %C; nothing connects)
+        let resolve = LocalProcessRun(executable: sshArguments[0],
+                                      arguments: Array(sshArguments.dropFirst()) + ["-G", destination],
+                                      stdin: [], environment: [:], timeout: .seconds(10))
+        let socket: String? = if case .success(let r) = await resolve.run() {
+            String(decoding: r.stdout, as: UTF8.self).split(separator: "\n")
+                .first { $0.hasPrefix("controlpath ") }.map { String($0.dropFirst("controlpath ".count)) }
+        } else { nil }
         let run = LocalProcessRun(executable: sshArguments[0],
                                   arguments: Array(sshArguments.dropFirst()) + ["-O", "exit", destination],
                                   stdin: [], environment: [:], timeout: .seconds(10))
         _ = await run.run()
+        guard let socket else { return }
+        let deadline = ContinuousClock.now + .seconds(2)
+        var st = Glibc.stat()
+        while lstat(socket, &st) == 0 && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
     }
 
     // MARK: plumbing
