@@ -36,6 +36,9 @@ struct ShellTests {
         try await SSHClient.withConnection(server.configuration()) { conn in
             let shell = try await conn.openShell()
             var it = shell.output.makeAsyncIterator()
+            // type after the prompt: sshd's login messages (motd, "Last login") can
+            // otherwise land in the middle of the echoed line
+            _ = try await read(&it, until: "$ ", shell: shell)
             try await shell.write("echo hello-$((6*7))\n")
             let out = try await read(&it, until: "hello-42\r\n", shell: shell)
             #expect(out.contains("echo hello-$((6*7))"), "the terminal echoes input: \(out.debugDescription)")
