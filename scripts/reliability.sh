@@ -5,9 +5,10 @@
 #   bash scripts/reliability.sh --quick    # the reduced sizes CI runs with the test suite
 #   SSHKIT_RELIABILITY_SEED=N bash scripts/reliability.sh   # replay a run's random choices
 #
-# Parts so far: the fault matrix (FaultProxy between the client and sshd), the
-# cancellation storm and its regressions, the security checks. The figures go to .build/reliability/report.tsv
-# and are printed as a Markdown table (Docs/Reliability.md shows the latest full run).
+# Parts so far: the fault matrix (FaultProxy between the client and sshd), misbehaving
+# servers, the cancellation storm and its regressions, leaks and churn, the quoting proof,
+# the security checks. The figures go to .build/reliability/report.tsv and are printed as
+# a Markdown table (Docs/Reliability.md shows the latest full run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -24,7 +25,7 @@ report=.build/reliability/report.tsv
 : > "$report"
 export SSHKIT_RELIABILITY_REPORT="$PWD/$report"
 [ "$quick" = 1 ] || export SSHKIT_RELIABILITY=full
-suites='FaultMatrixTests|CancellationStormTests|CancellationRegressionTests|SecurityTests'
+suites='FaultMatrixTests|MisbehavingServerTests|CancellationStormTests|CancellationRegressionTests|ChurnTests|QuotingProofTests|SecurityTests'
 status=0
 swift test --skip-build --no-parallel --filter "$suites" 2>&1 | tee .build/reliability/test.log | grep -E '^(RELIABILITY|✔|✘) ' || true
 grep -q '^✘' .build/reliability/test.log && status=1

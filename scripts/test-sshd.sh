@@ -84,37 +84,47 @@ case $listen in
 127.0.0.1 | 10.213.*) ;;
 *) echo "SSHKIT_LISTEN_ADDRESS must be 127.0.0.1 or a test namespace address (10.213.x.x)" >&2; exit 2 ;;
 esac
-# sshd keeps the first value it reads for a keyword: the caller's lines go first
 : > "$dir/sshd_config"
-# a caller's Subsystem line replaces the default sftp one (sshd rejects a second
-# definition), e.g. "Subsystem other /bin/false" for a server without SFTP
-sftp_subsystem="Subsystem sftp internal-sftp"
+# sshd keeps the first value of most keywords but the last of a few (MaxStartups,
+# for one): a default line is left out when the caller gave that keyword. A caller's
+# Subsystem line replaces the default sftp one (sshd rejects a second definition),
+# e.g. "Subsystem other /bin/false" for a server without SFTP.
+given=" "
 for line in "$@"; do
     echo "$line" >> "$dir/sshd_config"
-    case $line in Subsystem*) sftp_subsystem="" ;; esac
+    given+="$(printf '%s' "${line%% *}" | tr '[:upper:]' '[:lower:]') "
 done
-cat >> "$dir/sshd_config" <<CFG
-Port $port
-ListenAddress $listen
-HostKey $dir/host_ed25519
-HostKey $dir/host_ecdsa
-HostKey $dir/host_rsa
-PidFile $dir/sshd.pid.unused
-AuthorizedKeysFile $dir/authorized_keys
-StrictModes no
-UsePAM yes
-PasswordAuthentication yes
-KbdInteractiveAuthentication yes
-PubkeyAuthentication yes
-PermitRootLogin no
-AllowUsers $user
-MaxSessions 64
-MaxStartups 100:30:200
-MaxAuthTries 20
-LogLevel VERBOSE
-AcceptEnv SSHKIT_*
-$sftp_subsystem
-CFG
+defaults=(
+    "Port $port"
+    "ListenAddress $listen"
+    "HostKey $dir/host_ed25519"
+    "HostKey $dir/host_ecdsa"
+    "HostKey $dir/host_rsa"
+    "PidFile $dir/sshd.pid.unused"
+    "AuthorizedKeysFile $dir/authorized_keys"
+    "StrictModes no"
+    "UsePAM yes"
+    "PasswordAuthentication yes"
+    "KbdInteractiveAuthentication yes"
+    "PubkeyAuthentication yes"
+    "PermitRootLogin no"
+    "AllowUsers $user"
+    "MaxSessions 64"
+    "MaxStartups 100:30:200"
+    "MaxAuthTries 20"
+    "LogLevel VERBOSE"
+    "AcceptEnv SSHKIT_*"
+    "Subsystem sftp internal-sftp"
+)
+for line in "${defaults[@]}"; do
+    keyword=$(printf '%s' "${line%% *}" | tr '[:upper:]' '[:lower:]')
+    case $keyword in
+        # these accumulate: the caller's lines add to the defaults
+        port | listenaddress | hostkey | allowusers | acceptenv) ;;
+        *) [[ "$given" == *" $keyword "* ]] && continue ;;
+    esac
+    echo "$line" >> "$dir/sshd_config"
+done
 
 /usr/sbin/sshd -t -f "$dir/sshd_config"
 if [ "$cmd" = start ]; then

@@ -176,8 +176,10 @@ extension AgentHost {
         return r.stdoutString.split(separator: "\n").map(String.init).filter { !$0.isEmpty }
     }
 
-    /// A SQL string literal ('' for each ').
+    /// A SQL string literal ('' for each '). Byte-wise: a quote followed by a combining
+    /// mark is one Character, which a Character-wise replacement would leave alone.
     static func sqlString(_ s: String) -> String {
-        "'" + s.replacingOccurrences(of: "'", with: "''") + "'"
+        let bytes = s.utf8.flatMap { $0 == UInt8(ascii: "'") ? [$0, $0] : [$0] }
+        return "'" + String(decoding: bytes, as: UTF8.self) + "'"
     }
 }

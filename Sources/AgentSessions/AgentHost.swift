@@ -1,3 +1,4 @@
+import SSHKit
 import ServerTransport
 import Synchronization
 
@@ -43,8 +44,8 @@ public final class AgentHost: Sendable {
     /// `path` with a leading `~` replaced by the home directory.
     public func absolutePath(_ path: String) async throws(AgentError) -> String {
         if path == "~" { return try await home() }
-        if path.hasPrefix("~/") { return try await home() + path.dropFirst() }
-        guard path.hasPrefix("/") else {
+        if path.byteHasPrefix("~/") { return try await home() + path.byteDropFirst(1) }
+        guard path.byteHasPrefix("/") else {
             throw AgentError(.invalidArgument, "a path on the host must be absolute or start with '~/', got '\(path)'")
         }
         return path

@@ -28,8 +28,8 @@ enum AgentSearchPath {
             lines.append("[ -d \"$HOME\"/\(SSHShellQuoting.quote(dir)) ] && __p=\"$HOME\"/\(SSHShellQuoting.quote(dir)):\"$__p\"")
         }
         for dir in extra.reversed() {
-            if dir.hasPrefix("~/") {
-                lines.append("__p=\"$HOME\"/\(SSHShellQuoting.quote(String(dir.dropFirst(2)))):\"$__p\"")
+            if dir.byteHasPrefix("~/") {
+                lines.append("__p=\"$HOME\"/\(SSHShellQuoting.quote(dir.byteDropFirst(2))):\"$__p\"")
             } else {
                 lines.append("__p=\(SSHShellQuoting.quote(dir)):\"$__p\"")
             }

@@ -39,12 +39,19 @@ public enum SSHShellQuoting {
 }
 
 extension String {
+    /// Every `'` byte becomes `'\''`. It works on UTF-8 bytes, not on Characters: a
+    /// quote followed by a combining mark is one Character that is not equal to "'",
+    /// and a Character loop left that quote unescaped (the quoting proof found it).
     fileprivate func replacingSingleQuotes() -> String {
-        var out = ""
-        out.reserveCapacity(utf8.count)
-        for ch in self {
-            if ch == "'" { out += "'\\''" } else { out.append(ch) }
+        var out: [UInt8] = []
+        out.reserveCapacity(utf8.count + 8)
+        for b in utf8 {
+            if b == UInt8(ascii: "'") {
+                out += [UInt8(ascii: "'"), UInt8(ascii: "\\"), UInt8(ascii: "'"), UInt8(ascii: "'")]
+            } else {
+                out.append(b)
+            }
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 }

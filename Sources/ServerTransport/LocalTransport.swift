@@ -17,9 +17,9 @@ public struct LocalTransport: ServerTransport {
 
     /// `~/` expanded to `$HOME`.
     func resolve(_ path: String) -> String {
-        guard path == "~" || path.hasPrefix("~/") else { return path }
+        guard path == "~" || path.byteHasPrefix("~/") else { return path }
         let home = ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()
-        return home + path.dropFirst()
+        return home + path.byteDropFirst(1)
     }
 
     static func ioError(_ what: String, _ path: String, _ e: Int32) -> TransportError {
@@ -158,8 +158,8 @@ public struct LocalTransport: ServerTransport {
 
     func createDirectoryBlocking(_ path: String) throws(TransportError) {
         let p = resolve(path)
-        var prefix = p.hasPrefix("/") ? "" : "."
-        for part in p.split(separator: "/") {
+        var prefix = p.byteHasPrefix("/") ? "" : "."
+        for part in p.byteComponents(separatedBy: UInt8(ascii: "/")) {
             prefix += "/" + part
             var st = Glibc.stat()
             if followingStat(prefix, &st) == 0 { continue } // only what is missing is made

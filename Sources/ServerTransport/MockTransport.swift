@@ -72,8 +72,8 @@ public final class MockTransport: ServerTransport, Sendable {
 
     func normalize(_ path: String) -> String {
         var p = path
-        if p == "~" || p.hasPrefix("~/") { p = home + p.dropFirst() }
-        if !p.hasPrefix("/") { p = home + "/" + p }
+        if p == "~" || p.byteHasPrefix("~/") { p = home + p.byteDropFirst(1) }
+        if !p.byteHasPrefix("/") { p = home + "/" + p }
         var parts: [Substring] = []
         for part in p.split(separator: "/") where part != "." {
             if part == ".." { _ = parts.popLast() } else { parts.append(part) }

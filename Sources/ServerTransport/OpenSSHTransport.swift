@@ -152,7 +152,7 @@ public struct OpenSSHTransport: ServerTransport {
     /// One shell word for a remote path: quoted, with `~` and `~/` left to the shell as `"$HOME"`.
     static func word(_ path: String) -> String {
         if path == "~" { return "\"$HOME\"" }
-        if path.hasPrefix("~/") { return "\"$HOME\"/" + SSHShellQuoting.quote(String(path.dropFirst(2))) }
+        if path.byteHasPrefix("~/") { return "\"$HOME\"/" + SSHShellQuoting.quote(path.byteDropFirst(2)) }
         return SSHShellQuoting.quote(path)
     }
 
@@ -248,7 +248,7 @@ public struct OpenSSHTransport: ServerTransport {
 
     public func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError) {
         let patterns = secrets.patterns.filter { !$0.isEmpty }.map { p in
-            p.split(separator: "*", omittingEmptySubsequences: false).map { SSHShellQuoting.quote(String($0)) }
+            p.byteComponents(separatedBy: UInt8(ascii: "*"), keepingEmpty: true).map { SSHShellQuoting.quote($0) }
                 .map { $0 == "''" ? "" : $0 }.joined(separator: "*")
         }.joined(separator: "|")
         // A temporary file beside the target (mktemp: 0600, O_EXCL), filled from stdin,
@@ -297,7 +297,7 @@ public struct OpenSSHTransport: ServerTransport {
 
     public func listDirectory(_ path: String) async throws(TransportError) -> [DirectoryEntry] {
         // find takes a leading "-" for an expression: relative paths get "./"
-        let start = path.hasPrefix("/") || path.hasPrefix("~") ? path : "./" + path
+        let start = path.byteHasPrefix("/") || path.byteHasPrefix("~") ? path : "./" + path
         let w = Self.word(start)
         let r = try await fileCommand("""
             if [ ! -d \(w) ]; then
@@ -403,7 +403,7 @@ public struct OpenSSHTransport: ServerTransport {
 
     /// Each path's `stat`, and for a directory its entries', in one command.
     func signature(_ paths: [String]) async throws(TransportError) -> [String: String] {
-        let words = paths.map { Self.word($0.hasPrefix("/") || $0.hasPrefix("~") ? $0 : "./" + $0) }
+        let words = paths.map { Self.word($0.byteHasPrefix("/") || $0.byteHasPrefix("~") ? $0 : "./" + $0) }
         let r = try await ssh("""
             LC_ALL=C; export LC_ALL
             for p in \(words.joined(separator: " ")); do

@@ -82,7 +82,7 @@ enum RemoteSQLiteSnapshot {
     /// The script run by the server's login shell: prints the temporary copy's path.
     static func script(_ path: String) -> String {
         // sqlite3 takes a leading "-" for an option: relative paths get "./"
-        let source = path.hasPrefix("/") || path.hasPrefix("~") ? path : "./" + path
+        let source = path.byteHasPrefix("/") || path.byteHasPrefix("~") ? path : "./" + path
         let db = OpenSSHTransport.word(source)
         return """
         command -v sqlite3 >/dev/null 2>&1 || { echo "sqlite3: not found on the server" >&2; exit 127; }
@@ -120,8 +120,8 @@ enum RemoteSQLiteSnapshot {
 
     /// Writes the copy into the cache: the directories 0700, the file 0600, atomically.
     static func store(_ bytes: [UInt8], at local: String) throws(TransportError) {
-        var prefix = local.hasPrefix("/") ? "" : "."
-        for part in local.split(separator: "/").dropLast() {
+        var prefix = local.byteHasPrefix("/") ? "" : "."
+        for part in local.byteComponents(separatedBy: UInt8(ascii: "/")).dropLast() {
             prefix += "/" + part
             if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
                 throw LocalTransport.ioError("create the snapshot cache", prefix, errno)

@@ -76,7 +76,7 @@ public final class SSHTransport: ConnectedTransport, Sendable {
     /// `~` and `~/…` against the remote home.
     static func resolve(_ path: String, home: String) -> String {
         if path == "~" { return home }
-        if path.hasPrefix("~/") { return home + path.dropFirst() }
+        if path.byteHasPrefix("~/") { return home + path.byteDropFirst(1) }
         return path
     }
 

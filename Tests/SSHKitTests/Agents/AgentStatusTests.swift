@@ -107,3 +107,14 @@ struct AgentStatusTests {
         try await host.stop(session)
     }
 }
+
+/// The SQL literal of the Codex thread lookup: a quote followed by a combining mark (one
+/// Swift Character) is doubled too, so a working directory cannot end the literal.
+@Suite("Agent SQL literals")
+struct AgentSQLLiteralTests {
+    @Test(arguments: ["plain", "it's", "'\u{301} OR 1=1 --", "a''b'", "ü'\u{20DD}x"])
+    func literalsRoundTripThroughSQLite(_ s: String) throws {
+        let out = try TestServer.run("/usr/bin/sqlite3", [":memory:", "SELECT \(AgentHost.sqlString(s)) || '|';"])
+        #expect(Array(out.utf8) == Array((s + "|\n").utf8))
+    }
+}

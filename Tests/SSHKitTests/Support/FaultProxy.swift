@@ -370,7 +370,8 @@ final class FaultProxy: Sendable {
                        pollfd(fd: stopPipe.0, events: Int16(POLLIN), revents: 0)]
             let now = ContinuousClock.now
             for p in pairs {
-                var ce: Int32 = p.stalledClientToServer ? Self.pollRDHUP : 0, se: Int32 = 0
+                var ce: Int32 = p.stalledClientToServer ? Self.pollRDHUP : 0
+                var se: Int32 = p.stalledServerToClient ? Self.pollRDHUP : 0
                 if canRead(p.c2s, in: p, f, now: now) { ce |= Int32(POLLIN) }
                 if canRead(p.s2c, in: p, f, now: now) { se |= Int32(POLLIN) }
                 if let d = p.s2c.pending.first?.due, d <= now { ce |= Int32(POLLOUT) }
@@ -433,7 +434,7 @@ final class FaultProxy: Sendable {
         }
         // a stalled direction whose source hangs up (the client giving up, the server
         // gone): nothing more can pass, so the connection ends
-        if (p.stalledClientToServer && clientEvents & hangUp != 0) || (p.stalledServerToClient && serverEvents & gone != 0)
+        if (p.stalledClientToServer && clientEvents & hangUp != 0) || (p.stalledServerToClient && serverEvents & hangUp != 0)
             || (p.stalledServerToClient && clientEvents & gone != 0)
         {
             p.close()
