@@ -25,7 +25,7 @@ report=.build/reliability/report.tsv
 : > "$report"
 export SSHKIT_RELIABILITY_REPORT="$PWD/$report"
 [ "$quick" = 1 ] || export SSHKIT_RELIABILITY=full
-suites='FaultMatrixTests|MisbehavingServerTests|CancellationStormTests|CancellationRegressionTests|ChurnTests|QuotingProofTests|SecurityTests'
+suites='FaultMatrixTests|MisbehavingServerTests|CancellationStormTests|CancellationRegressionTests|ChurnTests|CoreMisuseTests|QuotingProofTests|SecurityTests'
 status=0
 swift test --skip-build --no-parallel --filter "$suites" 2>&1 | tee .build/reliability/test.log | grep -E '^(RELIABILITY|✔|✘) ' || true
 grep -q '^✘' .build/reliability/test.log && status=1

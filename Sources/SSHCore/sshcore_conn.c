@@ -728,6 +728,9 @@ static void phase_handshake(sshcore_conn *conn)
     conn->phase = PH_HOSTKEY_WAIT;
     pause_deadline(conn);
     sshcore_conn_retain(conn); /* dropped by sshcore_conn_hostkey_verdict */
+    pthread_mutex_lock(&conn->mu);
+    conn->verdict_awaited = true;
+    pthread_mutex_unlock(&conn->mu);
     conn->cb.hostkey(conn->cb.ctx, conn, &hk);
 
 out:
@@ -885,6 +888,9 @@ static int auth_kbdint_step(sshcore_conn *conn)
             conn->phase = PH_KBD_WAIT;
             pause_deadline(conn);
             sshcore_conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
+            pthread_mutex_lock(&conn->mu);
+            conn->kbd_awaited = true;
+            pthread_mutex_unlock(&conn->mu);
             conn->cb.kbdint(conn->cb.ctx, conn, &ch);
             free(prompts);
             free(echo);
@@ -1996,22 +2002,36 @@ void sshcore_conn_cancel_connect(sshcore_conn *conn)
     sshcore_conn_wake(conn);
 }
 
-void sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept, const char *reason)
+int sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept, const char *reason)
 {
     pthread_mutex_lock(&conn->mu);
+    if (!conn->verdict_awaited) {
+        pthread_mutex_unlock(&conn->mu);
+        return SSHCORE_E_INVALID_STATE;
+    }
+    conn->verdict_awaited = false;
     conn->verdict_ready = true;
     conn->verdict_accept = accept != 0;
     copy_str(conn->verdict_reason, sizeof(conn->verdict_reason), reason);
     pthread_mutex_unlock(&conn->mu);
     sshcore_conn_wake(conn);
     sshcore_conn_unref(conn);
+    return SSHCORE_E_OK;
 }
 
-void sshcore_conn_kbdint_reply(sshcore_conn *conn, const char *const *answers, size_t count)
+int sshcore_conn_kbdint_reply(sshcore_conn *conn, const char *const *answers, size_t count)
 {
     char **copy = NULL;
     size_t i;
     bool ok = true;
+
+    pthread_mutex_lock(&conn->mu);
+    if (!conn->kbd_awaited) {
+        pthread_mutex_unlock(&conn->mu);
+        return SSHCORE_E_INVALID_STATE;
+    }
+    conn->kbd_awaited = false;
+    pthread_mutex_unlock(&conn->mu);
 
     if (answers != NULL) {
         copy = calloc(count > 0 ? count : 1, sizeof(char *));
@@ -2033,6 +2053,7 @@ void sshcore_conn_kbdint_reply(sshcore_conn *conn, const char *const *answers, s
     pthread_mutex_unlock(&conn->mu);
     sshcore_conn_wake(conn);
     sshcore_conn_unref(conn);
+    return answers != NULL && copy == NULL ? SSHCORE_E_OUT_OF_MEMORY : SSHCORE_E_OK;
 }
 
 void sshcore_conn_close(sshcore_conn *conn)

@@ -93,6 +93,11 @@ struct sshcore_conn {
     bool close_requested;
     bool connect_cancelled;
     bool worker_exited;
+    /* a hostkey / kbdint callback ran and holds a reference that its one answer
+     * drops: a second answer (or one never asked for) is INVALID_STATE, not a
+     * second unref of a connection that may be gone */
+    bool verdict_awaited;
+    bool kbd_awaited;
     bool verdict_ready;
     bool verdict_accept;
     char verdict_reason[256];

@@ -342,14 +342,19 @@ sshcore_conn *_Nullable sshcore_conn_start(const sshcore_config *config,
 /** @brief Cancel the connect operation (any thread, never blocks). */
 void sshcore_conn_cancel_connect(sshcore_conn *conn);
 
-/** @brief Answer the hostkey callback: nonzero accepts; anything else fails closed. */
-void sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept,
-                                  const char *_Nullable reason);
+/** @brief Answer the hostkey callback: nonzero accepts; anything else fails closed.
+ * @return SSHCORE_E_OK, or SSHCORE_E_INVALID_STATE when no callback awaits an answer
+ *         (a second verdict): it is ignored. */
+int sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept,
+                                 const char *_Nullable reason);
 
-/** @brief Answer the kbdint callback; NULL answers abort authentication. */
-void sshcore_conn_kbdint_reply(sshcore_conn *conn,
-                               const char *_Nonnull const *_Nullable answers,
-                               size_t count);
+/** @brief Answer the kbdint callback; NULL answers abort authentication.
+ * @return SSHCORE_E_OK, or SSHCORE_E_INVALID_STATE when no challenge awaits an
+ *         answer (a second reply): it is ignored. SSHCORE_E_OUT_OF_MEMORY when the
+ *         answers could not be copied (authentication is then aborted). */
+int sshcore_conn_kbdint_reply(sshcore_conn *conn,
+                              const char *_Nonnull const *_Nullable answers,
+                              size_t count);
 
 /** @brief Begin closing (idempotent, any thread). Open operations fail with CLOSED. */
 void sshcore_conn_close(sshcore_conn *conn);

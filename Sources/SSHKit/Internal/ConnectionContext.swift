@@ -107,20 +107,20 @@ final class ConnectionContext: Sendable {
             switch verdict {
             case .accept:
                 self.state.withLock { $0.acceptedKey = key }
-                sshcore_conn_hostkey_verdict(conn.raw, 1, nil)
+                _ = sshcore_conn_hostkey_verdict(conn.raw, 1, nil)
             case .reject(let reason, let expected, let cause):
                 self.logger.warning("host key rejected", metadata: [
                     "host": "\(self.host)", "key": "\(key)", "reason": "\(reason)",
                 ])
                 self.state.withLock { $0.rejection = (reason, expected, cause) }
-                sshcore_conn_hostkey_verdict(conn.raw, 0, reason)
+                _ = sshcore_conn_hostkey_verdict(conn.raw, 0, reason)
             }
         }
     }
 
     func answerKeyboardInteractive(_ challenge: SSHKeyboardInteractiveChallenge, conn: ConnPointer) {
         guard let responder else {
-            sshcore_conn_kbdint_reply(conn.raw, nil, 0)
+            _ = sshcore_conn_kbdint_reply(conn.raw, nil, 0)
             return
         }
         Task {
@@ -133,12 +133,12 @@ final class ConnectionContext: Sendable {
                 let arena = CStringArena()
                 let pointers = answers.map { arena.dup($0)! }
                 pointers.withUnsafeBufferPointer { buf in
-                    sshcore_conn_kbdint_reply(conn.raw, buf.baseAddress, buf.count)
+                    _ = sshcore_conn_kbdint_reply(conn.raw, buf.baseAddress, buf.count)
                 }
                 arena.wipeAndFree()
             } catch {
                 self.state.withLock { $0.responderError = error }
-                sshcore_conn_kbdint_reply(conn.raw, nil, 0)
+                _ = sshcore_conn_kbdint_reply(conn.raw, nil, 0)
             }
         }
     }

@@ -119,7 +119,7 @@ struct ChurnTests {
             let after = await Self.settled(before)
             Self.expectNoLeak(what, before, after)
             Self.record(what, cycles: n, before, after)
-            Reliability.record(Self.part, "\(what): cycles", "\(n) in \(Int(seconds)) s", goal: "≥ 1,000")
+            Reliability.record(Self.part, "\(what): cycles", "\(n) in \(String(format: "%.1f", seconds)) s", goal: "≥ 1,000")
         }
 
         try await churn("connect and close") {
