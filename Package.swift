@@ -75,6 +75,13 @@ let package = Package(
             name: "TerminalSupport",
             dependencies: ["SSHKit"]
         ),
+        // The fuzz targets of the reliability suite (part 6): a corpus replayer here, a
+        // libFuzzer binary when scripts/fuzz.sh builds it with --sanitize=fuzzer.
+        .executableTarget(
+            name: "sshkit-fuzz",
+            dependencies: ["SSHKit"],
+            path: "Fuzz/Sources/sshkit-fuzz"
+        ),
         // The agent-sessions command (issue 14): the engine from a terminal, records in SQLite.
         .executableTarget(
             name: "agent-sessions",

@@ -212,6 +212,22 @@ final class SFTPSession: Sendable {
     }
 
     private func dispatch(type: UInt8, _ payload: [UInt8]) throws(SSHError) {
+        let (id, reply) = try Self.decode(type: type, payload)
+        let (pending, wasAbandoned) = state.withLock { s in
+            (s.pending.removeValue(forKey: id), s.abandoned.remove(id) != nil)
+        }
+        if let pending {
+            pending.continuation.resume(returning: .success(reply))
+        } else if wasAbandoned {
+            if case .handle(let h) = reply { closeQuietly(handle: h) }
+        } else {
+            throw SSHError(.sftpProtocolError, "an SFTP reply for unknown request \(id)")
+        }
+    }
+
+    /// One reply packet (its type and the payload after it): the request id and the
+    /// reply. Pure, so the fuzzer can feed it anything (Tests/Fuzz).
+    static func decode(type: UInt8, _ payload: [UInt8]) throws(SSHError) -> (id: UInt32, reply: SFTPReply) {
         var r = SFTPReader(payload)
         let id = try r.uint32()
         let reply: SFTPReply
@@ -247,16 +263,7 @@ final class SFTPSession: Sendable {
         default:
             throw SSHError(.sftpProtocolError, "unexpected SFTP packet type \(type)")
         }
-        let (pending, wasAbandoned) = state.withLock { s in
-            (s.pending.removeValue(forKey: id), s.abandoned.remove(id) != nil)
-        }
-        if let pending {
-            pending.continuation.resume(returning: .success(reply))
-        } else if wasAbandoned {
-            if case .handle(let h) = reply { closeQuietly(handle: h) }
-        } else {
-            throw SSHError(.sftpProtocolError, "an SFTP reply for unknown request \(id)")
-        }
+        return (id, reply)
     }
 
     /// Closes a handle nobody waits for (its opener was cancelled).
