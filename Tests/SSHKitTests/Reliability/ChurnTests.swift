@@ -45,7 +45,8 @@ struct ChurnTests {
         #expect(after.connections <= before.connections, "\(what): core connections \(before.connections) -> \(after.connections)")
         #expect(after.workers <= before.workers, "\(what): workers \(before.workers) -> \(after.workers)")
         // a generous bound: a leak of one connection's buffers per cycle would pass it by far
-        #expect(after.kib - before.kib < 256 << 10, "\(what): resident memory grew \((after.kib - before.kib) >> 10) MiB")
+        #expect(after.kib - before.kib < 256 << 10 || Reliability.underSanitizer,
+                "\(what): resident memory grew \((after.kib - before.kib) >> 10) MiB")
     }
 
     static func configuration(_ server: TestServer) -> SSHConfiguration {
