@@ -875,7 +875,6 @@ static bool session_io_pass(sshcore_conn *conn, session_op *x)
 {
     ssh_session s = conn->session;
     bool again = false;
-    bool waiting = false;
 
     if (!send_controls(conn, x)) {
         return false;
@@ -897,11 +896,10 @@ static bool session_io_pass(sshcore_conn *conn, session_op *x)
     }
     /* Processing may have flushed libssh's pending output without a packet
      * to announce it: if stdin waits only for that, take another turn. */
-    pthread_mutex_lock(&x->mu); /* the inbox: callers append under mu (TSan) */
-    waiting = x->wq_head != NULL;
-    pthread_mutex_unlock(&x->mu);
-    if (waiting && can_write(x) && !send_backlogged(conn) && ssh_channel_window_size(x->ch) > 0) {
-        again = true;
+    if (can_write(x) && !send_backlogged(conn) && ssh_channel_window_size(x->ch) > 0) {
+        pthread_mutex_lock(&x->mu); /* the inbox: callers append under mu (TSan) */
+        again = again || x->wq_head != NULL;
+        pthread_mutex_unlock(&x->mu);
     }
 
     if (!x->eof_seen && !output_pending(x) && ssh_channel_is_eof(x->ch)) {

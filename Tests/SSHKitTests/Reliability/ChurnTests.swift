@@ -15,7 +15,7 @@ struct ChurnTests {
     static let featureCycles = Reliability.full ? 1_000 : 25
 
     struct Snapshot {
-        var fds = countFDs(), threads = countThreads(), kib = MisbehavingServerTests.residentKiB()
+        var fds = countFDs(), threads = countThreads(), kib = residentKiB()
         var connections = sshcore_debug_live_connections(), workers = sshcore_debug_live_workers()
     }
 

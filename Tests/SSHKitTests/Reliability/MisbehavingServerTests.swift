@@ -32,12 +32,6 @@ struct MisbehavingServerTests {
         return await measure { await expectSSHError { try await SSHClient.connect(c) } }
     }
 
-    static func residentKiB() -> Int {
-        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
-        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
-        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
-    }
-
     // MARK: banners
 
     @Test func aBannerLineThatNeverEndsIsRefusedAtOnce() async throws {
@@ -80,9 +74,9 @@ struct MisbehavingServerTests {
             while ScriptedServer.send(fd, chunk, stopped) { sent.add(chunk.count, ordering: .relaxed) }
         }
         defer { server.stop() }
-        let before = Self.residentKiB()
+        let before = residentKiB()
         let (e, seconds) = await Self.connectFailure(port: server.port, connectTimeout: .seconds(3))
-        let growth = Self.residentKiB() - before
+        let growth = residentKiB() - before
         #expect(e?.code == .connectTimeout, "\(String(describing: e))")
         #expect(seconds < 5, "\(seconds) s")
         #expect(sent.load(ordering: .relaxed) > 1 << 20, "the server only sent \(sent.load(ordering: .relaxed)) bytes")

@@ -45,6 +45,13 @@ func countFDs() -> Int {
     (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
 }
 
+/// This process's resident memory (VmRSS), in KiB.
+func residentKiB() -> Int {
+    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+    return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+}
+
 func countThreads() -> Int {
     (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1
 }

@@ -117,6 +117,11 @@ enum SocketClient {
             if p.revents & Int16(POLLOUT) != 0 && off < data.count {
                 let w = data[off...].withUnsafeBytes { send(fd, $0.baseAddress!, min($0.count, 65536), Int32(MSG_NOSIGNAL)) }
                 if w > 0 { off += w }
+                // a reset reported here is consumed: a read after it would see a clean end
+                if w < 0 && errno != EAGAIN && errno != EINTR {
+                    out.readError = errno
+                    return out
+                }
             }
             if p.revents & (Int16(POLLIN) | Int16(POLLHUP) | Int16(POLLERR)) != 0 {
                 let r = read(fd, &buf, buf.count)
