@@ -19,6 +19,9 @@ final class LocalProcessStream: ProcessBackend, Sendable {
         var total = 0
         var finishing = false
         var broken = false
+        /// terminate() was called: new input is refused at once, as over SSH, where
+        /// stopping a process closes its channel (the child may not be reaped yet).
+        var stopped = false
     }
     private struct Exit {
         var status: SSHExitStatus?
@@ -127,7 +130,7 @@ final class LocalProcessStream: ProcessBackend, Sendable {
     func write(_ bytes: [UInt8]) async throws(TransportError) {
         let r = await withCheckedContinuation { (c: CheckedContinuation<Result<Void, TransportError>, Never>) in
             let refused: TransportError? = input.withLock { s in
-                if s.broken { return TransportError(.other, "the process no longer reads its input") }
+                if s.broken || s.stopped { return TransportError(.other, "the process no longer reads its input") }
                 if s.finishing { return TransportError(.other, "write after finishInput()") }
                 s.pending += bytes
                 s.total += bytes.count
@@ -151,6 +154,7 @@ final class LocalProcessStream: ProcessBackend, Sendable {
             return true
         }
         guard first else { return }
+        input.withLock { $0.stopped = true }
         // under the lock the reaper holds: the group id cannot be reused meanwhile
         exit.withLock { s in if s.status == nil { kill(-pid, SIGTERM) } }
         wake()

@@ -620,6 +620,15 @@ struct LocalTransportTests {
         #expect(r.exitStatus == .exited(0)) // and this test process is still here
     }
 
+    @Test func aStoppedProcessRefusesInputAtOnceAsOverSSH() async throws {
+        // between terminate() and the reap, a write used to be taken and could succeed
+        let p = try await LocalTransport().startProcess("/bin/cat", arguments: [], environment: [:])
+        try await p.write("before\n")
+        p.terminate()
+        await #expect(throws: TransportError.self) { try await p.write("after\n") }
+        #expect(try await p.wait() == .signaled("TERM", coreDumped: false))
+    }
+
     @Test func aStreamedFloodIsBoundedAndStoppingItLeaksNothing() async throws {
         let t = LocalTransport()
         let fds = countFDs()
