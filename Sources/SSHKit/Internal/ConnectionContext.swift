@@ -58,11 +58,12 @@ final class ConnectionContext: Sendable {
     var acceptedKey: SSHHostKey? { state.withLock { $0.acceptedKey } }
 
     func cancelConnect() {
-        let core = state.withLock { s in
+        // the handle is read under the lock that published it; `core` keeps it alive
+        let (core, raw) = state.withLock { s in
             s.cancelled = true
-            return s.core
+            return (s.core, s.core?.pointer.raw)
         }
-        if let core { sshcore_conn_cancel_connect(core.pointer.raw) }
+        if let raw { withExtendedLifetime(core) { sshcore_conn_cancel_connect(raw) } }
     }
 
     /// Called exactly once per connect attempt, on any thread.
