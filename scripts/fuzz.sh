@@ -13,7 +13,7 @@
 # `swift build && .build/debug/sshkit-fuzz TARGET FILE` replays one without libFuzzer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-all=(known-hosts socks sftp-reply terminal-modes environment quoting)
+all=(known-hosts socks sftp-reply terminal-modes environment quoting ssh-config)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 bash scripts/install-deps.sh

@@ -15,6 +15,7 @@ enum FuzzTargets {
         "terminal-modes": terminalModes,
         "environment": environment,
         "quoting": quoting,
+        "ssh-config": sshConfig,
     ]
 
     static func require(_ condition: Bool, _ message: @autoclosure () -> String) {
@@ -29,6 +30,25 @@ enum FuzzTargets {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false).count
         require(file.entries.count <= lines, "\(file.entries.count) entries from \(lines) lines")
         _ = file.entries.map { "\($0)" }
+    }
+
+    /// ssh_config text resolved for a host: a typed error on a line the text has (or 0
+    /// for what is checked after reading), or a result with a valid port and non-empty
+    /// algorithm lists; `Match exec` never runs (not allowed).
+    static func sshConfig(_ bytes: [UInt8]) {
+        let context = OpenSSHConfig.Context(homeDirectory: "/nonexistent", localUser: "fuzz", uid: 65534,
+                                            localHostName: "fuzz.example", environment: ["HOME": "/nonexistent"])
+        let lines = bytes.split(separator: 0x0A, omittingEmptySubsequences: false).count
+        do {
+            let c = try OpenSSHConfig.resolve("fuzz-host", text: bytes, context: context)
+            require((1...65535).contains(c.port), "port \(c.port)")
+            require(!c.ciphers.isEmpty && !c.kexAlgorithms.isEmpty && !c.macs.isEmpty, "an empty algorithm list")
+            require(!c.hostName.isEmpty && !c.user.isEmpty, "an empty host or user")
+            _ = c.sshGLines
+        } catch {
+            require(error.line >= 0 && error.line <= lines, "error on line \(error.line) of \(lines): \(error)")
+            require(!error.message.isEmpty, "an error without a message")
+        }
     }
 
     /// A SOCKS4/4a/5 handshake fed in pieces whose sizes come from the input: it asks for

@@ -6,7 +6,7 @@ import Testing
 /// through the target's invariants, without libFuzzer. `scripts/fuzz.sh` does the fuzzing.
 @Suite("Reliability: fuzz corpora")
 struct FuzzCorpusTests {
-    static let targets = ["known-hosts", "socks", "sftp-reply", "terminal-modes", "environment", "quoting"]
+    static let targets = ["known-hosts", "socks", "sftp-reply", "terminal-modes", "environment", "quoting", "ssh-config"]
 
     @Test(arguments: targets)
     func everySeedInputKeepsTheInvariants(_ target: String) throws {

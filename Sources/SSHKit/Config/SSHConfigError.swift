@@ -1,0 +1,56 @@
+/// A configuration that `ssh` would refuse too: the file and line, and what is wrong there.
+///
+/// Thrown by `OpenSSHConfig.resolve`. The messages follow OpenSSH's own where it has one
+/// (`Bad configuration option: foo`, `Bad port '0'.`), so a user can search for them.
+public struct SSHConfigError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Code: Sendable, Equatable {
+        /// A keyword no OpenSSH client knows (and `IgnoreUnknown` does not cover).
+        case unknownKeyword
+        /// A line that cannot be split (unbalanced quotes), a keyword without its
+        /// argument, extra arguments at the end of a line.
+        case syntax
+        /// A value that does not parse: a port, a time, a yes/no, an algorithm name,
+        /// a forward, a `%` token or `${VAR}` that cannot be expanded.
+        case invalidValue
+        /// A `Match` line that is malformed, or `Match exec` when the caller did not
+        /// allow commands to run, or a command that ended abnormally.
+        case match
+        /// An `Include` that cannot be read, or includes nested deeper than 16.
+        case include
+        /// A configuration file that cannot be read (the main file of `files:`).
+        case unreadableFile
+    }
+
+    public var code: Code
+    public var message: String
+    /// The file the line is in (as given or as found by `Include`); `command-line` for
+    /// `options:`.
+    public var file: String
+    /// 1-based; 0 for `options:` and for errors about a whole file.
+    public var line: Int
+
+    public init(_ code: Code, _ message: String, file: String, line: Int) {
+        self.code = code
+        self.message = message
+        self.file = file
+        self.line = line
+    }
+
+    public var description: String { "\(file) line \(line): \(message)" }
+}
+
+/// Something `ssh` would accept but that SSHKit does not act on, or that OpenSSH only
+/// logs (an `Include` that matched no file): where it is and why.
+public struct SSHConfigWarning: Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public var file: String
+    public var line: Int
+
+    public init(_ message: String, file: String, line: Int) {
+        self.message = message
+        self.file = file
+        self.line = line
+    }
+
+    public var description: String { "\(file) line \(line): \(message)" }
+}
