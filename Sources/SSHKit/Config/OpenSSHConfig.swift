@@ -2,7 +2,7 @@
 import Glibc
 #endif
 
-/// The user's OpenSSH client configuration (ssh_config(5)), read and resolved for a
+/// The user's OpenSSH client configuration (the ssh_config manual page), read and resolved for a
 /// host exactly as OpenSSH 9.2's `ssh` does, so that what works with `ssh prod-db`
 /// works here.
 ///

@@ -126,11 +126,13 @@ struct SSHConfigReader {
     private func readLines(_ path: String, checkPermissions: Bool, missingIsError: Bool, fromFile: String, line: Int)
         throws(SSHConfigError) -> [[UInt8]]?
     {
+        // the main file's problems are its own; an included file's are the Include line's
+        let code: SSHConfigError.Code = fromFile == path ? .unreadableFile : .include
         var st = stat()
         if stat(path, &st) != 0 {
             let e = errno
             if e == ENOENT && !missingIsError { return nil }
-            throw SSHConfigError(fromFile == path ? .unreadableFile : .include,
+            throw SSHConfigError(code,
                                  "Can't open user config file \(path): \(String(cString: strerror(e)))",
                                  file: fromFile, line: line)
         }
@@ -138,17 +140,17 @@ struct SSHConfigReader {
         if type == S_IFDIR { return nil }
         // a FIFO or socket could block forever; /dev/null (a character device) is fine
         if type != S_IFREG && type != S_IFCHR {
-            throw SSHConfigError(fromFile == path ? .unreadableFile : .include,
+            throw SSHConfigError(code,
                                  "Can't open user config file \(path): not a regular file", file: fromFile, line: line)
         }
         if checkPermissions && !Self.securePermissions(st, uid: context.uid, user: context.localUser) {
-            throw SSHConfigError(fromFile == path ? .unreadableFile : .include, "Bad owner or permissions on \(path)",
+            throw SSHConfigError(code, "Bad owner or permissions on \(path)",
                                  file: fromFile, line: line)
         }
         guard let f = fopen(path, "r") else {
             let e = errno
             if e == ENOENT && !missingIsError { return nil }
-            throw SSHConfigError(fromFile == path ? .unreadableFile : .include,
+            throw SSHConfigError(code,
                                  "Can't open user config file \(path): \(String(cString: strerror(e)))",
                                  file: fromFile, line: line)
         }
@@ -160,7 +162,7 @@ struct SSHConfigReader {
             if n > 0 { data += buf[0..<n] }
             if n < buf.count { break }
             if data.count > Self.maximumFileSize {
-                throw SSHConfigError(fromFile == path ? .unreadableFile : .include,
+                throw SSHConfigError(code,
                                      "\(path) is larger than \(Self.maximumFileSize >> 20) MiB", file: fromFile, line: line)
             }
         }

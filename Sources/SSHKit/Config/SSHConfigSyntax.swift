@@ -2,7 +2,7 @@
 import Glibc
 #endif
 
-/// How ssh_config(5) lines split into words, and the small value grammars (ports,
+/// How ssh_config lines split into words, and the small value grammars (ports,
 /// times, flags, patterns), exactly as OpenSSH 9.2 reads them. Bytes, not Characters:
 /// OpenSSH compares bytes, and a combining mark must not glue onto a quote.
 enum SSHConfigSyntax {
@@ -27,7 +27,7 @@ enum SSHConfigSyntax {
             word = next
         }
         if word.isEmpty || word.first == lf || word.first == hash { return nil }
-        let keyword = String(decoding: word.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
+        let keyword = String(decoding: lowercased(word), as: UTF8.self)
         guard var at = cursor else { return (keyword, nil) }
         while at < bytes.count, isWhitespace(bytes[at]) { at += 1 }
         return (keyword, at < bytes.count ? Array(bytes[at...]) : nil)
@@ -230,7 +230,7 @@ enum SSHConfigSyntax {
         for var sub in list.utf8.split(separator: 0x2C, omittingEmptySubsequences: false).map(Array.init) {
             var negated = false
             if sub.first == 0x21 { negated = true; sub.removeFirst() }
-            if lowercasePatterns { sub = sub.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 } }
+            if lowercasePatterns { sub = lowercased(sub) }
             if match(s, sub) {
                 if negated { return -1 }
                 positive = true
@@ -241,6 +241,10 @@ enum SSHConfigSyntax {
 
     /// ASCII lowercase, as OpenSSH's `lowercase()`.
     static func lowercased(_ s: String) -> String {
-        String(decoding: s.utf8.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
+        String(decoding: lowercased(Array(s.utf8)), as: UTF8.self)
+    }
+
+    static func lowercased(_ b: [UInt8]) -> [UInt8] {
+        b.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
     }
 }
