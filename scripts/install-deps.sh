@@ -2,7 +2,8 @@
 # Installs the system packages SSHKit builds against and tests with (Debian/Ubuntu).
 set -euo pipefail
 packages=(libssh-dev libssl-dev pkg-config openssh-server openssh-client dropbear-bin procps iproute2 iptables tmux curl sqlite3 libsqlite3-dev git python3 python3-venv
-          zsh mksh busybox)  # the shells of the quoting proof (Reliability part 7)
+          zsh mksh busybox  # the shells of the quoting proof (Reliability part 7)
+          netcat-openbsd socat)  # ProxyCommand tests (nc and socat as ssh users run them)
 SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 missing=()
 for p in "${packages[@]}"; do

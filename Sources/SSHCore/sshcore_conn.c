@@ -188,6 +188,7 @@ static void free_methods(sshcore_conn *conn)
             explicit_bzero(s, strlen(s));
             free(s);
         }
+        free((char *)conn->methods[i].certificate);
     }
     free(conn->methods);
     conn->methods = NULL;
@@ -813,7 +814,7 @@ static void note_tried(sshcore_conn *conn, const char *what)
 
 static void auth_denied(sshcore_conn *conn)
 {
-    char detail[320];
+    char detail[512];
     unsigned m = atomic_load(&conn->offered_methods);
 
     snprintf(detail, sizeof(detail), "server offers:%s%s%s%s%s; tried: %s",
@@ -901,14 +902,43 @@ static int auth_kbdint_step(sshcore_conn *conn)
 }
 
 /**
+ * A method that cannot be used: with SSHCORE_AUTH_SKIP_UNUSABLE it is noted
+ * ("publickey(file) skipped: why") and the next one tried, as ssh(1) skips an
+ * identity it cannot load; otherwise the connection fails with `code`.
+ */
+static void method_unusable(sshcore_conn *conn, const sshcore_auth_method *m, int code,
+                            const char *function, int lib_code, const char *why)
+{
+    sshcore_error err;
+    char note[200];
+
+    if ((m->flags & SSHCORE_AUTH_SKIP_UNUSABLE) != 0) {
+        snprintf(note, sizeof(note), "skipped (%s)", why);
+        note_tried(conn, note);
+        ssh_key_free(conn->key);
+        conn->key = NULL;
+        conn->method_idx++;
+        conn->method_started = false;
+        return;
+    }
+    sshcore_error_set(&err, code, why);
+    if (function != NULL) {
+        copy_str(err.lib_function, sizeof(err.lib_function), function);
+        err.lib_code = lib_code;
+    }
+    conn_fail(conn, &err);
+}
+
+/**
  * Like ssh(1): a private key file of ours that others may read or write is
  * refused (OpenSSH's "UNPROTECTED PRIVATE KEY FILE"), before anything reads it.
- * libssh itself does not look. Fails the connection and returns false.
+ * libssh itself does not look. Returns false (the method is unusable) then.
  */
-static bool key_file_permissions_ok(sshcore_conn *conn, const char *_Nullable path)
+static bool key_file_permissions_ok(sshcore_conn *conn, const sshcore_auth_method *m)
 {
     struct stat st;
     char detail[400];
+    const char *path = m->secret;
 
     if (path == NULL || stat(path, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 077) == 0) {
         return true; /* a missing file fails in the import, with its own text */
@@ -917,8 +947,59 @@ static bool key_file_permissions_ok(sshcore_conn *conn, const char *_Nullable pa
              "%s: permissions %04o are too open: a private key must not be accessible to others "
              "(chmod 600), as ssh requires",
              path, (unsigned)(st.st_mode & 07777));
-    fail_code(conn, SSHCORE_E_PRIVATE_KEY, detail);
+    method_unusable(conn, m, SSHCORE_E_PRIVATE_KEY, NULL, 0, detail);
     return false;
+}
+
+/**
+ * Loads the method's private key (and its certificate) into conn->key.
+ * Returns false when the method is unusable (handled by method_unusable).
+ */
+static bool load_method_key(sshcore_conn *conn, const sshcore_auth_method *m)
+{
+    char detail[400];
+    const char *where = m->kind == SSHCORE_AUTH_KEY_FILE ? (m->secret != NULL ? m->secret : "")
+                                                          : "key given in memory";
+    ssh_key cert = NULL;
+    int irc;
+
+    if (m->kind == SSHCORE_AUTH_KEY_FILE && !key_file_permissions_ok(conn, m)) {
+        return false;
+    }
+    if (m->kind == SSHCORE_AUTH_KEY_FILE) {
+        irc = ssh_pki_import_privkey_file(m->secret != NULL ? m->secret : "", m->passphrase, NULL, NULL,
+                                          &conn->key);
+    } else {
+        irc = ssh_pki_import_privkey_base64(m->secret != NULL ? m->secret : "", m->passphrase, NULL, NULL,
+                                            &conn->key);
+    }
+    if (irc != SSH_OK || conn->key == NULL) {
+        /* the import functions do not set the session's error text */
+        snprintf(detail, sizeof(detail), "%s: unreadable, unsupported format, or wrong passphrase", where);
+        method_unusable(conn, m, SSHCORE_E_PRIVATE_KEY,
+                        m->kind == SSHCORE_AUTH_KEY_FILE ? "ssh_pki_import_privkey_file"
+                                                         : "ssh_pki_import_privkey_base64",
+                        irc, detail);
+        return false;
+    }
+    if (m->certificate == NULL) {
+        return true;
+    }
+    irc = ssh_pki_import_cert_file(m->certificate, &cert);
+    if (irc != SSH_OK || cert == NULL) {
+        snprintf(detail, sizeof(detail), "%s: certificate unreadable or not an OpenSSH certificate",
+                 m->certificate);
+        method_unusable(conn, m, SSHCORE_E_PRIVATE_KEY, "ssh_pki_import_cert_file", irc, detail);
+        return false;
+    }
+    irc = ssh_pki_copy_cert_to_privkey(cert, conn->key);
+    ssh_key_free(cert);
+    if (irc != SSH_OK) {
+        snprintf(detail, sizeof(detail), "%s: certificate is not for the key %s", m->certificate, where);
+        method_unusable(conn, m, SSHCORE_E_PRIVATE_KEY, "ssh_pki_copy_cert_to_privkey", irc, detail);
+        return false;
+    }
+    return true;
 }
 
 static void phase_auth_method(sshcore_conn *conn)
@@ -949,44 +1030,24 @@ static void phase_auth_method(sshcore_conn *conn)
         break;
     case SSHCORE_AUTH_KEY_FILE:
     case SSHCORE_AUTH_KEY_MEMORY:
-        if (conn->key == NULL) {
-            int irc;
-            if (m->kind == SSHCORE_AUTH_KEY_FILE && !key_file_permissions_ok(conn, m->secret)) {
-                return;
-            }
-            if (m->kind == SSHCORE_AUTH_KEY_FILE) {
-                irc = ssh_pki_import_privkey_file(m->secret != NULL ? m->secret : "",
-                                                  m->passphrase, NULL, NULL, &conn->key);
-            } else {
-                irc = ssh_pki_import_privkey_base64(m->secret != NULL ? m->secret : "",
-                                                    m->passphrase, NULL, NULL, &conn->key);
-            }
-            if (irc != SSH_OK || conn->key == NULL) {
-                /* the import functions do not set the session's error text */
-                sshcore_error err;
-                char detail[300];
-                snprintf(detail, sizeof(detail), "%s: unreadable, unsupported format, or wrong passphrase",
-                         m->kind == SSHCORE_AUTH_KEY_FILE ? (m->secret != NULL ? m->secret : "")
-                                                          : "key given in memory");
-                sshcore_error_set(&err, SSHCORE_E_PRIVATE_KEY, detail);
-                copy_str(err.lib_function, sizeof(err.lib_function),
-                         m->kind == SSHCORE_AUTH_KEY_FILE ? "ssh_pki_import_privkey_file"
-                                                          : "ssh_pki_import_privkey_base64");
-                err.lib_code = irc;
-                conn_fail(conn, &err);
-                return;
-            }
+        if (conn->key == NULL && !load_method_key(conn, m)) {
+            return;
         }
         rc = ssh_userauth_publickey(conn->session, NULL, conn->key);
         break;
     case SSHCORE_AUTH_AGENT:
         if (m->secret == NULL && getenv("SSH_AUTH_SOCK") == NULL) {
-            fail_code(conn, SSHCORE_E_AGENT, "SSH_AUTH_SOCK is not set and no agent socket was given");
+            method_unusable(conn, m, SSHCORE_E_AGENT, NULL, 0,
+                            "SSH_AUTH_SOCK is not set and no agent socket was given");
             return;
         }
         rc = ssh_userauth_agent(conn->session, NULL);
         if (rc == SSH_AUTH_ERROR && sshcore_session_usable(conn)) {
-            fail_lib(conn, SSHCORE_E_AGENT, "ssh_userauth_agent");
+            if ((m->flags & SSHCORE_AUTH_SKIP_UNUSABLE) != 0) {
+                method_unusable(conn, m, SSHCORE_E_AGENT, NULL, 0, "agent unreachable");
+            } else {
+                fail_lib(conn, SSHCORE_E_AGENT, "ssh_userauth_agent");
+            }
             return;
         }
         break;
@@ -1923,6 +1984,8 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
             conn->methods[i].kind = config->methods[i].kind;
             conn->methods[i].secret = dup_or_null(config->methods[i].secret, &ok);
             conn->methods[i].passphrase = dup_or_null(config->methods[i].passphrase, &ok);
+            conn->methods[i].certificate = dup_or_null(config->methods[i].certificate, &ok);
+            conn->methods[i].flags = config->methods[i].flags;
         }
         conn->method_count = config->method_count;
     }

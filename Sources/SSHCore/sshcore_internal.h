@@ -128,7 +128,7 @@ struct sshcore_conn {
     size_t method_idx;
     bool method_started;
     ssh_key _Nullable key;
-    char methods_tried[160];
+    char methods_tried[400];
     sshcore_op *_Nullable active;
     /* libssh's one slot for global requests with a reply (worker only): who
      * asked the question whose answer libssh holds or awaits; see

@@ -17,7 +17,7 @@ enum JumpChain {
         last.jumpHosts = []
         targets.append(last)
         do throws(SSHError) {
-            hops.append(try await CoreConnection.connect(configuration.jumpHosts[0]))
+            hops.append(try await SSHClient.connectDirectly(configuration.jumpHosts[0]))
             for next in targets {
                 let via = hops[hops.count - 1]
                 let opened: (fd: Int32, bridge: CoreBridge)

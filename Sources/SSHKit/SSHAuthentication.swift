@@ -3,8 +3,10 @@
 public struct SSHAuthentication: Sendable {
     public enum Method: Sendable {
         case password(String)
-        /// A private key file in OpenSSH or PEM format (Ed25519, ECDSA, RSA).
-        case privateKeyFile(path: String, passphrase: String?)
+        /// A private key file in OpenSSH or PEM format (Ed25519, ECDSA, RSA), and
+        /// optionally an OpenSSH certificate for it (`ssh-keygen -s` makes them;
+        /// `CertificateFile` or `id_*-cert.pub` with ssh), offered instead of the bare key.
+        case privateKeyFile(path: String, passphrase: String?, certificate: String? = nil)
         /// A private key given as text (OpenSSH or PEM format).
         case privateKey(String, passphrase: String?)
         /// The keys of an ssh-agent; `nil` uses `SSH_AUTH_SOCK`.
@@ -14,12 +16,23 @@ public struct SSHAuthentication: Sendable {
     }
 
     public var methods: [Method]
+    /// Whether a method that cannot be used is skipped, as ssh skips it: a key file
+    /// that is missing, unreadable, encrypted without a passphrase or open to others,
+    /// a certificate that does not load or match, an agent that cannot be reached.
+    /// The next method is tried, and if none succeeds the `authenticationFailed`
+    /// error lists what was skipped and why. Off by default: a method you name that
+    /// cannot be used fails the connection (`privateKeyUnreadable`, `agentUnavailable`).
+    /// `OpenSSHConfig.connectionConfiguration` turns it on for ssh's default identities.
+    public var skipsUnusableMethods: Bool
 
-    public init(_ methods: [Method]) { self.methods = methods }
+    public init(_ methods: [Method], skipsUnusableMethods: Bool = false) {
+        self.methods = methods
+        self.skipsUnusableMethods = skipsUnusableMethods
+    }
 
     public static func password(_ password: String) -> Self { .init([.password(password)]) }
-    public static func privateKey(path: String, passphrase: String? = nil) -> Self {
-        .init([.privateKeyFile(path: path, passphrase: passphrase)])
+    public static func privateKey(path: String, passphrase: String? = nil, certificate: String? = nil) -> Self {
+        .init([.privateKeyFile(path: path, passphrase: passphrase, certificate: certificate)])
     }
     public static func privateKey(_ text: String, passphrase: String? = nil) -> Self {
         .init([.privateKey(text, passphrase: passphrase)])

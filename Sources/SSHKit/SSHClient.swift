@@ -34,9 +34,34 @@ public enum SSHClient {
             throw error
         }
         if configuration.jumpHosts.isEmpty {
-            return try await CoreConnection.connect(configuration)
+            return try await connectDirectly(configuration)
         }
         return try await JumpChain.connect(configuration)
+    }
+
+    /// One connection over TCP, or over its `proxyCommand`'s stdin and stdout.
+    static func connectDirectly(_ configuration: SSHConfiguration) async throws(SSHError) -> SSHConnection {
+        guard let command = configuration.proxyCommand else {
+            return try await CoreConnection.connect(configuration)
+        }
+        let (proxy, fd) = try ProxyCommandProcess.start(command, logger: configuration.logger)
+        var proxied = configuration
+        proxied.connectedSocket = fd
+        do {
+            return try await CoreConnection.connect(proxied, proxy: proxy)
+        } catch {
+            // a command that failed (nc to a closed port, a typo) ends at once: say so
+            // rather than what its closed socket looked like to the SSH layer
+            let ended = error.code == .cancelled ? nil : await proxy.exitReason(within: .milliseconds(300))
+            proxy.stop()
+            guard let ended else { throw error }
+            var e = SSHError(.proxyCommandFailed,
+                             "ProxyCommand \(command) \(ended) before the connection was established (\(error.message))")
+            e.host = configuration.host
+            e.port = configuration.port
+            e.cause = error
+            throw e
+        }
     }
 
     /// Connects, runs `body`, and closes the connection afterwards, also when

@@ -31,6 +31,12 @@ public struct SSHConfiguration: Sendable {
     /// its own authentication, host key policy, timeouts and keepalive. Their own
     /// `jumpHosts` must be empty. The names are resolved by the previous hop.
     public var jumpHosts: [SSHConfiguration] = []
+    /// A command whose standard input and output carry the connection instead of a TCP
+    /// socket (ssh_config's `ProxyCommand`, with its `%` tokens already expanded):
+    /// run as `$SHELL -c "exec <command>"`, stopped (SIGHUP) when the connection
+    /// closes. `host` and `port` then only name the server for host key checks. Not
+    /// with `jumpHosts` (as in ssh, one or the other); a first jump host may have one.
+    public var proxyCommand: String?
     /// An already-connected stream socket to run SSH over instead of connecting to
     /// `host:port` (which then only name the server for host key checks). The
     /// connection takes ownership of the fd. Internal: the worker tests use it with
@@ -81,7 +87,19 @@ public struct SSHConfiguration: Sendable {
         if let bits = algorithms.minimumRSABits, bits < 768 || bits > 16384 {
             throw SSHError(.invalidArgument, "minimumRSABits \(bits) is out of range 768...16384")
         }
+        if let proxyCommand {
+            if proxyCommand.allSatisfy(\.isWhitespace) || proxyCommand.utf8.contains(0) {
+                throw SSHError(.invalidArgument, "proxyCommand is empty or contains NUL")
+            }
+            if !jumpHosts.isEmpty {
+                throw SSHError(.invalidArgument,
+                               "proxyCommand and jumpHosts exclude each other (as in ssh); give the first jump host the proxyCommand")
+            }
+        }
         for (i, hop) in jumpHosts.enumerated() {
+            if i > 0 && hop.proxyCommand != nil {
+                throw SSHError(.invalidArgument, "jump host \(i + 1) (\(hop.host)) has a proxyCommand: only the first hop may have one")
+            }
             guard hop.jumpHosts.isEmpty else {
                 throw SSHError(.invalidArgument, "jump host \(i + 1) (\(hop.host)) has jump hosts of its own: list every hop in order instead")
             }

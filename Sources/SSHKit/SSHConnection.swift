@@ -22,11 +22,14 @@ public final class SSHConnection: Sendable {
     public let jumpConnections: [SSHConnection]
     /// The bridges carrying this connection's socket through the last jump host.
     let jumpBridges: [CoreBridge]
+    /// The `proxyCommand` carrying this connection, stopped when it closes.
+    let proxy: ProxyCommandProcess?
 
     init(core: CoreConnection, configuration: SSHConfiguration, hostKey: SSHHostKey,
          negotiatedAlgorithms: SSHNegotiatedAlgorithms, serverBanner: String, offeredAuthMethods: SSHAuthMethods,
-         jumpConnections: [SSHConnection] = [], jumpBridges: [CoreBridge] = []) {
+         jumpConnections: [SSHConnection] = [], jumpBridges: [CoreBridge] = [], proxy: ProxyCommandProcess? = nil) {
         self.jumpConnections = jumpConnections
+        self.proxy = proxy
         self.jumpBridges = jumpBridges
         self.negotiatedAlgorithms = negotiatedAlgorithms
         self.core = core
@@ -96,6 +99,7 @@ public final class SSHConnection: Sendable {
     /// Jump hosts it runs through are closed after it, last hop first.
     public func close() async {
         await core.close()
+        proxy?.stop()
         for hop in jumpConnections.reversed() { await hop.close() }
     }
 }

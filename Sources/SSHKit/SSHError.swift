@@ -55,6 +55,9 @@ public struct SSHError: Error, Sendable, CustomStringConvertible {
         /// A known_hosts file could not be read or written: too large, binary,
         /// an I/O error (`systemErrno`), or a lock that could not be taken.
         public static let knownHostsUnusable = Code("knownHostsUnusable")
+        /// The `proxyCommand` could not be started, or it ended before the connection
+        /// was established (the message says how: its exit status or signal).
+        public static let proxyCommandFailed = Code("proxyCommandFailed")
         /// An operation ran past the timeout given to it; a remote command was
         /// signalled (`TERM`) and its channel closed.
         public static let timedOut = Code("timedOut")

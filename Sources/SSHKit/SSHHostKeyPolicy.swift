@@ -47,6 +47,7 @@ public struct SSHHostKeyPolicy: Sendable {
                 let known = try await store.lookup(host: context.host, port: context.port)
                 if known.revoked.contains(key) { return .reject("key is revoked", expected: [], cause: nil) }
                 if known.keys.contains(key) { return .accept }
+                if known.keys.isEmpty, !known.certificateAuthorities.isEmpty { return Self.certificateOnly(known) }
                 return .reject(known.keys.isEmpty ? "host is not known" : "host key does not match the known key",
                                expected: known.keys.map(\.sha256Fingerprint), cause: nil)
             } catch {
@@ -57,6 +58,7 @@ public struct SSHHostKeyPolicy: Sendable {
                 let known = try await store.lookup(host: context.host, port: context.port)
                 if known.revoked.contains(key) { return .reject("key is revoked", expected: [], cause: nil) }
                 if known.keys.contains(key) { return .accept }
+                if known.keys.isEmpty, !known.certificateAuthorities.isEmpty { return Self.certificateOnly(known) }
                 if !known.keys.isEmpty {
                     return .reject("host key changed: the host is known with another key",
                                    expected: known.keys.map(\.sha256Fingerprint), cause: nil)
@@ -76,6 +78,15 @@ public struct SSHHostKeyPolicy: Sendable {
                 return .reject("host key callback threw", expected: [], cause: error)
             }
         }
+    }
+}
+
+extension SSHHostKeyPolicy {
+    /// A host vouched for only by `@cert-authority` lines: fail closed, and say why.
+    static func certificateOnly(_ known: SSHKnownHostKeys) -> SSHHostKeyVerdict {
+        .reject("the host is known only through @cert-authority lines, and libssh 0.10 cannot verify host "
+                + "certificates: add the host's own key to known_hosts (ssh-keyscan, or ssh-keygen -lf to compare)",
+                expected: known.certificateAuthorities.map { "CA " + $0.sha256Fingerprint }, cause: nil)
     }
 }
 
@@ -103,9 +114,14 @@ public struct SSHKnownHostKeys: Sendable, Equatable {
     public var keys: [SSHHostKey]
     /// Keys that must be rejected wherever they are presented (`@revoked`).
     public var revoked: [SSHHostKey]
-    public init(keys: [SSHHostKey] = [], revoked: [SSHHostKey] = []) {
+    /// Certificate authorities trusted to sign the host's keys (`@cert-authority`).
+    /// libssh 0.10 cannot verify host certificates, so a host known only through
+    /// these is rejected with a reason that says so (never accepted as new).
+    public var certificateAuthorities: [SSHHostKey]
+    public init(keys: [SSHHostKey] = [], revoked: [SSHHostKey] = [], certificateAuthorities: [SSHHostKey] = []) {
         self.keys = keys
         self.revoked = revoked
+        self.certificateAuthorities = certificateAuthorities
     }
 }
 

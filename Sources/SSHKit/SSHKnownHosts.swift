@@ -137,8 +137,8 @@ public struct SSHKnownHostsFile: Sendable {
         return pi == p.count
     }
 
-    /// What the file says about one host: trusted keys and revoked keys.
-    /// `@cert-authority` lines are not host keys and are left out.
+    /// What the file says about one host: trusted keys, revoked keys, and the
+    /// certificate authorities of `@cert-authority` lines (not host keys themselves).
     public func lookup(host: String, port: Int) -> SSHKnownHostKeys {
         let name = Self.lookupName(host: host, port: port)
         var result = SSHKnownHostKeys()
@@ -147,7 +147,8 @@ public struct SSHKnownHostsFile: Sendable {
             switch e.marker {
             case .none: if !result.keys.contains(key) { result.keys.append(key) }
             case .revoked: result.revoked.append(key)
-            case .certAuthority: continue
+            case .certAuthority:
+                if !result.certificateAuthorities.contains(key) { result.certificateAuthorities.append(key) }
             }
         }
         return result

@@ -85,7 +85,7 @@ typedef struct sshcore_error {
     int lib_code;          /**< ssh_get_error_code(), 0 if none */
     char lib_function[48]; /**< the libssh function that failed */
     char lib_message[320]; /**< ssh_get_error() text */
-    char detail[320];      /**< what the core adds: methods left, ... */
+    char detail[512];      /**< what the core adds: methods left, ... */
 } sshcore_error;
 
 /* ---------------------------------------------------------------------- */
@@ -206,11 +206,24 @@ typedef enum sshcore_auth_kind {
     SSHCORE_AUTH_KBDINT = 5,       /**< answers come via the kbdint callback */
 } sshcore_auth_kind;
 
+/** sshcore_auth_method.flags */
+enum {
+    /** A key that cannot be used (missing, unreadable, encrypted without a
+     *  passphrase, open to others, a certificate that does not load) or an agent
+     *  that cannot be reached is skipped, as ssh(1) skips it, and the next method
+     *  tried; without it such a method fails the connection. */
+    SSHCORE_AUTH_SKIP_UNUSABLE = 1 << 0,
+};
+
 /** One authentication method; methods are tried in the order given. */
 typedef struct sshcore_auth_method {
     sshcore_auth_kind kind;
     const char *_Nullable secret;
     const char *_Nullable passphrase;
+    /** KEY_FILE and KEY_MEMORY: an OpenSSH certificate file for the key (its
+     *  public key must be the key's), offered instead of the plain key; or NULL. */
+    const char *_Nullable certificate;
+    unsigned flags;
 } sshcore_auth_method;
 
 /** Bits of the methods a server offers (ssh_userauth_list). */
@@ -723,6 +736,15 @@ int sshcore_key_fingerprint_sha256(const char *type, const char *base64,
  */
 int sshcore_hmac_sha1(const uint8_t *key, size_t key_len, const uint8_t *data,
                       size_t data_len, uint8_t *out);
+
+/**
+ * @brief Starts a ProxyCommand: `shell -c "exec command"` with one end of a new
+ * socket pair as its stdin and stdout (stderr inherited, every other fd closed,
+ * default signal handling). The caller owns the other end (`*fd_out`, close-on-exec;
+ * give it to sshcore_conn_start as connected_fd) and must reap `*pid_out`.
+ * @return 0, or an errno value (nothing was started).
+ */
+int sshcore_proxy_spawn(const char *shell, const char *command, int *fd_out, int *pid_out);
 
 /* ---------------------------------------------------------------------- */
 /* Diagnostics                                                             */

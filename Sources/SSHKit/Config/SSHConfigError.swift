@@ -19,6 +19,9 @@ public struct SSHConfigError: Error, Sendable, Equatable, CustomStringConvertibl
         case include
         /// A configuration file that cannot be read (the main file of `files:`).
         case unreadableFile
+        /// A setting SSHKit acts on only when the caller explicitly allows it:
+        /// `StrictHostKeyChecking no` (see `SSHConfigInteraction`).
+        case insecure
     }
 
     public var code: Code

@@ -38,7 +38,8 @@ final class CoreConnection: Sendable {
     }
 
     static func connect(_ config: SSHConfiguration, jumpConnections: [SSHConnection] = [],
-                        jumpBridges: [CoreBridge] = []) async throws(SSHError) -> SSHConnection {
+                        jumpBridges: [CoreBridge] = [], proxy: ProxyCommandProcess? = nil) async throws(SSHError)
+        -> SSHConnection {
         let logger = config.logger
         let context = ConnectionContext(configuration: config)
         logger.debug("connecting", metadata: ["host": "\(config.host)", "port": "\(config.port)"])
@@ -68,7 +69,8 @@ final class CoreConnection: Sendable {
                 core: core, configuration: config, hostKey: key,
                 negotiatedAlgorithms: CoreAlgorithms.negotiated(core.pointer.raw),
                 serverBanner: String(decoding: banner.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self),
-                offeredAuthMethods: offered, jumpConnections: jumpConnections, jumpBridges: jumpBridges)
+                offeredAuthMethods: offered, jumpConnections: jumpConnections, jumpBridges: jumpBridges,
+                proxy: proxy)
         }
     }
 
@@ -76,18 +78,19 @@ final class CoreConnection: Sendable {
     private static func start(_ config: SSHConfiguration, context: ConnectionContext) {
         let strings = CStringArena()
         var methods: [sshcore_auth_method] = []
+        let flags: UInt32 = config.authentication.skipsUnusableMethods ? UInt32(SSHCORE_AUTH_SKIP_UNUSABLE) : 0
+        func add(_ kind: sshcore_auth_kind, _ secret: String? = nil, _ passphrase: String? = nil, certificate: String? = nil) {
+            methods.append(.init(kind: kind, secret: strings.dup(secret), passphrase: strings.dup(passphrase),
+                                 certificate: strings.dup(certificate), flags: flags))
+        }
         for method in config.authentication.methods {
             switch method {
-            case .password(let pw):
-                methods.append(.init(kind: SSHCORE_AUTH_PASSWORD, secret: strings.dup(pw), passphrase: nil))
-            case .privateKeyFile(let path, let passphrase):
-                methods.append(.init(kind: SSHCORE_AUTH_KEY_FILE, secret: strings.dup(path), passphrase: strings.dup(passphrase)))
-            case .privateKey(let text, let passphrase):
-                methods.append(.init(kind: SSHCORE_AUTH_KEY_MEMORY, secret: strings.dup(text), passphrase: strings.dup(passphrase)))
-            case .agent(let socket):
-                methods.append(.init(kind: SSHCORE_AUTH_AGENT, secret: strings.dup(socket), passphrase: nil))
-            case .keyboardInteractive:
-                methods.append(.init(kind: SSHCORE_AUTH_KBDINT, secret: nil, passphrase: nil))
+            case .password(let pw): add(SSHCORE_AUTH_PASSWORD, pw)
+            case .privateKeyFile(let path, let passphrase, let certificate):
+                add(SSHCORE_AUTH_KEY_FILE, path, passphrase, certificate: certificate)
+            case .privateKey(let text, let passphrase): add(SSHCORE_AUTH_KEY_MEMORY, text, passphrase)
+            case .agent(let socket): add(SSHCORE_AUTH_AGENT, socket)
+            case .keyboardInteractive: add(SSHCORE_AUTH_KBDINT)
             }
         }
         var err = sshcore_error()
