@@ -951,6 +951,85 @@ static bool key_file_permissions_ok(sshcore_conn *conn, const sshcore_auth_metho
     return false;
 }
 
+/** Decodes base64 into a new buffer; returns its length, or -1. */
+static long decode_base64(const char *text, unsigned char **out)
+{
+    size_t len = strlen(text);
+    long n;
+    unsigned char *buf = NULL;
+
+    *out = NULL;
+    if (len == 0 || len % 4 != 0 || len > (1u << 20)) {
+        return -1;
+    }
+    buf = malloc(len);
+    if (buf == NULL) {
+        return -1;
+    }
+    n = EVP_DecodeBlock(buf, (const unsigned char *)text, (int)len);
+    if (n < 0) {
+        free(buf);
+        return -1;
+    }
+    n -= (text[len - 1] == '=') + (text[len - 2] == '='); /* DecodeBlock counts the padding */
+    *out = buf;
+    return n;
+}
+
+/** Skips one SSH string (uint32 length, bytes); returns the new offset or -1. */
+static long skip_string(const unsigned char *blob, long len, long at)
+{
+    unsigned long n;
+
+    if (at < 0 || at + 4 > len) {
+        return -1;
+    }
+    n = ((unsigned long)blob[at] << 24) | ((unsigned long)blob[at + 1] << 16) |
+        ((unsigned long)blob[at + 2] << 8) | (unsigned long)blob[at + 3];
+    if (n > (unsigned long)(len - at - 4)) {
+        return -1;
+    }
+    return at + 4 + (long)n;
+}
+
+/**
+ * Whether `cert` certifies the public half of `key`: the certificate blob (type,
+ * nonce, then the key's own fields) carries the same fields as the key's plain
+ * blob (type, fields). libssh 0.10's ssh_pki_copy_cert_to_privkey does not check.
+ */
+static bool cert_matches_key(ssh_key cert, ssh_key key)
+{
+    char *cert_b64 = NULL;
+    char *key_b64 = NULL;
+    unsigned char *cert_blob = NULL;
+    unsigned char *key_blob = NULL;
+    long cert_len;
+    long key_len;
+    long cert_at;
+    long key_at;
+    bool ok = false;
+
+    if (ssh_pki_export_pubkey_base64(cert, &cert_b64) != SSH_OK ||
+        ssh_pki_export_pubkey_base64(key, &key_b64) != SSH_OK) {
+        goto out;
+    }
+    cert_len = decode_base64(cert_b64, &cert_blob);
+    key_len = decode_base64(key_b64, &key_blob);
+    if (cert_len < 0 || key_len < 0) {
+        goto out;
+    }
+    cert_at = skip_string(cert_blob, cert_len, skip_string(cert_blob, cert_len, 0)); /* type, nonce */
+    key_at = skip_string(key_blob, key_len, 0);                                        /* type */
+    ok = cert_at >= 0 && key_at >= 0 && key_len - key_at > 0 && cert_len - cert_at >= key_len - key_at &&
+         memcmp(cert_blob + cert_at, key_blob + key_at, (size_t)(key_len - key_at)) == 0;
+out:
+    ssh_string_free_char(cert_b64);
+    ssh_string_free_char(key_b64);
+    free(cert_blob);
+    free(key_blob);
+    return ok;
+}
+
 /**
  * Loads the method's private key (and its certificate) into conn->key.
  * Returns false when the method is unusable (handled by method_unusable).
@@ -992,7 +1071,7 @@ static bool load_method_key(sshcore_conn *conn, const sshcore_auth_method *m)
         method_unusable(conn, m, SSHCORE_E_PRIVATE_KEY, "ssh_pki_import_cert_file", irc, detail);
         return false;
     }
-    irc = ssh_pki_copy_cert_to_privkey(cert, conn->key);
+    irc = cert_matches_key(cert, conn->key) ? ssh_pki_copy_cert_to_privkey(cert, conn->key) : SSH_ERROR;
     ssh_key_free(cert);
     if (irc != SSH_OK) {
         snprintf(detail, sizeof(detail), "%s: certificate is not for the key %s", m->certificate, where);

@@ -53,9 +53,10 @@ final class CoreConnection: Sendable {
         }
         let core = context.takeCore()
         switch outcome {
-        case .failure(let error):
+        case .failure(var error):
             logger.debug("connect failed", metadata: ["error": "\(error)"])
             _ = core // released here: closes and joins the worker
+            if error.code == .authenticationFailed { error.message += certificateHints(config) }
             throw error
         case .success:
             guard let core, let key = context.acceptedKey else {
@@ -72,6 +73,18 @@ final class CoreConnection: Sendable {
                 offeredAuthMethods: offered, jumpConnections: jumpConnections, jumpBridges: jumpBridges,
                 proxy: proxy)
         }
+    }
+
+    /// Why the certificates offered would have been refused (expired, not yet valid,
+    /// for other principals), for the message of an authentication failure.
+    static func certificateHints(_ config: SSHConfiguration) -> String {
+        var hints: [String] = []
+        for case .privateKeyFile(_, _, let path?) in config.authentication.methods {
+            if let problem = SSHCertificate(contentsOfFile: path)?.problem(user: config.user) {
+                hints.append("certificate \(path): \(problem)")
+            }
+        }
+        return hints.isEmpty ? "" : "; " + hints.joined(separator: "; ")
     }
 
     /// Starts the core connection; every outcome reaches the context's continuation.

@@ -1,0 +1,131 @@
+import Foundation
+
+/// An OpenSSH certificate (`ssh-keygen -s` makes them; PROTOCOL.certkeys): what it
+/// says about itself. Read to explain a refusal before or after the server gives
+/// one (an expired certificate, a principal that is not the user); the server
+/// checks the CA's signature, this type does not.
+public struct SSHCertificate: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        case user
+        case host
+    }
+
+    /// `ssh-ed25519-cert-v01@openssh.com` and the like.
+    public var type: String
+    public var kind: Kind
+    public var serial: UInt64
+    public var keyID: String
+    /// Empty: valid for every principal.
+    public var principals: [String]
+    /// Seconds since 1970 (UTC); `validBefore` is `UInt64.max` for "forever".
+    public var validAfter: UInt64
+    public var validBefore: UInt64
+    public var criticalOptions: [String]
+    public var extensions: [String]
+
+    /// The certificate in a `*-cert.pub` line (`type base64 [comment]`); nil when it is
+    /// not one.
+    public init?(line: String) {
+        let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" })
+        guard words.count >= 2, words[0].hasSuffix("-cert-v01@openssh.com"),
+              let blob = Data(base64Encoded: String(words[1])) else { return nil }
+        var r = Reader(bytes: [UInt8](blob))
+        guard let type = r.string(), type == String(words[0]), r.data() != nil /* nonce */ else { return nil }
+        // the public key's own fields, by type
+        let fields: Int
+        switch type {
+        case "ssh-ed25519-cert-v01@openssh.com": fields = 1
+        case "ssh-rsa-cert-v01@openssh.com", "sk-ssh-ed25519-cert-v01@openssh.com": fields = 2
+        case "ssh-dss-cert-v01@openssh.com": fields = 4
+        case let t where t.hasPrefix("ecdsa-sha2-"): fields = 2
+        case let t where t.hasPrefix("sk-ecdsa-sha2-"): fields = 3
+        default: return nil
+        }
+        for _ in 0..<fields { guard r.data() != nil else { return nil } }
+        guard let serial = r.uint64(), let kind = r.uint32(), kind == 1 || kind == 2, let keyID = r.string(),
+              let principals = r.data().flatMap(Reader.strings), let after = r.uint64(), let before = r.uint64(),
+              let critical = r.data().flatMap(Reader.names), let extensions = r.data().flatMap(Reader.names)
+        else { return nil }
+        self.type = type
+        self.kind = kind == 1 ? .user : .host
+        self.serial = serial
+        self.keyID = keyID
+        self.principals = principals
+        validAfter = after
+        validBefore = before
+        criticalOptions = critical
+        self.extensions = extensions
+    }
+
+    /// The certificate in a file; nil when it cannot be read or is not one.
+    public init?(contentsOfFile path: String) {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        self.init(line: text)
+    }
+
+    /// Why a server would refuse this certificate for `user` at `date`, or nil when it
+    /// looks valid (the CA's signature and the server's trust are not checked here).
+    public func problem(user: String, at date: Date = Date()) -> String? {
+        let now = UInt64(max(0, date.timeIntervalSince1970))
+        if kind != .user { return "it is a host certificate, not a user certificate" }
+        if now < validAfter { return "it is not valid before \(Self.format(validAfter))" }
+        if now >= validBefore { return "it expired at \(Self.format(validBefore))" }
+        if !principals.isEmpty && !principals.contains(user) {
+            return "it is for the principals \(principals.joined(separator: ", ")), not for \(user)"
+        }
+        return nil
+    }
+
+    static func format(_ seconds: UInt64) -> String {
+        let f = ISO8601DateFormatter()
+        return f.string(from: Date(timeIntervalSince1970: TimeInterval(min(seconds, 253_402_300_799))))
+    }
+
+    /// SSH wire format: uint32 big-endian lengths before strings.
+    private struct Reader {
+        let bytes: [UInt8]
+        var offset = 0
+
+        mutating func uint32() -> UInt32? {
+            guard offset + 4 <= bytes.count else { return nil }
+            defer { offset += 4 }
+            return bytes[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) }
+        }
+
+        mutating func uint64() -> UInt64? {
+            guard offset + 8 <= bytes.count else { return nil }
+            defer { offset += 8 }
+            return bytes[offset..<offset + 8].reduce(0) { $0 << 8 | UInt64($1) }
+        }
+
+        mutating func data() -> [UInt8]? {
+            guard let n = uint32(), Int(n) <= bytes.count - offset else { return nil }
+            defer { offset += Int(n) }
+            return Array(bytes[offset..<offset + Int(n)])
+        }
+
+        mutating func string() -> String? { data().map { String(decoding: $0, as: UTF8.self) } }
+
+        /// A packed list of strings (principals).
+        static func strings(_ packed: [UInt8]) -> [String]? {
+            var r = Reader(bytes: packed)
+            var out: [String] = []
+            while r.offset < packed.count {
+                guard let s = r.string() else { return nil }
+                out.append(s)
+            }
+            return out
+        }
+
+        /// Options and extensions: name, then a data string, repeated.
+        static func names(_ packed: [UInt8]) -> [String]? {
+            var r = Reader(bytes: packed)
+            var out: [String] = []
+            while r.offset < packed.count {
+                guard let s = r.string(), r.data() != nil else { return nil }
+                out.append(s)
+            }
+            return out
+        }
+    }
+}
