@@ -174,6 +174,8 @@ static void free_methods(sshcore_conn *conn)
 {
     size_t i;
 
+    free(conn->agent_socket); /* set up with the methods, freed with them */
+    conn->agent_socket = NULL;
     if (conn->methods == NULL) {
         return;
     }
@@ -192,6 +194,12 @@ static void free_methods(sshcore_conn *conn)
     }
     free(conn->methods);
     conn->methods = NULL;
+}
+
+/** libssh (worker): the server opens an auth-agent@openssh.com channel. */
+static ssh_channel on_agent_channel(ssh_session session, void *userdata)
+{
+    return sshcore_agent_channel_open((sshcore_conn *)userdata, session);
 }
 
 static void free_kbd_answers(sshcore_conn *conn)
@@ -561,6 +569,15 @@ static int session_create(sshcore_conn *conn)
     if (conn->rsa_min_bits > 0 &&
         ssh_options_set(s, SSH_OPTIONS_RSA_MIN_SIZE, &conn->rsa_min_bits) != SSH_OK) {
         return 1;
+    }
+    if (conn->agent_socket != NULL) {
+        memset(&conn->session_cbs, 0, sizeof(conn->session_cbs));
+        conn->session_cbs.userdata = conn;
+        conn->session_cbs.channel_open_request_auth_agent_function = on_agent_channel;
+        ssh_callbacks_init(&conn->session_cbs);
+        if (ssh_set_callbacks(s, &conn->session_cbs) != SSH_OK) {
+            return -1;
+        }
     }
     ssh_set_counters(s, &conn->socket_counter, &conn->packet_counter);
     ssh_set_blocking(s, 0);
@@ -2079,6 +2096,7 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
         conn->algorithm_count = config->algorithm_count;
     }
     conn->rsa_min_bits = config->rsa_min_bits;
+    conn->agent_socket = dup_or_null(config->agent_forward_socket, &ok);
     conn->ka_interval_ms = config->keepalive_interval_ms;
     conn->ka_max_missed = config->keepalive_max_missed;
     conn->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

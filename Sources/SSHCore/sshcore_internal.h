@@ -174,6 +174,8 @@ struct sshcore_conn {
     sshcore_algo_setting *_Nullable algorithms; /* lists strdup'ed */
     size_t algorithm_count;
     int rsa_min_bits;
+    char *_Nullable agent_socket;             /* agent forwarding: the local agent */
+    struct ssh_callbacks_struct session_cbs;  /* its channel-open callback */
     sshcore_negotiated negotiated; /* written before `connected` reports success */
 };
 
@@ -260,6 +262,14 @@ void sshcore_global_free_all(sshcore_conn *conn);
  *  returns its open channel (NULL when it is gone: timed out, rejected, the
  *  forward ended). */
 ssh_channel _Nullable sshcore_rforward_take(sshcore_op *forward, uint64_t id);
+
+/**
+ * Worker, from libssh's channel-open callback: a new channel for an
+ * auth-agent@openssh.com open, joined by a bridge op to a new connection to
+ * conn->agent_socket; NULL (libssh refuses the open) when the agent cannot be
+ * reached or the connection is ending.
+ */
+ssh_channel _Nullable sshcore_agent_channel_open(sshcore_conn *conn, ssh_session session);
 
 /* sshcore_op.c */
 void sshcore_op_init(sshcore_op *op, const sshcore_op_vtable *vt,

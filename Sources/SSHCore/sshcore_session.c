@@ -25,11 +25,12 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "sshcore_internal.h"
 
-enum { X_OPEN, X_ENV, X_PTY, X_START, X_IO };
+enum { X_OPEN, X_AGENT, X_ENV, X_PTY, X_START, X_IO };
 
 /* Per turn, write at most this much per channel, so one busy channel cannot
  * starve its siblings on the same connection. */
@@ -146,6 +147,7 @@ typedef struct session_op {
     /* a forwarded-tcpip channel already open, waiting in a remote forward op */
     sshcore_op *_Nullable adopt_parent; /* strong reference */
     uint64_t adopt_id;
+    ssh_channel _Nullable preset_ch; /* a forwarded agent channel, open, to take */
 } session_op;
 
 /* ---------------------------------------------------------------------- */
@@ -987,7 +989,12 @@ static bool adopt_channel(sshcore_conn *conn, session_op *x)
     int n = 0;
     (void)conn;
 
-    x->ch = sshcore_rforward_take(x->adopt_parent, x->adopt_id);
+    if (x->preset_ch != NULL) {
+        x->ch = x->preset_ch;
+        x->preset_ch = NULL;
+    } else {
+        x->ch = sshcore_rforward_take(x->adopt_parent, x->adopt_id);
+    }
     if (x->ch == NULL) {
         (void)chan_event(x, SSHCORE_CHAN_EV_OPEN_FAILED);
         complete_code(x, SSHCORE_E_CHANNEL_CLOSED,
@@ -1017,7 +1024,7 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
 
     switch (x->phase) {
     case X_OPEN:
-        if (x->adopt_parent != NULL) {
+        if (x->adopt_parent != NULL || x->preset_ch != NULL) {
             return adopt_channel(conn, x);
         }
         if (x->ch == NULL) {
@@ -1060,6 +1067,15 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
             x->phase = X_IO;
             report_open(x, 0);
             return true;
+        }
+        x->phase = X_AGENT;
+        return true;
+    case X_AGENT:
+        /* like ssh -A: the server's sessions may use our agent (a request without
+         * a reply; a server that does not allow it simply opens no agent channel) */
+        if (conn->agent_socket != NULL && !x->subsystem &&
+            ssh_channel_request_auth_agent(x->ch) == SSH_AGAIN) {
+            return false;
         }
         x->phase = X_ENV;
         return true;
@@ -1137,6 +1153,14 @@ static void session_abort(sshcore_conn *conn, sshcore_op *op)
     x->inbox_closed = true;
     pthread_mutex_unlock(&x->mu);
     fail_writes(x, code);
+    if (x->preset_ch != NULL) {
+        /* an agent channel never taken: close it with the op */
+        if (conn->session != NULL) {
+            (void)ssh_channel_close(x->preset_ch);
+            ssh_channel_free(x->preset_ch);
+        }
+        x->preset_ch = NULL;
+    }
     if (x->ch == NULL && x->adopt_parent != NULL && conn->session != NULL) {
         /* ended before taking its forwarded connection: close it now, not at
          * the forward's accept timeout */
@@ -1559,6 +1583,90 @@ sshcore_op *sshcore_rforward_bridge(sshcore_op *forward, uint64_t id, int fd, si
     x->fd_writable = true;
     x->bcb = *callbacks;
     return session_submit(forward->conn, x, done, ctx, 0, err);
+}
+
+static void agent_bridge_opened(void *_Nullable ctx, int fd)
+{
+    (void)ctx;
+    (void)fd;
+}
+
+static void agent_bridge_failed(void *_Nullable ctx, int fd, const sshcore_error *err)
+{
+    (void)ctx;
+    (void)fd;
+    (void)err;
+}
+
+static void agent_bridge_released(void *_Nullable ctx)
+{
+    (void)ctx;
+}
+
+static void agent_bridge_done(void *_Nullable ctx, sshcore_op *op)
+{
+    (void)ctx;
+    (void)op;
+}
+
+ssh_channel sshcore_agent_channel_open(sshcore_conn *conn, ssh_session session)
+{
+    static const sshcore_bridge_callbacks callbacks = {
+        .ctx = NULL,
+        .opened = agent_bridge_opened,
+        .failed = agent_bridge_failed,
+        .released = agent_bridge_released,
+    };
+    struct sockaddr_un addr;
+    session_op *x = NULL;
+    ssh_channel ch = NULL;
+    sshcore_op *op = NULL;
+    sshcore_error err;
+    int fd = -1;
+
+    if (conn->agent_socket == NULL || strlen(conn->agent_socket) >= sizeof(addr.sun_path)) {
+        return NULL;
+    }
+    memset(&addr, 0, sizeof(addr));
+    addr.sun_family = AF_UNIX;
+    memcpy(addr.sun_path, conn->agent_socket, strlen(conn->agent_socket));
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+        /* a local agent answers at once or not at all */
+        if (fd >= 0) {
+            close(fd);
+        }
+        return NULL;
+    }
+    ch = ssh_channel_new(session);
+    x = session_new("", NULL, NULL, 0);
+    if (ch == NULL || x == NULL) {
+        if (ch != NULL) {
+            ssh_channel_free(ch);
+        }
+        if (x != NULL) {
+            session_destroy(&x->base);
+        }
+        close(fd);
+        return NULL;
+    }
+    x->kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests, no exit status */
+    x->streamed = true;
+    x->limit = 256 << 10;
+    x->preset_ch = ch;
+    x->bridged = true;
+    x->fd = fd;
+    x->fd_readable = true;
+    x->fd_writable = true;
+    x->bcb = callbacks;
+    op = session_submit(conn, x, agent_bridge_done, NULL, 0, &err);
+    if (op == NULL) {
+        /* session_submit freed x and closed fd; the channel is still ours */
+        ssh_channel_free(ch);
+        return NULL;
+    }
+    sshcore_op_release(op); /* the worker's reference keeps it until it ends */
+    return ch;
 }
 
 sshcore_op *sshcore_rforward_stream(sshcore_op *forward, uint64_t id, size_t buffer_limit,

@@ -31,6 +31,14 @@ public struct SSHConfiguration: Sendable {
     /// its own authentication, host key policy, timeouts and keepalive. Their own
     /// `jumpHosts` must be empty. The names are resolved by the previous hop.
     public var jumpHosts: [SSHConfiguration] = []
+    /// Agent forwarding (`ssh -A`, `ForwardAgent`): the local ssh-agent socket whose
+    /// keys programs on the server may use, e.g. to authenticate onward to a second
+    /// host; nil (the default) forwards nothing. Every command and shell session asks
+    /// the server for it (`auth-agent-req@openssh.com`); each agent connection the
+    /// server opens is joined to a new connection to this socket. Whoever controls
+    /// the server account can use your keys while the connection lasts: forward only
+    /// to servers you trust.
+    public var agentForwarding: String?
     /// A command whose standard input and output carry the connection instead of a TCP
     /// socket (ssh_config's `ProxyCommand`, with its `%` tokens already expanded):
     /// run as `$SHELL -c "exec <command>"`, stopped (SIGHUP) when the connection
@@ -86,6 +94,9 @@ public struct SSHConfiguration: Sendable {
         }
         if let bits = algorithms.minimumRSABits, bits < 768 || bits > 16384 {
             throw SSHError(.invalidArgument, "minimumRSABits \(bits) is out of range 768...16384")
+        }
+        if let agentForwarding, agentForwarding.isEmpty || agentForwarding.utf8.count > 107 || agentForwarding.utf8.contains(0) {
+            throw SSHError(.invalidArgument, "agentForwarding must be a Unix socket path (1...107 bytes)")
         }
         if let proxyCommand {
             if proxyCommand.allSatisfy(\.isWhitespace) || proxyCommand.utf8.contains(0) {

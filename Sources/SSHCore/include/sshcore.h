@@ -338,6 +338,12 @@ typedef struct sshcore_config {
      *  unanswered and the last one had min(interval / 2, 1 s) to be answered,
      *  i.e. after interval × max_missed + that grace of silence. */
     int keepalive_max_missed;
+    /** Agent forwarding (ssh -A), or NULL: every session channel (exec, shell)
+     *  asks for it (auth-agent-req@openssh.com), and each auth-agent@openssh.com
+     *  channel the server opens is joined, inside the worker, to a new connection
+     *  to this local agent socket. A channel that cannot reach the agent is
+     *  refused (the server's client sees its agent fail). */
+    const char *_Nullable agent_forward_socket;
 } sshcore_config;
 
 /**

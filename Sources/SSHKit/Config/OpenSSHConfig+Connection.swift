@@ -132,6 +132,10 @@ extension SSHHostConfig {
                                             maxMissed: min(1000, max(1, serverAliveCountMax)))
         }
         config.algorithms = try algorithms()
+        // ForwardAgent yes: the agent of IdentityAgent (or SSH_AUTH_SOCK); a path: that one
+        if let forward = forwardAgent {
+            config.agentForwarding = forward.isEmpty ? agentSocket(environment: context.environment) : forward
+        }
         if proxyJump.isEmpty {
             config.proxyCommand = try expandedProxyCommand()
         }

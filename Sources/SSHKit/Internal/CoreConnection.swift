@@ -126,7 +126,8 @@ final class CoreConnection: Sendable {
                     algorithms: algos.baseAddress, algorithm_count: algos.count,
                     rsa_min_bits: Int32(clamping: config.algorithms.minimumRSABits ?? 0),
                     keepalive_interval_ms: Int32(clamping: config.keepalive?.interval.milliseconds ?? 0),
-                    keepalive_max_missed: Int32(clamping: config.keepalive?.maxMissed ?? 0))
+                    keepalive_max_missed: Int32(clamping: config.keepalive?.maxMissed ?? 0),
+                    agent_forward_socket: strings.dup(config.agentForwarding))
                 return sshcore_conn_start(&cfg, &callbacks, &err)
             }
         }

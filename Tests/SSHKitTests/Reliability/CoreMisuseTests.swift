@@ -68,7 +68,8 @@ struct CoreMisuseTests {
             var cfg = sshcore_config(
                 host: host, port: UInt16(server.port), user: user, connect_timeout_ms: 10_000, backstop_timeout_s: 10,
                 methods: buf.baseAddress!, method_count: buf.count, libssh_verbosity: 0, connected_fd: -1,
-                algorithms: nil, algorithm_count: 0, rsa_min_bits: 0, keepalive_interval_ms: 0, keepalive_max_missed: 0)
+                algorithms: nil, algorithm_count: 0, rsa_min_bits: 0, keepalive_interval_ms: 0, keepalive_max_missed: 0,
+                agent_forward_socket: nil)
             return sshcore_conn_start(&cfg, &callbacks, &err)
         }
         guard let conn else { throw FixtureError("sshcore_conn_start: \(err.code)") }
