@@ -7,7 +7,7 @@ import Glibc
 import Musl
 #endif
 
-/// A running `ProxyCommand` (ssh_config(5)): a local command whose standard input and
+/// A running `ProxyCommand` (the OpenSSH client configuration keyword): a local command whose standard input and
 /// output are the connection's byte stream, e.g. `nc bastion 22` or
 /// `ssh -W %h:%p jump`.
 ///

@@ -84,10 +84,12 @@ public struct SSHHostKeyPolicy: Sendable {
 extension SSHHostKeyPolicy {
     /// A host vouched for only by `@cert-authority` lines: fail closed, and say why.
     static func certificateOnly(_ known: SSHKnownHostKeys) -> SSHHostKeyVerdict {
-        .reject("the host is known only through @cert-authority lines, and libssh 0.10 cannot verify host "
-                + "certificates: add the host's own key to known_hosts (ssh-keyscan, or ssh-keygen -lf to compare)",
-                expected: known.certificateAuthorities.map { "CA " + $0.sha256Fingerprint }, cause: nil)
+        .reject(certificateOnlyReason, expected: known.certificateAuthorities.map { "CA " + $0.sha256Fingerprint },
+                cause: nil)
     }
+
+    static let certificateOnlyReason = "the host is known only through @cert-authority lines, and libssh 0.10 "
+        + "cannot verify host certificates: add the host's own key to known_hosts (ssh-keyscan, or ssh-keygen -lf to compare)"
 }
 
 /// What a custom host key policy sees.

@@ -79,6 +79,15 @@ struct AgentForwardingTests {
         }
     }
 
+    @Test("an agentForwarding that is no socket path is refused before connecting",
+          arguments: ["", String(repeating: "a", count: 108)])
+    func invalidSocketPath(_ path: String) async {
+        var config = TestServer.shared.configuration()
+        config.agentForwarding = path
+        let e = await expectSSHError { try await SSHClient.connect(config) }
+        #expect(e?.code == .invalidArgument)
+    }
+
     @Test("ForwardAgent in ssh_config: yes forwards SSH_AUTH_SOCK's agent, a path forwards that one")
     func fromOpenSSHConfig() async throws {
         let agent = try Agent()

@@ -248,9 +248,7 @@ extension SSHHostConfig {
                                    + known.keys.map(\.sha256Fingerprint).joined(separator: ", ") + ")")
                 }
                 if !known.certificateAuthorities.isEmpty {
-                    if case .reject(let reason, _, _) = SSHHostKeyPolicy.certificateOnly(known) {
-                        return .reject(reason: reason)
-                    }
+                    return .reject(reason: SSHHostKeyPolicy.certificateOnlyReason)
                 }
                 let name = store.lookupName(host: context.host, port: context.port)
                 guard let confirm else {
