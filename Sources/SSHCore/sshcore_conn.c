@@ -176,6 +176,11 @@ static void free_methods(sshcore_conn *conn)
 
     free(conn->agent_socket); /* set up with the methods, freed with them */
     conn->agent_socket = NULL;
+    if (conn->prompted_password != NULL) {
+        explicit_bzero(conn->prompted_password, strlen(conn->prompted_password));
+        free(conn->prompted_password);
+        conn->prompted_password = NULL;
+    }
     if (conn->methods == NULL) {
         return;
     }
@@ -806,6 +811,7 @@ static const char *method_name(sshcore_auth_kind k)
     case SSHCORE_AUTH_KEY_MEMORY: return "publickey(memory)";
     case SSHCORE_AUTH_AGENT: return "publickey(agent)";
     case SSHCORE_AUTH_KBDINT: return "keyboard-interactive";
+    case SSHCORE_AUTH_PASSWORD_PROMPT: return "password";
     }
     return "?";
 }
@@ -818,6 +824,7 @@ static unsigned method_bit(sshcore_auth_kind k)
     case SSHCORE_AUTH_KEY_MEMORY: return SSHCORE_METHOD_PUBLICKEY;
     case SSHCORE_AUTH_AGENT: return SSHCORE_METHOD_PUBLICKEY;
     case SSHCORE_AUTH_KBDINT: return SSHCORE_METHOD_KBDINT;
+    case SSHCORE_AUTH_PASSWORD_PROMPT: return SSHCORE_METHOD_PASSWORD;
     }
     return 0;
 }
@@ -894,6 +901,7 @@ static int auth_kbdint_step(sshcore_conn *conn)
                 free(echo);
                 return SSH_AUTH_ERROR;
             }
+            memset(&ch, 0, sizeof(ch));
             for (i = 0; i < n; i++) {
                 prompts[i] = ssh_userauth_kbdint_getprompt(conn->session, (unsigned)i, &echo_c);
                 echo[i] = echo_c != 0;
@@ -1098,6 +1106,57 @@ static bool load_method_key(sshcore_conn *conn, const sshcore_auth_method *m)
     return true;
 }
 
+static void wipe_prompted_password(sshcore_conn *conn)
+{
+    if (conn->prompted_password != NULL) {
+        explicit_bzero(conn->prompted_password, strlen(conn->prompted_password));
+        free(conn->prompted_password);
+        conn->prompted_password = NULL;
+    }
+}
+
+/**
+ * PASSWORD_PROMPT: asks the caller for a password through the kbdint callback
+ * (one prompt, `password` set) and waits in PH_KBD_WAIT; the reply lands in
+ * conn->prompted_password, or skips the method.
+ */
+static void ask_password(sshcore_conn *conn)
+{
+    char prompt[300];
+    const char *prompts[1];
+    int echo = 0;
+    sshcore_kbdint ch;
+
+    snprintf(prompt, sizeof(prompt), "%s@%s's password: ", conn->user, conn->host);
+    prompts[0] = prompt;
+    memset(&ch, 0, sizeof(ch));
+    ch.name = "";
+    ch.instruction = "";
+    ch.count = 1;
+    ch.prompts = prompts;
+    ch.echo = &echo;
+    ch.password = 1;
+    ch.attempt = conn->password_attempts + 1;
+    conn->phase = PH_KBD_WAIT;
+    pause_deadline(conn);
+    sshcore_conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
+    pthread_mutex_lock(&conn->mu);
+    conn->kbd_awaited = true;
+    pthread_mutex_unlock(&conn->mu);
+    conn->cb.kbdint(conn->cb.ctx, conn, &ch);
+}
+
+/** The next method, after the current one was refused or skipped. */
+static void next_method(sshcore_conn *conn)
+{
+    ssh_key_free(conn->key);
+    conn->key = NULL;
+    wipe_prompted_password(conn);
+    conn->password_attempts = 0;
+    conn->method_idx++;
+    conn->method_started = false;
+}
+
 static void phase_auth_method(sshcore_conn *conn)
 {
     const sshcore_auth_method *m = NULL;
@@ -1153,12 +1212,29 @@ static void phase_auth_method(sshcore_conn *conn)
             return;
         }
         break;
+    case SSHCORE_AUTH_PASSWORD_PROMPT:
+        if (conn->prompted_password == NULL) {
+            ask_password(conn);
+            return;
+        }
+        rc = ssh_userauth_password(conn->session, NULL, conn->prompted_password);
+        if (rc == SSH_AUTH_DENIED &&
+            conn->password_attempts + 1 < (m->attempts > 0 ? m->attempts : 1)) {
+            /* refused: ask again, as ssh asks NumberOfPasswordPrompts times
+             * (now: nothing else would wake the worker for it) */
+            conn->password_attempts++;
+            wipe_prompted_password(conn);
+            ask_password(conn);
+            return;
+        }
+        break;
     }
 
     switch (rc) {
     case SSH_AUTH_AGAIN:
         return;
     case SSH_AUTH_SUCCESS:
+        wipe_prompted_password(conn);
         auth_succeeded(conn);
         return;
     case SSH_AUTH_PARTIAL:
@@ -1166,10 +1242,7 @@ static void phase_auth_method(sshcore_conn *conn)
                      methods_from_libssh(ssh_userauth_list(conn->session, NULL)));
         /* fall through: continue with the next configured method */
     case SSH_AUTH_DENIED:
-        ssh_key_free(conn->key);
-        conn->key = NULL;
-        conn->method_idx++;
-        conn->method_started = false;
+        next_method(conn);
         return;
     default:
         fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_userauth");
@@ -1271,7 +1344,22 @@ static void handle_requests(sshcore_conn *conn, conn_requests *rq)
             fail_code(conn, SSHCORE_E_INVALID_STATE, "host key verdict in a wrong state");
         }
     }
-    if (rq->kbd && conn->phase == PH_KBD_WAIT) {
+    if (rq->kbd && conn->phase == PH_KBD_WAIT && conn->method_idx < conn->method_count &&
+        conn->methods[conn->method_idx].kind == SSHCORE_AUTH_PASSWORD_PROMPT) {
+        resume_deadline(conn);
+        if (rq->answers == NULL) {
+            fail_code(conn, SSHCORE_E_AUTH_DENIED, "password prompt gave no answer");
+        } else {
+            conn->phase = PH_AUTH_METHOD;
+            if (rq->answer_count == 0) {
+                next_method(conn); /* no password: the next method */
+            } else {
+                wipe_prompted_password(conn);
+                conn->prompted_password = rq->answers[0];
+                rq->answers[0] = NULL; /* kept until the server answered */
+            }
+        }
+    } else if (rq->kbd && conn->phase == PH_KBD_WAIT) {
         size_t i;
         resume_deadline(conn);
         if (rq->answers == NULL) {
@@ -2082,6 +2170,7 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
             conn->methods[i].passphrase = dup_or_null(config->methods[i].passphrase, &ok);
             conn->methods[i].certificate = dup_or_null(config->methods[i].certificate, &ok);
             conn->methods[i].flags = config->methods[i].flags;
+            conn->methods[i].attempts = config->methods[i].attempts;
         }
         conn->method_count = config->method_count;
     }

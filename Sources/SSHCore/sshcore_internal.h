@@ -127,6 +127,8 @@ struct sshcore_conn {
     int64_t paused_at_ms;  /* while waiting for the caller */
     size_t method_idx;
     bool method_started;
+    char *_Nullable prompted_password; /* PASSWORD_PROMPT's answer, wiped after use */
+    unsigned password_attempts;        /* passwords the server refused so far */
     ssh_key _Nullable key;
     char methods_tried[400];
     sshcore_op *_Nullable active;

@@ -98,6 +98,7 @@ typedef struct session_op {
     /* worker only */
     int phase;
     bool use_fallback;
+    bool env_optional; /* a refused env request is skipped */
     bool subsystem; /* command names a subsystem */
     bool start_sent; /* X_START: the exec/shell/subsystem request went out */
     sshcore_channel_kind kind;
@@ -1089,6 +1090,10 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
             return false;
         }
         if (rc != SSH_OK) {
+            if (sshcore_session_usable(conn) && x->fallback == NULL && x->env_optional) {
+                x->env_idx++; /* refused by AcceptEnv: left unset, as ssh does */
+                return true;
+            }
             if (!sshcore_session_usable(conn) || x->fallback == NULL) {
                 fail_call(conn, x, SSHCORE_E_CHANNEL_REQUEST_FAILED, "ssh_channel_request_env");
                 return false;
@@ -1710,6 +1715,7 @@ sshcore_op *sshcore_stream_start(sshcore_conn *conn, const sshcore_stream_spec *
         return NULL;
     }
     x->streamed = true;
+    x->env_optional = spec->env_optional != 0;
     x->subsystem = spec->subsystem != 0 && spec->command != NULL;
     x->cb = *callbacks;
     x->limit = spec->buffer_limit;

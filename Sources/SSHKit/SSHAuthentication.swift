@@ -13,6 +13,13 @@ public struct SSHAuthentication: Sendable {
         case agent(socketPath: String?)
         /// Keyboard-interactive: the responder answers each round of prompts.
         case keyboardInteractive(@Sendable (SSHKeyboardInteractiveChallenge) async throws -> [String])
+        /// Password authentication with the password asked for only when the server
+        /// offers it (as ssh asks "user@host's password:"), up to `attempts` times
+        /// while the server refuses (ssh's `NumberOfPasswordPrompts`, 3). The
+        /// responder returns the password, or nil to go on to the next method;
+        /// throwing ends authentication with `authenticationFailed` and the error as
+        /// its cause. The password is wiped from memory once the server answered.
+        case passwordPrompt(attempts: Int, @Sendable (SSHPasswordRequest) async throws -> String?)
     }
 
     public var methods: [Method]
@@ -41,6 +48,16 @@ public struct SSHAuthentication: Sendable {
     public static func keyboardInteractive(
         _ responder: @escaping @Sendable (SSHKeyboardInteractiveChallenge) async throws -> [String]
     ) -> Self { .init([.keyboardInteractive(responder)]) }
+}
+
+/// A password that `SSHAuthentication.Method.passwordPrompt` asks for.
+public struct SSHPasswordRequest: Sendable {
+    public let user: String
+    public let host: String
+    /// What ssh shows: `"user@host's password: "`.
+    public let prompt: String
+    /// 1 for the first password, 2 once the server refused it, and so on.
+    public let attempt: Int
 }
 
 /// One round of keyboard-interactive prompts.

@@ -4,6 +4,9 @@ public struct SSHChannelOptions: Sendable {
     /// is re-issued as `export NAME='value'; command`, and a shell is started as
     /// `export ...; exec "$SHELL" -l` (POSIX login shells only).
     public var environment: [String: String]
+    /// false: a variable the server's `AcceptEnv` refuses is left unset and the
+    /// command or shell starts as given, as `ssh` does with `SendEnv` and `SetEnv`.
+    public var exportsRefusedEnvironment: Bool = true
     /// After this long the command is sent `TERM`, its channel is closed, and
     /// readers and `exitStatus()` end with `timedOut`; output read so far stays read.
     public var timeout: Duration?
@@ -90,7 +93,8 @@ extension SSHConnection {
             options.environment, command: command ?? "exec \"$SHELL\" -l")
         let channel = StreamChannel()
         try await channel.start(on: core, StreamRequest(
-            command: command, fallback: fallback, environment: env, pty: terminal,
+            command: command, fallback: options.exportsRefusedEnvironment ? fallback : nil,
+            environmentOptional: !options.exportsRefusedEnvironment, environment: env, pty: terminal,
             bufferLimit: options.bufferLimit, timeout: options.timeout))
         logger.trace("channel started", metadata: ["shell": "\(command == nil)", "pty": "\(terminal != nil)"])
         return channel

@@ -204,6 +204,10 @@ typedef enum sshcore_auth_kind {
     SSHCORE_AUTH_KEY_MEMORY = 3,   /**< secret: PEM/OpenSSH text; passphrase */
     SSHCORE_AUTH_AGENT = 4,        /**< secret: agent socket path or NULL */
     SSHCORE_AUTH_KBDINT = 5,       /**< answers come via the kbdint callback */
+    /** password authentication with the password asked for when the server
+     *  offers it: the kbdint callback gets one prompt with `password` set, and
+     *  up to `attempts` tries (ssh's NumberOfPasswordPrompts) */
+    SSHCORE_AUTH_PASSWORD_PROMPT = 6,
 } sshcore_auth_kind;
 
 /** sshcore_auth_method.flags */
@@ -224,6 +228,8 @@ typedef struct sshcore_auth_method {
      *  public key must be the key's), offered instead of the plain key; or NULL. */
     const char *_Nullable certificate;
     unsigned flags;
+    /** PASSWORD_PROMPT: how many passwords to ask for (0 counts as 1). */
+    unsigned attempts;
 } sshcore_auth_method;
 
 /** Bits of the methods a server offers (ssh_userauth_list). */
@@ -245,13 +251,19 @@ typedef struct sshcore_hostkey {
     uint16_t port;
 } sshcore_hostkey;
 
-/** A keyboard-interactive challenge; answer with sshcore_conn_kbdint_reply. */
+/** A keyboard-interactive challenge, or a password prompt (`password` set);
+ *  answer with sshcore_conn_kbdint_reply. */
 typedef struct sshcore_kbdint {
     const char *name;
     const char *instruction;
     size_t count;
     const char *_Nonnull const *_Nonnull prompts;
     const int *echo;
+    /** 1 for SSHCORE_AUTH_PASSWORD_PROMPT: one prompt, answer with the password
+     *  (or zero answers to skip the method); 0 for keyboard-interactive. */
+    int password;
+    /** password prompts: 1 for the first, 2 after the server refused one, ... */
+    unsigned attempt;
 } sshcore_kbdint;
 
 typedef struct sshcore_conn_callbacks {
@@ -367,7 +379,9 @@ void sshcore_conn_cancel_connect(sshcore_conn *conn);
 int sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept,
                                  const char *_Nullable reason);
 
-/** @brief Answer the kbdint callback; NULL answers abort authentication.
+/** @brief Answer the kbdint callback; NULL answers abort authentication. A
+ *  password prompt takes one answer, or zero (non-NULL) to go on to the next
+ *  method.
  * @return SSHCORE_E_OK, or SSHCORE_E_INVALID_STATE when no challenge awaits an
  *         answer (a second reply): it is ignored. SSHCORE_E_OUT_OF_MEMORY when the
  *         answers could not be copied (authentication is then aborted). */
@@ -513,6 +527,9 @@ typedef struct sshcore_stream_spec {
     const char *_Nullable fallback_command;
     const sshcore_env_var *_Nullable env;
     size_t env_count;
+    /** Non-zero, without a fallback: a refused env request is skipped (the
+     *  variable stays unset, as ssh(1) leaves it) instead of failing the call. */
+    int env_optional;
     /** Request a PTY first (NULL: none). */
     const sshcore_pty_spec *_Nullable pty;
     /** Output delivered but not yet consumed before the channel stops

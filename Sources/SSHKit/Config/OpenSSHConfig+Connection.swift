@@ -15,6 +15,10 @@ public struct SSHConfigInteraction: Sendable {
     /// Keyboard-interactive prompts (password and one-time codes on most servers),
     /// tried after the keys; nil, or `BatchMode yes`: no such prompts.
     public var keyboardInteractive: (@Sendable (SSHKeyboardInteractiveChallenge) async throws -> [String])?
+    /// Password authentication, last, as ssh asks "user@host's password:" (up to
+    /// `NumberOfPasswordPrompts` times); nil, `PasswordAuthentication no` or
+    /// `BatchMode yes`: no password is asked for. Return nil to skip it.
+    public var password: (@Sendable (SSHPasswordRequest) async throws -> String?)?
     /// `StrictHostKeyChecking no` verifies nothing that matters: it records unknown
     /// keys and accepts changed ones. A configuration that says so is refused unless
     /// this is true (a tool that does what the user's ssh_config says may set it).
@@ -26,12 +30,14 @@ public struct SSHConfigInteraction: Sendable {
     public init(
         confirmUnknownHostKey: (@Sendable (SSHHostKeyPrompt) async -> Bool)? = nil,
         keyboardInteractive: (@Sendable (SSHKeyboardInteractiveChallenge) async throws -> [String])? = nil,
+        password: (@Sendable (SSHPasswordRequest) async throws -> String?)? = nil,
         allowsInsecureHostKeyChecking: Bool = false,
         logger: Logger = Logger(label: "SSHKit", factory: { _ in SwiftLogNoOpLogHandler() }),
         libsshVerbosity: Int = 0
     ) {
         self.confirmUnknownHostKey = confirmUnknownHostKey
         self.keyboardInteractive = keyboardInteractive
+        self.password = password
         self.allowsInsecureHostKeyChecking = allowsInsecureHostKeyChecking
         self.logger = logger
         self.libsshVerbosity = libsshVerbosity
@@ -72,16 +78,27 @@ extension OpenSSHConfig {
                                         interaction: SSHConfigInteraction = .init()) throws(SSHConfigError)
         -> SSHConfiguration
     {
+        try resolveConnection(for: host, user: user, port: port, interaction: interaction).configuration
+    }
+
+    /// `connectionConfiguration(for:)` and the resolved settings it was made from, from
+    /// one resolution (a `Match exec` command runs once): for a tool that also acts on
+    /// what a connection does not use by itself (`SetEnv`/`SendEnv`, the forwards,
+    /// `RequestTTY`, `ExitOnForwardFailure`).
+    public func resolveConnection(for host: String, user: String? = nil, port: Int? = nil,
+                                  interaction: SSHConfigInteraction = .init()) throws(SSHConfigError)
+        -> (host: SSHHostConfig, configuration: SSHConfiguration)
+    {
         try connectionConfiguration(resolving: host, user: user, port: port, interaction: interaction, depth: 0)
     }
 
     private func connectionConfiguration(resolving host: String, user: String?, port: Int?,
                                          interaction: SSHConfigInteraction, depth: Int) throws(SSHConfigError)
-        -> SSHConfiguration
+        -> (host: SSHHostConfig, configuration: SSHConfiguration)
     {
         let resolved = try resolve(host, user: user, port: port)
         var config = try resolved.connectionConfiguration(context: context, interaction: interaction)
-        guard !resolved.proxyJump.isEmpty else { return config }
+        guard !resolved.proxyJump.isEmpty else { return (resolved, config) }
         // `ssh -J a,b,c target` runs `ssh -J a,b -W target c`, and so on: only the first
         // hop's own ProxyJump or ProxyCommand applies, the others' are overridden; the
         // hops are resolved without the `-o` options, as ssh passes only `-F` on
@@ -95,7 +112,7 @@ extension OpenSSHConfig {
             }
             var c = try hopConfig.connectionConfiguration(resolving: hop.host, user: hop.user, port: hop.port,
                                                           interaction: interaction,
-                                                          depth: depth + resolved.proxyJump.count)
+                                                          depth: depth + resolved.proxyJump.count).configuration
             if i == 0 {
                 hops += c.jumpHosts
             } else {
@@ -106,7 +123,7 @@ extension OpenSSHConfig {
         }
         config.proxyCommand = nil
         config.jumpHosts = hops
-        return config
+        return (resolved, config)
     }
 }
 
@@ -144,7 +161,8 @@ extension SSHHostConfig {
 
     /// The agent first (unless `IdentitiesOnly`), then each identity file with its
     /// certificates: `CertificateFile`s (a certificate not for the key is skipped) and
-    /// `<file>-cert.pub`, then the bare key; then keyboard-interactive.
+    /// `<file>-cert.pub`, then the bare key; then keyboard-interactive, then a
+    /// password prompt (ssh's `PreferredAuthentications` order).
     func authentication(context: OpenSSHConfig.Context, interaction: SSHConfigInteraction,
                         keyChanged: ChangedKeyFlag) -> SSHAuthentication
     {
@@ -170,7 +188,9 @@ extension SSHHostConfig {
             }
             methods.append(.privateKeyFile(path: file, passphrase: nil))
         }
-        if !batchMode, let responder = interaction.keyboardInteractive {
+        if !batchMode, option("kbdinteractiveauthentication", default: true),
+           let responder = interaction.keyboardInteractive
+        {
             methods.append(.keyboardInteractive { challenge in
                 if keyChanged.isSet {
                     throw SSHError(.authenticationFailed,
@@ -180,7 +200,45 @@ extension SSHHostConfig {
                 return try await responder(challenge)
             })
         }
+        if !batchMode, option("passwordauthentication", default: true), let responder = interaction.password {
+            let attempts = options["numberofpasswordprompts"]?.first.flatMap(Int.init) ?? 3
+            if attempts > 0 {
+                methods.append(.passwordPrompt(attempts: attempts) { request in
+                    if keyChanged.isSet {
+                        throw SSHError(.authenticationFailed,
+                                       "password authentication is disabled to avoid man-in-the-middle attacks "
+                                       + "(the host key changed; StrictHostKeyChecking no)")
+                    }
+                    return try await responder(request)
+                })
+            }
+        }
         return SSHAuthentication(methods, skipsUnusableMethods: true)
+    }
+
+    /// The environment `ssh` sends with each session: the `SetEnv` pairs, and each
+    /// variable of `local` (this process's environment, usually) that a `SendEnv`
+    /// pattern names. A name in both takes its `SetEnv` value. The server's
+    /// `AcceptEnv` decides what it keeps (see `SSHChannelOptions.environment`).
+    public func sessionEnvironment(local: [String: String]) -> [String: String] {
+        var environment: [String: String] = [:]
+        for (name, value) in local where sendEnv.contains(where: { SSHConfigSyntax.match(name, $0) }) {
+            environment[name] = value
+        }
+        for pair in setEnv {
+            guard let eq = pair.firstIndex(of: "=") else { continue }
+            let name = String(pair[..<eq])
+            if !setEnv.prefix(while: { $0 != pair }).contains(where: { $0.hasPrefix(name + "=") }) {
+                environment[name] = String(pair[pair.index(after: eq)...])
+            }
+        }
+        return environment
+    }
+
+    /// A yes/no keyword's first value, `default` when the files do not set it.
+    public func option(_ keyword: String, default value: Bool) -> Bool {
+        guard let word = options[keyword]?.first?.lowercased() else { return value }
+        return word == "yes" || word == "true"
     }
 
     /// `IdentityAgent` (`none`, `SSH_AUTH_SOCK`, `$VAR` or a path), else `SSH_AUTH_SOCK`.

@@ -1,9 +1,38 @@
+extension SSHConfigForward {
+    public enum Kind: Sendable {
+        /// `-L`: listen here, connect from the server.
+        case local
+        /// `-R`: the server listens, connections come here (one field: a SOCKS
+        /// proxy on the server, which SSHKit does not offer).
+        case remote
+        /// `-D`: a SOCKS proxy here.
+        case dynamic
+    }
+
+    /// An `-L`, `-R` or `-D` argument as `ssh` reads it (`[bind:]port:host:hostport`,
+    /// `[bind:]port:/socket`, `/socket:host:hostport`, `[bind:]port`; IPv6 in
+    /// `[…]`); nil where ssh says "Bad forwarding specification".
+    /// - Parameter allowsPortZero: a local listening port of 0 (the system picks a
+    ///   free one), which ssh refuses for `-L` and `-D`.
+    public init?(commandLine spec: String, kind: Kind, allowsPortZero: Bool = false) {
+        // as ssh: -R is a forward, else (one field) a remote SOCKS proxy
+        func parse(dynamic: Bool) -> SSHConfigForward? {
+            SSHConfigForwardSpec.parse(spec, dynamic: dynamic, remote: kind == .remote, environment: [:],
+                                       allowsPortZero: allowsPortZero)
+        }
+        guard let forward = parse(dynamic: kind == .dynamic) ?? (kind == .remote ? parse(dynamic: true) : nil)
+        else { return nil }
+        self = forward
+    }
+}
+
 /// `LocalForward`, `RemoteForward` and `DynamicForward` values, as OpenSSH's
 /// `parse_forward` reads them: fields separated by `:`, a field in `[…]` taken as is
 /// (an IPv6 address), `\` escaping, a field with a `/` a Unix socket path.
 enum SSHConfigForwardSpec {
     /// nil when ssh would say "Bad forwarding specification".
-    static func parse(_ spec0: String, dynamic: Bool, remote: Bool, environment: [String: String]) -> SSHConfigForward? {
+    static func parse(_ spec0: String, dynamic: Bool, remote: Bool, environment: [String: String],
+                      allowsPortZero: Bool = false) -> SSHConfigForward? {
         guard let spec = try? SSHConfigExpansion.expand(spec0.doublingPercents, tokens: [:], environment: environment)
         else { return nil }
         var b = Array(spec.utf8)[...]
@@ -63,7 +92,7 @@ enum SSHConfigForwardSpec {
             guard let connect else { return nil }
             if case .port = connect, connectPort <= 0 { return nil }
         }
-        if case .port(host: _, port: let p) = listen, p < 0 || (!remote && p == 0) { return nil }
+        if case .port(host: _, port: let p) = listen, p < 0 || (!remote && p == 0 && !allowsPortZero) { return nil }
         return SSHConfigForward(listen: listen, connect: dynamic ? nil : connect)
     }
 

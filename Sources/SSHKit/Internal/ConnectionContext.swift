@@ -21,7 +21,9 @@ final class ConnectionContext: Sendable {
     let host: String
     let port: Int
     let policy: SSHHostKeyPolicy
+    let user: String
     let responder: (@Sendable (SSHKeyboardInteractiveChallenge) async throws -> [String])?
+    let passwordResponder: (@Sendable (SSHPasswordRequest) async throws -> String?)?
     let logger: Logger
 
     init(configuration c: SSHConfiguration) {
@@ -29,8 +31,12 @@ final class ConnectionContext: Sendable {
         port = c.port
         policy = c.hostKeyPolicy
         logger = c.logger
+        user = c.user
         responder = c.authentication.methods.lazy.compactMap { m in
             if case .keyboardInteractive(let r) = m { return r } else { return nil }
+        }.first
+        passwordResponder = c.authentication.methods.lazy.compactMap { m in
+            if case .passwordPrompt(_, let r) = m { return r } else { return nil }
         }.first
     }
 
@@ -110,7 +116,8 @@ final class ConnectionContext: Sendable {
                 self.state.withLock { $0.acceptedKey = key }
                 _ = sshcore_conn_hostkey_verdict(conn.raw, 1, nil)
             case .reject(let reason, let expected, let cause):
-                self.logger.warning("host key rejected", metadata: [
+                // info, not warning: the connect error that follows says it
+                self.logger.info("host key rejected", metadata: [
                     "host": "\(self.host)", "key": "\(key)", "reason": "\(reason)",
                 ])
                 self.state.withLock { $0.rejection = (reason, expected, cause) }
@@ -135,6 +142,35 @@ final class ConnectionContext: Sendable {
                 let pointers = answers.map { arena.dup($0)! }
                 pointers.withUnsafeBufferPointer { buf in
                     _ = sshcore_conn_kbdint_reply(conn.raw, buf.baseAddress, buf.count)
+                }
+                arena.wipeAndFree()
+            } catch {
+                self.state.withLock { $0.responderError = error }
+                _ = sshcore_conn_kbdint_reply(conn.raw, nil, 0)
+            }
+        }
+    }
+
+    /// A password prompt: one answer, or none (the next method); a throw aborts.
+    func answerPassword(_ request: SSHPasswordRequest, conn: ConnPointer) {
+        guard let passwordResponder else {
+            _ = sshcore_conn_kbdint_reply(conn.raw, nil, 0)
+            return
+        }
+        Task {
+            do {
+                let arena = CStringArena()
+                if let password = try await passwordResponder(request) {
+                    let pointers = [arena.dup(password)!]
+                    pointers.withUnsafeBufferPointer { buf in
+                        _ = sshcore_conn_kbdint_reply(conn.raw, buf.baseAddress, 1)
+                    }
+                } else {
+                    // answers, but none of them: skip the method
+                    let pointers = [arena.dup("")!]
+                    pointers.withUnsafeBufferPointer { buf in
+                        _ = sshcore_conn_kbdint_reply(conn.raw, buf.baseAddress, 0)
+                    }
                 }
                 arena.wipeAndFree()
             } catch {

@@ -92,9 +92,11 @@ final class CoreConnection: Sendable {
         let strings = CStringArena()
         var methods: [sshcore_auth_method] = []
         let flags: UInt32 = config.authentication.skipsUnusableMethods ? UInt32(SSHCORE_AUTH_SKIP_UNUSABLE) : 0
-        func add(_ kind: sshcore_auth_kind, _ secret: String? = nil, _ passphrase: String? = nil, certificate: String? = nil) {
+        func add(_ kind: sshcore_auth_kind, _ secret: String? = nil, _ passphrase: String? = nil,
+                 certificate: String? = nil, attempts: Int = 0) {
             methods.append(.init(kind: kind, secret: strings.dup(secret), passphrase: strings.dup(passphrase),
-                                 certificate: strings.dup(certificate), flags: flags))
+                                 certificate: strings.dup(certificate), flags: flags,
+                                 attempts: UInt32(clamping: attempts)))
         }
         for method in config.authentication.methods {
             switch method {
@@ -104,6 +106,7 @@ final class CoreConnection: Sendable {
             case .privateKey(let text, let passphrase): add(SSHCORE_AUTH_KEY_MEMORY, text, passphrase)
             case .agent(let socket): add(SSHCORE_AUTH_AGENT, socket)
             case .keyboardInteractive: add(SSHCORE_AUTH_KBDINT)
+            case .passwordPrompt(let attempts, _): add(SSHCORE_AUTH_PASSWORD_PROMPT, attempts: max(1, attempts))
             }
         }
         var err = sshcore_error()
@@ -183,6 +186,12 @@ private let coreHostKey: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer
 private let coreKbdint: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer, UnsafePointer<sshcore_kbdint>)
     -> Void = { ctx, conn, challenge in
         let c = challenge.pointee
+        if c.password != 0 {
+            let request = SSHPasswordRequest(user: context(ctx).user, host: context(ctx).host,
+                                             prompt: String(cString: c.prompts[0]), attempt: Int(c.attempt))
+            context(ctx).answerPassword(request, conn: ConnPointer(raw: conn))
+            return
+        }
         var prompts: [SSHKeyboardInteractiveChallenge.Prompt] = []
         for i in 0..<c.count {
             prompts.append(.init(text: String(cString: c.prompts[i]), echo: c.echo[i] != 0))

@@ -18,6 +18,8 @@ struct StreamRequest: Sendable {
     /// Unix socket path with port 0) and where it claims to come from.
     var direct: DirectTarget?
     var fallback: String?
+    /// Without a fallback: a variable the server refuses is skipped.
+    var environmentOptional = false
     var environment: [(key: String, value: String)]
     var pty: SSHTerminal?
     var bufferLimit: Int
@@ -498,6 +500,7 @@ final class StreamSpecStorage {
             spec.originator_port = Int32(clamping: d.originatorPort)
         }
         spec.fallback_command = arena.dup(r.fallback)
+        spec.env_optional = r.environmentOptional ? 1 : 0
         spec.env = r.environment.isEmpty ? nil : UnsafePointer(env.baseAddress)
         spec.env_count = r.environment.count
         spec.pty = UnsafePointer(pty)

@@ -208,4 +208,53 @@ struct OpenSSHConfigTests {
         #expect(SSHConfigExpansion.sha1Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")
             == "84983e441c3bd26ebaae4aa1f95129e5e54670f1")
     }
+
+    /// `-L`, `-R`, `-D` arguments read as ssh reads them: the same forward as the
+    /// keyword with the same fields, nil where ssh says "Bad forwarding specification".
+    @Test func commandLineForwardsParseLikeTheKeywords() throws {
+        typealias F = SSHConfigForward
+        #expect(F(commandLine: "5432:db:5432", kind: .local)
+            == F(listen: .port(host: nil, port: 5432), connect: .port(host: "db", port: 5432)))
+        #expect(F(commandLine: "127.0.0.1:8080:[::1]:80", kind: .local)
+            == F(listen: .port(host: "127.0.0.1", port: 8080), connect: .port(host: "::1", port: 80)))
+        #expect(F(commandLine: "/tmp/s.sock:host:22", kind: .local)
+            == F(listen: .path("/tmp/s.sock"), connect: .port(host: "host", port: 22)))
+        #expect(F(commandLine: "1080", kind: .dynamic) == F(listen: .port(host: nil, port: 1080), connect: nil))
+        #expect(F(commandLine: "8080", kind: .remote) == F(listen: .port(host: nil, port: 8080), connect: nil))
+        #expect(F(commandLine: "0:localhost:3000", kind: .remote)
+            == F(listen: .port(host: nil, port: 0), connect: .port(host: "localhost", port: 3000)))
+        // ssh refuses a local port 0; the tools may allow it
+        #expect(F(commandLine: "0:db:5432", kind: .local) == nil)
+        #expect(F(commandLine: "0:db:5432", kind: .local, allowsPortZero: true) != nil)
+        #expect(F(commandLine: "0", kind: .dynamic) == nil)
+        for bad in ["nonsense", "80:host", "a:b:c:d:e", "80:host:0", ""] {
+            #expect(F(commandLine: bad, kind: .local) == nil, "\(bad)")
+        }
+        // the same as the keyword's two words
+        let (dir, context) = try Self.sandbox()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let c = try OpenSSHConfig(options: ["LocalForward 127.0.0.1:8080 [::1]:80"], context: context).resolve("h")
+        #expect(c.localForwards == [F(commandLine: "127.0.0.1:8080:[::1]:80", kind: .local)!])
+    }
+
+    /// SetEnv pairs (the first of a name wins) and the local variables SendEnv names.
+    @Test func sessionEnvironmentIsSetEnvAndSendEnv() throws {
+        let (dir, context) = try Self.sandbox()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try Self.write(dir + "/.ssh/config", """
+            Host *
+              SetEnv A=one B="two words" A=ignored
+              SendEnv LC_* TOKEN
+              SendEnv -TOKEN
+              SendEnv B
+
+            """)
+        let c = try OpenSSHConfig(context: context).resolve("h")
+        let env = c.sessionEnvironment(local: ["LC_ALL": "C", "LC_TIME": "x", "LANG": "no", "TOKEN": "secret", "B": "local"])
+        #expect(env == ["A": "one", "B": "two words", "LC_ALL": "C", "LC_TIME": "x"])
+        #expect(c.option("passwordauthentication", default: true))
+        let off = try OpenSSHConfig(options: ["PasswordAuthentication no"], context: context).resolve("h")
+        #expect(!off.option("passwordauthentication", default: true))
+    }
+
 }

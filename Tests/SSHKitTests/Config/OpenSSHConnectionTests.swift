@@ -283,6 +283,41 @@ struct OpenSSHConnectionTests {
         #expect(FileManager.default.fileExists(atPath: h.ssh + "/known_hosts"))
     }
 
+    @Test("the password prompt: last, NumberOfPasswordPrompts times; not with PasswordAuthentication no or BatchMode")
+    func passwordPrompt() async throws {
+        let h = try OpenSSHHome()
+        defer { h.remove() }
+        try h.write(try h.knownHostsLines(), to: h.ssh + "/known_hosts")
+        let asked = Mutex<[Int]>([])
+        let password = h.server.password
+        let interaction = SSHConfigInteraction(password: { request in
+            asked.withLock { $0.append(request.attempt) }
+            return request.attempt == 1 ? "wrong" : password
+        })
+        try h.config(Self.target + "    IdentityFile @HOME@/none\n    KbdInteractiveAuthentication no\n")
+        try await SSHClient.withConnection(try h.openSSH.connectionConfiguration(for: "db", interaction: interaction)) { conn in
+            #expect(try await conn.execute("id -un").stdoutString == h.server.user + "\n")
+        }
+        #expect(asked.withLock { $0 } == [1, 2])
+        // one prompt only: the wrong password ends it
+        asked.withLock { $0 = [] }
+        try h.config(Self.target + "    IdentityFile @HOME@/none\n    KbdInteractiveAuthentication no\n"
+                     + "    NumberOfPasswordPrompts 1\n")
+        let once = await expectSSHError {
+            try await SSHClient.connect(try h.openSSH.connectionConfiguration(for: "db", interaction: interaction))
+        }
+        #expect(once?.code == .authenticationFailed)
+        #expect(asked.withLock { $0 } == [1])
+        // not asked at all
+        for setting in ["PasswordAuthentication no", "BatchMode yes"] {
+            asked.withLock { $0 = [] }
+            try h.config(Self.target + "    IdentityFile @HOME@/none\n    KbdInteractiveAuthentication no\n    \(setting)\n")
+            let config = try h.openSSH.connectionConfiguration(for: "db", interaction: interaction)
+            #expect(!config.authentication.methods.contains { if case .passwordPrompt = $0 { true } else { false } })
+            #expect(asked.withLock { $0 }.isEmpty, "\(setting)")
+        }
+    }
+
     @Test("HostKeyAlias: the key is looked up under the alias, without the port")
     func hostKeyAlias() async throws {
         let h = try OpenSSHHome()

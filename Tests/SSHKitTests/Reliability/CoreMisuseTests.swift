@@ -58,8 +58,8 @@ struct CoreMisuseTests {
     static func start(_ server: TestServer, _ probe: Probe, kbdint useKbdint: Bool) throws -> OpaquePointer {
         let host = strdup(server.host)!, user = strdup(server.user)!, key = strdup(server.key("id_ed25519"))!
         defer { free(host); free(user); free(key) }
-        var methods = [useKbdint ? sshcore_auth_method(kind: SSHCORE_AUTH_KBDINT, secret: nil, passphrase: nil, certificate: nil, flags: 0)
-                                 : sshcore_auth_method(kind: SSHCORE_AUTH_KEY_FILE, secret: key, passphrase: nil, certificate: nil, flags: 0)]
+        var methods = [useKbdint ? sshcore_auth_method(kind: SSHCORE_AUTH_KBDINT, secret: nil, passphrase: nil, certificate: nil, flags: 0, attempts: 0)
+                                 : sshcore_auth_method(kind: SSHCORE_AUTH_KEY_FILE, secret: key, passphrase: nil, certificate: nil, flags: 0, attempts: 0)]
         var callbacks = sshcore_conn_callbacks(
             ctx: Unmanaged.passRetained(probe).toOpaque(), connected: connected, hostkey: hostkey, kbdint: kbdint,
             terminated: nil, released: released)
