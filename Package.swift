@@ -90,12 +90,13 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        // the connection options the examples share
+        // what the ssh-like examples share: options, destinations, prompts, the connection
         .target(
             name: "ExampleSupport",
             dependencies: [
                 "SSHKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Examples/Support"
         ),

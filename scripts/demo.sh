@@ -30,54 +30,86 @@ bash scripts/test-sshd.sh start "$dir" >/dev/null
 echo "throwaway sshd on 127.0.0.1:$SSHKIT_TEST_PORT, host key $SSHKIT_TEST_FP_ED25519"
 
 run() { echo; echo "\$ $*"; "$@"; }
-common=(--host 127.0.0.1 --port "$SSHKIT_TEST_PORT" --user "$SSHKIT_TEST_USER"
-        --fingerprint "$SSHKIT_TEST_FP_ED25519" --fingerprint "$SSHKIT_TEST_FP_ECDSA" --fingerprint "$SSHKIT_TEST_FP_RSA")
 
 echo; echo "== known-hosts: scan the server's host keys (no authentication), record them hashed"
 run "$bin/known-hosts" scan 127.0.0.1 -p "$SSHKIT_TEST_PORT"
 run "$bin/known-hosts" add --file "$dir/known_hosts" 127.0.0.1 -p "$SSHKIT_TEST_PORT"
 run "$bin/known-hosts" check --file "$dir/known_hosts" 127.0.0.1 -p "$SSHKIT_TEST_PORT"
 
-echo; echo "== exec: key authentication, pinned host key"
-run "$bin/ssh-exec" "${common[@]}" -n --key "$dir/id_ed25519" -- 'echo "hello from $(uname -n) as $(id -un)"'
+# the example tools read an OpenSSH setup, as ssh does: here a config file of the demo's
+# own (-F) with a host alias, its key and that known_hosts file
+cat > "$dir/config" <<CONFIG
+Host demo demo-password
+    HostName 127.0.0.1
+    Port $SSHKIT_TEST_PORT
+    User $SSHKIT_TEST_USER
+    IdentitiesOnly yes
+    UserKnownHostsFile $dir/known_hosts
+    GlobalKnownHostsFile /dev/null
+Host demo
+    IdentityFile $dir/id_ed25519
+Host demo-password
+    IdentityFile $dir/no-key
+    KbdInteractiveAuthentication no
+CONFIG
+echo; echo "== the demo's ssh_config ($dir/config):"; sed 's/^/  | /' "$dir/config"
+export SSH_AUTH_SOCK=   # the demo's keys only, not your agent's
+cfg=(-F "$dir/config")
+
+echo; echo "== exec: like ssh demo cmd (key authentication, the host key checked against known_hosts)"
+run "$bin/ssh-exec" "${cfg[@]}" -n demo 'echo "hello from $(uname -n) as $(id -un)"'
 echo; echo "== exec: standard input goes to the command (then EOF), like ssh host cmd"
-echo "\$ printf 'one\\ntwo\\n' | ssh-exec ... -- 'tr a-z A-Z'"
-printf 'one\ntwo\n' | "$bin/ssh-exec" "${common[@]}" --key "$dir/id_ed25519" -- 'tr a-z A-Z'
-echo; echo "== exec: password authentication, stderr and the exit status pass through"
+echo "\$ printf 'one\\ntwo\\n' | ssh-exec -F config demo tr a-z A-Z"
+printf 'one\ntwo\n' | "$bin/ssh-exec" "${cfg[@]}" demo tr a-z A-Z
+echo; echo "== exec: the password asked for (here answered by an SSH_ASKPASS program); stderr and the exit status pass through"
+printf '#!/bin/sh\necho "(askpass was asked: $1)" >&2\ncat %s/password\n' "$dir" > "$dir/askpass"
+printf '%s\n' "$SSHKIT_TEST_PASSWORD" > "$dir/password"; chmod 700 "$dir/askpass"; chmod 600 "$dir/password"
 set +e
-SSHKIT_PASSWORD=$SSHKIT_TEST_PASSWORD run "$bin/ssh-exec" "${common[@]}" -n --password-from-env -- 'echo to stderr >&2; exit 3'
+SSH_ASKPASS=$dir/askpass SSH_ASKPASS_REQUIRE=force run "$bin/ssh-exec" "${cfg[@]}" -n demo-password 'echo to stderr >&2; exit 3'
 echo "(exit status $?)"
-echo; echo "== exec: a wrong pinned fingerprint is refused before authentication"
-run "$bin/ssh-exec" --host 127.0.0.1 --port "$SSHKIT_TEST_PORT" --user "$SSHKIT_TEST_USER" \
-    -n --key "$dir/id_ed25519" --fingerprint SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA -- true
+echo; echo "== exec: a host whose key is not in known_hosts is refused when nobody can be asked (BatchMode)"
+run "$bin/ssh-exec" "${cfg[@]}" -o BatchMode=yes -o UserKnownHostsFile=/dev/null -n demo true
+echo "(exit status $?)"
+echo; echo "== exec: a host key that changed is refused"
+echo "[127.0.0.1]:$SSHKIT_TEST_PORT $(cut -d' ' -f1,2 "$dir/id_ed25519.pub")" > "$dir/wrong_known_hosts"
+run "$bin/ssh-exec" "${cfg[@]}" -o UserKnownHostsFile="$dir/wrong_known_hosts" -n demo true
 echo "(exit status $?)"
 set -e
+echo; echo "== exec on a terminal (a local tmux here): an unknown host key is shown and asked about, as ssh asks"
+: > "$dir/new_known_hosts"
+tmux -S "$dir/tmux.sock" new-session -d -s prompt -x 110 -y 10 \
+    "'$bin/ssh-exec' -F '$dir/config' -o UserKnownHostsFile='$dir/new_known_hosts' demo 'echo accepted and ran'; sleep 30"
+for _ in $(seq 1 50); do tmux -S "$dir/tmux.sock" capture-pane -p -t prompt | grep -q 'fingerprint])?' && break; sleep 0.1; done
+tmux -S "$dir/tmux.sock" send-keys -t prompt yes Enter
+for _ in $(seq 1 50); do tmux -S "$dir/tmux.sock" capture-pane -p -t prompt | grep -q 'accepted and ran' && break; sleep 0.1; done
+tmux -S "$dir/tmux.sock" capture-pane -p -t prompt | grep -v '^$' | sed 's/^/  | /'
+tmux -S "$dir/tmux.sock" kill-session -t prompt
+echo "(recorded in new_known_hosts: $(cut -d' ' -f1,2 "$dir/new_known_hosts"))"
 
 echo; echo "== ssh-shell: the login shell on a remote terminal (here fed from a pipe; run it in a"
 echo "   terminal for raw mode, Ctrl-C and window resizes, like ssh -t)"
-echo "\$ printf 'tty; stty size; echo \$TERM; exit 5\\n' | ssh-shell ..."
+echo "\$ printf 'tty; stty size; echo \$TERM; exit 5\\n' | ssh-shell -F config demo"
 set +e
-printf 'tty; stty size; echo $TERM; exit 5\n' | TERM=xterm-256color "$bin/ssh-shell" "${common[@]}" --key "$dir/id_ed25519" \
+printf 'tty; stty size; echo $TERM; exit 5\n' | TERM=xterm-256color "$bin/ssh-shell" "${cfg[@]}" demo \
     | tr -d '\r' | grep -v '^$' | tail -n 5
 echo "(exit status ${PIPESTATUS[1]})"
 set -e
 
-echo; echo "== ssh-sftp: make a directory, upload (atomically), list, download, compare, remove"
+echo; echo "== ssh-sftp: copies like scp (host:path), operations like sftp's batch mode"
 work=$(runuser -u "$SSHKIT_TEST_USER" -- mktemp -d /tmp/sshkit-demo-sftp.XXXXXX)
 head -c 5000000 /dev/urandom > "$dir/payload"
-key=(--key "$dir/id_ed25519")
-run "$bin/ssh-sftp" "${common[@]}" "${key[@]}" mkdir -p "$work/inbox"
-run "$bin/ssh-sftp" "${common[@]}" "${key[@]}" put "$dir/payload" "$work/inbox/payload.bin"
-run "$bin/ssh-sftp" "${common[@]}" "${key[@]}" ls "$work/inbox"
-run "$bin/ssh-sftp" "${common[@]}" "${key[@]}" get "$work/inbox/payload.bin" "$dir/payload.back"
+run "$bin/ssh-sftp" "${cfg[@]}" demo mkdir -p "$work/inbox"
+run "$bin/ssh-sftp" "${cfg[@]}" "$dir/payload" "demo:$work/inbox/payload.bin"
+run "$bin/ssh-sftp" "${cfg[@]}" demo ls "$work/inbox"
+run "$bin/ssh-sftp" "${cfg[@]}" "demo:$work/inbox/payload.bin" "$dir/payload.back"
 run cmp "$dir/payload" "$dir/payload.back" && echo "(identical, $(stat -c %s "$dir/payload.back") bytes)"
-run "$bin/ssh-sftp" "${common[@]}" "${key[@]}" rm "$work/inbox/payload.bin"
+run "$bin/ssh-sftp" "${cfg[@]}" demo rm "$work/inbox/payload.bin"
 rm -rf "$work"
 
 echo; echo "== ssh-forward: -L, -D and -R at once (like ssh -N), each reaching this sshd's own port"
-echo "\$ ssh-forward ... -L 0:127.0.0.1:$SSHKIT_TEST_PORT -D 0 -R 0:127.0.0.1:$SSHKIT_TEST_PORT &"
-"$bin/ssh-forward" "${common[@]}" "${key[@]}" -L "0:127.0.0.1:$SSHKIT_TEST_PORT" -D 0 \
-    -R "0:127.0.0.1:$SSHKIT_TEST_PORT" > "$dir/forward.out" &
+echo "\$ ssh-forward -F config -L 0:127.0.0.1:$SSHKIT_TEST_PORT -D 0 -R 0:127.0.0.1:$SSHKIT_TEST_PORT demo &"
+"$bin/ssh-forward" "${cfg[@]}" -L "0:127.0.0.1:$SSHKIT_TEST_PORT" -D 0 \
+    -R "0:127.0.0.1:$SSHKIT_TEST_PORT" demo > "$dir/forward.out" &
 fpid=$!
 for _ in $(seq 1 100); do grep -q '^ready' "$dir/forward.out" && break; sleep 0.1; done
 cat "$dir/forward.out"
@@ -87,8 +119,8 @@ echo "\$ (the first line from 127.0.0.1:$lport: the forward reaches sshd's banne
 timeout 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$lport; head -1 <&3"
 echo "\$ curl --socks5-hostname 127.0.0.1:$dport telnet://127.0.0.1:$SSHKIT_TEST_PORT (through the SOCKS proxy)"
 timeout 10 curl -s --max-time 5 --socks5-hostname "127.0.0.1:$dport" "telnet://127.0.0.1:$SSHKIT_TEST_PORT" < /dev/null | head -1 || true
-echo "\$ ssh-exec ... -- read from 127.0.0.1:$rport on the server (back through -R)"
-"$bin/ssh-exec" "${common[@]}" -n "${key[@]}" -- "timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/$rport; head -1 <&3'"
+echo "\$ ssh-exec -F config demo ... (read from 127.0.0.1:$rport on the server: back through -R)"
+"$bin/ssh-exec" "${cfg[@]}" -n demo "timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/$rport; head -1 <&3'"
 kill -TERM "$fpid"
 wait "$fpid" && echo "(ssh-forward stopped on SIGTERM, exit status 0)"
 

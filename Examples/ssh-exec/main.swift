@@ -1,9 +1,9 @@
 // ssh-exec: run one command on a server, like `ssh host cmd`: standard input goes to
 // the command (then EOF), its output comes back as it is written, and ssh-exec exits
-// with the command's status.
+// with the command's status (255 when the connection failed, as ssh).
 //
-//   echo hello | ssh-exec --host 127.0.0.1 --port 2222 --user me --key ~/.ssh/id_ed25519 \
-//            --fingerprint SHA256:... -- tr a-z A-Z
+//   echo hello | ssh-exec prod-db tr a-z A-Z            (~/.ssh/config, ~/.ssh/known_hosts)
+//   ssh-exec -p 2222 -i ~/.ssh/id_ed25519 -J bastion me@10.0.0.5 uname -a
 import ArgumentParser
 import ExampleSupport
 import Foundation
@@ -13,33 +13,49 @@ import SSHKit
 struct SSHExec: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ssh-exec",
-        abstract: "Run a command over SSH; stream its input and output and exit with its status.")
+        abstract: "Run a command over SSH; stream its input and output and exit with its status.",
+        usage: """
+            ssh-exec [-nqvA] [-p port] [-l login_name] [-i identity_file] [-F configfile]
+                     [-J destination] [-o option] destination command [argument ...]
+            """,
+        discussion: """
+            Reads ~/.ssh/config and /etc/ssh/ssh_config, or the -F file, and the known_hosts files they name, \
+            as ssh does. An unknown host key is shown and asked about on the terminal (or through \
+            SSH_ASKPASS) and recorded if accepted; with nobody to ask it is refused. Passwords and \
+            keyboard-interactive prompts are asked the same way. The destination is [user@]host or \
+            ssh://[user@]host[:port]; options go before it. Exit status: the command's, or 255 when \
+            the connection or the configuration failed.
+            """)
 
-    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var ssh: SSHToolOptions
+    @OptionGroup var login: SSHLoginOptions
     @Flag(name: .customShort("n"), help: "Send no standard input (EOF at once), like ssh -n.")
     var noStdin = false
-    @Argument(parsing: .captureForPassthrough, help: "The command, run by the remote login shell.")
-    var command: [String]
+    @Argument(parsing: .captureForPassthrough,
+              help: ArgumentHelp("[user@]host, then the command, run by the remote login shell.",
+                                 valueName: "destination command"))
+    var arguments: [String] = []
 
     func run() async throws {
         // a reader that went away (`| head`) is an error on write, not a signal that kills us
         signal(SIGPIPE, SIG_IGN)
-        let config = try connection.configuration()
-        let words = command.first == "--" ? Array(command.dropFirst()) : command
-        guard !words.isEmpty else { throw ValidationError("no command given") }
+        let (destination, words) = try splitDestination(arguments)
+        guard !words.isEmpty else { throw ValidationError("no command given (ssh-shell opens a login shell)") }
+        let tool = try SSHToolConnection(tool: "ssh-exec", options: ssh, destination: destination,
+                                         login: login.login, port: login.port)
 
         let status: SSHExitStatus
         do {
-            status = try await SSHClient.withConnection(config) { conn in
-                try await conn.withCommand(words.joined(separator: " ")) { [noStdin] cmd in
+            let options = tool.channelOptions
+            status = try await SSHClient.withConnection(tool.configuration) { conn in
+                try await conn.withCommand(words.joined(separator: " "), options: options) { [noStdin] cmd in
                     try await Self.relay(cmd, forwardInput: !noStdin)
                 }
             }
-        } catch let error as SSHError {
-            FileHandle.standardError.write(Data("ssh-exec: \(error)\n".utf8))
-            throw ExitCode(255)
         } catch is OutputClosed {
             throw ExitCode(255)
+        } catch {
+            throw tool.failure(error)
         }
         switch status {
         case .exited(let code): throw ExitCode(code)

@@ -1,12 +1,13 @@
-// ssh-forward: port forwarding like `ssh -N -L/-R/-D/-J`, until interrupted.
+// ssh-forward: port forwarding like `ssh -N -L/-R/-D`, until interrupted.
 //
-//   ssh-forward --host bastion --user me --key ~/.ssh/id_ed25519 --fingerprint SHA256:... \
-//               -L 5432:db.internal:5432 -D 1080 -R 8080:localhost:3000
+//   ssh-forward -L 5432:db.internal:5432 -D 1080 -R 8080:localhost:3000 bastion
 //
-// Prints one line per forward once it listens ("local 127.0.0.1:5432 -> db.internal:5432",
-// "socks 127.0.0.1:1080", "remote localhost:8080 -> localhost:3000"), then "ready".
-// Port 0 picks a free port. SIGINT or SIGTERM stops every forward and exits 0; losing
-// the connection exits 255.
+// The forwards of the command line come first, then the host's LocalForward,
+// RemoteForward and DynamicForward lines from ~/.ssh/config. Prints one line per
+// forward once it listens ("local 127.0.0.1:5432 -> db.internal:5432", "socks
+// 127.0.0.1:1080", "remote localhost:8080 -> localhost:3000"), then "ready". A local
+// port of 0 picks a free port (ssh refuses 0). SIGINT or SIGTERM stops every forward
+// and exits 0; losing the connection exits 255.
 import ArgumentParser
 import Foundation
 import SSHKit
@@ -20,60 +21,107 @@ import ExampleSupport
 struct SSHForward: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ssh-forward",
-        abstract: "Forward ports over SSH (-L local, -R remote, -D SOCKS), optionally through jump hosts.")
+        abstract: "Forward ports over SSH (-L local, -R remote, -D SOCKS), optionally through jump hosts.",
+        usage: """
+            ssh-forward [-NqvA] [-p port] [-l login_name] [-i identity_file] [-F configfile]
+                        [-J destination] [-o option] [-L spec] [-R spec] [-D spec] destination
+            """,
+        discussion: """
+            Reads ~/.ssh/config and the known_hosts files as ssh does (see ssh-exec --help). A forward \
+            that cannot be set up is a warning, or ends the tool with status 255 under \
+            ExitOnForwardFailure yes (or when no forward could be set up at all).
+            """)
 
-    @OptionGroup var connection: ConnectionOptions
-    @Option(name: .customShort("L"), help: "[bind:]port:host:hostport or [bind:]port:/remote/socket: listen here, connect there from the server.")
+    @OptionGroup var ssh: SSHToolOptions
+    @OptionGroup var login: SSHLoginOptions
+    @Option(name: .customShort("L"),
+            help: ArgumentHelp("[bind:]port:host:hostport, [bind:]port:/remote/socket or /local/socket:host:hostport: "
+                               + "listen here, connect there from the server.", valueName: "spec"))
     var local: [String] = []
-    @Option(name: .customShort("R"), help: "[bind:]port:host:hostport: the server listens, connections come here and go to host:hostport.")
+    @Option(name: .customShort("R"),
+            help: ArgumentHelp("[bind:]port:host:hostport or [bind:]port:/local/socket: the server listens, "
+                               + "connections come here and go on to the target.", valueName: "spec"))
     var remote: [String] = []
-    @Option(name: .customShort("D"), help: "[bind:]port: a SOCKS4/4a/5 proxy here whose connections go out from the server.")
+    @Option(name: .customShort("D"),
+            help: ArgumentHelp("[bind:]port: a SOCKS4/4a/5 proxy here whose connections go out from the server.",
+                               valueName: "spec"))
     var dynamic: [String] = []
-    @Flag(name: .shortAndLong, help: "Print each forwarded connection's events to stderr.") var verbose = false
+    @Flag(name: .customShort("N"), help: "Run no remote command (always so; accepted for ssh's sake).")
+    var noCommand = false
+    @Argument(help: ArgumentHelp("[user@]host or ssh://[user@]host[:port].", valueName: "destination"))
+    var destination: String
 
     func run() async throws {
-        guard !local.isEmpty || !remote.isEmpty || !dynamic.isEmpty else { throw ValidationError("give -L, -R or -D") }
-        let config = try connection.configuration()
+        // the command line's forwards, as ssh parses them (a local port may be 0 here)
+        var forwards: [(kind: SSHConfigForward.Kind, forward: SSHConfigForward)] = []
+        for (kind, specs) in [(SSHConfigForward.Kind.local, local), (.remote, remote), (.dynamic, dynamic)] {
+            for spec in specs {
+                guard let f = SSHConfigForward(commandLine: spec, kind: kind, allowsPortZero: true) else {
+                    throw ValidationError("Bad \(kind) forwarding specification '\(spec)'")
+                }
+                forwards.append((kind, f))
+            }
+        }
+        let tool = try SSHToolConnection(tool: "ssh-forward", options: ssh,
+                                         destination: try SSHDestination(parsing: destination),
+                                         login: login.login, port: login.port)
+        forwards += tool.host.localForwards.map { (.local, $0) } + tool.host.remoteForwards.map { (.remote, $0) }
+            + tool.host.dynamicForwards.map { (.dynamic, $0) }
+        guard !forwards.isEmpty else { throw ValidationError("give -L, -R or -D (or LocalForward, ... in ssh_config)") }
+        let exitOnFailure = tool.host.option("exitonforwardfailure", default: false)
         var options = SSHForwardOptions()
-        if verbose {
+        if ssh.verbosity > 0 {
             let log: @Sendable (SSHForwardEvent) -> Void = { event in
-                FileHandle.standardError.write(Data("ssh-forward: \(event)\n".utf8))
+                FileHandle.standardError.write(Data("debug1: ssh-forward: \(event)\n".utf8))
             }
             options.eventHandler = log
         }
 
         let conn: SSHConnection
         do {
-            conn = try await SSHClient.connect(config)
+            conn = try await SSHClient.connect(tool.configuration)
         } catch {
-            FileHandle.standardError.write(Data("ssh-forward: \(error)\n".utf8))
-            throw ExitCode(255)
+            throw tool.failure(error)
         }
         var locals: [SSHPortForward] = []
         var remotes: [SSHRemoteForward] = []
-        do {
-            for spec in local {
-                let (bind, port, rest) = try Self.listenPart(spec, needsTarget: true)
-                let target = try Self.target(rest, spec: spec)
-                let f = try conn.forwardLocalPort(.tcp(host: bind ?? "127.0.0.1", port: port), to: target, options: options)
-                for a in f.listenAddresses { say("local \(a) -> \(target)") }
-                locals.append(f)
+        for (kind, forward) in forwards {
+            do {
+                switch kind {
+                case .local:
+                    let target = try Self.target(forward.connect)
+                    let f = try conn.forwardLocalPort(Self.listenAddress(forward.listen), to: target, options: options)
+                    for a in f.listenAddresses { say("local \(a) -> \(target)") }
+                    locals.append(f)
+                case .dynamic:
+                    let f = try conn.startSOCKSProxy(Self.listenAddress(forward.listen), options: options)
+                    for a in f.listenAddresses { say("socks \(a)") }
+                    locals.append(f)
+                case .remote:
+                    guard case .port(let bind, let port) = forward.listen else {
+                        throw SSHError(.unsupported, "remote forwarding of a Unix socket (libssh 0.10 has no streamlocal-forward)")
+                    }
+                    guard forward.connect != nil else {
+                        throw SSHError(.unsupported, "a SOCKS proxy on the server (-R with a port only)")
+                    }
+                    let target = try Self.target(forward.connect)
+                    let f = try await conn.forwardRemotePort(bindAddress: bind ?? "localhost", port: port, to: target,
+                                                             options: options)
+                    say("remote \(f.bindAddress):\(f.port) -> \(target)")
+                    remotes.append(f)
+                }
+            } catch {
+                SSHToolConnection.report(error, tool: "ssh-forward")
+                FileHandle.standardError.write(Data("Could not request \(kind) forwarding.\n".utf8))
+                if exitOnFailure || !conn.isConnected {
+                    for f in locals { await f.stop() }
+                    for f in remotes { await f.stop() }
+                    await conn.close()
+                    throw ExitCode(255)
+                }
             }
-            for spec in dynamic {
-                let (bind, port, _) = try Self.listenPart(spec, needsTarget: false)
-                let f = try conn.startSOCKSProxy(.tcp(host: bind ?? "127.0.0.1", port: port), options: options)
-                for a in f.listenAddresses { say("socks \(a)") }
-                locals.append(f)
-            }
-            for spec in remote {
-                let (bind, port, rest) = try Self.listenPart(spec, needsTarget: true)
-                let target = try Self.target(rest, spec: spec)
-                let f = try await conn.forwardRemotePort(bindAddress: bind ?? "localhost", port: port, to: target, options: options)
-                say("remote \(f.bindAddress):\(f.port) -> \(target)")
-                remotes.append(f)
-            }
-        } catch let error as SSHError {
-            FileHandle.standardError.write(Data("ssh-forward: \(error)\n".utf8))
+        }
+        if locals.isEmpty && remotes.isEmpty {
             await conn.close()
             throw ExitCode(255)
         }
@@ -94,6 +142,25 @@ struct SSHForward: AsyncParsableCommand {
         if lost || stopped.hasPrefix("connection") {
             FileHandle.standardError.write(Data("ssh-forward: \(stopped)\n".utf8))
             throw ExitCode(255)
+        }
+    }
+
+    /// Where a forward listens here: its bind address (loopback by default; `*` or an
+    /// empty one for every address) and port, or a socket path.
+    static func listenAddress(_ end: SSHConfigForward.End) -> SSHListenAddress {
+        switch end {
+        case .port(let host, let port):
+            let bind = host.map { $0.isEmpty || $0 == "*" ? "0.0.0.0" : $0 } ?? "127.0.0.1"
+            return .tcp(host: bind, port: port)
+        case .path(let path): return .unixSocket(path: path)
+        }
+    }
+
+    static func target(_ end: SSHConfigForward.End?) throws -> SSHForwardTarget {
+        switch end {
+        case .port(let host, let port)?: return .tcp(host: host ?? "localhost", port: port)
+        case .path(let path)?: return .unixSocket(path: path)
+        case nil: throw SSHError(.invalidArgument, "a forward without a target")
         }
     }
 
@@ -120,43 +187,6 @@ struct SSHForward: AsyncParsableCommand {
                 sources.append(source)
             }
         }
-    }
-
-    /// "[bind:]port" then the rest ("host:hostport" or "/path"), OpenSSH's syntax; IPv6
-    /// addresses go in brackets.
-    static func listenPart(_ spec: String, needsTarget: Bool) throws -> (bind: String?, port: Int, rest: String) {
-        var parts: [String] = []
-        var cur = ""
-        var inBracket = false
-        for ch in spec {
-            if ch == "[" { inBracket = true; continue }
-            if ch == "]" { inBracket = false; continue }
-            if ch == ":" && !inBracket && !(cur.hasPrefix("/") && parts.count >= 1) {
-                parts.append(cur)
-                cur = ""
-                continue
-            }
-            cur.append(ch)
-        }
-        parts.append(cur)
-        let minimum = needsTarget ? 2 : 1
-        guard parts.count >= minimum else { throw ValidationError("bad forward \(spec)") }
-        // the listen port is the first numeric field that leaves enough fields for the target
-        let targetFields = needsTarget ? (parts.last!.hasPrefix("/") ? 1 : 2) : 0
-        let listenFields = parts.count - targetFields
-        guard listenFields == 1 || listenFields == 2, let port = Int(parts[listenFields - 1]) else {
-            throw ValidationError("bad forward \(spec)")
-        }
-        let bind = listenFields == 2 ? parts[0] : nil
-        return (bind, port, parts[listenFields...].joined(separator: ":"))
-    }
-
-    static func target(_ rest: String, spec: String) throws -> SSHForwardTarget {
-        if rest.hasPrefix("/") { return .unixSocket(path: rest) }
-        guard let colon = rest.lastIndex(of: ":"), let port = Int(rest[rest.index(after: colon)...]) else {
-            throw ValidationError("bad target in \(spec)")
-        }
-        return .tcp(host: String(rest[..<colon]), port: port)
     }
 }
 

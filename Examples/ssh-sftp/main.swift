@@ -1,10 +1,9 @@
-// ssh-sftp: file operations over SFTP, like OpenSSH's `sftp` in batch mode.
+// ssh-sftp: copy files like scp, or run one file operation like sftp's batch mode.
 //
-//   ssh-sftp --host 127.0.0.1 --port 2222 --user me --key ~/.ssh/id_ed25519 \
-//            --fingerprint SHA256:... ls /var/log
-//   ssh-sftp ... get /var/log/syslog ./syslog      (a progress bar when stderr is a terminal)
-//   ssh-sftp ... put ./app.tar /srv/app.tar        (atomic: a temp file, then a rename)
-//   ssh-sftp ... rm PATH | mkdir [-p] PATH | mv FROM TO
+//   ssh-sftp prod-db:/var/log/syslog ./syslog          (a progress bar when stderr is a terminal)
+//   ssh-sftp -r ./site me@web:/srv/www                 (uploads are atomic: a temp file, then a rename)
+//   ssh-sftp prod-db ls /var/log
+//   ssh-sftp prod-db rm PATH | mkdir [-p] PATH | mv FROM TO | get REMOTE LOCAL | put LOCAL REMOTE
 //
 // Exit status: 0 on success, 1 when the server refused (no such file, permission denied,
 // ...), 255 when the connection failed.
@@ -17,65 +16,166 @@ import SSHKit
 struct SSHSFTP: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ssh-sftp",
-        abstract: "List, copy, move and remove remote files over SFTP.",
-        discussion: "Operations: ls PATH, get REMOTE LOCAL, put LOCAL REMOTE, rm PATH, mkdir [-p] PATH, mv FROM TO.")
+        abstract: "Copy files like scp, or list, move and remove remote files, over SFTP.",
+        usage: """
+            ssh-sftp [-raqvA] [-P port] [-i identity_file] [-F configfile] [-J destination] [-o option]
+                     source ... target                         (scp: [user@]host:path on one side)
+            ssh-sftp [options] destination ls|get|put|rm|mkdir [-p]|mv path ...
+            """,
+        discussion: """
+            Reads ~/.ssh/config and the known_hosts files as ssh does (see ssh-exec --help). As with \
+            scp, an operand with a ':' before any '/' is remote ([user@]host:path; [addr]:path for \
+            IPv6; an empty path is the login directory); write ./a:b for a local file with a colon. \
+            Copying to an existing directory, or several sources, puts each file inside it.
+            """)
 
-    @OptionGroup var connection: ConnectionOptions
-    @Flag(name: .customLong("recursive"), help: "get/put a whole directory tree.") var recursive = false
-    @Flag(help: "Continue an interrupted get/put from its partial file.") var resume = false
-    @Flag(name: [.customShort("p"), .customLong("parents")], help: "mkdir: create missing parents, accept an existing directory.")
-    var parents = false
-    @Argument(help: "The operation: ls, get, put, rm, mkdir, mv.") var operation: String
-    @Argument(help: "Its paths.") var paths: [String] = []
+    @OptionGroup var ssh: SSHToolOptions
+    @Option(name: .customShort("P"), help: ArgumentHelp("Port to connect to (Port).", valueName: "port"))
+    var port: Int?
+    @Flag(name: [.customShort("r"), .customLong("recursive")], help: "Copy whole directory trees.")
+    var recursive = false
+    @Flag(name: [.customShort("a"), .customLong("resume")], help: "Continue an interrupted copy from its partial file.")
+    var resume = false
+    @Argument(parsing: .captureForPassthrough,
+              help: ArgumentHelp("scp-like operands, or a destination, an operation and its paths.",
+                                 valueName: "operands"))
+    var operands: [String] = []
 
     func run() async throws {
-        let config = try connection.configuration()
-        let op = operation, args = paths
-        let arity = ["ls": 1, "get": 2, "put": 2, "rm": 1, "mkdir": 1, "mv": 2]
-        let operands = args
-        guard let n = arity[op] else { throw ValidationError("unknown operation \(op)") }
-        guard operands.count == n else { throw ValidationError("\(op) takes \(n) path(s)") }
-        let options = SFTPTransferOptions(resume: resume)
-        do {
-            try await SSHClient.withConnection(config) { conn in
-                try await conn.withSFTP { sftp in
-                    switch op {
-                    case "ls":
-                        for e in try await sftp.listDirectory(at: SFTPPath(operands[0])).sorted(by: { $0.name.bytes.lexicographicallyPrecedes($1.name.bytes) }) {
-                            print(e.longName.isEmpty ? e.name.string : e.longName)
-                        }
-                    case "get" where recursive:
-                        let s = try await sftp.downloadDirectory(SFTPPath(operands[0]), to: operands[1], options: options)
-                        report(s)
-                    case "get":
-                        let bar = ProgressBar(label: operands[0])
-                        try await sftp.download(SFTPPath(operands[0]), to: operands[1], options: options, progress: bar.update)
-                        bar.finish()
-                    case "put" where recursive:
-                        let s = try await sftp.uploadDirectory(operands[0], to: SFTPPath(operands[1]), options: options)
-                        report(s)
-                    case "put":
-                        let bar = ProgressBar(label: operands[0])
-                        try await sftp.upload(operands[0], to: SFTPPath(operands[1]), options: options, progress: bar.update)
-                        bar.finish()
-                    case "rm":
-                        try await sftp.removeFile(at: SFTPPath(operands[0]))
-                    case "mkdir":
-                        try await sftp.createDirectory(at: SFTPPath(operands[0]), parents: parents)
-                    default: // mv
-                        try await sftp.rename(SFTPPath(operands[0]), to: SFTPPath(operands[1]), replacing: true)
-                    }
+        try rejectOptionsInOperands(operands)
+        var args = operands
+        if args.first == "--" { args.removeFirst() }
+        guard let first = args.first else { throw ValidationError("nothing to do: give source and target") }
+        let parsed = try args.map(SSHFileOperand.init)
+        let destination: SSHDestination
+        let work: @Sendable (SFTPClient) async throws -> Void
+        if case .remote(let d, _) = parsed[0] {
+            // scp: host:path ... local
+            guard parsed.count >= 2, case .local(let target) = parsed.last! else {
+                throw ValidationError("copy from the server to a local path (remote to remote is not supported)")
+            }
+            var sources: [SFTPPath] = []
+            for operand in parsed.dropLast() {
+                guard case .remote(let other, let path) = operand, other == d else {
+                    throw ValidationError("every source must be on the same host")
                 }
+                sources.append(SFTPPath(path))
+            }
+            destination = d
+            work = { [recursive, resume, sources] sftp in
+                try await Self.download(sources, to: target, sftp: sftp, recursive: recursive, resume: resume)
+            }
+        } else if case .remote(let d, let path) = parsed.last!, parsed.count >= 2 {
+            // scp: local ... host:path
+            var sources: [String] = []
+            for operand in parsed.dropLast() {
+                guard case .local(let local) = operand else {
+                    throw ValidationError("copy from local paths to the server (remote to remote is not supported)")
+                }
+                sources.append(local)
+            }
+            destination = d
+            work = { [recursive, resume, sources] sftp in
+                try await Self.upload(sources, to: SFTPPath(path), sftp: sftp, recursive: recursive, resume: resume)
+            }
+        } else {
+            // sftp batch: destination operation paths
+            destination = try SSHDestination(parsing: first)
+            guard args.count >= 2 else { throw ValidationError("give an operation: ls, get, put, rm, mkdir, mv") }
+            let operation = args[1]
+            var paths = Array(args.dropFirst(2))
+            let parents = operation == "mkdir" && paths.first == "-p"
+            if parents { paths.removeFirst() }
+            let arity = ["ls": 1, "get": 2, "put": 2, "rm": 1, "mkdir": 1, "mv": 2]
+            guard let n = arity[operation] else { throw ValidationError("unknown operation \(operation)") }
+            guard paths.count == n else { throw ValidationError("\(operation) takes \(n) path(s)") }
+            work = { [recursive, resume, paths] sftp in
+                try await Self.perform(operation, paths, parents: parents, sftp: sftp, recursive: recursive,
+                                       resume: resume)
+            }
+        }
+
+        let tool = try SSHToolConnection(tool: "ssh-sftp", options: ssh, destination: destination, port: port)
+        do {
+            try await SSHClient.withConnection(tool.configuration) { conn in
+                try await conn.withSFTP { sftp in try await work(sftp) }
             }
         } catch let error as SSHError {
-            FileHandle.standardError.write(Data("ssh-sftp: \(error.message)\n".utf8))
             let refused: Set<SSHError.Code> = [.noSuchFile, .permissionDenied, .sftpFailure, .unsupported,
                                                .localFileError, .invalidArgument, .outputLimitExceeded]
-            throw ExitCode(refused.contains(error.code) ? 1 : 255)
+            guard refused.contains(error.code) else { throw tool.failure(error) }
+            FileHandle.standardError.write(Data("ssh-sftp: \(error.message)\n".utf8))
+            throw ExitCode(1)
+        } catch {
+            throw tool.failure(error)
         }
     }
 
-    func report(_ s: SFTPTreeTransferSummary) {
+    static func perform(_ op: String, _ paths: [String], parents: Bool, sftp: SFTPClient, recursive: Bool,
+                        resume: Bool) async throws
+    {
+        switch op {
+        case "ls":
+            for e in try await sftp.listDirectory(at: SFTPPath(paths[0]))
+                .sorted(by: { $0.name.bytes.lexicographicallyPrecedes($1.name.bytes) })
+            {
+                print(e.longName.isEmpty ? e.name.string : e.longName)
+            }
+        case "get":
+            try await download([SFTPPath(paths[0])], to: paths[1], sftp: sftp, recursive: recursive, resume: resume)
+        case "put":
+            try await upload([paths[0]], to: SFTPPath(paths[1]), sftp: sftp, recursive: recursive, resume: resume)
+        case "rm":
+            try await sftp.removeFile(at: SFTPPath(paths[0]))
+        case "mkdir":
+            try await sftp.createDirectory(at: SFTPPath(paths[0]), parents: parents)
+        default: // mv
+            try await sftp.rename(SFTPPath(paths[0]), to: SFTPPath(paths[1]), replacing: true)
+        }
+    }
+
+    /// Each source to `target`, or into it when it is a directory or there are several.
+    static func download(_ sources: [SFTPPath], to target: String, sftp: SFTPClient, recursive: Bool,
+                         resume: Bool) async throws
+    {
+        var isDirectory: ObjCBool = false
+        let into = FileManager.default.fileExists(atPath: target, isDirectory: &isDirectory) && isDirectory.boolValue
+        if sources.count > 1 && !into { throw SSHError(.invalidArgument, "\(target): not a directory") }
+        let options = SFTPTransferOptions(resume: resume)
+        for source in sources {
+            let local = into ? target + "/" + source.lastComponent.string : target
+            if recursive {
+                report(try await sftp.downloadDirectory(source, to: local, options: options))
+            } else {
+                let bar = ProgressBar(label: source.string)
+                try await sftp.download(source, to: local, options: options, progress: bar.update)
+                bar.finish()
+            }
+        }
+    }
+
+    /// Each local source to `target`, or into it when it is a remote directory or there
+    /// are several.
+    static func upload(_ sources: [String], to target: SFTPPath, sftp: SFTPClient, recursive: Bool,
+                       resume: Bool) async throws
+    {
+        let into = (try? await sftp.attributes(at: target))?.kind == .directory
+        if sources.count > 1 && !into { throw SSHError(.invalidArgument, "\(target.string): not a directory") }
+        let options = SFTPTransferOptions(resume: resume)
+        for source in sources {
+            let name = URL(fileURLWithPath: source).lastPathComponent
+            let remote = into ? target.appending(name) : target
+            if recursive {
+                report(try await sftp.uploadDirectory(source, to: remote, options: options))
+            } else {
+                let bar = ProgressBar(label: source)
+                try await sftp.upload(source, to: remote, options: options, progress: bar.update)
+                bar.finish()
+            }
+        }
+    }
+
+    static func report(_ s: SFTPTreeTransferSummary) {
         print("\(s.files) files, \(s.directories) directories, \(s.bytes) bytes")
         for path in s.skipped { print("skipped \(path)") }
     }

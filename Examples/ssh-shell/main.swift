@@ -1,10 +1,11 @@
 // ssh-shell: an interactive shell over SSH, like `ssh -t host [command]`.
 //
-//   ssh-shell --host 127.0.0.1 --port 2222 --user me --key ~/.ssh/id_ed25519 --fingerprint SHA256:...
+//   ssh-shell prod-db                  (~/.ssh/config, ~/.ssh/known_hosts)
+//   ssh-shell -p 2222 -i ~/.ssh/id_ed25519 me@10.0.0.5 top
 //
 // The local terminal goes into raw mode (keys go to the server as typed, Ctrl-C included),
 // window size changes are forwarded, and the terminal is restored on exit. The exit
-// status is the remote shell's.
+// status is the remote shell's, 255 when the connection failed.
 import ArgumentParser
 import ExampleSupport
 import Foundation
@@ -14,32 +15,45 @@ import TerminalSupport
 @main
 struct SSHShellCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "ssh-shell", abstract: "Open an interactive shell (or run a command) on a remote terminal.")
+        commandName: "ssh-shell",
+        abstract: "Open an interactive shell (or run a command) on a remote terminal.",
+        usage: """
+            ssh-shell [-qvA] [-p port] [-l login_name] [-i identity_file] [-F configfile]
+                      [-J destination] [-o option] destination [command [argument ...]]
+            """,
+        discussion: """
+            Reads ~/.ssh/config and the known_hosts files as ssh does (see ssh-exec --help); \
+            SetEnv and SendEnv variables are sent with the session.
+            """)
 
-    @OptionGroup var connection: ConnectionOptions
-    @Argument(parsing: .captureForPassthrough, help: "A command to run on the terminal instead of the login shell.")
-    var command: [String] = []
+    @OptionGroup var ssh: SSHToolOptions
+    @OptionGroup var login: SSHLoginOptions
+    @Argument(parsing: .captureForPassthrough,
+              help: ArgumentHelp("[user@]host, then a command to run on the terminal instead of the login shell.",
+                                 valueName: "destination command"))
+    var arguments: [String] = []
 
     func run() async throws {
-        let config = try connection.configuration()
-        let words = command.first == "--" ? Array(command.dropFirst()) : command
+        let (destination, words) = try splitDestination(arguments)
+        let tool = try SSHToolConnection(tool: "ssh-shell", options: ssh, destination: destination,
+                                         login: login.login, port: login.port)
         let terminal = SSHTerminal(term: ProcessInfo.processInfo.environment["TERM"] ?? "xterm-256color",
                                    size: LocalTerminal.size() ?? SSHTerminalSize(columns: 80, rows: 24))
         let status: SSHExitStatus
         do {
-            status = try await SSHClient.withConnection(config) { conn in
+            let options = tool.channelOptions
+            status = try await SSHClient.withConnection(tool.configuration) { conn in
                 if words.isEmpty {
-                    let shell = try await conn.openShell(terminal: terminal)
+                    let shell = try await conn.openShell(terminal: terminal, options: options)
                     return try await Self.attach(output: shell.output, input: shell.input,
                                                  resize: { try? shell.resize(to: $0) }, exit: shell.exitStatus)
                 }
-                let cmd = try await conn.startCommand(words.joined(separator: " "), terminal: terminal)
+                let cmd = try await conn.startCommand(words.joined(separator: " "), options: options, terminal: terminal)
                 return try await Self.attach(output: cmd.stdout, input: cmd.stdin,
                                              resize: { try? cmd.resize(to: $0) }, exit: cmd.exitStatus)
             }
-        } catch let error as SSHError {
-            FileHandle.standardError.write(Data("ssh-shell: \(error)\n".utf8))
-            throw ExitCode(255)
+        } catch {
+            throw tool.failure(error)
         }
         switch status {
         case .exited(let code): throw ExitCode(code)

@@ -69,11 +69,11 @@ struct ForwardExampleTests {
         let body = ForwardTests.randomBytes(300_000)
         let http = try TinyHTTPServer(body: body)
         defer { http.stop() }
+        let setup = try ToolSetup(server)
+        defer { setup.remove() }
         let run = try Running([
-            "--host", server.host, "--port", "\(server.port)", "--user", server.user,
-            "--key", server.key("id_ed25519"), "--fingerprint", server.fingerprintEd25519,
-            "--fingerprint", server.fingerprintECDSA, "--fingerprint", server.fingerprintRSA,
-            "-L", "0:127.0.0.1:\(echo.port)", "-D", "127.0.0.1:0", "-R", "0:127.0.0.1:\(http.port)", "--verbose",
+            "-F", setup.config, "-N", "-v",
+            "-L", "0:127.0.0.1:\(echo.port)", "-D", "127.0.0.1:0", "-R", "0:127.0.0.1:\(http.port)", "fixture",
         ])
         #expect(run.lines.contains("ready"), "\(run.lines)")
         let localPort = try #require(run.port("local "))
@@ -106,16 +106,47 @@ struct ForwardExampleTests {
     }
 
     @Test func badSpecsAndAFailedConnectionExitNonZero() throws {
-        let base = ["--host", server.host, "--port", "\(server.port)", "--user", server.user,
-                    "--key", server.key("id_ed25519"), "--insecure-accept-any-host-key"]
-        for bad in [["-L", "nonsense"], ["-L", "80:host"], ["-D", "x"], []] {
-            let r = try TestServer.runCapturing(Self.binary, base + bad)
-            #expect(r.status != 0, "\(bad)")
+        let setup = try ToolSetup(server)
+        defer { setup.remove() }
+        for bad in [["-L", "nonsense"], ["-L", "80:host"], ["-D", "x"], ["-R", "a:b:c:d:e"], []] {
+            let r = try ToolSetup.run("ssh-forward", ["-F", setup.config] + bad + ["fixture"])
+            #expect(r.status != 0 && r.status != 255, "\(bad): \(r)")
+            #expect(bad.isEmpty || r.err.contains("forwarding specification"), "\(r.err)")
         }
-        let refused = try TestServer.runCapturing(Self.binary, [
-            "--host", "127.0.0.1", "--port", "1", "--user", "x", "--key", server.key("id_ed25519"),
-            "--insecure-accept-any-host-key", "-D", "0"])
+        let refused = try ToolSetup.run("ssh-forward", ["-F", setup.config, "-p", "1", "-D", "0", "fixture"])
         #expect(refused.status == 255)
         #expect(refused.err.contains("connectionRefused"))
+    }
+
+    /// The host's LocalForward and DynamicForward lines from ssh_config, after the
+    /// command line's; a forward that cannot listen is a warning, or the end under
+    /// ExitOnForwardFailure yes.
+    @Test func forwardsFromTheConfigurationAndExitOnForwardFailure() async throws {
+        let echo = try EchoServer()
+        defer { echo.stop() }
+        // a port that is taken: the second listener on it fails
+        let taken = try EchoServer()
+        defer { taken.stop() }
+        let socketPath = "/tmp/sshkit-fwd-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+        defer { unlink(socketPath) }
+        let setup = try ToolSetup(server, extra: ["LocalForward \(socketPath) 127.0.0.1:\(echo.port)",
+                                                  "LocalForward 127.0.0.1:\(taken.port) 127.0.0.1:\(echo.port)"])
+        defer { setup.remove() }
+        let run = try Running(["-F", setup.config, "-L", "0:127.0.0.1:\(echo.port)", "fixture"],
+                              environment: ToolSetup.environment([:]))
+        #expect(run.lines.contains("ready"), "\(run.lines)")
+        #expect(run.lines.first?.hasPrefix("local 127.0.0.1:") == true, "the command line's first: \(run.lines)")
+        #expect(run.lines.contains("local \(socketPath) -> 127.0.0.1:\(echo.port)"), "\(run.lines)")
+        #expect(run.stderr.contains("Could not request local forwarding."), "a warning, not the end")
+        // the Unix socket from ssh_config reaches the echo server
+        let fd = SocketClient.connect(unixSocket: socketPath)
+        #expect(fd >= 0)
+        let data = ForwardTests.randomBytes(100_000)
+        #expect(await SocketClient.exchange(fd, send: data).received == data)
+        #expect(run.terminate() == 0)
+
+        let strict = try ToolSetup.run("ssh-forward", ["-F", setup.config, "-o", "ExitOnForwardFailure=yes", "fixture"])
+        #expect(strict.status == 255 && strict.err.contains("Could not request local forwarding."), "\(strict)")
+        #expect(!strict.out.contains("ready"))
     }
 }

@@ -165,17 +165,15 @@ struct JumpHostTests {
     @Test func theForwardExampleReachesTheTargetThroughAJumpHost() async throws {
         let f = try Fixture()
         defer { f.stop() }
-        // ssh-forward --jump JUMP --host 127.0.0.1 --port TARGET -L 0:127.0.0.1:TARGET: the local
-        // port leads to the target's sshd, which greets with its banner
-        // the hops share credentials: the test user's password is the same on both servers
+        // ssh-forward -J jump -L 0:127.0.0.1:TARGET target, with both hosts in ssh_config
+        // (the target by the address the jump host reaches it at): the local port leads
+        // to the target's sshd, which greets with its banner
+        let setup = try ToolSetup([.init(alias: "jump", server: f.jump),
+                                   .init(alias: "target", server: f.target, hostName: "127.0.0.1")])
+        defer { setup.remove() }
         let run = try ForwardExampleTests.Running([
-            "--jump", "\(f.jump.user)@\(f.jump.host):\(f.jump.port)", "--jump-fingerprint", f.jump.fingerprintEd25519,
-            "--jump-fingerprint", f.jump.fingerprintECDSA, "--jump-fingerprint", f.jump.fingerprintRSA,
-            "--host", "127.0.0.1", "--port", "\(f.target.port)", "--user", f.target.user,
-            "--password-from-env", "--fingerprint", f.target.fingerprintEd25519,
-            "--fingerprint", f.target.fingerprintECDSA, "--fingerprint", f.target.fingerprintRSA,
-            "-L", "0:127.0.0.1:\(f.target.port)",
-        ], environment: ["SSHKIT_PASSWORD": f.target.password])
+            "-F", setup.config, "-J", "jump", "-L", "0:127.0.0.1:\(f.target.port)", "target",
+        ], environment: ToolSetup.environment([:]))
         #expect(run.lines.contains("ready"), "\(run.lines) \(run.stderr)")
         let port = try #require(run.port("local "))
         let fd = SocketClient.connect(port: port)

@@ -31,6 +31,18 @@ struct ShellExampleTests {
             Issue.record("the screen never showed \(needle.debugDescription):\n\(last)", sourceLocation: sourceLocation)
         }
 
+        /// Bounded wait until the screen shows `needle` `count` times.
+        func waitFor(_ needle: String, count: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            var last = ""
+            for _ in 0..<100 {
+                last = (try? screen()) ?? ""
+                if last.components(separatedBy: needle).count - 1 >= count { return }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            Issue.record("the screen never showed \(needle.debugDescription) \(count) times:\n\(last)",
+                         sourceLocation: sourceLocation)
+        }
+
         /// Starts the session. The tmux server it forks keeps the client's stdout, so
         /// the client is started like the fixture daemons, not through a pipe.
         func start(width: Int, height: Int, command: String, log: String) throws {
@@ -51,12 +63,11 @@ struct ShellExampleTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let tmux = Tmux(socket: dir + "/tmux.sock")
         defer { tmux.kill() }
-        let shell = [Self.binary, "--host", server.host, "--port", "\(server.port)", "--user", server.user,
-                     "--key", server.key("id_ed25519"), "--fingerprint", server.fingerprintEd25519,
-                     "--fingerprint", server.fingerprintECDSA, "--fingerprint", server.fingerprintRSA]
-            .map { "'\($0)'" }.joined(separator: " ")
+        let setup = try ToolSetup(server)
+        defer { setup.remove() }
+        let shell = [Self.binary, "-F", setup.config, "fixture"].map { "'\($0)'" }.joined(separator: " ")
         // after ssh-shell: its exit status and the local terminal's settings, for the checks below
-        let script = "\(shell); echo status=$? > \(dir)/status; stty -a > \(dir)/stty; sleep 30"
+        let script = "env -u SSH_AUTH_SOCK \(shell); echo status=$? > \(dir)/status; stty -a > \(dir)/stty; sleep 30"
         try tmux.start(width: 100, height: 30, command: script, log: dir + "/tmux.log")
         try await tmux.waitFor("$")
         _ = try tmux.run(["send-keys", "-t", tmux.session, "echo typed-$((6*7))", "Enter"])
@@ -86,5 +97,52 @@ struct ShellExampleTests {
         let stty = (try? String(contentsOfFile: dir + "/stty", encoding: .utf8)) ?? ""
         let flags = Set(stty.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == ";" }).map(String.init))
         #expect(flags.contains("icanon") && flags.contains("echo") && flags.contains("isig"), "\(stty)")
+    }
+
+    /// ssh's question for an unknown host key, answered at the terminal: a wrong word
+    /// asks again, "no" refuses (nothing recorded), "yes" records the key so that the
+    /// next run asks nothing; the password prompt does not echo.
+    @Test func theUnknownHostQuestionIsAskedOnTheTerminal() async throws {
+        let setup = try ToolSetup(server, key: nil, trusted: false)
+        defer { setup.remove() }
+        let exec = TestServer.packageRoot + "/.build/debug/ssh-exec"
+        let tmux = Tmux(socket: setup.dir + "/tmux.sock")
+        defer { tmux.kill() }
+        let run = "env -u SSH_AUTH_SOCK -u SSH_ASKPASS '\(exec)' -F '\(setup.config)' fixture 'echo ran-$((40+2))'; echo status=$?"
+        try tmux.start(width: 150, height: 30, command: "\(run); \(run); \(run); sleep 30", log: setup.dir + "/tmux.log")
+        let fingerprints = server.allFingerprints
+        try await tmux.waitFor("(yes/no/[fingerprint])?")
+        let screen = try tmux.screen()
+        #expect(screen.contains("The authenticity of host '[\(server.host)]:\(server.port)' can't be established."), "\(screen)")
+        #expect(fingerprints.contains { screen.contains("key fingerprint is \($0).") }, "\(screen)")
+        _ = try tmux.run(["send-keys", "-t", tmux.session, "maybe", "Enter"])
+        try await tmux.waitFor("Please type 'yes', 'no' or the fingerprint:")
+        _ = try tmux.run(["send-keys", "-t", tmux.session, "no", "Enter"])
+        try await tmux.waitFor("status=255")
+        #expect(try tmux.screen().contains("Host key verification failed."))
+        #expect(setup.knownHostsText.isEmpty)
+        // the second run: yes, then the password (not echoed)
+        try await tmux.waitFor("(yes/no/[fingerprint])?\n")
+        _ = try tmux.run(["send-keys", "-t", tmux.session, "yes", "Enter"])
+        try await tmux.waitFor("Warning: Permanently added '[\(server.host)]:\(server.port)'")
+        try await tmux.waitFor("Password:")
+        _ = try tmux.run(["send-keys", "-t", tmux.session, "-l", server.password])
+        _ = try tmux.run(["send-keys", "-t", tmux.session, "Enter"])
+        try await tmux.waitFor("ran-42")
+        #expect(!(try tmux.screen().contains(server.password)), "the password was echoed")
+        #expect(setup.knownHostsText.hasPrefix("[\(server.host)]:\(server.port) "), "\(setup.knownHostsText)")
+        // the third run: the key is known now; only the password is asked for
+        try await tmux.waitFor("Password:", count: 2)
+        let third = try tmux.screen()
+        #expect(third.components(separatedBy: "(yes/no/[fingerprint])?").count - 1 == 2, "\(third)")
+        _ = try tmux.run(["send-keys", "-t", tmux.session, "-l", server.password])
+        _ = try tmux.run(["send-keys", "-t", tmux.session, "Enter"])
+        var last = ""
+        for _ in 0..<100 {
+            last = try tmux.screen()
+            if last.components(separatedBy: "ran-42").count - 1 == 2 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(last.components(separatedBy: "status=0").count - 1 == 2, "\(last)")
     }
 }
