@@ -249,7 +249,8 @@ struct OpenSSHConfigTests {
               SendEnv B
 
             """)
-        let c = try OpenSSHConfig(context: context).resolve("h")
+        // the file alone: Debian's /etc/ssh/ssh_config sends LANG too
+        let c = try OpenSSHConfig(configFile: dir + "/.ssh/config", context: context).resolve("h")
         let env = c.sessionEnvironment(local: ["LC_ALL": "C", "LC_TIME": "x", "LANG": "no", "TOKEN": "secret", "B": "local"])
         #expect(env == ["A": "one", "B": "two words", "LC_ALL": "C", "LC_TIME": "x"])
         #expect(c.option("passwordauthentication", default: true))

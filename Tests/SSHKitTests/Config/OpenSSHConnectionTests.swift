@@ -295,9 +295,11 @@ struct OpenSSHConnectionTests {
             return request.attempt == 1 ? "wrong" : password
         })
         try h.config(Self.target + "    IdentityFile @HOME@/none\n    KbdInteractiveAuthentication no\n")
-        try await SSHClient.withConnection(try h.openSSH.connectionConfiguration(for: "db", interaction: interaction)) { conn in
-            #expect(try await conn.execute("id -un").stdoutString == h.server.user + "\n")
+        let who = try await SSHClient.withConnection(
+            try h.openSSH.connectionConfiguration(for: "db", interaction: interaction)) { conn in
+            try await conn.execute("id -un").stdoutString
         }
+        #expect(who == h.server.user + "\n")
         #expect(asked.withLock { $0 } == [1, 2])
         // one prompt only: the wrong password ends it
         asked.withLock { $0 = [] }
