@@ -1,9 +1,22 @@
 /*
  * sshcore_internal.h - shared between the core's own files; never exported.
  *
- * Lock order: there is one lock per connection (conn->mu). No callback into
- * the caller is ever made while holding it, and no libssh call is made while
- * holding it.
+ * Locks the core takes, in the order they may nest (a lock is only ever taken
+ * while holding locks above it):
+ *
+ *   1. registry_mu (sshcore_conn.c): the list of running workers. Held by the
+ *      exit handler while it asks each connection to close, so it nests
+ *      conn->mu; taken alone when a worker starts or ends.
+ *   2. conn->mu: one per connection. Guards what other threads hand the worker
+ *      (submitted ops, close and cancel requests, the host-key verdict and the
+ *      keyboard-interactive answers, the fds' take-for-close step).
+ *   3. Leaves, never held together with another lock: an op's inbox lock,
+ *      x->mu of a session channel (sshcore_session.h: queued writes, EOF,
+ *      signals, resize) and of a remote forward (sshcore_rforward.c: rejects
+ *      from other threads).
+ *
+ * No callback into the caller is ever made, and no libssh call is made, while
+ * holding any of them.
  */
 #ifndef SSHCORE_INTERNAL_H
 #define SSHCORE_INTERNAL_H
@@ -134,7 +147,7 @@ struct sshcore_conn {
     sshcore_op *_Nullable active;
     /* libssh's one slot for global requests with a reply (worker only): who
      * asked the question whose answer libssh holds or awaits; see
-     * sshcore_rforward.c. GSLOT_FREE means libssh's own state is idle. */
+     * sshcore_keepalive.c. GSLOT_FREE means libssh's own state is idle. */
     int gslot;
     sshcore_op *_Nullable gslot_owner;       /* GSLOT_OWNED */
     char *_Nullable gslot_orphan_address;    /* GSLOT_ORPHAN_FORWARD */
@@ -204,6 +217,21 @@ struct sshcore_orphan {
     struct sshcore_orphan *_Nullable next;
 };
 
+/** Where a connection is in connecting (worker only): the connect operation
+ *  steps through these; PH_READY runs operations; PH_DONE is torn down. */
+enum {
+    PH_RESOLVE,
+    PH_TCP_START,
+    PH_TCP_WAIT,
+    PH_HANDSHAKE,
+    PH_HOSTKEY_WAIT,
+    PH_AUTH_NONE,
+    PH_AUTH_METHOD,
+    PH_KBD_WAIT,
+    PH_READY,
+    PH_DONE,
+};
+
 /* sshcore_conn.c */
 int64_t sshcore_now_ms(void);
 void sshcore_conn_retain(sshcore_conn *conn);
@@ -238,7 +266,52 @@ void sshcore_conn_adopt_stopping_channel(sshcore_conn *conn, ssh_channel ch);
 /* The earliest time an orphan needs the worker, or -1. */
 int64_t sshcore_conn_orphans_due_ms(const sshcore_conn *conn);
 
-/* sshcore_rforward.c: the global-request slot */
+/* sshcore_conn.c (continued): failing, the fd, worker bookkeeping */
+void sshcore_conn_registry_remove(sshcore_conn *conn);
+void sshcore_free_answers(char *_Nullable *_Nullable answers, size_t n);
+void sshcore_conn_close_socket(sshcore_conn *conn);
+sshcore_conn_action sshcore_conn_apply(sshcore_conn *conn, sshcore_conn_event ev);
+bool sshcore_conn_connect_complete(sshcore_conn *conn, const sshcore_error *err);
+void sshcore_conn_fail_ops(sshcore_conn *conn, sshcore_op *_Nullable list,
+                          const sshcore_error *err);
+void sshcore_conn_fail_with(sshcore_conn *conn, const sshcore_error *err);
+void sshcore_conn_fail(sshcore_conn *conn, int code, const char *_Nullable detail);
+void sshcore_conn_fail_lib(sshcore_conn *conn, int code, const char *_Nullable function);
+extern atomic_long sshcore_live_workers;
+
+/* sshcore_error.c */
+void sshcore_copy_str(char *dst, size_t cap, const char *_Nullable src);
+int sshcore_handshake_failure_code(sshcore_conn *conn);
+
+/* sshcore_connect.c (worker) */
+void sshcore_connect_resolve(sshcore_conn *conn);
+void sshcore_connect_tcp_start(sshcore_conn *conn);
+void sshcore_connect_tcp_wait(sshcore_conn *conn);
+void sshcore_conn_pause_deadline(sshcore_conn *conn);
+void sshcore_conn_resume_deadline(sshcore_conn *conn);
+void sshcore_connect_handshake(sshcore_conn *conn);
+
+/* sshcore_auth.c (worker) */
+void sshcore_auth_none(sshcore_conn *conn);
+void sshcore_auth_method_step(sshcore_conn *conn);
+void sshcore_auth_check_session(sshcore_conn *conn);
+void sshcore_auth_answers(sshcore_conn *conn, char *_Nullable *_Nullable answers, size_t count);
+
+/* sshcore_keys.c */
+bool sshcore_cert_matches_key(ssh_key cert, ssh_key key);
+
+/* sshcore_orphan.c (worker) */
+void sshcore_orphans_reap(sshcore_conn *conn);
+void sshcore_orphans_free(sshcore_conn *conn);
+
+/* sshcore_keepalive.c (worker) */
+int64_t sshcore_keepalive_due_ms(const sshcore_conn *conn);
+void sshcore_keepalive_check(sshcore_conn *conn);
+
+/* sshcore_worker.c */
+void *_Nullable sshcore_conn_worker_main(void *arg);
+
+/* sshcore_keepalive.c: the global-request slot (keepalive probes and remote forwards share it) */
 enum {
     GSLOT_FREE = 0,
     GSLOT_KEEPALIVE,      /* a keepalive probe's answer */

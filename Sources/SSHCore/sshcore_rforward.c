@@ -4,15 +4,8 @@
  * its port, kept open and waiting until the caller hands each one on (a
  * bridge to a socket, or a stream) or rejects it.
  *
- * libssh 0.10 has one slot for global requests with a reply: a second request
- * sent while one is pending takes the first one's answer, and an answer stays
- * in the slot until the next request call collects it (sending nothing).
- * Keepalive probes use it too. The core tracks who asked the question the
- * slot holds (conn->gslot): a request goes out only when the slot is free,
- * an answer nobody waits for (a probe's, a cancel's) is collected first, and
- * probes wait while an op's question is out. Tracking, not packet counters:
- * processing packets can send some (window adjusts), and a request queued
- * during a key re-exchange is sent later.
+ * The request goes out through libssh's one global-request slot, which
+ * keepalive probes share (sshcore_keepalive.c says how it is tracked).
  *
  * Incoming channels are queued by libssh as messages; any forward op's step
  * accepts them all and files each under the forward whose port it reached.
@@ -89,70 +82,6 @@ static void close_waiting_channel(ssh_channel ch)
     ssh_channel_free(ch);
 }
 
-bool sshcore_global_slot_free(sshcore_conn *conn)
-{
-    int rc;
-
-    switch (conn->gslot) {
-    case GSLOT_FREE:
-        return true;
-    case GSLOT_OWNED:
-        return false;
-    default:
-        break;
-    }
-    /* libssh's slot is not idle: any global-request call only collects */
-    rc = ssh_channel_cancel_forward(conn->session, "", 0);
-    if (rc == SSH_AGAIN) {
-        return false;
-    }
-    if (conn->gslot == GSLOT_ORPHAN_FORWARD && rc == SSH_OK) {
-        /* the server listens for an op that is gone: undo it */
-        struct sshcore_gcancel *c = calloc(1, sizeof(*c));
-        if (c != NULL) {
-            c->address = conn->gslot_orphan_address;
-            conn->gslot_orphan_address = NULL;
-            c->port = conn->gslot_orphan_port;
-            c->next = conn->gcancels;
-            conn->gcancels = c;
-        }
-    }
-    free(conn->gslot_orphan_address);
-    conn->gslot_orphan_address = NULL;
-    conn->gslot = GSLOT_FREE;
-    return true;
-}
-
-void sshcore_global_service(sshcore_conn *conn)
-{
-    while (conn->gcancels != NULL && sshcore_global_slot_free(conn)) {
-        struct sshcore_gcancel *c = conn->gcancels;
-        int rc;
-
-        conn->gcancels = c->next;
-        rc = ssh_channel_cancel_forward(conn->session, c->address, c->port);
-        free(c->address);
-        free(c);
-        if (rc == SSH_AGAIN) {
-            conn->gslot = GSLOT_CANCEL; /* its answer is collected by the next user */
-            return;
-        }
-    }
-}
-
-void sshcore_global_free_all(sshcore_conn *conn)
-{
-    while (conn->gcancels != NULL) {
-        struct sshcore_gcancel *c = conn->gcancels;
-        conn->gcancels = c->next;
-        free(c->address);
-        free(c);
-    }
-    free(conn->gslot_orphan_address);
-    conn->gslot_orphan_address = NULL;
-}
-
-/** Worker: files every forwarded connection libssh queued under its forward. */
 static void accept_incoming(sshcore_conn *conn)
 {
     for (;;) {

@@ -64,7 +64,7 @@ void sshcore_socket_tune(int fd, int user_timeout_ms)
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
     /* POLLOUT only once fewer than half of this is unsent: the edge that wakes
-     * writers held back by SSHCORE_SEND_BACKLOG_MAX (sshcore_session.c) */
+     * writers held back by SSHCORE_SEND_BACKLOG_MAX (sshcore_session_input.c) */
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat));
     if (uto > 0) {
         (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));

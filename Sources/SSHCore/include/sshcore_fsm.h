@@ -1,0 +1,126 @@
+/*
+ * sshcore_fsm.h - the connection and channel state machines: pure transition functions.
+ * Part of the public interface of SSHCore (see sshcore.h); includes no libssh.
+ */
+#ifndef SSHCORE_FSM_H
+#define SSHCORE_FSM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#pragma clang assume_nonnull begin
+
+/* ---------------------------------------------------------------------- */
+/* State machines: pure transition functions, no I/O.                      */
+/* ---------------------------------------------------------------------- */
+
+#define SSHCORE_CONN_STATE_MAP(XX)                                             \
+    XX(IDLE, "idle")                                                           \
+    XX(CONNECTING, "connecting")                                               \
+    XX(AUTHENTICATING, "authenticating")                                       \
+    XX(READY, "ready")                                                         \
+    XX(CLOSING, "closing")                                                     \
+    XX(CLOSED, "closed")                                                       \
+    XX(FAILED, "failed")
+
+#define SSHCORE_CONN_EVENT_MAP(XX)                                             \
+    XX(START, "start")                                                         \
+    XX(HANDSHAKE_DONE, "handshakeDone")                                        \
+    XX(AUTH_OK, "authOK")                                                      \
+    XX(FAILURE, "failure")                                                     \
+    XX(CLOSE, "close")                                                         \
+    XX(TORN_DOWN, "tornDown")                                                  \
+    XX(OPEN_CHANNEL, "openChannel")
+
+#define SSHCORE_CONN_ACTION_MAP(XX)                                            \
+    XX(NONE, "none")                                                           \
+    XX(CONNECT, "connect")                                                     \
+    XX(AUTHENTICATE, "authenticate")                                           \
+    XX(REPORT_READY, "reportReady")                                            \
+    XX(TEAR_DOWN, "tearDown")                                                  \
+    XX(FINISH, "finish")                                                       \
+    XX(OPEN_CHANNEL, "openChannel")                                            \
+    XX(REJECT, "reject")
+
+#define SSHCORE_CHAN_STATE_MAP(XX)                                             \
+    XX(OPENING, "opening")                                                     \
+    XX(OPEN, "open")                                                           \
+    XX(EOF_SENT, "eofSent")                                                    \
+    XX(EOF_RECEIVED, "eofReceived")                                            \
+    XX(CLOSING, "closing")                                                     \
+    XX(CLOSED, "closed")
+
+#define SSHCORE_CHAN_EVENT_MAP(XX)                                             \
+    XX(OPEN_OK, "openOK")                                                      \
+    XX(OPEN_FAILED, "openFailed")                                              \
+    XX(SEND_EOF, "sendEOF")                                                    \
+    XX(RECV_EOF, "recvEOF")                                                    \
+    XX(RECV_CLOSE, "recvClose")                                                \
+    XX(CLOSE, "close")                                                         \
+    XX(CONN_LOST, "connectionLost")
+
+#define SSHCORE_CHAN_ACTION_MAP(XX)                                            \
+    XX(NONE, "none")                                                           \
+    XX(START_IO, "startIO")                                                    \
+    XX(SEND_EOF, "sendEOF")                                                    \
+    XX(SEND_CLOSE, "sendClose")                                                \
+    XX(FINISH, "finish")                                                       \
+    XX(FAIL, "fail")                                                           \
+    XX(REJECT, "reject")
+
+#define SSHCORE_ENUM_CONN_STATE(n, s) SSHCORE_CONN_##n,
+#define SSHCORE_ENUM_CONN_EVENT(n, s) SSHCORE_CONN_EV_##n,
+#define SSHCORE_ENUM_CONN_ACTION(n, s) SSHCORE_CONN_ACT_##n,
+#define SSHCORE_ENUM_CHAN_STATE(n, s) SSHCORE_CHAN_##n,
+#define SSHCORE_ENUM_CHAN_EVENT(n, s) SSHCORE_CHAN_EV_##n,
+#define SSHCORE_ENUM_CHAN_ACTION(n, s) SSHCORE_CHAN_ACT_##n,
+
+typedef enum sshcore_conn_state {
+    SSHCORE_CONN_STATE_MAP(SSHCORE_ENUM_CONN_STATE) SSHCORE_CONN__COUNT
+} sshcore_conn_state;
+typedef enum sshcore_conn_event {
+    SSHCORE_CONN_EVENT_MAP(SSHCORE_ENUM_CONN_EVENT) SSHCORE_CONN_EV__COUNT
+} sshcore_conn_event;
+typedef enum sshcore_conn_action {
+    SSHCORE_CONN_ACTION_MAP(SSHCORE_ENUM_CONN_ACTION) SSHCORE_CONN_ACT__COUNT
+} sshcore_conn_action;
+typedef enum sshcore_chan_state {
+    SSHCORE_CHAN_STATE_MAP(SSHCORE_ENUM_CHAN_STATE) SSHCORE_CHAN__COUNT
+} sshcore_chan_state;
+typedef enum sshcore_chan_event {
+    SSHCORE_CHAN_EVENT_MAP(SSHCORE_ENUM_CHAN_EVENT) SSHCORE_CHAN_EV__COUNT
+} sshcore_chan_event;
+typedef enum sshcore_chan_action {
+    SSHCORE_CHAN_ACTION_MAP(SSHCORE_ENUM_CHAN_ACTION) SSHCORE_CHAN_ACT__COUNT
+} sshcore_chan_action;
+
+/**
+ * @brief Apply an event to a connection state.
+ * @param[in,out] state the current state; replaced by the next state.
+ * @return the action the caller must perform. REJECT leaves the state
+ *         unchanged and means the event is not allowed in that state.
+ */
+sshcore_conn_action sshcore_conn_fsm_apply(sshcore_conn_state *state,
+                                           sshcore_conn_event event);
+/** @brief Apply an event to a channel state; see sshcore_conn_fsm_apply. */
+sshcore_chan_action sshcore_chan_fsm_apply(sshcore_chan_state *state,
+                                           sshcore_chan_event event);
+
+const char *sshcore_conn_state_name(int state);
+const char *sshcore_conn_event_name(int event);
+const char *sshcore_conn_action_name(int action);
+const char *sshcore_chan_state_name(int state);
+const char *sshcore_chan_event_name(int event);
+const char *sshcore_chan_action_name(int action);
+
+#pragma clang assume_nonnull end
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SSHCORE_FSM_H */

@@ -1,0 +1,441 @@
+/*
+ * sshcore_bridge.c - a socket joined to a channel inside the worker: direct
+ * channels (direct-tcpip, direct-streamlocal), forwarded-tcpip channels taken
+ * from a remote forward, and auth-agent channels joined to the local agent.
+ * Bytes move between the socket and the channel with no hand-over to the
+ * caller.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sockios.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "sshcore_session.h"
+
+/**
+ * Bridged: with nothing waiting for the socket, writes channel data to it
+ * straight from libssh's buffer, saving a copy through fdout. Returns how
+ * many bytes went.
+ */
+size_t sshcore_session_bridge_send_direct(session_op *x, const uint8_t *data, size_t len)
+{
+    size_t sent = 0;
+
+    /* not before the caller's `opened` ran: a SOCKS answer goes first, and a
+     * target that speaks first (SSH, SMTP) can send with the open confirmation */
+    if (x->phase != X_IO || !x->started_reported || x->fdout_off < x->fdout.len || !x->fd_writable ||
+        x->fd_dead || x->fd < 0) {
+        return 0;
+    }
+    while (sent < len) {
+        ssize_t n = send(x->fd, data + sent, len - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            sent += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            x->fd_writable = false;
+        } else {
+            x->fd_dead = true; /* the step ends the op */
+        }
+        break;
+    }
+    atomic_fetch_add(&x->to_fd, (uint64_t)sent);
+    return sent;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Bridges: a socket joined to the channel (worker)                        */
+/* ---------------------------------------------------------------------- */
+
+bool sshcore_session_bridge_out_pending(const session_op *x)
+{
+    return x->bridged && !x->fd_dead && x->fdout_off < x->fdout.len;
+}
+
+/** Socket to channel, within the window; the socket's EOF becomes the channel's. */
+bool sshcore_session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
+{
+    size_t budget = WRITE_CHUNK;
+
+    while (!x->fd_dead) {
+        ssize_t n = 0;
+        size_t want = 0;
+
+        if (!sshcore_session_can_write(x) || ssh_channel_is_closed(x->ch)) {
+            return true;
+        }
+        if (x->fdin_off < x->fdin.len) {
+            long rc = sshcore_session_channel_send(conn, x, x->fdin.data + x->fdin_off, x->fdin.len - x->fdin_off, &budget);
+            if (rc < 0) {
+                return false;
+            }
+            if (rc == 0) {
+                return true;
+            }
+            x->fdin_off += (size_t)rc;
+            atomic_fetch_add(&x->from_fd, (uint64_t)rc);
+            if (x->fdin_off == x->fdin.len) {
+                x->fdin.len = 0;
+                x->fdin_off = 0;
+            }
+            *again = true;
+            continue;
+        }
+        if (x->fd_read_eof) {
+            /* everything read went out: the client's EOF follows it */
+            return x->eof_sent || sshcore_session_send_channel_eof(conn, x);
+        }
+        if (!x->fd_readable || sshcore_session_send_backlogged(conn)) {
+            return true;
+        }
+        want = ssh_channel_window_size(x->ch);
+        want = want < budget ? want : budget;
+        want = want < BRIDGE_READ ? want : BRIDGE_READ;
+        if (want == 0) {
+            return true;
+        }
+        if (sshcore_bytes_reserve(&x->fdin, want) != 0) {
+            sshcore_session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
+            return false;
+        }
+        n = recv(x->fd, x->fdin.data, want, 0);
+        if (n > 0) {
+            x->fdin.len = (size_t)n;
+            x->fdin_off = 0;
+            continue;
+        }
+        if (n == 0) {
+            x->fd_read_eof = true;
+            continue;
+        }
+        if (errno == EINTR) {
+            continue;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            x->fd_readable = false; /* poll() tells us when there is more */
+            return true;
+        }
+        x->fd_read_eof = true; /* reset: the client is gone */
+        x->fd_dead = true;
+    }
+    return true;
+}
+
+/** Channel to socket; after the channel's EOF, the socket's write side closes. */
+void sshcore_session_bridge_out(session_op *x, bool *again)
+{
+    while (x->fdout_off < x->fdout.len && !x->fd_dead && x->fd_writable) {
+        ssize_t n = send(x->fd, x->fdout.data + x->fdout_off, x->fdout.len - x->fdout_off, MSG_NOSIGNAL);
+        if (n > 0) {
+            size_t before = atomic_load(&x->unconsumed);
+            x->fdout_off += (size_t)n;
+            atomic_fetch_add(&x->to_fd, (uint64_t)n);
+            while (!atomic_compare_exchange_weak(&x->unconsumed, &before,
+                                                 before >= (size_t)n ? before - (size_t)n : 0)) {
+            }
+            if (sshcore_session_output_pending(x)) {
+                *again = true; /* sshcore_session_room for held output */
+            }
+            continue;
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            x->fd_writable = false;
+            return;
+        }
+        x->fd_dead = true; /* EPIPE, ECONNRESET: nobody reads any more */
+    }
+    if (x->fdout_off == x->fdout.len) {
+        x->fdout.len = 0;
+        x->fdout_off = 0;
+        if (x->eof_seen && !x->fd_write_shut && !x->fd_dead) {
+            x->fd_write_shut = true;
+            (void)shutdown(x->fd, SHUT_WR);
+        }
+    } else if (x->fdout_off > x->fdout.cap / 2) {
+        /* keep appends from growing the buffer past what is unsent */
+        memmove(x->fdout.data, x->fdout.data + x->fdout_off, x->fdout.len - x->fdout_off);
+        x->fdout.len -= x->fdout_off;
+        x->fdout_off = 0;
+    }
+}
+
+int sshcore_session_bridge_poll_fd(sshcore_conn *conn, sshcore_op *op, short *events)
+{
+    session_op *x = (session_op *)op;
+    short ev = 0;
+    (void)conn;
+
+    if (x->fd < 0 || x->fd_dead || x->phase != X_IO || x->ch == NULL) {
+        return -1;
+    }
+    if (!x->fd_readable && !x->fd_read_eof && x->fdin_off == x->fdin.len && sshcore_session_can_write(x) &&
+        ssh_channel_window_size(x->ch) > 0) {
+        ev |= POLLIN;
+    }
+    if (!x->fd_writable && x->fdout_off < x->fdout.len) {
+        ev |= POLLOUT;
+    }
+    *events = ev;
+    return ev != 0 ? x->fd : -1;
+}
+
+void sshcore_session_bridge_poll_event(sshcore_op *op, short revents)
+{
+    session_op *x = (session_op *)op;
+
+    if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        x->fd_readable = true;
+    }
+    if ((revents & (POLLOUT | POLLHUP | POLLERR)) != 0) {
+        x->fd_writable = true;
+    }
+}
+
+/** A direct-tcpip or direct-streamlocal channel's op, not yet submitted. */
+static session_op *_Nullable direct_new(const sshcore_stream_spec *spec, sshcore_error *err)
+{
+    session_op *x = NULL;
+    bool tcp = spec->kind == SSHCORE_CHANNEL_DIRECT_TCPIP;
+
+    if ((spec->kind != SSHCORE_CHANNEL_DIRECT_TCPIP && spec->kind != SSHCORE_CHANNEL_DIRECT_STREAMLOCAL) ||
+        spec->target_host == NULL || spec->target_host[0] == '\0' ||
+        (tcp && (spec->target_port < 1 || spec->target_port > 65535)) ||
+        spec->originator_port < 0 || spec->originator_port > 65535 ||
+        spec->buffer_limit == 0 || spec->timeout_ms < 0) {
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete direct channel spec");
+        return NULL;
+    }
+    x = sshcore_session_new("", NULL, NULL, 0);
+    if (x == NULL) {
+        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return NULL;
+    }
+    x->kind = spec->kind;
+    x->target = strdup(spec->target_host);
+    x->target_port = spec->target_port;
+    x->originator = strdup(spec->originator_host != NULL ? spec->originator_host : "127.0.0.1");
+    x->originator_port = spec->originator_port;
+    if (x->target == NULL || x->originator == NULL) {
+        sshcore_session_destroy(&x->base); /* frees x */
+        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return NULL;
+    }
+    x->streamed = true;
+    x->limit = spec->buffer_limit;
+    return x;
+}
+
+/** A direct channel as a byte stream for the caller: no requests. */
+sshcore_op *_Nullable sshcore_session_direct_start(sshcore_conn *conn, const sshcore_stream_spec *spec,
+                                const sshcore_stream_callbacks *callbacks,
+                                sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+{
+    session_op *x = NULL;
+
+    if (callbacks->data == NULL || callbacks->started == NULL || callbacks->released == NULL) {
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete direct channel callbacks");
+        return NULL;
+    }
+    x = direct_new(spec, err);
+    if (x == NULL) {
+        return NULL;
+    }
+    x->cb = *callbacks;
+    return sshcore_session_submit(conn, x, done, ctx, spec->timeout_ms, err);
+}
+
+sshcore_op *sshcore_bridge_start(sshcore_conn *conn, const sshcore_stream_spec *spec, int fd,
+                                 const uint8_t *first_data, size_t first_len,
+                                 const sshcore_bridge_callbacks *callbacks,
+                                 sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+{
+    session_op *x = NULL;
+    int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+
+    if (fd < 0 || flags < 0 || callbacks->opened == NULL || callbacks->failed == NULL ||
+        callbacks->released == NULL || (first_len > 0 && first_data == NULL)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT,
+                          fd < 0 || flags < 0 ? "bad socket for a bridge" : "incomplete bridge callbacks");
+        return NULL;
+    }
+    x = direct_new(spec, err);
+    if (x == NULL) {
+        close(fd);
+        return NULL;
+    }
+    if (first_len > 0 && sshcore_bytes_append(&x->fdin, first_data, first_len) != 0) {
+        sshcore_session_destroy(&x->base); /* frees x */
+        close(fd);
+        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return NULL;
+    }
+    (void)fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    x->bridged = true;
+    x->fd = fd;
+    x->fd_readable = true; /* try once; EAGAIN hands over to poll() */
+    x->fd_writable = true;
+    x->bcb = *callbacks;
+    return sshcore_session_submit(conn, x, done, ctx, spec->timeout_ms, err);
+}
+
+void sshcore_bridge_get_counts(sshcore_op *op, uint64_t *to_socket, uint64_t *from_socket)
+{
+    session_op *x = (session_op *)op;
+
+    *to_socket = atomic_load(&x->to_fd);
+    *from_socket = atomic_load(&x->from_fd);
+}
+
+/** An op for a waiting forwarded-tcpip connection of `forward`. */
+session_op *_Nullable sshcore_session_adopted_new(sshcore_op *forward, uint64_t id, size_t buffer_limit,
+                                         sshcore_error *err)
+{
+    session_op *x = NULL;
+
+    if (buffer_limit == 0) {
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "buffer limit must be positive");
+        return NULL;
+    }
+    x = sshcore_session_new("", NULL, NULL, 0);
+    if (x == NULL) {
+        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return NULL;
+    }
+    x->kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests, no exit status */
+    x->streamed = true;
+    x->limit = buffer_limit;
+    sshcore_op_retain(forward);
+    x->adopt_parent = forward;
+    x->adopt_id = id;
+    return x;
+}
+
+sshcore_op *sshcore_rforward_bridge(sshcore_op *forward, uint64_t id, int fd, size_t buffer_limit,
+                                    const sshcore_bridge_callbacks *callbacks,
+                                    sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+{
+    session_op *x = NULL;
+    int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+
+    if (fd < 0 || flags < 0 || callbacks->opened == NULL || callbacks->failed == NULL ||
+        callbacks->released == NULL) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "bad socket or callbacks for a bridge");
+        return NULL;
+    }
+    x = sshcore_session_adopted_new(forward, id, buffer_limit, err);
+    if (x == NULL) {
+        close(fd);
+        return NULL;
+    }
+    (void)fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    x->bridged = true;
+    x->fd = fd;
+    x->fd_readable = true;
+    x->fd_writable = true;
+    x->bcb = *callbacks;
+    return sshcore_session_submit(forward->conn, x, done, ctx, 0, err);
+}
+
+static void agent_bridge_opened(void *_Nullable ctx, int fd)
+{
+    (void)ctx;
+    (void)fd;
+}
+
+static void agent_bridge_failed(void *_Nullable ctx, int fd, const sshcore_error *err)
+{
+    (void)ctx;
+    (void)fd;
+    (void)err;
+}
+
+static void agent_bridge_released(void *_Nullable ctx)
+{
+    (void)ctx;
+}
+
+static void agent_bridge_done(void *_Nullable ctx, sshcore_op *op)
+{
+    (void)ctx;
+    (void)op;
+}
+
+ssh_channel sshcore_agent_channel_open(sshcore_conn *conn, ssh_session session)
+{
+    static const sshcore_bridge_callbacks callbacks = {
+        .ctx = NULL,
+        .opened = agent_bridge_opened,
+        .failed = agent_bridge_failed,
+        .released = agent_bridge_released,
+    };
+    struct sockaddr_un addr;
+    session_op *x = NULL;
+    ssh_channel ch = NULL;
+    sshcore_op *op = NULL;
+    sshcore_error err;
+    int fd = -1;
+
+    if (conn->agent_socket == NULL || strlen(conn->agent_socket) >= sizeof(addr.sun_path)) {
+        return NULL;
+    }
+    memset(&addr, 0, sizeof(addr));
+    addr.sun_family = AF_UNIX;
+    memcpy(addr.sun_path, conn->agent_socket, strlen(conn->agent_socket));
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+        /* a local agent answers at once or not at all */
+        if (fd >= 0) {
+            close(fd);
+        }
+        return NULL;
+    }
+    ch = ssh_channel_new(session);
+    x = sshcore_session_new("", NULL, NULL, 0);
+    if (ch == NULL || x == NULL) {
+        if (ch != NULL) {
+            ssh_channel_free(ch);
+        }
+        if (x != NULL) {
+            sshcore_session_destroy(&x->base);
+        }
+        close(fd);
+        return NULL;
+    }
+    x->kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests, no exit status */
+    x->streamed = true;
+    x->limit = 256 << 10;
+    x->preset_ch = ch;
+    x->bridged = true;
+    x->fd = fd;
+    x->fd_readable = true;
+    x->fd_writable = true;
+    x->bcb = callbacks;
+    op = sshcore_session_submit(conn, x, agent_bridge_done, NULL, 0, &err);
+    if (op == NULL) {
+        /* sshcore_session_submit freed x and closed fd; the channel is still ours */
+        ssh_channel_free(ch);
+        return NULL;
+    }
+    sshcore_op_release(op); /* the worker's reference keeps it until it ends */
+    return ch;
+}

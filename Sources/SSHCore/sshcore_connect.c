@@ -1,0 +1,301 @@
+/*
+ * sshcore_connect.c - connecting, on the worker: resolve the name, the
+ * non-blocking TCP connect (each address in turn), the libssh session and its
+ * options (algorithms, the core's own fd), the key exchange, and handing the
+ * host key to the caller; the connect deadline, paused while the caller decides.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "sshcore_internal.h"
+
+static enum ssh_options_e algo_option(sshcore_algo_kind kind);
+
+/** libssh (worker): the server opens an auth-agent@openssh.com channel. */
+static ssh_channel on_agent_channel(ssh_session session, void *userdata)
+{
+    return sshcore_agent_channel_open((sshcore_conn *)userdata, session);
+}
+
+void sshcore_connect_resolve(sshcore_conn *conn)
+{
+    struct addrinfo hints;
+    char port[8];
+    int rc;
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_ADDRCONFIG;
+    snprintf(port, sizeof(port), "%u", (unsigned)conn->port);
+    atomic_store(&conn->resolving, 1);
+    rc = getaddrinfo(conn->host, port, &hints, &conn->ai_list);
+    atomic_store(&conn->resolving, 0);
+    if (rc != 0) {
+        sshcore_error err;
+        sshcore_error_set(&err, SSHCORE_E_NAME_RESOLUTION, gai_strerror(rc));
+        err.sys_errno = rc;
+        sshcore_conn_fail_with(conn, &err);
+        return;
+    }
+    conn->ai_cur = conn->ai_list;
+    conn->phase = PH_TCP_START;
+}
+
+void sshcore_connect_tcp_start(sshcore_conn *conn)
+{
+    bool in_progress = false;
+    int fd;
+
+    while (conn->ai_cur != NULL) {
+        fd = sshcore_socket_connect_start(conn->ai_cur, &in_progress);
+        if (fd >= 0) {
+            pthread_mutex_lock(&conn->mu);
+            conn->sock_fd = fd;
+            pthread_mutex_unlock(&conn->mu);
+            conn->phase = in_progress ? PH_TCP_WAIT : PH_HANDSHAKE;
+            return;
+        }
+        conn->last_connect_errno = errno;
+        conn->ai_cur = conn->ai_cur->ai_next;
+    }
+    {
+        sshcore_error err;
+        sshcore_error_set(&err, sshcore_errno_to_code(conn->last_connect_errno),
+                          strerror(conn->last_connect_errno));
+        err.sys_errno = conn->last_connect_errno;
+        sshcore_conn_fail_with(conn, &err);
+    }
+}
+
+void sshcore_connect_tcp_wait(sshcore_conn *conn)
+{
+    int e = sshcore_socket_connect_result(conn->sock_fd);
+
+    if (e == 0) {
+        conn->phase = PH_HANDSHAKE;
+        return;
+    }
+    conn->last_connect_errno = e;
+    sshcore_conn_close_socket(conn);
+    conn->ai_cur = conn->ai_cur != NULL ? conn->ai_cur->ai_next : NULL;
+    conn->phase = PH_TCP_START;
+}
+
+static int session_create(sshcore_conn *conn)
+{
+    ssh_session s = NULL;
+    int zero = 0;
+    int one = 1;
+    long timeout = conn->backstop_timeout_s;
+    unsigned int port = conn->port;
+    int verbosity = conn->verbosity;
+    size_t i;
+
+    conn->lib_fd = dup(conn->sock_fd);
+    if (conn->lib_fd < 0) {
+        return -errno;
+    }
+    (void)fcntl(conn->lib_fd, F_SETFD, FD_CLOEXEC);
+    s = ssh_new();
+    if (s == NULL) {
+        return -1;
+    }
+    conn->session = s;
+    if (ssh_options_set(s, SSH_OPTIONS_PROCESS_CONFIG, &zero) != SSH_OK ||
+        ssh_options_set(s, SSH_OPTIONS_HOST, conn->host) != SSH_OK ||
+        ssh_options_set(s, SSH_OPTIONS_PORT, &port) != SSH_OK ||
+        ssh_options_set(s, SSH_OPTIONS_USER, conn->user) != SSH_OK ||
+        ssh_options_set(s, SSH_OPTIONS_NODELAY, &one) != SSH_OK ||
+        ssh_options_set(s, SSH_OPTIONS_TIMEOUT, &timeout) != SSH_OK ||
+        ssh_options_set(s, SSH_OPTIONS_LOG_VERBOSITY, &verbosity) != SSH_OK ||
+        ssh_options_set(s, SSH_OPTIONS_FD, &conn->lib_fd) != SSH_OK) {
+        return -1;
+    }
+    for (i = 0; i < conn->method_count; i++) {
+        if (conn->methods[i].kind == SSHCORE_AUTH_AGENT &&
+            conn->methods[i].secret != NULL) {
+            if (ssh_options_set(s, SSH_OPTIONS_IDENTITY_AGENT,
+                                conn->methods[i].secret) != SSH_OK) {
+                return -1;
+            }
+        }
+    }
+    for (i = 0; i < conn->algorithm_count; i++) {
+        if (ssh_options_set(s, algo_option(conn->algorithms[i].kind), conn->algorithms[i].list) != SSH_OK) {
+            return 1;
+        }
+    }
+    if (conn->rsa_min_bits > 0 &&
+        ssh_options_set(s, SSH_OPTIONS_RSA_MIN_SIZE, &conn->rsa_min_bits) != SSH_OK) {
+        return 1;
+    }
+    if (conn->agent_socket != NULL) {
+        memset(&conn->session_cbs, 0, sizeof(conn->session_cbs));
+        conn->session_cbs.userdata = conn;
+        conn->session_cbs.channel_open_request_auth_agent_function = on_agent_channel;
+        ssh_callbacks_init(&conn->session_cbs);
+        if (ssh_set_callbacks(s, &conn->session_cbs) != SSH_OK) {
+            return -1;
+        }
+    }
+    ssh_set_counters(s, &conn->socket_counter, &conn->packet_counter);
+    ssh_set_blocking(s, 0);
+    return 0;
+}
+
+static enum ssh_options_e algo_option(sshcore_algo_kind kind)
+{
+    switch (kind) {
+    case SSHCORE_ALGO_KEX: return SSH_OPTIONS_KEY_EXCHANGE;
+    case SSHCORE_ALGO_HOSTKEY: return SSH_OPTIONS_HOSTKEYS;
+    case SSHCORE_ALGO_CIPHER_C2S: return SSH_OPTIONS_CIPHERS_C_S;
+    case SSHCORE_ALGO_CIPHER_S2C: return SSH_OPTIONS_CIPHERS_S_C;
+    case SSHCORE_ALGO_MAC_C2S: return SSH_OPTIONS_HMAC_C_S;
+    case SSHCORE_ALGO_MAC_S2C: return SSH_OPTIONS_HMAC_S_C;
+    case SSHCORE_ALGO_COMPRESSION_C2S: return SSH_OPTIONS_COMPRESSION_C_S;
+    case SSHCORE_ALGO_COMPRESSION_S2C: return SSH_OPTIONS_COMPRESSION_S_C;
+    case SSHCORE_ALGO_PUBKEY_TYPES: return SSH_OPTIONS_PUBLICKEY_ACCEPTED_TYPES;
+    }
+    return SSH_OPTIONS_KEY_EXCHANGE;
+}
+
+int sshcore_algorithm_supported(sshcore_algo_kind kind, const char *name)
+{
+    /* libssh silently drops unknown names from a list and fails only when
+     * none is left: ask about one name at a time */
+    ssh_session s = NULL;
+    int ok = 0;
+
+    if (name[0] == '\0' || strchr(name, ',') != NULL) {
+        return 0;
+    }
+    if ((kind == SSHCORE_ALGO_COMPRESSION_C2S || kind == SSHCORE_ALGO_COMPRESSION_S2C) &&
+        (strcmp(name, "yes") == 0 || strcmp(name, "no") == 0)) {
+        return 0; /* libssh's shorthands, not algorithm names */
+    }
+    s = ssh_new();
+    if (s == NULL) {
+        return 0;
+    }
+    ok = ssh_options_set(s, algo_option(kind), name) == SSH_OK;
+    ssh_free(s);
+    return ok;
+}
+
+void sshcore_conn_negotiated(sshcore_conn *conn, sshcore_negotiated *out)
+{
+    *out = conn->negotiated;
+}
+
+void sshcore_conn_pause_deadline(sshcore_conn *conn)
+{
+    conn->paused_at_ms = sshcore_now_ms();
+}
+
+void sshcore_conn_resume_deadline(sshcore_conn *conn)
+{
+    if (conn->paused_at_ms != 0 && conn->deadline_ms != 0) {
+        conn->deadline_ms += sshcore_now_ms() - conn->paused_at_ms;
+    }
+    conn->paused_at_ms = 0;
+}
+
+void sshcore_connect_handshake(sshcore_conn *conn)
+{
+    ssh_key key = NULL;
+    unsigned char *hash = NULL;
+    size_t hlen = 0;
+    char *fp = NULL;
+    char *b64 = NULL;
+    const char *type = NULL;
+    const char *banner = NULL;
+    sshcore_hostkey hk;
+    int rc;
+
+    if (conn->session == NULL) {
+        sshcore_socket_tune(conn->sock_fd, conn->backstop_timeout_s * 1000);
+        int crc = session_create(conn);
+        if (crc < 0) {
+            sshcore_error err;
+            sshcore_error_set(&err, SSHCORE_E_SYSTEM, "dup() of the socket failed");
+            err.sys_errno = -crc;
+            sshcore_conn_fail_with(conn, &err);
+            return;
+        }
+        if (crc != 0) {
+            sshcore_conn_fail_lib(conn, SSHCORE_E_INVALID_ARGUMENT, "ssh_options_set");
+            return;
+        }
+    }
+    conn->ssh_connect_called = true;
+    rc = ssh_connect(conn->session);
+    /* libssh switches the socket to blocking when it first sees it writable
+     * (socket.c, CONNECTING -> CONNECTED); the fd is a dup of ours, so that
+     * clears O_NONBLOCK for both. The worker must never block in send(). */
+    (void)fcntl(conn->sock_fd, F_SETFL, fcntl(conn->sock_fd, F_GETFL) | O_NONBLOCK);
+    /* whether libssh took our dup (it may fail before, e.g. applying options) */
+    conn->lib_took_fd = conn->lib_took_fd || ssh_get_fd(conn->session) == conn->lib_fd;
+    if (rc == SSH_AGAIN) {
+        return;
+    }
+    if (rc != SSH_OK) {
+        sshcore_conn_fail_lib(conn, sshcore_handshake_failure_code(conn), "ssh_connect");
+        return;
+    }
+    banner = ssh_get_serverbanner(conn->session);
+    sshcore_copy_str(conn->banner, sizeof(conn->banner), banner);
+    sshcore_copy_str(conn->negotiated.kex, sizeof(conn->negotiated.kex), ssh_get_kex_algo(conn->session));
+    sshcore_copy_str(conn->negotiated.cipher_c2s, sizeof(conn->negotiated.cipher_c2s), ssh_get_cipher_out(conn->session));
+    sshcore_copy_str(conn->negotiated.cipher_s2c, sizeof(conn->negotiated.cipher_s2c), ssh_get_cipher_in(conn->session));
+    sshcore_copy_str(conn->negotiated.mac_c2s, sizeof(conn->negotiated.mac_c2s), ssh_get_hmac_out(conn->session));
+    sshcore_copy_str(conn->negotiated.mac_s2c, sizeof(conn->negotiated.mac_s2c), ssh_get_hmac_in(conn->session));
+
+    if (ssh_get_server_publickey(conn->session, &key) != SSH_OK) {
+        sshcore_conn_fail_lib(conn, SSHCORE_E_KEY_EXCHANGE, "ssh_get_server_publickey");
+        return;
+    }
+    if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &hlen) != 0 ||
+        (fp = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, hlen)) == NULL ||
+        ssh_pki_export_pubkey_base64(key, &b64) != SSH_OK) {
+        sshcore_conn_fail_lib(conn, SSHCORE_E_KEY_EXCHANGE, "ssh_get_publickey_hash");
+        goto out;
+    }
+    type = ssh_key_type(key) == SSH_KEYTYPE_ECDSA_P256 ||
+                   ssh_key_type(key) == SSH_KEYTYPE_ECDSA_P384 ||
+                   ssh_key_type(key) == SSH_KEYTYPE_ECDSA_P521
+               ? ssh_pki_key_ecdsa_name(key)
+               : ssh_key_type_to_char(ssh_key_type(key));
+    hk.type = type != NULL ? type : "unknown";
+    sshcore_copy_str(conn->negotiated.hostkey, sizeof(conn->negotiated.hostkey), hk.type);
+    hk.sha256 = fp;
+    hk.base64 = b64;
+    hk.host = conn->host;
+    hk.port = conn->port;
+    conn->phase = PH_HOSTKEY_WAIT;
+    sshcore_conn_pause_deadline(conn);
+    sshcore_conn_retain(conn); /* dropped by sshcore_conn_hostkey_verdict */
+    pthread_mutex_lock(&conn->mu);
+    conn->verdict_awaited = true;
+    pthread_mutex_unlock(&conn->mu);
+    conn->cb.hostkey(conn->cb.ctx, conn, &hk);
+
+out:
+    if (fp != NULL) {
+        ssh_string_free_char(fp);
+    }
+    if (b64 != NULL) {
+        ssh_string_free_char(b64);
+    }
+    if (hash != NULL) {
+        ssh_clean_pubkey_hash(&hash);
+    }
+    ssh_key_free(key);
+}

@@ -1,0 +1,150 @@
+/*
+ * sshcore_exec.c - the public starts of session channels (a collected command,
+ * a streamed command, shell or subsystem, a remote forward's connection as a
+ * stream) and their results.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sockios.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "sshcore_session.h"
+
+sshcore_op *sshcore_exec_start(sshcore_conn *conn, const sshcore_exec_spec *spec,
+                               sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+{
+    session_op *x = NULL;
+    wreq *input = NULL;
+    wreq *eof = NULL;
+
+    if (spec->command == NULL || (spec->stdin_len > 0 && spec->stdin_data == NULL) ||
+        (spec->env_count > 0 && spec->env == NULL)) {
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete exec spec");
+        return NULL;
+    }
+    x = sshcore_session_new(spec->command, spec->fallback_command, spec->env, spec->env_count);
+    eof = calloc(1, sizeof(*eof));
+    if (spec->stdin_len > 0) {
+        input = calloc(1, sizeof(*input));
+        if (input != NULL) {
+            input->data = malloc(spec->stdin_len);
+        }
+    }
+    if (x == NULL || eof == NULL || (spec->stdin_len > 0 && (input == NULL || input->data == NULL))) {
+        if (input != NULL) {
+            free(input->data);
+        }
+        free(input);
+        free(eof);
+        if (x != NULL) {
+            sshcore_session_destroy(&x->base);
+        }
+        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return NULL;
+    }
+    x->limit = spec->output_limit;
+    /* stdin goes up front, then EOF: the queue the streamed form fills later */
+    if (input != NULL) {
+        memcpy(input->data, spec->stdin_data, spec->stdin_len);
+        input->len = spec->stdin_len;
+        sshcore_session_enqueue(x, input);
+    }
+    eof->eof = true;
+    sshcore_session_enqueue(x, eof);
+    x->eof_queued = true;
+    return sshcore_session_submit(conn, x, done, ctx, 0, err);
+}
+
+sshcore_op *sshcore_rforward_stream(sshcore_op *forward, uint64_t id, size_t buffer_limit,
+                                    const sshcore_stream_callbacks *callbacks,
+                                    sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+{
+    session_op *x = NULL;
+
+    if (callbacks->data == NULL || callbacks->started == NULL || callbacks->released == NULL) {
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete stream callbacks");
+        return NULL;
+    }
+    x = sshcore_session_adopted_new(forward, id, buffer_limit, err);
+    if (x == NULL) {
+        return NULL;
+    }
+    x->cb = *callbacks;
+    return sshcore_session_submit(forward->conn, x, done, ctx, 0, err);
+}
+
+sshcore_op *sshcore_stream_start(sshcore_conn *conn, const sshcore_stream_spec *spec,
+                                 const sshcore_stream_callbacks *callbacks,
+                                 sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+{
+    session_op *x = NULL;
+
+    if (spec->kind != SSHCORE_CHANNEL_SESSION) {
+        return sshcore_session_direct_start(conn, spec, callbacks, done, ctx, err);
+    }
+    if ((spec->env_count > 0 && spec->env == NULL) || spec->buffer_limit == 0 ||
+        spec->timeout_ms < 0 || callbacks->data == NULL || callbacks->started == NULL ||
+        callbacks->released == NULL ||
+        (spec->pty != NULL && (spec->pty->term == NULL || spec->pty->cols == 0 ||
+                               spec->pty->rows == 0 || strlen(spec->pty->term) >= 64))) {
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete stream spec");
+        return NULL;
+    }
+    x = sshcore_session_new(spec->command, spec->fallback_command, spec->env, spec->env_count);
+    if (x == NULL) {
+        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return NULL;
+    }
+    x->streamed = true;
+    x->env_optional = spec->env_optional != 0;
+    x->subsystem = spec->subsystem != 0 && spec->command != NULL;
+    x->cb = *callbacks;
+    x->limit = spec->buffer_limit;
+    if (spec->pty != NULL) {
+        x->want_pty = true;
+        snprintf(x->term, sizeof(x->term), "%s", spec->pty->term);
+        x->cols = spec->pty->cols;
+        x->rows = spec->pty->rows;
+    }
+    return sshcore_session_submit(conn, x, done, ctx, spec->timeout_ms, err);
+}
+
+void sshcore_stream_get_exit(sshcore_op *op, sshcore_exit_info *info)
+{
+    session_op *x = (session_op *)op;
+
+    memset(info, 0, sizeof(*info));
+    if (atomic_load(&op->done) == 0) {
+        return;
+    }
+    info->kind = x->exit_kind;
+    info->status = x->exit_status;
+    snprintf(info->signal, sizeof(info->signal), "%s", x->exit_signal);
+    info->core_dumped = x->core_dumped;
+}
+
+void sshcore_exec_get_result(sshcore_op *op, sshcore_exec_result *r)
+{
+    session_op *x = (session_op *)op;
+
+    memset(r, 0, sizeof(*r));
+    if (atomic_load(&op->done) == 0 || op->err.code != SSHCORE_E_OK) {
+        return;
+    }
+    r->out = x->out[0].data;
+    r->out_len = x->out[0].len;
+    r->err = x->out[1].data;
+    r->err_len = x->out[1].len;
+    r->exit_kind = x->exit_kind;
+    r->exit_status = x->exit_status;
+    snprintf(r->exit_signal, sizeof(r->exit_signal), "%s", x->exit_signal);
+    r->core_dumped = x->core_dumped;
+    r->env_fallback_used = x->use_fallback;
+}

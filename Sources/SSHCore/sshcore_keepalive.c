@@ -1,0 +1,182 @@
+/*
+ * sshcore_keepalive.c - liveness and the global-request slot, on the worker.
+ *
+ * After each interval of silence a keepalive probe goes out; too many
+ * unanswered probes lose the connection.
+ *
+ * libssh 0.10 has one slot for global requests with a reply: a second request
+ * sent while one is pending takes the first one's answer, and an answer stays
+ * in the slot until the next request call collects it (sending nothing).
+ * Keepalive probes and remote forwards (sshcore_rforward.c) use it. The core
+ * tracks who asked the question the slot holds (conn->gslot): a request goes
+ * out only when the slot is free, an answer nobody waits for (a probe's, a
+ * cancel's) is collected first, and probes wait while an op's question is
+ * out. Tracking, not packet counters: processing packets can send some
+ * (window adjusts), and a request queued during a key re-exchange is sent
+ * later.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <libssh/server.h> /* ssh_send_keepalive: declared there, a client call too */
+
+#include "sshcore_internal.h"
+
+/* ---------------------------------------------------------------------- */
+/* The global-request slot                                                */
+/* ---------------------------------------------------------------------- */
+
+bool sshcore_global_slot_free(sshcore_conn *conn)
+{
+    int rc;
+
+    switch (conn->gslot) {
+    case GSLOT_FREE:
+        return true;
+    case GSLOT_OWNED:
+        return false;
+    default:
+        break;
+    }
+    /* libssh's slot is not idle: any global-request call only collects */
+    rc = ssh_channel_cancel_forward(conn->session, "", 0);
+    if (rc == SSH_AGAIN) {
+        return false;
+    }
+    if (conn->gslot == GSLOT_ORPHAN_FORWARD && rc == SSH_OK) {
+        /* the server listens for an op that is gone: undo it */
+        struct sshcore_gcancel *c = calloc(1, sizeof(*c));
+        if (c != NULL) {
+            c->address = conn->gslot_orphan_address;
+            conn->gslot_orphan_address = NULL;
+            c->port = conn->gslot_orphan_port;
+            c->next = conn->gcancels;
+            conn->gcancels = c;
+        }
+    }
+    free(conn->gslot_orphan_address);
+    conn->gslot_orphan_address = NULL;
+    conn->gslot = GSLOT_FREE;
+    return true;
+}
+
+void sshcore_global_service(sshcore_conn *conn)
+{
+    while (conn->gcancels != NULL && sshcore_global_slot_free(conn)) {
+        struct sshcore_gcancel *c = conn->gcancels;
+        int rc;
+
+        conn->gcancels = c->next;
+        rc = ssh_channel_cancel_forward(conn->session, c->address, c->port);
+        free(c->address);
+        free(c);
+        if (rc == SSH_AGAIN) {
+            conn->gslot = GSLOT_CANCEL; /* its answer is collected by the next user */
+            return;
+        }
+    }
+}
+
+void sshcore_global_free_all(sshcore_conn *conn)
+{
+    while (conn->gcancels != NULL) {
+        struct sshcore_gcancel *c = conn->gcancels;
+        conn->gcancels = c->next;
+        free(c->address);
+        free(c);
+    }
+    free(conn->gslot_orphan_address);
+    conn->gslot_orphan_address = NULL;
+}
+
+/** Worker: files every forwarded connection libssh queued under its forward. */
+
+/* ---------------------------------------------------------------------- */
+/* Liveness                                                               */
+/* ---------------------------------------------------------------------- */
+
+
+/** How long the last probe may go unanswered: min(interval / 2, 1 s). */
+static int64_t keepalive_grace_ms(const sshcore_conn *conn)
+{
+    int64_t half = conn->ka_interval_ms / 2;
+    return half < 1000 ? half : 1000;
+}
+
+/**
+ * When the keepalive clock next needs the worker: the next probe, or the
+ * moment the connection counts as lost. -1 when keepalive is off.
+ */
+int64_t sshcore_keepalive_due_ms(const sshcore_conn *conn)
+{
+    int64_t interval = conn->ka_interval_ms;
+
+    if (interval <= 0 || conn->phase != PH_READY) {
+        return -1;
+    }
+    if (conn->ka_probes < conn->ka_max_missed) {
+        return conn->ka_last_rx_ms + interval * (conn->ka_probes + 1);
+    }
+    return conn->ka_last_rx_ms + interval * conn->ka_max_missed + keepalive_grace_ms(conn);
+}
+
+/**
+ * Sends one keepalive@openssh.com request with want-reply. libssh 0.10's
+ * ssh_send_keepalive() sends only when its single global-request slot is
+ * idle: after an answer arrived, the next call just consumes that answer and
+ * sends nothing. The core tracks the slot (conn->gslot) and collects such an
+ * answer first. If the previous probe is still unanswered nothing is sent,
+ * which is right: one outstanding probe is enough to make a live server talk.
+ */
+static void keepalive_probe(sshcore_conn *conn)
+{
+    /* libssh has one global-request slot. While a question is out (an earlier
+     * probe, a forward request or its cancel) nothing is sent: its answer makes
+     * a live server talk just as well, and a probe would take it as its own. */
+    if (!sshcore_global_slot_free(conn)) {
+        return;
+    }
+    (void)ssh_send_keepalive(conn->session);
+    conn->gslot = GSLOT_KEEPALIVE;
+}
+
+/**
+ * Any packet from the server proves it alive. After each interval of silence
+ * a probe goes out; once max_missed probes are unanswered and the last had
+ * its grace, the connection is lost. A silent partition and a frozen server
+ * (whose kernel still ACKs, so TCP alone never notices) look the same here.
+ */
+void sshcore_keepalive_check(sshcore_conn *conn)
+{
+    int64_t now;
+    int64_t due;
+
+    if (conn->ka_interval_ms <= 0 || conn->phase != PH_READY) {
+        return;
+    }
+    now = sshcore_now_ms();
+    if (conn->packet_counter.in_packets != conn->ka_seen_packets) {
+        conn->ka_seen_packets = conn->packet_counter.in_packets;
+        conn->ka_last_rx_ms = now;
+        conn->ka_probes = 0;
+    }
+    due = sshcore_keepalive_due_ms(conn);
+    if (now < due) {
+        return;
+    }
+    if (conn->ka_probes >= conn->ka_max_missed) {
+        char detail[160];
+        snprintf(detail, sizeof(detail),
+                 "no answer from the server for %lld ms (%d keepalive%s unanswered, interval %d ms)",
+                 (long long)(now - conn->ka_last_rx_ms), conn->ka_probes,
+                 conn->ka_probes == 1 ? "" : "s", conn->ka_interval_ms);
+        sshcore_conn_fail(conn, SSHCORE_E_CONNECTION_LOST, detail);
+        return;
+    }
+    conn->ka_probes++;
+    keepalive_probe(conn);
+}

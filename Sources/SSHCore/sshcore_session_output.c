@@ -1,0 +1,276 @@
+/*
+ * sshcore_session_output.c - a channel's output: collected up to its limit, or
+ * handed to the caller in batches while the bytes it has not consumed stay under
+ * its buffer limit; above it the data stays in libssh (so the window closes and
+ * the server waits), remembered in arrival order and read out once the caller
+ * catches up.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sockios.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "sshcore_session.h"
+
+/** Room left under the streamed buffer limit. */
+size_t sshcore_session_room(session_op *x)
+{
+    size_t used = atomic_load(&x->unconsumed);
+    return used >= x->limit ? 0 : x->limit - used;
+}
+
+/** Output that arrived but waits for sshcore_session_room: in libssh or in the stash. */
+bool sshcore_session_output_pending(const session_op *x)
+{
+    return x->held_count > 0 || x->stash_off < x->stash.len;
+}
+
+/** Hands the batched output to the caller (worker). */
+void sshcore_session_flush_batch(session_op *x)
+{
+    if (x->batch.len == 0) {
+        return;
+    }
+    if (atomic_load(&x->base.done) == 0) {
+        x->cb.data(x->cb.ctx, x->batch_stream, x->batch.data, x->batch.len);
+    }
+    x->batch.len = 0;
+}
+
+/**
+ * Hands `n` bytes to the caller (streamed) or to the collected output.
+ * Returns false when the op ended because of it (output limit, memory).
+ */
+bool sshcore_session_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
+{
+    if (n == 0) {
+        return true;
+    }
+    if (!x->streamed) {
+        if (x->out[0].len + x->out[1].len + n > x->limit) {
+            char detail[96];
+            snprintf(detail, sizeof(detail), "more than %zu bytes of output", x->limit);
+            sshcore_session_complete_code(x, SSHCORE_E_OUTPUT_LIMIT, detail);
+            return false;
+        }
+        if (sshcore_bytes_append(&x->out[stream], p, n) != 0) {
+            sshcore_session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
+            return false;
+        }
+        return true;
+    }
+    /* counted at once: batched bytes are in memory as much as delivered ones */
+    atomic_fetch_add(&x->unconsumed, n);
+    if (x->bridged) {
+        /* the socket is the consumer: sshcore_session_bridge_out writes it and frees the sshcore_session_room */
+        if (sshcore_bytes_append(&x->fdout, p, n) != 0) {
+            sshcore_session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
+            return false;
+        }
+        return true;
+    }
+    if (x->batch.len > 0 && (x->batch_stream != stream || x->batch.len + n > BATCH_MAX)) {
+        sshcore_session_flush_batch(x);
+    }
+    if (x->batch.len == 0 && n >= BATCH_MAX) {
+        x->cb.data(x->cb.ctx, stream, p, n); /* big enough alone: no copy */
+        return true;
+    }
+    if (sshcore_bytes_append(&x->batch, p, n) != 0) {
+        sshcore_session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return false;
+    }
+    x->batch_stream = stream;
+    return true;
+}
+
+/** Remembers that `n` new bytes of `stream` stay in libssh's buffer. */
+void sshcore_session_hold(session_op *x, int stream, size_t n)
+{
+    size_t tail = 0;
+
+    if (n == 0) {
+        return;
+    }
+    x->held[stream] += n;
+    if (x->held_count > 0) {
+        tail = (x->held_head + x->held_count - 1) % HELD_MAX;
+        if (x->held_fifo[tail].stream == stream) {
+            x->held_fifo[tail].len += n;
+            return;
+        }
+    }
+    if (x->held_count == HELD_MAX) {
+        /* pathological interleaving: keep the bytes, lose exact order */
+        for (size_t i = x->held_count; i > 0; i--) {
+            size_t k = (x->held_head + i - 1) % HELD_MAX;
+            if (x->held_fifo[k].stream == stream) {
+                x->held_fifo[k].len += n;
+                return;
+            }
+        }
+        return;
+    }
+    tail = (x->held_head + x->held_count) % HELD_MAX;
+    x->held_fifo[tail].stream = stream;
+    x->held_fifo[tail].len = n;
+    x->held_count++;
+}
+
+/**
+ * libssh calls this for every data packet, with everything it holds for the
+ * stream (older held bytes first). Returns how many bytes we took.
+ */
+int sshcore_session_on_data(ssh_session session, ssh_channel channel, void *data,
+                   uint32_t len, int is_stderr, void *userdata)
+{
+    session_op *x = userdata;
+    int stream = is_stderr ? 1 : 0;
+    size_t fresh = 0;
+    size_t take = 0;
+    (void)session;
+    (void)channel;
+
+    if (atomic_load(&x->base.done) != 0) {
+        return (int)len; /* nobody wants it any more */
+    }
+    fresh = len >= x->held[stream] ? len - x->held[stream] : 0;
+    if (!x->streamed) {
+        /* collected output takes everything at once */
+        if (!sshcore_session_deliver(x, stream, data, len)) {
+            return (int)len;
+        }
+        x->held[stream] = 0;
+        return (int)len;
+    }
+    if (sshcore_session_output_pending(x)) {
+        /* older output is held: the new bytes queue behind it */
+        sshcore_session_hold(x, stream, fresh);
+        return 0;
+    }
+    if (x->bridged) {
+        size_t sent = sshcore_session_bridge_send_direct(x, data, len);
+        if (sent == len) {
+            x->held[stream] = 0;
+            return (int)len;
+        }
+        data = (uint8_t *)data + sent;
+        len -= (uint32_t)sent;
+        /* the rest waits in fdout, within the sshcore_session_room, as below */
+        take = sshcore_session_room(x);
+        take = take < len ? take : len;
+        (void)sshcore_session_deliver(x, stream, data, take);
+        x->held[stream] = 0;
+        sshcore_session_hold(x, stream, len - take);
+        return (int)(sent + take);
+    }
+    /* Mark starvation before looking at the sshcore_session_room: a consumer that frees sshcore_session_room
+     * after this store sees the mark and wakes the worker (see consumed). */
+    atomic_store(&x->starved, 1);
+    take = sshcore_session_room(x);
+    if (take >= len) {
+        take = len;
+        atomic_store(&x->starved, 0);
+    }
+    (void)sshcore_session_deliver(x, stream, data, take);
+    /* libssh keeps what we did not take; with nothing held before, that is
+     * the tail of this packet */
+    x->held[stream] = 0;
+    sshcore_session_hold(x, stream, len - take);
+    return (int)take;
+}
+
+/**
+ * Held output, oldest first, as far as the consumer has sshcore_session_room.
+ *
+ * Every ssh_channel_read() in libssh 0.10 re-opens the channel window to
+ * 1.28 MB when it has fallen below half, however much libssh still buffers.
+ * Reading held output out in consumer-sized pieces therefore re-opened the
+ * window after each piece, and a slow consumer let libssh's buffer grow
+ * without bound (measured: 256 MiB, libssh's buffer limit, after which it
+ * dropped data). So a held segment is moved out whole, in one read, into the
+ * stash, and the next read waits until the stash has been handed over: one
+ * window re-opening per segment, and at most about two windows in memory.
+ */
+bool sshcore_session_read_held(sshcore_conn *conn, session_op *x, bool *again)
+{
+    while (atomic_load(&x->base.done) == 0) {
+        if (x->stash_off < x->stash.len) {
+            size_t want = x->stash.len - x->stash_off;
+            if (x->streamed) {
+                size_t r = 0;
+                atomic_store(&x->starved, 1); /* before the look, as in sshcore_session_on_data */
+                r = sshcore_session_room(x);
+                if (r == 0) {
+                    return true;
+                }
+                atomic_store(&x->starved, 0);
+                if (want > r) {
+                    want = r;
+                }
+            }
+            if (!sshcore_session_deliver(x, x->stash_stream, x->stash.data + x->stash_off, want)) {
+                return false;
+            }
+            x->stash_off += want;
+            if (x->stash_off == x->stash.len) {
+                x->stash.len = 0;
+                x->stash_off = 0;
+            }
+            *again = true; /* one piece per turn and channel, for fairness */
+            return true;
+        }
+        if (x->held_count == 0) {
+            return true;
+        }
+        held_seg *seg = &x->held_fifo[x->held_head];
+        size_t want = seg->len > UINT32_MAX ? UINT32_MAX : seg->len;
+        int n = 0;
+
+        if (sshcore_bytes_reserve(&x->stash, want) != 0) {
+            sshcore_session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
+            return false;
+        }
+        n = ssh_channel_read_nonblocking(x->ch, x->stash.data, (uint32_t)want, seg->stream);
+        if (n == SSH_ERROR) {
+            sshcore_session_fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_read_nonblocking");
+            return false;
+        }
+        if (n <= 0) {
+            /* libssh holds less than we counted: forget the difference */
+            x->held[seg->stream] = 0;
+            x->held_head = (x->held_head + 1) % HELD_MAX;
+            x->held_count--;
+            continue;
+        }
+        x->stash.len = (size_t)n;
+        x->stash_off = 0;
+        x->stash_stream = seg->stream;
+        seg->len -= (size_t)n;
+        x->held[seg->stream] -= (size_t)n < x->held[seg->stream] ? (size_t)n : x->held[seg->stream];
+        if (seg->len == 0) {
+            x->held_head = (x->held_head + 1) % HELD_MAX;
+            x->held_count--;
+        }
+    }
+    return true;
+}
+
+void sshcore_stream_consumed(sshcore_op *op, size_t n)
+{
+    session_op *x = (session_op *)op;
+    size_t before = atomic_load(&x->unconsumed);
+
+    while (!atomic_compare_exchange_weak(&x->unconsumed, &before, before >= n ? before - n : 0)) {
+    }
+    if (atomic_exchange(&x->starved, 0) != 0) {
+        sshcore_conn_wake(op->conn);
+    }
+}

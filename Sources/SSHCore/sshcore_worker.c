@@ -1,0 +1,574 @@
+/*
+ * sshcore_worker.c - the worker thread: requests from other threads (new
+ * operations, close, cancel, the caller's answers), the event loop (poll on the
+ * wake-up eventfd, the socket and the operations' own fds; read batching and
+ * ACKs; deadlines as poll timeouts), stepping the connect phases and the
+ * operations, and teardown (every fd closed once, every operation completed).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "sshcore_internal.h"
+
+/* ---------------------------------------------------------------------- */
+/* Requests from other threads                                            */
+/* ---------------------------------------------------------------------- */
+
+typedef struct conn_requests {
+    sshcore_op *_Nullable pending;
+    bool close;
+    bool cancel;
+    bool verdict;
+    bool accept;
+    char reason[256];
+    bool kbd;
+    char *_Nullable *_Nullable answers;
+    size_t answer_count;
+} conn_requests;
+
+static void take_requests(sshcore_conn *conn, conn_requests *rq)
+{
+    uint64_t drained;
+
+    memset(rq, 0, sizeof(*rq));
+    pthread_mutex_lock(&conn->mu);
+    if (conn->wake_fd >= 0) {
+        (void)!read(conn->wake_fd, &drained, sizeof(drained));
+    }
+    rq->pending = conn->pending_head;
+    conn->pending_head = NULL;
+    conn->pending_tail = NULL;
+    rq->close = conn->close_requested;
+    rq->cancel = conn->connect_cancelled;
+    if (conn->verdict_ready) {
+        rq->verdict = true;
+        rq->accept = conn->verdict_accept;
+        sshcore_copy_str(rq->reason, sizeof(rq->reason), conn->verdict_reason);
+        conn->verdict_ready = false;
+    }
+    if (conn->kbd_ready) {
+        rq->kbd = true;
+        rq->answers = conn->kbd_answers;
+        rq->answer_count = conn->kbd_count;
+        conn->kbd_answers = NULL;
+        conn->kbd_count = 0;
+        conn->kbd_ready = false;
+    }
+    pthread_mutex_unlock(&conn->mu);
+}
+
+static void handle_requests(sshcore_conn *conn, conn_requests *rq)
+{
+    sshcore_op *op = NULL;
+    sshcore_op *next = NULL;
+    sshcore_error err;
+
+    if (rq->cancel && conn->phase != PH_DONE && conn->state != SSHCORE_CONN_READY) {
+        sshcore_conn_fail(conn, SSHCORE_E_CANCELLED, NULL);
+    }
+    if (rq->close && conn->phase != PH_DONE) {
+        if (conn->state != SSHCORE_CONN_READY) {
+            sshcore_error_set(&err, SSHCORE_E_CANCELLED, "closed while connecting");
+            sshcore_conn_connect_complete(conn, &err);
+        }
+        if (sshcore_conn_apply(conn, SSHCORE_CONN_EV_CLOSE) == SSHCORE_CONN_ACT_TEAR_DOWN) {
+            sshcore_error_set(&err, SSHCORE_E_CLOSED, NULL);
+            sshcore_conn_fail_ops(conn, conn->active, &err);
+            conn->active = NULL;
+            conn->phase = PH_DONE;
+        }
+    }
+    if (rq->verdict && conn->phase == PH_HOSTKEY_WAIT) {
+        sshcore_conn_resume_deadline(conn);
+        if (!rq->accept) {
+            sshcore_conn_fail(conn, SSHCORE_E_HOST_KEY_REJECTED, rq->reason);
+        } else if (sshcore_conn_apply(conn, SSHCORE_CONN_EV_HANDSHAKE_DONE) ==
+                   SSHCORE_CONN_ACT_AUTHENTICATE) {
+            conn->phase = PH_AUTH_NONE;
+        } else {
+            sshcore_conn_fail(conn, SSHCORE_E_INVALID_STATE, "host key verdict in a wrong state");
+        }
+    }
+    if (rq->kbd && conn->phase == PH_KBD_WAIT) {
+        sshcore_auth_answers(conn, rq->answers, rq->answer_count);
+    }
+    sshcore_free_answers(rq->answers, rq->answer_count);
+    rq->answers = NULL;
+
+    /* newly submitted operations join the active list in FIFO order */
+    for (op = rq->pending; op != NULL; op = next) {
+        next = op->next;
+        op->next = NULL;
+        if (atomic_load(&op->cancel_requested)) {
+            op->vt->abort(conn, op);
+            sshcore_op_release(op);
+            continue;
+        }
+        if (conn->phase != PH_READY ||
+            sshcore_conn_apply(conn, SSHCORE_CONN_EV_OPEN_CHANNEL) != SSHCORE_CONN_ACT_OPEN_CHANNEL) {
+            int code = atomic_load(&conn->fail_code);
+            sshcore_error_set(&err, code != 0 ? code : SSHCORE_E_CLOSED, NULL);
+            sshcore_conn_fail_ops(conn, op, &err);
+            continue;
+        }
+        if (conn->active == NULL) {
+            conn->active = op;
+        } else {
+            sshcore_op *tail = conn->active;
+            while (tail->next != NULL) {
+                tail = tail->next;
+            }
+            tail->next = op;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* The event loop                                                         */
+/* ---------------------------------------------------------------------- */
+
+/** Worker: step every active op; unlink the finished and the cancelled. */
+static bool step_ops(sshcore_conn *conn)
+{
+    sshcore_op **link = &conn->active;
+    sshcore_op *op = NULL;
+    bool again = false;
+
+    while ((op = *link) != NULL) {
+        if (op->deadline_ms != 0 && atomic_load(&op->done) == 0 &&
+            sshcore_now_ms() >= op->deadline_ms) {
+            sshcore_error err;
+            sshcore_error_set(&err, SSHCORE_E_TIMED_OUT, NULL);
+            (void)sshcore_op_complete(op, &err);
+        }
+        if (atomic_load(&op->cancel_requested) == 0 && atomic_load(&op->done) == 0) {
+            if (op->vt->step(conn, op)) {
+                again = true;
+            }
+        }
+        if (atomic_load(&op->done) != 0) {
+            *link = op->next;
+            op->next = NULL;
+            op->vt->abort(conn, op);
+            sshcore_op_release(op);
+            continue;
+        }
+        link = &op->next;
+    }
+    return again;
+}
+
+static bool advance(sshcore_conn *conn)
+{
+    switch (conn->phase) {
+    case PH_RESOLVE: sshcore_connect_resolve(conn); return conn->phase != PH_RESOLVE;
+    case PH_TCP_START: sshcore_connect_tcp_start(conn); return conn->phase == PH_HANDSHAKE;
+    case PH_TCP_WAIT: return false;
+    case PH_HANDSHAKE: sshcore_connect_handshake(conn); return false;
+    case PH_HOSTKEY_WAIT: return false;
+    case PH_AUTH_NONE:
+        sshcore_auth_none(conn);
+        sshcore_auth_check_session(conn);
+        return conn->phase != PH_AUTH_NONE;
+    case PH_AUTH_METHOD: {
+        size_t idx = conn->method_idx;
+        sshcore_auth_method_step(conn);
+        sshcore_auth_check_session(conn);
+        return conn->phase == PH_READY || conn->method_idx != idx;
+    }
+    case PH_KBD_WAIT: return false;
+    case PH_READY: {
+        /* Any libssh call may read and dispatch packets for every channel.
+         * If a pass consumed packets, an op stepped earlier in the pass may
+         * have new data, EOF or a close waiting that no poll() will announce:
+         * step again. */
+        uint64_t before = conn->packet_counter.in_packets;
+        bool again = step_ops(conn);
+        sshcore_keepalive_check(conn);
+        if (conn->gcancels != NULL && conn->phase == PH_READY) {
+            sshcore_global_service(conn);
+        }
+        if (conn->phase != PH_READY) {
+            return false;
+        }
+        if (conn->orphans != NULL) {
+            sshcore_orphans_reap(conn);
+        }
+        if (conn->packet_counter.in_packets != before && (conn->active != NULL || conn->orphans != NULL)) {
+            again = true;
+        }
+        if (conn->phase == PH_READY && !sshcore_session_usable(conn)) {
+            sshcore_conn_fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_is_connected");
+        }
+        return again;
+    }
+    case PH_DONE: return false;
+    }
+    return false;
+}
+
+static void teardown(sshcore_conn *conn)
+{
+    bool lib_owns_fd = true;
+
+    if (conn->event != NULL) {
+        if (conn->session != NULL) {
+            ssh_event_remove_session(conn->event, conn->session);
+        }
+        ssh_event_free(conn->event);
+        conn->event = NULL;
+    }
+    if (conn->key != NULL) {
+        ssh_key_free(conn->key);
+        conn->key = NULL;
+    }
+    sshcore_orphans_free(conn); /* before ssh_disconnect, which frees every channel */
+    if (conn->session != NULL) {
+        if (conn->ssh_connect_called && conn->lib_took_fd) {
+            /* error paths inside libssh close its fd and set it to -1 */
+            lib_owns_fd = ssh_get_fd(conn->session) != -1;
+            ssh_disconnect(conn->session); /* with SSH_OPTIONS_FD: leaves the fd open */
+        }
+        ssh_free(conn->session);
+        conn->session = NULL;
+    }
+    if (conn->lib_fd >= 0 && lib_owns_fd) {
+        close(conn->lib_fd);
+    }
+    conn->lib_fd = -1;
+    sshcore_conn_close_socket(conn);
+    if (conn->ai_list != NULL) {
+        freeaddrinfo(conn->ai_list);
+        conn->ai_list = NULL;
+    }
+}
+
+/* A pass that read less than this is request/response traffic: ACK it now. */
+#define QUICKACK_BELOW (16 * 1024)
+
+/**
+ * ACK what was just read at once. OpenSSH sends small packets back to back
+ * (after authentication: a hostkeys notice, then our channel-open
+ * confirmation); with our ACK delayed, the server's Nagle holds the second
+ * one for ~40 ms. Linux sends a scheduled delayed ACK immediately when
+ * TCP_QUICKACK is set, and the flag is not sticky, so set it after reads.
+ *
+ * Only after small reads: during a bulk download the kernel ACKs on its own
+ * (every second full segment, and when a read empties the queue), and a
+ * setsockopt plus a forced ACK per pass cost 17% of the worker's time and
+ * extra ACK processing in sshd (measured with perf on `cat` of 256 MiB).
+ */
+static void ack_now(sshcore_conn *conn, uint64_t read_bytes)
+{
+    int one = 1;
+    if (conn->sock_fd >= 0 && read_bytes < QUICKACK_BELOW) {
+        (void)setsockopt(conn->sock_fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+    }
+}
+
+/* How often gated input is retried where POLLOUT cannot be trusted to mean
+ * "the send queue drained below the gate" (see sshcore_conn_worker_main). */
+#define SEND_WAKE_TICK_MS 2
+
+/* One pass reads at most this much before the ops are stepped again. */
+#define READ_PER_PASS (256 * 1024)
+
+/**
+ * Lets libssh read and dispatch what the socket holds. libssh 0.10 reads at
+ * most 4 KiB per poll event, so one call per pass meant a poll, a recv and a
+ * hand-over per 4 KiB (an SSH data packet is 32 KiB). Calling it again while
+ * it still finds bytes, up to READ_PER_PASS, lets whole packets and batches
+ * form first. Each call polls the socket itself with timeout 0, so pending
+ * writes still go out in between.
+ */
+static void read_socket(sshcore_conn *conn)
+{
+    uint64_t start = conn->socket_counter.in_bytes;
+    uint64_t last = start;
+
+    for (;;) {
+        (void)ssh_event_dopoll(conn->event, 0);
+        /* a dead link, or a packet that failed its integrity check (libssh then
+         * stays "connected" and every later call fails: notes row 13) */
+        if (!sshcore_session_usable(conn)) {
+            sshcore_conn_fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_event_dopoll");
+            return;
+        }
+        if (conn->socket_counter.in_bytes == last || conn->socket_counter.in_bytes - start >= READ_PER_PASS) {
+            return;
+        }
+        last = conn->socket_counter.in_bytes;
+    }
+}
+
+static int poll_timeout(sshcore_conn *conn)
+{
+    int64_t now;
+    int64_t left;
+
+    if (conn->phase == PH_READY) {
+        int64_t due = sshcore_keepalive_due_ms(conn);
+        int64_t orphans = sshcore_conn_orphans_due_ms(conn);
+        sshcore_op *op = NULL;
+        if (orphans >= 0 && (due < 0 || orphans < due)) {
+            due = orphans;
+        }
+        for (op = conn->active; op != NULL; op = op->next) {
+            if (op->deadline_ms != 0 && (due < 0 || op->deadline_ms < due)) {
+                due = op->deadline_ms;
+            }
+            if (op->wake_ms != 0 && (due < 0 || op->wake_ms < due)) {
+                due = op->wake_ms;
+            }
+        }
+        if (due < 0) {
+            return -1;
+        }
+        left = due - sshcore_now_ms();
+        return left <= 0 ? 0 : (left > 60000 ? 60000 : (int)left);
+    }
+    if (conn->deadline_ms == 0 || conn->paused_at_ms != 0) {
+        return -1;
+    }
+    now = sshcore_now_ms();
+    left = conn->deadline_ms - now;
+    if (left <= 0) {
+        return 0;
+    }
+    return left > 60000 ? 60000 : (int)left;
+}
+
+/** Worker: room for `need` entries in the op poll arrays; false without memory. */
+static bool reserve_pfds(sshcore_conn *conn, size_t need)
+{
+    size_t cap = conn->op_pfd_cap == 0 ? 16 : conn->op_pfd_cap;
+    struct pollfd *p = NULL;
+    sshcore_op **o = NULL;
+
+    if (need <= conn->op_pfd_cap) {
+        return true;
+    }
+    while (cap < need) {
+        cap *= 2;
+    }
+    p = realloc(conn->op_pfds, cap * sizeof(*p));
+    if (p == NULL) {
+        return false;
+    }
+    conn->op_pfds = p;
+    o = realloc(conn->op_pfd_ops, cap * sizeof(*o));
+    if (o == NULL) {
+        return false;
+    }
+    conn->op_pfd_ops = o;
+    conn->op_pfd_cap = cap;
+    return true;
+}
+
+/**
+ * Worker: the poll set with the fds the active ops wait on (bridged sockets)
+ * after the core's `base` entries. Returns its size and points *out at it;
+ * without memory the ops' fds are left out (they are still stepped on the
+ * socket's events) and *out is `core`.
+ */
+static nfds_t add_op_fds(sshcore_conn *conn, struct pollfd *core, nfds_t base,
+                         struct pollfd *_Nonnull *_Nonnull out)
+{
+    nfds_t n = base;
+    sshcore_op *op = NULL;
+
+    *out = core;
+    if (!reserve_pfds(conn, base)) {
+        return base;
+    }
+    memcpy(conn->op_pfds, core, base * sizeof(*core));
+    for (op = conn->active; op != NULL; op = op->next) {
+        short events = 0;
+        int fd = -1;
+
+        if (op->vt->poll_fd == NULL || atomic_load(&op->done) != 0) {
+            continue;
+        }
+        fd = op->vt->poll_fd(conn, op, &events);
+        if (fd < 0) {
+            continue;
+        }
+        if (!reserve_pfds(conn, n + 1)) {
+            break;
+        }
+        conn->op_pfds[n].fd = fd;
+        conn->op_pfds[n].events = events;
+        conn->op_pfds[n].revents = 0;
+        conn->op_pfd_ops[n] = op;
+        n++;
+    }
+    *out = conn->op_pfds;
+    return n;
+}
+
+void *_Nullable sshcore_conn_worker_main(void *arg)
+{
+    sshcore_conn *conn = arg;
+    conn_requests rq;
+    struct pollfd core_pfd[2];
+    struct pollfd *pfd = core_pfd;
+    nfds_t nfds;
+    nfds_t core_nfds;
+    bool again = false;
+    int timeout;
+    int wake_fd;
+    char name[16];
+    sigset_t all;
+
+    /* signals are for the application's threads, not ours */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    snprintf(name, sizeof(name), "sshcore:%.7s", conn->host);
+    pthread_setname_np(pthread_self(), name);
+
+    (void)sshcore_conn_apply(conn, SSHCORE_CONN_EV_START);
+    conn->deadline_ms = sshcore_now_ms() + conn->connect_timeout_ms;
+
+    bool readable = false;
+    bool pollout_seen = false;
+    bool send_wake_by_timer = false;
+    uint64_t read_mark = 0;
+    while (conn->phase != PH_DONE) {
+        take_requests(conn, &rq);
+        handle_requests(conn, &rq);
+        if (conn->phase == PH_DONE) {
+            break;
+        }
+        conn->send_blocked = false;
+        again = advance(conn);
+        /* POLLOUT came, yet the queue is still over the gate: a kernel without
+         * the TCP_NOTSENT_LOWAT wake-up rule (before 4.20) raises POLLOUT below
+         * the low-water mark, not half of it. Poll on a short timer instead of
+         * for POLLOUT, which would spin. */
+        send_wake_by_timer = conn->send_blocked && pollout_seen;
+        if (readable) {
+            /* read_socket() and advance() have read what poll() announced */
+            ack_now(conn, conn->socket_counter.in_bytes - read_mark);
+            readable = false;
+        }
+        if (conn->phase == PH_DONE) {
+            break;
+        }
+        /* More work is ready: poll without waiting rather than skip the poll,
+         * so the socket is still serviced every pass. libssh writes a queued
+         * packet only after a POLLOUT event: a busy channel that kept the loop
+         * from polling held every other channel's writes back (measured: 60 to
+         * 270 ms echo stalls beside a bulk stream). */
+        if (!again && conn->phase != PH_READY && conn->deadline_ms != 0 && conn->paused_at_ms == 0 &&
+            sshcore_now_ms() >= conn->deadline_ms) {
+            sshcore_conn_fail(conn, SSHCORE_E_CONNECT_TIMEOUT, NULL);
+            break;
+        }
+
+        pfd = core_pfd;
+        nfds = 0;
+        pthread_mutex_lock(&conn->mu);
+        wake_fd = conn->wake_fd;
+        pthread_mutex_unlock(&conn->mu);
+        pfd[nfds].fd = wake_fd;
+        pfd[nfds].events = POLLIN;
+        pfd[nfds].revents = 0;
+        nfds++;
+        if (conn->phase == PH_TCP_WAIT) {
+            pfd[nfds].fd = conn->sock_fd;
+            pfd[nfds].events = POLLOUT;
+            pfd[nfds].revents = 0;
+            nfds++;
+        } else if (conn->session != NULL && conn->phase != PH_HOSTKEY_WAIT &&
+                   conn->phase != PH_KBD_WAIT && conn->phase != PH_RESOLVE &&
+                   conn->phase != PH_TCP_START) {
+            pfd[nfds].fd = conn->lib_fd;
+            pfd[nfds].events = POLLIN;
+            /* libssh has output to flush, or an op held input back until the
+             * kernel's send queue drains (nothing else may wake us then) */
+            if ((ssh_get_poll_flags(conn->session) & SSH_WRITE_PENDING) != 0 ||
+                (conn->send_blocked && !send_wake_by_timer)) {
+                pfd[nfds].events |= POLLOUT;
+            }
+            pfd[nfds].revents = 0;
+            nfds++;
+        }
+        /* with ops' own fds the whole set lives in conn->op_pfds */
+        core_nfds = nfds;
+        if (conn->phase == PH_READY && conn->active != NULL) {
+            nfds = add_op_fds(conn, core_pfd, core_nfds, &pfd);
+        }
+        timeout = again ? 0 : poll_timeout(conn);
+        if (send_wake_by_timer && (timeout < 0 || timeout > SEND_WAKE_TICK_MS)) {
+            timeout = SEND_WAKE_TICK_MS;
+        }
+        pollout_seen = false;
+        if (poll(pfd, nfds, timeout) < 0 && errno != EINTR) {
+            sshcore_conn_fail(conn, SSHCORE_E_SYSTEM, "poll failed");
+            break;
+        }
+        for (nfds_t i = core_nfds; i < nfds; i++) {
+            if (pfd[i].revents != 0) {
+                sshcore_op *op = conn->op_pfd_ops[i];
+                op->vt->poll_event(op, pfd[i].revents);
+            }
+        }
+        if (core_nfds > 1 && pfd[1].revents != 0) {
+            readable = (pfd[1].revents & POLLIN) != 0;
+            pollout_seen = (pfd[1].revents & POLLOUT) != 0;
+            read_mark = conn->socket_counter.in_bytes;
+            if (conn->phase == PH_TCP_WAIT) {
+                sshcore_connect_tcp_wait(conn);
+            } else if (conn->phase == PH_READY && conn->event != NULL) {
+                read_socket(conn);
+            }
+        }
+    }
+
+    /* closing: every op has been failed; release libssh and the fds */
+    teardown(conn);
+    {
+        sshcore_error err;
+        sshcore_error_set(&err, SSHCORE_E_CLOSED, NULL);
+        (void)sshcore_conn_connect_complete(conn, &err); /* no-op unless never reported */
+    }
+    (void)sshcore_conn_apply(conn, SSHCORE_CONN_EV_TORN_DOWN);
+
+    /* ops submitted after the end fail with the connection's final state */
+    pthread_mutex_lock(&conn->mu);
+    conn->worker_exited = true;
+    wake_fd = conn->wake_fd;
+    conn->wake_fd = -1;
+    rq.pending = conn->pending_head;
+    conn->pending_head = NULL;
+    conn->pending_tail = NULL;
+    pthread_mutex_unlock(&conn->mu);
+    {
+        sshcore_error err;
+        int code = atomic_load(&conn->fail_code);
+        sshcore_error_set(&err, code != 0 ? code : SSHCORE_E_CLOSED, NULL);
+        sshcore_conn_fail_ops(conn, rq.pending, &err);
+    }
+    if (wake_fd >= 0) {
+        close(wake_fd);
+    }
+    if (conn->cb.terminated != NULL) {
+        conn->cb.terminated(conn->cb.ctx);
+    }
+    sshcore_conn_registry_remove(conn);
+    atomic_fetch_sub(&sshcore_live_workers, 1);
+    sshcore_conn_unref(conn);
+    return NULL;
+}
