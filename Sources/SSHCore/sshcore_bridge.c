@@ -295,12 +295,19 @@ sshcore_op *sshcore_bridge_start(sshcore_conn *conn, const sshcore_stream_spec *
     return sshcore_session_submit(conn, x, done, ctx, spec->timeout_ms, err);
 }
 
-void sshcore_bridge_get_counts(sshcore_op *op, uint64_t *to_socket, uint64_t *from_socket)
+int sshcore_bridge_get_counts(sshcore_op *op, uint64_t *to_socket, uint64_t *from_socket)
 {
-    session_op *x = (session_op *)op;
+    session_op *x = NULL;
 
+    *to_socket = 0;
+    *from_socket = 0;
+    if (!sshcore_op_is(op, SSHCORE_OP_BRIDGE, "sshcore_bridge_get_counts", NULL)) {
+        return SSHCORE_E_INVALID_ARGUMENT;
+    }
+    x = (session_op *)op;
     *to_socket = atomic_load(&x->to_fd);
     *from_socket = atomic_load(&x->from_fd);
+    return SSHCORE_E_OK;
 }
 
 /** An op for a waiting forwarded-tcpip connection of `forward`. */
@@ -334,6 +341,12 @@ sshcore_op *sshcore_rforward_bridge(sshcore_op *forward, uint64_t id, int fd, si
     session_op *x = NULL;
     int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
 
+    if (!sshcore_op_is(forward, SSHCORE_OP_RFORWARD, "sshcore_rforward_bridge", err)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return NULL;
+    }
     if (fd < 0 || flags < 0 || callbacks->opened == NULL || callbacks->failed == NULL ||
         callbacks->released == NULL) {
         if (fd >= 0) {

@@ -531,13 +531,26 @@ void sshcore_conn_cancel_connect(sshcore_conn *conn)
     sshcore_conn_wake(conn);
 }
 
+/** Under conn->mu: what an answer owed to a callback gets once the connect was
+ *  cancelled or the connection closed (the answer is taken, and ignored). */
+static int answer_code_locked(sshcore_conn *conn)
+{
+    if (conn->connect_cancelled) {
+        return SSHCORE_E_CANCELLED;
+    }
+    return conn->close_requested ? SSHCORE_E_CLOSED : SSHCORE_E_OK;
+}
+
 int sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept, const char *reason)
 {
+    int code = SSHCORE_E_OK;
+
     pthread_mutex_lock(&conn->mu);
     if (!conn->verdict_awaited) {
         pthread_mutex_unlock(&conn->mu);
         return SSHCORE_E_INVALID_STATE;
     }
+    code = answer_code_locked(conn);
     conn->verdict_awaited = false;
     conn->verdict_ready = true;
     conn->verdict_accept = accept != 0;
@@ -545,7 +558,7 @@ int sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept, const char *rea
     pthread_mutex_unlock(&conn->mu);
     sshcore_conn_wake(conn);
     sshcore_conn_unref(conn);
-    return SSHCORE_E_OK;
+    return code;
 }
 
 int sshcore_conn_kbdint_reply(sshcore_conn *conn, const char *const *answers, size_t count)
@@ -553,14 +566,19 @@ int sshcore_conn_kbdint_reply(sshcore_conn *conn, const char *const *answers, si
     char **copy = NULL;
     size_t i;
     bool ok = true;
+    int code = SSHCORE_E_OK;
 
     pthread_mutex_lock(&conn->mu);
     if (!conn->kbd_awaited) {
         pthread_mutex_unlock(&conn->mu);
         return SSHCORE_E_INVALID_STATE;
     }
+    code = answer_code_locked(conn);
     conn->kbd_awaited = false;
     pthread_mutex_unlock(&conn->mu);
+    if (code != SSHCORE_E_OK) {
+        answers = NULL; /* taken and ignored: the attempt is over */
+    }
 
     if (answers != NULL) {
         copy = calloc(count > 0 ? count : 1, sizeof(char *));
@@ -582,6 +600,9 @@ int sshcore_conn_kbdint_reply(sshcore_conn *conn, const char *const *answers, si
     pthread_mutex_unlock(&conn->mu);
     sshcore_conn_wake(conn);
     sshcore_conn_unref(conn);
+    if (code != SSHCORE_E_OK) {
+        return code;
+    }
     return answers != NULL && copy == NULL ? SSHCORE_E_OUT_OF_MEMORY : SSHCORE_E_OK;
 }
 

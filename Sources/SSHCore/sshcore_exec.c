@@ -68,6 +68,9 @@ sshcore_op *sshcore_rforward_stream(sshcore_op *forward, uint64_t id, size_t buf
 {
     session_op *x = NULL;
 
+    if (!sshcore_op_is(forward, SSHCORE_OP_RFORWARD, "sshcore_rforward_stream", err)) {
+        return NULL;
+    }
     if (callbacks->data == NULL || callbacks->started == NULL || callbacks->released == NULL) {
         sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete stream callbacks");
         return NULL;
@@ -116,27 +119,36 @@ sshcore_op *sshcore_stream_start(sshcore_conn *conn, const sshcore_stream_spec *
     return sshcore_session_submit(conn, x, done, ctx, spec->timeout_ms, err);
 }
 
-void sshcore_stream_get_exit(sshcore_op *op, sshcore_exit_info *info)
+int sshcore_stream_get_exit(sshcore_op *op, sshcore_exit_info *info)
 {
-    session_op *x = (session_op *)op;
+    session_op *x = NULL;
 
     memset(info, 0, sizeof(*info));
+    if (!sshcore_op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_get_exit", NULL)) {
+        return SSHCORE_E_INVALID_ARGUMENT;
+    }
+    x = (session_op *)op;
     if (atomic_load(&op->done) == 0) {
-        return;
+        return SSHCORE_E_OK;
     }
     info->kind = x->exit_kind;
     info->status = x->exit_status;
     snprintf(info->signal, sizeof(info->signal), "%s", x->exit_signal);
     info->core_dumped = x->core_dumped;
+    return SSHCORE_E_OK;
 }
 
-void sshcore_exec_get_result(sshcore_op *op, sshcore_exec_result *r)
+int sshcore_exec_get_result(sshcore_op *op, sshcore_exec_result *r)
 {
-    session_op *x = (session_op *)op;
+    session_op *x = NULL;
 
     memset(r, 0, sizeof(*r));
+    if (!sshcore_op_is(op, SSHCORE_OP_EXEC, "sshcore_exec_get_result", NULL)) {
+        return SSHCORE_E_INVALID_ARGUMENT;
+    }
+    x = (session_op *)op;
     if (atomic_load(&op->done) == 0 || op->err.code != SSHCORE_E_OK) {
-        return;
+        return SSHCORE_E_OK;
     }
     r->out = x->out[0].data;
     r->out_len = x->out[0].len;
@@ -147,4 +159,5 @@ void sshcore_exec_get_result(sshcore_op *op, sshcore_exec_result *r)
     snprintf(r->exit_signal, sizeof(r->exit_signal), "%s", x->exit_signal);
     r->core_dumped = x->core_dumped;
     r->env_fallback_used = x->use_fallback;
+    return SSHCORE_E_OK;
 }

@@ -75,6 +75,7 @@ struct sshcore_op {
     atomic_int done;             /* 1 once err is final (set before done_fn runs) */
     atomic_int cancel_requested; /* set by sshcore_op_cancel */
     const sshcore_op_vtable *vt;
+    sshcore_op_kind kind; /* checked by every public call that takes an op */
     sshcore_conn *conn; /* strong reference */
     sshcore_op_done_fn done_fn;
     void *_Nullable ctx;
@@ -347,9 +348,13 @@ ssh_channel _Nullable sshcore_rforward_take(sshcore_op *forward, uint64_t id);
 ssh_channel _Nullable sshcore_agent_channel_open(sshcore_conn *conn, ssh_session session);
 
 /* sshcore_op.c */
-void sshcore_op_init(sshcore_op *op, const sshcore_op_vtable *vt,
+void sshcore_op_init(sshcore_op *op, const sshcore_op_vtable *vt, sshcore_op_kind kind,
                      sshcore_conn *conn, sshcore_op_done_fn done,
                      void *_Nullable ctx);
+/** Whether `op` is of `kind`; otherwise false, with `err` (when given) set to
+ *  INVALID_ARGUMENT naming `call` and both kinds. */
+bool sshcore_op_is(sshcore_op *op, sshcore_op_kind kind, const char *call,
+                   sshcore_error *_Nullable err);
 /** Complete exactly once; returns false if someone else already did. */
 bool sshcore_op_complete(sshcore_op *op, const sshcore_error *err);
 void sshcore_op_retain(sshcore_op *op);

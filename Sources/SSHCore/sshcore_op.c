@@ -8,7 +8,7 @@
 
 #include "sshcore_internal.h"
 
-void sshcore_op_init(sshcore_op *op, const sshcore_op_vtable *vt,
+void sshcore_op_init(sshcore_op *op, const sshcore_op_vtable *vt, sshcore_op_kind kind,
                      sshcore_conn *conn, sshcore_op_done_fn done, void *ctx)
 {
     atomic_init(&op->refs, 2); /* the caller's and the worker's */
@@ -16,6 +16,7 @@ void sshcore_op_init(sshcore_op *op, const sshcore_op_vtable *vt,
     atomic_init(&op->done, 0);
     atomic_init(&op->cancel_requested, 0);
     op->vt = vt;
+    op->kind = kind;
     op->conn = conn;
     sshcore_conn_retain(conn);
     op->done_fn = done;
@@ -76,6 +77,37 @@ void sshcore_op_cancel(sshcore_op *op)
 const sshcore_error *sshcore_op_error(sshcore_op *op)
 {
     return &op->err;
+}
+
+sshcore_op_kind sshcore_op_get_kind(sshcore_op *op)
+{
+    return op->kind;
+}
+
+static const char *kind_name(sshcore_op_kind kind)
+{
+    switch (kind) {
+    case SSHCORE_OP_EXEC: return "an exec";
+    case SSHCORE_OP_STREAM: return "a stream";
+    case SSHCORE_OP_BRIDGE: return "a bridge";
+    case SSHCORE_OP_RFORWARD: return "a remote forward";
+    }
+    return "an unknown";
+}
+
+bool sshcore_op_is(sshcore_op *op, sshcore_op_kind kind, const char *call, sshcore_error *err)
+{
+    char detail[160];
+
+    if (op->kind == kind) {
+        return true;
+    }
+    if (err != NULL) {
+        snprintf(detail, sizeof(detail), "%s takes %s operation, not %s operation", call,
+                 kind_name(kind), kind_name(op->kind));
+        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, detail);
+    }
+    return false;
 }
 
 int sshcore_bytes_reserve(sshcore_bytes *b, size_t n)

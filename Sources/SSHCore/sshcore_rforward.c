@@ -384,7 +384,7 @@ sshcore_op *sshcore_rforward_start(sshcore_conn *conn, const char *bind_address,
     x->port = port != 0 ? port : random_port();
     x->accept_timeout_ms = accept_timeout_ms;
     x->phase = RF_REQUEST;
-    sshcore_op_init(&x->base, &rforward_vtable, conn, done, ctx);
+    sshcore_op_init(&x->base, &rforward_vtable, SSHCORE_OP_RFORWARD, conn, done, ctx);
     if (sshcore_conn_submit(conn, &x->base, err) != 0) {
         sshcore_conn *c = x->base.conn;
         x->released = true; /* the caller learns it from NULL */
@@ -395,17 +395,21 @@ sshcore_op *sshcore_rforward_start(sshcore_conn *conn, const char *bind_address,
     return &x->base;
 }
 
-void sshcore_rforward_reject(sshcore_op *forward, uint64_t id)
+int sshcore_rforward_reject(sshcore_op *forward, uint64_t id)
 {
-    rforward_op *x = (rforward_op *)forward;
+    rforward_op *x = NULL;
 
+    if (!sshcore_op_is(forward, SSHCORE_OP_RFORWARD, "sshcore_rforward_reject", NULL)) {
+        return SSHCORE_E_INVALID_ARGUMENT;
+    }
+    x = (rforward_op *)forward;
     pthread_mutex_lock(&x->mu);
     if (x->reject_count == x->reject_cap) {
         size_t cap = x->reject_cap == 0 ? 8 : x->reject_cap * 2;
         uint64_t *r = realloc(x->rejects, cap * sizeof(*r));
         if (r == NULL) {
             pthread_mutex_unlock(&x->mu);
-            return; /* it will time out instead */
+            return SSHCORE_E_OUT_OF_MEMORY; /* it will time out instead */
         }
         x->rejects = r;
         x->reject_cap = cap;
@@ -413,4 +417,5 @@ void sshcore_rforward_reject(sshcore_op *forward, uint64_t id)
     x->rejects[x->reject_count++] = id;
     pthread_mutex_unlock(&x->mu);
     sshcore_conn_wake(forward->conn);
+    return SSHCORE_E_OK;
 }

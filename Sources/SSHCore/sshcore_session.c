@@ -616,7 +616,9 @@ sshcore_op *_Nullable sshcore_session_submit(sshcore_conn *conn, session_op *x,
                                             sshcore_op_done_fn done, void *_Nullable ctx,
                                             int timeout_ms, sshcore_error *err)
 {
-    sshcore_op_init(&x->base, x->bridged ? &bridge_vtable : &session_vtable, conn, done, ctx);
+    sshcore_op_init(&x->base, x->bridged ? &bridge_vtable : &session_vtable,
+                    x->bridged ? SSHCORE_OP_BRIDGE : x->streamed ? SSHCORE_OP_STREAM : SSHCORE_OP_EXEC, conn, done,
+                    ctx);
     if (timeout_ms > 0) {
         x->base.deadline_ms = sshcore_now_ms() + timeout_ms;
     }

@@ -255,13 +255,18 @@ int sshcore_stream_write(sshcore_op *op, const uint8_t *data, size_t len,
                          sshcore_write_done_fn done, void *ctx, uint64_t *id,
                          sshcore_error *err)
 {
-    session_op *x = (session_op *)op;
-    wreq *w = calloc(1, sizeof(*w));
+    session_op *x = NULL;
+    wreq *w = NULL;
 
+    if (!sshcore_op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_write", err)) {
+        return SSHCORE_E_INVALID_ARGUMENT;
+    }
+    x = (session_op *)op;
+    w = calloc(1, sizeof(*w));
     if (w == NULL || (len > 0 && (w->data = malloc(len)) == NULL)) {
         free(w);
         sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
-        return -1;
+        return err->code;
     }
     if (len > 0) {
         memcpy(w->data, data, len);
@@ -277,21 +282,25 @@ int sshcore_stream_write(sshcore_op *op, const uint8_t *data, size_t len,
         pthread_mutex_unlock(&x->mu);
         free(w->data);
         free(w);
-        return -1;
+        return err->code;
     }
     sshcore_session_enqueue(x, w);
     *id = w->id;
     pthread_mutex_unlock(&x->mu);
     sshcore_conn_wake(op->conn);
-    return 0;
+    return SSHCORE_E_OK;
 }
 
-void sshcore_stream_write_cancel(sshcore_op *op, uint64_t id)
+int sshcore_stream_write_cancel(sshcore_op *op, uint64_t id)
 {
-    session_op *x = (session_op *)op;
+    session_op *x = NULL;
     wreq *w = NULL;
     bool found = false;
 
+    if (!sshcore_op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_write_cancel", NULL)) {
+        return SSHCORE_E_INVALID_ARGUMENT;
+    }
+    x = (session_op *)op;
     pthread_mutex_lock(&x->mu);
     for (w = x->wq_head; w != NULL; w = w->next) {
         if (w->id == id) {
@@ -304,86 +313,100 @@ void sshcore_stream_write_cancel(sshcore_op *op, uint64_t id)
     if (found) {
         sshcore_conn_wake(op->conn);
     }
+    return SSHCORE_E_OK;
 }
 
 int sshcore_stream_send_eof(sshcore_op *op, sshcore_error *err)
 {
-    session_op *x = (session_op *)op;
-    wreq *w = calloc(1, sizeof(*w));
+    session_op *x = NULL;
+    wreq *w = NULL;
 
+    if (!sshcore_op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_send_eof", err)) {
+        return SSHCORE_E_INVALID_ARGUMENT;
+    }
+    x = (session_op *)op;
+    w = calloc(1, sizeof(*w));
     if (w == NULL) {
         sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
-        return -1;
+        return err->code;
     }
     w->eof = true;
     pthread_mutex_lock(&x->mu);
     if (!inbox_open(x, err)) {
         pthread_mutex_unlock(&x->mu);
         free(w);
-        return -1;
+        return err->code;
     }
     if (x->eof_queued) {
         pthread_mutex_unlock(&x->mu);
         free(w);
-        return 0; /* idempotent */
+        return SSHCORE_E_OK; /* idempotent */
     }
     x->eof_queued = true;
     sshcore_session_enqueue(x, w);
     pthread_mutex_unlock(&x->mu);
     sshcore_conn_wake(op->conn);
-    return 0;
+    return SSHCORE_E_OK;
 }
 
 int sshcore_stream_signal(sshcore_op *op, const char *name, sshcore_error *err)
 {
-    session_op *x = (session_op *)op;
+    session_op *x = NULL;
 
+    if (!sshcore_op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_signal", err)) {
+        return SSHCORE_E_INVALID_ARGUMENT;
+    }
+    x = (session_op *)op;
     if (name == NULL || name[0] == '\0' || strlen(name) >= sizeof(x->signals[0])) {
         sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "bad signal name");
-        return -1;
+        return err->code;
     }
     pthread_mutex_lock(&x->mu);
     if (!inbox_open(x, err)) {
         pthread_mutex_unlock(&x->mu);
-        return -1;
+        return err->code;
     }
     if (x->signal_count == SIGNALS_MAX) {
         pthread_mutex_unlock(&x->mu);
         sshcore_error_set(err, SSHCORE_E_INVALID_STATE, "too many signals waiting to be sent");
-        return -1;
+        return err->code;
     }
     snprintf(x->signals[x->signal_count], sizeof(x->signals[0]), "%s", name);
     x->signal_count++;
     pthread_mutex_unlock(&x->mu);
     sshcore_conn_wake(op->conn);
-    return 0;
+    return SSHCORE_E_OK;
 }
 
 int sshcore_stream_resize(sshcore_op *op, uint32_t cols, uint32_t rows,
                           uint32_t px_width, uint32_t px_height, sshcore_error *err)
 {
-    session_op *x = (session_op *)op;
+    session_op *x = NULL;
     (void)px_width; /* libssh 0.10 sends 0 pixels */
     (void)px_height;
 
+    if (!sshcore_op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_resize", err)) {
+        return SSHCORE_E_INVALID_ARGUMENT;
+    }
+    x = (session_op *)op;
     if (cols == 0 || rows == 0 || cols > 0x7fffffff || rows > 0x7fffffff) {
         sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "terminal size out of range");
-        return -1;
+        return err->code;
     }
     pthread_mutex_lock(&x->mu);
     if (!inbox_open(x, err)) {
         pthread_mutex_unlock(&x->mu);
-        return -1;
+        return err->code;
     }
     if (!x->want_pty) {
         pthread_mutex_unlock(&x->mu);
         sshcore_error_set(err, SSHCORE_E_INVALID_STATE, "the channel has no PTY");
-        return -1;
+        return err->code;
     }
     x->resize_pending = true;
     x->new_cols = cols;
     x->new_rows = rows;
     pthread_mutex_unlock(&x->mu);
     sshcore_conn_wake(op->conn);
-    return 0;
+    return SSHCORE_E_OK;
 }

@@ -263,14 +263,21 @@ bool sshcore_session_read_held(sshcore_conn *conn, session_op *x, bool *again)
     return true;
 }
 
-void sshcore_stream_consumed(sshcore_op *op, size_t n)
+int sshcore_stream_consumed(sshcore_op *op, size_t n)
 {
-    session_op *x = (session_op *)op;
-    size_t before = atomic_load(&x->unconsumed);
+    session_op *x = NULL;
+    size_t before = 0;
+
+    if (!sshcore_op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_consumed", NULL)) {
+        return SSHCORE_E_INVALID_ARGUMENT;
+    }
+    x = (session_op *)op;
+    before = atomic_load(&x->unconsumed);
 
     while (!atomic_compare_exchange_weak(&x->unconsumed, &before, before >= n ? before - n : 0)) {
     }
     if (atomic_exchange(&x->starved, 0) != 0) {
         sshcore_conn_wake(op->conn);
     }
+    return SSHCORE_E_OK;
 }

@@ -65,8 +65,8 @@ sshcore_op *_Nullable sshcore_bridge_start(sshcore_conn *conn,
                                            sshcore_error *err);
 
 /** @brief Bytes a bridge moved so far: channel to socket, socket to channel. */
-void sshcore_bridge_get_counts(sshcore_op *op, uint64_t *to_socket,
-                               uint64_t *from_socket);
+int sshcore_bridge_get_counts(sshcore_op *op, uint64_t *to_socket,
+                              uint64_t *from_socket);
 
 #pragma clang assume_nonnull end
 

@@ -200,7 +200,10 @@ void sshcore_conn_cancel_connect(sshcore_conn *conn);
 
 /** @brief Answer the hostkey callback: nonzero accepts; anything else fails closed.
  * @return SSHCORE_E_OK, or SSHCORE_E_INVALID_STATE when no callback awaits an answer
- *         (a second verdict): it is ignored. */
+ *         (a second verdict): it is ignored. After sshcore_conn_cancel_connect
+ *         or sshcore_conn_close the owed answer is still taken (it releases the
+ *         core's hold on the connection) but ignored: SSHCORE_E_CANCELLED or
+ *         SSHCORE_E_CLOSED. */
 int sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept,
                                  const char *_Nullable reason);
 
@@ -209,7 +212,9 @@ int sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept,
  *  method.
  * @return SSHCORE_E_OK, or SSHCORE_E_INVALID_STATE when no challenge awaits an
  *         answer (a second reply): it is ignored. SSHCORE_E_OUT_OF_MEMORY when the
- *         answers could not be copied (authentication is then aborted). */
+ *         answers could not be copied (authentication is then aborted).
+ *         SSHCORE_E_CANCELLED or SSHCORE_E_CLOSED after a cancel or close, as for
+ *         sshcore_conn_hostkey_verdict. */
 int sshcore_conn_kbdint_reply(sshcore_conn *conn,
                               const char *_Nonnull const *_Nullable answers,
                               size_t count);

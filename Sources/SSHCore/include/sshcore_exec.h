@@ -169,9 +169,14 @@ typedef void (*sshcore_write_done_fn)(void *_Nullable ctx, int code);
  * @brief Queue bytes for the channel's stdin (any thread; copies them).
  *
  * Writes go out in order, as fast as the peer's window allows. `done` runs
- * once, on the worker. Returns 0 and sets `id` (for sshcore_stream_write_cancel),
- * or -1 with `err` set when the operation already ended or EOF was sent
- * (then `done` is never called).
+ * once, on the worker. Returns SSHCORE_E_OK and sets `id` (for
+ * sshcore_stream_write_cancel), or the code of `err`, which it fills, when the
+ * operation already ended, EOF was sent, or `op` is not a STREAM (then `done`
+ * is never called).
+ *
+ * The calls on streams below return SSHCORE_E_OK or the code of the error they
+ * fill in `err`; each refuses an operation that is not a STREAM with
+ * SSHCORE_E_INVALID_ARGUMENT.
  */
 int sshcore_stream_write(sshcore_op *op, const uint8_t *_Nullable data, size_t len,
                          sshcore_write_done_fn _Nullable done, void *_Nullable ctx,
@@ -179,9 +184,9 @@ int sshcore_stream_write(sshcore_op *op, const uint8_t *_Nullable data, size_t l
 
 /** @brief Give up a queued write (any thread): its `done` runs with CANCELLED
  *  soon, after a prefix of its bytes may have been sent. No-op if finished. */
-void sshcore_stream_write_cancel(sshcore_op *op, uint64_t id);
+int sshcore_stream_write_cancel(sshcore_op *op, uint64_t id);
 
-/** @brief Send EOF after the queued writes (any thread). -1 if already ended. */
+/** @brief Send EOF after the queued writes (any thread); again is a no-op. */
 int sshcore_stream_send_eof(sshcore_op *op, sshcore_error *err);
 
 /** @brief Send a signal ("TERM", "INT", ...) to the remote command (any thread). */
@@ -192,11 +197,26 @@ int sshcore_stream_resize(sshcore_op *op, uint32_t cols, uint32_t rows,
                           uint32_t px_width, uint32_t px_height, sshcore_error *err);
 
 /** @brief The consumer is done with `n` delivered bytes (any thread). */
-void sshcore_stream_consumed(sshcore_op *op, size_t n);
+int sshcore_stream_consumed(sshcore_op *op, size_t n);
 
 /* ---------------------------------------------------------------------- */
 /* Every operation: results, cancel, release                              */
 /* ---------------------------------------------------------------------- */
+
+/**
+ * What an operation is. Each call that takes an operation says which kinds it
+ * takes, and returns SSHCORE_E_INVALID_ARGUMENT (filling `err` where it has
+ * one) for another kind, never reading it as the wrong struct.
+ */
+typedef enum sshcore_op_kind {
+    SSHCORE_OP_EXEC = 1,     /**< sshcore_exec_start: output collected */
+    SSHCORE_OP_STREAM = 2,   /**< sshcore_stream_start, sshcore_rforward_stream */
+    SSHCORE_OP_BRIDGE = 3,   /**< sshcore_bridge_start, sshcore_rforward_bridge */
+    SSHCORE_OP_RFORWARD = 4, /**< sshcore_rforward_start */
+} sshcore_op_kind;
+
+/** @brief The operation's kind (any thread). */
+sshcore_op_kind sshcore_op_get_kind(sshcore_op *op);
 
 typedef struct sshcore_exit_info {
     sshcore_exit_kind kind;
@@ -205,8 +225,9 @@ typedef struct sshcore_exit_info {
     int core_dumped;
 } sshcore_exit_info;
 
-/** @brief How the remote command ended; valid once done ran. */
-void sshcore_stream_get_exit(sshcore_op *op, sshcore_exit_info *info);
+/** @brief How the remote command ended; valid once done ran (zeros before).
+ *  @return SSHCORE_E_OK, or INVALID_ARGUMENT for an op that is not a STREAM. */
+int sshcore_stream_get_exit(sshcore_op *op, sshcore_exit_info *info);
 
 /** @brief Cancel (any thread, never blocks): completes with CANCELLED at once
  *  unless already done, then the worker closes the channel. */
@@ -217,7 +238,7 @@ const sshcore_error *sshcore_op_error(sshcore_op *op);
 
 /** @brief The exec result; valid once done ran with SSHCORE_E_OK. Pointers
  *  stay valid until sshcore_op_release. */
-void sshcore_exec_get_result(sshcore_op *op, sshcore_exec_result *result);
+int sshcore_exec_get_result(sshcore_op *op, sshcore_exec_result *result);
 
 void sshcore_op_release(sshcore_op *op);
 

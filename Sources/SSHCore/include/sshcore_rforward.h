@@ -75,7 +75,7 @@ sshcore_op *_Nullable sshcore_rforward_stream(sshcore_op *forward, uint64_t id,
                                               sshcore_error *err);
 
 /** @brief Close incoming connection `id` unused (any thread). */
-void sshcore_rforward_reject(sshcore_op *forward, uint64_t id);
+int sshcore_rforward_reject(sshcore_op *forward, uint64_t id);
 
 #pragma clang assume_nonnull end
 

@@ -4,9 +4,10 @@ import Synchronization
 import Testing
 
 /// Part 5 of the reliability suite, the C API's misuse: a second host-key verdict, a
-/// second keyboard-interactive answer, an answer after a cancel and an answer on a
-/// closed connection are typed errors (SSHCORE_E_INVALID_STATE), never a second release
-/// of the connection object. The callbacks answer on the worker thread itself, the
+/// second keyboard-interactive answer and an answer on a closed connection are typed
+/// errors (SSHCORE_E_INVALID_STATE), an answer after a cancel is SSHCORE_E_CANCELLED,
+/// never a second release of the connection object; an operation of another kind is
+/// SSHCORE_E_INVALID_ARGUMENT (issue 17, part 3). The callbacks answer on the worker thread itself, the
 /// tightest timing there is. Under AddressSanitizer (scripts/sanitizers.sh) a
 /// use-after-free here would be a report.
 @Suite("Reliability: C API misuse", .serialized)
@@ -107,7 +108,7 @@ struct CoreMisuseTests {
         sshcore_conn_release(conn2)
     }
 
-    @Test func anAnswerAfterACancelIsTakenOnceAndIgnored() async throws {
+    @Test func anAnswerAfterACancelIsACancelledErrorTakenOnce() async throws {
         let server = TestServer.shared
         let probe = Probe()
         probe.answerHostKey = false
@@ -115,11 +116,82 @@ struct CoreMisuseTests {
         #expect(await eventually(timeout: .seconds(10)) { probe.held != nil })
         sshcore_conn_cancel_connect(conn)
         try await Task.sleep(for: .milliseconds(100))
-        // the cancel does not answer for the caller: the one answer is still owed, and taken
-        #expect(sshcore_conn_hostkey_verdict(conn, 1, nil) == Self.ok)
+        // the cancel does not answer for the caller: the one answer is still owed, and
+        // taken (it releases the core's hold), but it is a typed error, not a success
+        #expect(sshcore_conn_hostkey_verdict(conn, 1, nil) == Int32(sshcore_err.SSHCORE_E_CANCELLED.rawValue))
         #expect(sshcore_conn_hostkey_verdict(conn, 1, nil) == Self.invalidState)
         #expect(await eventually(timeout: .seconds(10)) { probe.connected != nil })
         #expect(probe.connected == Int32(sshcore_err.SSHCORE_E_CANCELLED.rawValue), "\(String(describing: probe.connected))")
         sshcore_conn_release(conn)
+    }
+
+    static let invalidArgument = Int32(sshcore_err.SSHCORE_E_INVALID_ARGUMENT.rawValue)
+    static let execDone: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer) -> Void = { ctx, _ in
+        Unmanaged<Probe>.fromOpaque(ctx!).takeUnretainedValue().record("exec done", 1)
+    }
+
+    /// Part 3 of issue 17: one handle type stands for every kind of operation, so
+    /// each call checks the kind it takes. An exec operation handed to the calls of
+    /// streams, bridges and remote forwards is refused with INVALID_ARGUMENT (and
+    /// an error naming both kinds where the call has one), never read as the wrong
+    /// struct; its own calls still work.
+    @Test func eachCallRefusesAnOperationOfAnotherKind() async throws {
+        let server = TestServer.shared
+        let probe = Probe()
+        let conn = try Self.start(server, probe, kbdint: false)
+        defer { sshcore_conn_release(conn) }
+        #expect(await eventually(timeout: .seconds(10)) { probe.connected != nil })
+        #expect(probe.connected == Self.ok)
+
+        let command = strdup("echo kind-check")!
+        defer { free(command) }
+        var spec = sshcore_exec_spec(command: command, fallback_command: nil, stdin_data: nil, stdin_len: 0,
+                                     env: nil, env_count: 0, output_limit: 1 << 20)
+        var err = sshcore_error()
+        let ctx = Unmanaged.passRetained(probe).toOpaque()
+        defer { Unmanaged<Probe>.fromOpaque(ctx).release() }
+        let op = try #require(sshcore_exec_start(conn, &spec, Self.execDone, ctx, &err))
+        defer { sshcore_op_release(op) }
+        #expect(await eventually(timeout: .seconds(10)) { probe.codes["exec done"] != nil })
+        #expect(sshcore_op_get_kind(op) == SSHCORE_OP_EXEC)
+
+        var id: UInt64 = 0
+        let byte: [UInt8] = [0x41]
+        err = sshcore_error()
+        #expect(sshcore_stream_write(op, byte, 1, nil, nil, &id, &err) == Self.invalidArgument)
+        let message = withUnsafeBytes(of: err.detail) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        #expect(message.contains("takes a stream operation, not an exec operation"), "\(message)")
+        err = sshcore_error()
+        #expect(sshcore_stream_send_eof(op, &err) == Self.invalidArgument && err.code == Self.invalidArgument)
+        #expect(sshcore_stream_signal(op, "TERM", &err) == Self.invalidArgument)
+        #expect(sshcore_stream_resize(op, 80, 24, 0, 0, &err) == Self.invalidArgument)
+        #expect(sshcore_stream_write_cancel(op, 1) == Self.invalidArgument)
+        #expect(sshcore_stream_consumed(op, 1) == Self.invalidArgument)
+        var exit = sshcore_exit_info()
+        #expect(sshcore_stream_get_exit(op, &exit) == Self.invalidArgument)
+        var to: UInt64 = 7, from: UInt64 = 7
+        #expect(sshcore_bridge_get_counts(op, &to, &from) == Self.invalidArgument && to == 0 && from == 0)
+        #expect(sshcore_rforward_reject(op, 1) == Self.invalidArgument)
+        // the remote-forward calls that make new operations refuse it too, and take
+        // (close) the socket they were given, as on every other failure
+        var fds: [Int32] = [-1, -1]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+        var bridgeCallbacks = sshcore_bridge_callbacks(ctx: nil, opened: { _, _ in }, failed: { _, _, _ in },
+                                                       released: { _ in })
+        err = sshcore_error()
+        #expect(sshcore_rforward_bridge(op, 1, fds[0], 1 << 16, &bridgeCallbacks, Self.execDone, nil, &err) == nil)
+        #expect(err.code == Self.invalidArgument)
+        #expect(fcntl(fds[0], F_GETFD) == -1, "the socket was not closed")
+        close(fds[1])
+        var streamCallbacks = sshcore_stream_callbacks(ctx: nil, started: { _, _ in }, data: { _, _, _, _ in },
+                                                       released: { _ in }, eof: nil)
+        err = sshcore_error()
+        #expect(sshcore_rforward_stream(op, 1, 1 << 16, &streamCallbacks, Self.execDone, nil, &err) == nil)
+        #expect(err.code == Self.invalidArgument)
+
+        // its own call works
+        var result = sshcore_exec_result()
+        #expect(sshcore_exec_get_result(op, &result) == Self.ok)
+        #expect(result.out_len == "kind-check\n".utf8.count)
     }
 }
