@@ -41,7 +41,9 @@ static void auth_succeeded(sshcore_conn *conn)
         return;
     }
     conn->deadline_ms = 0;
-    conn->phase = PH_READY;
+    if (!sshcore_conn_phase(conn, SSHCORE_PHASE_EV_AUTHENTICATED)) {
+        return;
+    }
     conn->ka_seen_packets = conn->packet_counter.in_packets;
     conn->ka_last_rx_ms = sshcore_now_ms();
     conn->ka_probes = 0;
@@ -114,7 +116,7 @@ void sshcore_auth_none(sshcore_conn *conn)
                      methods_from_libssh(ssh_userauth_list(conn->session, NULL)));
         conn->method_idx = 0;
         conn->method_started = false;
-        conn->phase = PH_AUTH_METHOD;
+        (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_METHODS_LISTED);
         return;
     default:
         sshcore_conn_fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_userauth_none");
@@ -157,8 +159,11 @@ static int auth_kbdint_step(sshcore_conn *conn)
             ch.count = (size_t)n;
             ch.prompts = prompts;
             ch.echo = echo;
-            conn->phase = PH_KBD_WAIT;
-            sshcore_conn_pause_deadline(conn);
+            if (!sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWER_ASKED)) {
+                free(prompts);
+                free(echo);
+                return SSH_AUTH_INFO;
+            }
             sshcore_conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
             pthread_mutex_lock(&conn->mu);
             conn->kbd_awaited = true;
@@ -284,7 +289,7 @@ static void wipe_prompted_password(sshcore_conn *conn)
 
 /**
  * PASSWORD_PROMPT: asks the caller for a password through the kbdint callback
- * (one prompt, `password` set) and waits in PH_KBD_WAIT; the reply lands in
+ * (one prompt, `password` set) and waits in SSHCORE_PHASE_ANSWER_WAIT; the reply lands in
  * conn->prompted_password, or skips the method.
  */
 static void ask_password(sshcore_conn *conn)
@@ -304,8 +309,9 @@ static void ask_password(sshcore_conn *conn)
     ch.echo = &echo;
     ch.password = 1;
     ch.attempt = conn->password_attempts + 1;
-    conn->phase = PH_KBD_WAIT;
-    sshcore_conn_pause_deadline(conn);
+    if (!sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWER_ASKED)) {
+        return;
+    }
     sshcore_conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
     pthread_mutex_lock(&conn->mu);
     conn->kbd_awaited = true;
@@ -425,13 +431,13 @@ void sshcore_auth_method_step(sshcore_conn *conn)
  */
 void sshcore_auth_check_session(sshcore_conn *conn)
 {
-    if ((conn->phase == PH_AUTH_NONE || conn->phase == PH_AUTH_METHOD) && !sshcore_session_usable(conn)) {
+    if ((conn->phase == SSHCORE_PHASE_AUTH_NONE || conn->phase == SSHCORE_PHASE_AUTH_METHOD) && !sshcore_session_usable(conn)) {
         sshcore_conn_fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_userauth");
     }
 }
 
 /**
- * Worker, in PH_KBD_WAIT: the caller's reply to a password prompt (the password,
+ * Worker, in SSHCORE_PHASE_ANSWER_WAIT: the caller's reply to a password prompt (the password,
  * kept until the server answered, or none: the next method) or to a keyboard-
  * interactive round (handed to libssh). NULL answers abort authentication.
  * Takes what it keeps out of `answers`; the caller frees the rest.
@@ -440,11 +446,9 @@ void sshcore_auth_answers(sshcore_conn *conn, char *_Nullable *_Nullable answers
 {
     if (conn->method_idx < conn->method_count &&
         conn->methods[conn->method_idx].kind == SSHCORE_AUTH_PASSWORD_PROMPT) {
-        sshcore_conn_resume_deadline(conn);
         if (answers == NULL) {
             sshcore_conn_fail(conn, SSHCORE_E_AUTH_DENIED, "password prompt gave no answer");
-        } else {
-            conn->phase = PH_AUTH_METHOD;
+        } else if (sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWERED)) {
             if (count == 0) {
                 next_method(conn); /* no password: the next method */
             } else {
@@ -455,7 +459,6 @@ void sshcore_auth_answers(sshcore_conn *conn, char *_Nullable *_Nullable answers
         }
     } else {
         size_t i;
-        sshcore_conn_resume_deadline(conn);
         if (answers == NULL) {
             sshcore_conn_fail(conn, SSHCORE_E_AUTH_DENIED, "keyboard-interactive responder gave no answers");
         } else {
@@ -466,8 +469,8 @@ void sshcore_auth_answers(sshcore_conn *conn, char *_Nullable *_Nullable answers
                     break;
                 }
             }
-            if (conn->phase == PH_KBD_WAIT) {
-                conn->phase = PH_AUTH_METHOD;
+            if (conn->phase == SSHCORE_PHASE_ANSWER_WAIT) {
+                (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWERED);
             }
         }
     }

@@ -350,7 +350,38 @@ void sshcore_conn_fail_with(sshcore_conn *conn, const sshcore_error *err)
     sshcore_conn_connect_complete(conn, err);
     sshcore_conn_fail_ops(conn, conn->active, &op_err);
     conn->active = NULL;
-    conn->phase = PH_DONE;
+    (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ENDED);
+}
+
+bool sshcore_conn_phase(sshcore_conn *conn, sshcore_phase_event event)
+{
+    sshcore_phase before = conn->phase;
+    char detail[160];
+
+    switch (sshcore_phase_fsm_apply(&conn->phase, event)) {
+    case SSHCORE_PHASE_ACT_ASK_CALLER:
+        sshcore_conn_pause_deadline(conn); /* the caller's time is not the network's */
+        return true;
+    case SSHCORE_PHASE_ACT_AUTHENTICATE:
+    case SSHCORE_PHASE_ACT_TRY_METHOD:
+        sshcore_conn_resume_deadline(conn); /* no-op unless paused */
+        return true;
+    case SSHCORE_PHASE_ACT_NONE:
+    case SSHCORE_PHASE_ACT_CONNECT_TCP:
+    case SSHCORE_PHASE_ACT_WAIT_WRITABLE:
+    case SSHCORE_PHASE_ACT_HANDSHAKE:
+    case SSHCORE_PHASE_ACT_RUN_OPERATIONS:
+    case SSHCORE_PHASE_ACT_TEAR_DOWN:
+        /* the worker's next turn steps the new phase (sshcore_worker.c) */
+        return true;
+    case SSHCORE_PHASE_ACT_REJECT:
+    case SSHCORE_PHASE_ACT__COUNT:
+        break;
+    }
+    snprintf(detail, sizeof(detail), "connect phase %s: event %s not allowed (a core bug)",
+             sshcore_phase_name((int)before), sshcore_phase_event_name((int)event));
+    sshcore_conn_fail(conn, SSHCORE_E_INVALID_STATE, detail);
+    return false;
 }
 
 bool sshcore_session_usable(sshcore_conn *conn)
@@ -429,10 +460,10 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
     conn->lib_fd = -1;
     conn->state = SSHCORE_CONN_IDLE;
     atomic_init(&conn->state_snapshot, SSHCORE_CONN_IDLE);
-    conn->phase = PH_RESOLVE;
+    conn->phase = SSHCORE_PHASE_RESOLVE;
     if (config->connected_fd >= 0) {
         conn->sock_fd = config->connected_fd; /* owned from here on */
-        conn->phase = PH_HANDSHAKE;
+        conn->phase = SSHCORE_PHASE_HANDSHAKE;
     }
     conn->port = config->port;
     conn->connect_timeout_ms = config->connect_timeout_ms;

@@ -46,7 +46,7 @@ void sshcore_connect_resolve(sshcore_conn *conn)
         return;
     }
     conn->ai_cur = conn->ai_list;
-    conn->phase = PH_TCP_START;
+    (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_RESOLVED);
 }
 
 void sshcore_connect_tcp_start(sshcore_conn *conn)
@@ -60,7 +60,7 @@ void sshcore_connect_tcp_start(sshcore_conn *conn)
             pthread_mutex_lock(&conn->mu);
             conn->sock_fd = fd;
             pthread_mutex_unlock(&conn->mu);
-            conn->phase = in_progress ? PH_TCP_WAIT : PH_HANDSHAKE;
+            (void)sshcore_conn_phase(conn, in_progress ? SSHCORE_PHASE_EV_TCP_PENDING : SSHCORE_PHASE_EV_TCP_CONNECTED);
             return;
         }
         conn->last_connect_errno = errno;
@@ -80,13 +80,13 @@ void sshcore_connect_tcp_wait(sshcore_conn *conn)
     int e = sshcore_socket_connect_result(conn->sock_fd);
 
     if (e == 0) {
-        conn->phase = PH_HANDSHAKE;
+        (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_TCP_CONNECTED);
         return;
     }
     conn->last_connect_errno = e;
     sshcore_conn_close_socket(conn);
     conn->ai_cur = conn->ai_cur != NULL ? conn->ai_cur->ai_next : NULL;
-    conn->phase = PH_TCP_START;
+    (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_TCP_RETRY);
 }
 
 static int session_create(sshcore_conn *conn)
@@ -279,8 +279,9 @@ void sshcore_connect_handshake(sshcore_conn *conn)
     hk.base64 = b64;
     hk.host = conn->host;
     hk.port = conn->port;
-    conn->phase = PH_HOSTKEY_WAIT;
-    sshcore_conn_pause_deadline(conn);
+    if (!sshcore_conn_phase(conn, SSHCORE_PHASE_EV_HOSTKEY_ASKED)) {
+        goto out;
+    }
     sshcore_conn_retain(conn); /* dropped by sshcore_conn_hostkey_verdict */
     pthread_mutex_lock(&conn->mu);
     conn->verdict_awaited = true;

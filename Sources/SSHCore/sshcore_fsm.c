@@ -1,7 +1,7 @@
 /*
- * sshcore_fsm.c - the connection and channel state machines.
+ * sshcore_fsm.c - the connection, connect-phase and channel state machines.
  *
- * Both are pure functions (state, event) -> (next state, action): no I/O, no
+ * All are pure functions (state, event) -> (next state, action): no I/O, no
  * locks, no libssh. The worker performs the action. The switches have no
  * `default:` so that a new state or event is a compile-time question here.
  * Docs/StateMachines.md holds the same tables; a test checks they agree.
@@ -198,7 +198,185 @@ sshcore_chan_action sshcore_chan_fsm_apply(sshcore_chan_state *state,
     return action;
 }
 
+/* The connect phases: a rejected event is a core bug (the connection fails
+ * with INVALID_STATE naming the phase and the event). */
+sshcore_phase_action sshcore_phase_fsm_apply(sshcore_phase *phase, sshcore_phase_event event)
+{
+    sshcore_phase next = *phase;
+    sshcore_phase_action action = SSHCORE_PHASE_ACT_REJECT;
+
+    switch (*phase) {
+    case SSHCORE_PHASE_RESOLVE:
+        switch (event) {
+        case SSHCORE_PHASE_EV_RESOLVED: NEXT(SSHCORE_PHASE_TCP_START, SSHCORE_PHASE_ACT_CONNECT_TCP); break;
+        case SSHCORE_PHASE_EV_TCP_PENDING: break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED: break;
+        case SSHCORE_PHASE_EV_TCP_RETRY: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
+        case SSHCORE_PHASE_EV_ANSWERED: break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED: break;
+        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
+        case SSHCORE_PHASE_EV__COUNT: break;
+        }
+        break;
+    case SSHCORE_PHASE_TCP_START:
+        switch (event) {
+        case SSHCORE_PHASE_EV_RESOLVED: break;
+        case SSHCORE_PHASE_EV_TCP_PENDING: NEXT(SSHCORE_PHASE_TCP_WAIT, SSHCORE_PHASE_ACT_WAIT_WRITABLE); break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED: NEXT(SSHCORE_PHASE_HANDSHAKE, SSHCORE_PHASE_ACT_HANDSHAKE); break;
+        case SSHCORE_PHASE_EV_TCP_RETRY: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
+        case SSHCORE_PHASE_EV_ANSWERED: break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED: break;
+        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
+        case SSHCORE_PHASE_EV__COUNT: break;
+        }
+        break;
+    case SSHCORE_PHASE_TCP_WAIT:
+        switch (event) {
+        case SSHCORE_PHASE_EV_RESOLVED: break;
+        case SSHCORE_PHASE_EV_TCP_PENDING: break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED: NEXT(SSHCORE_PHASE_HANDSHAKE, SSHCORE_PHASE_ACT_HANDSHAKE); break;
+        case SSHCORE_PHASE_EV_TCP_RETRY: NEXT(SSHCORE_PHASE_TCP_START, SSHCORE_PHASE_ACT_CONNECT_TCP); break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
+        case SSHCORE_PHASE_EV_ANSWERED: break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED: break;
+        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
+        case SSHCORE_PHASE_EV__COUNT: break;
+        }
+        break;
+    case SSHCORE_PHASE_HANDSHAKE:
+        switch (event) {
+        case SSHCORE_PHASE_EV_RESOLVED: break;
+        case SSHCORE_PHASE_EV_TCP_PENDING: break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED: break;
+        case SSHCORE_PHASE_EV_TCP_RETRY: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: NEXT(SSHCORE_PHASE_HOSTKEY_WAIT, SSHCORE_PHASE_ACT_ASK_CALLER); break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
+        case SSHCORE_PHASE_EV_ANSWERED: break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED: break;
+        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
+        case SSHCORE_PHASE_EV__COUNT: break;
+        }
+        break;
+    case SSHCORE_PHASE_HOSTKEY_WAIT:
+        switch (event) {
+        case SSHCORE_PHASE_EV_RESOLVED: break;
+        case SSHCORE_PHASE_EV_TCP_PENDING: break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED: break;
+        case SSHCORE_PHASE_EV_TCP_RETRY: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: NEXT(SSHCORE_PHASE_AUTH_NONE, SSHCORE_PHASE_ACT_AUTHENTICATE); break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
+        case SSHCORE_PHASE_EV_ANSWERED: break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED: break;
+        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
+        case SSHCORE_PHASE_EV__COUNT: break;
+        }
+        break;
+    case SSHCORE_PHASE_AUTH_NONE:
+        switch (event) {
+        case SSHCORE_PHASE_EV_RESOLVED: break;
+        case SSHCORE_PHASE_EV_TCP_PENDING: break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED: break;
+        case SSHCORE_PHASE_EV_TCP_RETRY: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED: NEXT(SSHCORE_PHASE_AUTH_METHOD, SSHCORE_PHASE_ACT_TRY_METHOD); break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
+        case SSHCORE_PHASE_EV_ANSWERED: break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED: NEXT(SSHCORE_PHASE_READY, SSHCORE_PHASE_ACT_RUN_OPERATIONS); break;
+        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
+        case SSHCORE_PHASE_EV__COUNT: break;
+        }
+        break;
+    case SSHCORE_PHASE_AUTH_METHOD:
+        switch (event) {
+        case SSHCORE_PHASE_EV_RESOLVED: break;
+        case SSHCORE_PHASE_EV_TCP_PENDING: break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED: break;
+        case SSHCORE_PHASE_EV_TCP_RETRY: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED: NEXT(SSHCORE_PHASE_ANSWER_WAIT, SSHCORE_PHASE_ACT_ASK_CALLER); break;
+        case SSHCORE_PHASE_EV_ANSWERED: break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED: NEXT(SSHCORE_PHASE_READY, SSHCORE_PHASE_ACT_RUN_OPERATIONS); break;
+        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
+        case SSHCORE_PHASE_EV__COUNT: break;
+        }
+        break;
+    case SSHCORE_PHASE_ANSWER_WAIT:
+        switch (event) {
+        case SSHCORE_PHASE_EV_RESOLVED: break;
+        case SSHCORE_PHASE_EV_TCP_PENDING: break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED: break;
+        case SSHCORE_PHASE_EV_TCP_RETRY: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
+        case SSHCORE_PHASE_EV_ANSWERED: NEXT(SSHCORE_PHASE_AUTH_METHOD, SSHCORE_PHASE_ACT_TRY_METHOD); break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED: break;
+        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
+        case SSHCORE_PHASE_EV__COUNT: break;
+        }
+        break;
+    case SSHCORE_PHASE_READY:
+        switch (event) {
+        case SSHCORE_PHASE_EV_RESOLVED: break;
+        case SSHCORE_PHASE_EV_TCP_PENDING: break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED: break;
+        case SSHCORE_PHASE_EV_TCP_RETRY: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
+        case SSHCORE_PHASE_EV_ANSWERED: break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED: break;
+        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
+        case SSHCORE_PHASE_EV__COUNT: break;
+        }
+        break;
+    case SSHCORE_PHASE_DONE:
+        switch (event) {
+        case SSHCORE_PHASE_EV_RESOLVED: break;
+        case SSHCORE_PHASE_EV_TCP_PENDING: break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED: break;
+        case SSHCORE_PHASE_EV_TCP_RETRY: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
+        case SSHCORE_PHASE_EV_ANSWERED: break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED: break;
+        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_NONE); break;
+        case SSHCORE_PHASE_EV__COUNT: break;
+        }
+        break;
+    case SSHCORE_PHASE__COUNT:
+        break;
+    }
+    *phase = next;
+    return action;
+}
+
 #define SSHCORE_NAME_CASE(n, s) s,
+static const char *const phase_names[] = {SSHCORE_PHASE_MAP(SSHCORE_NAME_CASE)};
+static const char *const phase_event_names[] = {SSHCORE_PHASE_EVENT_MAP(SSHCORE_NAME_CASE)};
+static const char *const phase_action_names[] = {SSHCORE_PHASE_ACTION_MAP(SSHCORE_NAME_CASE)};
 static const char *const conn_state_names[] = {SSHCORE_CONN_STATE_MAP(SSHCORE_NAME_CASE)};
 static const char *const conn_event_names[] = {SSHCORE_CONN_EVENT_MAP(SSHCORE_NAME_CASE)};
 static const char *const conn_action_names[] = {SSHCORE_CONN_ACTION_MAP(SSHCORE_NAME_CASE)};
@@ -210,6 +388,9 @@ static const char *const chan_action_names[] = {SSHCORE_CHAN_ACTION_MAP(SSHCORE_
 #define NAME_LOOKUP(table, i)                                                  \
     (((i) >= 0 && (size_t)(i) < sizeof(table) / sizeof(table[0])) ? table[i] : "?")
 
+const char *sshcore_phase_name(int p) { return NAME_LOOKUP(phase_names, p); }
+const char *sshcore_phase_event_name(int e) { return NAME_LOOKUP(phase_event_names, e); }
+const char *sshcore_phase_action_name(int a) { return NAME_LOOKUP(phase_action_names, a); }
 const char *sshcore_conn_state_name(int s) { return NAME_LOOKUP(conn_state_names, s); }
 const char *sshcore_conn_event_name(int e) { return NAME_LOOKUP(conn_event_names, e); }
 const char *sshcore_conn_action_name(int a) { return NAME_LOOKUP(conn_action_names, a); }

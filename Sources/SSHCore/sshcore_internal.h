@@ -133,7 +133,7 @@ struct sshcore_conn {
     int lib_fd; /* dup handed to libssh */
     bool ssh_connect_called;
     bool lib_took_fd; /* libssh adopted lib_fd (ssh_get_fd returned it) */
-    int phase;
+    sshcore_phase phase; /* the connect phase machine (sshcore_fsm.c); worker only */
     struct addrinfo *_Nullable ai_list;
     struct addrinfo *_Nullable ai_cur;
     int last_connect_errno;
@@ -218,21 +218,6 @@ struct sshcore_orphan {
     struct sshcore_orphan *_Nullable next;
 };
 
-/** Where a connection is in connecting (worker only): the connect operation
- *  steps through these; PH_READY runs operations; PH_DONE is torn down. */
-enum {
-    PH_RESOLVE,
-    PH_TCP_START,
-    PH_TCP_WAIT,
-    PH_HANDSHAKE,
-    PH_HOSTKEY_WAIT,
-    PH_AUTH_NONE,
-    PH_AUTH_METHOD,
-    PH_KBD_WAIT,
-    PH_READY,
-    PH_DONE,
-};
-
 /* sshcore_conn.c */
 int64_t sshcore_now_ms(void);
 void sshcore_conn_retain(sshcore_conn *conn);
@@ -278,6 +263,10 @@ void sshcore_conn_fail_ops(sshcore_conn *conn, sshcore_op *_Nullable list,
 void sshcore_conn_fail_with(sshcore_conn *conn, const sshcore_error *err);
 void sshcore_conn_fail(sshcore_conn *conn, int code, const char *_Nullable detail);
 void sshcore_conn_fail_lib(sshcore_conn *conn, int code, const char *_Nullable function);
+/** Worker: applies a connect-phase event and acts on its action (the connect
+ *  deadline pauses while the caller is asked, and resumes with the answer); a
+ *  rejected event fails the connection with INVALID_STATE naming both. */
+bool sshcore_conn_phase(sshcore_conn *conn, sshcore_phase_event event);
 extern atomic_long sshcore_live_workers;
 
 /* sshcore_error.c */

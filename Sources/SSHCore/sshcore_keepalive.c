@@ -115,7 +115,7 @@ int64_t sshcore_keepalive_due_ms(const sshcore_conn *conn)
 {
     int64_t interval = conn->ka_interval_ms;
 
-    if (interval <= 0 || conn->phase != PH_READY) {
+    if (interval <= 0 || conn->phase != SSHCORE_PHASE_READY) {
         return -1;
     }
     if (conn->ka_probes < conn->ka_max_missed) {
@@ -155,7 +155,7 @@ void sshcore_keepalive_check(sshcore_conn *conn)
     int64_t now;
     int64_t due;
 
-    if (conn->ka_interval_ms <= 0 || conn->phase != PH_READY) {
+    if (conn->ka_interval_ms <= 0 || conn->phase != SSHCORE_PHASE_READY) {
         return;
     }
     now = sshcore_now_ms();

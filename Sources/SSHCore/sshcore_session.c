@@ -511,7 +511,14 @@ static void close_channel(sshcore_conn *conn, session_op *x)
     /* sends CLOSE (once) unless the session is gone */
     ssh_channel_free(x->ch);
     x->ch = NULL;
-    (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
+    if (sshcore_session_usable(conn)) {
+        (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
+    } else if (sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CONN_LOST) == SSHCORE_CHAN_ACT_FAIL) {
+        /* the connection went first: the op ends with the connection's failure
+         * (a no-op when teardown already completed it with that code) */
+        int code = atomic_load(&conn->fail_code);
+        sshcore_session_complete_code(x, code != SSHCORE_E_OK ? code : SSHCORE_E_CONNECTION_LOST, NULL);
+    }
 }
 
 void sshcore_session_destroy(sshcore_op *op)

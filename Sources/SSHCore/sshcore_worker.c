@@ -75,10 +75,10 @@ static void handle_requests(sshcore_conn *conn, conn_requests *rq)
     sshcore_op *next = NULL;
     sshcore_error err;
 
-    if (rq->cancel && conn->phase != PH_DONE && conn->state != SSHCORE_CONN_READY) {
+    if (rq->cancel && conn->phase != SSHCORE_PHASE_DONE && conn->state != SSHCORE_CONN_READY) {
         sshcore_conn_fail(conn, SSHCORE_E_CANCELLED, NULL);
     }
-    if (rq->close && conn->phase != PH_DONE) {
+    if (rq->close && conn->phase != SSHCORE_PHASE_DONE) {
         if (conn->state != SSHCORE_CONN_READY) {
             sshcore_error_set(&err, SSHCORE_E_CANCELLED, "closed while connecting");
             sshcore_conn_connect_complete(conn, &err);
@@ -87,21 +87,20 @@ static void handle_requests(sshcore_conn *conn, conn_requests *rq)
             sshcore_error_set(&err, SSHCORE_E_CLOSED, NULL);
             sshcore_conn_fail_ops(conn, conn->active, &err);
             conn->active = NULL;
-            conn->phase = PH_DONE;
+            (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ENDED);
         }
     }
-    if (rq->verdict && conn->phase == PH_HOSTKEY_WAIT) {
-        sshcore_conn_resume_deadline(conn);
+    if (rq->verdict && conn->phase == SSHCORE_PHASE_HOSTKEY_WAIT) {
         if (!rq->accept) {
             sshcore_conn_fail(conn, SSHCORE_E_HOST_KEY_REJECTED, rq->reason);
         } else if (sshcore_conn_apply(conn, SSHCORE_CONN_EV_HANDSHAKE_DONE) ==
                    SSHCORE_CONN_ACT_AUTHENTICATE) {
-            conn->phase = PH_AUTH_NONE;
+            (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED);
         } else {
             sshcore_conn_fail(conn, SSHCORE_E_INVALID_STATE, "host key verdict in a wrong state");
         }
     }
-    if (rq->kbd && conn->phase == PH_KBD_WAIT) {
+    if (rq->kbd && conn->phase == SSHCORE_PHASE_ANSWER_WAIT) {
         sshcore_auth_answers(conn, rq->answers, rq->answer_count);
     }
     sshcore_free_answers(rq->answers, rq->answer_count);
@@ -116,7 +115,7 @@ static void handle_requests(sshcore_conn *conn, conn_requests *rq)
             sshcore_op_release(op);
             continue;
         }
-        if (conn->phase != PH_READY ||
+        if (conn->phase != SSHCORE_PHASE_READY ||
             sshcore_conn_apply(conn, SSHCORE_CONN_EV_OPEN_CHANNEL) != SSHCORE_CONN_ACT_OPEN_CHANNEL) {
             int code = atomic_load(&conn->fail_code);
             sshcore_error_set(&err, code != 0 ? code : SSHCORE_E_CLOSED, NULL);
@@ -173,23 +172,23 @@ static bool step_ops(sshcore_conn *conn)
 static bool advance(sshcore_conn *conn)
 {
     switch (conn->phase) {
-    case PH_RESOLVE: sshcore_connect_resolve(conn); return conn->phase != PH_RESOLVE;
-    case PH_TCP_START: sshcore_connect_tcp_start(conn); return conn->phase == PH_HANDSHAKE;
-    case PH_TCP_WAIT: return false;
-    case PH_HANDSHAKE: sshcore_connect_handshake(conn); return false;
-    case PH_HOSTKEY_WAIT: return false;
-    case PH_AUTH_NONE:
+    case SSHCORE_PHASE_RESOLVE: sshcore_connect_resolve(conn); return conn->phase != SSHCORE_PHASE_RESOLVE;
+    case SSHCORE_PHASE_TCP_START: sshcore_connect_tcp_start(conn); return conn->phase == SSHCORE_PHASE_HANDSHAKE;
+    case SSHCORE_PHASE_TCP_WAIT: return false;
+    case SSHCORE_PHASE_HANDSHAKE: sshcore_connect_handshake(conn); return false;
+    case SSHCORE_PHASE_HOSTKEY_WAIT: return false;
+    case SSHCORE_PHASE_AUTH_NONE:
         sshcore_auth_none(conn);
         sshcore_auth_check_session(conn);
-        return conn->phase != PH_AUTH_NONE;
-    case PH_AUTH_METHOD: {
+        return conn->phase != SSHCORE_PHASE_AUTH_NONE;
+    case SSHCORE_PHASE_AUTH_METHOD: {
         size_t idx = conn->method_idx;
         sshcore_auth_method_step(conn);
         sshcore_auth_check_session(conn);
-        return conn->phase == PH_READY || conn->method_idx != idx;
+        return conn->phase == SSHCORE_PHASE_READY || conn->method_idx != idx;
     }
-    case PH_KBD_WAIT: return false;
-    case PH_READY: {
+    case SSHCORE_PHASE_ANSWER_WAIT: return false;
+    case SSHCORE_PHASE_READY: {
         /* Any libssh call may read and dispatch packets for every channel.
          * If a pass consumed packets, an op stepped earlier in the pass may
          * have new data, EOF or a close waiting that no poll() will announce:
@@ -197,10 +196,10 @@ static bool advance(sshcore_conn *conn)
         uint64_t before = conn->packet_counter.in_packets;
         bool again = step_ops(conn);
         sshcore_keepalive_check(conn);
-        if (conn->gcancels != NULL && conn->phase == PH_READY) {
+        if (conn->gcancels != NULL && conn->phase == SSHCORE_PHASE_READY) {
             sshcore_global_service(conn);
         }
-        if (conn->phase != PH_READY) {
+        if (conn->phase != SSHCORE_PHASE_READY) {
             return false;
         }
         if (conn->orphans != NULL) {
@@ -209,12 +208,13 @@ static bool advance(sshcore_conn *conn)
         if (conn->packet_counter.in_packets != before && (conn->active != NULL || conn->orphans != NULL)) {
             again = true;
         }
-        if (conn->phase == PH_READY && !sshcore_session_usable(conn)) {
+        if (conn->phase == SSHCORE_PHASE_READY && !sshcore_session_usable(conn)) {
             sshcore_conn_fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_is_connected");
         }
         return again;
     }
-    case PH_DONE: return false;
+    case SSHCORE_PHASE_DONE: return false;
+    case SSHCORE_PHASE__COUNT: return false;
     }
     return false;
 }
@@ -318,7 +318,7 @@ static int poll_timeout(sshcore_conn *conn)
     int64_t now;
     int64_t left;
 
-    if (conn->phase == PH_READY) {
+    if (conn->phase == SSHCORE_PHASE_READY) {
         int64_t due = sshcore_keepalive_due_ms(conn);
         int64_t orphans = sshcore_conn_orphans_due_ms(conn);
         sshcore_op *op = NULL;
@@ -445,10 +445,10 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
     bool pollout_seen = false;
     bool send_wake_by_timer = false;
     uint64_t read_mark = 0;
-    while (conn->phase != PH_DONE) {
+    while (conn->phase != SSHCORE_PHASE_DONE) {
         take_requests(conn, &rq);
         handle_requests(conn, &rq);
-        if (conn->phase == PH_DONE) {
+        if (conn->phase == SSHCORE_PHASE_DONE) {
             break;
         }
         conn->send_blocked = false;
@@ -463,7 +463,7 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
             ack_now(conn, conn->socket_counter.in_bytes - read_mark);
             readable = false;
         }
-        if (conn->phase == PH_DONE) {
+        if (conn->phase == SSHCORE_PHASE_DONE) {
             break;
         }
         /* More work is ready: poll without waiting rather than skip the poll,
@@ -471,7 +471,7 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
          * packet only after a POLLOUT event: a busy channel that kept the loop
          * from polling held every other channel's writes back (measured: 60 to
          * 270 ms echo stalls beside a bulk stream). */
-        if (!again && conn->phase != PH_READY && conn->deadline_ms != 0 && conn->paused_at_ms == 0 &&
+        if (!again && conn->phase != SSHCORE_PHASE_READY && conn->deadline_ms != 0 && conn->paused_at_ms == 0 &&
             sshcore_now_ms() >= conn->deadline_ms) {
             sshcore_conn_fail(conn, SSHCORE_E_CONNECT_TIMEOUT, NULL);
             break;
@@ -486,14 +486,14 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
         pfd[nfds].events = POLLIN;
         pfd[nfds].revents = 0;
         nfds++;
-        if (conn->phase == PH_TCP_WAIT) {
+        if (conn->phase == SSHCORE_PHASE_TCP_WAIT) {
             pfd[nfds].fd = conn->sock_fd;
             pfd[nfds].events = POLLOUT;
             pfd[nfds].revents = 0;
             nfds++;
-        } else if (conn->session != NULL && conn->phase != PH_HOSTKEY_WAIT &&
-                   conn->phase != PH_KBD_WAIT && conn->phase != PH_RESOLVE &&
-                   conn->phase != PH_TCP_START) {
+        } else if (conn->session != NULL && conn->phase != SSHCORE_PHASE_HOSTKEY_WAIT &&
+                   conn->phase != SSHCORE_PHASE_ANSWER_WAIT && conn->phase != SSHCORE_PHASE_RESOLVE &&
+                   conn->phase != SSHCORE_PHASE_TCP_START) {
             pfd[nfds].fd = conn->lib_fd;
             pfd[nfds].events = POLLIN;
             /* libssh has output to flush, or an op held input back until the
@@ -507,7 +507,7 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
         }
         /* with ops' own fds the whole set lives in conn->op_pfds */
         core_nfds = nfds;
-        if (conn->phase == PH_READY && conn->active != NULL) {
+        if (conn->phase == SSHCORE_PHASE_READY && conn->active != NULL) {
             nfds = add_op_fds(conn, core_pfd, core_nfds, &pfd);
         }
         timeout = again ? 0 : poll_timeout(conn);
@@ -529,9 +529,9 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
             readable = (pfd[1].revents & POLLIN) != 0;
             pollout_seen = (pfd[1].revents & POLLOUT) != 0;
             read_mark = conn->socket_counter.in_bytes;
-            if (conn->phase == PH_TCP_WAIT) {
+            if (conn->phase == SSHCORE_PHASE_TCP_WAIT) {
                 sshcore_connect_tcp_wait(conn);
-            } else if (conn->phase == PH_READY && conn->event != NULL) {
+            } else if (conn->phase == SSHCORE_PHASE_READY && conn->event != NULL) {
                 read_socket(conn);
             }
         }

@@ -76,6 +76,27 @@ struct StateMachineTableTests {
         #expect(documented.count >= 15)
     }
 
+    @Test func connectPhaseMachineMatchesTheDocumentedTable() throws {
+        let documented = try Self.rows(section: "Connect phases")
+        let actual = Self.implementedRows(
+            states: Int(SSHCORE_PHASE__COUNT.rawValue), events: Int(SSHCORE_PHASE_EV__COUNT.rawValue),
+            apply: { s, e in
+                var phase = sshcore_phase(rawValue: UInt32(s))
+                let a = sshcore_phase_fsm_apply(&phase, sshcore_phase_event(rawValue: UInt32(e)))
+                return (Int(phase.rawValue), Int(a.rawValue), a == SSHCORE_PHASE_ACT_REJECT)
+            },
+            stateName: sshcore_phase_name, eventName: sshcore_phase_event_name, actionName: sshcore_phase_action_name)
+        check(documented: documented, actual: actual)
+        #expect(documented.count >= 20)
+        // every phase can end (a failure or a close), and only `ended` reaches `done`
+        for p in 0..<Int(SSHCORE_PHASE__COUNT.rawValue) {
+            var phase = sshcore_phase(rawValue: UInt32(p))
+            #expect(sshcore_phase_fsm_apply(&phase, SSHCORE_PHASE_EV_ENDED) != SSHCORE_PHASE_ACT_REJECT)
+            #expect(phase == SSHCORE_PHASE_DONE)
+        }
+        #expect(!documented.contains { $0.next == "done" && $0.event != "ended" })
+    }
+
     @Test func closeIsAllowedInEveryState() {
         for s in 0..<Int(SSHCORE_CONN__COUNT.rawValue) {
             var state = sshcore_conn_state(rawValue: UInt32(s))

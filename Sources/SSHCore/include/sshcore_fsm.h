@@ -72,6 +72,59 @@ extern "C" {
     XX(FAIL, "fail")                                                           \
     XX(REJECT, "reject")
 
+/* The connect phases: where a connection is inside `connecting` and
+ * `authenticating` (a machine of its own; the worker steps the current phase). */
+#define SSHCORE_PHASE_MAP(XX)                                                  \
+    XX(RESOLVE, "resolve")                                                     \
+    XX(TCP_START, "tcpStart")                                                  \
+    XX(TCP_WAIT, "tcpWait")                                                    \
+    XX(HANDSHAKE, "handshake")                                                 \
+    XX(HOSTKEY_WAIT, "hostKeyWait")                                            \
+    XX(AUTH_NONE, "authNone")                                                  \
+    XX(AUTH_METHOD, "authMethod")                                              \
+    XX(ANSWER_WAIT, "answerWait")                                              \
+    XX(READY, "ready")                                                         \
+    XX(DONE, "done")
+
+#define SSHCORE_PHASE_EVENT_MAP(XX)                                            \
+    XX(RESOLVED, "resolved")                                                   \
+    XX(TCP_PENDING, "tcpPending")                                              \
+    XX(TCP_CONNECTED, "tcpConnected")                                          \
+    XX(TCP_RETRY, "tcpRetry")                                                  \
+    XX(HOSTKEY_ASKED, "hostKeyAsked")                                          \
+    XX(HOSTKEY_ACCEPTED, "hostKeyAccepted")                                    \
+    XX(METHODS_LISTED, "methodsListed")                                        \
+    XX(ANSWER_ASKED, "answerAsked")                                            \
+    XX(ANSWERED, "answered")                                                   \
+    XX(AUTHENTICATED, "authenticated")                                         \
+    XX(ENDED, "ended")
+
+#define SSHCORE_PHASE_ACTION_MAP(XX)                                           \
+    XX(NONE, "none")                                                           \
+    XX(CONNECT_TCP, "connectTCP")                                              \
+    XX(WAIT_WRITABLE, "waitWritable")                                          \
+    XX(HANDSHAKE, "handshake")                                                 \
+    XX(ASK_CALLER, "askCaller")                                                \
+    XX(AUTHENTICATE, "authenticate")                                           \
+    XX(TRY_METHOD, "tryMethod")                                                \
+    XX(RUN_OPERATIONS, "runOperations")                                        \
+    XX(TEAR_DOWN, "tearDown")                                                  \
+    XX(REJECT, "reject")
+
+#define SSHCORE_ENUM_PHASE(n, s) SSHCORE_PHASE_##n,
+#define SSHCORE_ENUM_PHASE_EVENT(n, s) SSHCORE_PHASE_EV_##n,
+#define SSHCORE_ENUM_PHASE_ACTION(n, s) SSHCORE_PHASE_ACT_##n,
+
+typedef enum sshcore_phase {
+    SSHCORE_PHASE_MAP(SSHCORE_ENUM_PHASE) SSHCORE_PHASE__COUNT
+} sshcore_phase;
+typedef enum sshcore_phase_event {
+    SSHCORE_PHASE_EVENT_MAP(SSHCORE_ENUM_PHASE_EVENT) SSHCORE_PHASE_EV__COUNT
+} sshcore_phase_event;
+typedef enum sshcore_phase_action {
+    SSHCORE_PHASE_ACTION_MAP(SSHCORE_ENUM_PHASE_ACTION) SSHCORE_PHASE_ACT__COUNT
+} sshcore_phase_action;
+
 #define SSHCORE_ENUM_CONN_STATE(n, s) SSHCORE_CONN_##n,
 #define SSHCORE_ENUM_CONN_EVENT(n, s) SSHCORE_CONN_EV_##n,
 #define SSHCORE_ENUM_CONN_ACTION(n, s) SSHCORE_CONN_ACT_##n,
@@ -110,6 +163,12 @@ sshcore_conn_action sshcore_conn_fsm_apply(sshcore_conn_state *state,
 sshcore_chan_action sshcore_chan_fsm_apply(sshcore_chan_state *state,
                                            sshcore_chan_event event);
 
+/** @brief Apply an event to a connect phase; see sshcore_conn_fsm_apply. */
+sshcore_phase_action sshcore_phase_fsm_apply(sshcore_phase *phase, sshcore_phase_event event);
+
+const char *sshcore_phase_name(int phase);
+const char *sshcore_phase_event_name(int event);
+const char *sshcore_phase_action_name(int action);
 const char *sshcore_conn_state_name(int state);
 const char *sshcore_conn_event_name(int event);
 const char *sshcore_conn_action_name(int action);
