@@ -30,7 +30,7 @@ size_t sshcore_session_bridge_send_direct(session_op *x, const uint8_t *data, si
 
     /* not before the caller's `opened` ran: a SOCKS answer goes first, and a
      * target that speaks first (SSH, SMTP) can send with the open confirmation */
-    if (x->phase != X_IO || !x->started_reported || x->fdout_off < x->fdout.len || !x->fd_writable ||
+    if (x->phase != SSHCORE_SETUP_IO || !x->started_reported || x->fdout_off < x->fdout.len || !x->fd_writable ||
         x->fd_dead || x->fd < 0) {
         return 0;
     }
@@ -179,7 +179,7 @@ int sshcore_session_bridge_poll_fd(sshcore_conn *conn, sshcore_op *op, short *ev
     short ev = 0;
     (void)conn;
 
-    if (x->fd < 0 || x->fd_dead || x->phase != X_IO || x->ch == NULL) {
+    if (x->fd < 0 || x->fd_dead || x->phase != SSHCORE_SETUP_IO || x->ch == NULL) {
         return -1;
     }
     if (!x->fd_readable && !x->fd_read_eof && x->fdin_off == x->fdin.len && sshcore_session_can_write(x) &&

@@ -1,5 +1,6 @@
 /*
- * sshcore_fsm.c - the connection, connect-phase and channel state machines.
+ * sshcore_fsm.c - the connection, connect-phase, channel and channel-setup state
+ * machines.
  *
  * All are pure functions (state, event) -> (next state, action): no I/O, no
  * locks, no libssh. The worker performs the action. The switches have no
@@ -198,6 +199,87 @@ sshcore_chan_action sshcore_chan_fsm_apply(sshcore_chan_state *state,
     return action;
 }
 
+/* Channel setup: a rejected event is a core bug (the operation fails with
+ * INVALID_STATE naming the step and the event). */
+sshcore_setup_action sshcore_setup_fsm_apply(sshcore_setup *setup, sshcore_setup_event event)
+{
+    sshcore_setup next = *setup;
+    sshcore_setup_action action = SSHCORE_SETUP_ACT_REJECT;
+
+    switch (*setup) {
+    case SSHCORE_SETUP_OPEN:
+        switch (event) {
+        case SSHCORE_SETUP_EV_SESSION_OPENED: NEXT(SSHCORE_SETUP_AGENT, SSHCORE_SETUP_ACT_REQUEST_AGENT); break;
+        case SSHCORE_SETUP_EV_STREAM_OPENED: NEXT(SSHCORE_SETUP_IO, SSHCORE_SETUP_ACT_RUN_IO); break;
+        case SSHCORE_SETUP_EV_AGENT_DONE: break;
+        case SSHCORE_SETUP_EV_ENV_DONE: break;
+        case SSHCORE_SETUP_EV_PTY_DONE: break;
+        case SSHCORE_SETUP_EV_STARTED: break;
+        case SSHCORE_SETUP_EV__COUNT: break;
+        }
+        break;
+    case SSHCORE_SETUP_AGENT:
+        switch (event) {
+        case SSHCORE_SETUP_EV_SESSION_OPENED: break;
+        case SSHCORE_SETUP_EV_STREAM_OPENED: break;
+        case SSHCORE_SETUP_EV_AGENT_DONE: NEXT(SSHCORE_SETUP_ENV, SSHCORE_SETUP_ACT_SEND_ENV); break;
+        case SSHCORE_SETUP_EV_ENV_DONE: break;
+        case SSHCORE_SETUP_EV_PTY_DONE: break;
+        case SSHCORE_SETUP_EV_STARTED: break;
+        case SSHCORE_SETUP_EV__COUNT: break;
+        }
+        break;
+    case SSHCORE_SETUP_ENV:
+        switch (event) {
+        case SSHCORE_SETUP_EV_SESSION_OPENED: break;
+        case SSHCORE_SETUP_EV_STREAM_OPENED: break;
+        case SSHCORE_SETUP_EV_AGENT_DONE: break;
+        case SSHCORE_SETUP_EV_ENV_DONE: NEXT(SSHCORE_SETUP_PTY, SSHCORE_SETUP_ACT_REQUEST_PTY); break;
+        case SSHCORE_SETUP_EV_PTY_DONE: break;
+        case SSHCORE_SETUP_EV_STARTED: break;
+        case SSHCORE_SETUP_EV__COUNT: break;
+        }
+        break;
+    case SSHCORE_SETUP_PTY:
+        switch (event) {
+        case SSHCORE_SETUP_EV_SESSION_OPENED: break;
+        case SSHCORE_SETUP_EV_STREAM_OPENED: break;
+        case SSHCORE_SETUP_EV_AGENT_DONE: break;
+        case SSHCORE_SETUP_EV_ENV_DONE: break;
+        case SSHCORE_SETUP_EV_PTY_DONE: NEXT(SSHCORE_SETUP_START, SSHCORE_SETUP_ACT_REQUEST_START); break;
+        case SSHCORE_SETUP_EV_STARTED: break;
+        case SSHCORE_SETUP_EV__COUNT: break;
+        }
+        break;
+    case SSHCORE_SETUP_START:
+        switch (event) {
+        case SSHCORE_SETUP_EV_SESSION_OPENED: break;
+        case SSHCORE_SETUP_EV_STREAM_OPENED: break;
+        case SSHCORE_SETUP_EV_AGENT_DONE: break;
+        case SSHCORE_SETUP_EV_ENV_DONE: break;
+        case SSHCORE_SETUP_EV_PTY_DONE: break;
+        case SSHCORE_SETUP_EV_STARTED: NEXT(SSHCORE_SETUP_IO, SSHCORE_SETUP_ACT_RUN_IO); break;
+        case SSHCORE_SETUP_EV__COUNT: break;
+        }
+        break;
+    case SSHCORE_SETUP_IO:
+        switch (event) {
+        case SSHCORE_SETUP_EV_SESSION_OPENED: break;
+        case SSHCORE_SETUP_EV_STREAM_OPENED: break;
+        case SSHCORE_SETUP_EV_AGENT_DONE: break;
+        case SSHCORE_SETUP_EV_ENV_DONE: break;
+        case SSHCORE_SETUP_EV_PTY_DONE: break;
+        case SSHCORE_SETUP_EV_STARTED: break;
+        case SSHCORE_SETUP_EV__COUNT: break;
+        }
+        break;
+    case SSHCORE_SETUP__COUNT:
+        break;
+    }
+    *setup = next;
+    return action;
+}
+
 /* The connect phases: a rejected event is a core bug (the connection fails
  * with INVALID_STATE naming the phase and the event). */
 sshcore_phase_action sshcore_phase_fsm_apply(sshcore_phase *phase, sshcore_phase_event event)
@@ -374,6 +456,9 @@ sshcore_phase_action sshcore_phase_fsm_apply(sshcore_phase *phase, sshcore_phase
 }
 
 #define SSHCORE_NAME_CASE(n, s) s,
+static const char *const setup_names[] = {SSHCORE_SETUP_MAP(SSHCORE_NAME_CASE)};
+static const char *const setup_event_names[] = {SSHCORE_SETUP_EVENT_MAP(SSHCORE_NAME_CASE)};
+static const char *const setup_action_names[] = {SSHCORE_SETUP_ACTION_MAP(SSHCORE_NAME_CASE)};
 static const char *const phase_names[] = {SSHCORE_PHASE_MAP(SSHCORE_NAME_CASE)};
 static const char *const phase_event_names[] = {SSHCORE_PHASE_EVENT_MAP(SSHCORE_NAME_CASE)};
 static const char *const phase_action_names[] = {SSHCORE_PHASE_ACTION_MAP(SSHCORE_NAME_CASE)};
@@ -388,6 +473,9 @@ static const char *const chan_action_names[] = {SSHCORE_CHAN_ACTION_MAP(SSHCORE_
 #define NAME_LOOKUP(table, i)                                                  \
     (((i) >= 0 && (size_t)(i) < sizeof(table) / sizeof(table[0])) ? table[i] : "?")
 
+const char *sshcore_setup_name(int s) { return NAME_LOOKUP(setup_names, s); }
+const char *sshcore_setup_event_name(int e) { return NAME_LOOKUP(setup_event_names, e); }
+const char *sshcore_setup_action_name(int a) { return NAME_LOOKUP(setup_action_names, a); }
 const char *sshcore_phase_name(int p) { return NAME_LOOKUP(phase_names, p); }
 const char *sshcore_phase_event_name(int e) { return NAME_LOOKUP(phase_event_names, e); }
 const char *sshcore_phase_action_name(int a) { return NAME_LOOKUP(phase_action_names, a); }

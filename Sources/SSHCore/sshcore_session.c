@@ -230,6 +230,22 @@ static void report_open(session_op *x, int env_fallback_used)
     }
 }
 
+/** Applies a channel-setup event (sshcore_fsm.c); a rejected one is a core bug:
+ *  the operation fails with INVALID_STATE naming the step and the event. */
+static bool setup_event(session_op *x, sshcore_setup_event event)
+{
+    sshcore_setup before = x->phase;
+    char detail[160];
+
+    if (sshcore_setup_fsm_apply(&x->phase, event) != SSHCORE_SETUP_ACT_REJECT) {
+        return true;
+    }
+    snprintf(detail, sizeof(detail), "channel setup %s: event %s not allowed (a core bug)",
+             sshcore_setup_name((int)before), sshcore_setup_event_name((int)event));
+    sshcore_session_complete_code(x, SSHCORE_E_INVALID_STATE, detail);
+    return false;
+}
+
 /**
  * Takes over a forwarded-tcpip channel a remote forward op holds open. What
  * arrived before our callbacks were set waits in libssh's buffer: it is
@@ -263,7 +279,9 @@ static bool adopt_channel(sshcore_conn *conn, session_op *x)
     if (sshcore_session_chan_event(x, SSHCORE_CHAN_EV_OPEN_OK) != SSHCORE_CHAN_ACT_START_IO) {
         return false;
     }
-    x->phase = X_IO;
+    if (!setup_event(x, SSHCORE_SETUP_EV_STREAM_OPENED)) {
+        return false;
+    }
     report_open(x, 0);
     return true;
 }
@@ -275,7 +293,7 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
     int rc;
 
     switch (x->phase) {
-    case X_OPEN:
+    case SSHCORE_SETUP_OPEN:
         if (x->adopt_parent != NULL || x->preset_ch != NULL) {
             return adopt_channel(conn, x);
         }
@@ -316,25 +334,24 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
         }
         if (x->kind != SSHCORE_CHANNEL_SESSION) {
             /* a direct channel carries bytes from the moment it is open */
-            x->phase = X_IO;
+            if (!setup_event(x, SSHCORE_SETUP_EV_STREAM_OPENED)) {
+                return false;
+            }
             report_open(x, 0);
             return true;
         }
-        x->phase = X_AGENT;
-        return true;
-    case X_AGENT:
+        return setup_event(x, SSHCORE_SETUP_EV_SESSION_OPENED);
+    case SSHCORE_SETUP_AGENT:
         /* like ssh -A: the server's sessions may use our agent (a request without
          * a reply; a server that does not allow it simply opens no agent channel) */
         if (conn->agent_socket != NULL && !x->subsystem &&
             ssh_channel_request_auth_agent(x->ch) == SSH_AGAIN) {
             return false;
         }
-        x->phase = X_ENV;
-        return true;
-    case X_ENV:
+        return setup_event(x, SSHCORE_SETUP_EV_AGENT_DONE);
+    case SSHCORE_SETUP_ENV:
         if (x->env_idx >= x->env_count || x->use_fallback) {
-            x->phase = X_PTY;
-            return true;
+            return setup_event(x, SSHCORE_SETUP_EV_ENV_DONE);
         }
         rc = ssh_channel_request_env(x->ch, x->env_names[x->env_idx], x->env_values[x->env_idx]);
         if (rc == SSH_AGAIN) {
@@ -354,10 +371,9 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
         }
         x->env_idx++;
         return true;
-    case X_PTY:
+    case SSHCORE_SETUP_PTY:
         if (!x->want_pty) {
-            x->phase = X_START;
-            return true;
+            return setup_event(x, SSHCORE_SETUP_EV_PTY_DONE);
         }
         rc = ssh_channel_request_pty_size(x->ch, x->term, (int)x->cols, (int)x->rows);
         if (rc == SSH_AGAIN) {
@@ -367,9 +383,8 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
             sshcore_session_fail_call(conn, x, SSHCORE_E_CHANNEL_REQUEST_FAILED, "ssh_channel_request_pty_size");
             return false;
         }
-        x->phase = X_START;
-        return true;
-    case X_START:
+        return setup_event(x, SSHCORE_SETUP_EV_PTY_DONE);
+    case SSHCORE_SETUP_START:
         if (x->command == NULL) {
             rc = ssh_channel_request_shell(x->ch);
         } else if (x->subsystem) {
@@ -388,11 +403,15 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
                                          : "ssh_channel_request_exec");
             return false;
         }
-        x->phase = X_IO;
+        if (!setup_event(x, SSHCORE_SETUP_EV_STARTED)) {
+            return false;
+        }
         report_open(x, x->use_fallback ? 1 : 0);
         return true;
-    case X_IO:
+    case SSHCORE_SETUP_IO:
         return session_io(conn, x);
+    case SSHCORE_SETUP__COUNT:
+        break;
     }
     return false;
 }
@@ -468,7 +487,7 @@ static void close_channel(sshcore_conn *conn, session_op *x)
      * op: unregister them before letting go */
     ssh_remove_channel_callbacks(x->ch, &x->cbs);
     if (sshcore_session_usable(conn)) {
-        if (x->phase == X_OPEN) {
+        if (x->phase == SSHCORE_SETUP_OPEN) {
             /* Still opening: freed now, libssh would forget the channel and
              * the server's later confirmation would leave it open on the
              * server for good (counting against MaxSessions). */
@@ -477,7 +496,7 @@ static void close_channel(sshcore_conn *conn, session_op *x)
             (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
             return;
         }
-        if (x->phase == X_START && x->start_sent && !ssh_channel_is_closed(x->ch)) {
+        if (x->phase == SSHCORE_SETUP_START && x->start_sent && !ssh_channel_is_closed(x->ch)) {
             /* The exec or shell request is on its way and libssh sends no
              * other request on the channel before its reply (a signal now
              * would be swallowed): the worker waits for that reply, stops
@@ -489,7 +508,7 @@ static void close_channel(sshcore_conn *conn, session_op *x)
             (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
             return;
         }
-        if (!ssh_channel_is_closed(x->ch) && x->phase == X_IO && x->kind == SSHCORE_CHANNEL_SESSION &&
+        if (!ssh_channel_is_closed(x->ch) && x->phase == SSHCORE_SETUP_IO && x->kind == SSHCORE_CHANNEL_SESSION &&
             !x->subsystem &&
             (atomic_load(&op->cancel_requested) != 0 || op->err.code == SSHCORE_E_TIMED_OUT ||
              op->err.code == SSHCORE_E_CANCELLED)) {
@@ -590,7 +609,7 @@ session_op *_Nullable sshcore_session_new(const char *_Nullable command,
     atomic_init(&x->starved, 0);
     x->next_id = 1;
     x->cstate = SSHCORE_CHAN_OPENING;
-    x->phase = X_OPEN;
+    x->phase = SSHCORE_SETUP_OPEN;
     if (command != NULL) {
         x->command = strdup(command);
         ok = x->command != NULL;

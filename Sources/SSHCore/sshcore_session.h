@@ -26,8 +26,6 @@
 /* Signals queued before the command started. */
 #define SIGNALS_MAX 8
 
-enum { X_OPEN, X_AGENT, X_ENV, X_PTY, X_START, X_IO };
-
 typedef struct wreq {
     struct wreq *_Nullable next;
     uint64_t id;
@@ -79,11 +77,11 @@ typedef struct session_op {
     atomic_int starved; /* the worker stopped reading for lack of room */
 
     /* worker only */
-    int phase;
+    sshcore_setup phase; /* the channel setup machine (sshcore_fsm.c) */
     bool use_fallback;
     bool env_optional; /* a refused env request is skipped */
     bool subsystem; /* command names a subsystem */
-    bool start_sent; /* X_START: the exec/shell/subsystem request went out */
+    bool start_sent; /* SSHCORE_SETUP_START: the exec/shell/subsystem request went out */
     sshcore_channel_kind kind;
     char *_Nullable target;     /* direct channels: host or socket path */
     int target_port;

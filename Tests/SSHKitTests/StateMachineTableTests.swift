@@ -97,6 +97,30 @@ struct StateMachineTableTests {
         #expect(!documented.contains { $0.next == "done" && $0.event != "ended" })
     }
 
+    @Test func channelSetupMachineMatchesTheDocumentedTable() throws {
+        let documented = try Self.rows(section: "Channel setup")
+        let actual = Self.implementedRows(
+            states: Int(SSHCORE_SETUP__COUNT.rawValue), events: Int(SSHCORE_SETUP_EV__COUNT.rawValue),
+            apply: { s, e in
+                var setup = sshcore_setup(rawValue: UInt32(s))
+                let a = sshcore_setup_fsm_apply(&setup, sshcore_setup_event(rawValue: UInt32(e)))
+                return (Int(setup.rawValue), Int(a.rawValue), a == SSHCORE_SETUP_ACT_REJECT)
+            },
+            stateName: sshcore_setup_name, eventName: sshcore_setup_event_name, actionName: sshcore_setup_action_name)
+        check(documented: documented, actual: actual)
+        #expect(documented.count == 6)
+        // both ways reach io: a session through every request, a stream at once
+        var session = SSHCORE_SETUP_OPEN
+        for e in [SSHCORE_SETUP_EV_SESSION_OPENED, SSHCORE_SETUP_EV_AGENT_DONE, SSHCORE_SETUP_EV_ENV_DONE,
+                  SSHCORE_SETUP_EV_PTY_DONE, SSHCORE_SETUP_EV_STARTED] {
+            #expect(sshcore_setup_fsm_apply(&session, e) != SSHCORE_SETUP_ACT_REJECT)
+        }
+        #expect(session == SSHCORE_SETUP_IO)
+        var stream = SSHCORE_SETUP_OPEN
+        #expect(sshcore_setup_fsm_apply(&stream, SSHCORE_SETUP_EV_STREAM_OPENED) == SSHCORE_SETUP_ACT_RUN_IO)
+        #expect(stream == SSHCORE_SETUP_IO)
+    }
+
     @Test func closeIsAllowedInEveryState() {
         for s in 0..<Int(SSHCORE_CONN__COUNT.rawValue) {
             var state = sshcore_conn_state(rawValue: UInt32(s))

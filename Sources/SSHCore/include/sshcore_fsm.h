@@ -111,6 +111,46 @@ extern "C" {
     XX(TEAR_DOWN, "tearDown")                                                  \
     XX(REJECT, "reject")
 
+/* Channel setup: how a session channel gets from open to its running command
+ * while the channel machine is in `opening`/`open` (a machine of its own). */
+#define SSHCORE_SETUP_MAP(XX)                                                  \
+    XX(OPEN, "open")                                                           \
+    XX(AGENT, "agentRequest")                                                  \
+    XX(ENV, "env")                                                             \
+    XX(PTY, "pty")                                                             \
+    XX(START, "start")                                                         \
+    XX(IO, "io")
+
+#define SSHCORE_SETUP_EVENT_MAP(XX)                                            \
+    XX(SESSION_OPENED, "sessionOpened")                                        \
+    XX(STREAM_OPENED, "streamOpened")                                          \
+    XX(AGENT_DONE, "agentDone")                                                \
+    XX(ENV_DONE, "envDone")                                                    \
+    XX(PTY_DONE, "ptyDone")                                                    \
+    XX(STARTED, "started")
+
+#define SSHCORE_SETUP_ACTION_MAP(XX)                                           \
+    XX(REQUEST_AGENT, "requestAgent")                                          \
+    XX(SEND_ENV, "sendEnv")                                                    \
+    XX(REQUEST_PTY, "requestPTY")                                              \
+    XX(REQUEST_START, "requestStart")                                          \
+    XX(RUN_IO, "runIO")                                                        \
+    XX(REJECT, "reject")
+
+#define SSHCORE_ENUM_SETUP(n, s) SSHCORE_SETUP_##n,
+#define SSHCORE_ENUM_SETUP_EVENT(n, s) SSHCORE_SETUP_EV_##n,
+#define SSHCORE_ENUM_SETUP_ACTION(n, s) SSHCORE_SETUP_ACT_##n,
+
+typedef enum sshcore_setup {
+    SSHCORE_SETUP_MAP(SSHCORE_ENUM_SETUP) SSHCORE_SETUP__COUNT
+} sshcore_setup;
+typedef enum sshcore_setup_event {
+    SSHCORE_SETUP_EVENT_MAP(SSHCORE_ENUM_SETUP_EVENT) SSHCORE_SETUP_EV__COUNT
+} sshcore_setup_event;
+typedef enum sshcore_setup_action {
+    SSHCORE_SETUP_ACTION_MAP(SSHCORE_ENUM_SETUP_ACTION) SSHCORE_SETUP_ACT__COUNT
+} sshcore_setup_action;
+
 #define SSHCORE_ENUM_PHASE(n, s) SSHCORE_PHASE_##n,
 #define SSHCORE_ENUM_PHASE_EVENT(n, s) SSHCORE_PHASE_EV_##n,
 #define SSHCORE_ENUM_PHASE_ACTION(n, s) SSHCORE_PHASE_ACT_##n,
@@ -166,6 +206,12 @@ sshcore_chan_action sshcore_chan_fsm_apply(sshcore_chan_state *state,
 /** @brief Apply an event to a connect phase; see sshcore_conn_fsm_apply. */
 sshcore_phase_action sshcore_phase_fsm_apply(sshcore_phase *phase, sshcore_phase_event event);
 
+/** @brief Apply an event to a channel's setup; see sshcore_conn_fsm_apply. */
+sshcore_setup_action sshcore_setup_fsm_apply(sshcore_setup *setup, sshcore_setup_event event);
+
+const char *sshcore_setup_name(int setup);
+const char *sshcore_setup_event_name(int event);
+const char *sshcore_setup_action_name(int action);
 const char *sshcore_phase_name(int phase);
 const char *sshcore_phase_event_name(int event);
 const char *sshcore_phase_action_name(int action);
