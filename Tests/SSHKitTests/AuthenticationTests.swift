@@ -64,6 +64,31 @@ struct AuthenticationTests {
             .privateKeyFile(path: server.key("id_ed25519"), passphrase: nil),
         ]))
         await conn.close()
+        // the order shows in what a refusal lists as tried: exactly the order given
+        let order = await expectSSHError {
+            try await SSHClient.connect(server.configuration(SSHAuthentication([
+                .privateKeyFile(path: server.key("id_unauthorized"), passphrase: nil),
+                .keyboardInteractive { challenge in challenge.prompts.map { _ in "wrong" } },
+                .password("wrong-\(UUID())"),
+            ])))
+        }
+        #expect(order?.code == .authenticationFailed)
+        #expect(order?.message.contains("tried: publickey(file),keyboard-interactive,password") == true,
+                "\(String(describing: order?.message))")
+        // a method the server does not offer is never tried
+        let keysOnly = try TestServer.start(name: "order-\(UUID().uuidString.prefix(6))",
+                                            extraConfig: ["PasswordAuthentication no", "KbdInteractiveAuthentication no"])
+        defer { keysOnly.stop() }
+        let skipped = await expectSSHError {
+            try await SSHClient.connect(keysOnly.configuration(SSHAuthentication([
+                .password("x"),
+                .privateKeyFile(path: keysOnly.key("id_unauthorized"), passphrase: nil),
+            ])))
+        }
+        #expect(skipped?.code == .authenticationFailed)
+        #expect(skipped?.message.contains("tried: publickey(file)") == true && skipped?.message.contains("password") == false,
+                "\(String(describing: skipped?.message))")
+        #expect(skipped?.offeredAuthMethods == [.publicKey], "\(String(describing: skipped?.offeredAuthMethods))")
     }
 
     @Test func wrongPasswordIsAuthenticationFailedWithTheOfferedMethods() async {

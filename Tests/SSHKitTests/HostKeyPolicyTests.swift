@@ -25,30 +25,47 @@ struct HostKeyPolicyTests {
     }
 
     @Test func unparsableKeysAreRejectedWithATypedError() {
-        for bad in ["", "ssh-ed25519", "ssh-ed25519 not-base64!", "ssh-foo AAAA", "ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIBfw"] {
-            #expect(throws: SSHError.self) { try SSHHostKey(openSSH: bad) }
+        // the shape is wrong: no type and blob
+        for bad in ["", "ssh-ed25519"] {
+            let e = #expect(throws: SSHError.self) { try SSHHostKey(openSSH: bad) }
+            #expect(e?.code == .invalidArgument && e?.message.contains("expected 'type base64") == true, "\(bad): \(String(describing: e))")
         }
+        // the shape is right, the key is not: a bad blob, an unknown type, a blob of another type
+        for bad in ["ssh-ed25519 not-base64!", "ssh-foo AAAA", "ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIBfw"] {
+            let e = #expect(throws: SSHError.self) { try SSHHostKey(openSSH: bad) }
+            let type = String(bad.prefix { $0 != " " })
+            #expect(e?.code == .invalidArgument && e?.message == "not a valid \(type) public key", "\(bad): \(String(describing: e))")
+        }
+    }
+
+    /// The reason a policy gives, for the error a refused connection carries.
+    func reason(_ verdict: SSHHostKeyVerdict) -> String? {
+        if case .reject(let reason, _, _) = verdict { return reason }
+        return nil
     }
 
     @Test func pinnedAcceptsOnlyPinnedKeys() async {
         let fp = Self.keyA.sha256Fingerprint
         #expect(accepted(await SSHHostKeyPolicy.pinned([fp]).evaluate(context(Self.keyA))))
         #expect(accepted(await SSHHostKeyPolicy.pinned([String(fp.dropFirst(7))]).evaluate(context(Self.keyA))))
-        #expect(!accepted(await SSHHostKeyPolicy.pinned([fp]).evaluate(context(Self.keyB))))
+        #expect(reason(await SSHHostKeyPolicy.pinned([fp]).evaluate(context(Self.keyB))) == "fingerprint is not pinned")
         // fail closed: nothing valid pinned
-        #expect(!accepted(await SSHHostKeyPolicy.pinned([]).evaluate(context(Self.keyA))))
-        #expect(!accepted(await SSHHostKeyPolicy.pinned(["MD5:00:11"]).evaluate(context(Self.keyA))))
+        #expect(reason(await SSHHostKeyPolicy.pinned([]).evaluate(context(Self.keyA))) == "no valid SHA256 fingerprint is pinned")
+        #expect(reason(await SSHHostKeyPolicy.pinned(["MD5:00:11"]).evaluate(context(Self.keyA)))
+            == "no valid SHA256 fingerprint is pinned")
     }
 
     @Test func strictOnlyAcceptsKnownKeys() async throws {
         let store = SSHMemoryHostKeyStore()
-        #expect(!accepted(await SSHHostKeyPolicy.strict(store).evaluate(context(Self.keyA))))
+        #expect(reason(await SSHHostKeyPolicy.strict(store).evaluate(context(Self.keyA))) == "host is not known")
         try await store.add(Self.keyA, host: "EXAMPLE.test", port: 22)
         #expect(accepted(await SSHHostKeyPolicy.strict(store).evaluate(context(Self.keyA))))
-        #expect(!accepted(await SSHHostKeyPolicy.strict(store).evaluate(context(Self.keyB))))
+        let mismatch = await SSHHostKeyPolicy.strict(store).evaluate(context(Self.keyB))
+        guard case .reject(let why, let expected, _) = mismatch else { Issue.record("another key accepted"); return }
+        #expect(why == "host key does not match the known key" && expected == [Self.keyA.sha256Fingerprint])
         // another port is another host
         let other = SSHHostKeyContext(host: "example.test", port: 2222, presentedKey: Self.keyA)
-        #expect(!accepted(await SSHHostKeyPolicy.strict(store).evaluate(other)))
+        #expect(reason(await SSHHostKeyPolicy.strict(store).evaluate(other)) == "host is not known")
     }
 
     @Test func acceptNewRecordsFirstKeyAndRejectsAChange() async throws {
@@ -68,8 +85,8 @@ struct HostKeyPolicyTests {
         let store = SSHMemoryHostKeyStore()
         try await store.add(Self.keyA, host: "example.test", port: 22)
         store.revoke(Self.keyA, host: "example.test", port: 22)
-        #expect(!accepted(await SSHHostKeyPolicy.strict(store).evaluate(context(Self.keyA))))
-        #expect(!accepted(await SSHHostKeyPolicy.acceptNew(store).evaluate(context(Self.keyA))))
+        #expect(reason(await SSHHostKeyPolicy.strict(store).evaluate(context(Self.keyA))) == "key is revoked")
+        #expect(reason(await SSHHostKeyPolicy.acceptNew(store).evaluate(context(Self.keyA))) == "key is revoked")
     }
 
     struct StoreFailure: Error {}
@@ -79,8 +96,12 @@ struct HostKeyPolicyTests {
     }
 
     @Test func storeAndCallbackFailuresFailClosed() async {
-        #expect(!accepted(await SSHHostKeyPolicy.strict(FailingStore()).evaluate(context(Self.keyA))))
-        #expect(!accepted(await SSHHostKeyPolicy.acceptNew(FailingStore()).evaluate(context(Self.keyA))))
+        for policy in [SSHHostKeyPolicy.strict(FailingStore()), .acceptNew(FailingStore())] {
+            guard case .reject(let why, _, let cause) = await policy.evaluate(context(Self.keyA)) else {
+                Issue.record("a failing store accepted"); continue
+            }
+            #expect(why == "host key store failed" && cause is StoreFailure)
+        }
         let throwing = SSHHostKeyPolicy.custom { _ in throw StoreFailure() }
         guard case .reject(_, _, let cause) = await throwing.evaluate(context(Self.keyA)) else {
             Issue.record("throwing callback accepted"); return
