@@ -20,7 +20,9 @@ public final class SSHMemoryHostKeyStore: SSHHostKeyStore {
         }
     }
 
-    /// Marks a key as revoked for every host.
+    /// Marks a key as revoked for this host and port only (as one `@revoked` line naming
+    /// that host would): it is refused there even if it was added, and removed from the
+    /// host's known keys. Other hosts are not affected.
     public func revoke(_ key: SSHHostKey, host: String, port: Int) {
         entries.withLock { table in
             let e = Entry(host: host.lowercased(), port: port)

@@ -87,6 +87,10 @@ struct HostKeyPolicyTests {
         store.revoke(Self.keyA, host: "example.test", port: 22)
         #expect(reason(await SSHHostKeyPolicy.strict(store).evaluate(context(Self.keyA))) == "key is revoked")
         #expect(reason(await SSHHostKeyPolicy.acceptNew(store).evaluate(context(Self.keyA))) == "key is revoked")
+        // for that host only: the same key elsewhere is unaffected
+        try await store.add(Self.keyA, host: "other.test", port: 22)
+        let elsewhere = SSHHostKeyContext(host: "other.test", port: 22, presentedKey: Self.keyA)
+        #expect(accepted(await SSHHostKeyPolicy.strict(store).evaluate(elsewhere)))
     }
 
     struct StoreFailure: Error {}
