@@ -33,6 +33,10 @@ struct LayeringTests {
         for f in files where !Self.importLines(f, module: "SSHCore").isEmpty {
             importers.append(f)
             #expect(f.contains("/Sources/SSHKit/Internal/"), "\(f) imports SSHCore outside SSHKit/Internal")
+            // internal: the compiler then refuses any C type in a public signature
+            for line in Self.importLines(f, module: "SSHCore") {
+                #expect(line.trimmingCharacters(in: .whitespaces).hasPrefix("internal import"), "\(f): \(line)")
+            }
         }
         #expect(!importers.isEmpty, "the check found no importer at all; is it still looking at the right files?")
     }

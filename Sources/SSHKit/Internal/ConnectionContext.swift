@@ -1,5 +1,5 @@
 import Logging
-import SSHCore
+internal import SSHCore
 import Synchronization
 
 /// The state shared between one connection's core callbacks and its Swift side.

@@ -1,4 +1,4 @@
-import SSHCore
+internal import SSHCore
 
 enum CoreAlgorithms {
     static func lists(_ a: SSHAlgorithms) -> [(sshcore_algo_kind, String, [String])] {

@@ -1,5 +1,5 @@
 import Logging
-import SSHCore
+internal import SSHCore
 import Synchronization
 #if canImport(Glibc)
 import Glibc

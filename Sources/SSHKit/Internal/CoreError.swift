@@ -1,4 +1,4 @@
-import SSHCore
+internal import SSHCore
 import Synchronization
 
 extension SSHError.Code {

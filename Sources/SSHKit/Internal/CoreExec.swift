@@ -1,5 +1,5 @@
 import Logging
-import SSHCore
+internal import SSHCore
 import Synchronization
 
 struct ExecRequest: Sendable {

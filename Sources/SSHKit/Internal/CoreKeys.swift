@@ -1,4 +1,4 @@
-import SSHCore
+internal import SSHCore
 
 enum CoreKeys {
     /// The SHA256 fingerprint of a public key, computed by libssh; nil if the

@@ -1,4 +1,4 @@
-import SSHCore
+internal import SSHCore
 import Synchronization
 
 /// The caller's reference to one core operation, and a cancel that may come before the

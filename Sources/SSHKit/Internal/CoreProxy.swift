@@ -1,4 +1,4 @@
-import SSHCore
+internal import SSHCore
 
 enum CoreProxy {
     /// Spawns `shell -c "exec command"` on a socket pair (see sshcore_proxy_spawn):

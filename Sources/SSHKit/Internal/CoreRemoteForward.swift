@@ -1,4 +1,4 @@
-import SSHCore
+internal import SSHCore
 import Synchronization
 
 /// What a remote forward op tells its owner, on the connection's worker thread

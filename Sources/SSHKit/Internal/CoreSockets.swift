@@ -1,4 +1,4 @@
-import SSHCore
+internal import SSHCore
 
 /// The Linux socket calls Swift's Glibc module does not expose, from the core.
 enum CoreSockets {

@@ -1,4 +1,4 @@
-import SSHCore
+internal import SSHCore
 import Synchronization
 
 /// What a streamed channel is started with (validated by the public layer).
