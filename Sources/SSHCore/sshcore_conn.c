@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -28,89 +27,8 @@
 #include "sshcore_internal.h"
 
 static atomic_long live_connections;
-atomic_long sshcore_live_workers;
 
 long sshcore_debug_live_connections(void) { return atomic_load(&live_connections); }
-long sshcore_debug_live_workers(void) { return atomic_load(&sshcore_live_workers); }
-
-/*
- * Process exit. A program that returns from main (or calls exit) with a
- * connection still open leaves its worker inside libssh while the exit
- * handlers run, and OpenSSL's handler frees what that worker still uses
- * (a crash at exit, every time with streams open). Exit handlers run in
- * reverse order of registration, and OpenSSL registers its own at its first
- * use, which is during the first key exchange. So OpenSSL is initialised
- * first (through dlsym: libssh may be built on another crypto library), then
- * ours is registered; at exit it runs first, asks every running worker to
- * close and waits a bounded time for them.
- */
-static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
-static sshcore_conn *registry_head;
-static pthread_once_t exit_handler_once = PTHREAD_ONCE_INIT;
-
-/* How long the exit handler waits for workers to finish closing. */
-#define EXIT_WAIT_MS 500
-
-static void close_workers_at_exit(void)
-{
-    sshcore_conn *c = NULL;
-    int64_t until = 0;
-
-    pthread_mutex_lock(&registry_mu);
-    for (c = registry_head; c != NULL; c = c->reg_next) {
-        sshcore_conn_close(c);
-    }
-    pthread_mutex_unlock(&registry_mu);
-    until = sshcore_now_ms() + EXIT_WAIT_MS;
-    while (atomic_load(&sshcore_live_workers) > 0 && sshcore_now_ms() < until) {
-        struct timespec pause = {0, 1000000};
-        nanosleep(&pause, NULL);
-    }
-}
-
-static void install_exit_handler(void)
-{
-    typedef int (*openssl_init_fn)(uint64_t opts, const void *settings);
-    openssl_init_fn init = (openssl_init_fn)dlsym(RTLD_DEFAULT, "OPENSSL_init_crypto");
-
-    if (init != NULL) {
-        /* Registers OpenSSL's exit handler before ours. With no options
-         * OPENSSL_init_crypto returns before registering it; these two
-         * (OPENSSL_INIT_ADD_ALL_CIPHERS | _DIGESTS) are no-ops in OpenSSL 3
-         * that take the full path. */
-        (void)init(0x04 | 0x08, NULL);
-    }
-    (void)atexit(close_workers_at_exit);
-}
-
-static void registry_add(sshcore_conn *conn)
-{
-    pthread_once(&exit_handler_once, install_exit_handler);
-    pthread_mutex_lock(&registry_mu);
-    conn->reg_prev = NULL;
-    conn->reg_next = registry_head;
-    if (registry_head != NULL) {
-        registry_head->reg_prev = conn;
-    }
-    registry_head = conn;
-    pthread_mutex_unlock(&registry_mu);
-}
-
-void sshcore_conn_registry_remove(sshcore_conn *conn)
-{
-    pthread_mutex_lock(&registry_mu);
-    if (conn->reg_prev != NULL) {
-        conn->reg_prev->reg_next = conn->reg_next;
-    } else {
-        registry_head = conn->reg_next;
-    }
-    if (conn->reg_next != NULL) {
-        conn->reg_next->reg_prev = conn->reg_prev;
-    }
-    conn->reg_prev = NULL;
-    conn->reg_next = NULL;
-    pthread_mutex_unlock(&registry_mu);
-}
 
 int64_t sshcore_now_ms(void)
 {
@@ -353,37 +271,6 @@ void sshcore_conn_fail_with(sshcore_conn *conn, const sshcore_error *err)
     (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ENDED);
 }
 
-bool sshcore_conn_phase(sshcore_conn *conn, sshcore_phase_event event)
-{
-    sshcore_phase before = conn->phase;
-    char detail[160];
-
-    switch (sshcore_phase_fsm_apply(&conn->phase, event)) {
-    case SSHCORE_PHASE_ACT_ASK_CALLER:
-        sshcore_conn_pause_deadline(conn); /* the caller's time is not the network's */
-        return true;
-    case SSHCORE_PHASE_ACT_AUTHENTICATE:
-    case SSHCORE_PHASE_ACT_TRY_METHOD:
-        sshcore_conn_resume_deadline(conn); /* no-op unless paused */
-        return true;
-    case SSHCORE_PHASE_ACT_NONE:
-    case SSHCORE_PHASE_ACT_CONNECT_TCP:
-    case SSHCORE_PHASE_ACT_WAIT_WRITABLE:
-    case SSHCORE_PHASE_ACT_HANDSHAKE:
-    case SSHCORE_PHASE_ACT_RUN_OPERATIONS:
-    case SSHCORE_PHASE_ACT_TEAR_DOWN:
-        /* the worker's next turn steps the new phase (sshcore_worker.c) */
-        return true;
-    case SSHCORE_PHASE_ACT_REJECT:
-    case SSHCORE_PHASE_ACT__COUNT:
-        break;
-    }
-    snprintf(detail, sizeof(detail), "connect phase %s: event %s not allowed (a core bug)",
-             sshcore_phase_name((int)before), sshcore_phase_event_name((int)event));
-    sshcore_conn_fail(conn, SSHCORE_E_INVALID_STATE, detail);
-    return false;
-}
-
 bool sshcore_session_usable(sshcore_conn *conn)
 {
     return conn->session != NULL && ssh_is_connected(conn->session) &&
@@ -521,7 +408,7 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
     conn->cb = *callbacks;
     /* counted and registered before the thread exists: an exit right after sees it */
     atomic_fetch_add(&sshcore_live_workers, 1);
-    registry_add(conn);
+    sshcore_conn_registry_add(conn);
     if (pthread_create(&conn->thread, NULL, sshcore_conn_worker_main, conn) != 0) {
         sshcore_conn_registry_remove(conn);
         atomic_fetch_sub(&sshcore_live_workers, 1);
@@ -562,10 +449,18 @@ void sshcore_conn_cancel_connect(sshcore_conn *conn)
     sshcore_conn_wake(conn);
 }
 
-/** Under conn->mu: what an answer owed to a callback gets once the connect was
- *  cancelled or the connection closed (the answer is taken, and ignored). */
-static int answer_code_locked(sshcore_conn *conn)
+/**
+ * Under conn->mu: takes the one answer a callback owes (clearing `*awaited`).
+ * INVALID_STATE when none is owed (nothing is taken); otherwise OK, or
+ * CANCELLED / CLOSED when the connect was cancelled or the connection closed:
+ * the answer is taken (it releases the callback's hold) but ignored.
+ */
+static int take_owed_answer_locked(sshcore_conn *conn, bool *awaited)
 {
+    if (!*awaited) {
+        return SSHCORE_E_INVALID_STATE;
+    }
+    *awaited = false;
     if (conn->connect_cancelled) {
         return SSHCORE_E_CANCELLED;
     }
@@ -577,12 +472,11 @@ int sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept, const char *rea
     int code = SSHCORE_E_OK;
 
     pthread_mutex_lock(&conn->mu);
-    if (!conn->verdict_awaited) {
+    code = take_owed_answer_locked(conn, &conn->verdict_awaited);
+    if (code == SSHCORE_E_INVALID_STATE) {
         pthread_mutex_unlock(&conn->mu);
-        return SSHCORE_E_INVALID_STATE;
+        return code;
     }
-    code = answer_code_locked(conn);
-    conn->verdict_awaited = false;
     conn->verdict_ready = true;
     conn->verdict_accept = accept != 0;
     sshcore_copy_str(conn->verdict_reason, sizeof(conn->verdict_reason), reason);
@@ -600,13 +494,11 @@ int sshcore_conn_kbdint_reply(sshcore_conn *conn, const char *const *answers, si
     int code = SSHCORE_E_OK;
 
     pthread_mutex_lock(&conn->mu);
-    if (!conn->kbd_awaited) {
-        pthread_mutex_unlock(&conn->mu);
-        return SSHCORE_E_INVALID_STATE;
-    }
-    code = answer_code_locked(conn);
-    conn->kbd_awaited = false;
+    code = take_owed_answer_locked(conn, &conn->kbd_awaited);
     pthread_mutex_unlock(&conn->mu);
+    if (code == SSHCORE_E_INVALID_STATE) {
+        return code;
+    }
     if (code != SSHCORE_E_OK) {
         answers = NULL; /* taken and ignored: the attempt is over */
     }

@@ -300,3 +300,38 @@ out:
     }
     ssh_key_free(key);
 }
+
+/* ---------------------------------------------------------------------- */
+/* The connect phase machine (sshcore_fsm.c), applied                     */
+/* ---------------------------------------------------------------------- */
+
+bool sshcore_conn_phase(sshcore_conn *conn, sshcore_phase_event event)
+{
+    sshcore_phase before = conn->phase;
+    char detail[160];
+
+    switch (sshcore_phase_fsm_apply(&conn->phase, event)) {
+    case SSHCORE_PHASE_ACT_ASK_CALLER:
+        sshcore_conn_pause_deadline(conn); /* the caller's time is not the network's */
+        return true;
+    case SSHCORE_PHASE_ACT_AUTHENTICATE:
+    case SSHCORE_PHASE_ACT_TRY_METHOD:
+        sshcore_conn_resume_deadline(conn); /* no-op unless paused */
+        return true;
+    case SSHCORE_PHASE_ACT_NONE:
+    case SSHCORE_PHASE_ACT_CONNECT_TCP:
+    case SSHCORE_PHASE_ACT_WAIT_WRITABLE:
+    case SSHCORE_PHASE_ACT_HANDSHAKE:
+    case SSHCORE_PHASE_ACT_RUN_OPERATIONS:
+    case SSHCORE_PHASE_ACT_TEAR_DOWN:
+        /* the worker's next turn steps the new phase (sshcore_worker.c) */
+        return true;
+    case SSHCORE_PHASE_ACT_REJECT:
+    case SSHCORE_PHASE_ACT__COUNT:
+        break;
+    }
+    snprintf(detail, sizeof(detail), "connect phase %s: event %s not allowed (a core bug)",
+             sshcore_phase_name((int)before), sshcore_phase_event_name((int)event));
+    sshcore_conn_fail(conn, SSHCORE_E_INVALID_STATE, detail);
+    return false;
+}

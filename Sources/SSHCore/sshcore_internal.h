@@ -4,7 +4,7 @@
  * Locks the core takes, in the order they may nest (a lock is only ever taken
  * while holding locks above it):
  *
- *   1. registry_mu (sshcore_conn.c): the list of running workers. Held by the
+ *   1. registry_mu (sshcore_registry.c): the list of running workers. Held by the
  *      exit handler while it asks each connection to close, so it nests
  *      conn->mu; taken alone when a worker starts or ends.
  *   2. conn->mu: one per connection. Guards what other threads hand the worker
@@ -253,6 +253,8 @@ void sshcore_conn_adopt_stopping_channel(sshcore_conn *conn, ssh_channel ch);
 int64_t sshcore_conn_orphans_due_ms(const sshcore_conn *conn);
 
 /* sshcore_conn.c (continued): failing, the fd, worker bookkeeping */
+/* sshcore_registry.c: the running workers and the exit handler */
+void sshcore_conn_registry_add(sshcore_conn *conn);
 void sshcore_conn_registry_remove(sshcore_conn *conn);
 void sshcore_free_answers(char *_Nullable *_Nullable answers, size_t n);
 void sshcore_conn_close_socket(sshcore_conn *conn);

@@ -591,53 +591,6 @@ static const sshcore_op_vtable bridge_vtable = {
 /* Creation                                                                */
 /* ---------------------------------------------------------------------- */
 
-session_op *_Nullable sshcore_session_new(const char *_Nullable command,
-                                         const char *_Nullable fallback,
-                                         const sshcore_env_var *_Nullable env,
-                                         size_t env_count)
-{
-    session_op *x = calloc(1, sizeof(*x));
-    bool ok = true;
-    size_t i;
-
-    if (x == NULL) {
-        return NULL;
-    }
-    pthread_mutex_init(&x->mu, NULL);
-    x->fd = -1;
-    atomic_init(&x->unconsumed, 0);
-    atomic_init(&x->starved, 0);
-    x->next_id = 1;
-    x->cstate = SSHCORE_CHAN_OPENING;
-    x->phase = SSHCORE_SETUP_OPEN;
-    if (command != NULL) {
-        x->command = strdup(command);
-        ok = x->command != NULL;
-    }
-    if (fallback != NULL) {
-        x->fallback = strdup(fallback);
-        ok = ok && x->fallback != NULL;
-    }
-    if (ok && env_count > 0) {
-        x->env_names = calloc(env_count, sizeof(char *));
-        x->env_values = calloc(env_count, sizeof(char *));
-        ok = x->env_names != NULL && x->env_values != NULL;
-        if (ok) {
-            x->env_count = env_count;
-            for (i = 0; ok && i < env_count; i++) {
-                x->env_names[i] = strdup(env[i].name);
-                x->env_values[i] = strdup(env[i].value);
-                ok = x->env_names[i] != NULL && x->env_values[i] != NULL;
-            }
-        }
-    }
-    if (!ok) {
-        sshcore_session_destroy(&x->base);
-        return NULL;
-    }
-    return x;
-}
-
 sshcore_op *_Nullable sshcore_session_submit(sshcore_conn *conn, session_op *x,
                                             sshcore_op_done_fn done, void *_Nullable ctx,
                                             int timeout_ms, sshcore_error *err)

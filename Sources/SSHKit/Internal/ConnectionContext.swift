@@ -138,15 +138,9 @@ final class ConnectionContext: Sendable {
                     throw SSHError(.invalidArgument,
                                    "responder gave \(answers.count) answers to \(challenge.prompts.count) prompts")
                 }
-                let arena = CStringArena()
-                let pointers = answers.map { arena.dup($0)! }
-                pointers.withUnsafeBufferPointer { buf in
-                    _ = sshcore_conn_kbdint_reply(conn.raw, buf.baseAddress, buf.count)
-                }
-                arena.wipeAndFree()
+                Self.reply(answers, conn: conn)
             } catch {
-                self.state.withLock { $0.responderError = error }
-                _ = sshcore_conn_kbdint_reply(conn.raw, nil, 0)
+                self.abortAnswer(error, conn: conn)
             }
         }
     }
@@ -159,25 +153,29 @@ final class ConnectionContext: Sendable {
         }
         Task {
             do {
-                let arena = CStringArena()
-                if let password = try await passwordResponder(request) {
-                    let pointers = [arena.dup(password)!]
-                    pointers.withUnsafeBufferPointer { buf in
-                        _ = sshcore_conn_kbdint_reply(conn.raw, buf.baseAddress, 1)
-                    }
-                } else {
-                    // answers, but none of them: skip the method
-                    let pointers = [arena.dup("")!]
-                    pointers.withUnsafeBufferPointer { buf in
-                        _ = sshcore_conn_kbdint_reply(conn.raw, buf.baseAddress, 0)
-                    }
-                }
-                arena.wipeAndFree()
+                // no answer at all (not a NULL array): the core goes on to the next method
+                Self.reply(try await passwordResponder(request).map { [$0] } ?? [], conn: conn)
             } catch {
-                self.state.withLock { $0.responderError = error }
-                _ = sshcore_conn_kbdint_reply(conn.raw, nil, 0)
+                self.abortAnswer(error, conn: conn)
             }
         }
+    }
+
+    /// Hands `answers` to the core (which copies them); the copies here are wiped.
+    private static func reply(_ answers: [String], conn: ConnPointer) {
+        let arena = CStringArena()
+        // never an empty array: its base address would be NULL, which aborts
+        let pointers = (answers.isEmpty ? [""] : answers).map { arena.dup($0)! }
+        pointers.withUnsafeBufferPointer { buf in
+            _ = sshcore_conn_kbdint_reply(conn.raw, buf.baseAddress, answers.count)
+        }
+        arena.wipeAndFree()
+    }
+
+    /// A responder threw: authentication ends, with its error as the cause.
+    private func abortAnswer(_ error: any Error, conn: ConnPointer) {
+        state.withLock { $0.responderError = error }
+        _ = sshcore_conn_kbdint_reply(conn.raw, nil, 0)
     }
 
     // MARK: termination
