@@ -78,7 +78,7 @@ struct SSHExec: AsyncParsableCommand {
             if forwardInput {
                 await StandardInput.forward(to: cmd)
             } else {
-                try? cmd.stdin.finish()
+                try? cmd.input.finish()
             }
         }
         defer { input.cancel() } // the command may end before our input does (ssh does not wait)
@@ -93,7 +93,7 @@ struct SSHExec: AsyncParsableCommand {
     }
 
     /// Writes each chunk to `fd` as it comes; a closed `fd` (EPIPE) ends the command.
-    static func copy(_ stream: SSHOutputStream, to fd: Int32) async throws {
+    static func copy(_ stream: SSHByteStream, to fd: Int32) async throws {
         for try await chunk in stream {
             guard writeAll(chunk, to: fd) else { throw OutputClosed() }
         }
@@ -140,9 +140,9 @@ enum StandardInput {
         }.start()
         for await chunk in chunks {
             // the command exited without reading everything: like ssh, stop sending
-            guard (try? await cmd.stdin.write(chunk)) != nil else { return }
+            guard (try? await cmd.input.write(chunk)) != nil else { return }
             taken.signal()
         }
-        if !Task.isCancelled { try? cmd.stdin.finish() }
+        if !Task.isCancelled { try? cmd.input.finish() }
     }
 }

@@ -94,7 +94,7 @@ struct SSHForward: AsyncParsableCommand {
                     for a in f.listenAddresses { say("local \(a) -> \(target)") }
                     locals.append(f)
                 case .dynamic:
-                    let f = try conn.startSOCKSProxy(Self.listenAddress(forward.listen), options: options)
+                    let f = try conn.forwardDynamicPort(Self.listenAddress(forward.listen), options: options)
                     for a in f.listenAddresses { say("socks \(a)") }
                     locals.append(f)
                 case .remote:
@@ -114,8 +114,8 @@ struct SSHForward: AsyncParsableCommand {
                 SSHToolConnection.report(error, tool: "ssh-forward")
                 FileHandle.standardError.write(Data("Could not request \(kind) forwarding.\n".utf8))
                 if exitOnFailure || !conn.isConnected {
-                    for f in locals { await f.stop() }
-                    for f in remotes { await f.stop() }
+                    for f in locals { await f.close() }
+                    for f in remotes { await f.close() }
                     await conn.close()
                     throw ExitCode(255)
                 }
@@ -131,12 +131,12 @@ struct SSHForward: AsyncParsableCommand {
         // other waits are left behind: the process ends)
         let (events, continuation) = AsyncStream<String>.makeStream()
         Task { continuation.yield(await Self.nextSignal()) }
-        for f in locals { Task { continuation.yield("connection: \(await f.waitUntilStopped().map { "\($0)" } ?? "stopped")") } }
-        for f in remotes { Task { continuation.yield("connection: \(await f.waitUntilStopped().map { "\($0)" } ?? "stopped")") } }
+        for f in locals { Task { continuation.yield("connection: \(await Self.ending { () async throws(SSHError) in try await f.waitUntilClosed() })") } }
+        for f in remotes { Task { continuation.yield("connection: \(await Self.ending { () async throws(SSHError) in try await f.waitUntilClosed() })") } }
         var iterator = events.makeAsyncIterator()
         let stopped = await iterator.next() ?? "signal"
-        for f in locals { await f.stop() }
-        for f in remotes { await f.stop() }
+        for f in locals { await f.close() }
+        for f in remotes { await f.close() }
         let lost = !conn.isConnected
         await conn.close()
         if lost || stopped.hasPrefix("connection") {
@@ -169,6 +169,16 @@ struct SSHForward: AsyncParsableCommand {
     }
 
     /// Waits for SIGINT or SIGTERM (delivered to this task, not the default handler).
+    /// What ended a forward: "closed", or the error that ended it.
+    static func ending(_ wait: () async throws(SSHError) -> Void) async -> String {
+        do {
+            try await wait()
+            return "closed"
+        } catch {
+            return "\(error)"
+        }
+    }
+
     static func nextSignal() async -> String {
         signal(SIGINT, SIG_IGN)
         signal(SIGTERM, SIG_IGN)

@@ -44,12 +44,12 @@ struct SSHShellCommand: AsyncParsableCommand {
             let options = tool.channelOptions
             status = try await SSHClient.withConnection(tool.configuration) { conn in
                 if words.isEmpty {
-                    let shell = try await conn.openShell(terminal: terminal, options: options)
+                    let shell = try await conn.startShell(terminal: terminal, options: options)
                     return try await Self.attach(output: shell.output, input: shell.input,
                                                  resize: { try? shell.resize(to: $0) }, exit: shell.exitStatus)
                 }
                 let cmd = try await conn.startCommand(words.joined(separator: " "), options: options, terminal: terminal)
-                return try await Self.attach(output: cmd.stdout, input: cmd.stdin,
+                return try await Self.attach(output: cmd.stdout, input: cmd.input,
                                              resize: { try? cmd.resize(to: $0) }, exit: cmd.exitStatus)
             }
         } catch {
@@ -66,7 +66,7 @@ struct SSHShellCommand: AsyncParsableCommand {
 
     /// Wires the local terminal to the remote one until the remote side ends.
     static func attach(
-        output: SSHOutputStream, input: SSHInputWriter, resize: @escaping @Sendable (SSHTerminalSize) -> Void,
+        output: SSHByteStream, input: SSHByteWriter, resize: @escaping @Sendable (SSHTerminalSize) -> Void,
         exit: () async throws(SSHError) -> SSHExitStatus
     ) async throws -> SSHExitStatus {
         let raw = LocalTerminal.enterRawMode()

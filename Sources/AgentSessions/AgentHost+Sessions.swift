@@ -74,7 +74,7 @@ extension AgentHost {
         plainSessions.withLock { $0[name] = plain }
         if let typed = launch.typedInput {
             try await Task.sleep(for: .milliseconds(800), orThrow: ())
-            _ = try? await terminal.write(typed)
+            _ = try? await terminal.input.write(typed)
         }
         return session
     }
@@ -164,7 +164,7 @@ extension AgentHost {
                 throw AgentError(.sessionNotRunning, "\(session.ptyID) has ended")
             }
             do {
-                try await plain.terminal.write(bytes)
+                try await plain.terminal.input.write(bytes)
             } catch {
                 throw AgentError(.sessionNotRunning, "\(session.ptyID) no longer takes input", transport: error)
             }
@@ -184,7 +184,7 @@ extension AgentHost {
         switch session.container {
         case .plainTerminal:
             let plain = plainSessions.withLock { $0.removeValue(forKey: session.ptyID.description) }
-            plain?.terminal.hangUp()
+            plain?.terminal.cancel()
         case .tmux(let name):
             try await killTmuxSession(name)
         }

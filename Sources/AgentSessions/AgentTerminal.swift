@@ -57,8 +57,8 @@ public final class AgentTerminal: Sendable {
     public func write(_ bytes: [UInt8]) async throws(AgentError) {
         do {
             switch backend {
-            case .attached(let t): try await t.write(bytes)
-            case .plain(let p): try await p.terminal.write(bytes)
+            case .attached(let t): try await t.input.write(bytes)
+            case .plain(let p): try await p.terminal.input.write(bytes)
             }
         } catch {
             throw AgentError(.sessionNotRunning, "the terminal of \(session.ptyID) no longer takes input", transport: error)
@@ -80,7 +80,7 @@ public final class AgentTerminal: Sendable {
     /// Stops showing the agent here; the agent runs on. Idempotent.
     public func detach() {
         switch backend {
-        case .attached(let t): t.hangUp()
+        case .attached(let t): t.cancel()
         case .plain(let p): p.unsubscribe()
         }
         end.fire()

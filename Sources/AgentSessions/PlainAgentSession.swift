@@ -41,7 +41,7 @@ final class PlainAgentSession: Sendable {
             }
         }
         var result = AgentProcessState.gone
-        switch try? await terminal.wait() {
+        switch try? await terminal.exitStatus() {
         case .exited(let code)?: result = .exited(code)
         case .signaled(let name, _)?: result = .signaled(Self.signalNumbers[name] ?? 0)
         default: break

@@ -76,7 +76,9 @@ public struct SSHKeyboardInteractiveChallenge: Sendable {
 public struct SSHAuthMethods: OptionSet, Sendable, Hashable, CustomStringConvertible {
     public let rawValue: UInt32
     public init(rawValue: UInt32) { self.rawValue = rawValue }
-    public static let none = SSHAuthMethods(rawValue: 1 << 0)
+    /// RFC 4252's "none" method: the server lets the user in without credentials.
+    /// (Not `.none`, which would read as `Optional.none`.)
+    public static let noneMethod = SSHAuthMethods(rawValue: 1 << 0)
     public static let password = SSHAuthMethods(rawValue: 1 << 1)
     public static let publicKey = SSHAuthMethods(rawValue: 1 << 2)
     public static let hostBased = SSHAuthMethods(rawValue: 1 << 3)
@@ -85,7 +87,7 @@ public struct SSHAuthMethods: OptionSet, Sendable, Hashable, CustomStringConvert
 
     public var description: String {
         let names: [(SSHAuthMethods, String)] = [
-            (.none, "none"), (.password, "password"), (.publicKey, "publickey"),
+            (.noneMethod, "none"), (.password, "password"), (.publicKey, "publickey"),
             (.hostBased, "hostbased"), (.keyboardInteractive, "keyboard-interactive"), (.gssapi, "gssapi-with-mic"),
         ]
         return names.filter { contains($0.0) }.map(\.1).joined(separator: ",")

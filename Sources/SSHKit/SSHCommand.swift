@@ -2,8 +2,10 @@
 ///
 /// Start one with `SSHConnection.withCommand` (scoped: the command is cancelled if the
 /// body returns or throws while it still runs) or `startCommand`. Read `stdout` and
-/// `stderr` (each at most one reader at a time), or `output` for both in the order they
-/// arrived; write to `stdin` and `finish()` it; send signals; then `exitStatus()`.
+/// `stderr` (each at most one reader at a time), or `mergedOutput` for both in the order
+/// they arrived; write to `input` and `finish()` it; send signals; then `exitStatus()`.
+/// `cancel()` ends it early. The verbs are the same on every operation of SSHKit and
+/// ServerTransport (Docs/Architecture.md, "One vocabulary").
 ///
 /// Backpressure: at most `bufferLimit` bytes of output that nobody has read yet are
 /// held. Beyond that SSHKit stops reading the channel, the SSH window closes and the
@@ -22,13 +24,14 @@ public final class SSHCommand: Sendable {
 
     /// Standard output as chunks of bytes, in order; ends when the command's channel
     /// closes, or throws what ended it (`connectionLost`, `timedOut`, `cancelled`...).
-    public var stdout: SSHOutputStream { SSHOutputStream(channel: channel, kind: .stdout) }
+    public var stdout: SSHByteStream { SSHByteStream(channel: channel, kind: .stdout) }
     /// Standard error, like `stdout`.
-    public var stderr: SSHOutputStream { SSHOutputStream(channel: channel, kind: .stderr) }
-    /// Both streams, merged in the order the chunks arrived.
-    public var output: SSHMergedOutput { SSHMergedOutput(channel: channel) }
-    /// The command's standard input.
-    public var stdin: SSHInputWriter { SSHInputWriter(channel: channel) }
+    public var stderr: SSHByteStream { SSHByteStream(channel: channel, kind: .stderr) }
+    /// Both streams, merged in the order the chunks arrived, each chunk tagged with its
+    /// stream. Read this or `stdout` and `stderr`, not both.
+    public var mergedOutput: SSHMergedOutput { SSHMergedOutput(channel: channel) }
+    /// The command's standard input: `input.write(_:)`, then `input.finish()` for EOF.
+    public var input: SSHByteWriter { SSHByteWriter(channel: channel) }
 
     /// True when the server refused an environment variable (AcceptEnv) and the
     /// command was started with `export NAME=value; command` instead.
@@ -66,8 +69,12 @@ public enum SSHCommandOutput: Sendable, Hashable {
     case stderr([UInt8])
 }
 
-/// One output stream of a command or shell, as an async sequence of byte chunks.
-public struct SSHOutputStream: AsyncSequence, Sendable {
+/// Bytes from the other side of a channel, as an async sequence of chunks: a command's
+/// `stdout` or `stderr`, a shell's `output`, a tunnel's `output`. One reader at a time.
+/// Ends when the other side sent EOF; throws what ended the channel otherwise
+/// (`cancelled`, `connectionLost`, `timedOut`...), and `cancelled` when the reading task
+/// is cancelled.
+public struct SSHByteStream: AsyncSequence, Sendable {
     public typealias Element = [UInt8]
     public typealias Failure = SSHError
     let channel: StreamChannel
@@ -103,7 +110,8 @@ public struct SSHOutputStream: AsyncSequence, Sendable {
     }
 }
 
-/// stdout and stderr merged in arrival order.
+/// A command's stdout and stderr merged in arrival order, each chunk tagged with its
+/// stream. Ends and throws as `SSHByteStream` does.
 public struct SSHMergedOutput: AsyncSequence, Sendable {
     public typealias Element = SSHCommandOutput
     public typealias Failure = SSHError
@@ -126,8 +134,10 @@ public struct SSHMergedOutput: AsyncSequence, Sendable {
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(channel: channel) }
 }
 
-/// Writes to a remote command's or shell's standard input.
-public struct SSHInputWriter: Sendable {
+/// Bytes to the other side of a channel: a command's or shell's standard input, what a
+/// tunnel sends to its far end. `finish()` sends EOF (a half-close: the other side may
+/// still answer).
+public struct SSHByteWriter: Sendable {
     let channel: StreamChannel
 
     /// Returns once every byte went out within the peer's window (so a writer is
@@ -138,6 +148,7 @@ public struct SSHInputWriter: Sendable {
         try await channel.write(bytes)
     }
 
+    /// Writes the string's UTF-8 bytes, like `write(_:)` with bytes.
     public func write(_ string: String) async throws(SSHError) {
         try await write(Array(string.utf8))
     }

@@ -60,7 +60,7 @@ extension SSHConnection {
     /// Opens the user's login shell on a pseudo-terminal; returns once it started.
     /// Prefer `withShell`.
     /// - Throws: as `startCommand`.
-    public func openShell(
+    public func startShell(
         terminal: SSHTerminal = SSHTerminal(), options: SSHChannelOptions = SSHChannelOptions()
     ) async throws(SSHError) -> SSHShell {
         let channel = try await startChannel(command: nil, options: options, terminal: terminal)
@@ -72,8 +72,8 @@ extension SSHConnection {
         terminal: SSHTerminal = SSHTerminal(), options: SSHChannelOptions = SSHChannelOptions(),
         _ body: (SSHShell) async throws -> R
     ) async throws -> R {
-        let shell = try await openShell(terminal: terminal, options: options)
-        defer { if !shell.channel.isFinished { shell.close() } }
+        let shell = try await startShell(terminal: terminal, options: options)
+        defer { if !shell.channel.isFinished { shell.cancel() } }
         return try await body(shell)
     }
 

@@ -2,10 +2,10 @@
 /// (`direct-tcpip`, what `ssh -L` and `ssh -W` use) or to one of the server's Unix
 /// sockets (`direct-streamlocal@openssh.com`).
 ///
-/// `inbound` is what the far end sends, with backpressure: a reader that falls behind
-/// closes the SSH window (`SSHChannelOptions.bufferLimit`). `outbound` writes, and its
-/// `finish()` half-closes: the far end reads EOF and may still answer. `close()` closes
-/// both ways at once; readers and writers then fail with `cancelled`.
+/// `output` is what the far end sends, with backpressure: a reader that falls behind
+/// closes the SSH window (`SSHChannelOptions.bufferLimit`). `input` writes to the far
+/// end, and its `finish()` half-closes: the far end reads EOF and may still answer.
+/// `cancel()` closes both ways at once; readers and writers then fail with `cancelled`.
 public final class SSHTunnel: Sendable {
     let channel: StreamChannel
     /// "host:port" or the socket path, for messages.
@@ -17,18 +17,18 @@ public final class SSHTunnel: Sendable {
     }
 
     /// Bytes from the far end as they arrive; ends when the far end closes its side.
-    public var inbound: SSHOutputStream { SSHOutputStream(channel: channel, kind: .stdout) }
+    public var output: SSHByteStream { SSHByteStream(channel: channel, kind: .stdout) }
 
-    /// Writes to the far end; `finish()` sends EOF (half-close).
-    public var outbound: SSHInputWriter { SSHInputWriter(channel: channel) }
+    /// Writes to the far end; `input.finish()` sends EOF (half-close).
+    public var input: SSHByteWriter { SSHByteWriter(channel: channel) }
 
-    /// Closes the channel at once (both directions). Idempotent.
-    public func close() { channel.cancel() }
+    /// Closes the channel at once, both directions (never blocks). Idempotent.
+    public func cancel() { channel.cancel() }
 
     /// Waits until the channel has closed: normally once both sides sent EOF and the
-    /// server closed it; throws what ended it otherwise (`cancelled` after `close()`).
+    /// server closed it; throws what ended it otherwise (`cancelled` after `cancel()`).
     /// A cancel of the waiting task throws `cancelled` at once; the tunnel stays open.
-    public func closed() async throws(SSHError) {
+    public func waitUntilClosed() async throws(SSHError) {
         _ = try await channel.exitStatus()
     }
 }
@@ -61,11 +61,11 @@ extension SSHConnection {
                                                   originatorPort: 0), name: path, options: options)
     }
 
-    /// Runs `body` with a tunnel to `host`:`port` and closes it when `body` ends.
+    /// Runs `body` with a tunnel to `host`:`port` and cancels it when `body` ends.
     public func withTunnel<R>(toHost host: String, port: Int, options: SSHChannelOptions = SSHChannelOptions(),
                               _ body: (SSHTunnel) async throws -> R) async throws -> R {
         let tunnel = try await openTunnel(toHost: host, port: port, options: options)
-        defer { tunnel.close() }
+        defer { tunnel.cancel() }
         return try await body(tunnel)
     }
 

@@ -5,25 +5,28 @@ private let waiterIDs = Atomic<UInt64>(0)
 
 /// Tasks waiting for one outcome (a channel's exit status, a forward's end), kept in
 /// the owner's locked state. A waiter whose task is cancelled leaves at once with the
-/// owner's "cancelled" value; the others wait for `removeAll()`.
-struct WaitList<T: Sendable>: Sendable {
+/// owner's "cancelled" value; the others wait for `removeAll()`. `package`: the
+/// transports' processes wait the same way.
+package struct WaitList<T: Sendable>: Sendable {
     private var waiting: [UInt64: CheckedContinuation<T, Never>] = [:]
+
+    package init() {}
 
     /// Adds a waiter, unless its task is cancelled already: checked here, under the
     /// owner's lock, so a cancel cannot fall between the check and the insertion (the
     /// cancel handler takes the same lock to remove it).
-    mutating func insert(_ c: CheckedContinuation<T, Never>, id: UInt64, honoringCancellation: Bool = true) -> Bool {
+    package mutating func insert(_ c: CheckedContinuation<T, Never>, id: UInt64, honoringCancellation: Bool = true) -> Bool {
         if honoringCancellation && Task.isCancelled { return false }
         waiting[id] = c
         return true
     }
 
-    mutating func remove(_ id: UInt64) -> CheckedContinuation<T, Never>? {
+    package mutating func remove(_ id: UInt64) -> CheckedContinuation<T, Never>? {
         waiting.removeValue(forKey: id)
     }
 
     /// Every waiter, to be resumed with the outcome (outside the lock).
-    mutating func removeAll() -> [CheckedContinuation<T, Never>] {
+    package mutating func removeAll() -> [CheckedContinuation<T, Never>] {
         defer { waiting = [:] }
         return Array(waiting.values)
     }
@@ -34,7 +37,7 @@ struct WaitList<T: Sendable>: Sendable {
 /// task. `enter` runs under that lock: it returns the outcome when it is known already,
 /// `cancelled` when `insert` refused, else nil after inserting `c` with `id`. `leave`
 /// removes `id` under the lock.
-func waitInList<T: Sendable>(cancelled: T,
+package func waitInList<T: Sendable>(cancelled: T,
                              enter: (_ c: CheckedContinuation<T, Never>, _ id: UInt64) -> T?,
                              leave: @escaping @Sendable (_ id: UInt64) -> CheckedContinuation<T, Never>?) async -> T {
     let id = waiterIDs.add(1, ordering: .relaxed).newValue

@@ -15,17 +15,17 @@ final class LocalProcessStream: ProcessBackend, Sendable {
         var pending: [UInt8] = []
         var written = 0
         /// Each writer waits for the input offset its bytes end at.
-        var writers: [(end: Int, c: CheckedContinuation<Result<Void, TransportError>, Never>)] = []
+        var writers: [(id: UInt64, end: Int, c: CheckedContinuation<Result<Void, TransportError>, Never>)] = []
         var total = 0
         var finishing = false
         var broken = false
-        /// terminate() was called: new input is refused at once, as over SSH, where
+        /// cancel() was called: new input is refused at once, as over SSH, where
         /// stopping a process closes its channel (the child may not be reaped yet).
         var stopped = false
     }
     private struct Exit {
         var status: SSHExitStatus?
-        var waiters: [CheckedContinuation<SSHExitStatus, Never>] = []
+        var waiters = WaitList<Result<SSHExitStatus, TransportError>>()
     }
 
     private let out: ChunkQueue
@@ -127,17 +127,26 @@ final class LocalProcessStream: ProcessBackend, Sendable {
         await (stream == .stdout ? out : err).next()
     }
 
+    /// Returns once the child read the bytes; `cancelled` at once when the task is
+    /// cancelled (the bytes stay queued: a prefix or all of them may still reach it).
     func write(_ bytes: [UInt8]) async throws(TransportError) {
-        let r = await withCheckedContinuation { (c: CheckedContinuation<Result<Void, TransportError>, Never>) in
-            let refused: TransportError? = input.withLock { s in
-                if s.broken || s.stopped { return TransportError(.other, "the process no longer reads its input") }
-                if s.finishing { return TransportError(.other, "write after finishInput()") }
+        let r = await waitInList(cancelled: Result<Void, TransportError>.failure(.cancelled)) { c, id in
+            let refused = input.withLock { s -> Result<Void, TransportError>? in
+                if s.broken || s.stopped { return .failure(TransportError(.other, "the process no longer reads its input")) }
+                if s.finishing { return .failure(TransportError(.other, "write after input.finish()")) }
+                if Task.isCancelled { return .failure(.cancelled) }
                 s.pending += bytes
                 s.total += bytes.count
-                s.writers.append((s.total, c))
+                s.writers.append((id, s.total, c))
                 return nil
             }
-            if let refused { c.resume(returning: .failure(refused)) } else { wake() }
+            if refused == nil { wake() }
+            return refused
+        } leave: { [self] id in
+            input.withLock { s in
+                guard let i = s.writers.firstIndex(where: { $0.id == id }) else { return nil }
+                return s.writers.remove(at: i).c
+            }
         }
         try r.get()
     }
@@ -147,7 +156,7 @@ final class LocalProcessStream: ProcessBackend, Sendable {
         wake()
     }
 
-    func terminate() {
+    func cancel() {
         let first = terminateAt.withLock { t -> Bool in
             if t != nil { return false }
             t = monotonicNow()
@@ -160,15 +169,17 @@ final class LocalProcessStream: ProcessBackend, Sendable {
         wake()
     }
 
-    func wait() async throws(TransportError) -> SSHExitStatus {
-        await withCheckedContinuation { c in
-            let done = exit.withLock { s -> SSHExitStatus? in
-                if let st = s.status { return st }
-                s.waiters.append(c)
-                return nil
+    /// How the process ended; `cancelled` at once when the waiting task is cancelled
+    /// (the process goes on).
+    func exitStatus() async throws(TransportError) -> SSHExitStatus {
+        try await waitInList(cancelled: .failure(.cancelled)) { c, id in
+            exit.withLock { s -> Result<SSHExitStatus, TransportError>? in
+                if let st = s.status { return .success(st) }
+                return s.waiters.insert(c, id: id) ? nil : .failure(.cancelled)
             }
-            if let done { c.resume(returning: done) }
-        }
+        } leave: { [self] id in
+            exit.withLock { $0.waiters.remove(id) }
+        }.get()
     }
 
     /// The process's thread: pipes until both outputs end and the child is reaped.
@@ -270,15 +281,14 @@ final class LocalProcessStream: ProcessBackend, Sendable {
 
     /// Reaps the exited child and answers `wait()`.
     private func reap() {
-        let (status, waiters) = exit.withLock { s -> (SSHExitStatus, [CheckedContinuation<SSHExitStatus, Never>]) in
+        let (status, waiters) = exit.withLock { s -> (SSHExitStatus, [CheckedContinuation<Result<SSHExitStatus, TransportError>, Never>]) in
             var raw: Int32 = 0
             while waitpid(pid, &raw, 0) < 0 && errno == EINTR {}
             let status = LocalSpawn.exitStatus(raw)
             s.status = status
-            defer { s.waiters = [] }
-            return (status, s.waiters)
+            return (status, s.waiters.removeAll())
         }
-        for w in waiters { w.resume(returning: status) }
+        for w in waiters { w.resume(returning: .success(status)) }
     }
 }
 
@@ -302,6 +312,6 @@ final class FinishedProcess: ProcessBackend, Sendable {
         throw TransportError(.other, "the process no longer reads its input")
     }
     func finishInput() {}
-    func terminate() {}
-    func wait() async throws(TransportError) -> SSHExitStatus { status }
+    func cancel() {}
+    func exitStatus() async throws(TransportError) -> SSHExitStatus { status }
 }

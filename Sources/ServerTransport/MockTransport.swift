@@ -200,8 +200,8 @@ public final class MockTransport: ServerTransport, Sendable {
         }
     }
 
-    /// The script runs once stdin is finished; its output then streams, and `wait()`
-    /// returns its status (or throws what it threw).
+    /// The script runs once stdin is finished; its output then streams, and
+    /// `exitStatus()` returns its status (or throws what it threw).
     public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
         async throws(TransportError) -> TransportProcess
     {
@@ -214,13 +214,13 @@ public final class MockTransport: ServerTransport, Sendable {
     }
 }
 
-/// A scripted process: input is collected until `finishInput()`, then the script runs.
+/// A scripted process: input is collected until `input.finish()`, then the script runs.
 final class MockProcess: ProcessBackend, Sendable {
     private struct State {
         var stdin: [UInt8] = []
         var ran = false
         var outcome: Result<SSHExitStatus, TransportError>?
-        var waiters: [CheckedContinuation<Result<SSHExitStatus, TransportError>, Never>] = []
+        var waiters = WaitList<Result<SSHExitStatus, TransportError>>()
     }
     private let state = Mutex(State())
     private let out = ChunkQueue(), err = ChunkQueue()
@@ -260,7 +260,7 @@ final class MockProcess: ProcessBackend, Sendable {
         end(outcome)
     }
 
-    func terminate() {
+    func cancel() {
         end(.success(.signaled("TERM", coreDumped: false)))
     }
 
@@ -268,8 +268,7 @@ final class MockProcess: ProcessBackend, Sendable {
         let waiters = state.withLock { s -> [CheckedContinuation<Result<SSHExitStatus, TransportError>, Never>]? in
             guard s.outcome == nil else { return nil }
             s.outcome = outcome
-            defer { s.waiters = [] }
-            return s.waiters
+            return s.waiters.removeAll()
         }
         guard let waiters else { return }
         out.end()
@@ -277,15 +276,15 @@ final class MockProcess: ProcessBackend, Sendable {
         for w in waiters { w.resume(returning: outcome) }
     }
 
-    func wait() async throws(TransportError) -> SSHExitStatus {
-        let r = await withCheckedContinuation { c in
-            let done = state.withLock { s -> Result<SSHExitStatus, TransportError>? in
+    /// The script's outcome; `cancelled` at once when the waiting task is cancelled.
+    func exitStatus() async throws(TransportError) -> SSHExitStatus {
+        try await waitInList(cancelled: .failure(.cancelled)) { c, id in
+            state.withLock { s -> Result<SSHExitStatus, TransportError>? in
                 if let o = s.outcome { return o }
-                s.waiters.append(c)
-                return nil
+                return s.waiters.insert(c, id: id) ? nil : .failure(.cancelled)
             }
-            if let done { c.resume(returning: done) }
-        }
-        return try r.get()
+        } leave: { [self] id in
+            state.withLock { $0.waiters.remove(id) }
+        }.get()
     }
 }

@@ -19,7 +19,7 @@ import Glibc
 ///   GNU `stat` and `find`): the server must be Linux with GNU coreutils/findutils.
 ///   Every path and argument is quoted by `SSHShellQuoting`; `~/` is `"$HOME"/`.
 /// - Processes: the remote command first reports its process group (the first line of
-///   its stdout, which the transport takes off), so a timeout, a cancel or `terminate()`
+///   its stdout, which the transport takes off), so a timeout, a cancel or `cancel()`
 ///   stops it on the server too (TERM, then KILL a second later), not only the local `ssh`.
 /// - Failures are classified from `ssh`'s exit status 255 and its stderr.
 public struct OpenSSHTransport: ServerTransport {
@@ -424,7 +424,7 @@ public struct OpenSSHTransport: ServerTransport {
     }
 
     /// An `ssh` process running the command; returns once the command reported that it
-    /// started on the server. `terminate()` stops the local `ssh` and the command's process
+    /// started on the server. `cancel()` stops the local `ssh` and the command's process
     /// group on the server (TERM, then KILL a second later).
     /// - Throws: what `ssh` failed with (`hostUnreachable`, `authenticationFailed`, …)
     ///   when the command never started.
@@ -440,14 +440,14 @@ public struct OpenSSHTransport: ServerTransport {
         await withTaskCancellationHandler {
             while !head.contains(UInt8(ascii: "\n")), let chunk = await ssh.read(.stdout) { head += chunk }
         } onCancel: {
-            ssh.terminate()
+            ssh.cancel()
         }
         let (group, rest) = Self.splitGroup(head)
         guard let group, head.contains(UInt8(ascii: "\n")) else {
-            ssh.terminate()
+            ssh.cancel()
             var stderr: [UInt8] = []
             while let chunk = await ssh.read(.stderr) { stderr += chunk }
-            let status = try? await ssh.wait()
+            let status = try? await ssh.exitStatus()
             if Task.isCancelled { throw .cancelled }
             let text = String(decoding: stderr, as: UTF8.self)
             if status == .exited(255), let e = Self.classify(text) { throw e }
@@ -470,11 +470,11 @@ final class SSHClientProcess: ProcessBackend, Sendable {
     private struct State {
         /// stdout that came with the group line, handed out first
         var firstOutput: [UInt8]
-        /// the remote stop, once `terminate()` started it
+        /// the remote stop, once `cancel()` started it
         var stopping: Task<Void, Never>?
     }
     private let state: Mutex<State>
-    /// Its session on the master, held until `wait()` returned or `terminate()`.
+    /// Its session on the master, held until `exitStatus()` returned or `cancel()`.
     private let permit: SessionPermit
 
     init(ssh: any ProcessBackend, firstOutput: [UInt8], permit: SessionPermit,
@@ -499,19 +499,21 @@ final class SSHClientProcess: ProcessBackend, Sendable {
     func write(_ bytes: [UInt8]) async throws(TransportError) { try await ssh.write(bytes) }
     func finishInput() { ssh.finishInput() }
 
-    func terminate() {
+    func cancel() {
         let stopRemote = stopRemote
         state.withLock { s in
             if s.stopping == nil { s.stopping = Task.detached { await stopRemote() } }
         }
-        ssh.terminate()
+        ssh.cancel()
         permit.release()
     }
 
-    /// After `terminate()`, returns once the command on the server was sent TERM too.
-    func wait() async throws(TransportError) -> SSHExitStatus {
+    /// After `cancel()`, returns once the command on the server was sent TERM too. A
+    /// cancel of the waiting task throws `cancelled` (from the local ssh's wait) and the
+    /// process keeps its session.
+    func exitStatus() async throws(TransportError) -> SSHExitStatus {
+        let status = try await ssh.exitStatus()
         defer { permit.release() }
-        let status = try await ssh.wait()
         if let stopping = state.withLock({ $0.stopping }) {
             await stopping.value
             if status == .exited(255) { return .signaled("TERM", coreDumped: false) }

@@ -244,7 +244,7 @@ final class InotifyWatch: Sendable {
 
 /// The write end of a thread's wake-up pipe (a watch's stop, a streamed process's
 /// wake-up): a signal after the thread ended and closed it (a watch's iterator deinit and
-/// its stream's termination; `terminate()` after a process exited) writes nowhere, never
+/// its stream's termination; `cancel()` after a process exited) writes nowhere, never
 /// into a file descriptor number that was reused meanwhile.
 final class WakePipe: Sendable {
     private let fd: Mutex<Int32>

@@ -287,8 +287,8 @@ public final class SSHTransport: ConnectedTransport, Sendable {
             // stdin and stderr beside stdout: none of them may stall the others
             async let fed: Void = {
                 do {
-                    try await cmd.stdin.write(stdin)
-                    try cmd.stdin.finish()
+                    try await cmd.input.write(stdin)
+                    try cmd.input.finish()
                 } catch {
                     // a command that exits without reading its input is not an error
                 }
@@ -331,9 +331,9 @@ public final class SSHTransport: ConnectedTransport, Sendable {
         }
     }
 
-    /// A streamed exec channel (`SSHConnection.startCommand`); `terminate()` sends TERM
-    /// and closes the channel. It holds one of the `maxSessions` until `wait()` returned,
-    /// `terminate()` was called or the process was dropped.
+    /// A streamed exec channel (`SSHConnection.startCommand`); `cancel()` sends TERM
+    /// and closes the channel. It holds one of the `maxSessions` until `exitStatus()` returned,
+    /// `cancel()` was called or the process was dropped.
     public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
         async throws(TransportError) -> TransportProcess
     {
@@ -371,7 +371,7 @@ final class SSHProcess: ProcessBackend, Sendable {
 
     func write(_ bytes: [UInt8]) async throws(TransportError) {
         do {
-            try await command.stdin.write(bytes)
+            try await command.input.write(bytes)
         } catch where error.code == .channelClosed {
             throw TransportError(.other, "the process no longer reads its input", cause: error)
         } catch {
@@ -380,21 +380,26 @@ final class SSHProcess: ProcessBackend, Sendable {
     }
 
     func finishInput() {
-        try? command.stdin.finish()
+        try? command.input.finish()
     }
 
-    func terminate() {
+    func cancel() {
         terminated.withLock { $0 = true }
         command.cancel()
         permit.release()
     }
 
-    func wait() async throws(TransportError) -> SSHExitStatus {
-        defer { permit.release() }
+    func exitStatus() async throws(TransportError) -> SSHExitStatus {
         do {
-            return try await command.exitStatus()
+            let status = try await command.exitStatus()
+            permit.release()
+            return status
         } catch {
-            if terminated.withLock({ $0 }) { return .signaled("TERM", coreDumped: false) }
+            let terminated = terminated.withLock { $0 }
+            // the waiting task was cancelled: the process goes on and keeps its session
+            if error.code == .cancelled && !terminated && Task.isCancelled { throw .cancelled }
+            permit.release()
+            if terminated { return .signaled("TERM", coreDumped: false) }
             throw TransportError(error)
         }
     }

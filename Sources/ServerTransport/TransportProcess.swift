@@ -1,13 +1,16 @@
 import SSHKit
 import Synchronization
 
-/// A long-running process started by `startProcess`: write to its stdin, read its
-/// stdout and stderr as they come, stop it, wait for how it ended.
+/// A long-running process started by `startProcess`: write to its `input`, read its
+/// `stdout` and `stderr` as they come, `cancel()` it, wait for how it ended with
+/// `exitStatus()`: the verbs of `SSHCommand` (Docs/Architecture.md, "One vocabulary").
 ///
 /// Read both outputs (or at least the ones it writes a lot to): each holds a bounded
 /// amount, and a process whose output nobody reads stops when that is full, as with a
-/// pipe. The outputs end at EOF; how the process ended is `wait()`'s answer.
+/// pipe. The outputs end at EOF; how the process ended is `exitStatus()`'s answer.
 public final class TransportProcess: Sendable {
+    /// Standard input: `input.write(_:)`, then `input.finish()` for EOF.
+    public let input: TransportInput
     /// Standard output, as chunks in order; one reader at a time.
     public let stdout: ProcessOutput
     /// Standard error, as chunks in order; one reader at a time.
@@ -16,37 +19,48 @@ public final class TransportProcess: Sendable {
 
     init(backend: any ProcessBackend) {
         self.backend = backend
+        input = TransportInput(backend: backend)
         stdout = ProcessOutput(backend: backend, stream: .stdout)
         stderr = ProcessOutput(backend: backend, stream: .stderr)
     }
 
+    /// Stops the process (never blocks): TERM, then (locally) KILL a second later, for
+    /// its whole process group; over SSHKit, TERM and the channel is closed. Idempotent.
+    public func cancel() {
+        backend.cancel()
+    }
+
+    /// Waits for how the process ended. After `cancel()`, `.signaled("TERM")` when the
+    /// server closed the channel without reporting a status.
+    /// - Throws: `hostUnreachable` when the connection was lost first; a cancellation
+    ///   (`isCancellation`) at once when the waiting task is cancelled: the process goes on.
+    public func exitStatus() async throws(TransportError) -> SSHExitStatus {
+        try await backend.exitStatus()
+    }
+}
+
+/// What a process reads: a `TransportProcess`'s standard input, or the keystrokes of a
+/// `TransportTerminal`.
+public struct TransportInput: Sendable {
+    let backend: any ProcessBackend
+
     /// Returns once the bytes were handed to the process (paced by how fast it reads).
-    /// - Throws: `other` when the process no longer reads its input (it exited or closed it).
+    /// - Throws: `other` when the process no longer reads its input (it exited or closed
+    ///   it); a cancellation (`isCancellation`) when the writing task is cancelled (the
+    ///   bytes may still reach the process).
     public func write(_ bytes: [UInt8]) async throws(TransportError) {
         if bytes.isEmpty { return }
         try await backend.write(bytes)
     }
 
+    /// Writes the text's UTF-8 bytes, like `write(_:)` with bytes.
     public func write(_ text: String) async throws(TransportError) {
         try await write(Array(text.utf8))
     }
 
-    /// Closes stdin (EOF) after what was written. Idempotent.
-    public func finishInput() {
+    /// Closes the input (EOF) after what was written. Idempotent.
+    public func finish() {
         backend.finishInput()
-    }
-
-    /// Stops the process: TERM, then (locally) KILL a second later, for its whole
-    /// process group; over SSHKit, TERM and the channel is closed. Idempotent.
-    public func terminate() {
-        backend.terminate()
-    }
-
-    /// How the process ended. After `terminate()`, `.signaled("TERM")` when the
-    /// server closed the channel without reporting a status.
-    /// - Throws: `hostUnreachable` when the connection was lost first.
-    public func wait() async throws(TransportError) -> SSHExitStatus {
-        try await backend.wait()
     }
 }
 
@@ -81,22 +95,22 @@ protocol ProcessBackend: Sendable {
     func read(_ stream: ProcessOutput.Stream) async -> [UInt8]?
     func write(_ bytes: [UInt8]) async throws(TransportError)
     func finishInput()
-    func terminate()
-    func wait() async throws(TransportError) -> SSHExitStatus
+    func cancel()
+    func exitStatus() async throws(TransportError) -> SSHExitStatus
 }
 
 extension ServerTransport {
     /// Runs `body` with a started process; if it still runs when `body` ends (returns,
-    /// throws or is cancelled), it is terminated.
+    /// throws or is cancelled), it is cancelled.
     public func withProcess<R>(_ executable: String, arguments: [String], environment: [String: String] = [:],
                                _ body: (TransportProcess) async throws -> R) async throws -> R {
         let process = try await startProcess(executable, arguments: arguments, environment: environment)
         do {
             let r = try await body(process)
-            process.terminate()
+            process.cancel()
             return r
         } catch {
-            process.terminate()
+            process.cancel()
             throw error
         }
     }

@@ -6,7 +6,8 @@ import SSHKit
 public protocol TerminalTransport: ServerTransport {
     /// Starts `executable` with `arguments` on a terminal of `terminal.size`; returns
     /// once it started. Its output (stdout and stderr merged, as on a terminal) streams
-    /// on `output`; keystrokes go to `write`. Prefer `withTerminal`, which hangs it up.
+    /// on `output`; keystrokes go to `input`. Prefer `withTerminal`, which cancels (hangs
+    /// up) it when its body ends.
     /// - Throws: `hostUnreachable` and the other transport codes; `other` when the
     ///   server refused the terminal.
     func startTerminal(_ executable: String, arguments: [String], environment: [String: String],
@@ -20,7 +21,7 @@ extension TerminalTransport {
         async throws -> R
     {
         let t = try await startTerminal(executable, arguments: arguments, environment: environment, terminal: terminal)
-        defer { t.hangUp() }
+        defer { t.cancel() }
         return try await body(t)
     }
 }
@@ -29,18 +30,15 @@ extension TerminalTransport {
 public final class TransportTerminal: Sendable {
     /// What the program draws: bytes as a terminal would receive them. One reader at a time.
     public let output: ProcessOutput
+    /// Keystrokes: bytes as a terminal would send them (`\r` for Enter, `ESC[A` for Up).
+    /// `input.write` throws `other` when the program no longer reads (it ended).
+    public let input: TransportInput
     let backend: any TerminalBackend
 
     init(backend: any TerminalBackend) {
         self.backend = backend
         output = ProcessOutput(backend: backend, stream: .stdout)
-    }
-
-    /// Keystrokes: bytes as a terminal would send them (`\r` for Enter, `ESC[A` for Up).
-    /// - Throws: `other` when the program no longer reads (it ended).
-    public func write(_ bytes: [UInt8]) async throws(TransportError) {
-        if bytes.isEmpty { return }
-        try await backend.write(bytes)
+        input = TransportInput(backend: backend)
     }
 
     /// Tells the program its terminal's new size (it gets SIGWINCH).
@@ -48,16 +46,17 @@ public final class TransportTerminal: Sendable {
         try backend.resize(size)
     }
 
-    /// Hangs the terminal up (the program gets SIGHUP or TERM and its channel closes).
-    /// Idempotent; `output` ends.
-    public func hangUp() {
-        backend.terminate()
+    /// Hangs the terminal up (never blocks; the program gets SIGHUP or TERM and its
+    /// channel closes). Idempotent; `output` ends.
+    public func cancel() {
+        backend.cancel()
     }
 
-    /// How the program ended.
-    /// - Throws: `hostUnreachable` when the connection was lost first.
-    public func wait() async throws(TransportError) -> SSHExitStatus {
-        try await backend.wait()
+    /// Waits for how the program ended.
+    /// - Throws: `hostUnreachable` when the connection was lost first; a cancellation
+    ///   (`isCancellation`) at once when the waiting task is cancelled (the program goes on).
+    public func exitStatus() async throws(TransportError) -> SSHExitStatus {
+        try await backend.exitStatus()
     }
 }
 

@@ -52,13 +52,13 @@ struct DropbearTests {
             let data = randomBytes(2 << 20)
             let cat = try await conn.startCommand("cat")
             async let echoed = cat.stdout.collect(upTo: 4 << 20)
-            try await cat.stdin.write(data)
-            try cat.stdin.finish()
+            try await cat.input.write(data)
+            try cat.input.finish()
             #expect(try await echoed == data)
             #expect(try await cat.exitStatus() == .exited(0))
-            let shell = try await conn.openShell(terminal: SSHTerminal(size: SSHTerminalSize(columns: 90, rows: 33)))
+            let shell = try await conn.startShell(terminal: SSHTerminal(size: SSHTerminalSize(columns: 90, rows: 33)))
             var it = shell.output.makeAsyncIterator()
-            try await shell.write("stty size; exit 6\n")
+            try await shell.input.write("stty size; exit 6\n")
             var seen = ""
             while let chunk = try await it.next() { seen += String(decoding: chunk, as: UTF8.self) }
             #expect(seen.contains("33 90"), "\(seen.debugDescription)")

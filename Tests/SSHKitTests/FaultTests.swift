@@ -74,17 +74,17 @@ struct FaultTests {
         let server = try TestServer.start(name: "maxstreams", extraConfig: ["MaxSessions 2"])
         defer { server.stop() }
         try await SSHClient.withConnection(server.configuration()) { conn in
-            let shell = try await conn.openShell()
+            let shell = try await conn.startShell()
             let cmd = try await conn.startCommand("sleep 5")
             let e = await expectSSHError { try await conn.startCommand("true") }
             #expect(e?.code == .channelOpenFailed, "\(String(describing: e))")
             // the two open channels are unaffected
-            try await shell.write("echo al\"\"ive\n") // the echoed line shows al""ive
+            try await shell.input.write("echo al\"\"ive\n") // the echoed line shows al""ive
             var it = shell.output.makeAsyncIterator()
             var seen = ""
             while !seen.contains("alive\r\n"), let c = try await it.next() { seen += String(decoding: c, as: UTF8.self) }
             cmd.cancel()
-            shell.close()
+            shell.cancel()
         }
     }
 

@@ -71,7 +71,7 @@ struct ForwardTests {
                 #expect(toClient == UInt64(data.count) && fromClient == UInt64(data.count))
             }
             #expect(events.all.first.map { if case .opened = $0.kind { true } else { false } } == true)
-            await forward.stop()
+            await forward.close()
         }
     }
 
@@ -88,7 +88,7 @@ struct ForwardTests {
             let rest = SocketClient.readExactly(fd, 1, timeout: .seconds(10))
             #expect(rest.isEmpty) // EOF came back after ours
             close(fd)
-            await forward.stop()
+            await forward.close()
         }
     }
 
@@ -117,7 +117,7 @@ struct ForwardTests {
             let stats = forward.statistics
             #expect(stats.accepted == 200)
             #expect(echo.connections == 200)
-            await forward.stop()
+            await forward.close()
             #expect(forward.statistics.active == 0)
         }
     }
@@ -141,7 +141,7 @@ struct ForwardTests {
             _ = await events.wait("three failures") { $0.filter { Self.isFailed($0, .channelOpenFailed) }.count == 3 }
             #expect(forward.statistics.failed == 3)
             #expect(try await conn.execute("echo alive").stdoutString == "alive\n")
-            await forward.stop()
+            await forward.close()
         }
     }
 
@@ -160,7 +160,7 @@ struct ForwardTests {
                 fds.append(fd)
             }
             #expect(forward.statistics.active == 5)
-            await forward.stop()
+            await forward.close()
             for fd in fds {
                 // cut mid-stream (the echo never ended): a reset, not a clean EOF
                 #expect(SocketClient.readEnd(fd) == .error(ECONNRESET))
@@ -168,7 +168,7 @@ struct ForwardTests {
             }
             #expect(SocketClient.connect(port: port) < 0 && errno == ECONNREFUSED)
             #expect(forward.statistics.active == 0)
-            #expect(await forward.waitUntilStopped() == nil)
+            try await forward.waitUntilClosed()
             // the listener and every bridged socket are closed (the echo
             // server in this process closes its ends once sshd's connections to it end)
             let deadline = ContinuousClock.now + .seconds(10)
@@ -200,8 +200,8 @@ struct ForwardTests {
             #expect(SocketClient.readEnd(fd, timeout: .seconds(15)) == .error(ECONNRESET))
             close(fd)
         }
-        let reason = await forward.waitUntilStopped()
-        #expect(reason != nil)
+        let reason = await expectSSHError { try await forward.waitUntilClosed() }
+        #expect(reason?.code == .connectionClosed || reason?.code == .connectionLost, "\(String(describing: reason))")
         #expect(SocketClient.connect(port: port) < 0)
         #expect(forward.statistics.active == 0)
         await conn.close()
@@ -217,7 +217,7 @@ struct ForwardTests {
             } catch {
                 #expect(error.code == .systemError && error.systemErrno == EADDRINUSE, "\(error)")
             }
-            await first.stop()
+            await first.close()
             for bad in [SSHForwardTarget.tcp(host: "", port: 80), .tcp(host: "x", port: 0), .tcp(host: "x", port: 70000),
                         .unixSocket(path: "")] {
                 #expect(throws: SSHError.self) { try conn.forwardLocalPort(to: bad) }
@@ -259,7 +259,7 @@ struct ForwardTests {
             #expect(throws: SSHError.self) {
                 try conn.forwardLocalPort(.unixSocket(path: localSocket), to: .unixSocket(path: remoteSocket))
             }
-            await forward.stop()
+            await forward.close()
             #expect(lstat(localSocket, &st) != 0) // removed
         }
     }
@@ -281,7 +281,7 @@ struct ForwardTests {
             _ = await events.wait("a rejection") { $0.contains { if case .rejected = $0.kind { true } else { false } } }
             close(a); close(b); close(c)
             #expect(forward.statistics.rejected == 1)
-            await forward.stop()
+            await forward.close()
         }
     }
 
@@ -298,7 +298,7 @@ struct ForwardTests {
         let echo = try EchoServer()
         defer { echo.stop() }
         try await SSHClient.withConnection(server.configuration()) { conn in
-            let proxy = try conn.startSOCKSProxy()
+            let proxy = try conn.forwardDynamicPort()
             let port = try #require(proxy.port)
             let p = echo.port
             let hi = UInt8(p >> 8), lo = UInt8(p & 0xFF)
@@ -332,7 +332,7 @@ struct ForwardTests {
             out = await SocketClient.exchange(fd, send: [7])
             #expect(out.received == [7])
             #expect(proxy.statistics.accepted == 4)
-            await proxy.stop()
+            await proxy.close()
         }
     }
 
@@ -340,7 +340,7 @@ struct ForwardTests {
         // sshd sends its banner the moment it accepts: the banner can arrive with the
         // channel's open confirmation, and must still reach the client after the answer
         try await SSHClient.withConnection(server.configuration()) { conn in
-            let proxy = try conn.startSOCKSProxy()
+            let proxy = try conn.forwardDynamicPort()
             let port = try #require(proxy.port)
             for _ in 0..<20 {
                 let fd = SocketClient.connect(port: port)
@@ -349,7 +349,7 @@ struct ForwardTests {
                 #expect(SocketClient.readExactly(fd, 8) == Array("SSH-2.0-".utf8))
                 close(fd)
             }
-            await proxy.stop()
+            await proxy.close()
         }
     }
 
@@ -359,7 +359,7 @@ struct ForwardTests {
         echo.stop()
         let events = Events()
         try await SSHClient.withConnection(server.configuration()) { conn in
-            let proxy = try conn.startSOCKSProxy(options: SSHForwardOptions(handshakeTimeout: .milliseconds(300),
+            let proxy = try conn.forwardDynamicPort(options: SSHForwardOptions(handshakeTimeout: .milliseconds(300),
                                                                             eventHandler: events.handler))
             let port = try #require(proxy.port)
             func ask(_ bytes: [UInt8], expect n: Int) -> (reply: [UInt8], closed: Bool) {
@@ -408,7 +408,7 @@ struct ForwardTests {
             #expect(socks5Connect(ok, host: "127.0.0.1", port: echo2.port) == [5, 0, 5, 0, 0, 1, 0, 0, 0, 0, 0, 0])
             let out = await SocketClient.exchange(ok, send: [42])
             #expect(out.received == [42])
-            await proxy.stop()
+            await proxy.close()
         }
     }
 
@@ -419,7 +419,7 @@ struct ForwardTests {
         let dir = try TestPaths.makeTemporaryDirectory("curl")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try await SSHClient.withConnection(server.configuration()) { conn in
-            let proxy = try conn.startSOCKSProxy()
+            let proxy = try conn.forwardDynamicPort()
             let port = try #require(proxy.port)
             for (i, flag) in ["--socks5-hostname", "--socks5", "--socks4a", "--socks4"].enumerated() {
                 let file = dir + "/body\(i)"
@@ -429,7 +429,7 @@ struct ForwardTests {
                 #expect(r.status == 0, "curl \(flag): \(r.err)")
                 #expect(FileManager.default.contents(atPath: file).map { Array($0) == body } == true, "curl \(flag)")
             }
-            await proxy.stop()
+            await proxy.close()
         }
     }
 }

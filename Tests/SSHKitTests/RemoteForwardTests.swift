@@ -42,7 +42,7 @@ struct RemoteForwardTests {
             _ = await events.wait("51 closed") { $0.filter(ForwardTests.isClosed).count == 51 }
             let stats = forward.statistics
             #expect(stats.accepted == 51 && stats.completed == 51 && stats.active == 0)
-            await forward.stop()
+            await forward.close()
             // the server no longer listens there
             do throws(SSHError) {
                 _ = try await conn.openTunnel(toHost: "127.0.0.1", port: forward.port)
@@ -68,7 +68,7 @@ struct RemoteForwardTests {
             #expect(remote.exitStatus == .exited(0), "\(remote.stderrString)")
             let expected = try TestServer.run("/usr/bin/sha256sum", [local]).prefix(64)
             #expect(remote.stdoutString.prefix(64) == expected)
-            await forward.stop()
+            await forward.close()
         }
     }
 
@@ -79,9 +79,9 @@ struct RemoteForwardTests {
                 var got: [UInt8] = []
                 do {
                     // inbound ends at the client's EOF; the tunnel still takes our answer
-                    for try await chunk in tunnel.inbound { got += chunk }
-                    try await tunnel.outbound.write(Array(String(decoding: got, as: UTF8.self).uppercased().utf8))
-                    try tunnel.outbound.finish()
+                    for try await chunk in tunnel.output { got += chunk }
+                    try await tunnel.input.write(Array(String(decoding: got, as: UTF8.self).uppercased().utf8))
+                    try tunnel.input.finish()
                     // returning closes the tunnel; what was written goes out first
                 } catch {
                     Issue.record("handler: \(error)")
@@ -91,7 +91,7 @@ struct RemoteForwardTests {
             // (failed once in nine full runs, 2026-11-26: what came back says which side lost it)
             let back = try await SSHTunnel.roundTrip(t, Array("hello, handler".utf8))
             #expect(back == Array("HELLO, HANDLER".utf8), "got \(back.count) bytes: \(String(decoding: back, as: UTF8.self).debugDescription)")
-            await forward.stop()
+            await forward.close()
         }
     }
 
@@ -110,7 +110,7 @@ struct RemoteForwardTests {
             _ = await events.wait("two failures") { $0.filter { ForwardTests.isFailed($0, .connectionRefused) }.count == 2 }
             #expect(forward.statistics.failed == 2)
             #expect(try await conn.execute("echo alive").stdoutString == "alive\n")
-            await forward.stop()
+            await forward.close()
         }
     }
 
@@ -120,11 +120,11 @@ struct RemoteForwardTests {
             let e = await expectSSHError { try await conn.forwardRemotePort(port: first.port, to: .tcp(host: "127.0.0.1", port: 9)) }
             #expect(e?.code == .forwardingRefused, "\(String(describing: e))")
             #expect(try await conn.execute("echo alive").stdoutString == "alive\n")
-            await first.stop()
+            await first.close()
             // the port is free again once the forward stopped
             let again = try await conn.forwardRemotePort(port: first.port, to: .tcp(host: "127.0.0.1", port: 9))
             #expect(again.port == first.port)
-            await again.stop()
+            await again.close()
         }
         let off = try TestServer.start(name: "noforward", extraConfig: ["AllowTcpForwarding no"])
         defer { off.stop() }
@@ -154,13 +154,13 @@ struct RemoteForwardTests {
             }
             try await Task.sleep(for: .milliseconds(500)) // probes go on and are answered
             #expect(conn.isConnected)
-            for f in forwards { await f.stop() }
+            for f in forwards { await f.close() }
             // stop() gave every port back to the server (cancel-tcpip-forward went out
             // between the probes): the same ports can be forwarded again
             for f in forwards {
                 let again = try await conn.forwardRemotePort(port: f.port, to: .tcp(host: "127.0.0.1", port: echo.port))
                 #expect(again.port == f.port)
-                await again.stop()
+                await again.close()
             }
             #expect(try await conn.execute("echo alive").stdoutString == "alive\n")
         }
@@ -172,8 +172,8 @@ struct RemoteForwardTests {
         let conn = try await SSHClient.connect(server.configuration())
         let forward = try await conn.forwardRemotePort(port: 0, to: .tcp(host: "127.0.0.1", port: echo.port))
         await conn.close()
-        let reason = await forward.waitUntilStopped()
-        #expect(reason != nil)
+        let reason = await expectSSHError { try await forward.waitUntilClosed() }
+        #expect(reason?.code == .connectionClosed || reason?.code == .connectionLost, "\(String(describing: reason))")
         let e = await expectSSHError { try await conn.forwardRemotePort(port: 0, to: .tcp(host: "127.0.0.1", port: 1)) }
         #expect(e?.code == .invalidState)
     }

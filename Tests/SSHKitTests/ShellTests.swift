@@ -13,12 +13,12 @@ struct ShellTests {
 
     /// Reads the shell's output until it contains `needle`; returns all of it. Bounded:
     /// after 10 s the shell is closed, which ends the read with an error.
-    func read(_ it: inout SSHOutputStream.AsyncIterator, until needle: String, shell: SSHShell,
+    func read(_ it: inout SSHByteStream.AsyncIterator, until needle: String, shell: SSHShell,
               sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
         var seen = ""
         let watchdog = Task {
             try await Task.sleep(for: .seconds(10))
-            shell.close()
+            shell.cancel()
         }
         defer { watchdog.cancel() }
         while !seen.contains(needle) {
@@ -34,15 +34,15 @@ struct ShellTests {
 
     @Test func aShellRunsCommandsEchoesInputAndReportsItsExitStatus() async throws {
         try await SSHClient.withConnection(server.configuration()) { conn in
-            let shell = try await conn.openShell()
+            let shell = try await conn.startShell()
             var it = shell.output.makeAsyncIterator()
             // type after the prompt: sshd's login messages (motd, "Last login") can
             // otherwise land in the middle of the echoed line
             _ = try await read(&it, until: "$ ", shell: shell)
-            try await shell.write("echo hello-$((6*7))\n")
+            try await shell.input.write("echo hello-$((6*7))\n")
             let out = try await read(&it, until: "hello-42\r\n", shell: shell)
             #expect(out.contains("echo hello-$((6*7))"), "the terminal echoes input: \(out.debugDescription)")
-            try await shell.write("exit 3\n")
+            try await shell.input.write("exit 3\n")
             while try await it.next() != nil {}
             #expect(try await shell.exitStatus() == .exited(3))
         }
@@ -77,12 +77,12 @@ struct ShellTests {
                 #expect(out.contains(expected), "\(expected) not in \(out.debugDescription)")
             }
             // a shell with modes: the login shell starts after stty, and keeps them
-            let shell = try await conn.openShell(terminal: SSHTerminal(modes: [.echo: 0, .vintr: 1]))
+            let shell = try await conn.startShell(terminal: SSHTerminal(modes: [.echo: 0, .vintr: 1]))
             var it = shell.output.makeAsyncIterator()
-            try await shell.write("stty -a; echo shell-$((6*7))\n")
+            try await shell.input.write("stty -a; echo shell-$((6*7))\n")
             let seen = try await read(&it, until: "shell-42", shell: shell)
             #expect(seen.contains("intr = ^A;") && seen.contains(" -echo "), "\(seen.debugDescription)")
-            try await shell.write("exit 3\n")
+            try await shell.input.write("exit 3\n")
             #expect(try await shell.exitStatus() == .exited(3))
         }
     }
@@ -105,12 +105,12 @@ struct ShellTests {
 
     @Test func resizingReachesARunningShell() async throws {
         try await SSHClient.withConnection(server.configuration()) { conn in
-            let shell = try await conn.openShell(terminal: SSHTerminal(size: SSHTerminalSize(columns: 80, rows: 24)))
+            let shell = try await conn.startShell(terminal: SSHTerminal(size: SSHTerminalSize(columns: 80, rows: 24)))
             var it = shell.output.makeAsyncIterator()
-            try await shell.write("stty size\n")
+            try await shell.input.write("stty size\n")
             _ = try await read(&it, until: "24 80\r\n", shell: shell)
             try shell.resize(to: SSHTerminalSize(columns: 132, rows: 50))
-            try await shell.write("stty size\n")
+            try await shell.input.write("stty size\n")
             _ = try await read(&it, until: "50 132\r\n", shell: shell)
             // a command without a terminal cannot be resized
             let plain = try await conn.startCommand("sleep 1")
@@ -123,29 +123,29 @@ struct ShellTests {
     @Test func interruptCharacterStopsTheForegroundProgram() async throws {
         try await SSHClient.withConnection(server.configuration()) { conn in
             let marker = remoteSleepMarker()
-            let shell = try await conn.openShell()
+            let shell = try await conn.startShell()
             var it = shell.output.makeAsyncIterator()
-            try await shell.write("sleep \(marker)\n")
+            try await shell.input.write("sleep \(marker)\n")
             try await Task.sleep(for: .milliseconds(300))
-            try await shell.write("\u{3}")
+            try await shell.input.write("\u{3}")
             // the shell is back at its prompt
-            try await shell.write("echo after-$((1+1))\n")
+            try await shell.input.write("echo after-$((1+1))\n")
             _ = try await read(&it, until: "after-2", shell: shell)
             try await expectNoRemoteProcess(conn, marker: marker)
-            shell.close()
+            shell.cancel()
         }
     }
 
     @Test func closingAShellHangsUpItsProcesses() async throws {
         try await SSHClient.withConnection(server.configuration()) { conn in
             let marker = remoteSleepMarker()
-            let shell = try await conn.openShell()
+            let shell = try await conn.startShell()
             var it = shell.output.makeAsyncIterator()
-            try await shell.write("sleep \(marker)\n")
+            try await shell.input.write("sleep \(marker)\n")
             _ = try await read(&it, until: "sleep \(marker)", shell: shell)
             try await Task.sleep(for: .milliseconds(300))
             #expect(try await conn.execute("pgrep -f 'sleep \(marker)' | wc -l").stdoutString != "0\n")
-            shell.close()
+            shell.cancel()
             let e = await expectSSHError { try await shell.exitStatus() }
             #expect(e?.code == .cancelled)
             try await expectNoRemoteProcess(conn, marker: marker)
@@ -170,14 +170,14 @@ struct ShellTests {
             let shells = try await withThrowingTaskGroup(of: Bool.self) { group in
                 for i in 0..<4 {
                     group.addTask {
-                        let shell = try await conn.openShell()
+                        let shell = try await conn.startShell()
                         var it = shell.output.makeAsyncIterator()
-                        try await shell.write("echo shell-\(i)-$((\(i)*10))\n")
+                        try await shell.input.write("echo shell-\(i)-$((\(i)*10))\n")
                         var seen = ""
                         while !seen.contains("shell-\(i)-\(i * 10)\r\n"), let c = try await it.next() {
                             seen += String(decoding: c, as: UTF8.self)
                         }
-                        try await shell.write("exit\n")
+                        try await shell.input.write("exit\n")
                         return try await shell.exitStatus() == .exited(0)
                     }
                     group.addTask {

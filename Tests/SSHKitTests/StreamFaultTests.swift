@@ -102,8 +102,8 @@ struct StreamFaultTests {
                 f.clientBytesPerTick = 64 << 10
             }
             let r = await finishes(within: .seconds(30)) {
-                try await cmd.stdin.write(input)
-                try cmd.stdin.finish()
+                try await cmd.input.write(input)
+                try cmd.input.finish()
                 let out = try await cmd.stdout.collect(upTo: 1024)
                 return (String(decoding: out, as: UTF8.self), try await cmd.exitStatus())
             }

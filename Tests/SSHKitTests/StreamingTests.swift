@@ -29,7 +29,7 @@ struct StreamingTests {
             let cmd = try await conn.startCommand(
                 "for i in 1 2 3 4; do echo o$i; sleep 0.05; echo e$i >&2; sleep 0.05; done")
             var seen: [String] = []
-            for try await chunk in cmd.output {
+            for try await chunk in cmd.mergedOutput {
                 switch chunk {
                 case .stdout(let b): seen += text(b).split(separator: "\n").map { "out:" + $0 }
                 case .stderr(let b): seen += text(b).split(separator: "\n").map { "err:" + $0 }
@@ -48,10 +48,10 @@ struct StreamingTests {
             var offset = 0
             while offset < data.count {
                 let end = min(offset + 100_000, data.count)
-                try await cmd.stdin.write(Array(data[offset..<end]))
+                try await cmd.input.write(Array(data[offset..<end]))
                 offset = end
             }
-            try cmd.stdin.finish()
+            try cmd.input.finish()
             #expect(try await echoed == data)
             #expect(try await cmd.exitStatus() == .exited(0))
         }
@@ -209,12 +209,12 @@ struct StreamingTests {
         try await SSHClient.withConnection(server.configuration()) { conn in
             let cmd = try await conn.startCommand("exit 0")
             #expect(try await cmd.exitStatus() == .exited(0))
-            let e = await expectSSHError { try await cmd.stdin.write("late") }
+            let e = await expectSSHError { try await cmd.input.write("late") }
             #expect(e?.code == .channelClosed)
             // and writing after finish() is refused
             let open = try await conn.startCommand("cat >/dev/null")
-            try open.stdin.finish()
-            let e2 = await expectSSHError { try await open.stdin.write("after eof") }
+            try open.input.finish()
+            let e2 = await expectSSHError { try await open.input.write("after eof") }
             #expect(e2?.code == .invalidState)
             #expect(try await open.exitStatus() == .exited(0))
         }
@@ -234,7 +234,7 @@ struct StreamingTests {
             #expect(e1?.code == .connectionClosed)
             let e2 = await expectSSHError { try await b.exitStatus() }
             #expect(e2?.code == .connectionClosed)
-            let e3 = await expectSSHError { try await b.stdin.write("x") }
+            let e3 = await expectSSHError { try await b.input.write("x") }
             #expect(e3?.code == .connectionClosed)
         }
         try await Task.sleep(for: .milliseconds(200))

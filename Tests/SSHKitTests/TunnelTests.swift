@@ -18,7 +18,7 @@ struct TunnelTests {
             let data = ForwardTests.randomBytes(5_000_000)
             let back = try await SSHTunnel.roundTrip(tunnel, data)
             #expect(back == data)
-            try await tunnel.closed()
+            try await tunnel.waitUntilClosed()
         }
     }
 
@@ -71,9 +71,9 @@ struct TunnelTests {
         try await SSHClient.withConnection(server.configuration()) { conn in
             let a = try await conn.openTunnel(toHost: "127.0.0.1", port: echo.port)
             let b = try await conn.openTunnel(toHost: "127.0.0.1", port: echo.port)
-            a.close()
+            a.cancel()
             do throws(SSHError) {
-                try await a.outbound.write([1, 2, 3])
+                try await a.input.write([1, 2, 3])
                 Issue.record("wrote to a closed tunnel")
             } catch {
                 #expect(error.code == .cancelled || error.code == .channelClosed, "\(error)")

@@ -182,8 +182,8 @@ func benchForward(_ f: Fixture, mebibytes: Int, rounds: Int, connections: Int) a
             }
         }
     }
-    await fwdSource.stop()
-    await fwdEcho.stop()
+    await fwdSource.close()
+    await fwdEcho.close()
     await conn.close()
     return [throughput, setup]
 }

@@ -99,7 +99,7 @@ func benchThroughput(_ f: Fixture, mebibytes: Int, rounds: Int) async throws -> 
 /// One byte to `stty raw -echo; cat` on a PTY and back, in milliseconds.
 struct SSHKitEcho {
     let cmd: SSHCommand
-    var it: SSHOutputStream.AsyncIterator
+    var it: SSHByteStream.AsyncIterator
 
     init(_ conn: SSHConnection) async throws {
         cmd = try await conn.startCommand("stty raw -echo; cat", terminal: SSHTerminal())
@@ -109,7 +109,7 @@ struct SSHKitEcho {
 
     mutating func roundTrip() async throws -> Double {
         let t0 = now()
-        try await cmd.stdin.write([0x78])
+        try await cmd.input.write([0x78])
         var got = 0
         while got < 1 {
             guard let chunk = try await it.next() else { throw BenchError("echo stream ended") }

@@ -14,7 +14,7 @@ final class ForwardLedger: Sendable {
             switch self {
             case .pending: break
             case .bridge(let b): b.cancel()
-            case .tunnel(let t): t.close()
+            case .tunnel(let t): t.cancel()
             }
         }
     }
@@ -135,7 +135,7 @@ final class ForwardLedger: Sendable {
 
     /// Waits until the forward stopped: nil after a stop, else the error that ended
     /// it. When `cancellable`, a cancel of the waiting task ends the wait at once with
-    /// `cancelled` (the forward goes on); `stop()` waits for its own closing, which
+    /// `cancelled` (the forward goes on); `close()` waits for its own closing, which
     /// needs no network, regardless.
     func waitUntilStopped(cancellable: Bool) async -> SSHError? {
         let cancelled = SSHError(.cancelled, "waiting for the forward to stop was cancelled; it goes on")

@@ -33,8 +33,8 @@ extension SSHConnection {
     /// server cannot reach gets SOCKS5 "connection refused" (5), "host unreachable"
     /// (4), "not allowed" (2) or "general failure" (1), or SOCKS4 "rejected" (0x5B).
     /// Bind it to loopback: anyone who can reach the proxy can use the connection.
-    public func startSOCKSProxy(_ listen: SSHListenAddress = .loopback(),
-                                options: SSHForwardOptions = SSHForwardOptions()) throws(SSHError) -> SSHPortForward {
+    public func forwardDynamicPort(_ listen: SSHListenAddress = .loopback(),
+                                   options: SSHForwardOptions = SSHForwardOptions()) throws(SSHError) -> SSHPortForward {
         try startForward(listen, mode: .socks, kind: .dynamic, options: options)
     }
 

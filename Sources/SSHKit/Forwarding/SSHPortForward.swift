@@ -152,7 +152,7 @@ public struct SSHForwardStatistics: Sendable, Equatable {
 
 /// A running local (`ssh -L`) or dynamic (`ssh -D`, SOCKS) forward.
 ///
-/// It listens until `stop()`, until its connection ends, or until the last reference to
+/// It listens until `close()`, until its connection ends, or until the last reference to
 /// it is dropped; each closes the listener and every forwarded connection. Each accepted client gets its own
 /// channel, bridged to the client's socket inside the connection's worker: the
 /// bytes never pass through Swift, and no thread is started per connection.
@@ -187,15 +187,15 @@ public final class SSHPortForward: Sendable {
 
     /// Stops listening and closes every forwarded connection; returns once the
     /// listener is closed (a Unix socket path is removed). Idempotent.
-    public func stop() async {
+    public func close() async {
         listener.requestStop(reason: nil)
         _ = await listener.waitUntilStopped(cancellable: false)
     }
 
-    /// Waits until the forward stops: nil after `stop()`, or the error that ended
-    /// its SSH connection; `cancelled` at once when the waiting task is cancelled (the
-    /// forward goes on).
-    public func waitUntilStopped() async -> SSHError? {
-        await listener.waitUntilStopped(cancellable: true)
+    /// Waits until the forward has closed: returns after `close()`; throws the error
+    /// that ended its SSH connection otherwise, and `cancelled` at once when the
+    /// waiting task is cancelled (the forward goes on).
+    public func waitUntilClosed() async throws(SSHError) {
+        if let error = await listener.waitUntilStopped(cancellable: true) { throw error }
     }
 }

@@ -10,7 +10,7 @@ import Musl
 /// its port comes back through its own channel, either bridged to a target this
 /// machine reaches or handed to your code as an `SSHTunnel`.
 ///
-/// `stop()` asks the server to stop listening (`cancel-tcpip-forward`) and closes
+/// `close()` asks the server to stop listening (`cancel-tcpip-forward`) and closes
 /// every forwarded connection; the forward also stops when its connection ends or the
 /// last reference to it is dropped.
 public final class SSHRemoteForward: Sendable {
@@ -32,16 +32,18 @@ public final class SSHRemoteForward: Sendable {
 
     public var statistics: SSHForwardStatistics { book.ledger.statistics }
 
-    /// Stops listening on the server and closes every forwarded connection. Idempotent.
-    public func stop() async {
+    /// Stops listening on the server and closes every forwarded connection; returns
+    /// once the server answered the cancel (or the connection ended). Idempotent.
+    public func close() async {
         book.stop(reason: nil)
         _ = await book.waitUntilStopped(cancellable: false)
     }
 
-    /// Waits until the forward stops: nil after `stop()`, else the error that ended it;
-    /// `cancelled` at once when the waiting task is cancelled (the forward goes on).
-    public func waitUntilStopped() async -> SSHError? {
-        await book.waitUntilStopped(cancellable: true)
+    /// Waits until the forward has closed: returns after `close()`; throws the error
+    /// that ended it otherwise, and `cancelled` at once when the waiting task is
+    /// cancelled (the forward goes on).
+    public func waitUntilClosed() async throws(SSHError) {
+        if let error = await book.waitUntilStopped(cancellable: true) { throw error }
     }
 }
 
@@ -164,7 +166,7 @@ final class RemoteForwardBook: Sendable {
                 ledger.attach(id, .tunnel(tunnel))
                 ledger.opened(id, peer: peer, target: nil)
                 await handler(tunnel)
-                tunnel.close()
+                tunnel.cancel()
                 ledger.ended(id, peer: peer, target: nil, error: nil)
             }
         }

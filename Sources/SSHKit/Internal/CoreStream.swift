@@ -73,7 +73,7 @@ final class StreamChannel: Sendable {
 
     /// Starts the channel and waits until the command or shell runs (or failed).
     func start(on connection: CoreConnection, _ request: StreamRequest) async throws(SSHError) {
-        try await start(call: request.command == nil ? "openShell" : "startCommand") { ctx, err in
+        try await start(call: request.command == nil ? "startShell" : "startCommand") { ctx, err in
             connection.startStream(request, ctx: ctx, err: err)
         }
     }

@@ -50,26 +50,22 @@ struct CancellationRegressionTests {
             #expect(try await cmd.exitStatus() == .exited(3))
 
             let tunnel = try await conn.openTunnel(toHost: "127.0.0.1", port: echo.port)
-            let closing = Task { try await tunnel.closed() }
+            let closing = Task { try await tunnel.waitUntilClosed() }
             try await Task.sleep(for: .milliseconds(50))
             closing.cancel()
             let c = await finishes(within: .seconds(1)) { try await closing.value }
             #expect(sshError(c)?.code == .cancelled, "\(String(describing: c))")
-            try await tunnel.outbound.write([1, 2, 3])
-            var it = tunnel.inbound.makeAsyncIterator()
+            try await tunnel.input.write([1, 2, 3])
+            var it = tunnel.output.makeAsyncIterator()
             #expect(try await it.next() == [1, 2, 3])
-            tunnel.close()
+            tunnel.cancel()
 
             let forward = try conn.forwardLocalPort(to: .tcp(host: "127.0.0.1", port: echo.port))
-            let stopping = Task { await forward.waitUntilStopped() }
+            let stopping = Task { () async throws -> Void in try await forward.waitUntilClosed() }
             try await Task.sleep(for: .milliseconds(50))
             stopping.cancel()
-            let s = await finishes(within: .seconds(1)) { await stopping.value }
-            if case .success(let reason)? = s {
-                #expect(reason?.code == .cancelled)
-            } else {
-                Issue.record("waitUntilStopped did not end with its task: \(String(describing: s))")
-            }
+            let s = await finishes(within: .seconds(1)) { try await stopping.value }
+            #expect(sshError(s)?.code == .cancelled, "waitUntilClosed did not end with its task: \(String(describing: s))")
             let fd = SocketClient.connect(port: try #require(forward.port))
             #expect(fd >= 0, "the forward stopped")
             if fd >= 0 {
@@ -77,8 +73,8 @@ struct CancellationRegressionTests {
                 #expect(SocketClient.readExactly(fd, 1) == [7])
                 close(fd)
             }
-            await forward.stop()
-            #expect(await forward.waitUntilStopped() == nil)
+            await forward.close()
+            try await forward.waitUntilClosed()
         }
     }
 

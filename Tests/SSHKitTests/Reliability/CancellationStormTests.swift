@@ -88,7 +88,7 @@ struct CancellationStormTests {
                  cleanup: { _, r in (r as? SSHCommand)?.cancel() }),
             plain("shell", 50) { c in
                 try await c.conn.withShell { shell in
-                    try await shell.write("echo storm; sleep 60\n")
+                    try await shell.input.write("echo storm; sleep 60\n")
                     for try await _ in shell.output {}
                 }
             },
@@ -115,15 +115,14 @@ struct CancellationStormTests {
             },
             Kind(name: "waiting for a tunnel to close", maxDelay: .milliseconds(10),
                  prepare: { c in try await c.conn.openTunnel(toHost: "127.0.0.1", port: c.echo.port) },
-                 body: { _, r in try await (r as! SSHTunnel).closed() },
-                 cleanup: { _, r in (r as? SSHTunnel)?.close() }),
+                 body: { _, r in try await (r as! SSHTunnel).waitUntilClosed() },
+                 cleanup: { _, r in (r as? SSHTunnel)?.cancel() }),
             Kind(name: "waiting for a forward to stop", maxDelay: .milliseconds(10),
                  prepare: { c in Box(value: try c.conn.forwardLocalPort(to: .tcp(host: "127.0.0.1", port: c.echo.port))) },
                  body: { _, r in
-                     let e = await (r as! Box<SSHPortForward>).value.waitUntilStopped()
-                     if let e { throw e }
+                     try await (r as! Box<SSHPortForward>).value.waitUntilClosed()
                  },
-                 cleanup: { _, r in await (r as? Box<SSHPortForward>)?.value.stop() }),
+                 cleanup: { _, r in await (r as? Box<SSHPortForward>)?.value.close() }),
             plain("transport process", 30) { c in
                 _ = try await c.transport.runProcess("/bin/sleep", arguments: ["60"], stdin: [], environment: [:], timeout: nil)
             },

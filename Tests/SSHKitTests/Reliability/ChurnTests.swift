@@ -145,11 +145,11 @@ struct ChurnTests {
             let o = await SocketClient.exchange(fd, send: payload, timeout: .seconds(10))
             close(fd)
             #expect(o.received == payload)
-            await forward.stop()
+            await forward.close()
         }
         try await churn("shell: open, echo, close") {
-            let shell = try await conn.openShell()
-            try await shell.write("echo churn-$((6*7)); exit\n")
+            let shell = try await conn.startShell()
+            try await shell.input.write("echo churn-$((6*7)); exit\n")
             var seen: [UInt8] = []
             for try await chunk in shell.output {
                 seen += chunk
@@ -157,7 +157,7 @@ struct ChurnTests {
             }
             #expect(String(decoding: seen, as: UTF8.self).contains("churn-42"))
             _ = try await shell.exitStatus()
-            shell.close()
+            shell.cancel()
         }
         await conn.close()
     }

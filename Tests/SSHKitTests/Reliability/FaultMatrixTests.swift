@@ -167,7 +167,7 @@ struct FaultMatrixTests {
                 if case .failed(let e) = event.kind { failures.withLock { $0.append(e) } }
             }
             let forward = try conn.forwardLocalPort(to: .tcp(host: "127.0.0.1", port: fixture.echo.port), options: options)
-            defer { Task { await forward.stop() } }
+            defer { Task { await forward.close() } }
             guard let port = forward.port else { return .untypedError("forward: no port") }
             let fd = SocketClient.connect(port: port)
             guard fd >= 0 else { return .untypedError("forward: connect errno \(errno)") }

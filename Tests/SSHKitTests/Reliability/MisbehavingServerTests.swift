@@ -332,7 +332,7 @@ struct MisbehavingServerTests {
         defer { echo.stop() }
         let conn = try await SSHClient.connect(Self.configuration(server))
         let forward = try conn.forwardLocalPort(to: .unixSocket(path: echo.socketPath!))
-        defer { Task { await forward.stop() } }
+        defer { Task { await forward.close() } }
         let sftp = try await conn.openSFTP()
 
         // a streamed command: consecutive numbers, one per line

@@ -191,13 +191,13 @@ extension SSHTunnel {
             var off = 0
             while off < data.count {
                 let end = min(off + 100_000, data.count)
-                try await tunnel.outbound.write(Array(data[off..<end]))
+                try await tunnel.input.write(Array(data[off..<end]))
                 off = end
             }
-            try tunnel.outbound.finish()
+            try tunnel.input.finish()
         }()
         var back: [UInt8] = []
-        for try await chunk in tunnel.inbound { back += chunk }
+        for try await chunk in tunnel.output { back += chunk }
         try await sent
         return back
     }

@@ -104,11 +104,11 @@ struct SSHTransportTests {
         } catch let e as TransportError {
             #expect(e.isCancellation, "\(e)")
         }
-        first.finishInput()
-        #expect(try await first.wait() == .exited(0))
+        first.input.finish()
+        #expect(try await first.exitStatus() == .exited(0))
         #expect(try await third.value == "third\n")
-        second.terminate()
-        _ = try? await second.wait()
+        second.cancel()
+        _ = try? await second.exitStatus()
         #expect(try await t.runProcess("/bin/echo", "after").stdoutString == "after\n")
         if let k = t as? SSHTransport {
             #expect(await k.connectionsMade == 1)

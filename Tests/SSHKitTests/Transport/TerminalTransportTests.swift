@@ -46,11 +46,11 @@ struct TerminalTransportTests {
         #expect(first.contains("term=vt100"))
         try term.resize(to: SSHTerminalSize(columns: 100, rows: 33))
         try await Task.sleep(for: .milliseconds(200))
-        try await term.write(Array("hello\r".utf8))
+        try await term.input.write(Array("hello\r".utf8))
         let second = await Self.read(term, until: "33 100")
         #expect(second.contains("got=hello"), "\(second)")
         #expect(second.contains("33 100"))
-        #expect(try await term.wait() == .exited(0))
+        #expect(try await term.exitStatus() == .exited(0))
     }
 
     @Test(arguments: Kind.allCases)
@@ -62,28 +62,28 @@ struct TerminalTransportTests {
                                                 terminal: SSHTerminal())
         #expect(await Self.read(sleeper, until: "ready").contains("ready"))
         try await Task.sleep(for: .milliseconds(100))
-        try await sleeper.write([0x03])
-        let status = await finishes(within: .seconds(20)) { try await sleeper.wait() }
+        try await sleeper.input.write([0x03])
+        let status = await finishes(within: .seconds(20)) { try await sleeper.exitStatus() }
         #expect(try status?.get() == .signaled("INT", coreDumped: false))
 
         // a hang-up ends a program that ignores its input
         let other = try await t.startTerminal("/bin/sh", arguments: ["-c", "echo up; exec sleep 100"], environment: [:],
                                               terminal: SSHTerminal())
         #expect(await Self.read(other, until: "up").contains("up"))
-        other.hangUp()
+        other.cancel()
         let ended = await finishes(within: .seconds(20)) { () async -> Bool in
             for await _ in other.output {}
             return true
         }
         #expect(ended != nil, "the output ended after the hang-up")
-        await #expect(throws: TransportError.self) { try await other.write(Array("x".utf8)) }
+        await #expect(throws: TransportError.self) { try await other.input.write(Array("x".utf8)) }
     }
 
     @Test func aMissingProgramEndsWithStatus127OnTheLocalTerminal() async throws {
         let term = try await LocalTransport().startTerminal("/no/such/program", arguments: [], environment: [:],
                                                             terminal: SSHTerminal())
         #expect(await Self.read(term, until: "No such file").contains("/no/such/program"))
-        #expect(try await term.wait() == .exited(127))
+        #expect(try await term.exitStatus() == .exited(127))
         try term.resize(to: SSHTerminalSize(columns: 10, rows: 10))
     }
 }

@@ -238,7 +238,7 @@ struct TransportContractTests {
             let t = s.transport
             // stdin in pieces, stdout as it comes
             let cat = try await t.startProcess("/bin/cat", arguments: [], environment: [:])
-            try await cat.write("line one\n")
+            try await cat.input.write("line one\n")
             var first: [UInt8] = []
             if name != "mock" { // the mock's script runs once input ends
                 var it = cat.stdout.makeAsyncIterator()
@@ -247,17 +247,17 @@ struct TransportContractTests {
             }
             let big = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
             async let echoed = cat.stdout.collect()
-            try await cat.write(big)
-            cat.finishInput()
+            try await cat.input.write(big)
+            cat.input.finish()
             #expect(first + (await echoed) == Array("line one\n".utf8) + big)
-            #expect(try await cat.wait() == .exited(0))
+            #expect(try await cat.exitStatus() == .exited(0))
             // stderr and the status, apart from stdout
             let failing = try await t.startProcess("/bin/sh", arguments: ["-c", "echo oops >&2; exit 4"], environment: [:])
-            failing.finishInput()
+            failing.input.finish()
             async let out = failing.stdout.collect()
             #expect(await failing.stderr.collect() == Array("oops\n".utf8))
             #expect(await out == [])
-            #expect(try await failing.wait() == .exited(4))
+            #expect(try await failing.exitStatus() == .exited(4))
             // terminate
             let sleeper = try await t.startProcess("/bin/sh", arguments: ["-c", "echo ready; exec sleep 38.25"],
                                                    environment: [:])
@@ -265,15 +265,60 @@ struct TransportContractTests {
                 var it = sleeper.stdout.makeAsyncIterator()
                 #expect(await it.next() == Array("ready\n".utf8))
             }
-            sleeper.terminate()
-            let (ended, waited) = await measure { try? await sleeper.wait() }
+            sleeper.cancel()
+            let (ended, waited) = await measure { try? await sleeper.exitStatus() }
             #expect(ended == .signaled("TERM", coreDumped: false), "\(String(describing: ended))")
             #expect(waited < 10)
             // a missing program is status 127, as a shell says
             let missing = try await t.startProcess("/no/such/program", arguments: [], environment: [:])
-            missing.finishInput()
-            #expect(try await missing.wait() == .exited(127))
+            missing.input.finish()
+            #expect(try await missing.exitStatus() == .exited(127))
             if name != "mock" { #expect(await Self.noneLeft("^sleep 38\\.25$"), "the terminated process still runs") }
+        }
+    }
+
+    /// Every waiting call ends with its task (Docs/Architecture.md, "One vocabulary"):
+    /// a cancelled wait for the end throws a cancellation at once, and the process goes
+    /// on until `cancel()`; locally, a write the process does not read ends with its task too.
+    @Test(arguments: all)
+    func waitingForTheEndEndsWithItsTaskAndTheProcessGoesOn(_ name: String) async throws {
+        try await Self.with(name) { s in
+            // the mock's script runs once input ends: a cat that was never finished stands in
+            let p = name == "mock"
+                ? try await s.transport.startProcess("/bin/cat", arguments: [], environment: [:])
+                : try await s.transport.startProcess("/bin/sh", arguments: ["-c", "echo ready; exec sleep 39.5"],
+                                                     environment: [:])
+            if name != "mock" {
+                var it = p.stdout.makeAsyncIterator()
+                #expect(await it.next() == Array("ready\n".utf8))
+            }
+            let waiting = Task { try await p.exitStatus() }
+            try await Task.sleep(for: .milliseconds(100))
+            waiting.cancel()
+            let r = await finishes(within: .seconds(5)) { try await waiting.value }
+            guard case .failure(let e as TransportError)? = r else {
+                Issue.record("the wait did not end with its task: \(String(describing: r))")
+                p.cancel()
+                return
+            }
+            #expect(e.isCancellation, "\(e)")
+            if name == "local" {
+                // sleep never reads: 8 MiB fills the pipe, and the write waits until cancelled
+                let writing = Task { try await p.input.write([UInt8](repeating: 0x61, count: 8 << 20)) }
+                try await Task.sleep(for: .milliseconds(100))
+                writing.cancel()
+                let w = await finishes(within: .seconds(5)) { try await writing.value }
+                guard case .failure(let we as TransportError)? = w else {
+                    Issue.record("the write did not end with its task: \(String(describing: w))")
+                    p.cancel()
+                    return
+                }
+                #expect(we.isCancellation, "\(we)")
+            }
+            // still running: cancel() ends it, and a new wait sees how
+            p.cancel()
+            let status = try await p.exitStatus()
+            #expect(status == .signaled("TERM", coreDumped: false), "\(status)")
         }
     }
 
@@ -314,9 +359,9 @@ struct TransportContractTests {
             }
             // a writer in WAL mode: the transport's own streaming process
             let writer = try await t.startProcess("sqlite3", arguments: [Self.argument(db)], environment: [:])
-            defer { writer.terminate() }
-            try await writer.write("PRAGMA journal_mode=WAL; CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);\n")
-            for i in 0..<300 { try await writer.write("INSERT INTO t(v) VALUES ('row \(i)');\n") }
+            defer { writer.cancel() }
+            try await writer.input.write("PRAGMA journal_mode=WAL; CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);\n")
+            for i in 0..<300 { try await writer.input.write("INSERT INTO t(v) VALUES ('row \(i)');\n") }
             // wait until the 300 rows are committed (to the WAL: far below a checkpoint)
             var rows = 0
             for _ in 0..<100 where rows < 300 {
@@ -334,7 +379,7 @@ struct TransportContractTests {
             let copiesBefore = copiesInTmp()
             // more rows while the snapshots are taken
             let more = Task {
-                for i in 0..<2000 { try await writer.write("INSERT INTO t(v) VALUES ('more \(i)');\n") }
+                for i in 0..<2000 { try await writer.input.write("INSERT INTO t(v) VALUES ('more \(i)');\n") }
             }
             for _ in 0..<3 {
                 let snap = try await t.snapshotSQLite(db)
@@ -352,8 +397,8 @@ struct TransportContractTests {
                 }
             }
             try await more.value
-            writer.finishInput()
-            #expect(try await writer.wait() == .exited(0))
+            writer.input.finish()
+            #expect(try await writer.exitStatus() == .exited(0))
             // no temporary copy is left, on the server or beside the database
             #expect(copiesInTmp() == copiesBefore, "\(copiesInTmp().subtracting(copiesBefore))")
             let names = try await t.listDirectory(s.root).map(\.name)
@@ -623,10 +668,10 @@ struct LocalTransportTests {
     @Test func aStoppedProcessRefusesInputAtOnceAsOverSSH() async throws {
         // between terminate() and the reap, a write used to be taken and could succeed
         let p = try await LocalTransport().startProcess("/bin/cat", arguments: [], environment: [:])
-        try await p.write("before\n")
-        p.terminate()
-        await #expect(throws: TransportError.self) { try await p.write("after\n") }
-        #expect(try await p.wait() == .signaled("TERM", coreDumped: false))
+        try await p.input.write("before\n")
+        p.cancel()
+        await #expect(throws: TransportError.self) { try await p.input.write("after\n") }
+        #expect(try await p.exitStatus() == .signaled("TERM", coreDumped: false))
     }
 
     @Test func aStreamedFloodIsBoundedAndStoppingItLeaksNothing() async throws {
