@@ -144,26 +144,6 @@ final class CoreConnection: Sendable {
     }
 }
 
-/// C strings that live until `wipeAndFree`; the core copies what it keeps.
-final class CStringArena {
-    private var pointers: [UnsafeMutablePointer<CChar>] = []
-
-    func dup(_ s: String?) -> UnsafePointer<CChar>? {
-        guard let s else { return nil }
-        let p = strdup(s)!
-        pointers.append(p)
-        return UnsafePointer(p)
-    }
-
-    func wipeAndFree() {
-        for p in pointers {
-            memset(p, 0, strlen(p))
-            free(p)
-        }
-        pointers.removeAll()
-    }
-}
-
 // MARK: - C callbacks (no captures: everything goes through ctx)
 
 private func context(_ ctx: UnsafeMutableRawPointer?) -> ConnectionContext {

@@ -55,16 +55,6 @@ extension SSHError {
     }
 }
 
-enum CoreStrings {
-    /// Reads a fixed-size C char array (imported as a tuple) up to its NUL.
-    static func string<T>(_ tuple: T) -> String {
-        withUnsafeBytes(of: tuple) { raw in
-            let bytes = raw.prefix { $0 != 0 }
-            return String(decoding: bytes, as: UTF8.self)
-        }
-    }
-}
-
 /// Turns "call not allowed in this state" into the documented programmer-error
 /// behaviour: a trap in debug builds naming the call and state, a thrown
 /// `invalidState` in release builds.

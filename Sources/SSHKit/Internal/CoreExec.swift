@@ -1,6 +1,5 @@
 import Logging
 internal import SSHCore
-import Synchronization
 
 struct ExecRequest: Sendable {
     var command: String
@@ -10,43 +9,6 @@ struct ExecRequest: Sendable {
     var outputLimit: Int
 }
 
-/// An operation handle from the core. Safe because: only passed to the
-/// thread-safe sshcore_op_* functions, and released once after completion.
-struct OpPointer: @unchecked Sendable {
-    let raw: OpaquePointer
-}
-
-/// The handle of one running operation, shared with the cancellation handler.
-final class OpHandle: Sendable {
-    private struct State {
-        var op: OpPointer?
-        var cancelled = false
-    }
-    private let state = Mutex(State())
-
-    /// Records the started op; cancels it at once if cancellation came first.
-    func started(_ op: OpaquePointer) {
-        let cancelNow = state.withLock { s in
-            s.op = OpPointer(raw: op)
-            return s.cancelled
-        }
-        if cancelNow { sshcore_op_cancel(op) }
-    }
-
-    func cancel() {
-        let op = state.withLock { s in
-            s.cancelled = true
-            return s.op
-        }
-        if let op { sshcore_op_cancel(op.raw) }
-    }
-
-    /// Drops the caller's reference; called once, after completion.
-    func release() {
-        if let op = state.withLock({ $0.op }) { sshcore_op_release(op.raw) }
-    }
-}
-
 final class ExecContinuation: Sendable {
     let continuation: CheckedContinuation<Result<SSHCommandResult, SSHError>, Never>
     init(_ c: CheckedContinuation<Result<SSHCommandResult, SSHError>, Never>) { continuation = c }
@@ -54,7 +16,7 @@ final class ExecContinuation: Sendable {
 
 extension CoreConnection {
     func execute(_ request: ExecRequest, logger: Logger) async throws(SSHError) -> SSHCommandResult {
-        let handle = OpHandle()
+        let handle = CoreOpHandle()
         let result: Result<SSHCommandResult, SSHError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let box = Unmanaged.passRetained(ExecContinuation(continuation)).toOpaque()
@@ -65,12 +27,12 @@ extension CoreConnection {
                     continuation.resume(returning: .failure(SSHMisuse.check(SSHError(core: err), call: "execute")))
                     return
                 }
-                handle.started(op)
+                handle.attach(op)
             }
         } onCancel: {
             handle.cancel()
         }
-        handle.release()
+        withExtendedLifetime(handle) {} // its deinit releases the op, after the result
         switch result {
         case .success(let r):
             logger.trace("exec finished", metadata: ["status": "\(r.exitStatus)"])

@@ -1,8 +1,15 @@
 internal import SSHCore
 import Synchronization
 
+/// An operation handle from the core. Safe because: only passed to the
+/// thread-safe sshcore_op_* functions, and released once after completion.
+struct OpPointer: @unchecked Sendable {
+    let raw: OpaquePointer
+}
+
 /// The caller's reference to one core operation, and a cancel that may come before the
 /// operation exists: `attach` then cancels it at once. Releases the reference on deinit.
+/// Every kind of operation holds one: exec, streamed channels, bridges, remote forwards.
 final class CoreOpHandle: Sendable {
     private struct State {
         var op: OpPointer?

@@ -1,0 +1,54 @@
+internal import SSHCore
+
+/// The core's callbacks of a streamed channel (on the worker thread, or a cancelling
+/// thread for the completion), each handing the event to the retained StreamChannel.
+extension StreamChannel {
+    // MARK: callbacks from C
+
+    /// The core callbacks of a streamed channel whose context is a retained StreamChannel.
+    static func callbacks(_ ctx: UnsafeMutableRawPointer) -> sshcore_stream_callbacks {
+        sshcore_stream_callbacks(ctx: ctx, started: coreStreamStarted, data: coreStreamData, released: coreStreamReleased,
+                                 eof: coreStreamEOF)
+    }
+
+    static func from(_ ctx: UnsafeMutableRawPointer?) -> StreamChannel {
+        Unmanaged<StreamChannel>.fromOpaque(ctx!).takeUnretainedValue()
+    }
+}
+
+private let coreStreamStarted: @convention(c) (UnsafeMutableRawPointer?, Int32) -> Void = { ctx, fallback in
+    StreamChannel.from(ctx).started(fallback: fallback != 0)
+}
+
+private let coreStreamData: @convention(c) (UnsafeMutableRawPointer?, Int32, UnsafePointer<UInt8>, Int) -> Void = {
+    ctx, stream, bytes, len in
+    guard len > 0 else { return }
+    StreamChannel.from(ctx).received(stream: Int(stream), bytes: Array(UnsafeBufferPointer(start: bytes, count: len)))
+}
+
+private let coreStreamEOF: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
+    StreamChannel.from(ctx).receivedEOF()
+}
+
+private let coreStreamReleased: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
+    // the core's reference, taken in start(); the core never calls back after this
+    Unmanaged<StreamChannel>.fromOpaque(ctx!).release()
+}
+
+let coreStreamDone: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer) -> Void = { ctx, op in
+    let channel = StreamChannel.from(ctx)
+    let err = sshcore_op_error(op).pointee
+    guard err.code == Int32(sshcore_err.SSHCORE_E_OK.rawValue) else {
+        channel.finished(.failure(SSHError(core: err)))
+        return
+    }
+    var info = sshcore_exit_info()
+    sshcore_stream_get_exit(op, &info)
+    let status: SSHExitStatus
+    switch info.kind {
+    case SSHCORE_EXIT_STATUS: status = .exited(info.status)
+    case SSHCORE_EXIT_SIGNAL: status = .signaled(CoreStrings.string(info.signal), coreDumped: info.core_dumped != 0)
+    default: status = .unknown
+    }
+    channel.finished(.success(status))
+}
