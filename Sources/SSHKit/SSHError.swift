@@ -7,6 +7,7 @@
 public struct SSHError: Error, Sendable, CustomStringConvertible {
     /// A stable error code. Codes are added over time; match the ones you handle.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The code's name, e.g. `"invalidArgument"`; also its `description`.
         public let name: String
         init(_ name: String) { self.name = name }
         public var description: String { name }
@@ -15,6 +16,7 @@ public struct SSHError: Error, Sendable, CustomStringConvertible {
         public static let invalidArgument = Code("invalidArgument")
         /// A call was made in a state that does not allow it, e.g. after `close()`.
         public static let invalidState = Code("invalidState")
+        /// An allocation failed.
         public static let outOfMemory = Code("outOfMemory")
         /// A system call failed; `systemErrno` says which errno.
         public static let systemError = Code("systemError")
@@ -102,22 +104,34 @@ public struct SSHError: Error, Sendable, CustomStringConvertible {
         public var path: SFTPPath?
         /// The server's SSH_FX_* status code and message, when it sent a status.
         public var status: UInt32?
+        /// The message the server sent with its status, when it sent one.
         public var serverMessage: String?
     }
 
     /// What libssh reported when it was the source of the failure.
     public struct LibSSHDiagnostic: Sendable, Equatable {
+        /// The libssh function that failed, e.g. `ssh_connect`.
         public var function: String
+        /// libssh's error code: `ssh_get_error_code()`, or for a key or certificate that
+        /// did not load, the import call's return value; 0 if none.
         public var code: Int
+        /// libssh's text (`ssh_get_error()`), copied right after the failed call; empty
+        /// when libssh gave none (e.g. a key file import).
         public var message: String
     }
 
+    /// What went wrong; stable, so compare it with `==` or `switch` over it.
     public var code: Code
+    /// A description for people; match on `code`, not on this text.
     public var message: String
+    /// What libssh reported, when it was involved.
     public var libssh: LibSSHDiagnostic?
+    /// The `errno` of a failed system call, or the `getaddrinfo` code for
+    /// `nameResolutionFailed`; nil when none.
     public var systemErrno: Int32?
     /// The server's address, for connection-level errors.
     public var host: String?
+    /// The server's port, with `host`.
     public var port: Int?
     /// The key the server presented, when the failure happened after key exchange.
     public var presentedHostKey: SSHHostKey?
@@ -130,6 +144,8 @@ public struct SSHError: Error, Sendable, CustomStringConvertible {
     /// For SFTP errors: the operation, path and server status.
     public var sftp: SFTPContext?
 
+    /// An error with `code`, `message` and, optionally, the underlying `cause`; the other
+    /// properties start empty.
     public init(_ code: Code, _ message: String, cause: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message

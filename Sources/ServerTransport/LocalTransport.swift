@@ -7,10 +7,14 @@ import Glibc
 
 /// This machine: the file system and processes directly.
 public struct LocalTransport: ServerTransport {
+    /// Always `ServerID.local`.
     public let serverID = ServerID.local
+    /// Always `false`.
     public let isRemote = false
+    /// The file names `writeFile` keeps at 0600.
     public let secrets: SecretFiles
 
+    /// This machine; `secrets` adds to the default secret file names.
     public init(secrets: SecretFiles = SecretFiles()) {
         self.secrets = secrets
     }
@@ -192,34 +196,52 @@ public struct LocalTransport: ServerTransport {
         return try r.get()
     }
 
+    /// `open` and `read`, on a queue of its own. A missing file is `fileIO` with reason
+    /// `noSuchFile`, a directory `isADirectory`; `systemErrno` holds the errno.
     public func readFile(_ path: String) async throws(TransportError) -> [UInt8] {
         try await Self.offload { () throws(TransportError) in try self.readFileBlocking(path) }
     }
 
+    /// A temporary file beside the target (`mkostemp`), given the mode, written, `fsync`ed
+    /// and renamed over it; then the directory is synced. A symlink is written through. A
+    /// failure is `fileIO` with the errno's reason, and no temporary file stays.
     public func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError) {
         try await Self.offload { () throws(TransportError) in try self.writeFileBlocking(path, contents: contents) }
     }
 
+    /// `lstat`: `ENOENT` and `ENOTDIR` are `false`; another errno (e.g. `EACCES`) is `fileIO`.
     public func fileExists(_ path: String) async throws(TransportError) -> Bool {
         try await Self.offload { () throws(TransportError) in try self.fileExistsBlocking(path) }
     }
 
+    /// `lstat`, with nanosecond modification times. A missing path is `fileIO` with reason
+    /// `noSuchFile`.
     public func stat(_ path: String) async throws(TransportError) -> FileStatus {
         try await Self.offload { () throws(TransportError) in try self.statBlocking(path) }
     }
 
+    /// `readdir`, each entry's kind from `lstat` (`.other` when that fails). A missing
+    /// directory is `fileIO` with reason `noSuchFile`, a file `notADirectory`.
     public func listDirectory(_ path: String) async throws(TransportError) -> [DirectoryEntry] {
         try await Self.offload { () throws(TransportError) in try self.listDirectoryBlocking(path) }
     }
 
+    /// `mkdir` (0755, less the umask) for each missing component; a link to a directory
+    /// counts as one. Something at `path` that is not a directory is `fileIO` with reason
+    /// `notADirectory`.
     public func createDirectory(_ path: String) async throws(TransportError) {
         try await Self.offload { () throws(TransportError) in try self.createDirectoryBlocking(path) }
     }
 
+    /// `unlink`; `ENOENT` is success. A directory is `fileIO` with reason `isADirectory`.
     public func removeFile(_ path: String) async throws(TransportError) {
         try await Self.offload { () throws(TransportError) in try self.removeFileBlocking(path) }
     }
 
+    /// `posix_spawnp` (a name without a slash is looked up in `PATH`; `~/` is the home) in
+    /// a process group of its own, with `environment` added to this process's. A program
+    /// that cannot be started is exit status 127. On timeout or cancellation the group gets
+    /// TERM, then KILL a second later; a cancelled call throws `other` (`isCancellation`).
     public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
                            environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
         let run = LocalProcessRun(executable: resolve(executable), arguments: arguments, stdin: stdin,
@@ -255,6 +277,10 @@ public struct LocalTransport: ServerTransport {
         InotifyWatch.watch(paths) { [self] in resolve($0) }
     }
 
+    /// `posix_spawnp` as for `runProcess`, the pipes driven by a thread of its own. A
+    /// program that cannot be started ends at once with status 127 and the reason on
+    /// stderr.
+    /// - Throws: `other` when the pipes cannot be made.
     public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
         async throws(TransportError) -> TransportProcess
     {

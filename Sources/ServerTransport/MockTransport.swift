@@ -13,9 +13,14 @@ public final class MockTransport: ServerTransport, Sendable {
 
     /// What a script is asked to run.
     public struct ProcessInvocation: Sendable {
+        /// The executable as the caller gave it (`~` not expanded).
         public var executable: String
+        /// The arguments as the caller gave them.
         public var arguments: [String]
+        /// The input: `runProcess`'s `stdin`, or for `startProcess` everything written before
+        /// `input.finish()`.
         public var stdin: [UInt8]
+        /// The extra environment variables the caller gave.
         public var environment: [String: String]
         /// The caller's timeout (nil for `startProcess`): a script simulating a slow
         /// program throws `TransportError.timeout(after:partialStdout:)` with it.
@@ -40,15 +45,21 @@ public final class MockTransport: ServerTransport, Sendable {
 
     private let state = Mutex(State())
     private let script: ProcessScript
+    /// "mock" unless given.
     public let serverID: ServerID
+    /// As given (`true` by default).
     public let isRemote: Bool
+    /// The file names `writeFile` keeps at 0600.
     public let secrets: SecretFiles
+    /// The login user's home, where `~`, `~/…` and relative paths lead.
     public let home: String
     /// Where `snapshotSQLite` puts copies (of the bytes at the path; no SQLite involved);
     /// by default a directory of this mock's own under the system's temporary directory,
     /// never the user's cache.
     public let cache: SnapshotCache
 
+    /// An empty tree: only `/` exists (create `home` if the service expects it). The
+    /// default `script` answers every process with exit status 127 and "NAME: not found".
     public init(serverID: ServerID = ServerID("mock"), isRemote: Bool = true, home: String = "/home/user",
                 secrets: SecretFiles = SecretFiles(),
                 cache: SnapshotCache = SnapshotCache(directory: NSTemporaryDirectory() + "/sshkit-mock-snapshots-"
@@ -105,6 +116,8 @@ public final class MockTransport: ServerTransport, Sendable {
         }
     }
 
+    /// The stored bytes. A missing file is `fileIO` with reason `noSuchFile`, a directory
+    /// `isADirectory`; `hostUnreachable` while `setUnreachable(true)`.
     public func readFile(_ path: String) async throws(TransportError) -> [UInt8] {
         let p = normalize(path)
         return try call("readFile \(p)") { s throws(TransportError) in
@@ -114,6 +127,9 @@ public final class MockTransport: ServerTransport, Sendable {
         }
     }
 
+    /// Replaces the bytes in one step (0600 for a secret, else the old mode or 0644) and
+    /// advances the mock's clock. The parent must be a directory, else `fileIO` with reason
+    /// `noSuchFile`; a directory at `path` is `isADirectory`.
     public func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError) {
         let p = normalize(path)
         try call("writeFile \(p)") { s throws(TransportError) in
@@ -125,11 +141,14 @@ public final class MockTransport: ServerTransport, Sendable {
         }
     }
 
+    /// Whether a file or directory is stored at `path`; throws only `hostUnreachable`.
     public func fileExists(_ path: String) async throws(TransportError) -> Bool {
         let p = normalize(path)
         return try call("fileExists \(p)") { s in s.nodes[p] != nil }
     }
 
+    /// Size, the mock's clock when it was written or created, `.file` or `.directory`
+    /// (the mock has no symlinks) and mode. A missing path is `fileIO` with reason `noSuchFile`.
     public func stat(_ path: String) async throws(TransportError) -> FileStatus {
         let p = normalize(path)
         return try call("stat \(p)") { s throws(TransportError) in
@@ -139,6 +158,8 @@ public final class MockTransport: ServerTransport, Sendable {
         }
     }
 
+    /// The stored children, sorted by name. A missing path is `fileIO` with reason
+    /// `noSuchFile`, a file `notADirectory`.
     public func listDirectory(_ path: String) async throws(TransportError) -> [DirectoryEntry] {
         let p = normalize(path)
         return try call("listDirectory \(p)") { s throws(TransportError) in
@@ -152,6 +173,8 @@ public final class MockTransport: ServerTransport, Sendable {
         }
     }
 
+    /// Creates the missing directories (0755). A file on the way is `fileIO` with reason
+    /// `notADirectory`, and `path` names that file (normalized).
     public func createDirectory(_ path: String) async throws(TransportError) {
         let p = normalize(path)
         try call("createDirectory \(p)") { s throws(TransportError) in
@@ -168,6 +191,8 @@ public final class MockTransport: ServerTransport, Sendable {
         }
     }
 
+    /// Removes a stored file; a missing one is fine, a directory is `fileIO` with reason
+    /// `isADirectory`.
     public func removeFile(_ path: String) async throws(TransportError) {
         let p = normalize(path)
         try call("removeFile \(p)") { s throws(TransportError) in
@@ -176,6 +201,9 @@ public final class MockTransport: ServerTransport, Sendable {
         }
     }
 
+    /// Records the call, then asks the script with a `ProcessInvocation` (with `timeout`):
+    /// what it returns or throws is the answer. Nothing times out by itself: a script
+    /// simulates a timeout by throwing `TransportError.timeout(after:partialStdout:stderr:)`.
     public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
                            environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
         try call("runProcess \(([executable] + arguments).joined(separator: " "))") { _ in }

@@ -23,6 +23,8 @@ import Glibc
 ///   stops it on the server too (TERM, then KILL a second later), not only the local `ssh`.
 /// - Failures are classified from `ssh`'s exit status 255 and its stderr.
 public struct OpenSSHTransport: ServerTransport {
+    /// How `ssh` is run: the options on its command line, where its control socket lives,
+    /// and how many sessions the master may hold.
     public struct Options: Sendable {
         /// `-l`; nil: from `~/.ssh/config` or the local user.
         public var user: String?
@@ -36,17 +38,24 @@ public struct OpenSSHTransport: ServerTransport {
         public var configFile: String?
         /// More `-o` options, e.g. `["ProxyJump=bastion"]`.
         public var extraOptions: [String]
+        /// `ControlPersist`: how long the master stays after the last call (whole seconds, at
+        /// least 1).
         public var controlPersist: Duration
+        /// `ConnectTimeout` (whole seconds, at least 1).
         public var connectTimeout: Duration
+        /// `ServerAliveInterval` (whole seconds, at least 1), with `ServerAliveCountMax=3`.
         public var keepaliveInterval: Duration
         /// nil: `/tmp/sshkit-cm-UID`.
         public var controlDirectory: String?
+        /// The `ssh` executable.
         public var sshPath: String
         /// The server's `MaxSessions` (OpenSSH's default is 10): every call is a session on
         /// the master, so at most this many less one run at once (the one kept free stops
         /// timed-out commands); more calls wait for a free one.
         public var maxSessions: Int
 
+        /// By default `ControlPersist` 60 s, `ConnectTimeout` 10 s, a keepalive every 15 s,
+        /// `/usr/bin/ssh` and `maxSessions` 10; each nil is explained at its property.
         public init(user: String? = nil, port: Int? = nil, identityFile: String? = nil, knownHostsFile: String? = nil,
                     configFile: String? = nil, extraOptions: [String] = [], controlPersist: Duration = .seconds(60),
                     connectTimeout: Duration = .seconds(10), keepaliveInterval: Duration = .seconds(15),
@@ -66,11 +75,17 @@ public struct OpenSSHTransport: ServerTransport {
         }
     }
 
+    /// "openssh:USER@DESTINATION:PORT" (user and port when set) unless given.
     public let serverID: ServerID
+    /// Always `true`.
     public let isRemote = true
+    /// The file names `writeFile` keeps at 0600.
     public let secrets: SecretFiles
+    /// Where `snapshotSQLite` keeps its copies.
     public let cache: SnapshotCache
+    /// What `ssh` connects to: a host, `user@host` or a `~/.ssh/config` alias.
     public let destination: String
+    /// The options it was made with.
     public let options: Options
     /// The control socket directory, checked.
     public let controlDirectory: String
@@ -242,10 +257,17 @@ public struct OpenSSHTransport: ServerTransport {
 
     // MARK: files
 
+    /// `cat` on the server. A missing file is `fileIO` with reason `noSuchFile` (read from
+    /// `cat`'s C-locale message); `ssh`'s own failures are classified (`hostUnreachable`,
+    /// `authenticationFailed`, `hostKeyMismatch`).
     public func readFile(_ path: String) async throws(TransportError) -> [UInt8] {
         try await fileCommand("exec cat -- \(Self.word(path))", path, "read").stdout
     }
 
+    /// A script on the server: `mktemp` beside the target, the bytes from stdin, a byte count
+    /// check, `chmod`, `sync`, `mv`; the temporary file is removed on any failure. A symlink
+    /// is resolved with `readlink -f` and its target replaced. A failure is `fileIO`, its
+    /// reason read from the C-locale message.
     public func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError) {
         let patterns = secrets.patterns.filter { !$0.isEmpty }.map { p in
             p.byteComponents(separatedBy: UInt8(ascii: "*"), keepingEmpty: true).map { SSHShellQuoting.quote($0) }
@@ -273,12 +295,16 @@ public struct OpenSSHTransport: ServerTransport {
         _ = try await fileCommand(script, path, "write", stdin: contents)
     }
 
+    /// `[ -e ] || [ -L ]` on the server: what the shell cannot see (missing, or behind a
+    /// directory it may not search) is `false`.
     public func fileExists(_ path: String) async throws(TransportError) -> Bool {
         let w = Self.word(path)
         let r = try await fileCommand("if [ -e \(w) ] || [ -L \(w) ]; then echo yes; else echo no; fi", path, "exists")
         return r.stdoutString == "yes\n"
     }
 
+    /// GNU `stat` on the server (not following a symlink; nanosecond times). A missing path
+    /// is `fileIO` with reason `noSuchFile`; output it cannot parse is `other`.
     public func stat(_ path: String) async throws(TransportError) -> FileStatus {
         let r = try await fileCommand("exec stat -c '%s %.9Y %f' -- \(Self.word(path))", path, "stat")
         let parts = r.stdoutString.split(separator: " ")
@@ -295,6 +321,8 @@ public struct OpenSSHTransport: ServerTransport {
         return FileStatus(size: size, modificationTime: mtime, kind: kind, permissions: UInt16(mode & 0o7777))
     }
 
+    /// GNU `find -H` one level deep (a link to a directory lists the directory). A missing
+    /// path is `fileIO` with reason `noSuchFile`, something else `notADirectory`.
     public func listDirectory(_ path: String) async throws(TransportError) -> [DirectoryEntry] {
         // find takes a leading "-" for an expression: relative paths get "./"
         let start = path.byteHasPrefix("/") || path.byteHasPrefix("~") ? path : "./" + path
@@ -317,6 +345,8 @@ public struct OpenSSHTransport: ServerTransport {
         }.sorted { $0.name < $1.name }
     }
 
+    /// `mkdir -p` on the server; something at `path` that is not a directory is `fileIO`
+    /// with reason `notADirectory`.
     public func createDirectory(_ path: String) async throws(TransportError) {
         let w = Self.word(path)
         _ = try await fileCommand("""
@@ -325,6 +355,8 @@ public struct OpenSSHTransport: ServerTransport {
             """, path, "create directory")
     }
 
+    /// `rm -f` on the server (a missing file is fine); a directory, not a link to one, is
+    /// `fileIO` with reason `isADirectory`.
     public func removeFile(_ path: String) async throws(TransportError) {
         let w = Self.word(path)
         _ = try await fileCommand("""
@@ -371,6 +403,12 @@ public struct OpenSSHTransport: ServerTransport {
         _ = await run.run()
     }
 
+    /// One `ssh` session (waiting for a free one) running `exec EXECUTABLE ARGUMENTS`
+    /// after an `export` per environment variable, every word quoted; the process group
+    /// line is taken off stdout. On timeout or cancellation the local `ssh` stops and the
+    /// remote group gets TERM, then KILL a second later. Exit 255 with one of `ssh`'s
+    /// messages is that failure, classified; otherwise the exit is the command's. An
+    /// invalid environment variable name is `other`.
     public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
                            environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
         let line = try Self.reportGroup + Self.commandLine(executable, arguments, environment: environment)
@@ -389,6 +427,8 @@ public struct OpenSSHTransport: ServerTransport {
         }
     }
 
+    /// `sqlite3 .backup` on the server into a temporary file in its `$TMPDIR` (or `/tmp`),
+    /// downloaded with `cat` into `cache`; the server needs `sqlite3`.
     public func snapshotSQLite(_ path: String) async throws(TransportError) -> SQLiteSnapshot {
         try await RemoteSQLiteSnapshot.take(self, path, cache: cache)
     }

@@ -8,7 +8,9 @@ import Glibc
 
 /// Which of the watched paths changed (as they were given to `watchPaths`).
 public struct PathChange: Sendable, Equatable {
+    /// The watched paths that changed, in the order they were given.
     public var paths: [String]
+    /// A change of `paths`.
     public init(paths: [String]) {
         self.paths = paths
     }
@@ -35,6 +37,7 @@ public struct PathWatch: AsyncSequence, Sendable {
         }
         let watching: Watching
 
+        /// The next change, once there is one; nil when the task is cancelled.
         public mutating func next() async -> PathChange? {
             await watching.iterator.next(isolation: nil)
         }

@@ -19,6 +19,7 @@ public struct SQLiteSnapshot: Sendable {
     /// Seconds since the copy was made.
     public var age: TimeInterval { Date().timeIntervalSince(takenAt) }
 
+    /// A snapshot from its parts (transports make them; a test may too).
     public init(path: String, takenAt: Date, isCached: Bool = false, unreachable: TransportError? = nil) {
         self.path = path
         self.takenAt = takenAt

@@ -18,8 +18,11 @@ import Synchronization
 ///   processes), the server's `MaxSessions`; more processes wait for a free one. File
 ///   calls share the one SFTP session and never wait.
 public final class SSHTransport: ConnectedTransport, Sendable {
+    /// "ssh:USER@HOST:PORT" from the configuration unless given.
     public let serverID: ServerID
+    /// Always `true`.
     public let isRemote = true
+    /// The file names `writeFile` keeps at 0600.
     public let secrets: SecretFiles
     /// Where `snapshotSQLite` keeps its copies.
     public let cache: SnapshotCache
@@ -141,6 +144,9 @@ public final class SSHTransport: ConnectedTransport, Sendable {
 
     // MARK: files
 
+    /// Over SFTP, at most `Int32.max` bytes (more is `fileIO` with reason `other`). A
+    /// missing file is `fileIO` with reason `noSuchFile`, a directory `isADirectory`.
+    /// Retried once on a new connection when the connection dropped under it.
     public func readFile(_ path: String) async throws(TransportError) -> [UInt8] {
         try await withLive(retry: true, path: path) { live in
             let p = Self.resolve(path, home: live.home)
@@ -152,6 +158,9 @@ public final class SSHTransport: ConnectedTransport, Sendable {
         }
     }
 
+    /// `SFTPClient.write`: a temporary file beside the target, created with the final mode,
+    /// then renamed over it. A symlink is written through (to its canonical path). When the
+    /// connection breaks mid-way, the hidden temporary file can stay; the target is intact.
     public func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError) {
         try await withLive(retry: true, path: path) { live in
             var target = Self.resolve(path, home: live.home)
@@ -170,12 +179,15 @@ public final class SSHTransport: ConnectedTransport, Sendable {
         }
     }
 
+    /// SFTP `lstat`: only `noSuchFile` is `false`; another SFTP error is thrown.
     public func fileExists(_ path: String) async throws(TransportError) -> Bool {
         try await withLive(retry: true, path: path) { live in
             try await Self.lstatOrNil(Self.sftp(live, path), Self.resolve(path, home: live.home)) != nil
         }
     }
 
+    /// SFTP `lstat`; modification times in whole seconds (SFTP's precision). A missing path
+    /// is `fileIO` with reason `noSuchFile`.
     public func stat(_ path: String) async throws(TransportError) -> FileStatus {
         try await withLive(retry: true, path: path) { live in
             let a = try await Self.sftp(live, path).linkAttributes(at: SFTPPath(Self.resolve(path, home: live.home)))
@@ -184,6 +196,7 @@ public final class SSHTransport: ConnectedTransport, Sendable {
         }
     }
 
+    /// SFTP `readdir`, each entry's kind from the attributes the server sends with it.
     public func listDirectory(_ path: String) async throws(TransportError) -> [DirectoryEntry] {
         try await withLive(retry: true, path: path) { live in
             let p = Self.resolve(path, home: live.home)
@@ -197,6 +210,8 @@ public final class SSHTransport: ConnectedTransport, Sendable {
         }
     }
 
+    /// SFTP `mkdir` for each missing directory (0755, less the server's umask); something
+    /// at `path` that is not a directory is `fileIO` with reason `notADirectory`.
     public func createDirectory(_ path: String) async throws(TransportError) {
         try await withLive(retry: true, path: path) { live in
             let p = Self.resolve(path, home: live.home)
@@ -213,6 +228,8 @@ public final class SSHTransport: ConnectedTransport, Sendable {
         }
     }
 
+    /// SFTP `remove`; `noSuchFile` is success, a directory is `fileIO` with reason
+    /// `isADirectory`.
     public func removeFile(_ path: String) async throws(TransportError) {
         try await withLive(retry: true, path: path) { live in
             let p = Self.resolve(path, home: live.home)
@@ -237,6 +254,10 @@ public final class SSHTransport: ConnectedTransport, Sendable {
         SSHShellQuoting.command([resolve(executable, home: home)] + arguments)
     }
 
+    /// An exec channel, once one of `maxSessions` is free; `~/` in `executable` is the
+    /// remote home. Without a timeout, more than 1 GiB of stdout and stderr together is an
+    /// error (`fileIO`, reason `other`); with one, SSHKit's channel timeout sends TERM and
+    /// closes the channel. Never retried: a connection lost meanwhile is `hostUnreachable`.
     public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
                            environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
         try await processes.withSession { () async throws(TransportError) in try await runProcessNow(
@@ -318,7 +339,7 @@ public final class SSHTransport: ConnectedTransport, Sendable {
         }
     }
 
-    /// `sqlite3 .backup` on the server into a hidden temporary file beside the database,
+    /// `sqlite3 .backup` on the server into a temporary file in its `$TMPDIR` (or `/tmp`),
     /// downloaded over SFTP into `cache` (see `RemoteSQLiteSnapshot`).
     public func snapshotSQLite(_ path: String) async throws(TransportError) -> SQLiteSnapshot {
         try await RemoteSQLiteSnapshot.take(self, path, cache: cache)

@@ -3,8 +3,10 @@
 /// Matched against the last path component: an exact name (`.env`, `auth.json`) or a
 /// pattern with one `*` (`*-tokens.json`).
 public struct SecretFiles: Sendable, Equatable {
+    /// The names and one-`*` patterns that mark a secret (from `init`: the defaults, then `extra`).
     public var patterns: [String]
 
+    /// `.env`, `auth.json` and `*-tokens.json`.
     public static let defaultPatterns = [".env", "auth.json", "*-tokens.json"]
 
     /// The defaults plus `extra`.
@@ -12,6 +14,7 @@ public struct SecretFiles: Sendable, Equatable {
         patterns = Self.defaultPatterns + extra
     }
 
+    /// Whether the last component of `path` matches one of `patterns`.
     public func isSecret(_ path: String) -> Bool {
         let name = path.split(separator: "/", omittingEmptySubsequences: true).last.map(String.init) ?? path
         return patterns.contains { Self.matches(name, $0) }

@@ -26,6 +26,8 @@ public protocol ServerTransport: Sendable {
     /// stays 0600; other files keep their mode (new ones get 0644).
     func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError)
 
+    /// Whether something is at `path`; a symlink counts as itself, even one whose target
+    /// is missing. A missing path is `false`, not an error.
     func fileExists(_ path: String) async throws(TransportError) -> Bool
 
     /// Size, modification time and kind (a symlink is reported as itself, not followed).
@@ -81,6 +83,7 @@ extension ServerTransport {
         String(decoding: try await readFile(path), as: UTF8.self)
     }
 
+    /// `writeFile` with the UTF-8 bytes of `text` (atomic; 0600 for a secret).
     public func writeTextFile(_ path: String, _ text: String) async throws(TransportError) {
         try await writeFile(path, contents: Array(text.utf8))
     }
@@ -88,24 +91,39 @@ extension ServerTransport {
 
 /// A server's stable identity.
 public struct ServerID: Hashable, Sendable, CustomStringConvertible {
+    /// The identity as text, e.g. "ssh:user@host:22".
     public let rawValue: String
+    /// An identity from its text (see `rawValue`).
     public init(_ rawValue: String) { self.rawValue = rawValue }
+    /// This machine: `LocalTransport`'s identity.
     public static let local = ServerID("local")
     public var description: String { rawValue }
 }
 
+/// What a path is, as `stat` and `listDirectory` report it (a symlink is not followed).
 public enum FileKind: Sendable, Equatable {
-    case file, directory, symlink, other
+    /// A regular file.
+    case file
+    /// A directory.
+    case directory
+    /// A symbolic link, reported as itself (not what it points to).
+    case symlink
+    /// Anything else: a device, a socket, a FIFO, …
+    case other
 }
 
+/// What `stat` reports about a path.
 public struct FileStatus: Sendable, Equatable {
+    /// In bytes.
     public var size: UInt64
     /// Seconds since 1970, with the precision the system gives.
     public var modificationTime: Double
+    /// What the path is; a symlink is `.symlink`, not what it points to.
     public var kind: FileKind
     /// The permission bits (e.g. 0o600).
     public var permissions: UInt16
 
+    /// A status from its parts.
     public init(size: UInt64, modificationTime: Double, kind: FileKind, permissions: UInt16) {
         self.size = size
         self.modificationTime = modificationTime
@@ -114,9 +132,13 @@ public struct FileStatus: Sendable, Equatable {
     }
 }
 
+/// One entry of `listDirectory`.
 public struct DirectoryEntry: Sendable, Equatable {
+    /// Its name in the directory (no path).
     public var name: String
+    /// What it is; a symlink is `.symlink`, not what it points to.
     public var kind: FileKind
+    /// An entry from its parts.
     public init(name: String, kind: FileKind) {
         self.name = name
         self.kind = kind
@@ -125,17 +147,23 @@ public struct DirectoryEntry: Sendable, Equatable {
 
 /// What a process printed and how it ended.
 public struct ProcessResult: Sendable, Equatable {
+    /// How it ended: `.exited(code)`, `.signaled(name, coreDumped:)` or `.unknown`.
     public var exitStatus: SSHExitStatus
+    /// Everything it wrote to standard output.
     public var stdout: [UInt8]
+    /// Everything it wrote to standard error.
     public var stderr: [UInt8]
 
+    /// A result from its parts (e.g. for a `MockTransport` script).
     public init(exitStatus: SSHExitStatus, stdout: [UInt8], stderr: [UInt8]) {
         self.exitStatus = exitStatus
         self.stdout = stdout
         self.stderr = stderr
     }
 
+    /// `stdout` as UTF-8 text (invalid bytes are replaced).
     public var stdoutString: String { String(decoding: stdout, as: UTF8.self) }
+    /// `stderr` as UTF-8 text (invalid bytes are replaced).
     public var stderrString: String { String(decoding: stderr, as: UTF8.self) }
 
     /// Throws `commandFailed` (with the exit code and stderr) unless it exited 0.

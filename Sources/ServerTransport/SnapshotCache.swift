@@ -3,8 +3,10 @@ import Foundation
 /// Where remote transports keep the SQLite snapshots they download, one directory per
 /// server (`ServerID`), so a snapshot can stand in while the server is unreachable.
 public struct SnapshotCache: Sendable, Equatable {
+    /// The root of the cache; each server gets a directory of its own below it.
     public var directory: String
 
+    /// A cache under `directory`; missing directories are made (0700) when a snapshot is stored.
     public init(directory: String) {
         self.directory = directory
     }

@@ -2,44 +2,77 @@ import SSHKit
 
 /// The one error of the transports, with codes a UI can act on.
 public struct TransportError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure it was; compare with `==` (`error.code == .hostUnreachable`).
+    /// A struct, so new codes can come without breaking a `switch`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The code's name, e.g. "fileIO".
         public let name: String
         init(_ name: String) { self.name = name }
         public var description: String { name }
 
         /// The server cannot be reached (name, refused, unreachable, timed out, lost).
         public static let hostUnreachable = Code("hostUnreachable")
+        /// The server accepted none of the credentials, or a key or the agent could not be used.
         public static let authenticationFailed = Code("authenticationFailed")
+        /// The server's host key was refused (the host key policy or known_hosts).
         public static let hostKeyMismatch = Code("hostKeyMismatch")
         /// A process exited non-zero where success was required (`exitCode`, `stderr`).
         public static let commandFailed = Code("commandFailed")
-        /// A file operation failed (`path`; the cause says why).
+        /// A file operation failed (`path`; `reason` says why).
         public static let fileIO = Code("fileIO")
         /// A process ran past its timeout (`seconds`, `partialStdout`).
         public static let timeout = Code("timeout")
+        /// Anything else: a cancelled call (`isCancellation`), a closed transport, a server
+        /// without SFTP, an unsafe control directory, … (`message`, `cause`).
         public static let other = Code("other")
     }
 
     /// Why a file operation failed, the same for every transport (an errno locally, an
     /// SFTP status remotely).
     public enum FileIOReason: Sendable, Equatable {
-        case noSuchFile, permissionDenied, notADirectory, isADirectory, alreadyExists
-        case directoryNotEmpty, noSpace, other
+        /// The path, or a directory on the way to it, does not exist.
+        case noSuchFile
+        /// Not permitted (locally and over OpenSSH, a read-only file system too).
+        case permissionDenied
+        /// A directory was needed and something else is there.
+        case notADirectory
+        /// The path is a directory where a file was needed (`readFile`, `writeFile`, `removeFile`).
+        case isADirectory
+        /// Something already exists at the path.
+        case alreadyExists
+        /// A directory that had to be empty is not.
+        case directoryNotEmpty
+        /// The disk, or the user's quota, is full.
+        case noSpace
+        /// Anything else (over SFTP, also the server's catch-all failure status); see `message`.
+        case other
     }
 
+    /// What kind of failure; what a UI acts on.
     public var code: Code
+    /// What happened, for people.
     public var message: String
     /// For `fileIO`: why.
     public var reason: FileIOReason?
+    /// The path the failure is about (for `fileIO`, as it was given to the call).
     public var path: String?
+    /// The exit code of the process that failed (`commandFailed`; `fileIO` over OpenSSH);
+    /// nil when a signal ended it.
     public var exitCode: Int32?
+    /// What the process, or `ssh` itself, wrote to standard error (`commandFailed`,
+    /// `timeout`, `fileIO` over OpenSSH, and failures classified from `ssh`'s messages).
     public var stderr: String?
+    /// For `timeout`: the timeout that passed, in seconds.
     public var seconds: Double?
+    /// For `timeout`: what the process wrote to standard output before it was stopped.
     public var partialStdout: [UInt8]?
     /// For `fileIO` on this machine: the errno.
     public var systemErrno: Int32?
+    /// The underlying error: the `SSHError` an SSHKit failure came from, or a
+    /// `CancellationError` for a cancelled call (see `isCancellation`).
     public var cause: (any Error & Sendable)?
 
+    /// An error with `code` and `message`; set the other fields the code calls for.
     public init(_ code: Code, _ message: String, path: String? = nil, cause: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message

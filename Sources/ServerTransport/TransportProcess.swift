@@ -75,6 +75,7 @@ public struct ProcessOutput: AsyncSequence, Sendable {
     public struct AsyncIterator: AsyncIteratorProtocol {
         let backend: any ProcessBackend
         let stream: Stream
+        /// The next chunk; nil at EOF (or when the reading task is cancelled).
         public mutating func next() async -> [UInt8]? { await backend.read(stream) }
         public mutating func next(isolation actor: isolated (any Actor)?) async -> [UInt8]? { await backend.read(stream) }
     }

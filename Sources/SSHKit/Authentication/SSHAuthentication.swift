@@ -1,7 +1,9 @@
 /// How to authenticate: one or more methods, tried in order (like OpenSSH's
 /// `PreferredAuthentications`). Methods the server does not offer are skipped.
 public struct SSHAuthentication: Sendable {
+    /// One way to authenticate; an `SSHAuthentication` tries its methods in order.
     public enum Method: Sendable {
+        /// Password authentication (RFC 4252 `password`) with this password.
         case password(String)
         /// A private key file in OpenSSH or PEM format (Ed25519, ECDSA, RSA), and
         /// optionally an OpenSSH certificate for it (`ssh-keygen -s` makes them;
@@ -22,6 +24,8 @@ public struct SSHAuthentication: Sendable {
         case passwordPrompt(attempts: Int, @Sendable (SSHPasswordRequest) async throws -> String?)
     }
 
+    /// The methods, tried in order; those the server does not offer are skipped.
+    /// At least one is required (`invalidArgument` when connecting otherwise).
     public var methods: [Method]
     /// Whether a method that cannot be used is skipped, as ssh skips it: a key file
     /// that is missing, unreadable, encrypted without a passphrase or open to others,
@@ -32,19 +36,27 @@ public struct SSHAuthentication: Sendable {
     /// `OpenSSHConfig.connectionConfiguration` turns it on for ssh's default identities.
     public var skipsUnusableMethods: Bool
 
+    /// Authentication with `methods`, tried in order; see `skipsUnusableMethods`.
     public init(_ methods: [Method], skipsUnusableMethods: Bool = false) {
         self.methods = methods
         self.skipsUnusableMethods = skipsUnusableMethods
     }
 
+    /// Password authentication only.
     public static func password(_ password: String) -> Self { .init([.password(password)]) }
+    /// A private key file only, with its passphrase if it is encrypted and optionally an
+    /// OpenSSH certificate file for it (see `Method.privateKeyFile`).
     public static func privateKey(path: String, passphrase: String? = nil, certificate: String? = nil) -> Self {
         .init([.privateKeyFile(path: path, passphrase: passphrase, certificate: certificate)])
     }
+    /// A private key given as text only (OpenSSH or PEM format).
     public static func privateKey(_ text: String, passphrase: String? = nil) -> Self {
         .init([.privateKey(text, passphrase: passphrase)])
     }
+    /// The keys of an ssh-agent only; `nil` uses `SSH_AUTH_SOCK`.
     public static func agent(socketPath: String? = nil) -> Self { .init([.agent(socketPath: socketPath)]) }
+    /// Keyboard-interactive authentication only: `responder` answers each round of
+    /// prompts (see `Method.keyboardInteractive`).
     public static func keyboardInteractive(
         _ responder: @escaping @Sendable (SSHKeyboardInteractiveChallenge) async throws -> [String]
     ) -> Self { .init([.keyboardInteractive(responder)]) }
@@ -52,7 +64,9 @@ public struct SSHAuthentication: Sendable {
 
 /// A password that `SSHAuthentication.Method.passwordPrompt` asks for.
 public struct SSHPasswordRequest: Sendable {
+    /// The user being authenticated, as configured.
     public let user: String
+    /// The server's host, as configured.
     public let host: String
     /// What ssh shows: `"user@host's password: "`.
     public let prompt: String
@@ -62,13 +76,20 @@ public struct SSHPasswordRequest: Sendable {
 
 /// One round of keyboard-interactive prompts.
 public struct SSHKeyboardInteractiveChallenge: Sendable {
+    /// One question of a round.
     public struct Prompt: Sendable {
+        /// The question as the server sent it, e.g. `"Password: "`.
         public let text: String
         /// Whether the answer may be shown while typed (false for passwords).
         public let echo: Bool
     }
+    /// The round's name as the server sent it; often empty.
     public let name: String
+    /// Instructions the server sent to show before the prompts; often empty.
     public let instruction: String
+    /// The questions, at least one. The responder returns one answer per prompt, in
+    /// order; a different number of answers ends authentication with
+    /// `authenticationFailed` (an `invalidArgument` error as its cause).
     public let prompts: [Prompt]
 }
 
@@ -79,10 +100,15 @@ public struct SSHAuthMethods: OptionSet, Sendable, Hashable, CustomStringConvert
     /// RFC 4252's "none" method: the server lets the user in without credentials.
     /// (Not `.none`, which would read as `Optional.none`.)
     public static let noneMethod = SSHAuthMethods(rawValue: 1 << 0)
+    /// RFC 4252's `password` method.
     public static let password = SSHAuthMethods(rawValue: 1 << 1)
+    /// RFC 4252's `publickey` method: key files, keys in memory and agent keys use it.
     public static let publicKey = SSHAuthMethods(rawValue: 1 << 2)
+    /// RFC 4252's `hostbased` method (SSHKit does not use it).
     public static let hostBased = SSHAuthMethods(rawValue: 1 << 3)
+    /// The `keyboard-interactive` method (RFC 4256).
     public static let keyboardInteractive = SSHAuthMethods(rawValue: 1 << 4)
+    /// The `gssapi-with-mic` method (RFC 4462, e.g. Kerberos; SSHKit does not use it).
     public static let gssapi = SSHAuthMethods(rawValue: 1 << 5)
 
     public var description: String {

@@ -5,22 +5,33 @@ import Foundation
 /// one (an expired certificate, a principal that is not the user); the server
 /// checks the CA's signature, this type does not.
 public struct SSHCertificate: Sendable, Equatable {
+    /// Whom a certificate speaks for: a user or a host.
     public enum Kind: Sendable, Equatable {
+        /// A user certificate, for authenticating to servers (type 1 in PROTOCOL.certkeys).
         case user
+        /// A host certificate, for a server's host key (type 2).
         case host
     }
 
     /// `ssh-ed25519-cert-v01@openssh.com` and the like.
     public var type: String
+    /// Whether it is a user or a host certificate.
     public var kind: Kind
+    /// The serial number the CA gave it (`ssh-keygen -z`).
     public var serial: UInt64
+    /// The key identity the CA gave it (`ssh-keygen -I`).
     public var keyID: String
     /// Empty: valid for every principal.
     public var principals: [String]
     /// Seconds since 1970 (UTC); `validBefore` is `UInt64.max` for "forever".
     public var validAfter: UInt64
+    /// The end of the validity period, in seconds since 1970 (UTC): valid before this
+    /// moment, not at it; `UInt64.max` for "forever".
     public var validBefore: UInt64
+    /// The names of the critical options (e.g. `force-command`, `source-address`),
+    /// without their values.
     public var criticalOptions: [String]
+    /// The names of the extensions (e.g. `permit-pty`), without their values.
     public var extensions: [String]
 
     /// The certificate in a `*-cert.pub` line (`type base64 [comment]`); nil when it is

@@ -11,7 +11,7 @@
 /// held. Beyond that SSHKit stops reading the channel, the SSH window closes and the
 /// server stops the command's output (the command blocks writing). Output you do not
 /// read therefore stalls the command once the limit is reached: read both streams
-/// concurrently, read `output`, or read one to the end while the other stays small.
+/// concurrently, read `mergedOutput`, or read one to the end while the other stays small.
 public final class SSHCommand: Sendable {
     let channel: StreamChannel
     /// The command as given.
@@ -65,7 +65,9 @@ public final class SSHCommand: Sendable {
 
 /// A chunk of a command's output, tagged with its stream.
 public enum SSHCommandOutput: Sendable, Hashable {
+    /// A chunk the command wrote to standard output.
     case stdout([UInt8])
+    /// A chunk the command wrote to standard error.
     case stderr([UInt8])
 }
 
@@ -84,6 +86,7 @@ public struct SSHByteStream: AsyncSequence, Sendable {
         let channel: StreamChannel
         let kind: StreamChannel.Kind
 
+        /// The next chunk, or nil at the end; throws as the stream does.
         public mutating func next() async throws(SSHError) -> [UInt8]? {
             try await channel.next(kind)?.bytes
         }
@@ -120,6 +123,7 @@ public struct SSHMergedOutput: AsyncSequence, Sendable {
     public struct AsyncIterator: AsyncIteratorProtocol {
         let channel: StreamChannel
 
+        /// The next tagged chunk, or nil at the end; throws as the stream does.
         public mutating func next() async throws(SSHError) -> SSHCommandOutput? {
             guard let (stream, bytes) = try await channel.next(.merged) else { return nil }
             return stream == 0 ? .stdout(bytes) : .stderr(bytes)

@@ -19,8 +19,11 @@ public enum SSHExitStatus: Sendable, Equatable, CustomStringConvertible {
 
 /// The outcome of `SSHConnection.execute`. A non-zero exit is a result, not an error.
 public struct SSHCommandResult: Sendable {
+    /// Everything the command wrote to standard output.
     public var stdout: [UInt8]
+    /// Everything the command wrote to standard error.
     public var stderr: [UInt8]
+    /// How the command ended: `.exited(status)`, `.signaled(name, coreDumped:)` or `.unknown`.
     public var exitStatus: SSHExitStatus
     /// True when the server refused the environment requests and the variables
     /// were set by prefixing the command instead (see `execute`).

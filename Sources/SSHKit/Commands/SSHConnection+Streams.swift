@@ -14,6 +14,10 @@ public struct SSHChannelOptions: Sendable {
     /// stops sending): the memory bound per channel, besides libssh's window.
     public var bufferLimit: Int
 
+    /// Options with the given environment, timeout (none by default) and `bufferLimit`
+    /// (1 MiB by default); `exportsRefusedEnvironment` starts true. The values are
+    /// checked when the channel starts: a `bufferLimit` outside 1 KiB...1 GiB or a
+    /// `timeout` that is not positive throws `invalidArgument`.
     public init(environment: [String: String] = [:], timeout: Duration? = nil, bufferLimit: Int = 1 << 20) {
         self.environment = environment
         self.timeout = timeout

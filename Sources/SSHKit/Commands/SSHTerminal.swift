@@ -1,10 +1,13 @@
 /// The size of a terminal: columns and rows (and pixels, for programs that draw).
 public struct SSHTerminalSize: Sendable, Hashable {
+    /// The terminal's width in columns (1...65535).
     public var columns: Int
+    /// The terminal's height in rows (1...65535).
     public var rows: Int
     /// Pixel sizes are part of the protocol, but libssh 0.10 has no way to send
     /// them: servers see 0 (as with `ssh` when the local terminal reports none).
     public var pixelWidth: Int
+    /// The height in pixels; not sent either (see `pixelWidth`).
     public var pixelHeight: Int
 
     /// Columns and rows must be 1...65535 (a programmer error otherwise).
@@ -26,11 +29,17 @@ public struct SSHTerminalSize: Sendable, Hashable {
 public struct SSHTerminal: Sendable, Hashable {
     /// The TERM value, e.g. "xterm-256color" (printable ASCII, under 64 bytes).
     public var term: String
+    /// The initial size, sent in the RFC 4254 `pty-req`; change it later with the
+    /// command's or shell's `resize(to:)`.
     public var size: SSHTerminalSize
     /// Terminal modes to set on the remote PTY, e.g. `[.echo: 0, .vintr: 3]`; the server's
     /// defaults for the rest. See ``SSHTerminalMode`` for how they are applied.
     public var modes: [SSHTerminalMode: UInt32]
 
+    /// A terminal request: `xterm-256color` at 80 × 24 with the server's default modes
+    /// unless given. `term` and `modes` are checked when the command or shell starts
+    /// (`invalidArgument`): a flag must be 0 or 1, a character 0...255, a speed
+    /// 1...4000000.
     public init(term: String = "xterm-256color", size: SSHTerminalSize = SSHTerminalSize(columns: 80, rows: 24),
                 modes: [SSHTerminalMode: UInt32] = [:]) {
         self.term = term
@@ -110,55 +119,101 @@ public struct SSHTerminalMode: Sendable, Hashable {
     }
 
     // control characters
+    /// `VINTR` (stty `intr`): the interrupt character, which sends `SIGINT` (usually Ctrl-C).
     public static let vintr = SSHTerminalMode(1, "intr", .character)
+    /// `VQUIT` (stty `quit`): the quit character, which sends `SIGQUIT`.
     public static let vquit = SSHTerminalMode(2, "quit", .character)
+    /// `VERASE` (stty `erase`): erases the character left of the cursor.
     public static let verase = SSHTerminalMode(3, "erase", .character)
+    /// `VKILL` (stty `kill`): erases the current input line.
     public static let vkill = SSHTerminalMode(4, "kill", .character)
+    /// `VEOF` (stty `eof`): the end-of-file character (usually Ctrl-D).
     public static let veof = SSHTerminalMode(5, "eof", .character)
+    /// `VEOL` (stty `eol`): an end-of-line character besides newline.
     public static let veol = SSHTerminalMode(6, "eol", .character)
+    /// `VEOL2` (stty `eol2`): another end-of-line character.
     public static let veol2 = SSHTerminalMode(7, "eol2", .character)
+    /// `VSTART` (stty `start`): resumes paused output (usually Ctrl-Q).
     public static let vstart = SSHTerminalMode(8, "start", .character)
+    /// `VSTOP` (stty `stop`): pauses output (usually Ctrl-S).
     public static let vstop = SSHTerminalMode(9, "stop", .character)
+    /// `VSUSP` (stty `susp`): suspends the foreground program (usually Ctrl-Z).
     public static let vsusp = SSHTerminalMode(10, "susp", .character)
+    /// `VREPRINT` (stty `rprnt`): reprints the current input line.
     public static let vreprint = SSHTerminalMode(12, "rprnt", .character)
+    /// `VWERASE` (stty `werase`): erases the word left of the cursor.
     public static let vwerase = SSHTerminalMode(13, "werase", .character)
+    /// `VLNEXT` (stty `lnext`): takes the next character literally.
     public static let vlnext = SSHTerminalMode(14, "lnext", .character)
+    /// `VDISCARD` (stty `discard`): toggles discarding of output.
     public static let vdiscard = SSHTerminalMode(18, "discard", .character)
     // input flags
+    /// `IGNPAR`: ignore characters with parity errors.
     public static let ignpar = SSHTerminalMode(30, "ignpar", .flag)
+    /// `PARMRK`: mark parity and framing errors.
     public static let parmrk = SSHTerminalMode(31, "parmrk", .flag)
+    /// `INPCK`: check input parity.
     public static let inpck = SSHTerminalMode(32, "inpck", .flag)
+    /// `ISTRIP`: strip the eighth bit of input characters.
     public static let istrip = SSHTerminalMode(33, "istrip", .flag)
+    /// `INLCR`: map NL to CR on input.
     public static let inlcr = SSHTerminalMode(34, "inlcr", .flag)
+    /// `IGNCR`: ignore CR on input.
     public static let igncr = SSHTerminalMode(35, "igncr", .flag)
+    /// `ICRNL`: map CR to NL on input.
     public static let icrnl = SSHTerminalMode(36, "icrnl", .flag)
+    /// `IXON`: output flow control (`VSTOP` and `VSTART`).
     public static let ixon = SSHTerminalMode(38, "ixon", .flag)
+    /// `IXANY`: any character restarts stopped output.
     public static let ixany = SSHTerminalMode(39, "ixany", .flag)
+    /// `IXOFF`: input flow control.
     public static let ixoff = SSHTerminalMode(40, "ixoff", .flag)
+    /// `IMAXBEL`: ring the bell when the input queue is full.
     public static let imaxbel = SSHTerminalMode(41, "imaxbel", .flag)
+    /// `IUTF8` (RFC 8160): input is UTF-8, so erasing removes whole characters.
     public static let iutf8 = SSHTerminalMode(42, "iutf8", .flag)
     // local flags
+    /// `ISIG`: the `VINTR`, `VQUIT` and `VSUSP` characters send their signals.
     public static let isig = SSHTerminalMode(50, "isig", .flag)
+    /// `ICANON`: canonical mode, input is edited and delivered by lines.
     public static let icanon = SSHTerminalMode(51, "icanon", .flag)
+    /// `ECHO`: echo input characters.
     public static let echo = SSHTerminalMode(53, "echo", .flag)
+    /// `ECHOE`: `VERASE` visibly erases the character.
     public static let echoe = SSHTerminalMode(54, "echoe", .flag)
+    /// `ECHOK`: echo a newline after `VKILL`.
     public static let echok = SSHTerminalMode(55, "echok", .flag)
+    /// `ECHONL`: echo NL even when `ECHO` is off.
     public static let echonl = SSHTerminalMode(56, "echonl", .flag)
+    /// `NOFLSH`: do not flush the queues after an interrupt or quit.
     public static let noflsh = SSHTerminalMode(57, "noflsh", .flag)
+    /// `TOSTOP`: stop background jobs that write to the terminal (`SIGTTOU`).
     public static let tostop = SSHTerminalMode(58, "tostop", .flag)
+    /// `IEXTEN`: implementation-defined input processing (e.g. `VLNEXT`, `VWERASE`).
     public static let iexten = SSHTerminalMode(59, "iexten", .flag)
+    /// `ECHOCTL`: echo control characters as `^X`.
     public static let echoctl = SSHTerminalMode(60, "echoctl", .flag)
+    /// `ECHOKE`: `VKILL` visibly erases the line.
     public static let echoke = SSHTerminalMode(61, "echoke", .flag)
     // output flags
+    /// `OPOST`: process output (needed by the other output flags).
     public static let opost = SSHTerminalMode(70, "opost", .flag)
+    /// `ONLCR`: map NL to CR-NL on output.
     public static let onlcr = SSHTerminalMode(72, "onlcr", .flag)
+    /// `OCRNL`: map CR to NL on output.
     public static let ocrnl = SSHTerminalMode(73, "ocrnl", .flag)
+    /// `ONOCR`: output no CR in column 0.
     public static let onocr = SSHTerminalMode(74, "onocr", .flag)
+    /// `ONLRET`: NL also does a carriage return on output.
     public static let onlret = SSHTerminalMode(75, "onlret", .flag)
     // control flags
+    /// `PARENB`: generate and check parity.
     public static let parenb = SSHTerminalMode(92, "parenb", .flag)
+    /// `PARODD`: odd parity (even when off).
     public static let parodd = SSHTerminalMode(93, "parodd", .flag)
     // line speeds
+    /// The input speed in baud (RFC 4254 `TTY_OP_ISPEED`, stty `ispeed`).
     public static let inputSpeed = SSHTerminalMode(128, "ispeed", .speed)
+    /// The output speed in baud (RFC 4254 `TTY_OP_OSPEED`, stty `ospeed`).
     public static let outputSpeed = SSHTerminalMode(129, "ospeed", .speed)
 }

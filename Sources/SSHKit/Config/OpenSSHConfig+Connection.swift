@@ -23,10 +23,14 @@ public struct SSHConfigInteraction: Sendable {
     /// keys and accepts changed ones. A configuration that says so is refused unless
     /// this is true (a tool that does what the user's ssh_config says may set it).
     public var allowsInsecureHostKeyChecking: Bool
+    /// The connection's logger, also for the warnings of `StrictHostKeyChecking no`;
+    /// discards everything by default.
     public var logger: Logger
     /// libssh's own log verbosity for the connection (and its jump hosts).
     public var libsshVerbosity: Int
 
+    /// The answers and choices for one configuration; by default nobody is asked
+    /// anything and `StrictHostKeyChecking no` is refused.
     public init(
         confirmUnknownHostKey: (@Sendable (SSHHostKeyPrompt) async -> Bool)? = nil,
         keyboardInteractive: (@Sendable (SSHKeyboardInteractiveChallenge) async throws -> [String])? = nil,
@@ -47,10 +51,13 @@ public struct SSHConfigInteraction: Sendable {
 /// An unknown host key, as `ssh` shows it before asking "Are you sure you want to
 /// continue connecting (yes/no/[fingerprint])?".
 public struct SSHHostKeyPrompt: Sendable {
-    /// The name the key is looked up and recorded under (`HostKeyAlias`, or the host
-    /// with `[host]:port` for ports other than 22).
+    /// The name the key is looked up and recorded under: `HostKeyAlias`, or the host
+    /// (written `[host]:port` in known_hosts when `port` is not 22).
     public let hostName: String
+    /// The port the key is looked up and recorded under: 22 with `HostKeyAlias`, otherwise
+    /// the connection's port.
     public let port: Int
+    /// The key the server presented.
     public let key: SSHHostKey
     /// Where the key will be recorded if accepted (nil: nowhere).
     public let knownHostsFile: String?

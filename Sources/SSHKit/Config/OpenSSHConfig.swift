@@ -35,6 +35,7 @@ public struct OpenSSHConfig: Sendable {
         /// For `${VAR}`, `Include`'s `~` (`HOME`) and `Match exec`'s shell (`SHELL`).
         public var environment: [String: String]
 
+        /// A context with these facts; `current` reads this process's.
         public init(homeDirectory: String, localUser: String, uid: UInt32, localHostName: String,
                     environment: [String: String])
         {
@@ -74,12 +75,14 @@ public struct OpenSSHConfig: Sendable {
     /// `-o` options (`"Port=2222"`, `"User alice"`): they come before every file, so
     /// they win.
     public var options: [String]
+    /// Who and where the client is; `Context.current` by default.
     public var context: Context
     /// Whether `Match exec` may run its command (through `$SHELL -c`). Off by default:
     /// a library should not run commands from a file unless asked; a `Match exec` that
     /// would have to run is then an error.
     public var allowsMatchExec: Bool
 
+    /// A configuration to resolve hosts with; nothing is read until `resolve`.
     public init(configFile: String? = nil, options: [String] = [], context: Context = .current,
                 allowsMatchExec: Bool = false)
     {

@@ -1,4 +1,5 @@
 extension SSHConfigForward {
+    /// Which of ssh's options a forward argument is read as.
     public enum Kind: Sendable {
         /// `-L`: listen here, connect from the server.
         case local

@@ -6,11 +6,19 @@
 /// in a list fails key exchange with `keyExchangeFailed`, whose libssh message names
 /// both sides' lists.
 public struct SSHAlgorithms: Sendable, Equatable {
+    /// Key exchange methods (ssh_config's `KexAlgorithms`), e.g. `curve25519-sha256`.
     public var keyExchange: [String]?
+    /// Host key algorithms the server may prove itself with (ssh_config's
+    /// `HostKeyAlgorithms`), e.g. `ssh-ed25519`, `rsa-sha2-512`.
     public var hostKey: [String]?
+    /// Ciphers for data sent to the server (ssh_config's `Ciphers` sets both directions).
     public var ciphersClientToServer: [String]?
+    /// Ciphers for data sent by the server.
     public var ciphersServerToClient: [String]?
+    /// MACs for data sent to the server (ssh_config's `MACs` sets both directions);
+    /// not used with an AEAD cipher such as `chacha20-poly1305@openssh.com`.
     public var macsClientToServer: [String]?
+    /// MACs for data sent by the server.
     public var macsServerToClient: [String]?
     /// Both directions: `none`, `zlib@openssh.com`, `zlib`.
     public var compression: [String]?
@@ -20,6 +28,10 @@ public struct SSHAlgorithms: Sendable, Equatable {
     /// The smallest RSA key accepted (host or user), in bits.
     public var minimumRSABits: Int?
 
+    /// A profile; every category left `nil` keeps libssh's defaults, and `ciphers` and
+    /// `macs` set both directions. Checked when connecting: an empty list, a name this
+    /// libssh does not support, or a `minimumRSABits` outside 768...16384 throws
+    /// `invalidArgument`.
     public init(
         keyExchange: [String]? = nil, hostKey: [String]? = nil,
         ciphers: [String]? = nil, macs: [String]? = nil, compression: [String]? = nil,
@@ -73,11 +85,17 @@ public struct SSHAlgorithms: Sendable, Equatable {
 /// What key exchange settled on. Compression and whether strict key exchange
 /// (the Terrapin countermeasure) is in force are not exposed by libssh 0.10.
 public struct SSHNegotiatedAlgorithms: Sendable, Equatable {
+    /// The key exchange method, e.g. `curve25519-sha256`.
     public var keyExchange: String
+    /// The type of the server's host key, e.g. `ssh-ed25519` or `ecdsa-sha2-nistp256`;
+    /// `ssh-rsa` for an RSA key, whichever signature algorithm (`rsa-sha2-512`, ...) was used.
     public var hostKey: String
+    /// The cipher for data sent to the server.
     public var cipherClientToServer: String
+    /// The cipher for data sent by the server.
     public var cipherServerToClient: String
     /// `aead-poly1305` / `aead-gcm` when the cipher authenticates itself.
     public var macClientToServer: String
+    /// The MAC for data sent by the server; see `macClientToServer`.
     public var macServerToClient: String
 }

@@ -2,9 +2,14 @@ import Logging
 
 /// Everything needed to open a connection. A value: build it once, reuse it.
 public struct SSHConfiguration: Sendable {
+    /// The server's host name or IP address (not empty). With `jumpHosts` the last hop
+    /// resolves it; with `proxyCommand` it only names the server for host key checks.
     public var host: String
+    /// The server's TCP port, 22 by default (1...65535).
     public var port: Int
+    /// The user to log in as (not empty).
     public var user: String
+    /// How to authenticate: the methods, tried in order.
     public var authentication: SSHAuthentication
     /// Required: there is no default, so that skipping verification is explicit.
     public var hostKeyPolicy: SSHHostKeyPolicy
@@ -51,6 +56,11 @@ public struct SSHConfiguration: Sendable {
     /// socketpairs, jump hosts with a socket bridged to the previous hop's channel.
     var connectedSocket: Int32?
 
+    /// A configuration with port 22, a 10 s connect timeout, a 30 s socket timeout, a
+    /// logger that discards everything and libssh's logging off unless given; the other
+    /// properties start as libssh's default algorithms, no keepalive, no jump hosts, no
+    /// agent forwarding and no proxy command. Nothing is checked here:
+    /// ``SSHClient/connect(_:)`` throws `invalidArgument` for a value it cannot use.
     public init(
         host: String,
         port: Int = 22,
@@ -142,6 +152,10 @@ public struct SSHKeepalive: Sendable, Hashable {
     /// Unanswered probes before the connection is lost (1...1000).
     public var maxMissed: Int
 
+    /// Keepalive probes after `interval` of silence (15 s by default), the connection
+    /// lost after `maxMissed` unanswered ones (3 by default). Checked when connecting:
+    /// an interval outside 100 ms...24 h or a `maxMissed` outside 1...1000 throws
+    /// `invalidArgument`.
     public init(interval: Duration = .seconds(15), maxMissed: Int = 3) {
         self.interval = interval
         self.maxMissed = maxMissed

@@ -6,8 +6,11 @@ import Logging
 /// Close it with `close()`; dropping the last reference closes it too.
 public final class SSHConnection: Sendable {
     let core: CoreConnection
+    /// The server's host, as configured.
     public let host: String
+    /// The server's port, as configured.
     public let port: Int
+    /// The user this connection is logged in as.
     public let user: String
     /// The key the server presented and the policy accepted.
     public let hostKey: SSHHostKey

@@ -79,6 +79,9 @@ public struct SSHForwardOptions: Sendable {
     /// short. Events of one connection arrive in order.
     public var eventHandler: (@Sendable (SSHForwardEvent) -> Void)?
 
+    /// Settings with these values; checked when the forward starts, which throws
+    /// `invalidArgument` for `maxConnections` outside 1...100000, `bufferLimit` outside
+    /// 1 KiB...1 GiB, a `handshakeTimeout` that is not positive, or `backlog` outside 1...65535.
     public init(maxConnections: Int = 1024, bufferLimit: Int = 512 * 1024, handshakeTimeout: Duration = .seconds(10),
                 removeExistingSocket: Bool = false, backlog: Int = 128,
                 eventHandler: (@Sendable (SSHForwardEvent) -> Void)? = nil) {
@@ -100,6 +103,7 @@ public struct SSHForwardOptions: Sendable {
 
 /// One forwarded connection's news.
 public struct SSHForwardEvent: Sendable, CustomStringConvertible {
+    /// What happened to the connection.
     public enum Kind: Sendable {
         /// The channel opened; bytes flow.
         case opened
@@ -120,6 +124,7 @@ public struct SSHForwardEvent: Sendable, CustomStringConvertible {
     public var peer: String
     /// Where it goes ("host:port" or a path); nil before a SOCKS request named it.
     public var target: String?
+    /// What happened.
     public var kind: Kind
 
     public var description: String {
@@ -147,6 +152,8 @@ public struct SSHForwardStatistics: Sendable, Equatable {
     public var rejected: Int = 0
     /// Bytes moved by connections that have ended.
     public var bytesToClients: UInt64 = 0
+    /// Bytes read from the socket on this machine (a local or dynamic forward's client, a
+    /// remote forward's target), by connections that have ended.
     public var bytesFromClients: UInt64 = 0
 }
 
@@ -157,11 +164,15 @@ public struct SSHForwardStatistics: Sendable, Equatable {
 /// channel, bridged to the client's socket inside the connection's worker: the
 /// bytes never pass through Swift, and no thread is started per connection.
 public final class SSHPortForward: Sendable {
+    /// What the forward does with each connection.
     public enum Kind: Sendable, Hashable {
+        /// `ssh -L`: every connection goes to this target.
         case local(SSHForwardTarget)
+        /// `ssh -D`: a SOCKS proxy; each client names its target.
         case dynamic
     }
 
+    /// Local or dynamic, and where to.
     public let kind: Kind
     /// The addresses actually bound (with the chosen port when 0 was asked).
     public let listenAddresses: [SSHListenAddress]
@@ -183,6 +194,7 @@ public final class SSHPortForward: Sendable {
         return nil
     }
 
+    /// The counters so far.
     public var statistics: SSHForwardStatistics { listener.ledger.statistics }
 
     /// Stops listening and closes every forwarded connection; returns once the

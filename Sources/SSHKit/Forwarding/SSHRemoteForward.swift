@@ -30,6 +30,7 @@ public final class SSHRemoteForward: Sendable {
         book.stop(reason: nil)
     }
 
+    /// The counters so far.
     public var statistics: SSHForwardStatistics { book.ledger.statistics }
 
     /// Stops listening on the server and closes every forwarded connection; returns

@@ -36,6 +36,7 @@ public struct SSHHostKey: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { "\(type) \(sha256Fingerprint)" }
 
+    /// Equal when type and blob are equal.
     public static func == (a: SSHHostKey, b: SSHHostKey) -> Bool {
         a.type == b.type && a.base64 == b.base64
     }

@@ -19,11 +19,18 @@ public struct SSHHostKeyPolicy: Sendable {
 
     let kind: Kind
 
+    /// Only keys `store` already trusts for the host; an unknown host, a changed key or
+    /// a revoked key is rejected, and nothing is recorded.
     public static func strict(_ store: any SSHHostKeyStore) -> SSHHostKeyPolicy { .init(kind: .strict(store)) }
+    /// Trust on first use: a host `store` does not know has its key recorded (`add`) and
+    /// accepted; a changed or revoked key is rejected. A host known only through
+    /// `@cert-authority` lines is rejected, never recorded.
     public static func acceptNew(_ store: any SSHHostKeyStore) -> SSHHostKeyPolicy { .init(kind: .acceptNew(store)) }
     /// Fingerprints as `ssh-keygen -lf` prints them (`SHA256:...`); the prefix and
     /// base64 padding are optional.
     public static func pinned(_ sha256Fingerprints: [String]) -> SSHHostKeyPolicy { .init(kind: .pinned(sha256Fingerprints)) }
+    /// Your decision, asked with the host, port and presented key; a thrown error rejects
+    /// the key.
     public static func custom(
         _ decide: @escaping @Sendable (SSHHostKeyContext) async throws -> SSHHostKeyDecision
     ) -> SSHHostKeyPolicy { .init(kind: .custom(decide)) }
@@ -94,14 +101,20 @@ extension SSHHostKeyPolicy {
 
 /// What a custom host key policy sees.
 public struct SSHHostKeyContext: Sendable {
+    /// The host name as configured (`SSHConfiguration.host`), not a resolved address.
     public let host: String
+    /// The port as configured (`SSHConfiguration.port`).
     public let port: Int
+    /// The key the server presented.
     public let presentedKey: SSHHostKey
 }
 
 /// A custom policy's answer.
 public enum SSHHostKeyDecision: Sendable, Equatable {
+    /// Trust the key; the connection goes on to authentication.
     case accept
+    /// Refuse the key: the connect fails with `hostKeyRejected`, whose message gives
+    /// `reason`.
     case reject(reason: String)
 }
 
@@ -120,6 +133,7 @@ public struct SSHKnownHostKeys: Sendable, Equatable {
     /// libssh 0.10 cannot verify host certificates, so a host known only through
     /// these is rejected with a reason that says so (never accepted as new).
     public var certificateAuthorities: [SSHHostKey]
+    /// What a store knows about a host; empty by default (an unknown host).
     public init(keys: [SSHHostKey] = [], revoked: [SSHHostKey] = [], certificateAuthorities: [SSHHostKey] = []) {
         self.keys = keys
         self.revoked = revoked
@@ -130,6 +144,8 @@ public struct SSHKnownHostKeys: Sendable, Equatable {
 /// Where host keys are remembered. Implementations must be safe to call from
 /// several tasks at once. Errors thrown here make the policy reject the key.
 public protocol SSHHostKeyStore: Sendable {
+    /// What the store knows about `host` at `port`: empty for an unknown host. A thrown
+    /// error makes the policy reject the key.
     func lookup(host: String, port: Int) async throws -> SSHKnownHostKeys
     /// Records `key` for the host (used by `acceptNew`).
     func add(_ key: SSHHostKey, host: String, port: Int) async throws

@@ -9,12 +9,18 @@ import Foundation
 /// refused) and `@cert-authority` (a CA key, not a host key). Lines that do not
 /// parse are skipped, as OpenSSH skips them, and reported in `skipped`.
 public struct SSHKnownHostsFile: Sendable {
+    /// The `@` marker that starts a line, if any.
     public enum Marker: Sendable, Equatable {
+        /// No marker: a trusted host key.
         case none
+        /// `@revoked`: the key must be refused for the matching hosts.
         case revoked
+        /// `@cert-authority`: a CA key, not a host key; it never makes a key trusted
+        /// (see `SSHKnownHostKeys.certificateAuthorities`).
         case certAuthority
     }
 
+    /// The hosts field of a line.
     public enum Hosts: Sendable, Equatable {
         /// Comma-separated patterns as written.
         case patterns([String])
@@ -22,11 +28,17 @@ public struct SSHKnownHostsFile: Sendable {
         case hashed(salt: [UInt8], hash: [UInt8])
     }
 
+    /// One line that parsed.
     public struct Entry: Sendable, Equatable {
+        /// The line's marker; `.none` for a plain entry.
         public var marker: Marker
+        /// The hosts the line applies to.
         public var hosts: Hosts
+        /// The key type as written (`ssh-ed25519`, …).
         public var keyType: String
+        /// The key blob, base64, as written.
         public var keyBase64: String
+        /// The words after the key, joined by single spaces; empty when none.
         public var comment: String
         /// 1-based line number in the file it was read from.
         public var line: Int
@@ -38,6 +50,7 @@ public struct SSHKnownHostsFile: Sendable {
         }
     }
 
+    /// The lines that parsed, in file order.
     public var entries: [Entry]
     /// Line numbers of lines that were neither entries, comments nor blank.
     public var skipped: [Int]

@@ -17,6 +17,7 @@ public struct SSHKnownHostsFiles: SSHHostKeyStore {
     public let userFiles: [SSHKnownHostsStore]
     /// Read only (`/etc/ssh/ssh_known_hosts` …).
     public let globalFiles: [SSHKnownHostsStore]
+    /// ssh's `HostKeyAlias`: when set, the name every lookup and record uses, with port 22.
     public let hostKeyAlias: String?
 
     /// - Parameters:
@@ -36,6 +37,11 @@ public struct SSHKnownHostsFiles: SSHHostKeyStore {
         hostKeyAlias.map { ($0, 22) } ?? (host, port)
     }
 
+    /// The keys, revocations and certificate authorities of every file (user files, then
+    /// global files) for the host, or for `hostKeyAlias`. `/dev/null` and missing files
+    /// count as empty.
+    /// - Throws: `SSHError` (`knownHostsUnusable`) when a file cannot be used (see
+    ///   `SSHKnownHostsStore`).
     public func lookup(host: String, port: Int) async throws -> SSHKnownHostKeys {
         let (name, p) = lookupName(host: host, port: port)
         var known = SSHKnownHostKeys()

@@ -20,6 +20,7 @@ import Musl
 /// kept by rewrites (the file it names is replaced), but no file is created through a
 /// link to a missing one.
 public final class SSHKnownHostsStore: SSHHostKeyStore {
+    /// How new entries name the host.
     public enum HostFormat: Sendable {
         /// `host` / `[host]:port`, readable, like OpenSSH's `HashKnownHosts no`.
         case plain
@@ -27,10 +28,15 @@ public final class SSHKnownHostsStore: SSHHostKeyStore {
         case hashed
     }
 
+    /// The file's path.
     public let path: String
+    /// How new entries name the host: plain or hashed.
     public let hostFormat: HostFormat
+    /// The largest file read, in bytes; a larger one is refused with `knownHostsUnusable`.
     public let maxFileSize: Int
 
+    /// A store for the file at `path` (16 MiB at most by default). Nothing is read or
+    /// created until it is used; a missing file is an empty one.
     public init(path: String, hostFormat: HostFormat = .hashed, maxFileSize: Int = 16 << 20) {
         self.path = path
         self.hostFormat = hostFormat
@@ -53,6 +59,8 @@ public final class SSHKnownHostsStore: SSHHostKeyStore {
         return try SSHKnownHostsFile.parse(readAll(fd))
     }
 
+    /// What the file says about the host (reads it each time; see `SSHKnownHostsFile.lookup`).
+    /// - Throws: `SSHError` (`knownHostsUnusable`) when the file cannot be used.
     public func lookup(host: String, port: Int) async throws -> SSHKnownHostKeys {
         try read().lookup(host: host, port: port)
     }

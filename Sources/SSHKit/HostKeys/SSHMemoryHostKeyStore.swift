@@ -5,12 +5,16 @@ public final class SSHMemoryHostKeyStore: SSHHostKeyStore {
     private struct Entry: Hashable { var host: String; var port: Int }
     private let entries: Mutex<[Entry: SSHKnownHostKeys]>
 
+    /// An empty store.
     public init() { entries = Mutex([:]) }
 
+    /// The keys added and revoked for this host (compared case-insensitively) and port.
+    /// Never throws.
     public func lookup(host: String, port: Int) async throws -> SSHKnownHostKeys {
         entries.withLock { $0[Entry(host: host.lowercased(), port: port)] ?? SSHKnownHostKeys() }
     }
 
+    /// Adds `key` to the host's trusted keys (once). Never throws.
     public func add(_ key: SSHHostKey, host: String, port: Int) async throws {
         entries.withLock { table in
             let e = Entry(host: host.lowercased(), port: port)

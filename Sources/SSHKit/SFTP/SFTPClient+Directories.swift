@@ -36,6 +36,9 @@ public struct SFTPDirectoryStream: AsyncSequence, Sendable {
     public struct AsyncIterator: AsyncIteratorProtocol {
         let reader: DirectoryReader
 
+        /// The next entry ("." and ".." skipped), or nil at the end of the directory.
+        /// - Throws: `SSHError` from `opendir`, `readdir` or `close` (e.g. `noSuchFile`,
+        ///   `permissionDenied`, `cancelled`); the listing then ends.
         public mutating func next() async throws(SSHError) -> SFTPDirectoryEntry? {
             try await reader.next()
         }

@@ -5,8 +5,11 @@ import Foundation
 
 /// What a recursive transfer did.
 public struct SFTPTreeTransferSummary: Sendable, Hashable {
+    /// Regular files copied.
     public var files = 0
+    /// Directories created or merged into, the top one included.
     public var directories = 0
+    /// The sizes of the files copied, added up.
     public var bytes: UInt64 = 0
     /// Entries left out: symbolic links (never followed, never recreated), devices,
     /// sockets, FIFOs, and remote names that are not UTF-8; relative to the source.

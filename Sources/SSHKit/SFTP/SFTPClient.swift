@@ -28,6 +28,7 @@ public final class SFTPClient: Sendable {
     /// The extensions the server announced, e.g. "posix-rename@openssh.com".
     public var serverExtensions: [String] { session.extensions.keys.sorted() }
 
+    /// Whether the server announced the extension `name` (e.g. `statvfs@openssh.com`).
     public func supports(extension name: String) -> Bool { session.extensions[name] != nil }
 
     /// Ends the session (its channel closes); calls still waiting fail with `connectionClosed`.

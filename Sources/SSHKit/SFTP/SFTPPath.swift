@@ -19,6 +19,7 @@ public struct SFTPPath: Sendable, Hashable, CustomStringConvertible, Expressible
         self.init(bytes: Array(string.utf8))
     }
 
+    /// A path from a string literal's UTF-8 bytes.
     public init(stringLiteral value: String) {
         self.init(value)
     }
@@ -37,6 +38,7 @@ public struct SFTPPath: Sendable, Hashable, CustomStringConvertible, Expressible
         return SFTPPath(bytes: bytes.last == 0x2f ? bytes + component.bytes : bytes + [0x2f] + component.bytes)
     }
 
+    /// `self/component`, the component given as a string (its UTF-8).
     public func appending(_ component: String) -> SFTPPath { appending(SFTPPath(component)) }
 
     /// The last component ("c" for "a/b/c", "b" for "a/b/").

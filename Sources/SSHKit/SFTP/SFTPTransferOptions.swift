@@ -20,6 +20,9 @@ public struct SFTPTransferOptions: Sendable {
     /// (`fsync@openssh.com` on the server, `fsync` locally).
     public var synchronize: Bool
 
+    /// Options for a transfer; checked when it starts, which throws `invalidArgument` for a
+    /// `chunkSize` outside 1...1048576, a `maxRequestsInFlight` outside 1...1024, or
+    /// `permissions` beyond 0o7777.
     public init(chunkSize: Int? = nil, maxRequestsInFlight: Int = 64, resume: Bool = false,
                 permissions: UInt32? = nil, preserveTimes: Bool = false, synchronize: Bool = true) {
         self.chunkSize = chunkSize

@@ -28,6 +28,8 @@ public struct SFTPOptions: Sendable {
     /// found sooner by `SSHConfiguration.keepalive`.
     public var replyTimeout: Duration?
 
+    /// Session settings; `openSFTP` throws `invalidArgument` for a `replyTimeout` that is
+    /// not positive.
     public init(replyTimeout: Duration? = .seconds(60)) {
         self.replyTimeout = replyTimeout
     }
