@@ -5,7 +5,7 @@ import Testing
 /// Agent forwarding (`ssh -A`) end to end: a real ssh-agent here holding the test key,
 /// `ssh-add -l` on the server through the forwarded agent, and OpenSSH's `ssh` on the
 /// server logging in to a second hop with it.
-@Suite("Agent forwarding", .serialized)
+@Suite("Agent forwarding", .tags(.integration), .serialized)
 struct AgentForwardingTests {
     final class Agent {
         let dir: String
@@ -44,27 +44,6 @@ struct AgentForwardingTests {
 
         let plain = try await SSHClient.withConnection(server.configuration()) { try await $0.execute("ssh-add -l") }
         #expect(plain.exitStatus == .exited(2), "no agent: ssh-add exits 2")
-    }
-
-    @Test("a second hop authenticates with the forwarded agent, and several agent channels run at once")
-    func secondHop() async throws {
-        let agent = try Agent()
-        defer { agent.stop() }
-        let server = TestServer.shared
-        var config = server.configuration()
-        config.agentForwarding = agent.socket
-        let hop = "ssh -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "
-            + "-o IdentitiesOnly=no -p \(server.port) \(server.user)@127.0.0.1 echo second-hop"
-        let sockets = countSockets()
-        try await SSHClient.withConnection(config) { conn in
-            let result = try await conn.execute(hop)
-            #expect(result.stdoutString == "second-hop\n", "\(result.stderrString)")
-            try await withThrowingTaskGroup(of: SSHCommandResult.self) { group in
-                for _ in 0..<8 { group.addTask { try await conn.execute("ssh-add -l") } }
-                for try await r in group { #expect(r.exitStatus == .exited(0), "\(r.stderrString)") }
-            }
-        }
-        #expect(await socketsSettle(atMost: sockets), "agent sockets closed with their channels")
     }
 
     @Test("an agent that is gone: the server's ssh-add fails, the connection goes on")
@@ -106,5 +85,33 @@ struct AgentForwardingTests {
         #expect(try h.openSSH.connectionConfiguration(for: "db").agentForwarding == "/elsewhere/agent.sock")
         try h.config("Host db\n  HostName 127.0.0.1\n")
         #expect(try h.openSSH.connectionConfiguration(for: "db").agentForwarding == nil, "off unless asked for")
+    }
+}
+
+extension AgentForwardingTests {
+    /// Tests that count this process's fds, threads, sockets or memory: they run alone,
+    /// before the other tests run in parallel (Support/Tiers.swift, scripts/test.sh).
+    @Suite("Agent forwarding (alone)", .tags(.exclusive), .serialized)
+    struct Exclusive {
+        @Test("a second hop authenticates with the forwarded agent, and several agent channels run at once")
+        func secondHop() async throws {
+            let agent = try Agent()
+            defer { agent.stop() }
+            let server = TestServer.shared
+            var config = server.configuration()
+            config.agentForwarding = agent.socket
+            let hop = "ssh -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "
+                + "-o IdentitiesOnly=no -p \(server.port) \(server.user)@127.0.0.1 echo second-hop"
+            let sockets = countSockets()
+            try await SSHClient.withConnection(config) { conn in
+                let result = try await conn.execute(hop)
+                #expect(result.stdoutString == "second-hop\n", "\(result.stderrString)")
+                try await withThrowingTaskGroup(of: SSHCommandResult.self) { group in
+                    for _ in 0..<8 { group.addTask { try await conn.execute("ssh-add -l") } }
+                    for try await r in group { #expect(r.exitStatus == .exited(0), "\(r.stderrString)") }
+                }
+            }
+            #expect(await socketsSettle(atMost: sockets), "agent sockets closed with their channels")
+        }
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import SSHKit
 import Testing
 
-@Suite("Algorithm profiles")
+@Suite("Algorithm profiles", .tags(.integration))
 struct AlgorithmTests {
     let server = TestServer.shared
 

@@ -5,7 +5,7 @@ import Testing
 /// SFTP, exec and closing against asyncssh's server (PyPI), whose limits and manners
 /// differ from OpenSSH's: reads of up to 4 MiB, and a whole connection dropped for a
 /// signal sent to a subsystem.
-@Suite("asyncssh interop", .serialized)
+@Suite("asyncssh interop", .tags(.integration), .serialized)
 struct AsyncSSHInteropTests {
     func withServer(_ name: String, _ body: (AsyncSSHServer, SSHConnection) async throws -> Void) async throws {
         let server = try AsyncSSHServer.start(name: name)
@@ -91,7 +91,7 @@ struct AsyncSSHInteropTests {
 }
 
 /// The same rule against OpenSSH, which refuses the signal and logs it.
-@Suite("SFTP close", .serialized)
+@Suite("SFTP close", .tags(.integration), .serialized)
 struct SFTPCloseTests {
     @Test func closingSFTPSendsNoSignalToTheSubsystem() async throws {
         let server = try TestServer.start(name: "sftp-close")

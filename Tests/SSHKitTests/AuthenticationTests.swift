@@ -3,7 +3,7 @@ import SSHKit
 import Testing
 
 /// Every authentication method, for real, against the fixture sshd.
-@Suite("Authentication")
+@Suite("Authentication", .tags(.integration))
 struct AuthenticationTests {
     let server = TestServer.shared
 

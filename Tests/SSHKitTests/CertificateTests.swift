@@ -5,7 +5,7 @@ import Testing
 /// OpenSSH certificates against a real sshd that trusts a throwaway CA
 /// (`TrustedUserCAKeys`, and `HostCertificate` for the host side), with keys
 /// signed here by `ssh-keygen -s`.
-@Suite("Certificates", .serialized)
+@Suite("Certificates", .tags(.integration), .serialized)
 struct CertificateTests {
     /// A CA, an sshd trusting it, and a user key that is not in authorized_keys.
     final class Fixture {

@@ -3,7 +3,7 @@ import SSHKit
 import Testing
 
 /// Interop with dropbear (Debian's dropbear-bin), started like the sshd fixture.
-@Suite("dropbear interop", .serialized)
+@Suite("dropbear interop", .tags(.integration), .serialized)
 struct DropbearTests {
     static let server: TestServer = {
         do { return try TestServer.startDropbear(name: "dropbear") } catch { fatalError("dropbear: \(error)") }

@@ -11,7 +11,7 @@ func setCString<T>(_ field: inout T, _ value: String) {
     }
 }
 
-@Suite("Error mapping")
+@Suite("Error mapping", .tags(.pure))
 struct ErrorMappingTests {
     static let allCore: [sshcore_err] = (0..<sshcore_err_count()).map { sshcore_err(rawValue: UInt32($0))! }
 

@@ -3,7 +3,7 @@ import Testing
 
 /// The ssh-exec example, run as a process against the fixture sshd, with an ssh_config
 /// and a known_hosts file as a user has them (ToolSetup), and without a terminal.
-@Suite("Examples")
+@Suite("Examples", .tags(.process))
 struct ExampleTests {
     let server = TestServer.shared
 
@@ -235,7 +235,7 @@ struct ExampleTests {
 
 /// The ssh-sftp example, run as a process against the fixture sshd: scp-like copies
 /// (`host:path`) and sftp-like operations, with an ssh_config and known_hosts.
-@Suite("ssh-sftp example", .serialized)
+@Suite("ssh-sftp example", .tags(.process), .serialized)
 struct SFTPExampleTests {
     let server = TestServer.shared
 

@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// Commands on one shared connection: outputs, exit statuses, concurrency, limits.
-@Suite("Exec")
+@Suite("Exec", .tags(.integration))
 struct ExecTests {
     let server = TestServer.shared
 

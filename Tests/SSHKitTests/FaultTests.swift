@@ -3,7 +3,7 @@ import SSHKit
 import Testing
 
 /// Faults provoked for real, on servers of their own (these tests disturb them).
-@Suite("Faults", .serialized)
+@Suite("Faults", .tags(.integration), .serialized)
 struct FaultTests {
     /// Kills every process of every session of `server` (not the listener).
     func killSessions(of server: TestServer) throws {

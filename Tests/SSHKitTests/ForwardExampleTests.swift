@@ -5,7 +5,7 @@ import Testing
 /// The ssh-forward example run as a process: -L, -D and -R at once against the fixture
 /// sshd, exercised by real clients (a TCP client, curl through the SOCKS proxy, curl on
 /// the server), then stopped with SIGTERM.
-@Suite("ssh-forward example", .serialized)
+@Suite("ssh-forward example", .tags(.process), .serialized)
 struct ForwardExampleTests {
     let server = TestServer.shared
 

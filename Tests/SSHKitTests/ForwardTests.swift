@@ -5,7 +5,7 @@ import Testing
 
 /// Local (-L) and dynamic (-D, SOCKS) forwarding through the real sshd, with real TCP
 /// clients on 127.0.0.1 and echo / HTTP servers the tests start.
-@Suite("Forwarding", .serialized)
+@Suite("Forwarding", .tags(.integration), .serialized)
 struct ForwardTests {
     let server = TestServer.shared
 
@@ -142,39 +142,6 @@ struct ForwardTests {
             #expect(forward.statistics.failed == 3)
             #expect(try await conn.execute("echo alive").stdoutString == "alive\n")
             await forward.close()
-        }
-    }
-
-    @Test func stoppingClosesTheListenerAndResetsEveryForwardedConnection() async throws {
-        let echo = try EchoServer()
-        defer { echo.stop() }
-        try await SSHClient.withConnection(server.configuration()) { conn in
-            let socketsBefore = countSockets()
-            let forward = try conn.forwardLocalPort(to: .tcp(host: "127.0.0.1", port: echo.port))
-            let port = try #require(forward.port)
-            var fds: [Int32] = []
-            for _ in 0..<5 {
-                let fd = SocketClient.connect(port: port)
-                #expect(SocketClient.writeAll(fd, [1, 2, 3]))
-                #expect(SocketClient.readExactly(fd, 3) == [1, 2, 3])
-                fds.append(fd)
-            }
-            #expect(forward.statistics.active == 5)
-            await forward.close()
-            for fd in fds {
-                // cut mid-stream (the echo never ended): a reset, not a clean EOF
-                #expect(SocketClient.readEnd(fd) == .error(ECONNRESET))
-                close(fd)
-            }
-            #expect(SocketClient.connect(port: port) < 0 && errno == ECONNREFUSED)
-            #expect(forward.statistics.active == 0)
-            try await forward.waitUntilClosed()
-            // the listener and every bridged socket are closed (the echo
-            // server in this process closes its ends once sshd's connections to it end)
-            let deadline = ContinuousClock.now + .seconds(10)
-            while countSockets() != socketsBefore && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(countSockets() == socketsBefore)
-            #expect(try await conn.execute("echo alive").stdoutString == "alive\n")
         }
     }
 
@@ -430,6 +397,48 @@ struct ForwardTests {
                 #expect(FileManager.default.contents(atPath: file).map { Array($0) == body } == true, "curl \(flag)")
             }
             await proxy.close()
+        }
+    }
+}
+
+extension ForwardTests {
+    /// Tests that count this process's fds, threads, sockets or memory: they run alone,
+    /// before the other tests run in parallel (Support/Tiers.swift, scripts/test.sh).
+    @Suite("Forwarding (alone)", .tags(.exclusive), .serialized)
+    struct Exclusive {
+        let server = TestServer.shared
+
+        @Test func stoppingClosesTheListenerAndResetsEveryForwardedConnection() async throws {
+            let echo = try EchoServer()
+            defer { echo.stop() }
+            try await SSHClient.withConnection(server.configuration()) { conn in
+                let socketsBefore = countSockets()
+                let forward = try conn.forwardLocalPort(to: .tcp(host: "127.0.0.1", port: echo.port))
+                let port = try #require(forward.port)
+                var fds: [Int32] = []
+                for _ in 0..<5 {
+                    let fd = SocketClient.connect(port: port)
+                    #expect(SocketClient.writeAll(fd, [1, 2, 3]))
+                    #expect(SocketClient.readExactly(fd, 3) == [1, 2, 3])
+                    fds.append(fd)
+                }
+                #expect(forward.statistics.active == 5)
+                await forward.close()
+                for fd in fds {
+                    // cut mid-stream (the echo never ended): a reset, not a clean EOF
+                    #expect(SocketClient.readEnd(fd) == .error(ECONNRESET))
+                    close(fd)
+                }
+                #expect(SocketClient.connect(port: port) < 0 && errno == ECONNREFUSED)
+                #expect(forward.statistics.active == 0)
+                try await forward.waitUntilClosed()
+                // the listener and every bridged socket are closed (the echo
+                // server in this process closes its ends once sshd's connections to it end)
+                let deadline = ContinuousClock.now + .seconds(10)
+                while countSockets() != socketsBefore && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+                #expect(countSockets() == socketsBefore)
+                #expect(try await conn.execute("echo alive").stdoutString == "alive\n")
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 @testable import SSHKit
 import Testing
 
-@Suite("Host key policies")
+@Suite("Host key policies", .tags(.pure))
 struct HostKeyPolicyTests {
     // Two real Ed25519 public keys (from ssh-keygen), fingerprints computed by libssh.
     static let keyA = try! SSHHostKey(openSSH: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBfw0lT2ET6y0E0l8pJ5wP6cqzm1lW0cIh2W6y8rj9xE test")

@@ -3,7 +3,7 @@ import SSHKit
 import Testing
 
 /// Host key verification against the fixture sshd; every rejection is typed.
-@Suite("Host keys")
+@Suite("Host keys", .tags(.integration))
 struct HostKeyTests {
     let server = TestServer.shared
 

@@ -5,7 +5,7 @@ import Testing
 /// Jump hosts against two real sshd instances in a network namespace the test makes:
 /// the jump host listens on the namespace's veth address (reachable from here), the
 /// target only on the namespace's own 127.0.0.1, which nothing outside it can reach.
-@Suite("Jump hosts", .serialized, .enabled(if: NetworkNamespace.available))
+@Suite("Jump hosts", .tags(.integration), .serialized, .enabled(if: NetworkNamespace.available))
 struct JumpHostTests {
     final class Fixture: Sendable {
         let ns: NetworkNamespace
@@ -38,55 +38,6 @@ struct JumpHostTests {
         }
     }
 
-    @Test func theTargetIsReachedThroughTheJumpHostOnlyAndWorksFully() async throws {
-        let f = try Fixture()
-        defer { f.stop() }
-        // not reachable directly: nothing listens on that port here
-        var direct = f.target.configuration()
-        direct.connectTimeout = .seconds(3)
-        let e = await expectSSHError { try await SSHClient.connect(direct) }
-        #expect(e != nil)
-
-        let socketsBefore = countSockets()
-
-        let conn = try await SSHClient.connect(f.configuration())
-        #expect(conn.host == "127.0.0.1" && conn.port == f.target.port)
-        #expect(conn.jumpConnections.count == 1 && conn.jumpConnections[0].host == f.jump.host)
-        #expect(f.target.allFingerprints.contains(conn.hostKey.sha256Fingerprint))
-        // the target sshd sees the connection arrive on its loopback port
-        let where_ = try await conn.execute("echo $SSH_CONNECTION").stdoutString
-        #expect(where_.hasSuffix("127.0.0.1 \(f.target.port)\n"), "\(where_)")
-        // bulk bytes, byte-exact, through the bridged socket
-        let file = "/tmp/sshkit-jump-\(getpid())"
-        let digest = try await conn.execute("head -c 16000000 /dev/urandom > \(file) && sha256sum \(file) | cut -c1-64")
-        #expect(digest.exitStatus == .exited(0))
-        let back = try await conn.execute("cat \(file); rm -f \(file)", outputLimit: 32 << 20)
-        #expect(back.stdout.count == 16_000_000)
-        let local = "/tmp/sshkit-jump-local-\(getpid())"
-        _ = FileManager.default.createFile(atPath: local, contents: Data(back.stdout))
-        defer { unlink(local) }
-        let sum = try TestServer.run("/usr/bin/sha256sum", [local])
-        #expect(sum.prefix(64) == digest.stdoutString.prefix(64))
-        // SFTP and concurrency through the hop
-        try await conn.withSFTP { sftp in
-            let attrs = try await sftp.attributes(at: "/")
-            #expect(attrs.kind == .directory)
-        }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for i in 0..<16 {
-                group.addTask { () async throws -> Void in
-                    let out = try await conn.execute("echo \(i)").stdoutString
-                    #expect(out == "\(i)\n")
-                }
-            }
-            try await group.waitForAll()
-        }
-        await conn.close()
-        #expect(!conn.jumpConnections[0].isConnected) // closed with it
-        #expect(await socketsSettle(atMost: socketsBefore)) // none leaked
-
-    }
-
     @Test func twoHopsChainThroughEachOther() async throws {
         let f = try Fixture()
         defer { f.stop() }
@@ -98,27 +49,6 @@ struct JumpHostTests {
         let hop2 = try await conn.jumpConnections[1].execute("echo $SSH_CONNECTION").stdoutString
         #expect(hop2.hasSuffix("\(f.jump.host) \(f.jump.port)\n"), "\(hop2)")
         await conn.close()
-    }
-
-    @Test func eachHopVerifiesItsOwnHostKey() async throws {
-        let f = try Fixture()
-        defer { f.stop() }
-        let wrong = SSHHostKeyPolicy.pinned(["SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"])
-        let socketsBefore = countSockets()
-        var e = await expectSSHError { try await SSHClient.connect(f.configuration(targetPolicy: wrong)) }
-        #expect(e?.code == .hostKeyRejected, "\(String(describing: e))")
-        #expect(e?.host == "127.0.0.1" && e?.port == f.target.port)
-        #expect(e?.message.contains("through jump host") == true)
-        e = await expectSSHError { try await SSHClient.connect(f.configuration(jumpPolicy: wrong)) }
-        #expect(e?.code == .hostKeyRejected, "\(String(describing: e))")
-        #expect(e?.host == f.jump.host)
-        // wrong credentials at the target only
-        var badAuth = f.configuration()
-        badAuth.authentication = .password("not the password")
-        e = await expectSSHError { try await SSHClient.connect(badAuth) }
-        #expect(e?.code == .authenticationFailed, "\(String(describing: e))")
-        // every failed attempt closed its jump connection
-        #expect(await socketsSettle(atMost: socketsBefore)) // none leaked
     }
 
     @Test func anUnreachableTargetBehindTheJumpIsTyped() async throws {
@@ -137,29 +67,6 @@ struct JumpHostTests {
         nested.jumpHosts[0].jumpHosts = [f.jump.configuration()]
         let e3 = await expectSSHError { try await SSHClient.connect(nested) }
         #expect(e3?.code == .invalidArgument)
-    }
-
-    @Test func cancellingWhileTheTargetNeverSpeaksEndsPromptlyAndClosesTheJump() async throws {
-        let f = try Fixture()
-        defer { f.stop() }
-        // a listener the jump host reaches (this side of the veth pair) that accepts
-        // TCP and never sends an SSH banner
-        let silent = try SilentListener(address: f.ns.hostAddress)
-        defer { silent.stop() }
-        var config = f.configuration()
-        config.host = f.ns.hostAddress
-        config.port = silent.port
-        config.connectTimeout = .seconds(30)
-        let socketsBefore = countSockets()
-        let task = Task { try await SSHClient.connect(config) }
-        try await Task.sleep(for: .milliseconds(700)) // the jump is up, the target silent
-        let (e, seconds) = await measure {
-            task.cancel()
-            return await expectSSHError { try await task.value }
-        }
-        #expect(e?.code == .cancelled, "\(String(describing: e))")
-        #expect(seconds < 2, "took \(seconds) s")
-        #expect(await socketsSettle(atMost: socketsBefore)) // none leaked
     }
 
     @Test func theForwardExampleReachesTheTargetThroughAJumpHost() async throws {
@@ -210,4 +117,104 @@ final class SilentListener: Sendable {
     }
 
     func stop() { close(fd) }
+}
+
+extension JumpHostTests {
+    /// Tests that count this process's fds, threads, sockets or memory: they run alone,
+    /// before the other tests run in parallel (Support/Tiers.swift, scripts/test.sh).
+    @Suite("Jump hosts (alone)", .tags(.exclusive), .serialized)
+    struct Exclusive {
+        @Test func theTargetIsReachedThroughTheJumpHostOnlyAndWorksFully() async throws {
+            let f = try Fixture()
+            defer { f.stop() }
+            // not reachable directly: nothing listens on that port here
+            var direct = f.target.configuration()
+            direct.connectTimeout = .seconds(3)
+            let e = await expectSSHError { try await SSHClient.connect(direct) }
+            #expect(e != nil)
+
+            let socketsBefore = countSockets()
+
+            let conn = try await SSHClient.connect(f.configuration())
+            #expect(conn.host == "127.0.0.1" && conn.port == f.target.port)
+            #expect(conn.jumpConnections.count == 1 && conn.jumpConnections[0].host == f.jump.host)
+            #expect(f.target.allFingerprints.contains(conn.hostKey.sha256Fingerprint))
+            // the target sshd sees the connection arrive on its loopback port
+            let where_ = try await conn.execute("echo $SSH_CONNECTION").stdoutString
+            #expect(where_.hasSuffix("127.0.0.1 \(f.target.port)\n"), "\(where_)")
+            // bulk bytes, byte-exact, through the bridged socket
+            let file = "/tmp/sshkit-jump-\(getpid())"
+            let digest = try await conn.execute("head -c 16000000 /dev/urandom > \(file) && sha256sum \(file) | cut -c1-64")
+            #expect(digest.exitStatus == .exited(0))
+            let back = try await conn.execute("cat \(file); rm -f \(file)", outputLimit: 32 << 20)
+            #expect(back.stdout.count == 16_000_000)
+            let local = "/tmp/sshkit-jump-local-\(getpid())"
+            _ = FileManager.default.createFile(atPath: local, contents: Data(back.stdout))
+            defer { unlink(local) }
+            let sum = try TestServer.run("/usr/bin/sha256sum", [local])
+            #expect(sum.prefix(64) == digest.stdoutString.prefix(64))
+            // SFTP and concurrency through the hop
+            try await conn.withSFTP { sftp in
+                let attrs = try await sftp.attributes(at: "/")
+                #expect(attrs.kind == .directory)
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for i in 0..<16 {
+                    group.addTask { () async throws -> Void in
+                        let out = try await conn.execute("echo \(i)").stdoutString
+                        #expect(out == "\(i)\n")
+                    }
+                }
+                try await group.waitForAll()
+            }
+            await conn.close()
+            #expect(!conn.jumpConnections[0].isConnected) // closed with it
+            #expect(await socketsSettle(atMost: socketsBefore)) // none leaked
+
+        }
+
+        @Test func eachHopVerifiesItsOwnHostKey() async throws {
+            let f = try Fixture()
+            defer { f.stop() }
+            let wrong = SSHHostKeyPolicy.pinned(["SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"])
+            let socketsBefore = countSockets()
+            var e = await expectSSHError { try await SSHClient.connect(f.configuration(targetPolicy: wrong)) }
+            #expect(e?.code == .hostKeyRejected, "\(String(describing: e))")
+            #expect(e?.host == "127.0.0.1" && e?.port == f.target.port)
+            #expect(e?.message.contains("through jump host") == true)
+            e = await expectSSHError { try await SSHClient.connect(f.configuration(jumpPolicy: wrong)) }
+            #expect(e?.code == .hostKeyRejected, "\(String(describing: e))")
+            #expect(e?.host == f.jump.host)
+            // wrong credentials at the target only
+            var badAuth = f.configuration()
+            badAuth.authentication = .password("not the password")
+            e = await expectSSHError { try await SSHClient.connect(badAuth) }
+            #expect(e?.code == .authenticationFailed, "\(String(describing: e))")
+            // every failed attempt closed its jump connection
+            #expect(await socketsSettle(atMost: socketsBefore)) // none leaked
+        }
+
+        @Test func cancellingWhileTheTargetNeverSpeaksEndsPromptlyAndClosesTheJump() async throws {
+            let f = try Fixture()
+            defer { f.stop() }
+            // a listener the jump host reaches (this side of the veth pair) that accepts
+            // TCP and never sends an SSH banner
+            let silent = try SilentListener(address: f.ns.hostAddress)
+            defer { silent.stop() }
+            var config = f.configuration()
+            config.host = f.ns.hostAddress
+            config.port = silent.port
+            config.connectTimeout = .seconds(30)
+            let socketsBefore = countSockets()
+            let task = Task { try await SSHClient.connect(config) }
+            try await Task.sleep(for: .milliseconds(700)) // the jump is up, the target silent
+            let (e, seconds) = await measure {
+                task.cancel()
+                return await expectSSHError { try await task.value }
+            }
+            #expect(e?.code == .cancelled, "\(String(describing: e))")
+            #expect(seconds < 2, "took \(seconds) s")
+            #expect(await socketsSettle(atMost: socketsBefore)) // none leaked
+        }
+    }
 }

@@ -3,7 +3,7 @@ import SSHKit
 import Testing
 
 /// known_hosts files written by this package and read by OpenSSH, and the other way round.
-@Suite("known_hosts interop")
+@Suite("known_hosts interop", .tags(.integration))
 struct KnownHostsInteropTests {
     let server = TestServer.shared
 

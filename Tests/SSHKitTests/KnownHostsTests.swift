@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// The known_hosts format and the file store, without a server.
-@Suite("known_hosts")
+@Suite("known_hosts", .tags(.pure))
 struct KnownHostsTests {
     static let keyA = HostKeyPolicyTests.keyA
     static let keyB = HostKeyPolicyTests.keyB

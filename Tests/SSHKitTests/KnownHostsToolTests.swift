@@ -3,7 +3,7 @@ import SSHKit
 import Testing
 
 /// The known-hosts example, run as a process against the fixture sshd.
-@Suite("known-hosts tool")
+@Suite("known-hosts tool", .tags(.process))
 struct KnownHostsToolTests {
     let server = TestServer.shared
     static var binary: String { TestServer.packageRoot + "/.build/debug/known-hosts" }

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// DESIGN.md rule 9: only SSHCore calls libssh; only Sources/SSHKit/Internal imports SSHCore.
-@Suite("Layering")
+@Suite("Layering", .tags(.pure))
 struct LayeringTests {
     static func swiftFiles(under dir: String) -> [String] {
         let root = TestServer.packageRoot + "/" + dir

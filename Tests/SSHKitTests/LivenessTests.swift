@@ -6,7 +6,7 @@ import Testing
 /// ACKs) and a silent partition (iptables DROP inside a network namespace the test makes).
 /// The detection bound checked is the one SSHKeepalive promises and issue 3 asks for:
 /// interval × maxMissed + 1 s after the peer went silent.
-@Suite("Liveness", .serialized)
+@Suite("Liveness", .tags(.integration), .serialized)
 struct LivenessTests {
     static let keepalive = SSHKeepalive(interval: .seconds(1), maxMissed: 2)
     static var bound: Double { 1.0 * Double(keepalive.maxMissed) + 1.0 }

@@ -5,7 +5,7 @@ import Testing
 /// `SSHAuthentication.Method.passwordPrompt`: the password asked for when the server
 /// offers password authentication, again after a refusal, against the fixture sshd
 /// (whose PAM delays each refusal by about two seconds).
-@Suite("Password prompts")
+@Suite("Password prompts", .tags(.integration))
 struct PasswordPromptTests {
     let server = TestServer.shared
 

@@ -3,7 +3,7 @@ import SSHKit
 @testable import ServerTransport
 import Testing
 
-@Suite("Shell quoting")
+@Suite("Shell quoting", .tags(.pure))
 struct QuotingTests {
     @Test func quotesForPOSIXShells() {
         #expect(SSHShellQuoting.quote("abc") == "abc")

@@ -6,7 +6,7 @@ import Testing
 /// Remote forwarding (-R) through the real sshd: the server listens, and real clients on
 /// the server side (curl run there, and direct-tcpip channels, which sshd connects to its
 /// own port) reach targets on this side.
-@Suite("Remote forwarding", .serialized)
+@Suite("Remote forwarding", .tags(.integration), .serialized)
 struct RemoteForwardTests {
     let server = TestServer.shared
 

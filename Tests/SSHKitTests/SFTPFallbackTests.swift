@@ -4,7 +4,7 @@ import Testing
 
 /// The replace path for servers without posix-rename, driven directly: OpenSSH and
 /// dropbear both announce posix-rename, so no test server would take this path.
-@Suite("SFTP rename fallback", .serialized)
+@Suite("SFTP rename fallback", .tags(.integration), .serialized)
 struct SFTPFallbackTests {
     let server = TestServer.shared
 

@@ -4,7 +4,7 @@ import Testing
 
 /// SFTP against the shared sshd (internal-sftp). The server runs on this machine, so
 /// what the client did is also checked on the local file system.
-@Suite("SFTP", .serialized)
+@Suite("SFTP", .tags(.integration), .serialized)
 struct SFTPTests {
     let server = TestServer.shared
 

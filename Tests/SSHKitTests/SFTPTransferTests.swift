@@ -5,7 +5,7 @@ import Testing
 
 /// Downloads, uploads and in-memory files: checksums, modes, atomicity, cancellation
 /// and resume, against the shared sshd (on this machine, so both ends are checked).
-@Suite("SFTP transfers", .serialized)
+@Suite("SFTP transfers", .tags(.integration), .serialized)
 struct SFTPTransferTests {
     let server = TestServer.shared
 
@@ -296,7 +296,7 @@ extension SFTPTransferTests {
 }
 
 /// A server stalled or killed in the middle of a transfer, on servers of their own.
-@Suite("SFTP faults", .serialized)
+@Suite("SFTP faults", .tags(.integration), .serialized)
 struct SFTPFaultTests {
     /// Starts a slow download (4 KiB requests, one at a time) of 32 MiB on `server`,
     /// lets `fault` act once it is under way, and returns how the download ended.

@@ -2,7 +2,7 @@
 import Testing
 
 /// The SOCKS parser alone: every message split at every byte boundary, and bad input.
-@Suite("SOCKS handshake")
+@Suite("SOCKS handshake", .tags(.pure))
 struct SOCKSHandshakeTests {
     /// Feeds `bytes` one at a time and returns the replies sent and the final step.
     func feedBytewise(_ bytes: [UInt8]) -> (replies: [UInt8], last: SOCKSHandshake.Step) {

@@ -3,7 +3,7 @@ import Testing
 
 /// The ssh-shell example driven like a person would: inside tmux (a real terminal),
 /// with keys sent by `tmux send-keys` and the screen read by `capture-pane`.
-@Suite("ssh-shell example", .serialized)
+@Suite("ssh-shell example", .tags(.process), .serialized)
 struct ShellExampleTests {
     let server = TestServer.shared
     static var binary: String { TestServer.packageRoot + "/.build/debug/ssh-shell" }

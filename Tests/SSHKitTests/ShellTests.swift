@@ -3,7 +3,7 @@ import SSHKit
 import Testing
 
 /// Interactive shells and PTY commands (SSHShell) against the shared sshd.
-@Suite("Shells", .serialized)
+@Suite("Shells", .tags(.integration), .serialized)
 struct ShellTests {
     let server = TestServer.shared
 

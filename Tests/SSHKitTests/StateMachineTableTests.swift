@@ -4,7 +4,7 @@ import Testing
 
 /// Docs/StateMachines.md is the specification; the C transition functions must match it
 /// for every (state, event) pair, and every row of the doc must be reachable.
-@Suite("State machine tables")
+@Suite("State machine tables", .tags(.pure))
 struct StateMachineTableTests {
     struct Row: Hashable { let state, event, next, action: String }
 

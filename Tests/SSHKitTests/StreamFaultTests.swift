@@ -6,7 +6,7 @@ import Testing
 /// Damaged and held-back byte streams between the client and a real sshd, through a
 /// FaultProxy: a flipped bit, a reset in each phase, a server that reads slowly while
 /// its replies wait, a server that stops answering during an SFTP cancel.
-@Suite("Stream faults", .serialized)
+@Suite("Stream faults", .tags(.integration), .serialized)
 struct StreamFaultTests {
     /// A server of its own behind a proxy, and a configuration that goes through it.
     func withProxiedServer(_ name: String, clientReceiveBuffer: Int? = nil,

@@ -3,7 +3,7 @@ import SSHKit
 import Testing
 
 /// Streamed commands (SSHCommand) against the shared sshd: real bytes both ways.
-@Suite("Streaming commands", .serialized)
+@Suite("Streaming commands", .tags(.integration), .serialized)
 struct StreamingTests {
     let server = TestServer.shared
 
@@ -220,28 +220,6 @@ struct StreamingTests {
         }
     }
 
-    @Test func closingTheConnectionEndsEveryStreamWithATypedError() async throws {
-        let fds = countFDs()
-        let threads = countThreads()
-        do {
-            let conn = try await connect()
-            let a = try await conn.startCommand("sleep 30")
-            let b = try await conn.startCommand("cat")
-            let reader = Task { try await a.stdout.collect(upTo: 1024) }
-            try await Task.sleep(for: .milliseconds(200))
-            await conn.close()
-            let e1 = await expectSSHError { try await reader.value }
-            #expect(e1?.code == .connectionClosed)
-            let e2 = await expectSSHError { try await b.exitStatus() }
-            #expect(e2?.code == .connectionClosed)
-            let e3 = await expectSSHError { try await b.input.write("x") }
-            #expect(e3?.code == .connectionClosed)
-        }
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(countFDs() <= fds)
-        #expect(countThreads() <= threads)
-    }
-
     @Test func badOptionsAreRejectedBeforeAnythingIsSent() async throws {
         try await SSHClient.withConnection(server.configuration()) { conn in
             let e1 = await expectSSHError { try await conn.startCommand("true", options: SSHChannelOptions(bufferLimit: 10)) }
@@ -272,4 +250,35 @@ func expectNoRemoteProcess(_ conn: SSHConnection, marker: String,
         try await Task.sleep(for: .milliseconds(100))
     }
     Issue.record("processes left on the server: \(left)", sourceLocation: sourceLocation)
+}
+
+extension StreamingTests {
+    /// Tests that count this process's fds, threads, sockets or memory: they run alone,
+    /// before the other tests run in parallel (Support/Tiers.swift, scripts/test.sh).
+    @Suite("Streaming commands (alone)", .tags(.exclusive), .serialized)
+    struct Exclusive {
+        func connect() async throws -> SSHConnection { try await StreamingTests().connect() }
+
+        @Test func closingTheConnectionEndsEveryStreamWithATypedError() async throws {
+            let fds = countFDs()
+            let threads = countThreads()
+            do {
+                let conn = try await connect()
+                let a = try await conn.startCommand("sleep 30")
+                let b = try await conn.startCommand("cat")
+                let reader = Task { try await a.stdout.collect(upTo: 1024) }
+                try await Task.sleep(for: .milliseconds(200))
+                await conn.close()
+                let e1 = await expectSSHError { try await reader.value }
+                #expect(e1?.code == .connectionClosed)
+                let e2 = await expectSSHError { try await b.exitStatus() }
+                #expect(e2?.code == .connectionClosed)
+                let e3 = await expectSSHError { try await b.input.write("x") }
+                #expect(e3?.code == .connectionClosed)
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(countFDs() <= fds)
+            #expect(countThreads() <= threads)
+        }
+    }
 }

@@ -4,7 +4,7 @@ import Testing
 
 /// direct-tcpip and direct-streamlocal tunnels through the shared sshd to echo servers
 /// this test starts on 127.0.0.1 and on a Unix socket: real bytes both ways.
-@Suite("Tunnels", .serialized)
+@Suite("Tunnels", .tags(.integration), .serialized)
 struct TunnelTests {
     let server = TestServer.shared
 

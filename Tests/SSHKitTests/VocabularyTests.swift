@@ -5,7 +5,7 @@ import Testing
 
 /// The public API speaks one vocabulary (Docs/Architecture.md, "One vocabulary"): start,
 /// open, write, finish input, signal, cancel, wait for the end, close.
-@Suite("Vocabulary")
+@Suite("Vocabulary", .tags(.pure))
 struct VocabularyTests {
     /// Verbs that end or wait for things under another name than the table's. A public
     /// function spelled so in SSHKit or ServerTransport fails this test.

@@ -5,7 +5,7 @@ import Testing
 
 /// The worker tier: connection attempts against local listeners that misbehave.
 /// No SSH server involved; checks cancellation, deadlines and fd/thread ownership.
-@Suite("Worker", .serialized)
+@Suite("Worker", .tags(.worker), .serialized)
 struct WorkerTests {
     func config(port: Int, host: String = "127.0.0.1", timeout: Duration = .seconds(30)) -> SSHConfiguration {
         SSHConfiguration(host: host, port: port, user: "nobody", authentication: .password("x"),
@@ -149,43 +149,55 @@ struct WorkerTests {
         #expect(peerSeesEOF(peer))
     }
 
-    @Test func fiveHundredConnectCancelCyclesLeaveNoFdOrThread() async throws {
-        let server = try FakeServer(.silent)
-        // warm up: the runtime's own threads and fds exist before we count
-        for _ in 0..<5 {
-            let t = Task { try await SSHClient.connect(config(port: server.port)) }
-            try await Task.sleep(for: .milliseconds(5))
-            t.cancel()
-            _ = try? await t.value
+}
+
+extension WorkerTests {
+    /// Tests that count this process's fds, threads, sockets or memory: they run alone,
+    /// before the other tests run in parallel (Support/Tiers.swift, scripts/test.sh).
+    @Suite("Worker (alone)", .tags(.exclusive), .serialized)
+    struct Exclusive {
+        func config(port: Int, host: String = "127.0.0.1", timeout: Duration = .seconds(30)) -> SSHConfiguration {
+            WorkerTests().config(port: port, host: host, timeout: timeout)
         }
-        try await Task.sleep(for: .milliseconds(100))
-        let fdsBefore = countFDs()
-        let threadsBefore = countThreads()
-        // objects other tests may still hold (e.g. a policy closure still running)
-        let connectionsBefore = sshcore_debug_live_connections()
-        let workersBefore = sshcore_debug_live_workers()
-        var codes: [SSHError.Code: Int] = [:]
-        for i in 0..<500 {
-            let t = Task { try await SSHClient.connect(config(port: server.port)) }
-            if i % 3 != 0 { try await Task.sleep(for: .microseconds(Int64(i % 7) * 300)) }
-            t.cancel()
-            do { _ = try await t.value } catch let e as SSHError { codes[e.code, default: 0] += 1 }
+
+        @Test func fiveHundredConnectCancelCyclesLeaveNoFdOrThread() async throws {
+            let server = try FakeServer(.silent)
+            // warm up: the runtime's own threads and fds exist before we count
+            for _ in 0..<5 {
+                let t = Task { try await SSHClient.connect(config(port: server.port)) }
+                try await Task.sleep(for: .milliseconds(5))
+                t.cancel()
+                _ = try? await t.value
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            let fdsBefore = countFDs()
+            let threadsBefore = countThreads()
+            // objects other tests may still hold (e.g. a policy closure still running)
+            let connectionsBefore = sshcore_debug_live_connections()
+            let workersBefore = sshcore_debug_live_workers()
+            var codes: [SSHError.Code: Int] = [:]
+            for i in 0..<500 {
+                let t = Task { try await SSHClient.connect(config(port: server.port)) }
+                if i % 3 != 0 { try await Task.sleep(for: .microseconds(Int64(i % 7) * 300)) }
+                t.cancel()
+                do { _ = try await t.value } catch let e as SSHError { codes[e.code, default: 0] += 1 }
+            }
+            #expect(codes[.cancelled] == 500, "\(codes)")
+            #expect(sshcore_debug_live_connections() <= connectionsBefore)
+            #expect(sshcore_debug_live_workers() <= workersBefore)
+            server.stop()
+            // the listener's accepted sockets are closed by now; count ours
+            var fdsAfter = countFDs(), threadsAfter = countThreads()
+            for _ in 0..<50 where fdsAfter > fdsBefore - 3 + 0 || threadsAfter > threadsBefore {
+                // the listener held 3 fds of its own (listen socket, stop pipe) counted before
+                if fdsAfter <= fdsBefore - 3 && threadsAfter <= threadsBefore { break }
+                try await Task.sleep(for: .milliseconds(20))
+                fdsAfter = countFDs()
+                threadsAfter = countThreads()
+            }
+            print("fds before \(fdsBefore) after \(fdsAfter); threads before \(threadsBefore) after \(threadsAfter)")
+            #expect(fdsAfter <= fdsBefore - 3)
+            #expect(threadsAfter <= threadsBefore)
         }
-        #expect(codes[.cancelled] == 500, "\(codes)")
-        #expect(sshcore_debug_live_connections() <= connectionsBefore)
-        #expect(sshcore_debug_live_workers() <= workersBefore)
-        server.stop()
-        // the listener's accepted sockets are closed by now; count ours
-        var fdsAfter = countFDs(), threadsAfter = countThreads()
-        for _ in 0..<50 where fdsAfter > fdsBefore - 3 + 0 || threadsAfter > threadsBefore {
-            // the listener held 3 fds of its own (listen socket, stop pipe) counted before
-            if fdsAfter <= fdsBefore - 3 && threadsAfter <= threadsBefore { break }
-            try await Task.sleep(for: .milliseconds(20))
-            fdsAfter = countFDs()
-            threadsAfter = countThreads()
-        }
-        print("fds before \(fdsBefore) after \(fdsAfter); threads before \(threadsBefore) after \(threadsAfter)")
-        #expect(fdsAfter <= fdsBefore - 3)
-        #expect(threadsAfter <= threadsBefore)
     }
 }

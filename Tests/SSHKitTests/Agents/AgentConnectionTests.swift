@@ -9,7 +9,7 @@ import Testing
 /// connected hosts, hosts in use never dropped, and a lost connection retried with
 /// backoff (given up without live agents, retried without end with them), through a
 /// proxy that resets every connection on command.
-@Suite("Agent connections", .serialized)
+@Suite("Agent connections", .tags(.integration), .serialized)
 struct AgentConnectionTests {
     /// Short intervals, so the backoff runs in a test's time; health checks only when asked.
     static func quickPolicy(maxHosts: Int = 10, health: Duration = .seconds(3600)) -> AgentConnectionPolicy {

@@ -6,7 +6,7 @@ import Testing
 
 /// What the engine learns about a host and how it copes with odd ones: detection in one
 /// round trip, a host without tmux, a login shell it does not start agents under.
-@Suite("Agent hosts", .serialized)
+@Suite("Agent hosts", .tags(.integration), .serialized)
 struct AgentHostTests {
     @Test func detectionIsOneRoundTripCachedAndRefreshable() async throws {
         let ssh = SSHTransport(configuration: TestServer.shared.configuration())

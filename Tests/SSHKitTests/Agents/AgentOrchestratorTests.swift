@@ -9,7 +9,7 @@ import Testing
 /// another agent, stop with the scrollback saved, resume by exact session (Claude) and
 /// thread (Codex), archive, and delete refusing to lose work; failures leave no records
 /// and no worktree behind. The agents are the fakes, the git and tmux are real.
-@Suite("Agent orchestration", .serialized)
+@Suite("Agent orchestration", .tags(.integration), .serialized)
 struct AgentOrchestratorTests {
     /// An orchestrator over a new in-memory store with one host (the shared sshd, its own
     /// tmux socket) and one project (a fresh repository).

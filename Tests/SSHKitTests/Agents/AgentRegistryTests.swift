@@ -3,7 +3,7 @@ import Testing
 
 /// The provider registry and the names the engine gives things: pure functions, checked
 /// against the formats Emdash uses (so its users' trees stay compatible).
-@Suite("Agent registry and names")
+@Suite("Agent registry and names", .tags(.pure))
 struct AgentRegistryTests {
     /// Every provider's fresh start with auto-approve and a one-line prompt "fix it":
     /// resume args, default args, auto-approve flag, extra args (none), prompt.

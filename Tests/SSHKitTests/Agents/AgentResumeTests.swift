@@ -7,7 +7,7 @@ import Testing
 /// Resume by the agent's own session id, never by "the latest one here": Claude's five
 /// cases against a fake Claude that enforces its transcript rules on the host, and
 /// Codex by the thread id in its state database.
-@Suite("Agent resume", .serialized)
+@Suite("Agent resume", .tags(.integration), .serialized)
 struct AgentResumeTests {
     static func mapFile() -> AgentSessionMapFile {
         let path = "/tmp/sshkit-session-map-\(getpid())-\(UInt32.random(in: 0...UInt32.max))/map.json"
@@ -175,7 +175,7 @@ struct AgentResumeTests {
 }
 
 /// Bad input around the engine's edges: typed errors, nothing overwritten.
-@Suite("Agent bad input")
+@Suite("Agent bad input", .tags(.integration))
 struct AgentBadInputTests {
     @Test func aCorruptSessionMapIsATypedErrorAndIsNotOverwritten() async throws {
         let dir = "/tmp/sshkit-bad-map-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"

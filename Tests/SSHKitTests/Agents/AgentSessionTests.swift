@@ -30,7 +30,7 @@ func read(_ terminal: AgentTerminal, until text: String, seconds: Double = 20) a
 
 /// Agents in tmux sessions on a real sshd: start, type, attach, detach, survive a
 /// dropped connection, exit statuses, orphans, and the plain-terminal fallback.
-@Suite("Agent sessions", .serialized)
+@Suite("Agent sessions", .tags(.integration), .serialized)
 struct AgentSessionTests {
     /// A server of its own: one test kills its per-connection processes.
     static let server: TestServer = {

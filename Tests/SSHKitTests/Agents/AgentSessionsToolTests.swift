@@ -8,7 +8,7 @@ import Testing
 /// The agent-sessions command run as a process, as a user runs it: against the fixture's
 /// sshd, with the fake agents, a HOME of its own (store, known_hosts, settings, cache)
 /// and a tmux server of its own on the host.
-@Suite("agent-sessions command", .serialized)
+@Suite("agent-sessions command", .tags(.process), .serialized)
 struct AgentSessionsToolTests {
     static var binary: String { TestServer.packageRoot + "/.build/debug/agent-sessions" }
     static var writer: String { TestServer.packageRoot + "/.build/debug/agent-store-writer" }

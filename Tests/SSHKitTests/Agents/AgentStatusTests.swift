@@ -6,7 +6,7 @@ import Testing
 
 /// Status from the agents' hooks first, from the screen second (labelled as inferred),
 /// from the process when it ended.
-@Suite("Agent status", .serialized)
+@Suite("Agent status", .tags(.integration), .serialized)
 struct AgentStatusTests {
     @Test func screenInferenceIsDebounced() {
         var i = AgentScreenInference(quietPeriod: 3)
@@ -110,7 +110,7 @@ struct AgentStatusTests {
 
 /// The SQL literal of the Codex thread lookup: a quote followed by a combining mark (one
 /// Swift Character) is doubled too, so a working directory cannot end the literal.
-@Suite("Agent SQL literals")
+@Suite("Agent SQL literals", .tags(.pure))
 struct AgentSQLLiteralTests {
     @Test(arguments: ["plain", "it's", "'\u{301} OR 1=1 --", "a''b'", "ü'\u{20DD}x"])
     func literalsRoundTripThroughSQLite(_ s: String) throws {

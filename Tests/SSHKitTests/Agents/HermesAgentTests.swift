@@ -8,7 +8,7 @@ import Testing
 /// scripts/install-deps.sh into /opt/sshkit-hermes). Without an API key it starts to a
 /// setup question; the test drives it through start, attach, answer, a menu, detach,
 /// reattach and stop, over the fixture's sshd.
-@Suite("Hermes agent", .serialized)
+@Suite("Hermes agent", .tags(.integration), .serialized)
 struct HermesAgentTests {
     static let bin = "/opt/sshkit-hermes/bin"
 

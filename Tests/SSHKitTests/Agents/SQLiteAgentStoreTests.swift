@@ -5,7 +5,7 @@ import Testing
 
 /// The SQLite store: records and the session map across reopening, its files' modes,
 /// parents and cascades, writers on two connections at once, and the files it refuses.
-@Suite("Agent store (SQLite)")
+@Suite("Agent store (SQLite)", .tags(.process))
 struct SQLiteAgentStoreTests {
     /// A fresh directory (removed by the caller) and the store path inside a subdirectory
     /// the store has to make.

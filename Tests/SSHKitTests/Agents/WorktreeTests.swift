@@ -5,7 +5,7 @@ import Testing
 
 /// Git worktrees over the SSH transport against the fixture's sshd (git runs as the
 /// test user on the "host").
-@Suite("Agent worktrees", .serialized)
+@Suite("Agent worktrees", .tags(.integration), .serialized)
 struct WorktreeTests {
     let server = TestServer.shared
 

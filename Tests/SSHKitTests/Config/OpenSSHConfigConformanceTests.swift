@@ -4,7 +4,7 @@ import Testing
 
 /// Every field `SSHHostConfig` resolves, compared with what the system's `ssh -G`
 /// (OpenSSH 9.2p1) prints for the same files and host.
-@Suite("ssh_config: conformance with ssh -G")
+@Suite("ssh_config: conformance with ssh -G", .tags(.pure))
 struct OpenSSHConfigConformanceTests {
     /// The keywords `SSHHostConfig.sshGLines` prints.
     static let compared: Set<String> = [

@@ -4,7 +4,7 @@ import Testing
 
 /// The parts of ssh_config resolution that `ssh -G` cannot show or that need a
 /// controlled home directory.
-@Suite("ssh_config: resolution")
+@Suite("ssh_config: resolution", .tags(.pure))
 struct OpenSSHConfigTests {
     /// A context whose home is a fresh directory (with `.ssh/`), for `~` and relative Includes.
     static func sandbox() throws -> (dir: String, context: OpenSSHConfig.Context) {

@@ -64,7 +64,7 @@ struct OpenSSHHome {
     func remove() { try? FileManager.default.removeItem(atPath: home) }
 }
 
-@Suite("OpenSSH setup: connecting like ssh", .serialized)
+@Suite("OpenSSH setup: connecting like ssh", .tags(.integration), .serialized)
 struct OpenSSHConnectionTests {
     static let target = """
         Host db

@@ -4,7 +4,7 @@ import Testing
 
 /// ProxyCommand and ProxyJump from ssh_config, against the test server (which is also
 /// its own jump host: its sshd allows direct-tcpip to itself).
-@Suite("OpenSSH setup: ProxyCommand and ProxyJump", .serialized)
+@Suite("OpenSSH setup: ProxyCommand and ProxyJump", .tags(.integration), .serialized)
 struct OpenSSHProxyTests {
     static func home(_ extra: String) throws -> OpenSSHHome {
         let h = try OpenSSHHome()
@@ -52,21 +52,6 @@ struct OpenSSHProxyTests {
         let payload = randomBytes(1 << 20)
         let echoed = try await SSHClient.withConnection(config) { try await $0.execute("cat", stdin: payload).stdout }
         #expect(echoed == payload)
-    }
-
-    @Test("the command is stopped with the connection, and %r %n are expanded")
-    func stoppedWithTheConnection() async throws {
-        let h = try Self.home("Host db\n    ProxyCommand sh -c 'echo $$ > @HOME@/proxy.pid; echo %r %n > @HOME@/proxy.args; exec nc %h %p'\n")
-        defer { h.remove() }
-        let fds = countFDs()
-        let conn = try await SSHClient.connect(try h.openSSH.connectionConfiguration(for: "db"))
-        let pid = try #require(await Self.pid(in: h.home + "/proxy.pid"))
-        #expect(kill(pid, 0) == 0)
-        #expect(try String(contentsOfFile: h.home + "/proxy.args", encoding: .utf8) == "\(h.server.user) db\n")
-        await conn.close()
-        #expect(await Self.ends(pid))
-        let settled = await eventually(5) { countFDs() <= fds ? true : nil }
-        #expect(settled == true, "fds: \(countFDs()) after, \(fds) before")
     }
 
     @Test("a command that fails is a typed error saying how it ended", arguments: [
@@ -165,5 +150,27 @@ struct OpenSSHProxyTests {
         config.proxyCommand = " "
         config.jumpHosts = []
         #expect(await expectSSHError { try await SSHClient.connect(config) }?.code == .invalidArgument)
+    }
+}
+
+extension OpenSSHProxyTests {
+    /// Tests that count this process's fds, threads, sockets or memory: they run alone,
+    /// before the other tests run in parallel (Support/Tiers.swift, scripts/test.sh).
+    @Suite("OpenSSH setup: ProxyCommand (alone)", .tags(.exclusive), .serialized)
+    struct Exclusive {
+        @Test("the command is stopped with the connection, and %r %n are expanded")
+        func stoppedWithTheConnection() async throws {
+            let h = try OpenSSHProxyTests.home("Host db\n    ProxyCommand sh -c 'echo $$ > @HOME@/proxy.pid; echo %r %n > @HOME@/proxy.args; exec nc %h %p'\n")
+            defer { h.remove() }
+            let fds = countFDs()
+            let conn = try await SSHClient.connect(try h.openSSH.connectionConfiguration(for: "db"))
+            let pid = try #require(await OpenSSHProxyTests.pid(in: h.home + "/proxy.pid"))
+            #expect(kill(pid, 0) == 0)
+            #expect(try String(contentsOfFile: h.home + "/proxy.args", encoding: .utf8) == "\(h.server.user) db\n")
+            await conn.close()
+            #expect(await OpenSSHProxyTests.ends(pid))
+            let settled = await eventually(5) { countFDs() <= fds ? true : nil }
+            #expect(settled == true, "fds: \(countFDs()) after, \(fds) before")
+        }
     }
 }

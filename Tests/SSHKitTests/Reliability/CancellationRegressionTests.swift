@@ -4,7 +4,7 @@ import Synchronization
 import Testing
 
 /// What the cancellation storm found, one test each.
-@Suite("Reliability: cancellation regressions", .serialized)
+@Suite("Reliability: cancellation regressions", .tags(.integration), .serialized)
 struct CancellationRegressionTests {
     /// A command cancelled while its exec request waits for the server's reply used to
     /// be closed at once: sshd started it anyway and, without a terminal, let it run on.

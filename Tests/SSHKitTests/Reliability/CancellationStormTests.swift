@@ -11,7 +11,7 @@ import Testing
 ///
 /// Full run (`SSHKIT_RELIABILITY=full`): 10,000 cancels, spread evenly over the kinds.
 /// Reduced run: 20 per kind.
-@Suite("Reliability: cancellation storm", .serialized)
+@Suite("Reliability: cancellation storm", .tags(.integration), .serialized)
 struct CancellationStormTests {
     /// What the operations share.
     final class Context: Sendable {

@@ -8,7 +8,7 @@ import Testing
 /// random moments against a real sshd, then a thousand cycles of each feature; the
 /// process's fds, threads, live core objects and resident memory before and after.
 /// The LeakSanitizer run of the same suite is `scripts/sanitizers.sh leak`.
-@Suite("Reliability: leaks and churn", .serialized)
+@Suite("Reliability: leaks and churn", .tags(.integration), .serialized)
 struct ChurnTests {
     static let part = "4 churn"
     static let connectCycles = Reliability.full ? 10_000 : 200
@@ -55,110 +55,118 @@ struct ChurnTests {
         return config
     }
 
-    @Test(.timeLimit(.minutes(60)))
-    func connectsCancelledAtRandomMomentsLeaveNothing() async throws {
-        let server = try TestServer.start(name: "churn-connect", extraConfig: ["MaxStartups 200:30:400"])
-        defer { server.stop() }
-        let config = Self.configuration(server)
-        // the duration of a whole connect, to spread the cancels over every phase
-        var durations: [Double] = []
-        for _ in 0..<5 {
-            let (conn, s) = try await measure { try await SSHClient.connect(config) }
-            durations.append(s)
-            await conn.close()
-        }
-        let window = durations.sorted()[2]
-        try await Task.sleep(for: .milliseconds(200))
-        let before = Snapshot()
-        var rng = Reliability.generator("churn-connect")
-        var outcomes: [String: Int] = [:]
-        var untyped = 0
-        for _ in 0..<Self.connectCycles {
-            let t = Task { try await SSHClient.connect(config) }
-            try await Task.sleep(for: .microseconds(Int64(Double.random(in: 0...window, using: &rng) * 1e6)))
-            t.cancel()
-            do {
-                let conn = try await t.value
-                outcomes["connected", default: 0] += 1
+}
+
+extension ChurnTests {
+    /// Tests that count this process's fds, threads, sockets or memory: they run alone,
+    /// before the other tests run in parallel (Support/Tiers.swift, scripts/test.sh).
+    @Suite("Reliability: leaks and churn (alone)", .tags(.exclusive), .serialized)
+    struct Exclusive {
+        @Test(.timeLimit(.minutes(60)))
+        func connectsCancelledAtRandomMomentsLeaveNothing() async throws {
+            let server = try TestServer.start(name: "churn-connect", extraConfig: ["MaxStartups 200:30:400"])
+            defer { server.stop() }
+            let config = ChurnTests.configuration(server)
+            // the duration of a whole connect, to spread the cancels over every phase
+            var durations: [Double] = []
+            for _ in 0..<5 {
+                let (conn, s) = try await measure { try await SSHClient.connect(config) }
+                durations.append(s)
                 await conn.close()
-            } catch let e as SSHError {
-                outcomes[e.code.description, default: 0] += 1
-            } catch {
-                untyped += 1
             }
-        }
-        let after = await Self.settled(before)
-        #expect(untyped == 0)
-        Self.expectNoLeak("connect/cancel", before, after)
-        // no session left behind on the server either
-        let leftover = await eventually(timeout: .seconds(10)) { server.sessionProcesses().isEmpty }
-        #expect(leftover, "sshd still has \(server.sessionProcesses().count) sessions")
-        Reliability.record(Self.part, "connect/cancel cycles (cancel uniform over \(Int(window * 1000)) ms)",
-                           "\(Self.connectCycles): " + outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "),
-                           goal: "≥ 10,000")
-        Self.record("connect/cancel", cycles: Self.connectCycles, before, after)
-    }
-
-    @Test(.timeLimit(.minutes(60)))
-    func aThousandCyclesOfEachFeatureLeaveNothing() async throws {
-        let server = try TestServer.start(name: "churn-features")
-        defer { server.stop() }
-        let echo = try EchoServer()
-        defer { echo.stop() }
-        let config = Self.configuration(server)
-        let n = Self.featureCycles
-        let payload = randomBytes(4096)
-
-        /// One feature: a warm-up cycle, the snapshot, `n` cycles, the settled snapshot.
-        func churn(_ what: String, _ cycle: () async throws -> Void) async throws {
-            try await cycle()
-            try await Task.sleep(for: .milliseconds(100))
+            let window = durations.sorted()[2]
+            try await Task.sleep(for: .milliseconds(200))
             let before = Snapshot()
-            let started = ContinuousClock.now
-            for _ in 0..<n { try await cycle() }
-            let seconds = Reliability.ms(ContinuousClock.now - started) / 1000
-            let after = await Self.settled(before)
-            Self.expectNoLeak(what, before, after)
-            Self.record(what, cycles: n, before, after)
-            Reliability.record(Self.part, "\(what): cycles", "\(n) in \(String(format: "%.1f", seconds)) s", goal: "≥ 1,000")
+            var rng = Reliability.generator("churn-connect")
+            var outcomes: [String: Int] = [:]
+            var untyped = 0
+            for _ in 0..<ChurnTests.connectCycles {
+                let t = Task { try await SSHClient.connect(config) }
+                try await Task.sleep(for: .microseconds(Int64(Double.random(in: 0...window, using: &rng) * 1e6)))
+                t.cancel()
+                do {
+                    let conn = try await t.value
+                    outcomes["connected", default: 0] += 1
+                    await conn.close()
+                } catch let e as SSHError {
+                    outcomes[e.code.description, default: 0] += 1
+                } catch {
+                    untyped += 1
+                }
+            }
+            let after = await ChurnTests.settled(before)
+            #expect(untyped == 0)
+            ChurnTests.expectNoLeak("connect/cancel", before, after)
+            // no session left behind on the server either
+            let leftover = await eventually(timeout: .seconds(10)) { server.sessionProcesses().isEmpty }
+            #expect(leftover, "sshd still has \(server.sessionProcesses().count) sessions")
+            Reliability.record(ChurnTests.part, "connect/cancel cycles (cancel uniform over \(Int(window * 1000)) ms)",
+                               "\(ChurnTests.connectCycles): " + outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "),
+                               goal: "≥ 10,000")
+            ChurnTests.record("connect/cancel", cycles: ChurnTests.connectCycles, before, after)
         }
 
-        try await churn("connect and close") {
+        @Test(.timeLimit(.minutes(60)))
+        func aThousandCyclesOfEachFeatureLeaveNothing() async throws {
+            let server = try TestServer.start(name: "churn-features")
+            defer { server.stop() }
+            let echo = try EchoServer()
+            defer { echo.stop() }
+            let config = ChurnTests.configuration(server)
+            let n = ChurnTests.featureCycles
+            let payload = randomBytes(4096)
+
+            /// One feature: a warm-up cycle, the snapshot, `n` cycles, the settled snapshot.
+            func churn(_ what: String, _ cycle: () async throws -> Void) async throws {
+                try await cycle()
+                try await Task.sleep(for: .milliseconds(100))
+                let before = Snapshot()
+                let started = ContinuousClock.now
+                for _ in 0..<n { try await cycle() }
+                let seconds = Reliability.ms(ContinuousClock.now - started) / 1000
+                let after = await ChurnTests.settled(before)
+                ChurnTests.expectNoLeak(what, before, after)
+                ChurnTests.record(what, cycles: n, before, after)
+                Reliability.record(ChurnTests.part, "\(what): cycles", "\(n) in \(String(format: "%.1f", seconds)) s", goal: "≥ 1,000")
+            }
+
+            try await churn("connect and close") {
+                let conn = try await SSHClient.connect(config)
+                await conn.close()
+            }
             let conn = try await SSHClient.connect(config)
+            try await churn("exec") {
+                let r = try await conn.execute("echo churn")
+                #expect(r.stdoutString == "churn\n")
+            }
+            try await churn("SFTP open, stat, read, close") {
+                let sftp = try await conn.openSFTP()
+                _ = try await sftp.attributes(at: SFTPPath("/etc/hostname"))
+                _ = try await sftp.contentsOfFile(SFTPPath("/etc/hostname"))
+                sftp.close()
+            }
+            try await churn("forward: start, round trip, stop") {
+                let forward = try conn.forwardLocalPort(to: .tcp(host: "127.0.0.1", port: echo.port))
+                guard let port = forward.port else { throw FixtureError("no port") }
+                let fd = SocketClient.connect(port: port)
+                let o = await SocketClient.exchange(fd, send: payload, timeout: .seconds(10))
+                close(fd)
+                #expect(o.received == payload)
+                await forward.close()
+            }
+            try await churn("shell: open, echo, close") {
+                let shell = try await conn.startShell()
+                try await shell.input.write("echo churn-$((6*7)); exit\n")
+                var seen: [UInt8] = []
+                for try await chunk in shell.output {
+                    seen += chunk
+                    if String(decoding: seen, as: UTF8.self).contains("churn-42") { break }
+                }
+                #expect(String(decoding: seen, as: UTF8.self).contains("churn-42"))
+                _ = try await shell.exitStatus()
+                shell.cancel()
+            }
             await conn.close()
         }
-        let conn = try await SSHClient.connect(config)
-        try await churn("exec") {
-            let r = try await conn.execute("echo churn")
-            #expect(r.stdoutString == "churn\n")
-        }
-        try await churn("SFTP open, stat, read, close") {
-            let sftp = try await conn.openSFTP()
-            _ = try await sftp.attributes(at: SFTPPath("/etc/hostname"))
-            _ = try await sftp.contentsOfFile(SFTPPath("/etc/hostname"))
-            sftp.close()
-        }
-        try await churn("forward: start, round trip, stop") {
-            let forward = try conn.forwardLocalPort(to: .tcp(host: "127.0.0.1", port: echo.port))
-            guard let port = forward.port else { throw FixtureError("no port") }
-            let fd = SocketClient.connect(port: port)
-            let o = await SocketClient.exchange(fd, send: payload, timeout: .seconds(10))
-            close(fd)
-            #expect(o.received == payload)
-            await forward.close()
-        }
-        try await churn("shell: open, echo, close") {
-            let shell = try await conn.startShell()
-            try await shell.input.write("echo churn-$((6*7)); exit\n")
-            var seen: [UInt8] = []
-            for try await chunk in shell.output {
-                seen += chunk
-                if String(decoding: seen, as: UTF8.self).contains("churn-42") { break }
-            }
-            #expect(String(decoding: seen, as: UTF8.self).contains("churn-42"))
-            _ = try await shell.exitStatus()
-            shell.cancel()
-        }
-        await conn.close()
     }
 }

@@ -10,7 +10,7 @@ import Testing
 /// SSHCORE_E_INVALID_ARGUMENT (issue 17, part 3). The callbacks answer on the worker thread itself, the
 /// tightest timing there is. Under AddressSanitizer (scripts/sanitizers.sh) a
 /// use-after-free here would be a report.
-@Suite("Reliability: C API misuse", .serialized)
+@Suite("Reliability: C API misuse", .tags(.worker), .serialized)
 struct CoreMisuseTests {
     /// What the callbacks saw, shared with the test through the callbacks' ctx.
     final class Probe: @unchecked Sendable {

@@ -12,7 +12,7 @@ import Testing
 /// Full run (`SSHKIT_RELIABILITY=full`): every fault × direction × 10 offsets × 5
 /// workloads (600 runs). Reduced run: each fault × direction × workload at one offset
 /// picked from the seed (60 runs), so successive CI runs cover all of them.
-@Suite("Reliability: fault matrix", .serialized)
+@Suite("Reliability: fault matrix", .tags(.integration), .serialized)
 struct FaultMatrixTests {
     enum Workload: String, CaseIterable {
         case exec, stream, download, upload, forward
@@ -230,73 +230,81 @@ struct FaultMatrixTests {
 
     // MARK: the matrix
 
-    @Test func everyFaultAtEveryOffsetEndsCorrectOrWithATypedError() async throws {
-        let server = try TestServer.start(name: "matrix")
-        defer { server.stop() }
-        let setup = try await SSHClient.connect(server.configuration())
-        let uploadDir = try await setup.makeRemoteTemporaryDirectory("matrix-up")
-        await setup.close()
-        let fixture = try Fixture(server: server, uploadDir: uploadDir)
-        defer { fixture.remove() }
-        var g = Reliability.generator("matrix")
-        let socketsBefore = countSockets()
+}
 
-        var runs = 0, correct = 0, typed = 0, hangs = 0, partial = 0, remoteTemp = 0, notFired = 0
-        var falseSuccesses: [String] = [], untyped: [String] = []
-        var codes: [String: Int] = [:]
-        let started = ContinuousClock.now
-        for (w, workload) in Workload.allCases.enumerated() {
-            let cal = try await Self.calibrate(workload, fixture)
-            for (k, kind) in Self.kinds.enumerated() {
-                for (d, direction) in FaultProxy.Direction.allCases.enumerated() {
-                    let all = cal.offsets(direction)
-                    let picked = Reliability.full ? all : [all[(Int(g.next() % 10) + w + k + d) % all.count]]
-                    for offset in picked {
-                        let fault = FaultProxy.InjectedFault(kind: kind, direction: direction, offset: offset)
-                        let proxy = try FaultProxy(target: server.port, injecting: fault)
-                        let (outcome, left) = await Self.run(workload, fixture, through: proxy, tag: "\(runs)")
-                        if proxy.fired.load(ordering: .relaxed) == 0 { notFired += 1 }
-                        proxy.stop()
-                        runs += 1
-                        partial += left.partialDestination
-                        remoteTemp += left.remoteTemporaryFiles
-                        let label = "\(workload) \(fault)"
-                        if left.partialDestination > 0 { Issue.record("partial destination: \(label)") }
-                        switch outcome {
-                        case .correct: correct += 1
-                        case .typedError(let code):
-                            typed += 1
-                            codes["\(code)", default: 0] += 1
-                        case .falseSuccess(let why):
-                            falseSuccesses.append("\(label): \(why)")
-                            Issue.record("false success: \(label): \(why)")
-                        case .untypedError(let why):
-                            untyped.append("\(label): \(why)")
-                            Issue.record("untyped error: \(label): \(why)")
-                        case .hang:
-                            hangs += 1
-                            Issue.record("hang: \(label)")
+extension FaultMatrixTests {
+    /// Tests that count this process's fds, threads, sockets or memory: they run alone,
+    /// before the other tests run in parallel (Support/Tiers.swift, scripts/test.sh).
+    @Suite("Reliability: fault matrix (alone)", .tags(.exclusive), .serialized)
+    struct Exclusive {
+        @Test func everyFaultAtEveryOffsetEndsCorrectOrWithATypedError() async throws {
+            let server = try TestServer.start(name: "matrix")
+            defer { server.stop() }
+            let setup = try await SSHClient.connect(server.configuration())
+            let uploadDir = try await setup.makeRemoteTemporaryDirectory("matrix-up")
+            await setup.close()
+            let fixture = try Fixture(server: server, uploadDir: uploadDir)
+            defer { fixture.remove() }
+            var g = Reliability.generator("matrix")
+            let socketsBefore = countSockets()
+
+            var runs = 0, correct = 0, typed = 0, hangs = 0, partial = 0, remoteTemp = 0, notFired = 0
+            var falseSuccesses: [String] = [], untyped: [String] = []
+            var codes: [String: Int] = [:]
+            let started = ContinuousClock.now
+            for (w, workload) in Workload.allCases.enumerated() {
+                let cal = try await FaultMatrixTests.calibrate(workload, fixture)
+                for (k, kind) in FaultMatrixTests.kinds.enumerated() {
+                    for (d, direction) in FaultProxy.Direction.allCases.enumerated() {
+                        let all = cal.offsets(direction)
+                        let picked = Reliability.full ? all : [all[(Int(g.next() % 10) + w + k + d) % all.count]]
+                        for offset in picked {
+                            let fault = FaultProxy.InjectedFault(kind: kind, direction: direction, offset: offset)
+                            let proxy = try FaultProxy(target: server.port, injecting: fault)
+                            let (outcome, left) = await FaultMatrixTests.run(workload, fixture, through: proxy, tag: "\(runs)")
+                            if proxy.fired.load(ordering: .relaxed) == 0 { notFired += 1 }
+                            proxy.stop()
+                            runs += 1
+                            partial += left.partialDestination
+                            remoteTemp += left.remoteTemporaryFiles
+                            let label = "\(workload) \(fault)"
+                            if left.partialDestination > 0 { Issue.record("partial destination: \(label)") }
+                            switch outcome {
+                            case .correct: correct += 1
+                            case .typedError(let code):
+                                typed += 1
+                                codes["\(code)", default: 0] += 1
+                            case .falseSuccess(let why):
+                                falseSuccesses.append("\(label): \(why)")
+                                Issue.record("false success: \(label): \(why)")
+                            case .untypedError(let why):
+                                untyped.append("\(label): \(why)")
+                                Issue.record("untyped error: \(label): \(why)")
+                            case .hang:
+                                hangs += 1
+                                Issue.record("hang: \(label)")
+                            }
                         }
                     }
                 }
             }
+            let elapsed = Reliability.ms(ContinuousClock.now - started) / 1000
+            let part = "fault matrix"
+            Reliability.record(part, "runs (faults x directions x offsets x workloads)", runs)
+            Reliability.record(part, "correct results", correct)
+            Reliability.record(part, "typed errors", typed)
+            Reliability.record(part, "typed errors by code", codes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+            Reliability.record(part, "false successes", falseSuccesses.count, goal: "0")
+            Reliability.record(part, "untyped errors", untyped.count, goal: "0")
+            Reliability.record(part, "hangs (nothing after 20 s)", hangs, goal: "0")
+            Reliability.record(part, "partial destination files", partial, goal: "0")
+            Reliability.record(part, "server temp files after failed uploads", remoteTemp)
+            Reliability.record(part, "faults past the end of the session (not fired)", notFired)
+            Reliability.record(part, "wall time (s)", String(format: "%.1f", elapsed))
+            Reliability.record(part, "seed", Reliability.seed)
+            for f in falseSuccesses + untyped { print("  \(f)") }
+            #expect(falseSuccesses.isEmpty && untyped.isEmpty && hangs == 0 && partial == 0)
+            #expect(await socketsSettle(atMost: socketsBefore), "sockets left open by the matrix")
         }
-        let elapsed = Reliability.ms(ContinuousClock.now - started) / 1000
-        let part = "fault matrix"
-        Reliability.record(part, "runs (faults x directions x offsets x workloads)", runs)
-        Reliability.record(part, "correct results", correct)
-        Reliability.record(part, "typed errors", typed)
-        Reliability.record(part, "typed errors by code", codes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
-        Reliability.record(part, "false successes", falseSuccesses.count, goal: "0")
-        Reliability.record(part, "untyped errors", untyped.count, goal: "0")
-        Reliability.record(part, "hangs (nothing after 20 s)", hangs, goal: "0")
-        Reliability.record(part, "partial destination files", partial, goal: "0")
-        Reliability.record(part, "server temp files after failed uploads", remoteTemp)
-        Reliability.record(part, "faults past the end of the session (not fired)", notFired)
-        Reliability.record(part, "wall time (s)", String(format: "%.1f", elapsed))
-        Reliability.record(part, "seed", Reliability.seed)
-        for f in falseSuccesses + untyped { print("  \(f)") }
-        #expect(falseSuccesses.isEmpty && untyped.isEmpty && hangs == 0 && partial == 0)
-        #expect(await socketsSettle(atMost: socketsBefore), "sockets left open by the matrix")
     }
 }

@@ -4,7 +4,7 @@ import Testing
 /// Part 6 of the reliability suite in CI: every seed input of every fuzz target
 /// (Fuzz/Corpus, and the inputs fuzzing once crashed on, kept there as regressions) runs
 /// through the target's invariants, without libFuzzer. `scripts/fuzz.sh` does the fuzzing.
-@Suite("Reliability: fuzz corpora")
+@Suite("Reliability: fuzz corpora", .tags(.process))
 struct FuzzCorpusTests {
     static let targets = ["known-hosts", "socks", "sftp-reply", "terminal-modes", "environment", "quoting", "ssh-config"]
 

@@ -9,7 +9,7 @@ import Testing
 /// each phase (key exchange, authentication, and with a channel, an SFTP read and a forward
 /// all running), and a partition. Each ends in the right result or a typed error in time,
 /// and what the connection's other channels delivered until the end is correct.
-@Suite("Reliability: misbehaving servers", .serialized)
+@Suite("Reliability: misbehaving servers", .tags(.integration), .serialized)
 struct MisbehavingServerTests {
     static let part = "2 servers"
     static let keepalive = SSHKeepalive(interval: .seconds(1), maxMissed: 2)
@@ -63,27 +63,6 @@ struct MisbehavingServerTests {
         #expect(seconds >= 1.5 && seconds < 4, "\(seconds) s")
         Reliability.record(Self.part, "banner trickled forever (connect timeout 2 s)",
                            "\(e?.code.description ?? "none") after \(String(format: "%.2f", seconds)) s", goal: "connectTimeout")
-    }
-
-    @Test func endlessLinesBeforeTheBannerEndAtTheConnectTimeoutInBoundedMemory() async throws {
-        // RFC 4253 lets a server send other lines before its version; this one never stops
-        let line = Array((String(repeating: "x", count: 200) + "\r\n").utf8)
-        let chunk = Array((0..<64).map { _ in line }.joined())
-        let sent = Atomic<Int>(0)
-        let server = try ScriptedServer { fd, stopped in
-            while ScriptedServer.send(fd, chunk, stopped) { sent.add(chunk.count, ordering: .relaxed) }
-        }
-        defer { server.stop() }
-        let before = residentKiB()
-        let (e, seconds) = await Self.connectFailure(port: server.port, connectTimeout: .seconds(3))
-        let growth = residentKiB() - before
-        #expect(e?.code == .connectTimeout, "\(String(describing: e))")
-        #expect(seconds < 5, "\(seconds) s")
-        #expect(sent.load(ordering: .relaxed) > 1 << 20, "the server only sent \(sent.load(ordering: .relaxed)) bytes")
-        #expect(growth < 32 << 10 || Reliability.underSanitizer, "resident memory grew \(growth) KiB")
-        Reliability.record(Self.part, "endless lines before the banner",
-                           "\(e?.code.description ?? "none") after \(String(format: "%.2f", seconds)) s, "
-                           + "\(sent.load(ordering: .relaxed) >> 20) MiB read, RSS +\(max(0, growth) >> 10) MiB", goal: "typed error, bounded memory")
     }
 
     @Test func aHugeBannerInFrontOfARealServerIsAccepted() async throws {
@@ -471,5 +450,33 @@ struct MisbehavingServerTests {
         }
         a.end = "no end after 30 s"
         return a
+    }
+}
+
+extension MisbehavingServerTests {
+    /// Tests that count this process's fds, threads, sockets or memory: they run alone,
+    /// before the other tests run in parallel (Support/Tiers.swift, scripts/test.sh).
+    @Suite("Reliability: misbehaving servers (alone)", .tags(.exclusive), .serialized)
+    struct Exclusive {
+        @Test func endlessLinesBeforeTheBannerEndAtTheConnectTimeoutInBoundedMemory() async throws {
+            // RFC 4253 lets a server send other lines before its version; this one never stops
+            let line = Array((String(repeating: "x", count: 200) + "\r\n").utf8)
+            let chunk = Array((0..<64).map { _ in line }.joined())
+            let sent = Atomic<Int>(0)
+            let server = try ScriptedServer { fd, stopped in
+                while ScriptedServer.send(fd, chunk, stopped) { sent.add(chunk.count, ordering: .relaxed) }
+            }
+            defer { server.stop() }
+            let before = residentKiB()
+            let (e, seconds) = await MisbehavingServerTests.connectFailure(port: server.port, connectTimeout: .seconds(3))
+            let growth = residentKiB() - before
+            #expect(e?.code == .connectTimeout, "\(String(describing: e))")
+            #expect(seconds < 5, "\(seconds) s")
+            #expect(sent.load(ordering: .relaxed) > 1 << 20, "the server only sent \(sent.load(ordering: .relaxed)) bytes")
+            #expect(growth < 32 << 10 || Reliability.underSanitizer, "resident memory grew \(growth) KiB")
+            Reliability.record(MisbehavingServerTests.part, "endless lines before the banner",
+                               "\(e?.code.description ?? "none") after \(String(format: "%.2f", seconds)) s, "
+                               + "\(sent.load(ordering: .relaxed) >> 20) MiB read, RSS +\(max(0, growth) >> 10) MiB", goal: "typed error, bounded memory")
+        }
     }
 }

@@ -16,7 +16,7 @@ import Testing
 ///
 /// Arguments are Swift Strings, so "any bytes but NUL" means any Unicode scalar but
 /// U+0000: bytes that are not UTF-8 cannot be passed to these calls at all.
-@Suite("Reliability: quoting proof", .serialized)
+@Suite("Reliability: quoting proof", .tags(.integration), .serialized)
 struct QuotingProofTests {
     struct Shell: Sendable {
         let name: String

@@ -4,7 +4,7 @@ import Testing
 
 /// Security checks (issue 15, part 8): strict key exchange with OpenSSH, a man in the
 /// middle under every host key policy, planted symlinks and loose permissions.
-@Suite("Reliability: security checks", .serialized)
+@Suite("Reliability: security checks", .tags(.integration), .serialized)
 struct SecurityTests {
     /// Strict key exchange (the Terrapin countermeasure) is in force when both sides
     /// name its pseudo-algorithm in their first KEXINIT, which travels in the clear:

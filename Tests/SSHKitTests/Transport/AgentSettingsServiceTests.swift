@@ -5,7 +5,7 @@ import Testing
 
 /// The example service, tested the way services are meant to be: on `MockTransport`,
 /// with scripted processes and simulated failures, no server needed.
-@Suite("Example service on the mock transport")
+@Suite("Example service on the mock transport", .tags(.pure))
 struct AgentSettingsServiceTests {
     static let paths = ProgramPaths(root: "~/.agent", executable: "agent")
 

@@ -5,7 +5,7 @@ import Testing
 
 /// What only the OpenSSH transport promises: its control directory, multiplexing over
 /// one master, and failures read from `ssh`'s stderr.
-@Suite("OpenSSH transport", .serialized)
+@Suite("OpenSSH transport", .tags(.integration), .serialized)
 struct OpenSSHTransportTests {
     @Test func theControlDirectoryMustBePrivateAndStaleSocketsAreSwept() throws {
         let base = try TestPaths.makeTemporaryDirectory("cmdir")

@@ -6,7 +6,7 @@ import Testing
 
 /// What only the SSHKit transport promises: one shared connection, reconnecting, the
 /// remote home, quoting and the classification of SSH failures.
-@Suite("SSHKit transport", .serialized)
+@Suite("SSHKit transport", .tags(.integration), .serialized)
 struct SSHTransportTests {
     let server = TestServer.shared
 

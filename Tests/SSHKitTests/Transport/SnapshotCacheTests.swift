@@ -3,7 +3,7 @@ import ServerTransport
 import Testing
 
 /// Where snapshots are cached, and what a local snapshot accepts.
-@Suite("Snapshot cache")
+@Suite("Snapshot cache", .tags(.pure))
 struct SnapshotCacheTests {
     @Test func everyServerGetsADirectoryOfItsOwnInsideTheCache() {
         let cache = SnapshotCache(directory: "/cache")

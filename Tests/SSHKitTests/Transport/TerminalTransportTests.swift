@@ -6,7 +6,7 @@ import Testing
 /// The terminal contract, on the SSH transport (a PTY channel) and the local one (a
 /// pseudo-terminal of this machine): a real controlling terminal of the given size and
 /// TERM, keystrokes in, the screen out, resizes, Ctrl-C as a signal, hang-up.
-@Suite("Terminal transports", .serialized)
+@Suite("Terminal transports", .tags(.integration), .serialized)
 struct TerminalTransportTests {
     enum Kind: String, CaseIterable, Sendable { case ssh, local }
 

@@ -7,7 +7,7 @@ import Testing
 /// One contract, every transport: the same assertions against `LocalTransport` (in a
 /// temporary directory), `SSHTransport` and `OpenSSHTransport` (under the test user's
 /// home on the fixture sshd) and `MockTransport`.
-@Suite("Transport contract")
+@Suite("Transport contract", .tags(.integration))
 struct TransportContractTests {
     /// A transport and a fresh directory to work in; `cleanup` removes it.
     struct Subject: Sendable, CustomTestStringConvertible {
@@ -400,7 +400,9 @@ struct TransportContractTests {
             writer.input.finish()
             #expect(try await writer.exitStatus() == .exited(0))
             // no temporary copy is left, on the server or beside the database
-            #expect(copiesInTmp() == copiesBefore, "\(copiesInTmp().subtracting(copiesBefore))")
+            // (other tests' snapshots come and go in the same /tmp when tests run in parallel)
+            let settled = await eventually(timeout: .seconds(10)) { copiesInTmp().isSubset(of: copiesBefore) }
+            #expect(settled, "\(copiesInTmp().subtracting(copiesBefore))")
             let names = try await t.listDirectory(s.root).map(\.name)
             #expect(!names.contains { $0.contains("sshkit-snapshot") }, "\(names)")
         }
@@ -568,7 +570,7 @@ actor ChangeLog {
 
 /// What only the local transport can show: atomicity seen by a concurrent reader, and a
 /// failed write leaving the old file and no temporary file.
-@Suite("Local transport", .serialized)
+@Suite("Local transport", .tags(.integration), .serialized)
 struct LocalTransportTests {
     @Test func aConcurrentReaderSeesTheOldOrTheNewFileNeverAMix() async throws {
         let root = try TestPaths.makeTemporaryDirectory("atomic")
@@ -674,56 +676,63 @@ struct LocalTransportTests {
         #expect(try await p.exitStatus() == .signaled("TERM", coreDumped: false))
     }
 
-    @Test func aStreamedFloodIsBoundedAndStoppingItLeaksNothing() async throws {
-        let t = LocalTransport()
-        let fds = countFDs()
-        // `yes` writes forever; nobody reads for a while: the queue stays bounded and
-        // the process blocks on its pipe
-        let n = try await t.withProcess("/usr/bin/yes", arguments: ["flood"]) { p -> Int in
-            try await Task.sleep(for: .milliseconds(300))
-            var seen = 0
-            for await chunk in p.stdout {
-                seen += chunk.count
-                if seen > 4 << 20 { break }
-            }
-            return seen
-        }
-        #expect(n > 4 << 20)
-        // withProcess terminated it; its thread closes every pipe
-        var settled = false
-        for _ in 0..<50 where !settled {
-            settled = countFDs() <= fds
-            if !settled { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        #expect(settled, "fds before \(fds), after \(countFDs())")
-    }
-
-    @Test func aWatchStopsItsThreadWhenIterationEnds() async throws {
-        let root = try TestPaths.makeTemporaryDirectory("watch")
-        defer { try? FileManager.default.removeItem(atPath: root) }
-        let t = LocalTransport()
-        try await t.writeTextFile(root + "/warm-up", "") // the runtime's own lazily made fds first
-        try await Task.sleep(for: .milliseconds(100))
-        let (threads, fds) = (countThreads(), countFDs())
-        for round in 0..<5 {
-            var it = t.watchPaths([root + "/f"]).makeAsyncIterator()
-            try await t.writeTextFile(root + "/f", "\(round)")
-            let change = await it.next()
-            #expect(change?.paths == [root + "/f"])
-        }
-        var settled = false
-        for _ in 0..<50 where !settled {
-            settled = countThreads() <= threads && countFDs() <= fds
-            if !settled { try await Task.sleep(for: .milliseconds(100)) }
-        }
-        #expect(settled, "threads \(threads) -> \(countThreads()), fds \(fds) -> \(countFDs())")
-    }
-
     @Test func homeRelativePathsAndAMissingExecutable() async throws {
         let t = LocalTransport()
         let home = ProcessInfo.processInfo.environment["HOME"] ?? "/root"
         #expect(try await t.fileExists("~/") == FileManager.default.fileExists(atPath: home))
         let r = try await t.runProcess("/no/such/program")
         #expect(r.exitStatus == .exited(127))
+    }
+}
+
+extension LocalTransportTests {
+    /// Tests that count this process's fds, threads, sockets or memory: they run alone,
+    /// before the other tests run in parallel (Support/Tiers.swift, scripts/test.sh).
+    @Suite("Local transport (alone)", .tags(.exclusive), .serialized)
+    struct Exclusive {
+        @Test func aStreamedFloodIsBoundedAndStoppingItLeaksNothing() async throws {
+            let t = LocalTransport()
+            let fds = countFDs()
+            // `yes` writes forever; nobody reads for a while: the queue stays bounded and
+            // the process blocks on its pipe
+            let n = try await t.withProcess("/usr/bin/yes", arguments: ["flood"]) { p -> Int in
+                try await Task.sleep(for: .milliseconds(300))
+                var seen = 0
+                for await chunk in p.stdout {
+                    seen += chunk.count
+                    if seen > 4 << 20 { break }
+                }
+                return seen
+            }
+            #expect(n > 4 << 20)
+            // withProcess terminated it; its thread closes every pipe
+            var settled = false
+            for _ in 0..<50 where !settled {
+                settled = countFDs() <= fds
+                if !settled { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(settled, "fds before \(fds), after \(countFDs())")
+        }
+
+        @Test func aWatchStopsItsThreadWhenIterationEnds() async throws {
+            let root = try TestPaths.makeTemporaryDirectory("watch")
+            defer { try? FileManager.default.removeItem(atPath: root) }
+            let t = LocalTransport()
+            try await t.writeTextFile(root + "/warm-up", "") // the runtime's own lazily made fds first
+            try await Task.sleep(for: .milliseconds(100))
+            let (threads, fds) = (countThreads(), countFDs())
+            for round in 0..<5 {
+                var it = t.watchPaths([root + "/f"]).makeAsyncIterator()
+                try await t.writeTextFile(root + "/f", "\(round)")
+                let change = await it.next()
+                #expect(change?.paths == [root + "/f"])
+            }
+            var settled = false
+            for _ in 0..<50 where !settled {
+                settled = countThreads() <= threads && countFDs() <= fds
+                if !settled { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(settled, "threads \(threads) -> \(countThreads()), fds \(fds) -> \(countFDs())")
+        }
     }
 }
