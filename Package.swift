@@ -20,6 +20,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // `swift package generate-documentation`: the DocC catalogues of SSHKit and
+        // ServerTransport (a command plugin; nothing links it).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // libssh as the system provides it (Debian: libssh-dev). Only SSHCore depends on it.

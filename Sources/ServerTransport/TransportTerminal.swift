@@ -2,7 +2,8 @@ import SSHKit
 
 /// A transport that can run a program on a pseudo-terminal (`ssh -t`): what an
 /// interactive program (an editor, `tmux attach`, a coding agent's TUI) needs.
-/// `SSHTransport` is one; the others run processes on pipes only.
+/// `SSHTransport` and `LocalTransport` are; `OpenSSHTransport` and `MockTransport` run
+/// processes on pipes only.
 public protocol TerminalTransport: ServerTransport {
     /// Starts `executable` with `arguments` on a terminal of `terminal.size`; returns
     /// once it started. Its output (stdout and stderr merged, as on a terminal) streams

@@ -36,8 +36,11 @@ extension SSHConnection {
     /// Starts `command` with its output streamed; returns once the server accepted it.
     /// Prefer `withCommand`, which cannot leave a command running by accident.
     ///
-    /// - Parameter terminal: request a PTY first (`ssh -t`): stdout and stderr then
-    ///   arrive merged on `stdout`, and closing hangs the terminal up.
+    /// - Parameters:
+    ///   - command: the command line, run by the user's login shell on the server.
+    ///   - options: buffering, timeout and environment of the channel.
+    ///   - terminal: request a PTY first (`ssh -t`): stdout and stderr then arrive
+    ///     merged on `stdout`, and cancelling hangs the terminal up.
     /// - Throws: `channelOpenFailed` (e.g. the server's MaxSessions), `channelRequestFailed`,
     ///   `cancelled`, `connectionLost`/`disconnected`, `invalidArgument`,
     ///   `invalidState` (after `close()`).

@@ -13,8 +13,11 @@ extension SSHConfigForward {
     /// An `-L`, `-R` or `-D` argument as `ssh` reads it (`[bind:]port:host:hostport`,
     /// `[bind:]port:/socket`, `/socket:host:hostport`, `[bind:]port`; IPv6 in
     /// `[…]`); nil where ssh says "Bad forwarding specification".
-    /// - Parameter allowsPortZero: a local listening port of 0 (the system picks a
-    ///   free one), which ssh refuses for `-L` and `-D`.
+    /// - Parameters:
+    ///   - spec: the argument after `-L`, `-R` or `-D`.
+    ///   - kind: which of the three it came with.
+    ///   - allowsPortZero: a local listening port of 0 (the system picks a free one),
+    ///     which ssh refuses for `-L` and `-D`.
     public init?(commandLine spec: String, kind: Kind, allowsPortZero: Bool = false) {
         // as ssh: -R is a forward, else (one field) a remote SOCKS proxy
         func parse(dynamic: Bool) -> SSHConfigForward? {

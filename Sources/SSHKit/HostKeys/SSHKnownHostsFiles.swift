@@ -24,6 +24,7 @@ public struct SSHKnownHostsFiles: SSHHostKeyStore {
     ///   - userFiles: paths read and, the first, written (`~/.ssh/known_hosts`).
     ///   - globalFiles: paths only read.
     ///   - hostFormat: how new entries are written (`HashKnownHosts`).
+    ///   - hostKeyAlias: ssh's `HostKeyAlias`: the name every lookup and record uses.
     public init(userFiles: [String], globalFiles: [String] = [], hostFormat: SSHKnownHostsStore.HostFormat = .hashed,
                 hostKeyAlias: String? = nil)
     {
