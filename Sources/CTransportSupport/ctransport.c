@@ -10,30 +10,44 @@
 
 #include "ctransport.h"
 
-int ctransport_pipe2(int fds[2], int flags)
+int
+ctransport_pipe2(int fds[2], int flags)
 {
     return pipe2(fds, flags);
 }
 
-int ctransport_mkostemp(char *pattern, int flags)
+int
+ctransport_mkostemp(char *pattern, int flags)
 {
     return mkostemp(pattern, flags);
 }
 
-int ctransport_set_window_size(int master, unsigned short rows, unsigned short columns)
+int
+ctransport_set_window_size(int master,
+                           unsigned short rows,
+                           unsigned short columns)
 {
-    struct winsize ws = { .ws_row = rows, .ws_col = columns };
+    struct winsize ws = {.ws_row = rows, .ws_col = columns};
     return ioctl(master, TIOCSWINSZ, &ws);
 }
 
-int ctransport_spawn_pty(const char *path, char *const argv[], char *const envp[], unsigned short rows,
-                         unsigned short columns, pid_t *pid, int *master)
+int
+ctransport_spawn_pty(const char *path,
+                     char *const argv[],
+                     char *const envp[],
+                     unsigned short rows,
+                     unsigned short columns,
+                     pid_t *pid,
+                     int *master)
 {
     int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (m < 0) return errno;
+    if (m < 0) {
+        return errno;
+    }
     char slave[128];
-    if (grantpt(m) != 0 || unlockpt(m) != 0 || ptsname_r(m, slave, sizeof slave) != 0
-        || ctransport_set_window_size(m, rows, columns) != 0) {
+    if (grantpt(m) != 0 || unlockpt(m) != 0 ||
+        ptsname_r(m, slave, sizeof slave) != 0 ||
+        ctransport_set_window_size(m, rows, columns) != 0) {
         int e = errno;
         close(m);
         return e;
@@ -50,7 +64,9 @@ int ctransport_spawn_pty(const char *path, char *const argv[], char *const envp[
     posix_spawnattr_setsigdefault(&attr, &defaults);
     /* glibc applies setsid before the file actions: opening the slave (without
        O_NOCTTY) then makes it the new session's controlling terminal */
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setflags(&attr,
+                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
+                                 POSIX_SPAWN_SETSIGDEF);
     posix_spawn_file_actions_addopen(&actions, 0, slave, O_RDWR, 0);
     posix_spawn_file_actions_adddup2(&actions, 0, 1);
     posix_spawn_file_actions_adddup2(&actions, 0, 2);

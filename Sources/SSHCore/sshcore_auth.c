@@ -15,29 +15,49 @@
 
 #include "sshcore_internal.h"
 
-static unsigned methods_from_libssh(int m)
+static unsigned
+methods_from_libssh(int m)
 {
     unsigned r = 0;
-    if (m & SSH_AUTH_METHOD_NONE) r |= SSHCORE_METHOD_NONE;
-    if (m & SSH_AUTH_METHOD_PASSWORD) r |= SSHCORE_METHOD_PASSWORD;
-    if (m & SSH_AUTH_METHOD_PUBLICKEY) r |= SSHCORE_METHOD_PUBLICKEY;
-    if (m & SSH_AUTH_METHOD_HOSTBASED) r |= SSHCORE_METHOD_HOSTBASED;
-    if (m & SSH_AUTH_METHOD_INTERACTIVE) r |= SSHCORE_METHOD_KBDINT;
-    if (m & SSH_AUTH_METHOD_GSSAPI_MIC) r |= SSHCORE_METHOD_GSSAPI;
+    if (m & SSH_AUTH_METHOD_NONE) {
+        r |= SSHCORE_METHOD_NONE;
+    }
+    if (m & SSH_AUTH_METHOD_PASSWORD) {
+        r |= SSHCORE_METHOD_PASSWORD;
+    }
+    if (m & SSH_AUTH_METHOD_PUBLICKEY) {
+        r |= SSHCORE_METHOD_PUBLICKEY;
+    }
+    if (m & SSH_AUTH_METHOD_HOSTBASED) {
+        r |= SSHCORE_METHOD_HOSTBASED;
+    }
+    if (m & SSH_AUTH_METHOD_INTERACTIVE) {
+        r |= SSHCORE_METHOD_KBDINT;
+    }
+    if (m & SSH_AUTH_METHOD_GSSAPI_MIC) {
+        r |= SSHCORE_METHOD_GSSAPI;
+    }
     return r;
 }
 
-static void auth_succeeded(sshcore_conn *conn)
+static void
+auth_succeeded(sshcore_conn *conn)
 {
     sshcore_error ok;
 
-    if (sshcore_conn_apply(conn, SSHCORE_CONN_EV_AUTH_OK) != SSHCORE_CONN_ACT_REPORT_READY) {
-        sshcore_conn_fail(conn, SSHCORE_E_INVALID_STATE, "authentication finished in a wrong state");
+    if (sshcore_conn_apply(conn, SSHCORE_CONN_EV_AUTH_OK) !=
+        SSHCORE_CONN_ACT_REPORT_READY) {
+        sshcore_conn_fail(conn,
+                          SSHCORE_E_INVALID_STATE,
+                          "authentication finished in a wrong state");
         return;
     }
     conn->event = ssh_event_new();
-    if (conn->event == NULL || ssh_event_add_session(conn->event, conn->session) != SSH_OK) {
-        sshcore_conn_fail_lib(conn, SSHCORE_E_OUT_OF_MEMORY, "ssh_event_add_session");
+    if (conn->event == NULL ||
+        ssh_event_add_session(conn->event, conn->session) != SSH_OK) {
+        sshcore_conn_fail_lib(conn,
+                              SSHCORE_E_OUT_OF_MEMORY,
+                              "ssh_event_add_session");
         return;
     }
     conn->deadline_ms = 0;
@@ -51,45 +71,66 @@ static void auth_succeeded(sshcore_conn *conn)
     sshcore_conn_connect_complete(conn, &ok);
 }
 
-static const char *method_name(sshcore_auth_kind k)
+static const char *
+method_name(sshcore_auth_kind k)
 {
     switch (k) {
-    case SSHCORE_AUTH_PASSWORD: return "password";
-    case SSHCORE_AUTH_KEY_FILE: return "publickey(file)";
-    case SSHCORE_AUTH_KEY_MEMORY: return "publickey(memory)";
-    case SSHCORE_AUTH_AGENT: return "publickey(agent)";
-    case SSHCORE_AUTH_KBDINT: return "keyboard-interactive";
-    case SSHCORE_AUTH_PASSWORD_PROMPT: return "password";
+    case SSHCORE_AUTH_PASSWORD:
+        return "password";
+    case SSHCORE_AUTH_KEY_FILE:
+        return "publickey(file)";
+    case SSHCORE_AUTH_KEY_MEMORY:
+        return "publickey(memory)";
+    case SSHCORE_AUTH_AGENT:
+        return "publickey(agent)";
+    case SSHCORE_AUTH_KBDINT:
+        return "keyboard-interactive";
+    case SSHCORE_AUTH_PASSWORD_PROMPT:
+        return "password";
     }
     return "?";
 }
 
-static unsigned method_bit(sshcore_auth_kind k)
+static unsigned
+method_bit(sshcore_auth_kind k)
 {
     switch (k) {
-    case SSHCORE_AUTH_PASSWORD: return SSHCORE_METHOD_PASSWORD;
-    case SSHCORE_AUTH_KEY_FILE: return SSHCORE_METHOD_PUBLICKEY;
-    case SSHCORE_AUTH_KEY_MEMORY: return SSHCORE_METHOD_PUBLICKEY;
-    case SSHCORE_AUTH_AGENT: return SSHCORE_METHOD_PUBLICKEY;
-    case SSHCORE_AUTH_KBDINT: return SSHCORE_METHOD_KBDINT;
-    case SSHCORE_AUTH_PASSWORD_PROMPT: return SSHCORE_METHOD_PASSWORD;
+    case SSHCORE_AUTH_PASSWORD:
+        return SSHCORE_METHOD_PASSWORD;
+    case SSHCORE_AUTH_KEY_FILE:
+        return SSHCORE_METHOD_PUBLICKEY;
+    case SSHCORE_AUTH_KEY_MEMORY:
+        return SSHCORE_METHOD_PUBLICKEY;
+    case SSHCORE_AUTH_AGENT:
+        return SSHCORE_METHOD_PUBLICKEY;
+    case SSHCORE_AUTH_KBDINT:
+        return SSHCORE_METHOD_KBDINT;
+    case SSHCORE_AUTH_PASSWORD_PROMPT:
+        return SSHCORE_METHOD_PASSWORD;
     }
     return 0;
 }
 
-static void note_tried(sshcore_conn *conn, const char *what)
+static void
+note_tried(sshcore_conn *conn, const char *what)
 {
     size_t used = strlen(conn->methods_tried);
-    snprintf(conn->methods_tried + used, sizeof(conn->methods_tried) - used,
-             "%s%s", used > 0 ? "," : "", what);
+    snprintf(conn->methods_tried + used,
+             sizeof(conn->methods_tried) - used,
+             "%s%s",
+             used > 0 ? "," : "",
+             what);
 }
 
-static void auth_denied(sshcore_conn *conn)
+static void
+auth_denied(sshcore_conn *conn)
 {
     char detail[512];
     unsigned m = atomic_load(&conn->offered_methods);
 
-    snprintf(detail, sizeof(detail), "server offers:%s%s%s%s%s; tried: %s",
+    snprintf(detail,
+             sizeof(detail),
+             "server offers:%s%s%s%s%s; tried: %s",
              (m & SSHCORE_METHOD_PUBLICKEY) ? " publickey" : "",
              (m & SSHCORE_METHOD_PASSWORD) ? " password" : "",
              (m & SSHCORE_METHOD_KBDINT) ? " keyboard-interactive" : "",
@@ -99,7 +140,8 @@ static void auth_denied(sshcore_conn *conn)
     sshcore_conn_fail(conn, SSHCORE_E_AUTH_DENIED, detail);
 }
 
-void sshcore_auth_none(sshcore_conn *conn)
+void
+sshcore_auth_none(sshcore_conn *conn)
 {
     int rc = ssh_userauth_none(conn->session, NULL);
 
@@ -112,20 +154,24 @@ void sshcore_auth_none(sshcore_conn *conn)
         return;
     case SSH_AUTH_DENIED:
     case SSH_AUTH_PARTIAL:
-        atomic_store(&conn->offered_methods,
-                     methods_from_libssh(ssh_userauth_list(conn->session, NULL)));
+        atomic_store(
+            &conn->offered_methods,
+            methods_from_libssh(ssh_userauth_list(conn->session, NULL)));
         conn->method_idx = 0;
         conn->method_started = false;
         (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_METHODS_LISTED);
         return;
     default:
-        sshcore_conn_fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_userauth_none");
+        sshcore_conn_fail_lib(conn,
+                              sshcore_conn_failure_code(conn),
+                              "ssh_userauth_none");
         return;
     }
 }
 
 /** Returns an SSH_AUTH_* code, or SSH_AUTH_INFO when waiting for answers. */
-static int auth_kbdint_step(sshcore_conn *conn)
+static int
+auth_kbdint_step(sshcore_conn *conn)
 {
     int rc = ssh_userauth_kbdint(conn->session, NULL, NULL);
     int n;
@@ -151,7 +197,9 @@ static int auth_kbdint_step(sshcore_conn *conn)
             }
             memset(&ch, 0, sizeof(ch));
             for (i = 0; i < n; i++) {
-                prompts[i] = ssh_userauth_kbdint_getprompt(conn->session, (unsigned)i, &echo_c);
+                prompts[i] = ssh_userauth_kbdint_getprompt(conn->session,
+                                                           (unsigned)i,
+                                                           &echo_c);
                 echo[i] = echo_c != 0;
             }
             ch.name = ssh_userauth_kbdint_getname(conn->session);
@@ -164,7 +212,8 @@ static int auth_kbdint_step(sshcore_conn *conn)
                 free(echo);
                 return SSH_AUTH_INFO;
             }
-            sshcore_conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
+            sshcore_conn_retain(
+                conn); /* dropped by sshcore_conn_kbdint_reply */
             pthread_mutex_lock(&conn->mu);
             conn->kbd_awaited = true;
             pthread_mutex_unlock(&conn->mu);
@@ -182,8 +231,13 @@ static int auth_kbdint_step(sshcore_conn *conn)
  * ("publickey(file) skipped: why") and the next one tried, as ssh(1) skips an
  * identity it cannot load; otherwise the connection fails with `code`.
  */
-static void method_unusable(sshcore_conn *conn, const sshcore_auth_method *m, int code,
-                            const char *function, int lib_code, const char *why)
+static void
+method_unusable(sshcore_conn *conn,
+                const sshcore_auth_method *m,
+                int code,
+                const char *function,
+                int lib_code,
+                const char *why)
 {
     sshcore_error err;
     char note[200];
@@ -210,19 +264,24 @@ static void method_unusable(sshcore_conn *conn, const sshcore_auth_method *m, in
  * refused (OpenSSH's "UNPROTECTED PRIVATE KEY FILE"), before anything reads it.
  * libssh itself does not look. Returns false (the method is unusable) then.
  */
-static bool key_file_permissions_ok(sshcore_conn *conn, const sshcore_auth_method *m)
+static bool
+key_file_permissions_ok(sshcore_conn *conn, const sshcore_auth_method *m)
 {
     struct stat st;
     char detail[400];
     const char *path = m->secret;
 
-    if (path == NULL || stat(path, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 077) == 0) {
+    if (path == NULL || stat(path, &st) != 0 || st.st_uid != geteuid() ||
+        (st.st_mode & 077) == 0) {
         return true; /* a missing file fails in the import, with its own text */
     }
-    snprintf(detail, sizeof(detail),
-             "%s: permissions %04o are too open: a private key must not be accessible to others "
+    snprintf(detail,
+             sizeof(detail),
+             "%s: permissions %04o are too open: a private key must not be "
+             "accessible to others "
              "(chmod 600), as ssh requires",
-             path, (unsigned)(st.st_mode & 07777));
+             path,
+             (unsigned)(st.st_mode & 07777));
     method_unusable(conn, m, SSHCORE_E_PRIVATE_KEY, NULL, 0, detail);
     return false;
 }
@@ -231,11 +290,13 @@ static bool key_file_permissions_ok(sshcore_conn *conn, const sshcore_auth_metho
  * Loads the method's private key (and its certificate) into conn->key.
  * Returns false when the method is unusable (handled by method_unusable).
  */
-static bool load_method_key(sshcore_conn *conn, const sshcore_auth_method *m)
+static bool
+load_method_key(sshcore_conn *conn, const sshcore_auth_method *m)
 {
     char detail[400];
-    const char *where = m->kind == SSHCORE_AUTH_KEY_FILE ? (m->secret != NULL ? m->secret : "")
-                                                          : "key given in memory";
+    const char *where = m->kind == SSHCORE_AUTH_KEY_FILE
+                            ? (m->secret != NULL ? m->secret : "")
+                            : "key given in memory";
     ssh_key cert = NULL;
     int irc;
 
@@ -243,19 +304,32 @@ static bool load_method_key(sshcore_conn *conn, const sshcore_auth_method *m)
         return false;
     }
     if (m->kind == SSHCORE_AUTH_KEY_FILE) {
-        irc = ssh_pki_import_privkey_file(m->secret != NULL ? m->secret : "", m->passphrase, NULL, NULL,
+        irc = ssh_pki_import_privkey_file(m->secret != NULL ? m->secret : "",
+                                          m->passphrase,
+                                          NULL,
+                                          NULL,
                                           &conn->key);
     } else {
-        irc = ssh_pki_import_privkey_base64(m->secret != NULL ? m->secret : "", m->passphrase, NULL, NULL,
+        irc = ssh_pki_import_privkey_base64(m->secret != NULL ? m->secret : "",
+                                            m->passphrase,
+                                            NULL,
+                                            NULL,
                                             &conn->key);
     }
     if (irc != SSH_OK || conn->key == NULL) {
         /* the import functions do not set the session's error text */
-        snprintf(detail, sizeof(detail), "%s: unreadable, unsupported format, or wrong passphrase", where);
-        method_unusable(conn, m, SSHCORE_E_PRIVATE_KEY,
-                        m->kind == SSHCORE_AUTH_KEY_FILE ? "ssh_pki_import_privkey_file"
-                                                         : "ssh_pki_import_privkey_base64",
-                        irc, detail);
+        snprintf(detail,
+                 sizeof(detail),
+                 "%s: unreadable, unsupported format, or wrong passphrase",
+                 where);
+        method_unusable(conn,
+                        m,
+                        SSHCORE_E_PRIVATE_KEY,
+                        m->kind == SSHCORE_AUTH_KEY_FILE
+                            ? "ssh_pki_import_privkey_file"
+                            : "ssh_pki_import_privkey_base64",
+                        irc,
+                        detail);
         return false;
     }
     if (m->certificate == NULL) {
@@ -263,25 +337,45 @@ static bool load_method_key(sshcore_conn *conn, const sshcore_auth_method *m)
     }
     irc = ssh_pki_import_cert_file(m->certificate, &cert);
     if (irc != SSH_OK || cert == NULL) {
-        snprintf(detail, sizeof(detail), "%s: certificate unreadable or not an OpenSSH certificate",
+        snprintf(detail,
+                 sizeof(detail),
+                 "%s: certificate unreadable or not an OpenSSH certificate",
                  m->certificate);
-        method_unusable(conn, m, SSHCORE_E_PRIVATE_KEY, "ssh_pki_import_cert_file", irc, detail);
+        method_unusable(conn,
+                        m,
+                        SSHCORE_E_PRIVATE_KEY,
+                        "ssh_pki_import_cert_file",
+                        irc,
+                        detail);
         return false;
     }
-    irc = sshcore_cert_matches_key(cert, conn->key) ? ssh_pki_copy_cert_to_privkey(cert, conn->key) : SSH_ERROR;
+    irc = sshcore_cert_matches_key(cert, conn->key)
+              ? ssh_pki_copy_cert_to_privkey(cert, conn->key)
+              : SSH_ERROR;
     ssh_key_free(cert);
     if (irc != SSH_OK) {
-        snprintf(detail, sizeof(detail), "%s: certificate is not for the key %s", m->certificate, where);
-        method_unusable(conn, m, SSHCORE_E_PRIVATE_KEY, "ssh_pki_copy_cert_to_privkey", irc, detail);
+        snprintf(detail,
+                 sizeof(detail),
+                 "%s: certificate is not for the key %s",
+                 m->certificate,
+                 where);
+        method_unusable(conn,
+                        m,
+                        SSHCORE_E_PRIVATE_KEY,
+                        "ssh_pki_copy_cert_to_privkey",
+                        irc,
+                        detail);
         return false;
     }
     return true;
 }
 
-static void wipe_prompted_password(sshcore_conn *conn)
+static void
+wipe_prompted_password(sshcore_conn *conn)
 {
     if (conn->prompted_password != NULL) {
-        explicit_bzero(conn->prompted_password, strlen(conn->prompted_password));
+        explicit_bzero(conn->prompted_password,
+                       strlen(conn->prompted_password));
         free(conn->prompted_password);
         conn->prompted_password = NULL;
     }
@@ -289,17 +383,22 @@ static void wipe_prompted_password(sshcore_conn *conn)
 
 /**
  * PASSWORD_PROMPT: asks the caller for a password through the kbdint callback
- * (one prompt, `password` set) and waits in SSHCORE_PHASE_ANSWER_WAIT; the reply lands in
- * conn->prompted_password, or skips the method.
+ * (one prompt, `password` set) and waits in SSHCORE_PHASE_ANSWER_WAIT; the
+ * reply lands in conn->prompted_password, or skips the method.
  */
-static void ask_password(sshcore_conn *conn)
+static void
+ask_password(sshcore_conn *conn)
 {
     char prompt[300];
     const char *prompts[1];
     int echo = 0;
     sshcore_kbdint ch;
 
-    snprintf(prompt, sizeof(prompt), "%s@%s's password: ", conn->user, conn->host);
+    snprintf(prompt,
+             sizeof(prompt),
+             "%s@%s's password: ",
+             conn->user,
+             conn->host);
     prompts[0] = prompt;
     memset(&ch, 0, sizeof(ch));
     ch.name = "";
@@ -320,7 +419,8 @@ static void ask_password(sshcore_conn *conn)
 }
 
 /** The next method, after the current one was refused or skipped. */
-static void next_method(sshcore_conn *conn)
+static void
+next_method(sshcore_conn *conn)
 {
     ssh_key_free(conn->key);
     conn->key = NULL;
@@ -330,7 +430,8 @@ static void next_method(sshcore_conn *conn)
     conn->method_started = false;
 }
 
-void sshcore_auth_method_step(sshcore_conn *conn)
+void
+sshcore_auth_method_step(sshcore_conn *conn)
 {
     const sshcore_auth_method *m = NULL;
     unsigned offered = atomic_load(&conn->offered_methods);
@@ -354,7 +455,9 @@ void sshcore_auth_method_step(sshcore_conn *conn)
 
     switch (m->kind) {
     case SSHCORE_AUTH_PASSWORD:
-        rc = ssh_userauth_password(conn->session, NULL, m->secret != NULL ? m->secret : "");
+        rc = ssh_userauth_password(conn->session,
+                                   NULL,
+                                   m->secret != NULL ? m->secret : "");
         break;
     case SSHCORE_AUTH_KEY_FILE:
     case SSHCORE_AUTH_KEY_MEMORY:
@@ -365,16 +468,28 @@ void sshcore_auth_method_step(sshcore_conn *conn)
         break;
     case SSHCORE_AUTH_AGENT:
         if (m->secret == NULL && getenv("SSH_AUTH_SOCK") == NULL) {
-            method_unusable(conn, m, SSHCORE_E_AGENT, NULL, 0,
-                            "SSH_AUTH_SOCK is not set and no agent socket was given");
+            method_unusable(
+                conn,
+                m,
+                SSHCORE_E_AGENT,
+                NULL,
+                0,
+                "SSH_AUTH_SOCK is not set and no agent socket was given");
             return;
         }
         rc = ssh_userauth_agent(conn->session, NULL);
         if (rc == SSH_AUTH_ERROR && sshcore_session_usable(conn)) {
             if ((m->flags & SSHCORE_AUTH_SKIP_UNUSABLE) != 0) {
-                method_unusable(conn, m, SSHCORE_E_AGENT, NULL, 0, "agent unreachable");
+                method_unusable(conn,
+                                m,
+                                SSHCORE_E_AGENT,
+                                NULL,
+                                0,
+                                "agent unreachable");
             } else {
-                sshcore_conn_fail_lib(conn, SSHCORE_E_AGENT, "ssh_userauth_agent");
+                sshcore_conn_fail_lib(conn,
+                                      SSHCORE_E_AGENT,
+                                      "ssh_userauth_agent");
             }
             return;
         }
@@ -390,7 +505,8 @@ void sshcore_auth_method_step(sshcore_conn *conn)
             ask_password(conn);
             return;
         }
-        rc = ssh_userauth_password(conn->session, NULL, conn->prompted_password);
+        rc =
+            ssh_userauth_password(conn->session, NULL, conn->prompted_password);
         if (rc == SSH_AUTH_DENIED &&
             conn->password_attempts + 1 < (m->attempts > 0 ? m->attempts : 1)) {
             /* refused: ask again, as ssh asks NumberOfPasswordPrompts times
@@ -411,14 +527,17 @@ void sshcore_auth_method_step(sshcore_conn *conn)
         auth_succeeded(conn);
         return;
     case SSH_AUTH_PARTIAL:
-        atomic_store(&conn->offered_methods,
-                     methods_from_libssh(ssh_userauth_list(conn->session, NULL)));
+        atomic_store(
+            &conn->offered_methods,
+            methods_from_libssh(ssh_userauth_list(conn->session, NULL)));
         /* fall through: continue with the next configured method */
     case SSH_AUTH_DENIED:
         next_method(conn);
         return;
     default:
-        sshcore_conn_fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_userauth");
+        sshcore_conn_fail_lib(conn,
+                              sshcore_conn_failure_code(conn),
+                              "ssh_userauth");
         return;
     }
 }
@@ -429,25 +548,36 @@ void sshcore_auth_method_step(sshcore_conn *conn)
  * the attempt would end at the connect deadline as a timeout. Fail it at once
  * with what happened.
  */
-void sshcore_auth_check_session(sshcore_conn *conn)
+void
+sshcore_auth_check_session(sshcore_conn *conn)
 {
-    if ((conn->phase == SSHCORE_PHASE_AUTH_NONE || conn->phase == SSHCORE_PHASE_AUTH_METHOD) && !sshcore_session_usable(conn)) {
-        sshcore_conn_fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_userauth");
+    if ((conn->phase == SSHCORE_PHASE_AUTH_NONE ||
+         conn->phase == SSHCORE_PHASE_AUTH_METHOD) &&
+        !sshcore_session_usable(conn)) {
+        sshcore_conn_fail_lib(conn,
+                              sshcore_conn_failure_code(conn),
+                              "ssh_userauth");
     }
 }
 
 /**
- * Worker, in SSHCORE_PHASE_ANSWER_WAIT: the caller's reply to a password prompt (the password,
- * kept until the server answered, or none: the next method) or to a keyboard-
- * interactive round (handed to libssh). NULL answers abort authentication.
- * Takes what it keeps out of `answers`; the caller frees the rest.
+ * Worker, in SSHCORE_PHASE_ANSWER_WAIT: the caller's reply to a password prompt
+ * (the password, kept until the server answered, or none: the next method) or
+ * to a keyboard- interactive round (handed to libssh). NULL answers abort
+ * authentication. Takes what it keeps out of `answers`; the caller frees the
+ * rest.
  */
-void sshcore_auth_answers(sshcore_conn *conn, char *_Nullable *_Nullable answers, size_t count)
+void
+sshcore_auth_answers(sshcore_conn *conn,
+                     char *_Nullable *_Nullable answers,
+                     size_t count)
 {
     if (conn->method_idx < conn->method_count &&
         conn->methods[conn->method_idx].kind == SSHCORE_AUTH_PASSWORD_PROMPT) {
         if (answers == NULL) {
-            sshcore_conn_fail(conn, SSHCORE_E_AUTH_DENIED, "password prompt gave no answer");
+            sshcore_conn_fail(conn,
+                              SSHCORE_E_AUTH_DENIED,
+                              "password prompt gave no answer");
         } else if (sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWERED)) {
             if (count == 0) {
                 next_method(conn); /* no password: the next method */
@@ -460,12 +590,17 @@ void sshcore_auth_answers(sshcore_conn *conn, char *_Nullable *_Nullable answers
     } else {
         size_t i;
         if (answers == NULL) {
-            sshcore_conn_fail(conn, SSHCORE_E_AUTH_DENIED, "keyboard-interactive responder gave no answers");
+            sshcore_conn_fail(conn,
+                              SSHCORE_E_AUTH_DENIED,
+                              "keyboard-interactive responder gave no answers");
         } else {
             for (i = 0; i < count; i++) {
-                if (ssh_userauth_kbdint_setanswer(conn->session, (unsigned)i,
+                if (ssh_userauth_kbdint_setanswer(conn->session,
+                                                  (unsigned)i,
                                                   answers[i]) < 0) {
-                    sshcore_conn_fail_lib(conn, SSHCORE_E_AUTH_DENIED, "ssh_userauth_kbdint_setanswer");
+                    sshcore_conn_fail_lib(conn,
+                                          SSHCORE_E_AUTH_DENIED,
+                                          "ssh_userauth_kbdint_setanswer");
                     break;
                 }
             }

@@ -24,18 +24,24 @@
  * straight from libssh's buffer, saving a copy through fdout. Returns how
  * many bytes went.
  */
-size_t sshcore_session_bridge_send_direct(session_op *x, const uint8_t *data, size_t len)
+size_t
+sshcore_session_bridge_send_direct(session_op *x,
+                                   const uint8_t *data,
+                                   size_t len)
 {
     size_t sent = 0;
 
     /* not before the caller's `opened` ran: a SOCKS answer goes first, and a
-     * target that speaks first (SSH, SMTP) can send with the open confirmation */
-    if (x->phase != SSHCORE_SETUP_IO || !x->started_reported || x->fdout_off < x->fdout.len || !x->fd_writable ||
-        x->fd_dead || x->fd < 0) {
+     * target that speaks first (SSH, SMTP) can send with the open confirmation
+     */
+    if (x->phase != SSHCORE_SETUP_IO || !x->started_reported ||
+        x->fdout_off < x->fdout.len || !x->fd_writable || x->fd_dead ||
+        x->fd < 0) {
         return 0;
     }
     while (sent < len) {
-        ssize_t n = send(x->fd, data + sent, len - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n =
+            send(x->fd, data + sent, len - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             sent += (size_t)n;
             continue;
@@ -58,13 +64,16 @@ size_t sshcore_session_bridge_send_direct(session_op *x, const uint8_t *data, si
 /* Bridges: a socket joined to the channel (worker)                        */
 /* ---------------------------------------------------------------------- */
 
-bool sshcore_session_bridge_out_pending(const session_op *x)
+bool
+sshcore_session_bridge_out_pending(const session_op *x)
 {
     return x->bridged && !x->fd_dead && x->fdout_off < x->fdout.len;
 }
 
-/** Socket to channel, within the window; the socket's EOF becomes the channel's. */
-bool sshcore_session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
+/** Socket to channel, within the window; the socket's EOF becomes the
+ * channel's. */
+bool
+sshcore_session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
 {
     size_t budget = WRITE_CHUNK;
 
@@ -76,7 +85,11 @@ bool sshcore_session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
             return true;
         }
         if (x->fdin_off < x->fdin.len) {
-            long rc = sshcore_session_channel_send(conn, x, x->fdin.data + x->fdin_off, x->fdin.len - x->fdin_off, &budget);
+            long rc = sshcore_session_channel_send(conn,
+                                                   x,
+                                                   x->fdin.data + x->fdin_off,
+                                                   x->fdin.len - x->fdin_off,
+                                                   &budget);
             if (rc < 0) {
                 return false;
             }
@@ -132,17 +145,24 @@ bool sshcore_session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
     return true;
 }
 
-/** Channel to socket; after the channel's EOF, the socket's write side closes. */
-void sshcore_session_bridge_out(session_op *x, bool *again)
+/** Channel to socket; after the channel's EOF, the socket's write side closes.
+ */
+void
+sshcore_session_bridge_out(session_op *x, bool *again)
 {
     while (x->fdout_off < x->fdout.len && !x->fd_dead && x->fd_writable) {
-        ssize_t n = send(x->fd, x->fdout.data + x->fdout_off, x->fdout.len - x->fdout_off, MSG_NOSIGNAL);
+        ssize_t n = send(x->fd,
+                         x->fdout.data + x->fdout_off,
+                         x->fdout.len - x->fdout_off,
+                         MSG_NOSIGNAL);
         if (n > 0) {
             size_t before = atomic_load(&x->unconsumed);
             x->fdout_off += (size_t)n;
             atomic_fetch_add(&x->to_fd, (uint64_t)n);
-            while (!atomic_compare_exchange_weak(&x->unconsumed, &before,
-                                                 before >= (size_t)n ? before - (size_t)n : 0)) {
+            while (!atomic_compare_exchange_weak(
+                &x->unconsumed,
+                &before,
+                before >= (size_t)n ? before - (size_t)n : 0)) {
             }
             if (sshcore_session_output_pending(x)) {
                 *again = true; /* sshcore_session_room for held output */
@@ -167,23 +187,29 @@ void sshcore_session_bridge_out(session_op *x, bool *again)
         }
     } else if (x->fdout_off > x->fdout.cap / 2) {
         /* keep appends from growing the buffer past what is unsent */
-        memmove(x->fdout.data, x->fdout.data + x->fdout_off, x->fdout.len - x->fdout_off);
+        memmove(x->fdout.data,
+                x->fdout.data + x->fdout_off,
+                x->fdout.len - x->fdout_off);
         x->fdout.len -= x->fdout_off;
         x->fdout_off = 0;
     }
 }
 
-int sshcore_session_bridge_poll_fd(sshcore_conn *conn, sshcore_op *op, short *events)
+int
+sshcore_session_bridge_poll_fd(sshcore_conn *conn,
+                               sshcore_op *op,
+                               short *events)
 {
     session_op *x = (session_op *)op;
     short ev = 0;
     (void)conn;
 
-    if (x->fd < 0 || x->fd_dead || x->phase != SSHCORE_SETUP_IO || x->ch == NULL) {
+    if (x->fd < 0 || x->fd_dead || x->phase != SSHCORE_SETUP_IO ||
+        x->ch == NULL) {
         return -1;
     }
-    if (!x->fd_readable && !x->fd_read_eof && x->fdin_off == x->fdin.len && sshcore_session_can_write(x) &&
-        ssh_channel_window_size(x->ch) > 0) {
+    if (!x->fd_readable && !x->fd_read_eof && x->fdin_off == x->fdin.len &&
+        sshcore_session_can_write(x) && ssh_channel_window_size(x->ch) > 0) {
         ev |= POLLIN;
     }
     if (!x->fd_writable && x->fdout_off < x->fdout.len) {
@@ -193,7 +219,8 @@ int sshcore_session_bridge_poll_fd(sshcore_conn *conn, sshcore_op *op, short *ev
     return ev != 0 ? x->fd : -1;
 }
 
-void sshcore_session_bridge_poll_event(sshcore_op *op, short revents)
+void
+sshcore_session_bridge_poll_event(sshcore_op *op, short revents)
 {
     session_op *x = (session_op *)op;
 
@@ -206,17 +233,21 @@ void sshcore_session_bridge_poll_event(sshcore_op *op, short revents)
 }
 
 /** A direct-tcpip or direct-streamlocal channel's op, not yet submitted. */
-static session_op *_Nullable direct_new(const sshcore_stream_spec *spec, sshcore_error *err)
+static session_op *_Nullable direct_new(const sshcore_stream_spec *spec,
+                                        sshcore_error *err)
 {
     session_op *x = NULL;
     bool tcp = spec->kind == SSHCORE_CHANNEL_DIRECT_TCPIP;
 
-    if ((spec->kind != SSHCORE_CHANNEL_DIRECT_TCPIP && spec->kind != SSHCORE_CHANNEL_DIRECT_STREAMLOCAL) ||
+    if ((spec->kind != SSHCORE_CHANNEL_DIRECT_TCPIP &&
+         spec->kind != SSHCORE_CHANNEL_DIRECT_STREAMLOCAL) ||
         spec->target_host == NULL || spec->target_host[0] == '\0' ||
         (tcp && (spec->target_port < 1 || spec->target_port > 65535)) ||
         spec->originator_port < 0 || spec->originator_port > 65535 ||
         spec->buffer_limit == 0 || spec->timeout_ms < 0) {
-        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete direct channel spec");
+        sshcore_error_set(err,
+                          SSHCORE_E_INVALID_ARGUMENT,
+                          "incomplete direct channel spec");
         return NULL;
     }
     x = sshcore_session_new("", NULL, NULL, 0);
@@ -227,7 +258,8 @@ static session_op *_Nullable direct_new(const sshcore_stream_spec *spec, sshcore
     x->kind = spec->kind;
     x->target = strdup(spec->target_host);
     x->target_port = spec->target_port;
-    x->originator = strdup(spec->originator_host != NULL ? spec->originator_host : "127.0.0.1");
+    x->originator = strdup(spec->originator_host != NULL ? spec->originator_host
+                                                         : "127.0.0.1");
     x->originator_port = spec->originator_port;
     if (x->target == NULL || x->originator == NULL) {
         sshcore_session_destroy(&x->base); /* frees x */
@@ -240,14 +272,21 @@ static session_op *_Nullable direct_new(const sshcore_stream_spec *spec, sshcore
 }
 
 /** A direct channel as a byte stream for the caller: no requests. */
-sshcore_op *_Nullable sshcore_session_direct_start(sshcore_conn *conn, const sshcore_stream_spec *spec,
-                                const sshcore_stream_callbacks *callbacks,
-                                sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+sshcore_op *_Nullable sshcore_session_direct_start(
+    sshcore_conn *conn,
+    const sshcore_stream_spec *spec,
+    const sshcore_stream_callbacks *callbacks,
+    sshcore_op_done_fn done,
+    void *ctx,
+    sshcore_error *err)
 {
     session_op *x = NULL;
 
-    if (callbacks->data == NULL || callbacks->started == NULL || callbacks->released == NULL) {
-        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete direct channel callbacks");
+    if (callbacks->data == NULL || callbacks->started == NULL ||
+        callbacks->released == NULL) {
+        sshcore_error_set(err,
+                          SSHCORE_E_INVALID_ARGUMENT,
+                          "incomplete direct channel callbacks");
         return NULL;
     }
     x = direct_new(spec, err);
@@ -258,21 +297,30 @@ sshcore_op *_Nullable sshcore_session_direct_start(sshcore_conn *conn, const ssh
     return sshcore_session_submit(conn, x, done, ctx, spec->timeout_ms, err);
 }
 
-sshcore_op *sshcore_bridge_start(sshcore_conn *conn, const sshcore_stream_spec *spec, int fd,
-                                 const uint8_t *first_data, size_t first_len,
-                                 const sshcore_bridge_callbacks *callbacks,
-                                 sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+sshcore_op *
+sshcore_bridge_start(sshcore_conn *conn,
+                     const sshcore_stream_spec *spec,
+                     int fd,
+                     const uint8_t *first_data,
+                     size_t first_len,
+                     const sshcore_bridge_callbacks *callbacks,
+                     sshcore_op_done_fn done,
+                     void *ctx,
+                     sshcore_error *err)
 {
     session_op *x = NULL;
     int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
 
-    if (fd < 0 || flags < 0 || callbacks->opened == NULL || callbacks->failed == NULL ||
-        callbacks->released == NULL || (first_len > 0 && first_data == NULL)) {
+    if (fd < 0 || flags < 0 || callbacks->opened == NULL ||
+        callbacks->failed == NULL || callbacks->released == NULL ||
+        (first_len > 0 && first_data == NULL)) {
         if (fd >= 0) {
             close(fd);
         }
-        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT,
-                          fd < 0 || flags < 0 ? "bad socket for a bridge" : "incomplete bridge callbacks");
+        sshcore_error_set(err,
+                          SSHCORE_E_INVALID_ARGUMENT,
+                          fd < 0 || flags < 0 ? "bad socket for a bridge"
+                                              : "incomplete bridge callbacks");
         return NULL;
     }
     x = direct_new(spec, err);
@@ -280,7 +328,8 @@ sshcore_op *sshcore_bridge_start(sshcore_conn *conn, const sshcore_stream_spec *
         close(fd);
         return NULL;
     }
-    if (first_len > 0 && sshcore_bytes_append(&x->fdin, first_data, first_len) != 0) {
+    if (first_len > 0 &&
+        sshcore_bytes_append(&x->fdin, first_data, first_len) != 0) {
         sshcore_session_destroy(&x->base); /* frees x */
         close(fd);
         sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
@@ -295,13 +344,19 @@ sshcore_op *sshcore_bridge_start(sshcore_conn *conn, const sshcore_stream_spec *
     return sshcore_session_submit(conn, x, done, ctx, spec->timeout_ms, err);
 }
 
-int sshcore_bridge_get_counts(sshcore_op *op, uint64_t *to_socket, uint64_t *from_socket)
+int
+sshcore_bridge_get_counts(sshcore_op *op,
+                          uint64_t *to_socket,
+                          uint64_t *from_socket)
 {
     session_op *x = NULL;
 
     *to_socket = 0;
     *from_socket = 0;
-    if (!sshcore_op_is(op, SSHCORE_OP_BRIDGE, "sshcore_bridge_get_counts", NULL)) {
+    if (!sshcore_op_is(op,
+                       SSHCORE_OP_BRIDGE,
+                       "sshcore_bridge_get_counts",
+                       NULL)) {
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;
@@ -311,13 +366,17 @@ int sshcore_bridge_get_counts(sshcore_op *op, uint64_t *to_socket, uint64_t *fro
 }
 
 /** An op for a waiting forwarded-tcpip connection of `forward`. */
-session_op *_Nullable sshcore_session_adopted_new(sshcore_op *forward, uint64_t id, size_t buffer_limit,
-                                         sshcore_error *err)
+session_op *_Nullable sshcore_session_adopted_new(sshcore_op *forward,
+                                                  uint64_t id,
+                                                  size_t buffer_limit,
+                                                  sshcore_error *err)
 {
     session_op *x = NULL;
 
     if (buffer_limit == 0) {
-        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "buffer limit must be positive");
+        sshcore_error_set(err,
+                          SSHCORE_E_INVALID_ARGUMENT,
+                          "buffer limit must be positive");
         return NULL;
     }
     x = sshcore_session_new("", NULL, NULL, 0);
@@ -325,7 +384,8 @@ session_op *_Nullable sshcore_session_adopted_new(sshcore_op *forward, uint64_t 
         sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         return NULL;
     }
-    x->kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests, no exit status */
+    x->kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests, no
+                                               exit status */
     x->streamed = true;
     x->limit = buffer_limit;
     sshcore_op_retain(forward);
@@ -334,25 +394,36 @@ session_op *_Nullable sshcore_session_adopted_new(sshcore_op *forward, uint64_t 
     return x;
 }
 
-sshcore_op *sshcore_rforward_bridge(sshcore_op *forward, uint64_t id, int fd, size_t buffer_limit,
-                                    const sshcore_bridge_callbacks *callbacks,
-                                    sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+sshcore_op *
+sshcore_rforward_bridge(sshcore_op *forward,
+                        uint64_t id,
+                        int fd,
+                        size_t buffer_limit,
+                        const sshcore_bridge_callbacks *callbacks,
+                        sshcore_op_done_fn done,
+                        void *ctx,
+                        sshcore_error *err)
 {
     session_op *x = NULL;
     int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
 
-    if (!sshcore_op_is(forward, SSHCORE_OP_RFORWARD, "sshcore_rforward_bridge", err)) {
+    if (!sshcore_op_is(forward,
+                       SSHCORE_OP_RFORWARD,
+                       "sshcore_rforward_bridge",
+                       err)) {
         if (fd >= 0) {
             close(fd);
         }
         return NULL;
     }
-    if (fd < 0 || flags < 0 || callbacks->opened == NULL || callbacks->failed == NULL ||
-        callbacks->released == NULL) {
+    if (fd < 0 || flags < 0 || callbacks->opened == NULL ||
+        callbacks->failed == NULL || callbacks->released == NULL) {
         if (fd >= 0) {
             close(fd);
         }
-        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "bad socket or callbacks for a bridge");
+        sshcore_error_set(err,
+                          SSHCORE_E_INVALID_ARGUMENT,
+                          "bad socket or callbacks for a bridge");
         return NULL;
     }
     x = sshcore_session_adopted_new(forward, id, buffer_limit, err);
@@ -369,31 +440,36 @@ sshcore_op *sshcore_rforward_bridge(sshcore_op *forward, uint64_t id, int fd, si
     return sshcore_session_submit(forward->conn, x, done, ctx, 0, err);
 }
 
-static void agent_bridge_opened(void *_Nullable ctx, int fd)
+static void
+agent_bridge_opened(void *_Nullable ctx, int fd)
 {
     (void)ctx;
     (void)fd;
 }
 
-static void agent_bridge_failed(void *_Nullable ctx, int fd, const sshcore_error *err)
+static void
+agent_bridge_failed(void *_Nullable ctx, int fd, const sshcore_error *err)
 {
     (void)ctx;
     (void)fd;
     (void)err;
 }
 
-static void agent_bridge_released(void *_Nullable ctx)
+static void
+agent_bridge_released(void *_Nullable ctx)
 {
     (void)ctx;
 }
 
-static void agent_bridge_done(void *_Nullable ctx, sshcore_op *op)
+static void
+agent_bridge_done(void *_Nullable ctx, sshcore_op *op)
 {
     (void)ctx;
     (void)op;
 }
 
-ssh_channel sshcore_agent_channel_open(sshcore_conn *conn, ssh_session session)
+ssh_channel
+sshcore_agent_channel_open(sshcore_conn *conn, ssh_session session)
 {
     static const sshcore_bridge_callbacks callbacks = {
         .ctx = NULL,
@@ -408,7 +484,8 @@ ssh_channel sshcore_agent_channel_open(sshcore_conn *conn, ssh_session session)
     sshcore_error err;
     int fd = -1;
 
-    if (conn->agent_socket == NULL || strlen(conn->agent_socket) >= sizeof(addr.sun_path)) {
+    if (conn->agent_socket == NULL ||
+        strlen(conn->agent_socket) >= sizeof(addr.sun_path)) {
         return NULL;
     }
     memset(&addr, 0, sizeof(addr));
@@ -434,7 +511,8 @@ ssh_channel sshcore_agent_channel_open(sshcore_conn *conn, ssh_session session)
         close(fd);
         return NULL;
     }
-    x->kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests, no exit status */
+    x->kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests, no
+                                               exit status */
     x->streamed = true;
     x->limit = 256 << 10;
     x->preset_ch = ch;
@@ -445,7 +523,8 @@ ssh_channel sshcore_agent_channel_open(sshcore_conn *conn, ssh_session session)
     x->bcb = callbacks;
     op = sshcore_session_submit(conn, x, agent_bridge_done, NULL, 0, &err);
     if (op == NULL) {
-        /* sshcore_session_submit freed x and closed fd; the channel is still ours */
+        /* sshcore_session_submit freed x and closed fd; the channel is still
+         * ours */
         ssh_channel_free(ch);
         return NULL;
     }

@@ -1,9 +1,9 @@
 /*
- * sshcore_conn.c - the connection object: its lifetime (references, the registry
- * of running workers and the exit handler), its socket fd (shutdown from any
- * thread, close on the worker), how it fails, and its public entry points
- * (start, cancel, the host-key verdict and keyboard-interactive reply, close,
- * release, submit).
+ * sshcore_conn.c - the connection object: its lifetime (references, the
+ * registry of running workers and the exit handler), its socket fd (shutdown
+ * from any thread, close on the worker), how it fails, and its public entry
+ * points (start, cancel, the host-key verdict and keyboard-interactive reply,
+ * close, release, submit).
  *
  * The session runs in libssh's non-blocking mode on one worker thread
  * (sshcore_worker.c). Nothing on the worker ever waits on the network inside
@@ -28,9 +28,14 @@
 
 static atomic_long live_connections;
 
-long sshcore_debug_live_connections(void) { return atomic_load(&live_connections); }
+long
+sshcore_debug_live_connections(void)
+{
+    return atomic_load(&live_connections);
+}
 
-int64_t sshcore_now_ms(void)
+int64_t
+sshcore_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -41,14 +46,16 @@ int64_t sshcore_now_ms(void)
 /* Reference counting, wake-up, state publication                         */
 /* ---------------------------------------------------------------------- */
 
-static void free_methods(sshcore_conn *conn)
+static void
+free_methods(sshcore_conn *conn)
 {
     size_t i;
 
     free(conn->agent_socket); /* set up with the methods, freed with them */
     conn->agent_socket = NULL;
     if (conn->prompted_password != NULL) {
-        explicit_bzero(conn->prompted_password, strlen(conn->prompted_password));
+        explicit_bzero(conn->prompted_password,
+                       strlen(conn->prompted_password));
         free(conn->prompted_password);
         conn->prompted_password = NULL;
     }
@@ -72,14 +79,16 @@ static void free_methods(sshcore_conn *conn)
     conn->methods = NULL;
 }
 
-static void free_kbd_answers(sshcore_conn *conn)
+static void
+free_kbd_answers(sshcore_conn *conn)
 {
     size_t i;
 
     if (conn->kbd_answers != NULL) {
         for (i = 0; i < conn->kbd_count; i++) {
             if (conn->kbd_answers[i] != NULL) {
-                explicit_bzero(conn->kbd_answers[i], strlen(conn->kbd_answers[i]));
+                explicit_bzero(conn->kbd_answers[i],
+                               strlen(conn->kbd_answers[i]));
                 free(conn->kbd_answers[i]);
             }
         }
@@ -89,7 +98,8 @@ static void free_kbd_answers(sshcore_conn *conn)
     conn->kbd_count = 0;
 }
 
-void sshcore_free_answers(char *_Nullable *_Nullable answers, size_t n)
+void
+sshcore_free_answers(char *_Nullable *_Nullable answers, size_t n)
 {
     size_t i;
     if (answers == NULL) {
@@ -104,7 +114,8 @@ void sshcore_free_answers(char *_Nullable *_Nullable answers, size_t n)
     free(answers);
 }
 
-static void free_algorithms(sshcore_conn *conn)
+static void
+free_algorithms(sshcore_conn *conn)
 {
     size_t i;
 
@@ -115,7 +126,8 @@ static void free_algorithms(sshcore_conn *conn)
     conn->algorithms = NULL;
 }
 
-static void conn_free(sshcore_conn *conn)
+static void
+conn_free(sshcore_conn *conn)
 {
     void (*released)(void *) = conn->cb.released;
     void *ctx = conn->cb.ctx;
@@ -136,19 +148,22 @@ static void conn_free(sshcore_conn *conn)
     }
 }
 
-void sshcore_conn_retain(sshcore_conn *conn)
+void
+sshcore_conn_retain(sshcore_conn *conn)
 {
     atomic_fetch_add(&conn->refs, 1);
 }
 
-void sshcore_conn_unref(sshcore_conn *conn)
+void
+sshcore_conn_unref(sshcore_conn *conn)
 {
     if (atomic_fetch_sub(&conn->refs, 1) == 1) {
         conn_free(conn);
     }
 }
 
-void sshcore_conn_wake(sshcore_conn *conn)
+void
+sshcore_conn_wake(sshcore_conn *conn)
 {
     uint64_t one = 1;
 
@@ -160,7 +175,8 @@ void sshcore_conn_wake(sshcore_conn *conn)
 }
 
 /** Shut the socket down from any thread; safe against fd reuse (rule 2). */
-static void conn_shutdown_socket(sshcore_conn *conn)
+static void
+conn_shutdown_socket(sshcore_conn *conn)
 {
     pthread_mutex_lock(&conn->mu);
     if (conn->sock_fd >= 0) {
@@ -170,7 +186,8 @@ static void conn_shutdown_socket(sshcore_conn *conn)
 }
 
 /** Worker: take the socket fd out under the lock, then close it, once. */
-void sshcore_conn_close_socket(sshcore_conn *conn)
+void
+sshcore_conn_close_socket(sshcore_conn *conn)
 {
     int fd;
 
@@ -183,23 +200,27 @@ void sshcore_conn_close_socket(sshcore_conn *conn)
     }
 }
 
-sshcore_conn_state sshcore_conn_get_state(sshcore_conn *conn)
+sshcore_conn_state
+sshcore_conn_get_state(sshcore_conn *conn)
 {
     return (sshcore_conn_state)atomic_load(&conn->state_snapshot);
 }
 
-unsigned sshcore_conn_offered_methods(sshcore_conn *conn)
+unsigned
+sshcore_conn_offered_methods(sshcore_conn *conn)
 {
     return atomic_load(&conn->offered_methods);
 }
 
-void sshcore_conn_server_banner(sshcore_conn *conn, char *buf, size_t len)
+void
+sshcore_conn_server_banner(sshcore_conn *conn, char *buf, size_t len)
 {
     /* written once by the worker before `connected` reports success */
     sshcore_copy_str(buf, len, conn->banner);
 }
 
-void sshcore_conn_debug_fds(sshcore_conn *conn, int *socket_fd, int *wake_fd)
+void
+sshcore_conn_debug_fds(sshcore_conn *conn, int *socket_fd, int *wake_fd)
 {
     pthread_mutex_lock(&conn->mu);
     if (socket_fd != NULL) {
@@ -212,7 +233,8 @@ void sshcore_conn_debug_fds(sshcore_conn *conn, int *socket_fd, int *wake_fd)
 }
 
 /** Worker: apply a connection event; returns the action. */
-sshcore_conn_action sshcore_conn_apply(sshcore_conn *conn, sshcore_conn_event ev)
+sshcore_conn_action
+sshcore_conn_apply(sshcore_conn *conn, sshcore_conn_event ev)
 {
     sshcore_conn_action act = sshcore_conn_fsm_apply(&conn->state, ev);
     atomic_store(&conn->state_snapshot, (int)conn->state);
@@ -223,8 +245,10 @@ sshcore_conn_action sshcore_conn_apply(sshcore_conn *conn, sshcore_conn_event ev
 /* Completing the connect operation                                       */
 /* ---------------------------------------------------------------------- */
 
-/** Reports the connect outcome exactly once; returns false if already reported. */
-bool sshcore_conn_connect_complete(sshcore_conn *conn, const sshcore_error *err)
+/** Reports the connect outcome exactly once; returns false if already reported.
+ */
+bool
+sshcore_conn_connect_complete(sshcore_conn *conn, const sshcore_error *err)
 {
     int expected = 0;
 
@@ -235,8 +259,10 @@ bool sshcore_conn_connect_complete(sshcore_conn *conn, const sshcore_error *err)
     return true;
 }
 
-void sshcore_conn_fail_ops(sshcore_conn *conn, sshcore_op *_Nullable list,
-                          const sshcore_error *err)
+void
+sshcore_conn_fail_ops(sshcore_conn *conn,
+                      sshcore_op *_Nullable list,
+                      const sshcore_error *err)
 {
     sshcore_op *op = list;
     sshcore_op *next = NULL;
@@ -252,7 +278,8 @@ void sshcore_conn_fail_ops(sshcore_conn *conn, sshcore_op *_Nullable list,
 }
 
 /** Worker: the connection failed or was closed; everything goes down. */
-void sshcore_conn_fail_with(sshcore_conn *conn, const sshcore_error *err)
+void
+sshcore_conn_fail_with(sshcore_conn *conn, const sshcore_error *err)
 {
     sshcore_conn_action act;
     sshcore_error op_err = *err;
@@ -271,7 +298,8 @@ void sshcore_conn_fail_with(sshcore_conn *conn, const sshcore_error *err)
     (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ENDED);
 }
 
-bool sshcore_session_usable(sshcore_conn *conn)
+bool
+sshcore_session_usable(sshcore_conn *conn)
 {
     return conn->session != NULL && ssh_is_connected(conn->session) &&
            (ssh_get_status(conn->session) & SSH_CLOSED_ERROR) == 0;
@@ -281,14 +309,18 @@ bool sshcore_session_usable(sshcore_conn *conn)
 /* Failing (worker)                                                       */
 /* ---------------------------------------------------------------------- */
 
-void sshcore_conn_fail(sshcore_conn *conn, int code, const char *_Nullable detail)
+void
+sshcore_conn_fail(sshcore_conn *conn, int code, const char *_Nullable detail)
 {
     sshcore_error err;
     sshcore_error_set(&err, code, detail);
     sshcore_conn_fail_with(conn, &err);
 }
 
-void sshcore_conn_fail_lib(sshcore_conn *conn, int code, const char *_Nullable function)
+void
+sshcore_conn_fail_lib(sshcore_conn *conn,
+                      int code,
+                      const char *_Nullable function)
 {
     sshcore_error err;
     sshcore_error_from_session(&err, code, conn->session, function);
@@ -312,21 +344,25 @@ static char *_Nullable dup_or_null(const char *_Nullable s, bool *ok)
     return r;
 }
 
-sshcore_conn *sshcore_conn_start(const sshcore_config *config,
-                                 const sshcore_conn_callbacks *callbacks,
-                                 sshcore_error *err)
+sshcore_conn *
+sshcore_conn_start(const sshcore_config *config,
+                   const sshcore_conn_callbacks *callbacks,
+                   sshcore_error *err)
 {
     sshcore_conn *conn = NULL;
     bool ok = true;
     size_t i;
 
-    if (config->host == NULL || config->host[0] == '\0' || config->user == NULL ||
-        config->connect_timeout_ms <= 0 || config->backstop_timeout_s <= 0 ||
-        config->keepalive_interval_ms < 0 ||
-        (config->keepalive_interval_ms > 0 && config->keepalive_max_missed < 1) ||
+    if (config->host == NULL || config->host[0] == '\0' ||
+        config->user == NULL || config->connect_timeout_ms <= 0 ||
+        config->backstop_timeout_s <= 0 || config->keepalive_interval_ms < 0 ||
+        (config->keepalive_interval_ms > 0 &&
+         config->keepalive_max_missed < 1) ||
         callbacks->connected == NULL || callbacks->hostkey == NULL ||
         callbacks->kbdint == NULL) {
-        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete configuration");
+        sshcore_error_set(err,
+                          SSHCORE_E_INVALID_ARGUMENT,
+                          "incomplete configuration");
         if (config->connected_fd >= 0) {
             close(config->connected_fd);
         }
@@ -360,24 +396,30 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
     conn->user = strdup(config->user);
     ok = conn->host != NULL && conn->user != NULL;
     if (config->method_count > 0) {
-        conn->methods = calloc(config->method_count, sizeof(sshcore_auth_method));
+        conn->methods =
+            calloc(config->method_count, sizeof(sshcore_auth_method));
         ok = ok && conn->methods != NULL;
         for (i = 0; ok && i < config->method_count; i++) {
             conn->methods[i].kind = config->methods[i].kind;
-            conn->methods[i].secret = dup_or_null(config->methods[i].secret, &ok);
-            conn->methods[i].passphrase = dup_or_null(config->methods[i].passphrase, &ok);
-            conn->methods[i].certificate = dup_or_null(config->methods[i].certificate, &ok);
+            conn->methods[i].secret =
+                dup_or_null(config->methods[i].secret, &ok);
+            conn->methods[i].passphrase =
+                dup_or_null(config->methods[i].passphrase, &ok);
+            conn->methods[i].certificate =
+                dup_or_null(config->methods[i].certificate, &ok);
             conn->methods[i].flags = config->methods[i].flags;
             conn->methods[i].attempts = config->methods[i].attempts;
         }
         conn->method_count = config->method_count;
     }
     if (ok && config->algorithm_count > 0) {
-        conn->algorithms = calloc(config->algorithm_count, sizeof(sshcore_algo_setting));
+        conn->algorithms =
+            calloc(config->algorithm_count, sizeof(sshcore_algo_setting));
         ok = conn->algorithms != NULL;
         for (i = 0; ok && i < config->algorithm_count; i++) {
             conn->algorithms[i].kind = config->algorithms[i].kind;
-            conn->algorithms[i].list = dup_or_null(config->algorithms[i].list, &ok);
+            conn->algorithms[i].list =
+                dup_or_null(config->algorithms[i].list, &ok);
             ok = ok && conn->algorithms[i].list != NULL;
         }
         conn->algorithm_count = config->algorithm_count;
@@ -388,7 +430,10 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
     conn->ka_max_missed = config->keepalive_max_missed;
     conn->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (!ok || conn->wake_fd < 0) {
-        sshcore_error_set(err, conn->wake_fd < 0 ? SSHCORE_E_SYSTEM : SSHCORE_E_OUT_OF_MEMORY, NULL);
+        sshcore_error_set(err,
+                          conn->wake_fd < 0 ? SSHCORE_E_SYSTEM
+                                            : SSHCORE_E_OUT_OF_MEMORY,
+                          NULL);
         err->sys_errno = errno;
         if (conn->wake_fd >= 0) {
             close(conn->wake_fd);
@@ -406,10 +451,12 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
         return NULL;
     }
     conn->cb = *callbacks;
-    /* counted and registered before the thread exists: an exit right after sees it */
+    /* counted and registered before the thread exists: an exit right after sees
+     * it */
     atomic_fetch_add(&sshcore_live_workers, 1);
     sshcore_conn_registry_add(conn);
-    if (pthread_create(&conn->thread, NULL, sshcore_conn_worker_main, conn) != 0) {
+    if (pthread_create(&conn->thread, NULL, sshcore_conn_worker_main, conn) !=
+        0) {
         sshcore_conn_registry_remove(conn);
         atomic_fetch_sub(&sshcore_live_workers, 1);
         sshcore_error_set(err, SSHCORE_E_SYSTEM, "pthread_create failed");
@@ -431,7 +478,8 @@ sshcore_conn *sshcore_conn_start(const sshcore_config *config,
     return conn;
 }
 
-void sshcore_conn_cancel_connect(sshcore_conn *conn)
+void
+sshcore_conn_cancel_connect(sshcore_conn *conn)
 {
     sshcore_error err;
 
@@ -443,7 +491,8 @@ void sshcore_conn_cancel_connect(sshcore_conn *conn)
     sshcore_error_set(&err, SSHCORE_E_CANCELLED, NULL);
     if (sshcore_conn_connect_complete(conn, &err)) {
         /* break any wait on the network at once; the attempt is over anyway.
-         * Only when the cancel won: a connection that just became ready stays. */
+         * Only when the cancel won: a connection that just became ready stays.
+         */
         conn_shutdown_socket(conn);
     }
     sshcore_conn_wake(conn);
@@ -455,7 +504,8 @@ void sshcore_conn_cancel_connect(sshcore_conn *conn)
  * CANCELLED / CLOSED when the connect was cancelled or the connection closed:
  * the answer is taken (it releases the callback's hold) but ignored.
  */
-static int take_owed_answer_locked(sshcore_conn *conn, bool *awaited)
+static int
+take_owed_answer_locked(sshcore_conn *conn, bool *awaited)
 {
     if (!*awaited) {
         return SSHCORE_E_INVALID_STATE;
@@ -467,7 +517,8 @@ static int take_owed_answer_locked(sshcore_conn *conn, bool *awaited)
     return conn->close_requested ? SSHCORE_E_CLOSED : SSHCORE_E_OK;
 }
 
-int sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept, const char *reason)
+int
+sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept, const char *reason)
 {
     int code = SSHCORE_E_OK;
 
@@ -479,14 +530,19 @@ int sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept, const char *rea
     }
     conn->verdict_ready = true;
     conn->verdict_accept = accept != 0;
-    sshcore_copy_str(conn->verdict_reason, sizeof(conn->verdict_reason), reason);
+    sshcore_copy_str(conn->verdict_reason,
+                     sizeof(conn->verdict_reason),
+                     reason);
     pthread_mutex_unlock(&conn->mu);
     sshcore_conn_wake(conn);
     sshcore_conn_unref(conn);
     return code;
 }
 
-int sshcore_conn_kbdint_reply(sshcore_conn *conn, const char *const *answers, size_t count)
+int
+sshcore_conn_kbdint_reply(sshcore_conn *conn,
+                          const char *const *answers,
+                          size_t count)
 {
     char **copy = NULL;
     size_t i;
@@ -526,10 +582,12 @@ int sshcore_conn_kbdint_reply(sshcore_conn *conn, const char *const *answers, si
     if (code != SSHCORE_E_OK) {
         return code;
     }
-    return answers != NULL && copy == NULL ? SSHCORE_E_OUT_OF_MEMORY : SSHCORE_E_OK;
+    return answers != NULL && copy == NULL ? SSHCORE_E_OUT_OF_MEMORY
+                                           : SSHCORE_E_OK;
 }
 
-void sshcore_conn_close(sshcore_conn *conn)
+void
+sshcore_conn_close(sshcore_conn *conn)
 {
     pthread_mutex_lock(&conn->mu);
     conn->close_requested = true;
@@ -537,7 +595,8 @@ void sshcore_conn_close(sshcore_conn *conn)
     sshcore_conn_wake(conn);
 }
 
-void sshcore_conn_release(sshcore_conn *conn)
+void
+sshcore_conn_release(sshcore_conn *conn)
 {
     bool join = false;
 
@@ -545,8 +604,10 @@ void sshcore_conn_release(sshcore_conn *conn)
     pthread_mutex_lock(&conn->mu);
     if (conn->thread_started && !conn->thread_joined_or_detached) {
         conn->thread_joined_or_detached = true;
-        /* never wait for DNS: a worker inside getaddrinfo finishes on its own */
-        join = !pthread_equal(pthread_self(), conn->thread) && atomic_load(&conn->resolving) == 0;
+        /* never wait for DNS: a worker inside getaddrinfo finishes on its own
+         */
+        join = !pthread_equal(pthread_self(), conn->thread) &&
+               atomic_load(&conn->resolving) == 0;
         if (!join) {
             pthread_detach(conn->thread);
         }
@@ -558,7 +619,8 @@ void sshcore_conn_release(sshcore_conn *conn)
     sshcore_conn_unref(conn);
 }
 
-int sshcore_conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err)
+int
+sshcore_conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err)
 {
     int st = atomic_load(&conn->state_snapshot);
     int code = SSHCORE_E_OK;
@@ -569,7 +631,8 @@ int sshcore_conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err)
         if (code == SSHCORE_E_OK) {
             code = SSHCORE_E_CONNECTION_LOST;
         }
-    } else if (conn->close_requested || conn->worker_exited || st != SSHCORE_CONN_READY) {
+    } else if (conn->close_requested || conn->worker_exited ||
+               st != SSHCORE_CONN_READY) {
         code = SSHCORE_E_INVALID_STATE;
     }
     if (code == SSHCORE_E_OK) {
@@ -583,8 +646,11 @@ int sshcore_conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err)
     pthread_mutex_unlock(&conn->mu);
     if (code != SSHCORE_E_OK) {
         char detail[96];
-        snprintf(detail, sizeof(detail), "connection is %s",
-                 st == SSHCORE_CONN_READY ? "closing" : sshcore_conn_state_name(st));
+        snprintf(detail,
+                 sizeof(detail),
+                 "connection is %s",
+                 st == SSHCORE_CONN_READY ? "closing"
+                                          : sshcore_conn_state_name(st));
         sshcore_error_set(err, code, detail);
         return -1;
     }

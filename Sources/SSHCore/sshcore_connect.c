@@ -2,7 +2,8 @@
  * sshcore_connect.c - connecting, on the worker: resolve the name, the
  * non-blocking TCP connect (each address in turn), the libssh session and its
  * options (algorithms, the core's own fd), the key exchange, and handing the
- * host key to the caller; the connect deadline, paused while the caller decides.
+ * host key to the caller; the connect deadline, paused while the caller
+ * decides.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,12 +20,14 @@
 static enum ssh_options_e algo_option(sshcore_algo_kind kind);
 
 /** libssh (worker): the server opens an auth-agent@openssh.com channel. */
-static ssh_channel on_agent_channel(ssh_session session, void *userdata)
+static ssh_channel
+on_agent_channel(ssh_session session, void *userdata)
 {
     return sshcore_agent_channel_open((sshcore_conn *)userdata, session);
 }
 
-void sshcore_connect_resolve(sshcore_conn *conn)
+void
+sshcore_connect_resolve(sshcore_conn *conn)
 {
     struct addrinfo hints;
     char port[8];
@@ -49,7 +52,8 @@ void sshcore_connect_resolve(sshcore_conn *conn)
     (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_RESOLVED);
 }
 
-void sshcore_connect_tcp_start(sshcore_conn *conn)
+void
+sshcore_connect_tcp_start(sshcore_conn *conn)
 {
     bool in_progress = false;
     int fd;
@@ -60,7 +64,10 @@ void sshcore_connect_tcp_start(sshcore_conn *conn)
             pthread_mutex_lock(&conn->mu);
             conn->sock_fd = fd;
             pthread_mutex_unlock(&conn->mu);
-            (void)sshcore_conn_phase(conn, in_progress ? SSHCORE_PHASE_EV_TCP_PENDING : SSHCORE_PHASE_EV_TCP_CONNECTED);
+            (void)sshcore_conn_phase(conn,
+                                     in_progress
+                                         ? SSHCORE_PHASE_EV_TCP_PENDING
+                                         : SSHCORE_PHASE_EV_TCP_CONNECTED);
             return;
         }
         conn->last_connect_errno = errno;
@@ -68,14 +75,16 @@ void sshcore_connect_tcp_start(sshcore_conn *conn)
     }
     {
         sshcore_error err;
-        sshcore_error_set(&err, sshcore_errno_to_code(conn->last_connect_errno),
+        sshcore_error_set(&err,
+                          sshcore_errno_to_code(conn->last_connect_errno),
                           strerror(conn->last_connect_errno));
         err.sys_errno = conn->last_connect_errno;
         sshcore_conn_fail_with(conn, &err);
     }
 }
 
-void sshcore_connect_tcp_wait(sshcore_conn *conn)
+void
+sshcore_connect_tcp_wait(sshcore_conn *conn)
 {
     int e = sshcore_socket_connect_result(conn->sock_fd);
 
@@ -89,7 +98,8 @@ void sshcore_connect_tcp_wait(sshcore_conn *conn)
     (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_TCP_RETRY);
 }
 
-static int session_create(sshcore_conn *conn)
+static int
+session_create(sshcore_conn *conn)
 {
     ssh_session s = NULL;
     int zero = 0;
@@ -122,25 +132,30 @@ static int session_create(sshcore_conn *conn)
     for (i = 0; i < conn->method_count; i++) {
         if (conn->methods[i].kind == SSHCORE_AUTH_AGENT &&
             conn->methods[i].secret != NULL) {
-            if (ssh_options_set(s, SSH_OPTIONS_IDENTITY_AGENT,
+            if (ssh_options_set(s,
+                                SSH_OPTIONS_IDENTITY_AGENT,
                                 conn->methods[i].secret) != SSH_OK) {
                 return -1;
             }
         }
     }
     for (i = 0; i < conn->algorithm_count; i++) {
-        if (ssh_options_set(s, algo_option(conn->algorithms[i].kind), conn->algorithms[i].list) != SSH_OK) {
+        if (ssh_options_set(s,
+                            algo_option(conn->algorithms[i].kind),
+                            conn->algorithms[i].list) != SSH_OK) {
             return 1;
         }
     }
     if (conn->rsa_min_bits > 0 &&
-        ssh_options_set(s, SSH_OPTIONS_RSA_MIN_SIZE, &conn->rsa_min_bits) != SSH_OK) {
+        ssh_options_set(s, SSH_OPTIONS_RSA_MIN_SIZE, &conn->rsa_min_bits) !=
+            SSH_OK) {
         return 1;
     }
     if (conn->agent_socket != NULL) {
         memset(&conn->session_cbs, 0, sizeof(conn->session_cbs));
         conn->session_cbs.userdata = conn;
-        conn->session_cbs.channel_open_request_auth_agent_function = on_agent_channel;
+        conn->session_cbs.channel_open_request_auth_agent_function =
+            on_agent_channel;
         ssh_callbacks_init(&conn->session_cbs);
         if (ssh_set_callbacks(s, &conn->session_cbs) != SSH_OK) {
             return -1;
@@ -151,23 +166,34 @@ static int session_create(sshcore_conn *conn)
     return 0;
 }
 
-static enum ssh_options_e algo_option(sshcore_algo_kind kind)
+static enum ssh_options_e
+algo_option(sshcore_algo_kind kind)
 {
     switch (kind) {
-    case SSHCORE_ALGO_KEX: return SSH_OPTIONS_KEY_EXCHANGE;
-    case SSHCORE_ALGO_HOSTKEY: return SSH_OPTIONS_HOSTKEYS;
-    case SSHCORE_ALGO_CIPHER_C2S: return SSH_OPTIONS_CIPHERS_C_S;
-    case SSHCORE_ALGO_CIPHER_S2C: return SSH_OPTIONS_CIPHERS_S_C;
-    case SSHCORE_ALGO_MAC_C2S: return SSH_OPTIONS_HMAC_C_S;
-    case SSHCORE_ALGO_MAC_S2C: return SSH_OPTIONS_HMAC_S_C;
-    case SSHCORE_ALGO_COMPRESSION_C2S: return SSH_OPTIONS_COMPRESSION_C_S;
-    case SSHCORE_ALGO_COMPRESSION_S2C: return SSH_OPTIONS_COMPRESSION_S_C;
-    case SSHCORE_ALGO_PUBKEY_TYPES: return SSH_OPTIONS_PUBLICKEY_ACCEPTED_TYPES;
+    case SSHCORE_ALGO_KEX:
+        return SSH_OPTIONS_KEY_EXCHANGE;
+    case SSHCORE_ALGO_HOSTKEY:
+        return SSH_OPTIONS_HOSTKEYS;
+    case SSHCORE_ALGO_CIPHER_C2S:
+        return SSH_OPTIONS_CIPHERS_C_S;
+    case SSHCORE_ALGO_CIPHER_S2C:
+        return SSH_OPTIONS_CIPHERS_S_C;
+    case SSHCORE_ALGO_MAC_C2S:
+        return SSH_OPTIONS_HMAC_C_S;
+    case SSHCORE_ALGO_MAC_S2C:
+        return SSH_OPTIONS_HMAC_S_C;
+    case SSHCORE_ALGO_COMPRESSION_C2S:
+        return SSH_OPTIONS_COMPRESSION_C_S;
+    case SSHCORE_ALGO_COMPRESSION_S2C:
+        return SSH_OPTIONS_COMPRESSION_S_C;
+    case SSHCORE_ALGO_PUBKEY_TYPES:
+        return SSH_OPTIONS_PUBLICKEY_ACCEPTED_TYPES;
     }
     return SSH_OPTIONS_KEY_EXCHANGE;
 }
 
-int sshcore_algorithm_supported(sshcore_algo_kind kind, const char *name)
+int
+sshcore_algorithm_supported(sshcore_algo_kind kind, const char *name)
 {
     /* libssh silently drops unknown names from a list and fails only when
      * none is left: ask about one name at a time */
@@ -177,7 +203,8 @@ int sshcore_algorithm_supported(sshcore_algo_kind kind, const char *name)
     if (name[0] == '\0' || strchr(name, ',') != NULL) {
         return 0;
     }
-    if ((kind == SSHCORE_ALGO_COMPRESSION_C2S || kind == SSHCORE_ALGO_COMPRESSION_S2C) &&
+    if ((kind == SSHCORE_ALGO_COMPRESSION_C2S ||
+         kind == SSHCORE_ALGO_COMPRESSION_S2C) &&
         (strcmp(name, "yes") == 0 || strcmp(name, "no") == 0)) {
         return 0; /* libssh's shorthands, not algorithm names */
     }
@@ -190,17 +217,20 @@ int sshcore_algorithm_supported(sshcore_algo_kind kind, const char *name)
     return ok;
 }
 
-void sshcore_conn_negotiated(sshcore_conn *conn, sshcore_negotiated *out)
+void
+sshcore_conn_negotiated(sshcore_conn *conn, sshcore_negotiated *out)
 {
     *out = conn->negotiated;
 }
 
-void sshcore_conn_pause_deadline(sshcore_conn *conn)
+void
+sshcore_conn_pause_deadline(sshcore_conn *conn)
 {
     conn->paused_at_ms = sshcore_now_ms();
 }
 
-void sshcore_conn_resume_deadline(sshcore_conn *conn)
+void
+sshcore_conn_resume_deadline(sshcore_conn *conn)
 {
     if (conn->paused_at_ms != 0 && conn->deadline_ms != 0) {
         conn->deadline_ms += sshcore_now_ms() - conn->paused_at_ms;
@@ -208,7 +238,8 @@ void sshcore_conn_resume_deadline(sshcore_conn *conn)
     conn->paused_at_ms = 0;
 }
 
-void sshcore_connect_handshake(sshcore_conn *conn)
+void
+sshcore_connect_handshake(sshcore_conn *conn)
 {
     ssh_key key = NULL;
     unsigned char *hash = NULL;
@@ -225,13 +256,17 @@ void sshcore_connect_handshake(sshcore_conn *conn)
         int crc = session_create(conn);
         if (crc < 0) {
             sshcore_error err;
-            sshcore_error_set(&err, SSHCORE_E_SYSTEM, "dup() of the socket failed");
+            sshcore_error_set(&err,
+                              SSHCORE_E_SYSTEM,
+                              "dup() of the socket failed");
             err.sys_errno = -crc;
             sshcore_conn_fail_with(conn, &err);
             return;
         }
         if (crc != 0) {
-            sshcore_conn_fail_lib(conn, SSHCORE_E_INVALID_ARGUMENT, "ssh_options_set");
+            sshcore_conn_fail_lib(conn,
+                                  SSHCORE_E_INVALID_ARGUMENT,
+                                  "ssh_options_set");
             return;
         }
     }
@@ -240,32 +275,55 @@ void sshcore_connect_handshake(sshcore_conn *conn)
     /* libssh switches the socket to blocking when it first sees it writable
      * (socket.c, CONNECTING -> CONNECTED); the fd is a dup of ours, so that
      * clears O_NONBLOCK for both. The worker must never block in send(). */
-    (void)fcntl(conn->sock_fd, F_SETFL, fcntl(conn->sock_fd, F_GETFL) | O_NONBLOCK);
-    /* whether libssh took our dup (it may fail before, e.g. applying options) */
-    conn->lib_took_fd = conn->lib_took_fd || ssh_get_fd(conn->session) == conn->lib_fd;
+    (void)fcntl(conn->sock_fd,
+                F_SETFL,
+                fcntl(conn->sock_fd, F_GETFL) | O_NONBLOCK);
+    /* whether libssh took our dup (it may fail before, e.g. applying options)
+     */
+    conn->lib_took_fd =
+        conn->lib_took_fd || ssh_get_fd(conn->session) == conn->lib_fd;
     if (rc == SSH_AGAIN) {
         return;
     }
     if (rc != SSH_OK) {
-        sshcore_conn_fail_lib(conn, sshcore_handshake_failure_code(conn), "ssh_connect");
+        sshcore_conn_fail_lib(conn,
+                              sshcore_handshake_failure_code(conn),
+                              "ssh_connect");
         return;
     }
     banner = ssh_get_serverbanner(conn->session);
     sshcore_copy_str(conn->banner, sizeof(conn->banner), banner);
-    sshcore_copy_str(conn->negotiated.kex, sizeof(conn->negotiated.kex), ssh_get_kex_algo(conn->session));
-    sshcore_copy_str(conn->negotiated.cipher_c2s, sizeof(conn->negotiated.cipher_c2s), ssh_get_cipher_out(conn->session));
-    sshcore_copy_str(conn->negotiated.cipher_s2c, sizeof(conn->negotiated.cipher_s2c), ssh_get_cipher_in(conn->session));
-    sshcore_copy_str(conn->negotiated.mac_c2s, sizeof(conn->negotiated.mac_c2s), ssh_get_hmac_out(conn->session));
-    sshcore_copy_str(conn->negotiated.mac_s2c, sizeof(conn->negotiated.mac_s2c), ssh_get_hmac_in(conn->session));
+    sshcore_copy_str(conn->negotiated.kex,
+                     sizeof(conn->negotiated.kex),
+                     ssh_get_kex_algo(conn->session));
+    sshcore_copy_str(conn->negotiated.cipher_c2s,
+                     sizeof(conn->negotiated.cipher_c2s),
+                     ssh_get_cipher_out(conn->session));
+    sshcore_copy_str(conn->negotiated.cipher_s2c,
+                     sizeof(conn->negotiated.cipher_s2c),
+                     ssh_get_cipher_in(conn->session));
+    sshcore_copy_str(conn->negotiated.mac_c2s,
+                     sizeof(conn->negotiated.mac_c2s),
+                     ssh_get_hmac_out(conn->session));
+    sshcore_copy_str(conn->negotiated.mac_s2c,
+                     sizeof(conn->negotiated.mac_s2c),
+                     ssh_get_hmac_in(conn->session));
 
     if (ssh_get_server_publickey(conn->session, &key) != SSH_OK) {
-        sshcore_conn_fail_lib(conn, SSHCORE_E_KEY_EXCHANGE, "ssh_get_server_publickey");
+        sshcore_conn_fail_lib(conn,
+                              SSHCORE_E_KEY_EXCHANGE,
+                              "ssh_get_server_publickey");
         return;
     }
-    if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &hlen) != 0 ||
-        (fp = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, hlen)) == NULL ||
+    if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &hlen) !=
+            0 ||
+        (fp =
+             ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, hlen)) ==
+            NULL ||
         ssh_pki_export_pubkey_base64(key, &b64) != SSH_OK) {
-        sshcore_conn_fail_lib(conn, SSHCORE_E_KEY_EXCHANGE, "ssh_get_publickey_hash");
+        sshcore_conn_fail_lib(conn,
+                              SSHCORE_E_KEY_EXCHANGE,
+                              "ssh_get_publickey_hash");
         goto out;
     }
     type = ssh_key_type(key) == SSH_KEYTYPE_ECDSA_P256 ||
@@ -274,7 +332,9 @@ void sshcore_connect_handshake(sshcore_conn *conn)
                ? ssh_pki_key_ecdsa_name(key)
                : ssh_key_type_to_char(ssh_key_type(key));
     hk.type = type != NULL ? type : "unknown";
-    sshcore_copy_str(conn->negotiated.hostkey, sizeof(conn->negotiated.hostkey), hk.type);
+    sshcore_copy_str(conn->negotiated.hostkey,
+                     sizeof(conn->negotiated.hostkey),
+                     hk.type);
     hk.sha256 = fp;
     hk.base64 = b64;
     hk.host = conn->host;
@@ -305,14 +365,16 @@ out:
 /* The connect phase machine (sshcore_fsm.c), applied                     */
 /* ---------------------------------------------------------------------- */
 
-bool sshcore_conn_phase(sshcore_conn *conn, sshcore_phase_event event)
+bool
+sshcore_conn_phase(sshcore_conn *conn, sshcore_phase_event event)
 {
     sshcore_phase before = conn->phase;
     char detail[160];
 
     switch (sshcore_phase_fsm_apply(&conn->phase, event)) {
     case SSHCORE_PHASE_ACT_ASK_CALLER:
-        sshcore_conn_pause_deadline(conn); /* the caller's time is not the network's */
+        sshcore_conn_pause_deadline(
+            conn); /* the caller's time is not the network's */
         return true;
     case SSHCORE_PHASE_ACT_AUTHENTICATE:
     case SSHCORE_PHASE_ACT_TRY_METHOD:
@@ -330,8 +392,11 @@ bool sshcore_conn_phase(sshcore_conn *conn, sshcore_phase_event event)
     case SSHCORE_PHASE_ACT__COUNT:
         break;
     }
-    snprintf(detail, sizeof(detail), "connect phase %s: event %s not allowed (a core bug)",
-             sshcore_phase_name((int)before), sshcore_phase_event_name((int)event));
+    snprintf(detail,
+             sizeof(detail),
+             "connect phase %s: event %s not allowed (a core bug)",
+             sshcore_phase_name((int)before),
+             sshcore_phase_event_name((int)event));
     sshcore_conn_fail(conn, SSHCORE_E_INVALID_STATE, detail);
     return false;
 }

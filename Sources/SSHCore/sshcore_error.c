@@ -13,7 +13,8 @@
 
 #include "sshcore_internal.h"
 
-void sshcore_copy_str(char *dst, size_t cap, const char *_Nullable src)
+void
+sshcore_copy_str(char *dst, size_t cap, const char *_Nullable src)
 {
     if (cap == 0) {
         return;
@@ -21,22 +22,28 @@ void sshcore_copy_str(char *dst, size_t cap, const char *_Nullable src)
     snprintf(dst, cap, "%s", src != NULL ? src : "");
 }
 
-void sshcore_error_set(sshcore_error *err, int code, const char *detail)
+void
+sshcore_error_set(sshcore_error *err, int code, const char *detail)
 {
     memset(err, 0, sizeof(*err));
     err->code = code;
     sshcore_copy_str(err->detail, sizeof(err->detail), detail);
 }
 
-void sshcore_error_from_session(sshcore_error *err, int code,
-                                ssh_session session, const char *function)
+void
+sshcore_error_from_session(sshcore_error *err,
+                           int code,
+                           ssh_session session,
+                           const char *function)
 {
     memset(err, 0, sizeof(*err));
     err->code = code;
     sshcore_copy_str(err->lib_function, sizeof(err->lib_function), function);
     if (session != NULL) {
         err->lib_code = ssh_get_error_code(session);
-        sshcore_copy_str(err->lib_message, sizeof(err->lib_message), ssh_get_error(session));
+        sshcore_copy_str(err->lib_message,
+                         sizeof(err->lib_message),
+                         ssh_get_error(session));
     }
 }
 
@@ -51,7 +58,8 @@ static const char *const integrity_failures[] = {
     "bytes left to be read",
 };
 
-int sshcore_conn_failure_code(sshcore_conn *conn)
+int
+sshcore_conn_failure_code(sshcore_conn *conn)
 {
     int status;
     const char *msg = NULL;
@@ -65,7 +73,9 @@ int sshcore_conn_failure_code(sshcore_conn *conn)
     if (ssh_is_connected(conn->session) && (status & SSH_CLOSED_ERROR) != 0) {
         /* libssh put the session in its error state without closing it: the
          * packet layer failed; its message tells an integrity failure */
-        for (i = 0; msg != NULL && i < sizeof(integrity_failures) / sizeof(integrity_failures[0]); i++) {
+        for (i = 0; msg != NULL && i < sizeof(integrity_failures) /
+                                           sizeof(integrity_failures[0]);
+             i++) {
             if (strstr(msg, integrity_failures[i]) != NULL) {
                 return SSHCORE_E_STREAM_CORRUPTED;
             }
@@ -94,7 +104,8 @@ int sshcore_conn_failure_code(sshcore_conn *conn)
  * a packet that failed its integrity check STREAM_CORRUPTED; the rest is the
  * key exchange's failure.
  */
-int sshcore_handshake_failure_code(sshcore_conn *conn)
+int
+sshcore_handshake_failure_code(sshcore_conn *conn)
 {
     const char *msg = ssh_get_error(conn->session);
     int code = sshcore_conn_failure_code(conn);
@@ -105,7 +116,8 @@ int sshcore_handshake_failure_code(sshcore_conn *conn)
     if (strstr(msg, "timed out") != NULL) {
         return SSHCORE_E_CONNECT_TIMEOUT;
     }
-    if (strstr(msg, "Socket error: disconnected") != NULL || strstr(msg, "SSH_MSG_DISCONNECT") != NULL ||
+    if (strstr(msg, "Socket error: disconnected") != NULL ||
+        strstr(msg, "SSH_MSG_DISCONNECT") != NULL ||
         strstr(msg, "Connection refused") != NULL) {
         return SSHCORE_E_DISCONNECTED;
     }

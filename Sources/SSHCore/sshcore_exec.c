@@ -1,7 +1,7 @@
 /*
- * sshcore_exec.c - creating session channel ops, and the public starts (a collected command,
- * a streamed command, shell or subsystem, a remote forward's connection as a
- * stream) and their results.
+ * sshcore_exec.c - creating session channel ops, and the public starts (a
+ * collected command, a streamed command, shell or subsystem, a remote forward's
+ * connection as a stream) and their results.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,11 +17,10 @@
 
 #include "sshcore_session.h"
 
-
 session_op *_Nullable sshcore_session_new(const char *_Nullable command,
-                                         const char *_Nullable fallback,
-                                         const sshcore_env_var *_Nullable env,
-                                         size_t env_count)
+                                          const char *_Nullable fallback,
+                                          const sshcore_env_var *_Nullable env,
+                                          size_t env_count)
 {
     session_op *x = calloc(1, sizeof(*x));
     bool ok = true;
@@ -65,19 +64,29 @@ session_op *_Nullable sshcore_session_new(const char *_Nullable command,
     return x;
 }
 
-sshcore_op *sshcore_exec_start(sshcore_conn *conn, const sshcore_exec_spec *spec,
-                               sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+sshcore_op *
+sshcore_exec_start(sshcore_conn *conn,
+                   const sshcore_exec_spec *spec,
+                   sshcore_op_done_fn done,
+                   void *ctx,
+                   sshcore_error *err)
 {
     session_op *x = NULL;
     wreq *input = NULL;
     wreq *eof = NULL;
 
-    if (spec->command == NULL || (spec->stdin_len > 0 && spec->stdin_data == NULL) ||
+    if (spec->command == NULL ||
+        (spec->stdin_len > 0 && spec->stdin_data == NULL) ||
         (spec->env_count > 0 && spec->env == NULL)) {
-        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete exec spec");
+        sshcore_error_set(err,
+                          SSHCORE_E_INVALID_ARGUMENT,
+                          "incomplete exec spec");
         return NULL;
     }
-    x = sshcore_session_new(spec->command, spec->fallback_command, spec->env, spec->env_count);
+    x = sshcore_session_new(spec->command,
+                            spec->fallback_command,
+                            spec->env,
+                            spec->env_count);
     eof = calloc(1, sizeof(*eof));
     if (spec->stdin_len > 0) {
         input = calloc(1, sizeof(*input));
@@ -85,7 +94,8 @@ sshcore_op *sshcore_exec_start(sshcore_conn *conn, const sshcore_exec_spec *spec
             input->data = malloc(spec->stdin_len);
         }
     }
-    if (x == NULL || eof == NULL || (spec->stdin_len > 0 && (input == NULL || input->data == NULL))) {
+    if (x == NULL || eof == NULL ||
+        (spec->stdin_len > 0 && (input == NULL || input->data == NULL))) {
         if (input != NULL) {
             free(input->data);
         }
@@ -110,17 +120,28 @@ sshcore_op *sshcore_exec_start(sshcore_conn *conn, const sshcore_exec_spec *spec
     return sshcore_session_submit(conn, x, done, ctx, 0, err);
 }
 
-sshcore_op *sshcore_rforward_stream(sshcore_op *forward, uint64_t id, size_t buffer_limit,
-                                    const sshcore_stream_callbacks *callbacks,
-                                    sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+sshcore_op *
+sshcore_rforward_stream(sshcore_op *forward,
+                        uint64_t id,
+                        size_t buffer_limit,
+                        const sshcore_stream_callbacks *callbacks,
+                        sshcore_op_done_fn done,
+                        void *ctx,
+                        sshcore_error *err)
 {
     session_op *x = NULL;
 
-    if (!sshcore_op_is(forward, SSHCORE_OP_RFORWARD, "sshcore_rforward_stream", err)) {
+    if (!sshcore_op_is(forward,
+                       SSHCORE_OP_RFORWARD,
+                       "sshcore_rforward_stream",
+                       err)) {
         return NULL;
     }
-    if (callbacks->data == NULL || callbacks->started == NULL || callbacks->released == NULL) {
-        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete stream callbacks");
+    if (callbacks->data == NULL || callbacks->started == NULL ||
+        callbacks->released == NULL) {
+        sshcore_error_set(err,
+                          SSHCORE_E_INVALID_ARGUMENT,
+                          "incomplete stream callbacks");
         return NULL;
     }
     x = sshcore_session_adopted_new(forward, id, buffer_limit, err);
@@ -131,24 +152,39 @@ sshcore_op *sshcore_rforward_stream(sshcore_op *forward, uint64_t id, size_t buf
     return sshcore_session_submit(forward->conn, x, done, ctx, 0, err);
 }
 
-sshcore_op *sshcore_stream_start(sshcore_conn *conn, const sshcore_stream_spec *spec,
-                                 const sshcore_stream_callbacks *callbacks,
-                                 sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+sshcore_op *
+sshcore_stream_start(sshcore_conn *conn,
+                     const sshcore_stream_spec *spec,
+                     const sshcore_stream_callbacks *callbacks,
+                     sshcore_op_done_fn done,
+                     void *ctx,
+                     sshcore_error *err)
 {
     session_op *x = NULL;
 
     if (spec->kind != SSHCORE_CHANNEL_SESSION) {
-        return sshcore_session_direct_start(conn, spec, callbacks, done, ctx, err);
+        return sshcore_session_direct_start(conn,
+                                            spec,
+                                            callbacks,
+                                            done,
+                                            ctx,
+                                            err);
     }
     if ((spec->env_count > 0 && spec->env == NULL) || spec->buffer_limit == 0 ||
-        spec->timeout_ms < 0 || callbacks->data == NULL || callbacks->started == NULL ||
-        callbacks->released == NULL ||
-        (spec->pty != NULL && (spec->pty->term == NULL || spec->pty->cols == 0 ||
-                               spec->pty->rows == 0 || strlen(spec->pty->term) >= 64))) {
-        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete stream spec");
+        spec->timeout_ms < 0 || callbacks->data == NULL ||
+        callbacks->started == NULL || callbacks->released == NULL ||
+        (spec->pty != NULL &&
+         (spec->pty->term == NULL || spec->pty->cols == 0 ||
+          spec->pty->rows == 0 || strlen(spec->pty->term) >= 64))) {
+        sshcore_error_set(err,
+                          SSHCORE_E_INVALID_ARGUMENT,
+                          "incomplete stream spec");
         return NULL;
     }
-    x = sshcore_session_new(spec->command, spec->fallback_command, spec->env, spec->env_count);
+    x = sshcore_session_new(spec->command,
+                            spec->fallback_command,
+                            spec->env,
+                            spec->env_count);
     if (x == NULL) {
         sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         return NULL;
@@ -167,12 +203,16 @@ sshcore_op *sshcore_stream_start(sshcore_conn *conn, const sshcore_stream_spec *
     return sshcore_session_submit(conn, x, done, ctx, spec->timeout_ms, err);
 }
 
-int sshcore_stream_get_exit(sshcore_op *op, sshcore_exit_info *info)
+int
+sshcore_stream_get_exit(sshcore_op *op, sshcore_exit_info *info)
 {
     session_op *x = NULL;
 
     memset(info, 0, sizeof(*info));
-    if (!sshcore_op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_get_exit", NULL)) {
+    if (!sshcore_op_is(op,
+                       SSHCORE_OP_STREAM,
+                       "sshcore_stream_get_exit",
+                       NULL)) {
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;
@@ -186,7 +226,8 @@ int sshcore_stream_get_exit(sshcore_op *op, sshcore_exit_info *info)
     return SSHCORE_E_OK;
 }
 
-int sshcore_exec_get_result(sshcore_op *op, sshcore_exec_result *r)
+int
+sshcore_exec_get_result(sshcore_op *op, sshcore_exec_result *r)
 {
     session_op *x = NULL;
 

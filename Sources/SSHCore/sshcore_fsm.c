@@ -1,6 +1,6 @@
 /*
- * sshcore_fsm.c - the connection, connect-phase, channel and channel-setup state
- * machines.
+ * sshcore_fsm.c - the connection, connect-phase, channel and channel-setup
+ * state machines.
  *
  * All are pure functions (state, event) -> (next state, action): no I/O, no
  * locks, no libssh. The worker performs the action. The switches have no
@@ -9,14 +9,14 @@
  */
 #include "sshcore.h"
 
-#define NEXT(s, a)                                                             \
-    do {                                                                       \
-        next = (s);                                                            \
-        action = (a);                                                          \
+#define NEXT(s, a)    \
+    do {              \
+        next = (s);   \
+        action = (a); \
     } while (0)
 
-sshcore_conn_action sshcore_conn_fsm_apply(sshcore_conn_state *state,
-                                           sshcore_conn_event event)
+sshcore_conn_action
+sshcore_conn_fsm_apply(sshcore_conn_state *state, sshcore_conn_event event)
 {
     sshcore_conn_state next = *state;
     sshcore_conn_action action = SSHCORE_CONN_ACT_REJECT;
@@ -24,86 +24,162 @@ sshcore_conn_action sshcore_conn_fsm_apply(sshcore_conn_state *state,
     switch (*state) {
     case SSHCORE_CONN_IDLE:
         switch (event) {
-        case SSHCORE_CONN_EV_START: NEXT(SSHCORE_CONN_CONNECTING, SSHCORE_CONN_ACT_CONNECT); break;
-        case SSHCORE_CONN_EV_HANDSHAKE_DONE: break;
-        case SSHCORE_CONN_EV_AUTH_OK: break;
-        case SSHCORE_CONN_EV_FAILURE: NEXT(SSHCORE_CONN_FAILED, SSHCORE_CONN_ACT_TEAR_DOWN); break;
-        case SSHCORE_CONN_EV_CLOSE: NEXT(SSHCORE_CONN_CLOSING, SSHCORE_CONN_ACT_TEAR_DOWN); break;
-        case SSHCORE_CONN_EV_TORN_DOWN: break;
-        case SSHCORE_CONN_EV_OPEN_CHANNEL: break;
-        case SSHCORE_CONN_EV__COUNT: break;
+        case SSHCORE_CONN_EV_START:
+            NEXT(SSHCORE_CONN_CONNECTING, SSHCORE_CONN_ACT_CONNECT);
+            break;
+        case SSHCORE_CONN_EV_HANDSHAKE_DONE:
+            break;
+        case SSHCORE_CONN_EV_AUTH_OK:
+            break;
+        case SSHCORE_CONN_EV_FAILURE:
+            NEXT(SSHCORE_CONN_FAILED, SSHCORE_CONN_ACT_TEAR_DOWN);
+            break;
+        case SSHCORE_CONN_EV_CLOSE:
+            NEXT(SSHCORE_CONN_CLOSING, SSHCORE_CONN_ACT_TEAR_DOWN);
+            break;
+        case SSHCORE_CONN_EV_TORN_DOWN:
+            break;
+        case SSHCORE_CONN_EV_OPEN_CHANNEL:
+            break;
+        case SSHCORE_CONN_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_CONN_CONNECTING:
         switch (event) {
-        case SSHCORE_CONN_EV_START: break;
-        case SSHCORE_CONN_EV_HANDSHAKE_DONE: NEXT(SSHCORE_CONN_AUTHENTICATING, SSHCORE_CONN_ACT_AUTHENTICATE); break;
-        case SSHCORE_CONN_EV_AUTH_OK: break;
-        case SSHCORE_CONN_EV_FAILURE: NEXT(SSHCORE_CONN_FAILED, SSHCORE_CONN_ACT_TEAR_DOWN); break;
-        case SSHCORE_CONN_EV_CLOSE: NEXT(SSHCORE_CONN_CLOSING, SSHCORE_CONN_ACT_TEAR_DOWN); break;
-        case SSHCORE_CONN_EV_TORN_DOWN: break;
-        case SSHCORE_CONN_EV_OPEN_CHANNEL: break;
-        case SSHCORE_CONN_EV__COUNT: break;
+        case SSHCORE_CONN_EV_START:
+            break;
+        case SSHCORE_CONN_EV_HANDSHAKE_DONE:
+            NEXT(SSHCORE_CONN_AUTHENTICATING, SSHCORE_CONN_ACT_AUTHENTICATE);
+            break;
+        case SSHCORE_CONN_EV_AUTH_OK:
+            break;
+        case SSHCORE_CONN_EV_FAILURE:
+            NEXT(SSHCORE_CONN_FAILED, SSHCORE_CONN_ACT_TEAR_DOWN);
+            break;
+        case SSHCORE_CONN_EV_CLOSE:
+            NEXT(SSHCORE_CONN_CLOSING, SSHCORE_CONN_ACT_TEAR_DOWN);
+            break;
+        case SSHCORE_CONN_EV_TORN_DOWN:
+            break;
+        case SSHCORE_CONN_EV_OPEN_CHANNEL:
+            break;
+        case SSHCORE_CONN_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_CONN_AUTHENTICATING:
         switch (event) {
-        case SSHCORE_CONN_EV_START: break;
-        case SSHCORE_CONN_EV_HANDSHAKE_DONE: break;
-        case SSHCORE_CONN_EV_AUTH_OK: NEXT(SSHCORE_CONN_READY, SSHCORE_CONN_ACT_REPORT_READY); break;
-        case SSHCORE_CONN_EV_FAILURE: NEXT(SSHCORE_CONN_FAILED, SSHCORE_CONN_ACT_TEAR_DOWN); break;
-        case SSHCORE_CONN_EV_CLOSE: NEXT(SSHCORE_CONN_CLOSING, SSHCORE_CONN_ACT_TEAR_DOWN); break;
-        case SSHCORE_CONN_EV_TORN_DOWN: break;
-        case SSHCORE_CONN_EV_OPEN_CHANNEL: break;
-        case SSHCORE_CONN_EV__COUNT: break;
+        case SSHCORE_CONN_EV_START:
+            break;
+        case SSHCORE_CONN_EV_HANDSHAKE_DONE:
+            break;
+        case SSHCORE_CONN_EV_AUTH_OK:
+            NEXT(SSHCORE_CONN_READY, SSHCORE_CONN_ACT_REPORT_READY);
+            break;
+        case SSHCORE_CONN_EV_FAILURE:
+            NEXT(SSHCORE_CONN_FAILED, SSHCORE_CONN_ACT_TEAR_DOWN);
+            break;
+        case SSHCORE_CONN_EV_CLOSE:
+            NEXT(SSHCORE_CONN_CLOSING, SSHCORE_CONN_ACT_TEAR_DOWN);
+            break;
+        case SSHCORE_CONN_EV_TORN_DOWN:
+            break;
+        case SSHCORE_CONN_EV_OPEN_CHANNEL:
+            break;
+        case SSHCORE_CONN_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_CONN_READY:
         switch (event) {
-        case SSHCORE_CONN_EV_START: break;
-        case SSHCORE_CONN_EV_HANDSHAKE_DONE: break;
-        case SSHCORE_CONN_EV_AUTH_OK: break;
-        case SSHCORE_CONN_EV_FAILURE: NEXT(SSHCORE_CONN_FAILED, SSHCORE_CONN_ACT_TEAR_DOWN); break;
-        case SSHCORE_CONN_EV_CLOSE: NEXT(SSHCORE_CONN_CLOSING, SSHCORE_CONN_ACT_TEAR_DOWN); break;
-        case SSHCORE_CONN_EV_TORN_DOWN: break;
-        case SSHCORE_CONN_EV_OPEN_CHANNEL: NEXT(SSHCORE_CONN_READY, SSHCORE_CONN_ACT_OPEN_CHANNEL); break;
-        case SSHCORE_CONN_EV__COUNT: break;
+        case SSHCORE_CONN_EV_START:
+            break;
+        case SSHCORE_CONN_EV_HANDSHAKE_DONE:
+            break;
+        case SSHCORE_CONN_EV_AUTH_OK:
+            break;
+        case SSHCORE_CONN_EV_FAILURE:
+            NEXT(SSHCORE_CONN_FAILED, SSHCORE_CONN_ACT_TEAR_DOWN);
+            break;
+        case SSHCORE_CONN_EV_CLOSE:
+            NEXT(SSHCORE_CONN_CLOSING, SSHCORE_CONN_ACT_TEAR_DOWN);
+            break;
+        case SSHCORE_CONN_EV_TORN_DOWN:
+            break;
+        case SSHCORE_CONN_EV_OPEN_CHANNEL:
+            NEXT(SSHCORE_CONN_READY, SSHCORE_CONN_ACT_OPEN_CHANNEL);
+            break;
+        case SSHCORE_CONN_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_CONN_CLOSING:
         switch (event) {
-        case SSHCORE_CONN_EV_START: break;
-        case SSHCORE_CONN_EV_HANDSHAKE_DONE: break;
-        case SSHCORE_CONN_EV_AUTH_OK: break;
-        case SSHCORE_CONN_EV_FAILURE: NEXT(SSHCORE_CONN_CLOSING, SSHCORE_CONN_ACT_NONE); break;
-        case SSHCORE_CONN_EV_CLOSE: NEXT(SSHCORE_CONN_CLOSING, SSHCORE_CONN_ACT_NONE); break;
-        case SSHCORE_CONN_EV_TORN_DOWN: NEXT(SSHCORE_CONN_CLOSED, SSHCORE_CONN_ACT_FINISH); break;
-        case SSHCORE_CONN_EV_OPEN_CHANNEL: break;
-        case SSHCORE_CONN_EV__COUNT: break;
+        case SSHCORE_CONN_EV_START:
+            break;
+        case SSHCORE_CONN_EV_HANDSHAKE_DONE:
+            break;
+        case SSHCORE_CONN_EV_AUTH_OK:
+            break;
+        case SSHCORE_CONN_EV_FAILURE:
+            NEXT(SSHCORE_CONN_CLOSING, SSHCORE_CONN_ACT_NONE);
+            break;
+        case SSHCORE_CONN_EV_CLOSE:
+            NEXT(SSHCORE_CONN_CLOSING, SSHCORE_CONN_ACT_NONE);
+            break;
+        case SSHCORE_CONN_EV_TORN_DOWN:
+            NEXT(SSHCORE_CONN_CLOSED, SSHCORE_CONN_ACT_FINISH);
+            break;
+        case SSHCORE_CONN_EV_OPEN_CHANNEL:
+            break;
+        case SSHCORE_CONN_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_CONN_CLOSED:
         switch (event) {
-        case SSHCORE_CONN_EV_START: break;
-        case SSHCORE_CONN_EV_HANDSHAKE_DONE: break;
-        case SSHCORE_CONN_EV_AUTH_OK: break;
-        case SSHCORE_CONN_EV_FAILURE: NEXT(SSHCORE_CONN_CLOSED, SSHCORE_CONN_ACT_NONE); break;
-        case SSHCORE_CONN_EV_CLOSE: NEXT(SSHCORE_CONN_CLOSED, SSHCORE_CONN_ACT_NONE); break;
-        case SSHCORE_CONN_EV_TORN_DOWN: break;
-        case SSHCORE_CONN_EV_OPEN_CHANNEL: break;
-        case SSHCORE_CONN_EV__COUNT: break;
+        case SSHCORE_CONN_EV_START:
+            break;
+        case SSHCORE_CONN_EV_HANDSHAKE_DONE:
+            break;
+        case SSHCORE_CONN_EV_AUTH_OK:
+            break;
+        case SSHCORE_CONN_EV_FAILURE:
+            NEXT(SSHCORE_CONN_CLOSED, SSHCORE_CONN_ACT_NONE);
+            break;
+        case SSHCORE_CONN_EV_CLOSE:
+            NEXT(SSHCORE_CONN_CLOSED, SSHCORE_CONN_ACT_NONE);
+            break;
+        case SSHCORE_CONN_EV_TORN_DOWN:
+            break;
+        case SSHCORE_CONN_EV_OPEN_CHANNEL:
+            break;
+        case SSHCORE_CONN_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_CONN_FAILED:
         switch (event) {
-        case SSHCORE_CONN_EV_START: break;
-        case SSHCORE_CONN_EV_HANDSHAKE_DONE: break;
-        case SSHCORE_CONN_EV_AUTH_OK: break;
-        case SSHCORE_CONN_EV_FAILURE: NEXT(SSHCORE_CONN_FAILED, SSHCORE_CONN_ACT_NONE); break;
-        case SSHCORE_CONN_EV_CLOSE: NEXT(SSHCORE_CONN_FAILED, SSHCORE_CONN_ACT_NONE); break;
-        case SSHCORE_CONN_EV_TORN_DOWN: NEXT(SSHCORE_CONN_FAILED, SSHCORE_CONN_ACT_FINISH); break;
-        case SSHCORE_CONN_EV_OPEN_CHANNEL: break;
-        case SSHCORE_CONN_EV__COUNT: break;
+        case SSHCORE_CONN_EV_START:
+            break;
+        case SSHCORE_CONN_EV_HANDSHAKE_DONE:
+            break;
+        case SSHCORE_CONN_EV_AUTH_OK:
+            break;
+        case SSHCORE_CONN_EV_FAILURE:
+            NEXT(SSHCORE_CONN_FAILED, SSHCORE_CONN_ACT_NONE);
+            break;
+        case SSHCORE_CONN_EV_CLOSE:
+            NEXT(SSHCORE_CONN_FAILED, SSHCORE_CONN_ACT_NONE);
+            break;
+        case SSHCORE_CONN_EV_TORN_DOWN:
+            NEXT(SSHCORE_CONN_FAILED, SSHCORE_CONN_ACT_FINISH);
+            break;
+        case SSHCORE_CONN_EV_OPEN_CHANNEL:
+            break;
+        case SSHCORE_CONN_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_CONN__COUNT:
@@ -113,8 +189,8 @@ sshcore_conn_action sshcore_conn_fsm_apply(sshcore_conn_state *state,
     return action;
 }
 
-sshcore_chan_action sshcore_chan_fsm_apply(sshcore_chan_state *state,
-                                           sshcore_chan_event event)
+sshcore_chan_action
+sshcore_chan_fsm_apply(sshcore_chan_state *state, sshcore_chan_event event)
 {
     sshcore_chan_state next = *state;
     sshcore_chan_action action = SSHCORE_CHAN_ACT_REJECT;
@@ -122,74 +198,145 @@ sshcore_chan_action sshcore_chan_fsm_apply(sshcore_chan_state *state,
     switch (*state) {
     case SSHCORE_CHAN_OPENING:
         switch (event) {
-        case SSHCORE_CHAN_EV_OPEN_OK: NEXT(SSHCORE_CHAN_OPEN, SSHCORE_CHAN_ACT_START_IO); break;
-        case SSHCORE_CHAN_EV_OPEN_FAILED: NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FAIL); break;
-        case SSHCORE_CHAN_EV_SEND_EOF: break;
-        case SSHCORE_CHAN_EV_RECV_EOF: break;
-        case SSHCORE_CHAN_EV_RECV_CLOSE: break;
-        case SSHCORE_CHAN_EV_CLOSE: NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_SEND_CLOSE); break;
-        case SSHCORE_CHAN_EV_CONN_LOST: NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FAIL); break;
-        case SSHCORE_CHAN_EV__COUNT: break;
+        case SSHCORE_CHAN_EV_OPEN_OK:
+            NEXT(SSHCORE_CHAN_OPEN, SSHCORE_CHAN_ACT_START_IO);
+            break;
+        case SSHCORE_CHAN_EV_OPEN_FAILED:
+            NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FAIL);
+            break;
+        case SSHCORE_CHAN_EV_SEND_EOF:
+            break;
+        case SSHCORE_CHAN_EV_RECV_EOF:
+            break;
+        case SSHCORE_CHAN_EV_RECV_CLOSE:
+            break;
+        case SSHCORE_CHAN_EV_CLOSE:
+            NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_SEND_CLOSE);
+            break;
+        case SSHCORE_CHAN_EV_CONN_LOST:
+            NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FAIL);
+            break;
+        case SSHCORE_CHAN_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_CHAN_OPEN:
         switch (event) {
-        case SSHCORE_CHAN_EV_OPEN_OK: break;
-        case SSHCORE_CHAN_EV_OPEN_FAILED: break;
-        case SSHCORE_CHAN_EV_SEND_EOF: NEXT(SSHCORE_CHAN_EOF_SENT, SSHCORE_CHAN_ACT_SEND_EOF); break;
-        case SSHCORE_CHAN_EV_RECV_EOF: NEXT(SSHCORE_CHAN_EOF_RECEIVED, SSHCORE_CHAN_ACT_NONE); break;
-        case SSHCORE_CHAN_EV_RECV_CLOSE: NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FINISH); break;
-        case SSHCORE_CHAN_EV_CLOSE: NEXT(SSHCORE_CHAN_CLOSING, SSHCORE_CHAN_ACT_SEND_CLOSE); break;
-        case SSHCORE_CHAN_EV_CONN_LOST: NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FAIL); break;
-        case SSHCORE_CHAN_EV__COUNT: break;
+        case SSHCORE_CHAN_EV_OPEN_OK:
+            break;
+        case SSHCORE_CHAN_EV_OPEN_FAILED:
+            break;
+        case SSHCORE_CHAN_EV_SEND_EOF:
+            NEXT(SSHCORE_CHAN_EOF_SENT, SSHCORE_CHAN_ACT_SEND_EOF);
+            break;
+        case SSHCORE_CHAN_EV_RECV_EOF:
+            NEXT(SSHCORE_CHAN_EOF_RECEIVED, SSHCORE_CHAN_ACT_NONE);
+            break;
+        case SSHCORE_CHAN_EV_RECV_CLOSE:
+            NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FINISH);
+            break;
+        case SSHCORE_CHAN_EV_CLOSE:
+            NEXT(SSHCORE_CHAN_CLOSING, SSHCORE_CHAN_ACT_SEND_CLOSE);
+            break;
+        case SSHCORE_CHAN_EV_CONN_LOST:
+            NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FAIL);
+            break;
+        case SSHCORE_CHAN_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_CHAN_EOF_SENT:
         switch (event) {
-        case SSHCORE_CHAN_EV_OPEN_OK: break;
-        case SSHCORE_CHAN_EV_OPEN_FAILED: break;
-        case SSHCORE_CHAN_EV_SEND_EOF: break;
-        case SSHCORE_CHAN_EV_RECV_EOF: NEXT(SSHCORE_CHAN_CLOSING, SSHCORE_CHAN_ACT_NONE); break;
-        case SSHCORE_CHAN_EV_RECV_CLOSE: NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FINISH); break;
-        case SSHCORE_CHAN_EV_CLOSE: NEXT(SSHCORE_CHAN_CLOSING, SSHCORE_CHAN_ACT_SEND_CLOSE); break;
-        case SSHCORE_CHAN_EV_CONN_LOST: NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FAIL); break;
-        case SSHCORE_CHAN_EV__COUNT: break;
+        case SSHCORE_CHAN_EV_OPEN_OK:
+            break;
+        case SSHCORE_CHAN_EV_OPEN_FAILED:
+            break;
+        case SSHCORE_CHAN_EV_SEND_EOF:
+            break;
+        case SSHCORE_CHAN_EV_RECV_EOF:
+            NEXT(SSHCORE_CHAN_CLOSING, SSHCORE_CHAN_ACT_NONE);
+            break;
+        case SSHCORE_CHAN_EV_RECV_CLOSE:
+            NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FINISH);
+            break;
+        case SSHCORE_CHAN_EV_CLOSE:
+            NEXT(SSHCORE_CHAN_CLOSING, SSHCORE_CHAN_ACT_SEND_CLOSE);
+            break;
+        case SSHCORE_CHAN_EV_CONN_LOST:
+            NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FAIL);
+            break;
+        case SSHCORE_CHAN_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_CHAN_EOF_RECEIVED:
         switch (event) {
-        case SSHCORE_CHAN_EV_OPEN_OK: break;
-        case SSHCORE_CHAN_EV_OPEN_FAILED: break;
-        case SSHCORE_CHAN_EV_SEND_EOF: NEXT(SSHCORE_CHAN_CLOSING, SSHCORE_CHAN_ACT_SEND_EOF); break;
-        case SSHCORE_CHAN_EV_RECV_EOF: break;
-        case SSHCORE_CHAN_EV_RECV_CLOSE: NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FINISH); break;
-        case SSHCORE_CHAN_EV_CLOSE: NEXT(SSHCORE_CHAN_CLOSING, SSHCORE_CHAN_ACT_SEND_CLOSE); break;
-        case SSHCORE_CHAN_EV_CONN_LOST: NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FAIL); break;
-        case SSHCORE_CHAN_EV__COUNT: break;
+        case SSHCORE_CHAN_EV_OPEN_OK:
+            break;
+        case SSHCORE_CHAN_EV_OPEN_FAILED:
+            break;
+        case SSHCORE_CHAN_EV_SEND_EOF:
+            NEXT(SSHCORE_CHAN_CLOSING, SSHCORE_CHAN_ACT_SEND_EOF);
+            break;
+        case SSHCORE_CHAN_EV_RECV_EOF:
+            break;
+        case SSHCORE_CHAN_EV_RECV_CLOSE:
+            NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FINISH);
+            break;
+        case SSHCORE_CHAN_EV_CLOSE:
+            NEXT(SSHCORE_CHAN_CLOSING, SSHCORE_CHAN_ACT_SEND_CLOSE);
+            break;
+        case SSHCORE_CHAN_EV_CONN_LOST:
+            NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FAIL);
+            break;
+        case SSHCORE_CHAN_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_CHAN_CLOSING:
         switch (event) {
-        case SSHCORE_CHAN_EV_OPEN_OK: break;
-        case SSHCORE_CHAN_EV_OPEN_FAILED: break;
-        case SSHCORE_CHAN_EV_SEND_EOF: break;
-        case SSHCORE_CHAN_EV_RECV_EOF: NEXT(SSHCORE_CHAN_CLOSING, SSHCORE_CHAN_ACT_NONE); break;
-        case SSHCORE_CHAN_EV_RECV_CLOSE: NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FINISH); break;
-        case SSHCORE_CHAN_EV_CLOSE: NEXT(SSHCORE_CHAN_CLOSING, SSHCORE_CHAN_ACT_SEND_CLOSE); break;
-        case SSHCORE_CHAN_EV_CONN_LOST: NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FAIL); break;
-        case SSHCORE_CHAN_EV__COUNT: break;
+        case SSHCORE_CHAN_EV_OPEN_OK:
+            break;
+        case SSHCORE_CHAN_EV_OPEN_FAILED:
+            break;
+        case SSHCORE_CHAN_EV_SEND_EOF:
+            break;
+        case SSHCORE_CHAN_EV_RECV_EOF:
+            NEXT(SSHCORE_CHAN_CLOSING, SSHCORE_CHAN_ACT_NONE);
+            break;
+        case SSHCORE_CHAN_EV_RECV_CLOSE:
+            NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FINISH);
+            break;
+        case SSHCORE_CHAN_EV_CLOSE:
+            NEXT(SSHCORE_CHAN_CLOSING, SSHCORE_CHAN_ACT_SEND_CLOSE);
+            break;
+        case SSHCORE_CHAN_EV_CONN_LOST:
+            NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_FAIL);
+            break;
+        case SSHCORE_CHAN_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_CHAN_CLOSED:
         switch (event) {
-        case SSHCORE_CHAN_EV_OPEN_OK: break;
-        case SSHCORE_CHAN_EV_OPEN_FAILED: break;
-        case SSHCORE_CHAN_EV_SEND_EOF: break;
-        case SSHCORE_CHAN_EV_RECV_EOF: break;
-        case SSHCORE_CHAN_EV_RECV_CLOSE: break;
-        case SSHCORE_CHAN_EV_CLOSE: NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_NONE); break;
-        case SSHCORE_CHAN_EV_CONN_LOST: NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_NONE); break;
-        case SSHCORE_CHAN_EV__COUNT: break;
+        case SSHCORE_CHAN_EV_OPEN_OK:
+            break;
+        case SSHCORE_CHAN_EV_OPEN_FAILED:
+            break;
+        case SSHCORE_CHAN_EV_SEND_EOF:
+            break;
+        case SSHCORE_CHAN_EV_RECV_EOF:
+            break;
+        case SSHCORE_CHAN_EV_RECV_CLOSE:
+            break;
+        case SSHCORE_CHAN_EV_CLOSE:
+            NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_NONE);
+            break;
+        case SSHCORE_CHAN_EV_CONN_LOST:
+            NEXT(SSHCORE_CHAN_CLOSED, SSHCORE_CHAN_ACT_NONE);
+            break;
+        case SSHCORE_CHAN_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_CHAN__COUNT:
@@ -201,7 +348,8 @@ sshcore_chan_action sshcore_chan_fsm_apply(sshcore_chan_state *state,
 
 /* Channel setup: a rejected event is a core bug (the operation fails with
  * INVALID_STATE naming the step and the event). */
-sshcore_setup_action sshcore_setup_fsm_apply(sshcore_setup *setup, sshcore_setup_event event)
+sshcore_setup_action
+sshcore_setup_fsm_apply(sshcore_setup *setup, sshcore_setup_event event)
 {
     sshcore_setup next = *setup;
     sshcore_setup_action action = SSHCORE_SETUP_ACT_REJECT;
@@ -209,68 +357,116 @@ sshcore_setup_action sshcore_setup_fsm_apply(sshcore_setup *setup, sshcore_setup
     switch (*setup) {
     case SSHCORE_SETUP_OPEN:
         switch (event) {
-        case SSHCORE_SETUP_EV_SESSION_OPENED: NEXT(SSHCORE_SETUP_AGENT, SSHCORE_SETUP_ACT_REQUEST_AGENT); break;
-        case SSHCORE_SETUP_EV_STREAM_OPENED: NEXT(SSHCORE_SETUP_IO, SSHCORE_SETUP_ACT_RUN_IO); break;
-        case SSHCORE_SETUP_EV_AGENT_DONE: break;
-        case SSHCORE_SETUP_EV_ENV_DONE: break;
-        case SSHCORE_SETUP_EV_PTY_DONE: break;
-        case SSHCORE_SETUP_EV_STARTED: break;
-        case SSHCORE_SETUP_EV__COUNT: break;
+        case SSHCORE_SETUP_EV_SESSION_OPENED:
+            NEXT(SSHCORE_SETUP_AGENT, SSHCORE_SETUP_ACT_REQUEST_AGENT);
+            break;
+        case SSHCORE_SETUP_EV_STREAM_OPENED:
+            NEXT(SSHCORE_SETUP_IO, SSHCORE_SETUP_ACT_RUN_IO);
+            break;
+        case SSHCORE_SETUP_EV_AGENT_DONE:
+            break;
+        case SSHCORE_SETUP_EV_ENV_DONE:
+            break;
+        case SSHCORE_SETUP_EV_PTY_DONE:
+            break;
+        case SSHCORE_SETUP_EV_STARTED:
+            break;
+        case SSHCORE_SETUP_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_SETUP_AGENT:
         switch (event) {
-        case SSHCORE_SETUP_EV_SESSION_OPENED: break;
-        case SSHCORE_SETUP_EV_STREAM_OPENED: break;
-        case SSHCORE_SETUP_EV_AGENT_DONE: NEXT(SSHCORE_SETUP_ENV, SSHCORE_SETUP_ACT_SEND_ENV); break;
-        case SSHCORE_SETUP_EV_ENV_DONE: break;
-        case SSHCORE_SETUP_EV_PTY_DONE: break;
-        case SSHCORE_SETUP_EV_STARTED: break;
-        case SSHCORE_SETUP_EV__COUNT: break;
+        case SSHCORE_SETUP_EV_SESSION_OPENED:
+            break;
+        case SSHCORE_SETUP_EV_STREAM_OPENED:
+            break;
+        case SSHCORE_SETUP_EV_AGENT_DONE:
+            NEXT(SSHCORE_SETUP_ENV, SSHCORE_SETUP_ACT_SEND_ENV);
+            break;
+        case SSHCORE_SETUP_EV_ENV_DONE:
+            break;
+        case SSHCORE_SETUP_EV_PTY_DONE:
+            break;
+        case SSHCORE_SETUP_EV_STARTED:
+            break;
+        case SSHCORE_SETUP_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_SETUP_ENV:
         switch (event) {
-        case SSHCORE_SETUP_EV_SESSION_OPENED: break;
-        case SSHCORE_SETUP_EV_STREAM_OPENED: break;
-        case SSHCORE_SETUP_EV_AGENT_DONE: break;
-        case SSHCORE_SETUP_EV_ENV_DONE: NEXT(SSHCORE_SETUP_PTY, SSHCORE_SETUP_ACT_REQUEST_PTY); break;
-        case SSHCORE_SETUP_EV_PTY_DONE: break;
-        case SSHCORE_SETUP_EV_STARTED: break;
-        case SSHCORE_SETUP_EV__COUNT: break;
+        case SSHCORE_SETUP_EV_SESSION_OPENED:
+            break;
+        case SSHCORE_SETUP_EV_STREAM_OPENED:
+            break;
+        case SSHCORE_SETUP_EV_AGENT_DONE:
+            break;
+        case SSHCORE_SETUP_EV_ENV_DONE:
+            NEXT(SSHCORE_SETUP_PTY, SSHCORE_SETUP_ACT_REQUEST_PTY);
+            break;
+        case SSHCORE_SETUP_EV_PTY_DONE:
+            break;
+        case SSHCORE_SETUP_EV_STARTED:
+            break;
+        case SSHCORE_SETUP_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_SETUP_PTY:
         switch (event) {
-        case SSHCORE_SETUP_EV_SESSION_OPENED: break;
-        case SSHCORE_SETUP_EV_STREAM_OPENED: break;
-        case SSHCORE_SETUP_EV_AGENT_DONE: break;
-        case SSHCORE_SETUP_EV_ENV_DONE: break;
-        case SSHCORE_SETUP_EV_PTY_DONE: NEXT(SSHCORE_SETUP_START, SSHCORE_SETUP_ACT_REQUEST_START); break;
-        case SSHCORE_SETUP_EV_STARTED: break;
-        case SSHCORE_SETUP_EV__COUNT: break;
+        case SSHCORE_SETUP_EV_SESSION_OPENED:
+            break;
+        case SSHCORE_SETUP_EV_STREAM_OPENED:
+            break;
+        case SSHCORE_SETUP_EV_AGENT_DONE:
+            break;
+        case SSHCORE_SETUP_EV_ENV_DONE:
+            break;
+        case SSHCORE_SETUP_EV_PTY_DONE:
+            NEXT(SSHCORE_SETUP_START, SSHCORE_SETUP_ACT_REQUEST_START);
+            break;
+        case SSHCORE_SETUP_EV_STARTED:
+            break;
+        case SSHCORE_SETUP_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_SETUP_START:
         switch (event) {
-        case SSHCORE_SETUP_EV_SESSION_OPENED: break;
-        case SSHCORE_SETUP_EV_STREAM_OPENED: break;
-        case SSHCORE_SETUP_EV_AGENT_DONE: break;
-        case SSHCORE_SETUP_EV_ENV_DONE: break;
-        case SSHCORE_SETUP_EV_PTY_DONE: break;
-        case SSHCORE_SETUP_EV_STARTED: NEXT(SSHCORE_SETUP_IO, SSHCORE_SETUP_ACT_RUN_IO); break;
-        case SSHCORE_SETUP_EV__COUNT: break;
+        case SSHCORE_SETUP_EV_SESSION_OPENED:
+            break;
+        case SSHCORE_SETUP_EV_STREAM_OPENED:
+            break;
+        case SSHCORE_SETUP_EV_AGENT_DONE:
+            break;
+        case SSHCORE_SETUP_EV_ENV_DONE:
+            break;
+        case SSHCORE_SETUP_EV_PTY_DONE:
+            break;
+        case SSHCORE_SETUP_EV_STARTED:
+            NEXT(SSHCORE_SETUP_IO, SSHCORE_SETUP_ACT_RUN_IO);
+            break;
+        case SSHCORE_SETUP_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_SETUP_IO:
         switch (event) {
-        case SSHCORE_SETUP_EV_SESSION_OPENED: break;
-        case SSHCORE_SETUP_EV_STREAM_OPENED: break;
-        case SSHCORE_SETUP_EV_AGENT_DONE: break;
-        case SSHCORE_SETUP_EV_ENV_DONE: break;
-        case SSHCORE_SETUP_EV_PTY_DONE: break;
-        case SSHCORE_SETUP_EV_STARTED: break;
-        case SSHCORE_SETUP_EV__COUNT: break;
+        case SSHCORE_SETUP_EV_SESSION_OPENED:
+            break;
+        case SSHCORE_SETUP_EV_STREAM_OPENED:
+            break;
+        case SSHCORE_SETUP_EV_AGENT_DONE:
+            break;
+        case SSHCORE_SETUP_EV_ENV_DONE:
+            break;
+        case SSHCORE_SETUP_EV_PTY_DONE:
+            break;
+        case SSHCORE_SETUP_EV_STARTED:
+            break;
+        case SSHCORE_SETUP_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_SETUP__COUNT:
@@ -282,7 +478,8 @@ sshcore_setup_action sshcore_setup_fsm_apply(sshcore_setup *setup, sshcore_setup
 
 /* The connect phases: a rejected event is a core bug (the connection fails
  * with INVALID_STATE naming the phase and the event). */
-sshcore_phase_action sshcore_phase_fsm_apply(sshcore_phase *phase, sshcore_phase_event event)
+sshcore_phase_action
+sshcore_phase_fsm_apply(sshcore_phase *phase, sshcore_phase_event event)
 {
     sshcore_phase next = *phase;
     sshcore_phase_action action = SSHCORE_PHASE_ACT_REJECT;
@@ -290,162 +487,304 @@ sshcore_phase_action sshcore_phase_fsm_apply(sshcore_phase *phase, sshcore_phase
     switch (*phase) {
     case SSHCORE_PHASE_RESOLVE:
         switch (event) {
-        case SSHCORE_PHASE_EV_RESOLVED: NEXT(SSHCORE_PHASE_TCP_START, SSHCORE_PHASE_ACT_CONNECT_TCP); break;
-        case SSHCORE_PHASE_EV_TCP_PENDING: break;
-        case SSHCORE_PHASE_EV_TCP_CONNECTED: break;
-        case SSHCORE_PHASE_EV_TCP_RETRY: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
-        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
-        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
-        case SSHCORE_PHASE_EV_ANSWERED: break;
-        case SSHCORE_PHASE_EV_AUTHENTICATED: break;
-        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
-        case SSHCORE_PHASE_EV__COUNT: break;
+        case SSHCORE_PHASE_EV_RESOLVED:
+            NEXT(SSHCORE_PHASE_TCP_START, SSHCORE_PHASE_ACT_CONNECT_TCP);
+            break;
+        case SSHCORE_PHASE_EV_TCP_PENDING:
+            break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED:
+            break;
+        case SSHCORE_PHASE_EV_TCP_RETRY:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED:
+            break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWERED:
+            break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED:
+            break;
+        case SSHCORE_PHASE_EV_ENDED:
+            NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN);
+            break;
+        case SSHCORE_PHASE_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_PHASE_TCP_START:
         switch (event) {
-        case SSHCORE_PHASE_EV_RESOLVED: break;
-        case SSHCORE_PHASE_EV_TCP_PENDING: NEXT(SSHCORE_PHASE_TCP_WAIT, SSHCORE_PHASE_ACT_WAIT_WRITABLE); break;
-        case SSHCORE_PHASE_EV_TCP_CONNECTED: NEXT(SSHCORE_PHASE_HANDSHAKE, SSHCORE_PHASE_ACT_HANDSHAKE); break;
-        case SSHCORE_PHASE_EV_TCP_RETRY: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
-        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
-        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
-        case SSHCORE_PHASE_EV_ANSWERED: break;
-        case SSHCORE_PHASE_EV_AUTHENTICATED: break;
-        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
-        case SSHCORE_PHASE_EV__COUNT: break;
+        case SSHCORE_PHASE_EV_RESOLVED:
+            break;
+        case SSHCORE_PHASE_EV_TCP_PENDING:
+            NEXT(SSHCORE_PHASE_TCP_WAIT, SSHCORE_PHASE_ACT_WAIT_WRITABLE);
+            break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED:
+            NEXT(SSHCORE_PHASE_HANDSHAKE, SSHCORE_PHASE_ACT_HANDSHAKE);
+            break;
+        case SSHCORE_PHASE_EV_TCP_RETRY:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED:
+            break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWERED:
+            break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED:
+            break;
+        case SSHCORE_PHASE_EV_ENDED:
+            NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN);
+            break;
+        case SSHCORE_PHASE_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_PHASE_TCP_WAIT:
         switch (event) {
-        case SSHCORE_PHASE_EV_RESOLVED: break;
-        case SSHCORE_PHASE_EV_TCP_PENDING: break;
-        case SSHCORE_PHASE_EV_TCP_CONNECTED: NEXT(SSHCORE_PHASE_HANDSHAKE, SSHCORE_PHASE_ACT_HANDSHAKE); break;
-        case SSHCORE_PHASE_EV_TCP_RETRY: NEXT(SSHCORE_PHASE_TCP_START, SSHCORE_PHASE_ACT_CONNECT_TCP); break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
-        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
-        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
-        case SSHCORE_PHASE_EV_ANSWERED: break;
-        case SSHCORE_PHASE_EV_AUTHENTICATED: break;
-        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
-        case SSHCORE_PHASE_EV__COUNT: break;
+        case SSHCORE_PHASE_EV_RESOLVED:
+            break;
+        case SSHCORE_PHASE_EV_TCP_PENDING:
+            break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED:
+            NEXT(SSHCORE_PHASE_HANDSHAKE, SSHCORE_PHASE_ACT_HANDSHAKE);
+            break;
+        case SSHCORE_PHASE_EV_TCP_RETRY:
+            NEXT(SSHCORE_PHASE_TCP_START, SSHCORE_PHASE_ACT_CONNECT_TCP);
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED:
+            break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWERED:
+            break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED:
+            break;
+        case SSHCORE_PHASE_EV_ENDED:
+            NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN);
+            break;
+        case SSHCORE_PHASE_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_PHASE_HANDSHAKE:
         switch (event) {
-        case SSHCORE_PHASE_EV_RESOLVED: break;
-        case SSHCORE_PHASE_EV_TCP_PENDING: break;
-        case SSHCORE_PHASE_EV_TCP_CONNECTED: break;
-        case SSHCORE_PHASE_EV_TCP_RETRY: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: NEXT(SSHCORE_PHASE_HOSTKEY_WAIT, SSHCORE_PHASE_ACT_ASK_CALLER); break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
-        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
-        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
-        case SSHCORE_PHASE_EV_ANSWERED: break;
-        case SSHCORE_PHASE_EV_AUTHENTICATED: break;
-        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
-        case SSHCORE_PHASE_EV__COUNT: break;
+        case SSHCORE_PHASE_EV_RESOLVED:
+            break;
+        case SSHCORE_PHASE_EV_TCP_PENDING:
+            break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED:
+            break;
+        case SSHCORE_PHASE_EV_TCP_RETRY:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED:
+            NEXT(SSHCORE_PHASE_HOSTKEY_WAIT, SSHCORE_PHASE_ACT_ASK_CALLER);
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED:
+            break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWERED:
+            break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED:
+            break;
+        case SSHCORE_PHASE_EV_ENDED:
+            NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN);
+            break;
+        case SSHCORE_PHASE_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_PHASE_HOSTKEY_WAIT:
         switch (event) {
-        case SSHCORE_PHASE_EV_RESOLVED: break;
-        case SSHCORE_PHASE_EV_TCP_PENDING: break;
-        case SSHCORE_PHASE_EV_TCP_CONNECTED: break;
-        case SSHCORE_PHASE_EV_TCP_RETRY: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: NEXT(SSHCORE_PHASE_AUTH_NONE, SSHCORE_PHASE_ACT_AUTHENTICATE); break;
-        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
-        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
-        case SSHCORE_PHASE_EV_ANSWERED: break;
-        case SSHCORE_PHASE_EV_AUTHENTICATED: break;
-        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
-        case SSHCORE_PHASE_EV__COUNT: break;
+        case SSHCORE_PHASE_EV_RESOLVED:
+            break;
+        case SSHCORE_PHASE_EV_TCP_PENDING:
+            break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED:
+            break;
+        case SSHCORE_PHASE_EV_TCP_RETRY:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED:
+            NEXT(SSHCORE_PHASE_AUTH_NONE, SSHCORE_PHASE_ACT_AUTHENTICATE);
+            break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWERED:
+            break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED:
+            break;
+        case SSHCORE_PHASE_EV_ENDED:
+            NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN);
+            break;
+        case SSHCORE_PHASE_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_PHASE_AUTH_NONE:
         switch (event) {
-        case SSHCORE_PHASE_EV_RESOLVED: break;
-        case SSHCORE_PHASE_EV_TCP_PENDING: break;
-        case SSHCORE_PHASE_EV_TCP_CONNECTED: break;
-        case SSHCORE_PHASE_EV_TCP_RETRY: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
-        case SSHCORE_PHASE_EV_METHODS_LISTED: NEXT(SSHCORE_PHASE_AUTH_METHOD, SSHCORE_PHASE_ACT_TRY_METHOD); break;
-        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
-        case SSHCORE_PHASE_EV_ANSWERED: break;
-        case SSHCORE_PHASE_EV_AUTHENTICATED: NEXT(SSHCORE_PHASE_READY, SSHCORE_PHASE_ACT_RUN_OPERATIONS); break;
-        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
-        case SSHCORE_PHASE_EV__COUNT: break;
+        case SSHCORE_PHASE_EV_RESOLVED:
+            break;
+        case SSHCORE_PHASE_EV_TCP_PENDING:
+            break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED:
+            break;
+        case SSHCORE_PHASE_EV_TCP_RETRY:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED:
+            break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED:
+            NEXT(SSHCORE_PHASE_AUTH_METHOD, SSHCORE_PHASE_ACT_TRY_METHOD);
+            break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWERED:
+            break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED:
+            NEXT(SSHCORE_PHASE_READY, SSHCORE_PHASE_ACT_RUN_OPERATIONS);
+            break;
+        case SSHCORE_PHASE_EV_ENDED:
+            NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN);
+            break;
+        case SSHCORE_PHASE_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_PHASE_AUTH_METHOD:
         switch (event) {
-        case SSHCORE_PHASE_EV_RESOLVED: break;
-        case SSHCORE_PHASE_EV_TCP_PENDING: break;
-        case SSHCORE_PHASE_EV_TCP_CONNECTED: break;
-        case SSHCORE_PHASE_EV_TCP_RETRY: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
-        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
-        case SSHCORE_PHASE_EV_ANSWER_ASKED: NEXT(SSHCORE_PHASE_ANSWER_WAIT, SSHCORE_PHASE_ACT_ASK_CALLER); break;
-        case SSHCORE_PHASE_EV_ANSWERED: break;
-        case SSHCORE_PHASE_EV_AUTHENTICATED: NEXT(SSHCORE_PHASE_READY, SSHCORE_PHASE_ACT_RUN_OPERATIONS); break;
-        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
-        case SSHCORE_PHASE_EV__COUNT: break;
+        case SSHCORE_PHASE_EV_RESOLVED:
+            break;
+        case SSHCORE_PHASE_EV_TCP_PENDING:
+            break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED:
+            break;
+        case SSHCORE_PHASE_EV_TCP_RETRY:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED:
+            break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED:
+            NEXT(SSHCORE_PHASE_ANSWER_WAIT, SSHCORE_PHASE_ACT_ASK_CALLER);
+            break;
+        case SSHCORE_PHASE_EV_ANSWERED:
+            break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED:
+            NEXT(SSHCORE_PHASE_READY, SSHCORE_PHASE_ACT_RUN_OPERATIONS);
+            break;
+        case SSHCORE_PHASE_EV_ENDED:
+            NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN);
+            break;
+        case SSHCORE_PHASE_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_PHASE_ANSWER_WAIT:
         switch (event) {
-        case SSHCORE_PHASE_EV_RESOLVED: break;
-        case SSHCORE_PHASE_EV_TCP_PENDING: break;
-        case SSHCORE_PHASE_EV_TCP_CONNECTED: break;
-        case SSHCORE_PHASE_EV_TCP_RETRY: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
-        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
-        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
-        case SSHCORE_PHASE_EV_ANSWERED: NEXT(SSHCORE_PHASE_AUTH_METHOD, SSHCORE_PHASE_ACT_TRY_METHOD); break;
-        case SSHCORE_PHASE_EV_AUTHENTICATED: break;
-        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
-        case SSHCORE_PHASE_EV__COUNT: break;
+        case SSHCORE_PHASE_EV_RESOLVED:
+            break;
+        case SSHCORE_PHASE_EV_TCP_PENDING:
+            break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED:
+            break;
+        case SSHCORE_PHASE_EV_TCP_RETRY:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED:
+            break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWERED:
+            NEXT(SSHCORE_PHASE_AUTH_METHOD, SSHCORE_PHASE_ACT_TRY_METHOD);
+            break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED:
+            break;
+        case SSHCORE_PHASE_EV_ENDED:
+            NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN);
+            break;
+        case SSHCORE_PHASE_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_PHASE_READY:
         switch (event) {
-        case SSHCORE_PHASE_EV_RESOLVED: break;
-        case SSHCORE_PHASE_EV_TCP_PENDING: break;
-        case SSHCORE_PHASE_EV_TCP_CONNECTED: break;
-        case SSHCORE_PHASE_EV_TCP_RETRY: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
-        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
-        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
-        case SSHCORE_PHASE_EV_ANSWERED: break;
-        case SSHCORE_PHASE_EV_AUTHENTICATED: break;
-        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN); break;
-        case SSHCORE_PHASE_EV__COUNT: break;
+        case SSHCORE_PHASE_EV_RESOLVED:
+            break;
+        case SSHCORE_PHASE_EV_TCP_PENDING:
+            break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED:
+            break;
+        case SSHCORE_PHASE_EV_TCP_RETRY:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED:
+            break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWERED:
+            break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED:
+            break;
+        case SSHCORE_PHASE_EV_ENDED:
+            NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_TEAR_DOWN);
+            break;
+        case SSHCORE_PHASE_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_PHASE_DONE:
         switch (event) {
-        case SSHCORE_PHASE_EV_RESOLVED: break;
-        case SSHCORE_PHASE_EV_TCP_PENDING: break;
-        case SSHCORE_PHASE_EV_TCP_CONNECTED: break;
-        case SSHCORE_PHASE_EV_TCP_RETRY: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ASKED: break;
-        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED: break;
-        case SSHCORE_PHASE_EV_METHODS_LISTED: break;
-        case SSHCORE_PHASE_EV_ANSWER_ASKED: break;
-        case SSHCORE_PHASE_EV_ANSWERED: break;
-        case SSHCORE_PHASE_EV_AUTHENTICATED: break;
-        case SSHCORE_PHASE_EV_ENDED: NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_NONE); break;
-        case SSHCORE_PHASE_EV__COUNT: break;
+        case SSHCORE_PHASE_EV_RESOLVED:
+            break;
+        case SSHCORE_PHASE_EV_TCP_PENDING:
+            break;
+        case SSHCORE_PHASE_EV_TCP_CONNECTED:
+            break;
+        case SSHCORE_PHASE_EV_TCP_RETRY:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED:
+            break;
+        case SSHCORE_PHASE_EV_METHODS_LISTED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWER_ASKED:
+            break;
+        case SSHCORE_PHASE_EV_ANSWERED:
+            break;
+        case SSHCORE_PHASE_EV_AUTHENTICATED:
+            break;
+        case SSHCORE_PHASE_EV_ENDED:
+            NEXT(SSHCORE_PHASE_DONE, SSHCORE_PHASE_ACT_NONE);
+            break;
+        case SSHCORE_PHASE_EV__COUNT:
+            break;
         }
         break;
     case SSHCORE_PHASE__COUNT:
@@ -457,40 +796,111 @@ sshcore_phase_action sshcore_phase_fsm_apply(sshcore_phase *phase, sshcore_phase
 
 #define SSHCORE_NAME_CASE(n, s) s,
 static const char *const setup_names[] = {SSHCORE_SETUP_MAP(SSHCORE_NAME_CASE)};
-static const char *const setup_event_names[] = {SSHCORE_SETUP_EVENT_MAP(SSHCORE_NAME_CASE)};
-static const char *const setup_action_names[] = {SSHCORE_SETUP_ACTION_MAP(SSHCORE_NAME_CASE)};
+static const char *const setup_event_names[] = {
+    SSHCORE_SETUP_EVENT_MAP(SSHCORE_NAME_CASE)};
+static const char *const setup_action_names[] = {
+    SSHCORE_SETUP_ACTION_MAP(SSHCORE_NAME_CASE)};
 static const char *const phase_names[] = {SSHCORE_PHASE_MAP(SSHCORE_NAME_CASE)};
-static const char *const phase_event_names[] = {SSHCORE_PHASE_EVENT_MAP(SSHCORE_NAME_CASE)};
-static const char *const phase_action_names[] = {SSHCORE_PHASE_ACTION_MAP(SSHCORE_NAME_CASE)};
-static const char *const conn_state_names[] = {SSHCORE_CONN_STATE_MAP(SSHCORE_NAME_CASE)};
-static const char *const conn_event_names[] = {SSHCORE_CONN_EVENT_MAP(SSHCORE_NAME_CASE)};
-static const char *const conn_action_names[] = {SSHCORE_CONN_ACTION_MAP(SSHCORE_NAME_CASE)};
-static const char *const chan_state_names[] = {SSHCORE_CHAN_STATE_MAP(SSHCORE_NAME_CASE)};
-static const char *const chan_event_names[] = {SSHCORE_CHAN_EVENT_MAP(SSHCORE_NAME_CASE)};
-static const char *const chan_action_names[] = {SSHCORE_CHAN_ACTION_MAP(SSHCORE_NAME_CASE)};
+static const char *const phase_event_names[] = {
+    SSHCORE_PHASE_EVENT_MAP(SSHCORE_NAME_CASE)};
+static const char *const phase_action_names[] = {
+    SSHCORE_PHASE_ACTION_MAP(SSHCORE_NAME_CASE)};
+static const char *const conn_state_names[] = {
+    SSHCORE_CONN_STATE_MAP(SSHCORE_NAME_CASE)};
+static const char *const conn_event_names[] = {
+    SSHCORE_CONN_EVENT_MAP(SSHCORE_NAME_CASE)};
+static const char *const conn_action_names[] = {
+    SSHCORE_CONN_ACTION_MAP(SSHCORE_NAME_CASE)};
+static const char *const chan_state_names[] = {
+    SSHCORE_CHAN_STATE_MAP(SSHCORE_NAME_CASE)};
+static const char *const chan_event_names[] = {
+    SSHCORE_CHAN_EVENT_MAP(SSHCORE_NAME_CASE)};
+static const char *const chan_action_names[] = {
+    SSHCORE_CHAN_ACTION_MAP(SSHCORE_NAME_CASE)};
 #undef SSHCORE_NAME_CASE
 
-#define NAME_LOOKUP(table, i)                                                  \
-    (((i) >= 0 && (size_t)(i) < sizeof(table) / sizeof(table[0])) ? table[i] : "?")
+#define NAME_LOOKUP(table, i)                                                \
+    (((i) >= 0 && (size_t)(i) < sizeof(table) / sizeof(table[0])) ? table[i] \
+                                                                  : "?")
 
-const char *sshcore_setup_name(int s) { return NAME_LOOKUP(setup_names, s); }
-const char *sshcore_setup_event_name(int e) { return NAME_LOOKUP(setup_event_names, e); }
-const char *sshcore_setup_action_name(int a) { return NAME_LOOKUP(setup_action_names, a); }
-const char *sshcore_phase_name(int p) { return NAME_LOOKUP(phase_names, p); }
-const char *sshcore_phase_event_name(int e) { return NAME_LOOKUP(phase_event_names, e); }
-const char *sshcore_phase_action_name(int a) { return NAME_LOOKUP(phase_action_names, a); }
-const char *sshcore_conn_state_name(int s) { return NAME_LOOKUP(conn_state_names, s); }
-const char *sshcore_conn_event_name(int e) { return NAME_LOOKUP(conn_event_names, e); }
-const char *sshcore_conn_action_name(int a) { return NAME_LOOKUP(conn_action_names, a); }
-const char *sshcore_chan_state_name(int s) { return NAME_LOOKUP(chan_state_names, s); }
-const char *sshcore_chan_event_name(int e) { return NAME_LOOKUP(chan_event_names, e); }
-const char *sshcore_chan_action_name(int a) { return NAME_LOOKUP(chan_action_names, a); }
+const char *
+sshcore_setup_name(int s)
+{
+    return NAME_LOOKUP(setup_names, s);
+}
+const char *
+sshcore_setup_event_name(int e)
+{
+    return NAME_LOOKUP(setup_event_names, e);
+}
+const char *
+sshcore_setup_action_name(int a)
+{
+    return NAME_LOOKUP(setup_action_names, a);
+}
+const char *
+sshcore_phase_name(int p)
+{
+    return NAME_LOOKUP(phase_names, p);
+}
+const char *
+sshcore_phase_event_name(int e)
+{
+    return NAME_LOOKUP(phase_event_names, e);
+}
+const char *
+sshcore_phase_action_name(int a)
+{
+    return NAME_LOOKUP(phase_action_names, a);
+}
+const char *
+sshcore_conn_state_name(int s)
+{
+    return NAME_LOOKUP(conn_state_names, s);
+}
+const char *
+sshcore_conn_event_name(int e)
+{
+    return NAME_LOOKUP(conn_event_names, e);
+}
+const char *
+sshcore_conn_action_name(int a)
+{
+    return NAME_LOOKUP(conn_action_names, a);
+}
+const char *
+sshcore_chan_state_name(int s)
+{
+    return NAME_LOOKUP(chan_state_names, s);
+}
+const char *
+sshcore_chan_event_name(int e)
+{
+    return NAME_LOOKUP(chan_event_names, e);
+}
+const char *
+sshcore_chan_action_name(int a)
+{
+    return NAME_LOOKUP(chan_action_names, a);
+}
 
 #define SSHCORE_ERR_NAME(n, m) #n,
-#define SSHCORE_ERR_MSG(n, m) m,
+#define SSHCORE_ERR_MSG(n, m)  m,
 static const char *const err_names[] = {SSHCORE_ERROR_MAP(SSHCORE_ERR_NAME)};
 static const char *const err_messages[] = {SSHCORE_ERROR_MAP(SSHCORE_ERR_MSG)};
 
-int sshcore_err_count(void) { return (int)(sizeof(err_names) / sizeof(err_names[0])); }
-const char *sshcore_err_name(int code) { return NAME_LOOKUP(err_names, code); }
-const char *sshcore_err_message(int code) { return NAME_LOOKUP(err_messages, code); }
+int
+sshcore_err_count(void)
+{
+    return (int)(sizeof(err_names) / sizeof(err_names[0]));
+}
+const char *
+sshcore_err_name(int code)
+{
+    return NAME_LOOKUP(err_names, code);
+}
+const char *
+sshcore_err_message(int code)
+{
+    return NAME_LOOKUP(err_messages, code);
+}

@@ -4,8 +4,8 @@
  * Locks the core takes, in the order they may nest (a lock is only ever taken
  * while holding locks above it):
  *
- *   1. registry_mu (sshcore_registry.c): the list of running workers. Held by the
- *      exit handler while it asks each connection to close, so it nests
+ *   1. registry_mu (sshcore_registry.c): the list of running workers. Held by
+ * the exit handler while it asks each connection to close, so it nests
  *      conn->mu; taken alone when a worker starts or ends.
  *   2. conn->mu: one per connection. Guards what other threads hand the worker
  *      (submitted ops, close and cancel requests, the host-key verdict and the
@@ -71,12 +71,12 @@ typedef struct sshcore_op_vtable {
 
 struct sshcore_op {
     atomic_long refs;
-    atomic_int claimed;          /* the one completion has begun */
-    atomic_int done;             /* 1 once err is final (set before done_fn runs) */
+    atomic_int claimed; /* the one completion has begun */
+    atomic_int done;    /* 1 once err is final (set before done_fn runs) */
     atomic_int cancel_requested; /* set by sshcore_op_cancel */
     const sshcore_op_vtable *vt;
     sshcore_op_kind kind; /* checked by every public call that takes an op */
-    sshcore_conn *conn; /* strong reference */
+    sshcore_conn *conn;   /* strong reference */
     sshcore_op_done_fn done_fn;
     void *_Nullable ctx;
     sshcore_error err;
@@ -133,15 +133,17 @@ struct sshcore_conn {
     int lib_fd; /* dup handed to libssh */
     bool ssh_connect_called;
     bool lib_took_fd; /* libssh adopted lib_fd (ssh_get_fd returned it) */
-    sshcore_phase phase; /* the connect phase machine (sshcore_fsm.c); worker only */
+    sshcore_phase
+        phase; /* the connect phase machine (sshcore_fsm.c); worker only */
     struct addrinfo *_Nullable ai_list;
     struct addrinfo *_Nullable ai_cur;
     int last_connect_errno;
-    int64_t deadline_ms;   /* absolute, monotonic; 0 = none */
-    int64_t paused_at_ms;  /* while waiting for the caller */
+    int64_t deadline_ms;  /* absolute, monotonic; 0 = none */
+    int64_t paused_at_ms; /* while waiting for the caller */
     size_t method_idx;
     bool method_started;
-    char *_Nullable prompted_password; /* PASSWORD_PROMPT's answer, wiped after use */
+    char *_Nullable prompted_password; /* PASSWORD_PROMPT's answer, wiped after
+                                          use */
     unsigned password_attempts;        /* passwords the server refused so far */
     ssh_key _Nullable key;
     char methods_tried[400];
@@ -150,11 +152,13 @@ struct sshcore_conn {
      * asked the question whose answer libssh holds or awaits; see
      * sshcore_keepalive.c. GSLOT_FREE means libssh's own state is idle. */
     int gslot;
-    sshcore_op *_Nullable gslot_owner;       /* GSLOT_OWNED */
-    char *_Nullable gslot_orphan_address;    /* GSLOT_ORPHAN_FORWARD */
+    sshcore_op *_Nullable gslot_owner;    /* GSLOT_OWNED */
+    char *_Nullable gslot_orphan_address; /* GSLOT_ORPHAN_FORWARD */
     int gslot_orphan_port;
-    struct sshcore_gcancel *_Nullable gcancels; /* cancel-tcpip-forward to send */
-    struct sshcore_orphan *_Nullable orphans; /* channels whose open is pending */
+    struct sshcore_gcancel
+        *_Nullable gcancels; /* cancel-tcpip-forward to send */
+    struct sshcore_orphan
+        *_Nullable orphans; /* channels whose open is pending */
     /* ssh_set_counters: packets (and their payload bytes) libssh processed
      * and sent; a change of in_packets during a pass over the ops means one
      * op's call processed another op's packets. The socket counter has only
@@ -190,9 +194,10 @@ struct sshcore_conn {
     sshcore_algo_setting *_Nullable algorithms; /* lists strdup'ed */
     size_t algorithm_count;
     int rsa_min_bits;
-    char *_Nullable agent_socket;             /* agent forwarding: the local agent */
-    struct ssh_callbacks_struct session_cbs;  /* its channel-open callback */
-    sshcore_negotiated negotiated; /* written before `connected` reports success */
+    char *_Nullable agent_socket; /* agent forwarding: the local agent */
+    struct ssh_callbacks_struct session_cbs; /* its channel-open callback */
+    sshcore_negotiated
+        negotiated; /* written before `connected` reports success */
 };
 
 enum sshcore_orphan_stage {
@@ -224,10 +229,12 @@ void sshcore_conn_retain(sshcore_conn *conn);
 void sshcore_conn_unref(sshcore_conn *conn);
 void sshcore_conn_wake(sshcore_conn *conn);
 /** Fill err from the session's last libssh error (worker only). */
-void sshcore_error_from_session(sshcore_error *err, int code,
+void sshcore_error_from_session(sshcore_error *err,
+                                int code,
                                 ssh_session _Nullable session,
                                 const char *function);
-void sshcore_error_set(sshcore_error *err, int code, const char *_Nullable detail);
+void
+sshcore_error_set(sshcore_error *err, int code, const char *_Nullable detail);
 /** Queue an operation (any thread); fails unless the connection is ready. */
 int sshcore_conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err);
 /** Worker: whether the session can still carry packets: connected, and not
@@ -242,8 +249,11 @@ void sshcore_conn_adopt_opening_channel(sshcore_conn *conn, ssh_channel ch);
 /* Takes a channel whose exec (`exec`, with `command`) or shell request is
  * pending: once answered, what it started gets TERM (when `signal`), then
  * EOF and CLOSE. */
-void sshcore_conn_adopt_starting_channel(sshcore_conn *conn, ssh_channel ch, const char *_Nullable command,
-                                         bool exec, bool signal);
+void sshcore_conn_adopt_starting_channel(sshcore_conn *conn,
+                                         ssh_channel ch,
+                                         const char *_Nullable command,
+                                         bool exec,
+                                         bool signal);
 /* Takes a channel whose process is to stop: TERM now and again every 100 ms
  * until the server reports the end (EOF or CLOSE), at most 2 s; then EOF and
  * CLOSE. (sshd answers an exec before its child made its process group: a
@@ -258,13 +268,19 @@ void sshcore_conn_registry_add(sshcore_conn *conn);
 void sshcore_conn_registry_remove(sshcore_conn *conn);
 void sshcore_free_answers(char *_Nullable *_Nullable answers, size_t n);
 void sshcore_conn_close_socket(sshcore_conn *conn);
-sshcore_conn_action sshcore_conn_apply(sshcore_conn *conn, sshcore_conn_event ev);
-bool sshcore_conn_connect_complete(sshcore_conn *conn, const sshcore_error *err);
-void sshcore_conn_fail_ops(sshcore_conn *conn, sshcore_op *_Nullable list,
-                          const sshcore_error *err);
+sshcore_conn_action sshcore_conn_apply(sshcore_conn *conn,
+                                       sshcore_conn_event ev);
+bool sshcore_conn_connect_complete(sshcore_conn *conn,
+                                   const sshcore_error *err);
+void sshcore_conn_fail_ops(sshcore_conn *conn,
+                           sshcore_op *_Nullable list,
+                           const sshcore_error *err);
 void sshcore_conn_fail_with(sshcore_conn *conn, const sshcore_error *err);
-void sshcore_conn_fail(sshcore_conn *conn, int code, const char *_Nullable detail);
-void sshcore_conn_fail_lib(sshcore_conn *conn, int code, const char *_Nullable function);
+void
+sshcore_conn_fail(sshcore_conn *conn, int code, const char *_Nullable detail);
+void sshcore_conn_fail_lib(sshcore_conn *conn,
+                           int code,
+                           const char *_Nullable function);
 /** Worker: applies a connect-phase event and acts on its action (the connect
  *  deadline pauses while the caller is asked, and resumes with the answer); a
  *  rejected event fails the connection with INVALID_STATE naming both. */
@@ -287,7 +303,9 @@ void sshcore_connect_handshake(sshcore_conn *conn);
 void sshcore_auth_none(sshcore_conn *conn);
 void sshcore_auth_method_step(sshcore_conn *conn);
 void sshcore_auth_check_session(sshcore_conn *conn);
-void sshcore_auth_answers(sshcore_conn *conn, char *_Nullable *_Nullable answers, size_t count);
+void sshcore_auth_answers(sshcore_conn *conn,
+                          char *_Nullable *_Nullable answers,
+                          size_t count);
 
 /* sshcore_keys.c */
 bool sshcore_cert_matches_key(ssh_key cert, ssh_key key);
@@ -303,13 +321,15 @@ void sshcore_keepalive_check(sshcore_conn *conn);
 /* sshcore_worker.c */
 void *_Nullable sshcore_conn_worker_main(void *arg);
 
-/* sshcore_keepalive.c: the global-request slot (keepalive probes and remote forwards share it) */
+/* sshcore_keepalive.c: the global-request slot (keepalive probes and remote
+ * forwards share it) */
 enum {
     GSLOT_FREE = 0,
     GSLOT_KEEPALIVE,      /* a keepalive probe's answer */
     GSLOT_CANCEL,         /* a cancel-tcpip-forward's answer */
     GSLOT_OWNED,          /* an op waits for its answer (gslot_owner) */
-    GSLOT_ORPHAN_FORWARD, /* a tcpip-forward whose op ended: a success gets cancelled */
+    GSLOT_ORPHAN_FORWARD, /* a tcpip-forward whose op ended: a success gets
+                             cancelled */
 };
 struct sshcore_gcancel {
     struct sshcore_gcancel *_Nullable next;
@@ -317,7 +337,8 @@ struct sshcore_gcancel {
     int port;
 };
 /** Worker: whether the slot is free for a new question. An answer nobody waits
- *  for is collected first (an abandoned forward's success queues its cancel). */
+ *  for is collected first (an abandoned forward's success queues its cancel).
+ */
 bool sshcore_global_slot_free(sshcore_conn *conn);
 /** Worker: sends queued cancel-tcpip-forward requests when the slot is free. */
 void sshcore_global_service(sshcore_conn *conn);
@@ -336,15 +357,21 @@ ssh_channel _Nullable sshcore_rforward_take(sshcore_op *forward, uint64_t id);
  * conn->agent_socket; NULL (libssh refuses the open) when the agent cannot be
  * reached or the connection is ending.
  */
-ssh_channel _Nullable sshcore_agent_channel_open(sshcore_conn *conn, ssh_session session);
+ssh_channel _Nullable sshcore_agent_channel_open(sshcore_conn *conn,
+                                                 ssh_session session);
 
 /* sshcore_op.c */
-void sshcore_op_init(sshcore_op *op, const sshcore_op_vtable *vt, sshcore_op_kind kind,
-                     sshcore_conn *conn, sshcore_op_done_fn done,
+void sshcore_op_init(sshcore_op *op,
+                     const sshcore_op_vtable *vt,
+                     sshcore_op_kind kind,
+                     sshcore_conn *conn,
+                     sshcore_op_done_fn done,
                      void *_Nullable ctx);
 /** Whether `op` is of `kind`; otherwise false, with `err` (when given) set to
  *  INVALID_ARGUMENT naming `call` and both kinds. */
-bool sshcore_op_is(sshcore_op *op, sshcore_op_kind kind, const char *call,
+bool sshcore_op_is(sshcore_op *op,
+                   sshcore_op_kind kind,
+                   const char *call,
                    sshcore_error *_Nullable err);
 /** Complete exactly once; returns false if someone else already did. */
 bool sshcore_op_complete(sshcore_op *op, const sshcore_error *err);

@@ -30,7 +30,8 @@
 /* The global-request slot                                                */
 /* ---------------------------------------------------------------------- */
 
-bool sshcore_global_slot_free(sshcore_conn *conn)
+bool
+sshcore_global_slot_free(sshcore_conn *conn)
 {
     int rc;
 
@@ -64,7 +65,8 @@ bool sshcore_global_slot_free(sshcore_conn *conn)
     return true;
 }
 
-void sshcore_global_service(sshcore_conn *conn)
+void
+sshcore_global_service(sshcore_conn *conn)
 {
     while (conn->gcancels != NULL && sshcore_global_slot_free(conn)) {
         struct sshcore_gcancel *c = conn->gcancels;
@@ -75,13 +77,15 @@ void sshcore_global_service(sshcore_conn *conn)
         free(c->address);
         free(c);
         if (rc == SSH_AGAIN) {
-            conn->gslot = GSLOT_CANCEL; /* its answer is collected by the next user */
+            conn->gslot =
+                GSLOT_CANCEL; /* its answer is collected by the next user */
             return;
         }
     }
 }
 
-void sshcore_global_free_all(sshcore_conn *conn)
+void
+sshcore_global_free_all(sshcore_conn *conn)
 {
     while (conn->gcancels != NULL) {
         struct sshcore_gcancel *c = conn->gcancels;
@@ -99,9 +103,9 @@ void sshcore_global_free_all(sshcore_conn *conn)
 /* Liveness                                                               */
 /* ---------------------------------------------------------------------- */
 
-
 /** How long the last probe may go unanswered: min(interval / 2, 1 s). */
-static int64_t keepalive_grace_ms(const sshcore_conn *conn)
+static int64_t
+keepalive_grace_ms(const sshcore_conn *conn)
 {
     int64_t half = conn->ka_interval_ms / 2;
     return half < 1000 ? half : 1000;
@@ -111,7 +115,8 @@ static int64_t keepalive_grace_ms(const sshcore_conn *conn)
  * When the keepalive clock next needs the worker: the next probe, or the
  * moment the connection counts as lost. -1 when keepalive is off.
  */
-int64_t sshcore_keepalive_due_ms(const sshcore_conn *conn)
+int64_t
+sshcore_keepalive_due_ms(const sshcore_conn *conn)
 {
     int64_t interval = conn->ka_interval_ms;
 
@@ -121,7 +126,8 @@ int64_t sshcore_keepalive_due_ms(const sshcore_conn *conn)
     if (conn->ka_probes < conn->ka_max_missed) {
         return conn->ka_last_rx_ms + interval * (conn->ka_probes + 1);
     }
-    return conn->ka_last_rx_ms + interval * conn->ka_max_missed + keepalive_grace_ms(conn);
+    return conn->ka_last_rx_ms + interval * conn->ka_max_missed +
+           keepalive_grace_ms(conn);
 }
 
 /**
@@ -132,7 +138,8 @@ int64_t sshcore_keepalive_due_ms(const sshcore_conn *conn)
  * answer first. If the previous probe is still unanswered nothing is sent,
  * which is right: one outstanding probe is enough to make a live server talk.
  */
-static void keepalive_probe(sshcore_conn *conn)
+static void
+keepalive_probe(sshcore_conn *conn)
 {
     /* libssh has one global-request slot. While a question is out (an earlier
      * probe, a forward request or its cancel) nothing is sent: its answer makes
@@ -150,7 +157,8 @@ static void keepalive_probe(sshcore_conn *conn)
  * its grace, the connection is lost. A silent partition and a frozen server
  * (whose kernel still ACKs, so TCP alone never notices) look the same here.
  */
-void sshcore_keepalive_check(sshcore_conn *conn)
+void
+sshcore_keepalive_check(sshcore_conn *conn)
 {
     int64_t now;
     int64_t due;
@@ -170,10 +178,14 @@ void sshcore_keepalive_check(sshcore_conn *conn)
     }
     if (conn->ka_probes >= conn->ka_max_missed) {
         char detail[160];
-        snprintf(detail, sizeof(detail),
-                 "no answer from the server for %lld ms (%d keepalive%s unanswered, interval %d ms)",
-                 (long long)(now - conn->ka_last_rx_ms), conn->ka_probes,
-                 conn->ka_probes == 1 ? "" : "s", conn->ka_interval_ms);
+        snprintf(detail,
+                 sizeof(detail),
+                 "no answer from the server for %lld ms (%d keepalive%s "
+                 "unanswered, interval %d ms)",
+                 (long long)(now - conn->ka_last_rx_ms),
+                 conn->ka_probes,
+                 conn->ka_probes == 1 ? "" : "s",
+                 conn->ka_interval_ms);
         sshcore_conn_fail(conn, SSHCORE_E_CONNECTION_LOST, detail);
         return;
     }

@@ -16,7 +16,8 @@
 #include "sshcore_internal.h"
 
 /** Decodes base64 into a new buffer; returns its length, or -1. */
-static long decode_base64(const char *text, unsigned char **out)
+static long
+decode_base64(const char *text, unsigned char **out)
 {
     size_t len = strlen(text);
     long n;
@@ -35,13 +36,16 @@ static long decode_base64(const char *text, unsigned char **out)
         free(buf);
         return -1;
     }
-    n -= (text[len - 1] == '=') + (text[len - 2] == '='); /* DecodeBlock counts the padding */
+    n -= (text[len - 1] == '=') +
+         (text[len - 2] == '='); /* DecodeBlock counts the padding */
     *out = buf;
     return n;
 }
 
-/** Skips one SSH string (uint32 length, bytes); returns the new offset or -1. */
-static long skip_string(const unsigned char *blob, long len, long at)
+/** Skips one SSH string (uint32 length, bytes); returns the new offset or -1.
+ */
+static long
+skip_string(const unsigned char *blob, long len, long at)
 {
     unsigned long n;
 
@@ -57,11 +61,13 @@ static long skip_string(const unsigned char *blob, long len, long at)
 }
 
 /**
- * Whether `cert` certifies the public half of `key`: the certificate blob (type,
- * nonce, then the key's own fields) carries the same fields as the key's plain
- * blob (type, fields). libssh 0.10's ssh_pki_copy_cert_to_privkey does not check.
+ * Whether `cert` certifies the public half of `key`: the certificate blob
+ * (type, nonce, then the key's own fields) carries the same fields as the key's
+ * plain blob (type, fields). libssh 0.10's ssh_pki_copy_cert_to_privkey does
+ * not check.
  */
-bool sshcore_cert_matches_key(ssh_key cert, ssh_key key)
+bool
+sshcore_cert_matches_key(ssh_key cert, ssh_key key)
 {
     char *cert_b64 = NULL;
     char *key_b64 = NULL;
@@ -82,10 +88,16 @@ bool sshcore_cert_matches_key(ssh_key cert, ssh_key key)
     if (cert_len < 0 || key_len < 0) {
         goto out;
     }
-    cert_at = skip_string(cert_blob, cert_len, skip_string(cert_blob, cert_len, 0)); /* type, nonce */
-    key_at = skip_string(key_blob, key_len, 0);                                        /* type */
-    ok = cert_at >= 0 && key_at >= 0 && key_len - key_at > 0 && cert_len - cert_at >= key_len - key_at &&
-         memcmp(cert_blob + cert_at, key_blob + key_at, (size_t)(key_len - key_at)) == 0;
+    cert_at =
+        skip_string(cert_blob,
+                    cert_len,
+                    skip_string(cert_blob, cert_len, 0)); /* type, nonce */
+    key_at = skip_string(key_blob, key_len, 0);           /* type */
+    ok = cert_at >= 0 && key_at >= 0 && key_len - key_at > 0 &&
+         cert_len - cert_at >= key_len - key_at &&
+         memcmp(cert_blob + cert_at,
+                key_blob + key_at,
+                (size_t)(key_len - key_at)) == 0;
 out:
     ssh_string_free_char(cert_b64);
     ssh_string_free_char(key_b64);
@@ -94,8 +106,11 @@ out:
     return ok;
 }
 
-int sshcore_key_fingerprint_sha256(const char *type, const char *base64, char *out,
-                                   size_t out_len)
+int
+sshcore_key_fingerprint_sha256(const char *type,
+                               const char *base64,
+                               char *out,
+                               size_t out_len)
 {
     ssh_key key = NULL;
     unsigned char *hash = NULL;
@@ -111,7 +126,8 @@ int sshcore_key_fingerprint_sha256(const char *type, const char *base64, char *o
         ssh_pki_import_pubkey_base64(base64, kt, &key) != SSH_OK) {
         goto out;
     }
-    if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &hlen) != 0) {
+    if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &hlen) !=
+        0) {
         goto out;
     }
     fp = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, hlen);
@@ -131,12 +147,18 @@ out:
     return rc;
 }
 
-int sshcore_hmac_sha1(const uint8_t *key, size_t key_len, const uint8_t *data,
-                      size_t data_len, uint8_t *out)
+int
+sshcore_hmac_sha1(const uint8_t *key,
+                  size_t key_len,
+                  const uint8_t *data,
+                  size_t data_len,
+                  uint8_t *out)
 {
     unsigned int len = 20;
 
-    if (HMAC(EVP_sha1(), key, (int)key_len, data, data_len, out, &len) == NULL || len != 20) {
+    if (HMAC(EVP_sha1(), key, (int)key_len, data, data_len, out, &len) ==
+            NULL ||
+        len != 20) {
         return SSHCORE_E_SYSTEM;
     }
     return SSHCORE_E_OK;

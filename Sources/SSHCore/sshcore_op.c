@@ -8,8 +8,13 @@
 
 #include "sshcore_internal.h"
 
-void sshcore_op_init(sshcore_op *op, const sshcore_op_vtable *vt, sshcore_op_kind kind,
-                     sshcore_conn *conn, sshcore_op_done_fn done, void *ctx)
+void
+sshcore_op_init(sshcore_op *op,
+                const sshcore_op_vtable *vt,
+                sshcore_op_kind kind,
+                sshcore_conn *conn,
+                sshcore_op_done_fn done,
+                void *ctx)
 {
     atomic_init(&op->refs, 2); /* the caller's and the worker's */
     atomic_init(&op->claimed, 0);
@@ -26,7 +31,8 @@ void sshcore_op_init(sshcore_op *op, const sshcore_op_vtable *vt, sshcore_op_kin
     op->next = NULL;
 }
 
-bool sshcore_op_complete(sshcore_op *op, const sshcore_error *err)
+bool
+sshcore_op_complete(sshcore_op *op, const sshcore_error *err)
 {
     int expected = 0;
 
@@ -41,12 +47,14 @@ bool sshcore_op_complete(sshcore_op *op, const sshcore_error *err)
     return true;
 }
 
-void sshcore_op_retain(sshcore_op *op)
+void
+sshcore_op_retain(sshcore_op *op)
 {
     atomic_fetch_add(&op->refs, 1);
 }
 
-void sshcore_op_release(sshcore_op *op)
+void
+sshcore_op_release(sshcore_op *op)
 {
     sshcore_conn *conn = NULL;
 
@@ -58,7 +66,8 @@ void sshcore_op_release(sshcore_op *op)
     sshcore_conn_unref(conn);
 }
 
-void sshcore_op_cancel(sshcore_op *op)
+void
+sshcore_op_cancel(sshcore_op *op)
 {
     sshcore_error err;
     /* Once the completion has run, the caller may drop its reference and the
@@ -74,28 +83,39 @@ void sshcore_op_cancel(sshcore_op *op)
     sshcore_conn_unref(conn);
 }
 
-const sshcore_error *sshcore_op_error(sshcore_op *op)
+const sshcore_error *
+sshcore_op_error(sshcore_op *op)
 {
     return &op->err;
 }
 
-sshcore_op_kind sshcore_op_get_kind(sshcore_op *op)
+sshcore_op_kind
+sshcore_op_get_kind(sshcore_op *op)
 {
     return op->kind;
 }
 
-static const char *kind_name(sshcore_op_kind kind)
+static const char *
+kind_name(sshcore_op_kind kind)
 {
     switch (kind) {
-    case SSHCORE_OP_EXEC: return "an exec";
-    case SSHCORE_OP_STREAM: return "a stream";
-    case SSHCORE_OP_BRIDGE: return "a bridge";
-    case SSHCORE_OP_RFORWARD: return "a remote forward";
+    case SSHCORE_OP_EXEC:
+        return "an exec";
+    case SSHCORE_OP_STREAM:
+        return "a stream";
+    case SSHCORE_OP_BRIDGE:
+        return "a bridge";
+    case SSHCORE_OP_RFORWARD:
+        return "a remote forward";
     }
     return "an unknown";
 }
 
-bool sshcore_op_is(sshcore_op *op, sshcore_op_kind kind, const char *call, sshcore_error *err)
+bool
+sshcore_op_is(sshcore_op *op,
+              sshcore_op_kind kind,
+              const char *call,
+              sshcore_error *err)
 {
     char detail[160];
 
@@ -103,14 +123,19 @@ bool sshcore_op_is(sshcore_op *op, sshcore_op_kind kind, const char *call, sshco
         return true;
     }
     if (err != NULL) {
-        snprintf(detail, sizeof(detail), "%s takes %s operation, not %s operation", call,
-                 kind_name(kind), kind_name(op->kind));
+        snprintf(detail,
+                 sizeof(detail),
+                 "%s takes %s operation, not %s operation",
+                 call,
+                 kind_name(kind),
+                 kind_name(op->kind));
         sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, detail);
     }
     return false;
 }
 
-int sshcore_bytes_reserve(sshcore_bytes *b, size_t n)
+int
+sshcore_bytes_reserve(sshcore_bytes *b, size_t n)
 {
     uint8_t *grown = NULL;
     size_t cap = 0;
@@ -131,7 +156,8 @@ int sshcore_bytes_reserve(sshcore_bytes *b, size_t n)
     return 0;
 }
 
-int sshcore_bytes_append(sshcore_bytes *b, const void *p, size_t n)
+int
+sshcore_bytes_append(sshcore_bytes *b, const void *p, size_t n)
 {
     if (n == 0) {
         return 0;
@@ -144,7 +170,8 @@ int sshcore_bytes_append(sshcore_bytes *b, const void *p, size_t n)
     return 0;
 }
 
-void sshcore_bytes_free(sshcore_bytes *b)
+void
+sshcore_bytes_free(sshcore_bytes *b)
 {
     free(b->data);
     b->data = NULL;

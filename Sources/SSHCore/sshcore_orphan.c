@@ -15,10 +15,12 @@
 
 /* STOPPING: TERM again after this long, close regardless after that long */
 #define ORPHAN_SIGNAL_INTERVAL_MS 100
-#define ORPHAN_STOP_LIMIT_MS 2000
+#define ORPHAN_STOP_LIMIT_MS      2000
 
-static struct sshcore_orphan *_Nullable orphan_new(sshcore_conn *conn, ssh_channel ch,
-                                                   enum sshcore_orphan_stage stage)
+static struct sshcore_orphan *_Nullable orphan_new(
+    sshcore_conn *conn,
+    ssh_channel ch,
+    enum sshcore_orphan_stage stage)
 {
     struct sshcore_orphan *o = calloc(1, sizeof(*o));
 
@@ -32,18 +34,24 @@ static struct sshcore_orphan *_Nullable orphan_new(sshcore_conn *conn, ssh_chann
     return o;
 }
 
-void sshcore_conn_adopt_opening_channel(sshcore_conn *conn, ssh_channel ch)
+void
+sshcore_conn_adopt_opening_channel(sshcore_conn *conn, ssh_channel ch)
 {
     if (orphan_new(conn, ch, SSHCORE_ORPHAN_OPENING) == NULL) {
         ssh_channel_free(ch); /* out of memory: the server keeps the channel */
     }
 }
 
-void sshcore_conn_adopt_starting_channel(sshcore_conn *conn, ssh_channel ch, const char *command, bool exec,
-                                         bool signal)
+void
+sshcore_conn_adopt_starting_channel(sshcore_conn *conn,
+                                    ssh_channel ch,
+                                    const char *command,
+                                    bool exec,
+                                    bool signal)
 {
     char *start = strdup(exec && command != NULL ? command : "shell");
-    struct sshcore_orphan *o = start != NULL ? orphan_new(conn, ch, SSHCORE_ORPHAN_STARTING) : NULL;
+    struct sshcore_orphan *o =
+        start != NULL ? orphan_new(conn, ch, SSHCORE_ORPHAN_STARTING) : NULL;
 
     if (o == NULL) {
         /* out of memory: close now; what the request started may run on */
@@ -58,7 +66,8 @@ void sshcore_conn_adopt_starting_channel(sshcore_conn *conn, ssh_channel ch, con
 }
 
 /** Sends TERM and moves `o` to STOPPING. */
-static void orphan_stop(struct sshcore_orphan *o)
+static void
+orphan_stop(struct sshcore_orphan *o)
 {
     int64_t now = sshcore_now_ms();
 
@@ -68,7 +77,8 @@ static void orphan_stop(struct sshcore_orphan *o)
     o->give_up_ms = now + ORPHAN_STOP_LIMIT_MS;
 }
 
-void sshcore_conn_adopt_stopping_channel(sshcore_conn *conn, ssh_channel ch)
+void
+sshcore_conn_adopt_stopping_channel(sshcore_conn *conn, ssh_channel ch)
 {
     struct sshcore_orphan *o = orphan_new(conn, ch, SSHCORE_ORPHAN_STOPPING);
 
@@ -81,13 +91,15 @@ void sshcore_conn_adopt_stopping_channel(sshcore_conn *conn, ssh_channel ch)
     orphan_stop(o);
 }
 
-int64_t sshcore_conn_orphans_due_ms(const sshcore_conn *conn)
+int64_t
+sshcore_conn_orphans_due_ms(const sshcore_conn *conn)
 {
     const struct sshcore_orphan *o = NULL;
     int64_t due = -1;
 
     for (o = conn->orphans; o != NULL; o = o->next) {
-        if (o->stage == SSHCORE_ORPHAN_STOPPING && (due < 0 || o->wake_ms < due)) {
+        if (o->stage == SSHCORE_ORPHAN_STOPPING &&
+            (due < 0 || o->wake_ms < due)) {
             due = o->wake_ms;
         }
     }
@@ -95,7 +107,8 @@ int64_t sshcore_conn_orphans_due_ms(const sshcore_conn *conn)
 }
 
 /** Worker: whether orphan `o` is done with (then its channel is closed). */
-static bool orphan_step(struct sshcore_orphan *o)
+static bool
+orphan_step(struct sshcore_orphan *o)
 {
     int rc = SSH_OK;
     int64_t now = 0;
@@ -105,7 +118,8 @@ static bool orphan_step(struct sshcore_orphan *o)
         return ssh_channel_open_session(o->ch) != SSH_AGAIN;
     case SSHCORE_ORPHAN_STARTING:
         /* the request went out already: libssh only waits for its reply */
-        rc = o->exec ? ssh_channel_request_exec(o->ch, o->start) : ssh_channel_request_shell(o->ch);
+        rc = o->exec ? ssh_channel_request_exec(o->ch, o->start)
+                     : ssh_channel_request_shell(o->ch);
         if (rc == SSH_AGAIN) {
             return false;
         }
@@ -118,7 +132,8 @@ static bool orphan_step(struct sshcore_orphan *o)
         return false;
     case SSHCORE_ORPHAN_STOPPING:
         now = sshcore_now_ms();
-        if (ssh_channel_is_closed(o->ch) || ssh_channel_is_eof(o->ch) || now >= o->give_up_ms) {
+        if (ssh_channel_is_closed(o->ch) || ssh_channel_is_eof(o->ch) ||
+            now >= o->give_up_ms) {
             return true;
         }
         if (now >= o->wake_ms) {
@@ -130,8 +145,10 @@ static bool orphan_step(struct sshcore_orphan *o)
     return true;
 }
 
-/** Worker: finish the pending exchange of each orphaned channel, then close it. */
-void sshcore_orphans_reap(sshcore_conn *conn)
+/** Worker: finish the pending exchange of each orphaned channel, then close it.
+ */
+void
+sshcore_orphans_reap(sshcore_conn *conn)
 {
     struct sshcore_orphan **link = &conn->orphans;
     struct sshcore_orphan *o = NULL;
@@ -141,7 +158,8 @@ void sshcore_orphans_reap(sshcore_conn *conn)
             link = &o->next;
             continue;
         }
-        if (o->stage != SSHCORE_ORPHAN_OPENING && !ssh_channel_is_closed(o->ch)) {
+        if (o->stage != SSHCORE_ORPHAN_OPENING &&
+            !ssh_channel_is_closed(o->ch)) {
             (void)ssh_channel_send_eof(o->ch);
         }
         ssh_channel_free(o->ch); /* open: sends CLOSE; refused: just frees */
@@ -151,7 +169,8 @@ void sshcore_orphans_reap(sshcore_conn *conn)
     }
 }
 
-void sshcore_orphans_free(sshcore_conn *conn)
+void
+sshcore_orphans_free(sshcore_conn *conn)
 {
     struct sshcore_orphan *o = conn->orphans;
     struct sshcore_orphan *next = NULL;

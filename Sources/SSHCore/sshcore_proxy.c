@@ -1,8 +1,8 @@
 /*
- * sshcore_proxy.c - the socket of a ProxyCommand connection: a socket pair whose
- * one end becomes the command's stdin and stdout. The command is spawned the way
- * ssh(1) runs it ("$SHELL -c 'exec command'"), with default signal handling, no
- * blocked signals and no fd of this process but 0, 1 and 2.
+ * sshcore_proxy.c - the socket of a ProxyCommand connection: a socket pair
+ * whose one end becomes the command's stdin and stdout. The command is spawned
+ * the way ssh(1) runs it ("$SHELL -c 'exec command'"), with default signal
+ * handling, no blocked signals and no fd of this process but 0, 1 and 2.
  */
 #include <errno.h>
 #include <signal.h>
@@ -17,7 +17,11 @@
 
 extern char **environ;
 
-int sshcore_proxy_spawn(const char *shell, const char *command, int *fd_out, int *pid_out)
+int
+sshcore_proxy_spawn(const char *shell,
+                    const char *command,
+                    int *fd_out,
+                    int *pid_out)
 {
     int sv[2] = {-1, -1};
     posix_spawn_file_actions_t actions;
@@ -57,7 +61,8 @@ int sshcore_proxy_spawn(const char *shell, const char *command, int *fd_out, int
     sigemptyset(&empty);
     posix_spawnattr_setsigdefault(&attributes, &defaults);
     posix_spawnattr_setsigmask(&attributes, &empty);
-    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+    posix_spawnattr_setflags(&attributes,
+                             POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
     argv[0] = (char *)shell;
     argv[1] = "-c";
     argv[2] = line;

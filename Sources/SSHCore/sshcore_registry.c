@@ -11,7 +11,11 @@
 
 atomic_long sshcore_live_workers;
 
-long sshcore_debug_live_workers(void) { return atomic_load(&sshcore_live_workers); }
+long
+sshcore_debug_live_workers(void)
+{
+    return atomic_load(&sshcore_live_workers);
+}
 
 /*
  * Process exit. A program that returns from main (or calls exit) with a
@@ -31,7 +35,8 @@ static pthread_once_t exit_handler_once = PTHREAD_ONCE_INIT;
 /* How long the exit handler waits for workers to finish closing. */
 #define EXIT_WAIT_MS 500
 
-static void close_workers_at_exit(void)
+static void
+close_workers_at_exit(void)
 {
     sshcore_conn *c = NULL;
     int64_t until = 0;
@@ -48,10 +53,12 @@ static void close_workers_at_exit(void)
     }
 }
 
-static void install_exit_handler(void)
+static void
+install_exit_handler(void)
 {
     typedef int (*openssl_init_fn)(uint64_t opts, const void *settings);
-    openssl_init_fn init = (openssl_init_fn)dlsym(RTLD_DEFAULT, "OPENSSL_init_crypto");
+    openssl_init_fn init =
+        (openssl_init_fn)dlsym(RTLD_DEFAULT, "OPENSSL_init_crypto");
 
     if (init != NULL) {
         /* Registers OpenSSL's exit handler before ours. With no options
@@ -63,7 +70,8 @@ static void install_exit_handler(void)
     (void)atexit(close_workers_at_exit);
 }
 
-void sshcore_conn_registry_add(sshcore_conn *conn)
+void
+sshcore_conn_registry_add(sshcore_conn *conn)
 {
     pthread_once(&exit_handler_once, install_exit_handler);
     pthread_mutex_lock(&registry_mu);
@@ -76,7 +84,8 @@ void sshcore_conn_registry_add(sshcore_conn *conn)
     pthread_mutex_unlock(&registry_mu);
 }
 
-void sshcore_conn_registry_remove(sshcore_conn *conn)
+void
+sshcore_conn_registry_remove(sshcore_conn *conn)
 {
     pthread_mutex_lock(&registry_mu);
     if (conn->reg_prev != NULL) {

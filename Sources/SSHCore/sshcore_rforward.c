@@ -34,7 +34,7 @@ typedef struct rforward_op {
     sshcore_rforward_callbacks cb;
     char *_Nullable address;
     int asked_port;
-    int port;        /* the port requested now; bound once listening */
+    int port; /* the port requested now; bound once listening */
     int tries;
     int accept_timeout_ms;
     bool released;
@@ -53,7 +53,8 @@ typedef struct rforward_op {
 
 static const sshcore_op_vtable rforward_vtable;
 
-static void complete_code(rforward_op *x, int code, const char *_Nullable detail)
+static void
+complete_code(rforward_op *x, int code, const char *_Nullable detail)
 {
     sshcore_error err;
     sshcore_error_set(&err, code, detail);
@@ -67,7 +68,8 @@ static void complete_code(rforward_op *x, int code, const char *_Nullable detail
 #define RANDOM_PORT_MIN 20000
 #define RANDOM_PORT_MAX 32767
 
-static int random_port(void)
+static int
+random_port(void)
 {
     uint32_t r = 0;
     if (getrandom(&r, sizeof(r), 0) != sizeof(r)) {
@@ -76,19 +78,25 @@ static int random_port(void)
     return RANDOM_PORT_MIN + (int)(r % (RANDOM_PORT_MAX - RANDOM_PORT_MIN + 1));
 }
 
-static void close_waiting_channel(ssh_channel ch)
+static void
+close_waiting_channel(ssh_channel ch)
 {
     (void)ssh_channel_close(ch);
     ssh_channel_free(ch);
 }
 
-static void accept_incoming(sshcore_conn *conn)
+static void
+accept_incoming(sshcore_conn *conn)
 {
     for (;;) {
         int dest_port = 0;
         int orig_port = 0;
         char *orig = NULL;
-        ssh_channel ch = ssh_channel_open_forward_port(conn->session, 0, &dest_port, &orig, &orig_port);
+        ssh_channel ch = ssh_channel_open_forward_port(conn->session,
+                                                       0,
+                                                       &dest_port,
+                                                       &orig,
+                                                       &orig_port);
         rforward_op *owner = NULL;
         sshcore_op *op = NULL;
 
@@ -97,8 +105,8 @@ static void accept_incoming(sshcore_conn *conn)
         }
         for (op = conn->active; op != NULL; op = op->next) {
             rforward_op *f = (rforward_op *)op;
-            if (op->vt == &rforward_vtable && f->phase == RF_LISTEN && f->port == dest_port &&
-                atomic_load(&op->done) == 0) {
+            if (op->vt == &rforward_vtable && f->phase == RF_LISTEN &&
+                f->port == dest_port && atomic_load(&op->done) == 0) {
                 owner = f;
                 break;
             }
@@ -120,12 +128,16 @@ static void accept_incoming(sshcore_conn *conn)
         w->deadline_ms = sshcore_now_ms() + owner->accept_timeout_ms;
         w->next = owner->waiting_head;
         owner->waiting_head = w;
-        owner->cb.incoming(owner->cb.ctx, w->id, orig != NULL ? orig : "", orig_port);
+        owner->cb.incoming(owner->cb.ctx,
+                           w->id,
+                           orig != NULL ? orig : "",
+                           orig_port);
         ssh_string_free_char(orig);
     }
 }
 
-ssh_channel sshcore_rforward_take(sshcore_op *forward, uint64_t id)
+ssh_channel
+sshcore_rforward_take(sshcore_op *forward, uint64_t id)
 {
     rforward_op *x = (rforward_op *)forward;
     waiting **link = &x->waiting_head;
@@ -147,7 +159,8 @@ ssh_channel sshcore_rforward_take(sshcore_op *forward, uint64_t id)
 }
 
 /** Worker: rejected and expired waiting connections are closed. */
-static void sweep_waiting(rforward_op *x)
+static void
+sweep_waiting(rforward_op *x)
 {
     uint64_t *rejects = NULL;
     size_t count = 0;
@@ -179,7 +192,8 @@ static void sweep_waiting(rforward_op *x)
             continue;
         }
         if (x->base.wake_ms == 0 || w->deadline_ms < x->base.wake_ms) {
-            x->base.wake_ms = w->deadline_ms; /* expire it even on an idle connection */
+            x->base.wake_ms =
+                w->deadline_ms; /* expire it even on an idle connection */
         }
         link = &w->next;
     }
@@ -189,12 +203,15 @@ static bool finish_request(sshcore_conn *conn, rforward_op *x, int rc);
 
 /** Whether another forward on this connection has `port` (requested or bound):
  *  forwarded connections are told apart by port only. */
-static bool port_taken(sshcore_conn *conn, rforward_op *x)
+static bool
+port_taken(sshcore_conn *conn, rforward_op *x)
 {
     for (sshcore_op *op = conn->active; op != NULL; op = op->next) {
         rforward_op *f = (rforward_op *)op;
-        if (op != &x->base && op->vt == &rforward_vtable && atomic_load(&op->done) == 0 &&
-            (f->phase == RF_WAIT || f->phase == RF_LISTEN) && f->port == x->port) {
+        if (op != &x->base && op->vt == &rforward_vtable &&
+            atomic_load(&op->done) == 0 &&
+            (f->phase == RF_WAIT || f->phase == RF_LISTEN) &&
+            f->port == x->port) {
             return true;
         }
     }
@@ -202,7 +219,8 @@ static bool port_taken(sshcore_conn *conn, rforward_op *x)
 }
 
 /** Sends the tcpip-forward request once the slot is free. */
-static bool request_step(sshcore_conn *conn, rforward_op *x)
+static bool
+request_step(sshcore_conn *conn, rforward_op *x)
 {
     ssh_session s = conn->session;
     int rc;
@@ -212,7 +230,9 @@ static bool request_step(sshcore_conn *conn, rforward_op *x)
             x->port = random_port();
             return true;
         }
-        complete_code(x, SSHCORE_E_FORWARD_REFUSED, "this connection already forwards that port");
+        complete_code(x,
+                      SSHCORE_E_FORWARD_REFUSED,
+                      "this connection already forwards that port");
         return false;
     }
     if (conn->gcancels != NULL) {
@@ -226,7 +246,10 @@ static bool request_step(sshcore_conn *conn, rforward_op *x)
     rc = ssh_channel_listen_forward(s, x->address, x->port, NULL);
     if (!sshcore_session_usable(conn)) {
         sshcore_error err;
-        sshcore_error_from_session(&err, sshcore_conn_failure_code(conn), s, "ssh_channel_listen_forward");
+        sshcore_error_from_session(&err,
+                                   sshcore_conn_failure_code(conn),
+                                   s,
+                                   "ssh_channel_listen_forward");
         (void)sshcore_op_complete(&x->base, &err);
         return false;
     }
@@ -240,7 +263,8 @@ static bool request_step(sshcore_conn *conn, rforward_op *x)
 }
 
 /** The answer to our request: listening, another random port, or refused. */
-static bool finish_request(sshcore_conn *conn, rforward_op *x, int rc)
+static bool
+finish_request(sshcore_conn *conn, rforward_op *x, int rc)
 {
     ssh_session s = conn->session;
 
@@ -255,7 +279,10 @@ static bool finish_request(sshcore_conn *conn, rforward_op *x, int rc)
     }
     if (!sshcore_session_usable(conn)) {
         sshcore_error err;
-        sshcore_error_from_session(&err, sshcore_conn_failure_code(conn), s, "ssh_channel_listen_forward");
+        sshcore_error_from_session(&err,
+                                   sshcore_conn_failure_code(conn),
+                                   s,
+                                   "ssh_channel_listen_forward");
         (void)sshcore_op_complete(&x->base, &err);
         return false;
     }
@@ -266,18 +293,26 @@ static bool finish_request(sshcore_conn *conn, rforward_op *x, int rc)
     }
     {
         sshcore_error err;
-        sshcore_error_from_session(&err, SSHCORE_E_FORWARD_REFUSED, s, "ssh_channel_listen_forward");
-        snprintf(err.detail, sizeof(err.detail), "tcpip-forward %s:%d%s",
-                 x->address != NULL ? x->address : "", x->port,
+        sshcore_error_from_session(&err,
+                                   SSHCORE_E_FORWARD_REFUSED,
+                                   s,
+                                   "ssh_channel_listen_forward");
+        snprintf(err.detail,
+                 sizeof(err.detail),
+                 "tcpip-forward %s:%d%s",
+                 x->address != NULL ? x->address : "",
+                 x->port,
                  x->asked_port == 0 ? " (and other random ports)" : "");
         (void)sshcore_op_complete(&x->base, &err);
     }
     return false;
 }
 
-static bool wait_step(sshcore_conn *conn, rforward_op *x)
+static bool
+wait_step(sshcore_conn *conn, rforward_op *x)
 {
-    int rc = ssh_channel_listen_forward(conn->session, x->address, x->port, NULL);
+    int rc =
+        ssh_channel_listen_forward(conn->session, x->address, x->port, NULL);
 
     if (rc == SSH_AGAIN) {
         return false;
@@ -285,7 +320,8 @@ static bool wait_step(sshcore_conn *conn, rforward_op *x)
     return finish_request(conn, x, rc);
 }
 
-static bool rforward_step(sshcore_conn *conn, sshcore_op *op)
+static bool
+rforward_step(sshcore_conn *conn, sshcore_op *op)
 {
     rforward_op *x = (rforward_op *)op;
 
@@ -302,7 +338,8 @@ static bool rforward_step(sshcore_conn *conn, sshcore_op *op)
     return false;
 }
 
-static void release_callbacks(rforward_op *x)
+static void
+release_callbacks(rforward_op *x)
 {
     if (!x->released) {
         x->released = true;
@@ -310,7 +347,8 @@ static void release_callbacks(rforward_op *x)
     }
 }
 
-static void rforward_abort(sshcore_conn *conn, sshcore_op *op)
+static void
+rforward_abort(sshcore_conn *conn, sshcore_op *op)
 {
     rforward_op *x = (rforward_op *)op;
     ssh_session s = conn->session;
@@ -329,7 +367,8 @@ static void rforward_abort(sshcore_conn *conn, sshcore_op *op)
         conn->gslot = GSLOT_ORPHAN_FORWARD;
         conn->gslot_owner = NULL;
         free(conn->gslot_orphan_address);
-        conn->gslot_orphan_address = strdup(x->address != NULL ? x->address : "");
+        conn->gslot_orphan_address =
+            strdup(x->address != NULL ? x->address : "");
         conn->gslot_orphan_port = x->port;
     } else if (x->phase == RF_LISTEN && sshcore_session_usable(conn)) {
         struct sshcore_gcancel *c = calloc(1, sizeof(*c));
@@ -344,7 +383,8 @@ static void rforward_abort(sshcore_conn *conn, sshcore_op *op)
     release_callbacks(x);
 }
 
-static void rforward_destroy(sshcore_op *op)
+static void
+rforward_destroy(sshcore_op *op)
 {
     rforward_op *x = (rforward_op *)op;
 
@@ -361,19 +401,29 @@ static const sshcore_op_vtable rforward_vtable = {
     .destroy = rforward_destroy,
 };
 
-sshcore_op *sshcore_rforward_start(sshcore_conn *conn, const char *bind_address, int port,
-                                   int accept_timeout_ms, const sshcore_rforward_callbacks *callbacks,
-                                   sshcore_op_done_fn done, void *ctx, sshcore_error *err)
+sshcore_op *
+sshcore_rforward_start(sshcore_conn *conn,
+                       const char *bind_address,
+                       int port,
+                       int accept_timeout_ms,
+                       const sshcore_rforward_callbacks *callbacks,
+                       sshcore_op_done_fn done,
+                       void *ctx,
+                       sshcore_error *err)
 {
     rforward_op *x = NULL;
 
-    if (port < 0 || port > 65535 || accept_timeout_ms <= 0 || callbacks->listening == NULL ||
-        callbacks->incoming == NULL || callbacks->released == NULL) {
-        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "incomplete remote forward spec");
+    if (port < 0 || port > 65535 || accept_timeout_ms <= 0 ||
+        callbacks->listening == NULL || callbacks->incoming == NULL ||
+        callbacks->released == NULL) {
+        sshcore_error_set(err,
+                          SSHCORE_E_INVALID_ARGUMENT,
+                          "incomplete remote forward spec");
         return NULL;
     }
     x = calloc(1, sizeof(*x));
-    if (x == NULL || (bind_address != NULL && (x->address = strdup(bind_address)) == NULL)) {
+    if (x == NULL ||
+        (bind_address != NULL && (x->address = strdup(bind_address)) == NULL)) {
         free(x);
         sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         return NULL;
@@ -384,7 +434,12 @@ sshcore_op *sshcore_rforward_start(sshcore_conn *conn, const char *bind_address,
     x->port = port != 0 ? port : random_port();
     x->accept_timeout_ms = accept_timeout_ms;
     x->phase = RF_REQUEST;
-    sshcore_op_init(&x->base, &rforward_vtable, SSHCORE_OP_RFORWARD, conn, done, ctx);
+    sshcore_op_init(&x->base,
+                    &rforward_vtable,
+                    SSHCORE_OP_RFORWARD,
+                    conn,
+                    done,
+                    ctx);
     if (sshcore_conn_submit(conn, &x->base, err) != 0) {
         sshcore_conn *c = x->base.conn;
         x->released = true; /* the caller learns it from NULL */
@@ -395,11 +450,15 @@ sshcore_op *sshcore_rforward_start(sshcore_conn *conn, const char *bind_address,
     return &x->base;
 }
 
-int sshcore_rforward_reject(sshcore_op *forward, uint64_t id)
+int
+sshcore_rforward_reject(sshcore_op *forward, uint64_t id)
 {
     rforward_op *x = NULL;
 
-    if (!sshcore_op_is(forward, SSHCORE_OP_RFORWARD, "sshcore_rforward_reject", NULL)) {
+    if (!sshcore_op_is(forward,
+                       SSHCORE_OP_RFORWARD,
+                       "sshcore_rforward_reject",
+                       NULL)) {
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (rforward_op *)forward;

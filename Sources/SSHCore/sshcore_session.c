@@ -41,8 +41,11 @@ static void close_channel(sshcore_conn *conn, session_op *x);
 /* Callbacks from libssh (worker)                                          */
 /* ---------------------------------------------------------------------- */
 
-static void on_exit_status(ssh_session session, ssh_channel channel, int status,
-                           void *userdata)
+static void
+on_exit_status(ssh_session session,
+               ssh_channel channel,
+               int status,
+               void *userdata)
 {
     session_op *x = userdata;
     (void)session;
@@ -51,9 +54,14 @@ static void on_exit_status(ssh_session session, ssh_channel channel, int status,
     x->exit_status = status;
 }
 
-static void on_exit_signal(ssh_session session, ssh_channel channel,
-                           const char *signal, int core, const char *errmsg,
-                           const char *lang, void *userdata)
+static void
+on_exit_signal(ssh_session session,
+               ssh_channel channel,
+               const char *signal,
+               int core,
+               const char *errmsg,
+               const char *lang,
+               void *userdata)
 {
     session_op *x = userdata;
     (void)session;
@@ -61,11 +69,17 @@ static void on_exit_signal(ssh_session session, ssh_channel channel,
     (void)errmsg;
     (void)lang;
     x->exit_kind = SSHCORE_EXIT_SIGNAL;
-    snprintf(x->exit_signal, sizeof(x->exit_signal), "%s", signal != NULL ? signal : "");
+    snprintf(x->exit_signal,
+             sizeof(x->exit_signal),
+             "%s",
+             signal != NULL ? signal : "");
     x->core_dumped = core;
 }
 
-void sshcore_session_complete_code(session_op *x, int code, const char *_Nullable detail)
+void
+sshcore_session_complete_code(session_op *x,
+                              int code,
+                              const char *_Nullable detail)
 {
     sshcore_error err;
     sshcore_error_set(&err, code, detail);
@@ -77,7 +91,11 @@ void sshcore_session_complete_code(session_op *x, int code, const char *_Nullabl
 /* ---------------------------------------------------------------------- */
 
 /** A libssh call on the channel failed: blame the connection if it is gone. */
-void sshcore_session_fail_call(sshcore_conn *conn, session_op *x, int channel_code, const char *fn)
+void
+sshcore_session_fail_call(sshcore_conn *conn,
+                          session_op *x,
+                          int channel_code,
+                          const char *fn)
 {
     int code = channel_code;
     sshcore_error err;
@@ -90,15 +108,19 @@ void sshcore_session_fail_call(sshcore_conn *conn, session_op *x, int channel_co
 }
 
 /** Apply a channel event; a rejected transition is a bug in this file. */
-sshcore_chan_action sshcore_session_chan_event(session_op *x, sshcore_chan_event ev)
+sshcore_chan_action
+sshcore_session_chan_event(session_op *x, sshcore_chan_event ev)
 {
     sshcore_chan_state before = x->cstate;
     sshcore_chan_action act = sshcore_chan_fsm_apply(&x->cstate, ev);
 
     if (act == SSHCORE_CHAN_ACT_REJECT) {
         char detail[128];
-        snprintf(detail, sizeof(detail), "channel event %s in state %s",
-                 sshcore_chan_event_name(ev), sshcore_chan_state_name(before));
+        snprintf(detail,
+                 sizeof(detail),
+                 "channel event %s in state %s",
+                 sshcore_chan_event_name(ev),
+                 sshcore_chan_state_name(before));
         sshcore_session_complete_code(x, SSHCORE_E_INVALID_STATE, detail);
     }
     return act;
@@ -106,26 +128,31 @@ sshcore_chan_action sshcore_session_chan_event(session_op *x, sshcore_chan_event
 
 /** Tells a streamed channel's caller that no more output comes (once, after
  *  every byte before it). */
-static void report_eof(session_op *x)
+static void
+report_eof(session_op *x)
 {
-    if (x->streamed && !x->bridged && x->cb.eof != NULL && atomic_load(&x->base.done) == 0) {
+    if (x->streamed && !x->bridged && x->cb.eof != NULL &&
+        atomic_load(&x->base.done) == 0) {
         sshcore_session_flush_batch(x);
         x->cb.eof(x->cb.ctx);
     }
 }
 
 /** One I/O pass; what arrived during it is handed over at its end. */
-static bool session_io(sshcore_conn *conn, session_op *x)
+static bool
+session_io(sshcore_conn *conn, session_op *x)
 {
     bool again;
 
-    sshcore_session_flush_batch(x); /* output that arrived while other channels were stepped */
+    sshcore_session_flush_batch(
+        x); /* output that arrived while other channels were stepped */
     again = session_io_pass(conn, x);
     sshcore_session_flush_batch(x);
     return again;
 }
 
-static bool session_io_pass(sshcore_conn *conn, session_op *x)
+static bool
+session_io_pass(sshcore_conn *conn, session_op *x)
 {
     ssh_session s = conn->session;
     bool again = false;
@@ -137,12 +164,15 @@ static bool session_io_pass(sshcore_conn *conn, session_op *x)
         return false;
     }
     if (x->bridged) {
-        sshcore_session_bridge_out(x, &again); /* first: frees sshcore_session_room for held output */
+        sshcore_session_bridge_out(
+            x,
+            &again); /* first: frees sshcore_session_room for held output */
         if (!sshcore_session_bridge_in(conn, x, &again)) {
             return false;
         }
     }
-    if (sshcore_session_output_pending(x) && !sshcore_session_read_held(conn, x, &again)) {
+    if (sshcore_session_output_pending(x) &&
+        !sshcore_session_read_held(conn, x, &again)) {
         return false;
     }
     if (atomic_load(&x->base.done) != 0) {
@@ -150,22 +180,30 @@ static bool session_io_pass(sshcore_conn *conn, session_op *x)
     }
     /* Processing may have flushed libssh's pending output without a packet
      * to announce it: if stdin waits only for that, take another turn. */
-    if (sshcore_session_can_write(x) && !sshcore_session_send_backlogged(conn) && ssh_channel_window_size(x->ch) > 0) {
-        pthread_mutex_lock(&x->mu); /* the inbox: callers append under mu (TSan) */
+    if (sshcore_session_can_write(x) &&
+        !sshcore_session_send_backlogged(conn) &&
+        ssh_channel_window_size(x->ch) > 0) {
+        pthread_mutex_lock(
+            &x->mu); /* the inbox: callers append under mu (TSan) */
         again = again || x->wq_head != NULL;
         pthread_mutex_unlock(&x->mu);
     }
 
-    if (!x->eof_seen && !sshcore_session_output_pending(x) && ssh_channel_is_eof(x->ch)) {
+    if (!x->eof_seen && !sshcore_session_output_pending(x) &&
+        ssh_channel_is_eof(x->ch)) {
         x->eof_seen = true;
-        if ((x->cstate == SSHCORE_CHAN_OPEN || x->cstate == SSHCORE_CHAN_EOF_SENT) &&
-            sshcore_session_chan_event(x, SSHCORE_CHAN_EV_RECV_EOF) == SSHCORE_CHAN_ACT_REJECT) {
+        if ((x->cstate == SSHCORE_CHAN_OPEN ||
+             x->cstate == SSHCORE_CHAN_EOF_SENT) &&
+            sshcore_session_chan_event(x, SSHCORE_CHAN_EV_RECV_EOF) ==
+                SSHCORE_CHAN_ACT_REJECT) {
             return false;
         }
         report_eof(x);
     }
     if (x->bridged) {
-        sshcore_session_bridge_out(x, &again); /* what sshcore_session_read_held delivered; the EOF's shutdown */
+        sshcore_session_bridge_out(x,
+                                   &again); /* what sshcore_session_read_held
+                                               delivered; the EOF's shutdown */
         if (x->fd_dead) {
             /* the client went away: nothing more to carry either way */
             sshcore_session_complete_code(x, SSHCORE_E_OK, NULL);
@@ -176,27 +214,36 @@ static bool session_io_pass(sshcore_conn *conn, session_op *x)
     if (ssh_channel_is_closed(x->ch)) {
         if (!sshcore_session_usable(conn)) {
             sshcore_error err;
-            sshcore_error_from_session(&err, sshcore_conn_failure_code(conn), s,
+            sshcore_error_from_session(&err,
+                                       sshcore_conn_failure_code(conn),
+                                       s,
                                        "ssh_channel_is_closed");
             (void)sshcore_op_complete(&x->base, &err);
             return false;
         }
-        if (sshcore_session_output_pending(x) || sshcore_session_bridge_out_pending(x)) {
-            return again; /* closed with output still held: sshcore_session_deliver it first */
+        if (sshcore_session_output_pending(x) ||
+            sshcore_session_bridge_out_pending(x)) {
+            return again; /* closed with output still held:
+                             sshcore_session_deliver it first */
         }
         /* The command exited without reading all of its stdin: what is left
          * has nowhere to go. Not an error for collected exec (stdin given up
          * front); a streamed writer learns that the channel is closed. */
-        sshcore_session_fail_writes(x, x->streamed ? SSHCORE_E_CHANNEL_CLOSED : SSHCORE_E_OK);
+        sshcore_session_fail_writes(x,
+                                    x->streamed ? SSHCORE_E_CHANNEL_CLOSED
+                                                : SSHCORE_E_OK);
         if (!x->eof_seen) {
             x->eof_seen = true;
-            if ((x->cstate == SSHCORE_CHAN_OPEN || x->cstate == SSHCORE_CHAN_EOF_SENT) &&
-                sshcore_session_chan_event(x, SSHCORE_CHAN_EV_RECV_EOF) == SSHCORE_CHAN_ACT_REJECT) {
+            if ((x->cstate == SSHCORE_CHAN_OPEN ||
+                 x->cstate == SSHCORE_CHAN_EOF_SENT) &&
+                sshcore_session_chan_event(x, SSHCORE_CHAN_EV_RECV_EOF) ==
+                    SSHCORE_CHAN_ACT_REJECT) {
                 return false;
             }
             report_eof(x);
         }
-        if (sshcore_session_chan_event(x, SSHCORE_CHAN_EV_RECV_CLOSE) == SSHCORE_CHAN_ACT_FINISH) {
+        if (sshcore_session_chan_event(x, SSHCORE_CHAN_EV_RECV_CLOSE) ==
+            SSHCORE_CHAN_ACT_FINISH) {
             sshcore_session_flush_batch(x); /* every byte before the end */
             sshcore_session_complete_code(x, SSHCORE_E_OK, NULL);
         }
@@ -205,7 +252,8 @@ static bool session_io_pass(sshcore_conn *conn, session_op *x)
     return again;
 }
 
-static void set_channel_callbacks(session_op *x)
+static void
+set_channel_callbacks(session_op *x)
 {
     memset(&x->cbs, 0, sizeof(x->cbs));
     x->cbs.userdata = x;
@@ -217,7 +265,8 @@ static void set_channel_callbacks(session_op *x)
 }
 
 /** Reports the open channel to the caller (once). */
-static void report_open(session_op *x, int env_fallback_used)
+static void
+report_open(session_op *x, int env_fallback_used)
 {
     if (x->started_reported) {
         return;
@@ -232,7 +281,8 @@ static void report_open(session_op *x, int env_fallback_used)
 
 /** Applies a channel-setup event (sshcore_fsm.c); a rejected one is a core bug:
  *  the operation fails with INVALID_STATE naming the step and the event. */
-static bool setup_event(session_op *x, sshcore_setup_event event)
+static bool
+setup_event(session_op *x, sshcore_setup_event event)
 {
     sshcore_setup before = x->phase;
     char detail[160];
@@ -240,8 +290,11 @@ static bool setup_event(session_op *x, sshcore_setup_event event)
     if (sshcore_setup_fsm_apply(&x->phase, event) != SSHCORE_SETUP_ACT_REJECT) {
         return true;
     }
-    snprintf(detail, sizeof(detail), "channel setup %s: event %s not allowed (a core bug)",
-             sshcore_setup_name((int)before), sshcore_setup_event_name((int)event));
+    snprintf(detail,
+             sizeof(detail),
+             "channel setup %s: event %s not allowed (a core bug)",
+             sshcore_setup_name((int)before),
+             sshcore_setup_event_name((int)event));
     sshcore_session_complete_code(x, SSHCORE_E_INVALID_STATE, detail);
     return false;
 }
@@ -251,7 +304,8 @@ static bool setup_event(session_op *x, sshcore_setup_event event)
  * arrived before our callbacks were set waits in libssh's buffer: it is
  * counted as held, so sshcore_session_read_held() delivers it first.
  */
-static bool adopt_channel(sshcore_conn *conn, session_op *x)
+static bool
+adopt_channel(sshcore_conn *conn, session_op *x)
 {
     size_t held_before = 0;
     int n = 0;
@@ -265,18 +319,23 @@ static bool adopt_channel(sshcore_conn *conn, session_op *x)
     }
     if (x->ch == NULL) {
         (void)sshcore_session_chan_event(x, SSHCORE_CHAN_EV_OPEN_FAILED);
-        sshcore_session_complete_code(x, SSHCORE_E_CHANNEL_CLOSED,
-                      "the forwarded connection is gone (rejected, timed out, or its forward ended)");
+        sshcore_session_complete_code(
+            x,
+            SSHCORE_E_CHANNEL_CLOSED,
+            "the forwarded connection is gone (rejected, timed out, or its "
+            "forward ended)");
         return false;
     }
     set_channel_callbacks(x);
     held_before = x->held[0];
-    /* with an empty buffer this processes packets, and sshcore_session_on_data counts them */
+    /* with an empty buffer this processes packets, and sshcore_session_on_data
+     * counts them */
     n = ssh_channel_poll(x->ch, 0);
     if (n > 0 && x->held[0] == held_before) {
         sshcore_session_hold(x, 0, (size_t)n);
     }
-    if (sshcore_session_chan_event(x, SSHCORE_CHAN_EV_OPEN_OK) != SSHCORE_CHAN_ACT_START_IO) {
+    if (sshcore_session_chan_event(x, SSHCORE_CHAN_EV_OPEN_OK) !=
+        SSHCORE_CHAN_ACT_START_IO) {
         return false;
     }
     if (!setup_event(x, SSHCORE_SETUP_EV_STREAM_OPENED)) {
@@ -286,7 +345,8 @@ static bool adopt_channel(sshcore_conn *conn, session_op *x)
     return true;
 }
 
-static bool session_step(sshcore_conn *conn, sshcore_op *op)
+static bool
+session_step(sshcore_conn *conn, sshcore_op *op)
 {
     session_op *x = (session_op *)op;
     ssh_session s = conn->session;
@@ -300,7 +360,10 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
         if (x->ch == NULL) {
             x->ch = ssh_channel_new(s);
             if (x->ch == NULL) {
-                sshcore_session_fail_call(conn, x, SSHCORE_E_OUT_OF_MEMORY, "ssh_channel_new");
+                sshcore_session_fail_call(conn,
+                                          x,
+                                          SSHCORE_E_OUT_OF_MEMORY,
+                                          "ssh_channel_new");
                 return false;
             }
             set_channel_callbacks(x);
@@ -310,12 +373,17 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
             rc = ssh_channel_open_session(x->ch);
             break;
         case SSHCORE_CHANNEL_DIRECT_TCPIP:
-            rc = ssh_channel_open_forward(x->ch, x->target, x->target_port,
-                                          x->originator, x->originator_port);
+            rc = ssh_channel_open_forward(x->ch,
+                                          x->target,
+                                          x->target_port,
+                                          x->originator,
+                                          x->originator_port);
             break;
         case SSHCORE_CHANNEL_DIRECT_STREAMLOCAL:
-            rc = ssh_channel_open_forward_unix(x->ch, x->target,
-                                               x->originator, x->originator_port);
+            rc = ssh_channel_open_forward_unix(x->ch,
+                                               x->target,
+                                               x->originator,
+                                               x->originator_port);
             break;
         }
         if (rc == SSH_AGAIN) {
@@ -323,13 +391,18 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
         }
         if (rc != SSH_OK) {
             (void)sshcore_session_chan_event(x, SSHCORE_CHAN_EV_OPEN_FAILED);
-            sshcore_session_fail_call(conn, x, SSHCORE_E_CHANNEL_OPEN_REFUSED,
-                      x->kind == SSHCORE_CHANNEL_SESSION      ? "ssh_channel_open_session"
-                      : x->kind == SSHCORE_CHANNEL_DIRECT_TCPIP ? "ssh_channel_open_forward"
-                                                                : "ssh_channel_open_forward_unix");
+            sshcore_session_fail_call(conn,
+                                      x,
+                                      SSHCORE_E_CHANNEL_OPEN_REFUSED,
+                                      x->kind == SSHCORE_CHANNEL_SESSION
+                                          ? "ssh_channel_open_session"
+                                      : x->kind == SSHCORE_CHANNEL_DIRECT_TCPIP
+                                          ? "ssh_channel_open_forward"
+                                          : "ssh_channel_open_forward_unix");
             return false;
         }
-        if (sshcore_session_chan_event(x, SSHCORE_CHAN_EV_OPEN_OK) != SSHCORE_CHAN_ACT_START_IO) {
+        if (sshcore_session_chan_event(x, SSHCORE_CHAN_EV_OPEN_OK) !=
+            SSHCORE_CHAN_ACT_START_IO) {
             return false;
         }
         if (x->kind != SSHCORE_CHANNEL_SESSION) {
@@ -342,8 +415,9 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
         }
         return setup_event(x, SSHCORE_SETUP_EV_SESSION_OPENED);
     case SSHCORE_SETUP_AGENT:
-        /* like ssh -A: the server's sessions may use our agent (a request without
-         * a reply; a server that does not allow it simply opens no agent channel) */
+        /* like ssh -A: the server's sessions may use our agent (a request
+         * without a reply; a server that does not allow it simply opens no
+         * agent channel) */
         if (conn->agent_socket != NULL && !x->subsystem &&
             ssh_channel_request_auth_agent(x->ch) == SSH_AGAIN) {
             return false;
@@ -353,17 +427,24 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
         if (x->env_idx >= x->env_count || x->use_fallback) {
             return setup_event(x, SSHCORE_SETUP_EV_ENV_DONE);
         }
-        rc = ssh_channel_request_env(x->ch, x->env_names[x->env_idx], x->env_values[x->env_idx]);
+        rc = ssh_channel_request_env(x->ch,
+                                     x->env_names[x->env_idx],
+                                     x->env_values[x->env_idx]);
         if (rc == SSH_AGAIN) {
             return false;
         }
         if (rc != SSH_OK) {
-            if (sshcore_session_usable(conn) && x->fallback == NULL && x->env_optional) {
-                x->env_idx++; /* refused by AcceptEnv: left unset, as ssh does */
+            if (sshcore_session_usable(conn) && x->fallback == NULL &&
+                x->env_optional) {
+                x->env_idx++; /* refused by AcceptEnv: left unset, as ssh does
+                               */
                 return true;
             }
             if (!sshcore_session_usable(conn) || x->fallback == NULL) {
-                sshcore_session_fail_call(conn, x, SSHCORE_E_CHANNEL_REQUEST_FAILED, "ssh_channel_request_env");
+                sshcore_session_fail_call(conn,
+                                          x,
+                                          SSHCORE_E_CHANNEL_REQUEST_FAILED,
+                                          "ssh_channel_request_env");
                 return false;
             }
             x->use_fallback = true; /* the server's AcceptEnv refused it */
@@ -375,12 +456,18 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
         if (!x->want_pty) {
             return setup_event(x, SSHCORE_SETUP_EV_PTY_DONE);
         }
-        rc = ssh_channel_request_pty_size(x->ch, x->term, (int)x->cols, (int)x->rows);
+        rc = ssh_channel_request_pty_size(x->ch,
+                                          x->term,
+                                          (int)x->cols,
+                                          (int)x->rows);
         if (rc == SSH_AGAIN) {
             return false;
         }
         if (rc != SSH_OK) {
-            sshcore_session_fail_call(conn, x, SSHCORE_E_CHANNEL_REQUEST_FAILED, "ssh_channel_request_pty_size");
+            sshcore_session_fail_call(conn,
+                                      x,
+                                      SSHCORE_E_CHANNEL_REQUEST_FAILED,
+                                      "ssh_channel_request_pty_size");
             return false;
         }
         return setup_event(x, SSHCORE_SETUP_EV_PTY_DONE);
@@ -390,17 +477,22 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
         } else if (x->subsystem) {
             rc = ssh_channel_request_subsystem(x->ch, x->command);
         } else {
-            rc = ssh_channel_request_exec(x->ch, x->use_fallback ? x->fallback : x->command);
+            rc = ssh_channel_request_exec(x->ch,
+                                          x->use_fallback ? x->fallback
+                                                          : x->command);
         }
         if (rc == SSH_AGAIN) {
             x->start_sent = true;
             return false;
         }
         if (rc != SSH_OK) {
-            sshcore_session_fail_call(conn, x, SSHCORE_E_CHANNEL_REQUEST_FAILED,
-                      x->command == NULL ? "ssh_channel_request_shell"
-                      : x->subsystem     ? "ssh_channel_request_subsystem"
-                                         : "ssh_channel_request_exec");
+            sshcore_session_fail_call(
+                conn,
+                x,
+                SSHCORE_E_CHANNEL_REQUEST_FAILED,
+                x->command == NULL ? "ssh_channel_request_shell"
+                : x->subsystem     ? "ssh_channel_request_subsystem"
+                                   : "ssh_channel_request_exec");
             return false;
         }
         if (!setup_event(x, SSHCORE_SETUP_EV_STARTED)) {
@@ -416,10 +508,12 @@ static bool session_step(sshcore_conn *conn, sshcore_op *op)
     return false;
 }
 
-static void session_abort(sshcore_conn *conn, sshcore_op *op)
+static void
+session_abort(sshcore_conn *conn, sshcore_op *op)
 {
     session_op *x = (session_op *)op;
-    int code = op->err.code != SSHCORE_E_OK ? op->err.code : SSHCORE_E_CHANNEL_CLOSED;
+    int code =
+        op->err.code != SSHCORE_E_OK ? op->err.code : SSHCORE_E_CHANNEL_CLOSED;
 
     pthread_mutex_lock(&x->mu);
     x->inbox_closed = true;
@@ -463,7 +557,8 @@ static void session_abort(sshcore_conn *conn, sshcore_op *op)
 }
 
 /** Tells the caller that no callback will come any more (once). */
-static void release_callbacks(session_op *x)
+static void
+release_callbacks(session_op *x)
 {
     if (x->bridged) {
         if (!x->released) {
@@ -478,7 +573,8 @@ static void release_callbacks(session_op *x)
     }
 }
 
-static void close_channel(sshcore_conn *conn, session_op *x)
+static void
+close_channel(sshcore_conn *conn, session_op *x)
 {
     sshcore_op *op = &x->base;
 
@@ -496,21 +592,26 @@ static void close_channel(sshcore_conn *conn, session_op *x)
             (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
             return;
         }
-        if (x->phase == SSHCORE_SETUP_START && x->start_sent && !ssh_channel_is_closed(x->ch)) {
+        if (x->phase == SSHCORE_SETUP_START && x->start_sent &&
+            !ssh_channel_is_closed(x->ch)) {
             /* The exec or shell request is on its way and libssh sends no
              * other request on the channel before its reply (a signal now
              * would be swallowed): the worker waits for that reply, stops
              * what it started, then closes. A subsystem gets no signal. */
-            sshcore_conn_adopt_starting_channel(conn, x->ch, x->use_fallback ? x->fallback : x->command,
-                                                x->command != NULL && !x->subsystem,
-                                                x->kind == SSHCORE_CHANNEL_SESSION && !x->subsystem);
+            sshcore_conn_adopt_starting_channel(
+                conn,
+                x->ch,
+                x->use_fallback ? x->fallback : x->command,
+                x->command != NULL && !x->subsystem,
+                x->kind == SSHCORE_CHANNEL_SESSION && !x->subsystem);
             x->ch = NULL;
             (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
             return;
         }
-        if (!ssh_channel_is_closed(x->ch) && x->phase == SSHCORE_SETUP_IO && x->kind == SSHCORE_CHANNEL_SESSION &&
-            !x->subsystem &&
-            (atomic_load(&op->cancel_requested) != 0 || op->err.code == SSHCORE_E_TIMED_OUT ||
+        if (!ssh_channel_is_closed(x->ch) && x->phase == SSHCORE_SETUP_IO &&
+            x->kind == SSHCORE_CHANNEL_SESSION && !x->subsystem &&
+            (atomic_load(&op->cancel_requested) != 0 ||
+             op->err.code == SSHCORE_E_TIMED_OUT ||
              op->err.code == SSHCORE_E_CANCELLED)) {
             /* a cancelled command should not keep running on the server:
              * the worker sends TERM until the server reports its end, then
@@ -532,20 +633,27 @@ static void close_channel(sshcore_conn *conn, session_op *x)
     x->ch = NULL;
     if (sshcore_session_usable(conn)) {
         (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
-    } else if (sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CONN_LOST) == SSHCORE_CHAN_ACT_FAIL) {
+    } else if (sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CONN_LOST) ==
+               SSHCORE_CHAN_ACT_FAIL) {
         /* the connection went first: the op ends with the connection's failure
          * (a no-op when teardown already completed it with that code) */
         int code = atomic_load(&conn->fail_code);
-        sshcore_session_complete_code(x, code != SSHCORE_E_OK ? code : SSHCORE_E_CONNECTION_LOST, NULL);
+        sshcore_session_complete_code(
+            x,
+            code != SSHCORE_E_OK ? code : SSHCORE_E_CONNECTION_LOST,
+            NULL);
     }
 }
 
-void sshcore_session_destroy(sshcore_op *op)
+void
+sshcore_session_destroy(sshcore_op *op)
 {
     session_op *x = (session_op *)op;
     size_t i;
 
-    sshcore_session_fail_writes(x, SSHCORE_E_CLOSED); /* never started: nothing was queued */
+    sshcore_session_fail_writes(
+        x,
+        SSHCORE_E_CLOSED); /* never started: nothing was queued */
     release_callbacks(x);
     if (x->fd >= 0) {
         close(x->fd); /* never reached a worker */
@@ -591,12 +699,20 @@ static const sshcore_op_vtable bridge_vtable = {
 /* Creation                                                                */
 /* ---------------------------------------------------------------------- */
 
-sshcore_op *_Nullable sshcore_session_submit(sshcore_conn *conn, session_op *x,
-                                            sshcore_op_done_fn done, void *_Nullable ctx,
-                                            int timeout_ms, sshcore_error *err)
+sshcore_op *_Nullable sshcore_session_submit(sshcore_conn *conn,
+                                             session_op *x,
+                                             sshcore_op_done_fn done,
+                                             void *_Nullable ctx,
+                                             int timeout_ms,
+                                             sshcore_error *err)
 {
-    sshcore_op_init(&x->base, x->bridged ? &bridge_vtable : &session_vtable,
-                    x->bridged ? SSHCORE_OP_BRIDGE : x->streamed ? SSHCORE_OP_STREAM : SSHCORE_OP_EXEC, conn, done,
+    sshcore_op_init(&x->base,
+                    x->bridged ? &bridge_vtable : &session_vtable,
+                    x->bridged    ? SSHCORE_OP_BRIDGE
+                    : x->streamed ? SSHCORE_OP_STREAM
+                                  : SSHCORE_OP_EXEC,
+                    conn,
+                    done,
                     ctx);
     if (timeout_ms > 0) {
         x->base.deadline_ms = sshcore_now_ms() + timeout_ms;

@@ -19,7 +19,8 @@
 /* Streamed output is handed over in batches of up to this much (one callback,
  * one wake-up of the reader, per batch instead of per packet). */
 #define BATCH_MAX (128 * 1024)
-/* Held output segments remembered for ordering; beyond, order is approximate. */
+/* Held output segments remembered for ordering; beyond, order is approximate.
+ */
 #define HELD_MAX 1024
 /* A bridge reads its socket in pieces of at most this much. */
 #define BRIDGE_READ (64 * 1024)
@@ -80,10 +81,11 @@ typedef struct session_op {
     sshcore_setup phase; /* the channel setup machine (sshcore_fsm.c) */
     bool use_fallback;
     bool env_optional; /* a refused env request is skipped */
-    bool subsystem; /* command names a subsystem */
-    bool start_sent; /* SSHCORE_SETUP_START: the exec/shell/subsystem request went out */
+    bool subsystem;    /* command names a subsystem */
+    bool start_sent;   /* SSHCORE_SETUP_START: the exec/shell/subsystem request
+                          went out */
     sshcore_channel_kind kind;
-    char *_Nullable target;     /* direct channels: host or socket path */
+    char *_Nullable target; /* direct channels: host or socket path */
     int target_port;
     char *_Nullable originator;
     int originator_port;
@@ -94,14 +96,14 @@ typedef struct session_op {
     bool eof_sent;
     bool started_reported;
     bool released;
-    sshcore_bytes out[2];   /* collected output */
-    sshcore_bytes batch;    /* streamed output not handed over yet */
+    sshcore_bytes out[2]; /* collected output */
+    sshcore_bytes batch;  /* streamed output not handed over yet */
     int batch_stream;
-    size_t held[2];         /* bytes libssh holds for us, per stream */
+    size_t held[2]; /* bytes libssh holds for us, per stream */
     held_seg held_fifo[HELD_MAX];
     size_t held_head;
     size_t held_count;
-    sshcore_bytes stash;    /* held output moved out of libssh, not handed over */
+    sshcore_bytes stash; /* held output moved out of libssh, not handed over */
     size_t stash_off;
     int stash_stream;
 
@@ -110,18 +112,19 @@ typedef struct session_op {
     char exit_signal[32];
     int core_dumped;
 
-    /* bridged: a socket joined to the channel inside the worker (worker only) */
+    /* bridged: a socket joined to the channel inside the worker (worker only)
+     */
     bool bridged;
-    int fd;                  /* -1 once closed */
+    int fd; /* -1 once closed */
     sshcore_bridge_callbacks bcb;
-    bool fd_readable;        /* poll said so, or not tried yet; cleared on EAGAIN */
+    bool fd_readable; /* poll said so, or not tried yet; cleared on EAGAIN */
     bool fd_writable;
-    bool fd_read_eof;        /* the socket's client finished sending (or failed) */
-    bool fd_write_shut;      /* shutdown(SHUT_WR) done after the channel's EOF */
-    bool fd_dead;            /* the client went away (reset, broken pipe) */
-    sshcore_bytes fdin;      /* read from the socket, not yet in the channel */
+    bool fd_read_eof;   /* the socket's client finished sending (or failed) */
+    bool fd_write_shut; /* shutdown(SHUT_WR) done after the channel's EOF */
+    bool fd_dead;       /* the client went away (reset, broken pipe) */
+    sshcore_bytes fdin; /* read from the socket, not yet in the channel */
     size_t fdin_off;
-    sshcore_bytes fdout;     /* from the channel, not yet written to the socket */
+    sshcore_bytes fdout; /* from the channel, not yet written to the socket */
     size_t fdout_off;
     _Atomic uint64_t to_fd;
     _Atomic uint64_t from_fd;
@@ -129,55 +132,84 @@ typedef struct session_op {
     /* a forwarded-tcpip channel already open, waiting in a remote forward op */
     sshcore_op *_Nullable adopt_parent; /* strong reference */
     uint64_t adopt_id;
-    ssh_channel _Nullable preset_ch; /* a forwarded agent channel, open, to take */
+    ssh_channel _Nullable preset_ch; /* a forwarded agent channel, open, to take
+                                      */
 } session_op;
 
 /* sshcore_session.c */
-void sshcore_session_complete_code(session_op *x, int code, const char *_Nullable detail);
-void sshcore_session_fail_call(sshcore_conn *conn, session_op *x, int channel_code, const char *fn);
-sshcore_chan_action sshcore_session_chan_event(session_op *x, sshcore_chan_event ev);
+void sshcore_session_complete_code(session_op *x,
+                                   int code,
+                                   const char *_Nullable detail);
+void sshcore_session_fail_call(sshcore_conn *conn,
+                               session_op *x,
+                               int channel_code,
+                               const char *fn);
+sshcore_chan_action sshcore_session_chan_event(session_op *x,
+                                               sshcore_chan_event ev);
 void sshcore_session_destroy(sshcore_op *op);
 session_op *_Nullable sshcore_session_new(const char *_Nullable command,
-                                         const char *_Nullable fallback,
-                                         const sshcore_env_var *_Nullable env,
-                                         size_t env_count);
-sshcore_op *_Nullable sshcore_session_submit(sshcore_conn *conn, session_op *x,
-                                            sshcore_op_done_fn done, void *_Nullable ctx,
-                                            int timeout_ms, sshcore_error *err);
+                                          const char *_Nullable fallback,
+                                          const sshcore_env_var *_Nullable env,
+                                          size_t env_count);
+sshcore_op *_Nullable sshcore_session_submit(sshcore_conn *conn,
+                                             session_op *x,
+                                             sshcore_op_done_fn done,
+                                             void *_Nullable ctx,
+                                             int timeout_ms,
+                                             sshcore_error *err);
 
 /* sshcore_session_output.c */
 size_t sshcore_session_room(session_op *x);
 bool sshcore_session_output_pending(const session_op *x);
 void sshcore_session_flush_batch(session_op *x);
-bool sshcore_session_deliver(session_op *x, int stream, const uint8_t *p, size_t n);
+bool
+sshcore_session_deliver(session_op *x, int stream, const uint8_t *p, size_t n);
 void sshcore_session_hold(session_op *x, int stream, size_t n);
-int sshcore_session_on_data(ssh_session session, ssh_channel channel, void *data,
-                   uint32_t len, int is_stderr, void *userdata);
+int sshcore_session_on_data(ssh_session session,
+                            ssh_channel channel,
+                            void *data,
+                            uint32_t len,
+                            int is_stderr,
+                            void *userdata);
 bool sshcore_session_read_held(sshcore_conn *conn, session_op *x, bool *again);
 
 /* sshcore_session_input.c */
 bool sshcore_session_can_write(const session_op *x);
 bool sshcore_session_send_controls(sshcore_conn *conn, session_op *x);
 bool sshcore_session_send_backlogged(sshcore_conn *conn);
-long sshcore_session_channel_send(sshcore_conn *conn, session_op *x, const uint8_t *p, size_t len,
-                         size_t *budget);
+long sshcore_session_channel_send(sshcore_conn *conn,
+                                  session_op *x,
+                                  const uint8_t *p,
+                                  size_t len,
+                                  size_t *budget);
 bool sshcore_session_send_channel_eof(sshcore_conn *conn, session_op *x);
-bool sshcore_session_write_input(sshcore_conn *conn, session_op *x, bool *again);
+bool
+sshcore_session_write_input(sshcore_conn *conn, session_op *x, bool *again);
 void sshcore_session_fail_writes(session_op *x, int code);
 void sshcore_session_enqueue(session_op *x, wreq *w);
 
 /* sshcore_bridge.c */
-size_t sshcore_session_bridge_send_direct(session_op *x, const uint8_t *data, size_t len);
+size_t sshcore_session_bridge_send_direct(session_op *x,
+                                          const uint8_t *data,
+                                          size_t len);
 bool sshcore_session_bridge_out_pending(const session_op *x);
 bool sshcore_session_bridge_in(sshcore_conn *conn, session_op *x, bool *again);
 void sshcore_session_bridge_out(session_op *x, bool *again);
-int sshcore_session_bridge_poll_fd(sshcore_conn *conn, sshcore_op *op, short *events);
+int sshcore_session_bridge_poll_fd(sshcore_conn *conn,
+                                   sshcore_op *op,
+                                   short *events);
 void sshcore_session_bridge_poll_event(sshcore_op *op, short revents);
-sshcore_op *_Nullable sshcore_session_direct_start(sshcore_conn *conn, const sshcore_stream_spec *spec,
-                                const sshcore_stream_callbacks *callbacks,
-                                sshcore_op_done_fn done, void *ctx, sshcore_error *err);
-session_op *_Nullable sshcore_session_adopted_new(sshcore_op *forward, uint64_t id, size_t buffer_limit,
-                                         sshcore_error *err);
+sshcore_op *_Nullable sshcore_session_direct_start(
+    sshcore_conn *conn,
+    const sshcore_stream_spec *spec,
+    const sshcore_stream_callbacks *callbacks,
+    sshcore_op_done_fn done,
+    void *ctx,
+    sshcore_error *err);
+session_op *_Nullable sshcore_session_adopted_new(sshcore_op *forward,
+                                                  uint64_t id,
+                                                  size_t buffer_limit,
+                                                  sshcore_error *err);
 
 #pragma clang assume_nonnull end
 

@@ -18,13 +18,16 @@
 
 #include "sshcore_session.h"
 
-bool sshcore_session_can_write(const session_op *x)
+bool
+sshcore_session_can_write(const session_op *x)
 {
-    return x->cstate == SSHCORE_CHAN_OPEN || x->cstate == SSHCORE_CHAN_EOF_RECEIVED;
+    return x->cstate == SSHCORE_CHAN_OPEN ||
+           x->cstate == SSHCORE_CHAN_EOF_RECEIVED;
 }
 
 /** Completes a write request outside the lock and frees it. */
-static void finish_wreq(wreq *w, int code)
+static void
+finish_wreq(wreq *w, int code)
 {
     if (w->done != NULL) {
         w->done(w->ctx, code);
@@ -34,7 +37,8 @@ static void finish_wreq(wreq *w, int code)
 }
 
 /** Signals and a resize that arrived from other threads. */
-bool sshcore_session_send_controls(sshcore_conn *conn, session_op *x)
+bool
+sshcore_session_send_controls(sshcore_conn *conn, session_op *x)
 {
     char signals[SIGNALS_MAX][16];
     size_t count = 0;
@@ -60,14 +64,20 @@ bool sshcore_session_send_controls(sshcore_conn *conn, session_op *x)
         /* no reply is asked for: libssh sends it and returns */
         if (ssh_channel_request_send_signal(x->ch, signals[i]) == SSH_ERROR &&
             !sshcore_session_usable(conn)) {
-            sshcore_session_fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_request_send_signal");
+            sshcore_session_fail_call(conn,
+                                      x,
+                                      SSHCORE_E_PROTOCOL,
+                                      "ssh_channel_request_send_signal");
             return false;
         }
     }
     if (resize && x->want_pty &&
         ssh_channel_change_pty_size(x->ch, (int)cols, (int)rows) == SSH_ERROR &&
         !sshcore_session_usable(conn)) {
-        sshcore_session_fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_change_pty_size");
+        sshcore_session_fail_call(conn,
+                                  x,
+                                  SSHCORE_E_PROTOCOL,
+                                  "ssh_channel_change_pty_size");
         return false;
     }
     return true;
@@ -88,12 +98,14 @@ bool sshcore_session_send_controls(sshcore_conn *conn, session_op *x)
  * the unsent bytes fall below it again. Without that wait an upload to a
  * server that reads slowly and answers only at the end stalled for good.
  */
-bool sshcore_session_send_backlogged(sshcore_conn *conn)
+bool
+sshcore_session_send_backlogged(sshcore_conn *conn)
 {
     int unsent = 0;
 
     if (conn->sock_fd < 0 || ioctl(conn->sock_fd, SIOCOUTQNSD, &unsent) != 0) {
-        return false; /* not TCP (a jump host's socketpair): libssh's own flow applies */
+        return false; /* not TCP (a jump host's socketpair): libssh's own flow
+                         applies */
     }
     if (unsent > SSHCORE_SEND_BACKLOG_MAX) {
         conn->send_blocked = true;
@@ -107,8 +119,12 @@ bool sshcore_session_send_backlogged(sshcore_conn *conn)
  * pass's budget and the socket's backlog. Returns how many went (0: none can
  * go now; a WINDOW_ADJUST or the next pass retries), or -1 when the op ended.
  */
-long sshcore_session_channel_send(sshcore_conn *conn, session_op *x, const uint8_t *p, size_t len,
-                         size_t *budget)
+long
+sshcore_session_channel_send(sshcore_conn *conn,
+                             session_op *x,
+                             const uint8_t *p,
+                             size_t len,
+                             size_t *budget)
 {
     size_t n = len;
     int rc = 0;
@@ -129,7 +145,10 @@ long sshcore_session_channel_send(sshcore_conn *conn, session_op *x, const uint8
     rc = ssh_channel_write(x->ch, p, (uint32_t)n);
     if (rc < 0) {
         if (!sshcore_session_usable(conn)) {
-            sshcore_session_fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_write");
+            sshcore_session_fail_call(conn,
+                                      x,
+                                      SSHCORE_E_PROTOCOL,
+                                      "ssh_channel_write");
             return -1;
         }
         return 0; /* closing: the close path deals with what is left */
@@ -141,19 +160,25 @@ long sshcore_session_channel_send(sshcore_conn *conn, session_op *x, const uint8
 }
 
 /** Sends the channel's EOF; false when the op ended. */
-bool sshcore_session_send_channel_eof(sshcore_conn *conn, session_op *x)
+bool
+sshcore_session_send_channel_eof(sshcore_conn *conn, session_op *x)
 {
     /* SSH_AGAIN: the EOF is queued, only the flush is pending */
     if (ssh_channel_send_eof(x->ch) == SSH_ERROR) {
-        sshcore_session_fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_send_eof");
+        sshcore_session_fail_call(conn,
+                                  x,
+                                  SSHCORE_E_PROTOCOL,
+                                  "ssh_channel_send_eof");
         return false;
     }
     x->eof_sent = true;
-    return sshcore_session_chan_event(x, SSHCORE_CHAN_EV_SEND_EOF) != SSHCORE_CHAN_ACT_REJECT;
+    return sshcore_session_chan_event(x, SSHCORE_CHAN_EV_SEND_EOF) !=
+           SSHCORE_CHAN_ACT_REJECT;
 }
 
 /** Queued stdin and EOF, in order, within the peer's window. */
-bool sshcore_session_write_input(sshcore_conn *conn, session_op *x, bool *again)
+bool
+sshcore_session_write_input(sshcore_conn *conn, session_op *x, bool *again)
 {
     size_t budget = WRITE_CHUNK;
 
@@ -192,7 +217,11 @@ bool sshcore_session_write_input(sshcore_conn *conn, session_op *x, bool *again)
             finish_wreq(w, SSHCORE_E_OK);
             continue;
         }
-        rc = sshcore_session_channel_send(conn, x, w->data + w->off, w->len - w->off, &budget);
+        rc = sshcore_session_channel_send(conn,
+                                          x,
+                                          w->data + w->off,
+                                          w->len - w->off,
+                                          &budget);
         if (rc < 0) {
             return false;
         }
@@ -205,7 +234,8 @@ bool sshcore_session_write_input(sshcore_conn *conn, session_op *x, bool *again)
 }
 
 /** Fails the writes still queued (the channel or the op ended). */
-void sshcore_session_fail_writes(session_op *x, int code)
+void
+sshcore_session_fail_writes(session_op *x, int code)
 {
     wreq *list = NULL;
 
@@ -222,7 +252,8 @@ void sshcore_session_fail_writes(session_op *x, int code)
 }
 
 /** Appends a request to the inbox (caller holds mu). */
-void sshcore_session_enqueue(session_op *x, wreq *w)
+void
+sshcore_session_enqueue(session_op *x, wreq *w)
 {
     w->id = x->next_id++;
     if (x->wq_tail != NULL) {
@@ -238,7 +269,8 @@ void sshcore_session_enqueue(session_op *x, wreq *w)
 /* ---------------------------------------------------------------------- */
 
 /** Whether the inbox still takes requests (caller holds mu). */
-static bool inbox_open(session_op *x, sshcore_error *err)
+static bool
+inbox_open(session_op *x, sshcore_error *err)
 {
     if (x->inbox_closed || atomic_load(&x->base.done) != 0) {
         int code = x->base.err.code;
@@ -251,9 +283,14 @@ static bool inbox_open(session_op *x, sshcore_error *err)
     return true;
 }
 
-int sshcore_stream_write(sshcore_op *op, const uint8_t *data, size_t len,
-                         sshcore_write_done_fn done, void *ctx, uint64_t *id,
-                         sshcore_error *err)
+int
+sshcore_stream_write(sshcore_op *op,
+                     const uint8_t *data,
+                     size_t len,
+                     sshcore_write_done_fn done,
+                     void *ctx,
+                     uint64_t *id,
+                     sshcore_error *err)
 {
     session_op *x = NULL;
     wreq *w = NULL;
@@ -277,7 +314,9 @@ int sshcore_stream_write(sshcore_op *op, const uint8_t *data, size_t len,
     pthread_mutex_lock(&x->mu);
     if (!inbox_open(x, err) || x->eof_queued) {
         if (x->eof_queued && atomic_load(&op->done) == 0 && !x->inbox_closed) {
-            sshcore_error_set(err, SSHCORE_E_INVALID_STATE, "stdin was already finished (EOF)");
+            sshcore_error_set(err,
+                              SSHCORE_E_INVALID_STATE,
+                              "stdin was already finished (EOF)");
         }
         pthread_mutex_unlock(&x->mu);
         free(w->data);
@@ -291,13 +330,17 @@ int sshcore_stream_write(sshcore_op *op, const uint8_t *data, size_t len,
     return SSHCORE_E_OK;
 }
 
-int sshcore_stream_write_cancel(sshcore_op *op, uint64_t id)
+int
+sshcore_stream_write_cancel(sshcore_op *op, uint64_t id)
 {
     session_op *x = NULL;
     wreq *w = NULL;
     bool found = false;
 
-    if (!sshcore_op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_write_cancel", NULL)) {
+    if (!sshcore_op_is(op,
+                       SSHCORE_OP_STREAM,
+                       "sshcore_stream_write_cancel",
+                       NULL)) {
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;
@@ -316,7 +359,8 @@ int sshcore_stream_write_cancel(sshcore_op *op, uint64_t id)
     return SSHCORE_E_OK;
 }
 
-int sshcore_stream_send_eof(sshcore_op *op, sshcore_error *err)
+int
+sshcore_stream_send_eof(sshcore_op *op, sshcore_error *err)
 {
     session_op *x = NULL;
     wreq *w = NULL;
@@ -349,7 +393,8 @@ int sshcore_stream_send_eof(sshcore_op *op, sshcore_error *err)
     return SSHCORE_E_OK;
 }
 
-int sshcore_stream_signal(sshcore_op *op, const char *name, sshcore_error *err)
+int
+sshcore_stream_signal(sshcore_op *op, const char *name, sshcore_error *err)
 {
     session_op *x = NULL;
 
@@ -357,7 +402,8 @@ int sshcore_stream_signal(sshcore_op *op, const char *name, sshcore_error *err)
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;
-    if (name == NULL || name[0] == '\0' || strlen(name) >= sizeof(x->signals[0])) {
+    if (name == NULL || name[0] == '\0' ||
+        strlen(name) >= sizeof(x->signals[0])) {
         sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "bad signal name");
         return err->code;
     }
@@ -368,7 +414,9 @@ int sshcore_stream_signal(sshcore_op *op, const char *name, sshcore_error *err)
     }
     if (x->signal_count == SIGNALS_MAX) {
         pthread_mutex_unlock(&x->mu);
-        sshcore_error_set(err, SSHCORE_E_INVALID_STATE, "too many signals waiting to be sent");
+        sshcore_error_set(err,
+                          SSHCORE_E_INVALID_STATE,
+                          "too many signals waiting to be sent");
         return err->code;
     }
     snprintf(x->signals[x->signal_count], sizeof(x->signals[0]), "%s", name);
@@ -378,8 +426,13 @@ int sshcore_stream_signal(sshcore_op *op, const char *name, sshcore_error *err)
     return SSHCORE_E_OK;
 }
 
-int sshcore_stream_resize(sshcore_op *op, uint32_t cols, uint32_t rows,
-                          uint32_t px_width, uint32_t px_height, sshcore_error *err)
+int
+sshcore_stream_resize(sshcore_op *op,
+                      uint32_t cols,
+                      uint32_t rows,
+                      uint32_t px_width,
+                      uint32_t px_height,
+                      sshcore_error *err)
 {
     session_op *x = NULL;
     (void)px_width; /* libssh 0.10 sends 0 pixels */
@@ -390,7 +443,9 @@ int sshcore_stream_resize(sshcore_op *op, uint32_t cols, uint32_t rows,
     }
     x = (session_op *)op;
     if (cols == 0 || rows == 0 || cols > 0x7fffffff || rows > 0x7fffffff) {
-        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "terminal size out of range");
+        sshcore_error_set(err,
+                          SSHCORE_E_INVALID_ARGUMENT,
+                          "terminal size out of range");
         return err->code;
     }
     pthread_mutex_lock(&x->mu);
@@ -400,7 +455,9 @@ int sshcore_stream_resize(sshcore_op *op, uint32_t cols, uint32_t rows,
     }
     if (!x->want_pty) {
         pthread_mutex_unlock(&x->mu);
-        sshcore_error_set(err, SSHCORE_E_INVALID_STATE, "the channel has no PTY");
+        sshcore_error_set(err,
+                          SSHCORE_E_INVALID_STATE,
+                          "the channel has no PTY");
         return err->code;
     }
     x->resize_pending = true;

@@ -1,9 +1,9 @@
 /*
  * sshcore_session_output.c - a channel's output: collected up to its limit, or
- * handed to the caller in batches while the bytes it has not consumed stay under
- * its buffer limit; above it the data stays in libssh (so the window closes and
- * the server waits), remembered in arrival order and read out once the caller
- * catches up.
+ * handed to the caller in batches while the bytes it has not consumed stay
+ * under its buffer limit; above it the data stays in libssh (so the window
+ * closes and the server waits), remembered in arrival order and read out once
+ * the caller catches up.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,20 +20,24 @@
 #include "sshcore_session.h"
 
 /** Room left under the streamed buffer limit. */
-size_t sshcore_session_room(session_op *x)
+size_t
+sshcore_session_room(session_op *x)
 {
     size_t used = atomic_load(&x->unconsumed);
     return used >= x->limit ? 0 : x->limit - used;
 }
 
-/** Output that arrived but waits for sshcore_session_room: in libssh or in the stash. */
-bool sshcore_session_output_pending(const session_op *x)
+/** Output that arrived but waits for sshcore_session_room: in libssh or in the
+ * stash. */
+bool
+sshcore_session_output_pending(const session_op *x)
 {
     return x->held_count > 0 || x->stash_off < x->stash.len;
 }
 
 /** Hands the batched output to the caller (worker). */
-void sshcore_session_flush_batch(session_op *x)
+void
+sshcore_session_flush_batch(session_op *x)
 {
     if (x->batch.len == 0) {
         return;
@@ -48,7 +52,8 @@ void sshcore_session_flush_batch(session_op *x)
  * Hands `n` bytes to the caller (streamed) or to the collected output.
  * Returns false when the op ended because of it (output limit, memory).
  */
-bool sshcore_session_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
+bool
+sshcore_session_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
 {
     if (n == 0) {
         return true;
@@ -56,7 +61,10 @@ bool sshcore_session_deliver(session_op *x, int stream, const uint8_t *p, size_t
     if (!x->streamed) {
         if (x->out[0].len + x->out[1].len + n > x->limit) {
             char detail[96];
-            snprintf(detail, sizeof(detail), "more than %zu bytes of output", x->limit);
+            snprintf(detail,
+                     sizeof(detail),
+                     "more than %zu bytes of output",
+                     x->limit);
             sshcore_session_complete_code(x, SSHCORE_E_OUTPUT_LIMIT, detail);
             return false;
         }
@@ -69,14 +77,16 @@ bool sshcore_session_deliver(session_op *x, int stream, const uint8_t *p, size_t
     /* counted at once: batched bytes are in memory as much as delivered ones */
     atomic_fetch_add(&x->unconsumed, n);
     if (x->bridged) {
-        /* the socket is the consumer: sshcore_session_bridge_out writes it and frees the sshcore_session_room */
+        /* the socket is the consumer: sshcore_session_bridge_out writes it and
+         * frees the sshcore_session_room */
         if (sshcore_bytes_append(&x->fdout, p, n) != 0) {
             sshcore_session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
             return false;
         }
         return true;
     }
-    if (x->batch.len > 0 && (x->batch_stream != stream || x->batch.len + n > BATCH_MAX)) {
+    if (x->batch.len > 0 &&
+        (x->batch_stream != stream || x->batch.len + n > BATCH_MAX)) {
         sshcore_session_flush_batch(x);
     }
     if (x->batch.len == 0 && n >= BATCH_MAX) {
@@ -92,7 +102,8 @@ bool sshcore_session_deliver(session_op *x, int stream, const uint8_t *p, size_t
 }
 
 /** Remembers that `n` new bytes of `stream` stay in libssh's buffer. */
-void sshcore_session_hold(session_op *x, int stream, size_t n)
+void
+sshcore_session_hold(session_op *x, int stream, size_t n)
 {
     size_t tail = 0;
 
@@ -128,8 +139,13 @@ void sshcore_session_hold(session_op *x, int stream, size_t n)
  * libssh calls this for every data packet, with everything it holds for the
  * stream (older held bytes first). Returns how many bytes we took.
  */
-int sshcore_session_on_data(ssh_session session, ssh_channel channel, void *data,
-                   uint32_t len, int is_stderr, void *userdata)
+int
+sshcore_session_on_data(ssh_session session,
+                        ssh_channel channel,
+                        void *data,
+                        uint32_t len,
+                        int is_stderr,
+                        void *userdata)
 {
     session_op *x = userdata;
     int stream = is_stderr ? 1 : 0;
@@ -171,8 +187,9 @@ int sshcore_session_on_data(ssh_session session, ssh_channel channel, void *data
         sshcore_session_hold(x, stream, len - take);
         return (int)(sent + take);
     }
-    /* Mark starvation before looking at the sshcore_session_room: a consumer that frees sshcore_session_room
-     * after this store sees the mark and wakes the worker (see consumed). */
+    /* Mark starvation before looking at the sshcore_session_room: a consumer
+     * that frees sshcore_session_room after this store sees the mark and wakes
+     * the worker (see consumed). */
     atomic_store(&x->starved, 1);
     take = sshcore_session_room(x);
     if (take >= len) {
@@ -199,14 +216,17 @@ int sshcore_session_on_data(ssh_session session, ssh_channel channel, void *data
  * stash, and the next read waits until the stash has been handed over: one
  * window re-opening per segment, and at most about two windows in memory.
  */
-bool sshcore_session_read_held(sshcore_conn *conn, session_op *x, bool *again)
+bool
+sshcore_session_read_held(sshcore_conn *conn, session_op *x, bool *again)
 {
     while (atomic_load(&x->base.done) == 0) {
         if (x->stash_off < x->stash.len) {
             size_t want = x->stash.len - x->stash_off;
             if (x->streamed) {
                 size_t r = 0;
-                atomic_store(&x->starved, 1); /* before the look, as in sshcore_session_on_data */
+                atomic_store(
+                    &x->starved,
+                    1); /* before the look, as in sshcore_session_on_data */
                 r = sshcore_session_room(x);
                 if (r == 0) {
                     return true;
@@ -216,7 +236,10 @@ bool sshcore_session_read_held(sshcore_conn *conn, session_op *x, bool *again)
                     want = r;
                 }
             }
-            if (!sshcore_session_deliver(x, x->stash_stream, x->stash.data + x->stash_off, want)) {
+            if (!sshcore_session_deliver(x,
+                                         x->stash_stream,
+                                         x->stash.data + x->stash_off,
+                                         want)) {
                 return false;
             }
             x->stash_off += want;
@@ -238,9 +261,15 @@ bool sshcore_session_read_held(sshcore_conn *conn, session_op *x, bool *again)
             sshcore_session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
             return false;
         }
-        n = ssh_channel_read_nonblocking(x->ch, x->stash.data, (uint32_t)want, seg->stream);
+        n = ssh_channel_read_nonblocking(x->ch,
+                                         x->stash.data,
+                                         (uint32_t)want,
+                                         seg->stream);
         if (n == SSH_ERROR) {
-            sshcore_session_fail_call(conn, x, SSHCORE_E_PROTOCOL, "ssh_channel_read_nonblocking");
+            sshcore_session_fail_call(conn,
+                                      x,
+                                      SSHCORE_E_PROTOCOL,
+                                      "ssh_channel_read_nonblocking");
             return false;
         }
         if (n <= 0) {
@@ -254,7 +283,8 @@ bool sshcore_session_read_held(sshcore_conn *conn, session_op *x, bool *again)
         x->stash_off = 0;
         x->stash_stream = seg->stream;
         seg->len -= (size_t)n;
-        x->held[seg->stream] -= (size_t)n < x->held[seg->stream] ? (size_t)n : x->held[seg->stream];
+        x->held[seg->stream] -=
+            (size_t)n < x->held[seg->stream] ? (size_t)n : x->held[seg->stream];
         if (seg->len == 0) {
             x->held_head = (x->held_head + 1) % HELD_MAX;
             x->held_count--;
@@ -263,18 +293,24 @@ bool sshcore_session_read_held(sshcore_conn *conn, session_op *x, bool *again)
     return true;
 }
 
-int sshcore_stream_consumed(sshcore_op *op, size_t n)
+int
+sshcore_stream_consumed(sshcore_op *op, size_t n)
 {
     session_op *x = NULL;
     size_t before = 0;
 
-    if (!sshcore_op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_consumed", NULL)) {
+    if (!sshcore_op_is(op,
+                       SSHCORE_OP_STREAM,
+                       "sshcore_stream_consumed",
+                       NULL)) {
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;
     before = atomic_load(&x->unconsumed);
 
-    while (!atomic_compare_exchange_weak(&x->unconsumed, &before, before >= n ? before - n : 0)) {
+    while (!atomic_compare_exchange_weak(&x->unconsumed,
+                                         &before,
+                                         before >= n ? before - n : 0)) {
     }
     if (atomic_exchange(&x->starved, 0) != 0) {
         sshcore_conn_wake(op->conn);

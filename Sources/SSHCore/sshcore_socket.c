@@ -15,14 +15,16 @@
 
 #include "sshcore_internal.h"
 
-int sshcore_socket_connect_start(const struct addrinfo *ai, bool *in_progress)
+int
+sshcore_socket_connect_start(const struct addrinfo *ai, bool *in_progress)
 {
     int fd = -1;
     int rc;
     int one = 1;
 
     *in_progress = false;
-    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+    fd = socket(ai->ai_family,
+                ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
                 ai->ai_protocol);
     if (fd < 0) {
         return -1;
@@ -44,7 +46,8 @@ int sshcore_socket_connect_start(const struct addrinfo *ai, bool *in_progress)
     return -1;
 }
 
-int sshcore_socket_connect_result(int fd)
+int
+sshcore_socket_connect_result(int fd)
 {
     int soerr = 0;
     socklen_t len = sizeof(soerr);
@@ -55,7 +58,8 @@ int sshcore_socket_connect_result(int fd)
     return soerr;
 }
 
-void sshcore_socket_tune(int fd, int user_timeout_ms)
+void
+sshcore_socket_tune(int fd, int user_timeout_ms)
 {
     int one = 1;
     int lowat = 2 * SSHCORE_SEND_BACKLOG_MAX;
@@ -64,14 +68,16 @@ void sshcore_socket_tune(int fd, int user_timeout_ms)
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
     /* POLLOUT only once fewer than half of this is unsent: the edge that wakes
-     * writers held back by SSHCORE_SEND_BACKLOG_MAX (sshcore_session_input.c) */
+     * writers held back by SSHCORE_SEND_BACKLOG_MAX (sshcore_session_input.c)
+     */
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat));
     if (uto > 0) {
         (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
     }
 }
 
-int sshcore_errno_to_code(int e)
+int
+sshcore_errno_to_code(int e)
 {
     switch (e) {
     case ECONNREFUSED:
@@ -91,12 +97,16 @@ int sshcore_errno_to_code(int e)
     }
 }
 
-int sshcore_accept(int listen_fd)
+int
+sshcore_accept(int listen_fd)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
     int one = 1;
-    int fd = accept4(listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = accept4(listen_fd,
+                     (struct sockaddr *)&ss,
+                     &len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
 
     if (fd >= 0 && (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)) {
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -104,12 +114,14 @@ int sshcore_accept(int listen_fd)
     return fd;
 }
 
-int sshcore_eventfd(void)
+int
+sshcore_eventfd(void)
 {
     return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
 
-void sshcore_set_thread_name(const char *name)
+void
+sshcore_set_thread_name(const char *name)
 {
     char buf[16];
 

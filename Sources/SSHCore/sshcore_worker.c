@@ -38,7 +38,8 @@ typedef struct conn_requests {
     size_t answer_count;
 } conn_requests;
 
-static void take_requests(sshcore_conn *conn, conn_requests *rq)
+static void
+take_requests(sshcore_conn *conn, conn_requests *rq)
 {
     uint64_t drained;
 
@@ -69,21 +70,26 @@ static void take_requests(sshcore_conn *conn, conn_requests *rq)
     pthread_mutex_unlock(&conn->mu);
 }
 
-static void handle_requests(sshcore_conn *conn, conn_requests *rq)
+static void
+handle_requests(sshcore_conn *conn, conn_requests *rq)
 {
     sshcore_op *op = NULL;
     sshcore_op *next = NULL;
     sshcore_error err;
 
-    if (rq->cancel && conn->phase != SSHCORE_PHASE_DONE && conn->state != SSHCORE_CONN_READY) {
+    if (rq->cancel && conn->phase != SSHCORE_PHASE_DONE &&
+        conn->state != SSHCORE_CONN_READY) {
         sshcore_conn_fail(conn, SSHCORE_E_CANCELLED, NULL);
     }
     if (rq->close && conn->phase != SSHCORE_PHASE_DONE) {
         if (conn->state != SSHCORE_CONN_READY) {
-            sshcore_error_set(&err, SSHCORE_E_CANCELLED, "closed while connecting");
+            sshcore_error_set(&err,
+                              SSHCORE_E_CANCELLED,
+                              "closed while connecting");
             sshcore_conn_connect_complete(conn, &err);
         }
-        if (sshcore_conn_apply(conn, SSHCORE_CONN_EV_CLOSE) == SSHCORE_CONN_ACT_TEAR_DOWN) {
+        if (sshcore_conn_apply(conn, SSHCORE_CONN_EV_CLOSE) ==
+            SSHCORE_CONN_ACT_TEAR_DOWN) {
             sshcore_error_set(&err, SSHCORE_E_CLOSED, NULL);
             sshcore_conn_fail_ops(conn, conn->active, &err);
             conn->active = NULL;
@@ -97,7 +103,9 @@ static void handle_requests(sshcore_conn *conn, conn_requests *rq)
                    SSHCORE_CONN_ACT_AUTHENTICATE) {
             (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED);
         } else {
-            sshcore_conn_fail(conn, SSHCORE_E_INVALID_STATE, "host key verdict in a wrong state");
+            sshcore_conn_fail(conn,
+                              SSHCORE_E_INVALID_STATE,
+                              "host key verdict in a wrong state");
         }
     }
     if (rq->kbd && conn->phase == SSHCORE_PHASE_ANSWER_WAIT) {
@@ -116,7 +124,8 @@ static void handle_requests(sshcore_conn *conn, conn_requests *rq)
             continue;
         }
         if (conn->phase != SSHCORE_PHASE_READY ||
-            sshcore_conn_apply(conn, SSHCORE_CONN_EV_OPEN_CHANNEL) != SSHCORE_CONN_ACT_OPEN_CHANNEL) {
+            sshcore_conn_apply(conn, SSHCORE_CONN_EV_OPEN_CHANNEL) !=
+                SSHCORE_CONN_ACT_OPEN_CHANNEL) {
             int code = atomic_load(&conn->fail_code);
             sshcore_error_set(&err, code != 0 ? code : SSHCORE_E_CLOSED, NULL);
             sshcore_conn_fail_ops(conn, op, &err);
@@ -139,7 +148,8 @@ static void handle_requests(sshcore_conn *conn, conn_requests *rq)
 /* ---------------------------------------------------------------------- */
 
 /** Worker: step every active op; unlink the finished and the cancelled. */
-static bool step_ops(sshcore_conn *conn)
+static bool
+step_ops(sshcore_conn *conn)
 {
     sshcore_op **link = &conn->active;
     sshcore_op *op = NULL;
@@ -152,7 +162,8 @@ static bool step_ops(sshcore_conn *conn)
             sshcore_error_set(&err, SSHCORE_E_TIMED_OUT, NULL);
             (void)sshcore_op_complete(op, &err);
         }
-        if (atomic_load(&op->cancel_requested) == 0 && atomic_load(&op->done) == 0) {
+        if (atomic_load(&op->cancel_requested) == 0 &&
+            atomic_load(&op->done) == 0) {
             if (op->vt->step(conn, op)) {
                 again = true;
             }
@@ -169,14 +180,23 @@ static bool step_ops(sshcore_conn *conn)
     return again;
 }
 
-static bool advance(sshcore_conn *conn)
+static bool
+advance(sshcore_conn *conn)
 {
     switch (conn->phase) {
-    case SSHCORE_PHASE_RESOLVE: sshcore_connect_resolve(conn); return conn->phase != SSHCORE_PHASE_RESOLVE;
-    case SSHCORE_PHASE_TCP_START: sshcore_connect_tcp_start(conn); return conn->phase == SSHCORE_PHASE_HANDSHAKE;
-    case SSHCORE_PHASE_TCP_WAIT: return false;
-    case SSHCORE_PHASE_HANDSHAKE: sshcore_connect_handshake(conn); return false;
-    case SSHCORE_PHASE_HOSTKEY_WAIT: return false;
+    case SSHCORE_PHASE_RESOLVE:
+        sshcore_connect_resolve(conn);
+        return conn->phase != SSHCORE_PHASE_RESOLVE;
+    case SSHCORE_PHASE_TCP_START:
+        sshcore_connect_tcp_start(conn);
+        return conn->phase == SSHCORE_PHASE_HANDSHAKE;
+    case SSHCORE_PHASE_TCP_WAIT:
+        return false;
+    case SSHCORE_PHASE_HANDSHAKE:
+        sshcore_connect_handshake(conn);
+        return false;
+    case SSHCORE_PHASE_HOSTKEY_WAIT:
+        return false;
     case SSHCORE_PHASE_AUTH_NONE:
         sshcore_auth_none(conn);
         sshcore_auth_check_session(conn);
@@ -187,7 +207,8 @@ static bool advance(sshcore_conn *conn)
         sshcore_auth_check_session(conn);
         return conn->phase == SSHCORE_PHASE_READY || conn->method_idx != idx;
     }
-    case SSHCORE_PHASE_ANSWER_WAIT: return false;
+    case SSHCORE_PHASE_ANSWER_WAIT:
+        return false;
     case SSHCORE_PHASE_READY: {
         /* Any libssh call may read and dispatch packets for every channel.
          * If a pass consumed packets, an op stepped earlier in the pass may
@@ -205,21 +226,28 @@ static bool advance(sshcore_conn *conn)
         if (conn->orphans != NULL) {
             sshcore_orphans_reap(conn);
         }
-        if (conn->packet_counter.in_packets != before && (conn->active != NULL || conn->orphans != NULL)) {
+        if (conn->packet_counter.in_packets != before &&
+            (conn->active != NULL || conn->orphans != NULL)) {
             again = true;
         }
-        if (conn->phase == SSHCORE_PHASE_READY && !sshcore_session_usable(conn)) {
-            sshcore_conn_fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_is_connected");
+        if (conn->phase == SSHCORE_PHASE_READY &&
+            !sshcore_session_usable(conn)) {
+            sshcore_conn_fail_lib(conn,
+                                  sshcore_conn_failure_code(conn),
+                                  "ssh_is_connected");
         }
         return again;
     }
-    case SSHCORE_PHASE_DONE: return false;
-    case SSHCORE_PHASE__COUNT: return false;
+    case SSHCORE_PHASE_DONE:
+        return false;
+    case SSHCORE_PHASE__COUNT:
+        return false;
     }
     return false;
 }
 
-static void teardown(sshcore_conn *conn)
+static void
+teardown(sshcore_conn *conn)
 {
     bool lib_owns_fd = true;
 
@@ -234,12 +262,14 @@ static void teardown(sshcore_conn *conn)
         ssh_key_free(conn->key);
         conn->key = NULL;
     }
-    sshcore_orphans_free(conn); /* before ssh_disconnect, which frees every channel */
+    sshcore_orphans_free(
+        conn); /* before ssh_disconnect, which frees every channel */
     if (conn->session != NULL) {
         if (conn->ssh_connect_called && conn->lib_took_fd) {
             /* error paths inside libssh close its fd and set it to -1 */
             lib_owns_fd = ssh_get_fd(conn->session) != -1;
-            ssh_disconnect(conn->session); /* with SSH_OPTIONS_FD: leaves the fd open */
+            ssh_disconnect(
+                conn->session); /* with SSH_OPTIONS_FD: leaves the fd open */
         }
         ssh_free(conn->session);
         conn->session = NULL;
@@ -270,11 +300,16 @@ static void teardown(sshcore_conn *conn)
  * setsockopt plus a forced ACK per pass cost 17% of the worker's time and
  * extra ACK processing in sshd (measured with perf on `cat` of 256 MiB).
  */
-static void ack_now(sshcore_conn *conn, uint64_t read_bytes)
+static void
+ack_now(sshcore_conn *conn, uint64_t read_bytes)
 {
     int one = 1;
     if (conn->sock_fd >= 0 && read_bytes < QUICKACK_BELOW) {
-        (void)setsockopt(conn->sock_fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+        (void)setsockopt(conn->sock_fd,
+                         IPPROTO_TCP,
+                         TCP_QUICKACK,
+                         &one,
+                         sizeof(one));
     }
 }
 
@@ -293,7 +328,8 @@ static void ack_now(sshcore_conn *conn, uint64_t read_bytes)
  * form first. Each call polls the socket itself with timeout 0, so pending
  * writes still go out in between.
  */
-static void read_socket(sshcore_conn *conn)
+static void
+read_socket(sshcore_conn *conn)
 {
     uint64_t start = conn->socket_counter.in_bytes;
     uint64_t last = start;
@@ -303,17 +339,21 @@ static void read_socket(sshcore_conn *conn)
         /* a dead link, or a packet that failed its integrity check (libssh then
          * stays "connected" and every later call fails: notes row 13) */
         if (!sshcore_session_usable(conn)) {
-            sshcore_conn_fail_lib(conn, sshcore_conn_failure_code(conn), "ssh_event_dopoll");
+            sshcore_conn_fail_lib(conn,
+                                  sshcore_conn_failure_code(conn),
+                                  "ssh_event_dopoll");
             return;
         }
-        if (conn->socket_counter.in_bytes == last || conn->socket_counter.in_bytes - start >= READ_PER_PASS) {
+        if (conn->socket_counter.in_bytes == last ||
+            conn->socket_counter.in_bytes - start >= READ_PER_PASS) {
             return;
         }
         last = conn->socket_counter.in_bytes;
     }
 }
 
-static int poll_timeout(sshcore_conn *conn)
+static int
+poll_timeout(sshcore_conn *conn)
 {
     int64_t now;
     int64_t left;
@@ -350,8 +390,10 @@ static int poll_timeout(sshcore_conn *conn)
     return left > 60000 ? 60000 : (int)left;
 }
 
-/** Worker: room for `need` entries in the op poll arrays; false without memory. */
-static bool reserve_pfds(sshcore_conn *conn, size_t need)
+/** Worker: room for `need` entries in the op poll arrays; false without memory.
+ */
+static bool
+reserve_pfds(sshcore_conn *conn, size_t need)
 {
     size_t cap = conn->op_pfd_cap == 0 ? 16 : conn->op_pfd_cap;
     struct pollfd *p = NULL;
@@ -383,8 +425,11 @@ static bool reserve_pfds(sshcore_conn *conn, size_t need)
  * without memory the ops' fds are left out (they are still stepped on the
  * socket's events) and *out is `core`.
  */
-static nfds_t add_op_fds(sshcore_conn *conn, struct pollfd *core, nfds_t base,
-                         struct pollfd *_Nonnull *_Nonnull out)
+static nfds_t
+add_op_fds(sshcore_conn *conn,
+           struct pollfd *core,
+           nfds_t base,
+           struct pollfd *_Nonnull *_Nonnull out)
 {
     nfds_t n = base;
     sshcore_op *op = NULL;
@@ -471,7 +516,8 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
          * packet only after a POLLOUT event: a busy channel that kept the loop
          * from polling held every other channel's writes back (measured: 60 to
          * 270 ms echo stalls beside a bulk stream). */
-        if (!again && conn->phase != SSHCORE_PHASE_READY && conn->deadline_ms != 0 && conn->paused_at_ms == 0 &&
+        if (!again && conn->phase != SSHCORE_PHASE_READY &&
+            conn->deadline_ms != 0 && conn->paused_at_ms == 0 &&
             sshcore_now_ms() >= conn->deadline_ms) {
             sshcore_conn_fail(conn, SSHCORE_E_CONNECT_TIMEOUT, NULL);
             break;
@@ -491,8 +537,10 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
             pfd[nfds].events = POLLOUT;
             pfd[nfds].revents = 0;
             nfds++;
-        } else if (conn->session != NULL && conn->phase != SSHCORE_PHASE_HOSTKEY_WAIT &&
-                   conn->phase != SSHCORE_PHASE_ANSWER_WAIT && conn->phase != SSHCORE_PHASE_RESOLVE &&
+        } else if (conn->session != NULL &&
+                   conn->phase != SSHCORE_PHASE_HOSTKEY_WAIT &&
+                   conn->phase != SSHCORE_PHASE_ANSWER_WAIT &&
+                   conn->phase != SSHCORE_PHASE_RESOLVE &&
                    conn->phase != SSHCORE_PHASE_TCP_START) {
             pfd[nfds].fd = conn->lib_fd;
             pfd[nfds].events = POLLIN;
@@ -511,7 +559,8 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
             nfds = add_op_fds(conn, core_pfd, core_nfds, &pfd);
         }
         timeout = again ? 0 : poll_timeout(conn);
-        if (send_wake_by_timer && (timeout < 0 || timeout > SEND_WAKE_TICK_MS)) {
+        if (send_wake_by_timer &&
+            (timeout < 0 || timeout > SEND_WAKE_TICK_MS)) {
             timeout = SEND_WAKE_TICK_MS;
         }
         pollout_seen = false;
@@ -531,7 +580,8 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
             read_mark = conn->socket_counter.in_bytes;
             if (conn->phase == SSHCORE_PHASE_TCP_WAIT) {
                 sshcore_connect_tcp_wait(conn);
-            } else if (conn->phase == SSHCORE_PHASE_READY && conn->event != NULL) {
+            } else if (conn->phase == SSHCORE_PHASE_READY &&
+                       conn->event != NULL) {
                 read_socket(conn);
             }
         }
@@ -542,7 +592,9 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
     {
         sshcore_error err;
         sshcore_error_set(&err, SSHCORE_E_CLOSED, NULL);
-        (void)sshcore_conn_connect_complete(conn, &err); /* no-op unless never reported */
+        (void)sshcore_conn_connect_complete(
+            conn,
+            &err); /* no-op unless never reported */
     }
     (void)sshcore_conn_apply(conn, SSHCORE_CONN_EV_TORN_DOWN);
 

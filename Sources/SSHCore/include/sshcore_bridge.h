@@ -1,6 +1,7 @@
 /*
- * sshcore_bridge.h - bridged channels: a socket joined to a channel inside the worker (forwarding).
- * Part of the public interface of SSHCore (see sshcore.h); includes no libssh.
+ * sshcore_bridge.h - bridged channels: a socket joined to a channel inside the
+ * worker (forwarding). Part of the public interface of SSHCore (see sshcore.h);
+ * includes no libssh.
  */
 #ifndef SSHCORE_BRIDGE_H
 #define SSHCORE_BRIDGE_H
@@ -55,17 +56,20 @@ typedef struct sshcore_bridge_callbacks {
  * `first_data` (copied) goes into the channel before anything read from the
  * socket: bytes a caller already read from it, e.g. behind a SOCKS request.
  */
-sshcore_op *_Nullable sshcore_bridge_start(sshcore_conn *conn,
-                                           const sshcore_stream_spec *spec, int fd,
-                                           const uint8_t *_Nullable first_data,
-                                           size_t first_len,
-                                           const sshcore_bridge_callbacks *callbacks,
-                                           sshcore_op_done_fn done,
-                                           void *_Nullable ctx,
-                                           sshcore_error *err);
+sshcore_op *_Nullable sshcore_bridge_start(
+    sshcore_conn *conn,
+    const sshcore_stream_spec *spec,
+    int fd,
+    const uint8_t *_Nullable first_data,
+    size_t first_len,
+    const sshcore_bridge_callbacks *callbacks,
+    sshcore_op_done_fn done,
+    void *_Nullable ctx,
+    sshcore_error *err);
 
 /** @brief Bytes a bridge moved so far: channel to socket, socket to channel. */
-int sshcore_bridge_get_counts(sshcore_op *op, uint64_t *to_socket,
+int sshcore_bridge_get_counts(sshcore_op *op,
+                              uint64_t *to_socket,
                               uint64_t *from_socket);
 
 #pragma clang assume_nonnull end

@@ -1,6 +1,7 @@
 /*
- * sshcore_error.h - errors: one X-macro table generates the codes, names and messages.
- * Part of the public interface of SSHCore (see sshcore.h); includes no libssh.
+ * sshcore_error.h - errors: one X-macro table generates the codes, names and
+ * messages. Part of the public interface of SSHCore (see sshcore.h); includes
+ * no libssh.
  */
 #ifndef SSHCORE_ERROR_H
 #define SSHCORE_ERROR_H
@@ -19,36 +20,37 @@ extern "C" {
 /* SSHKit's SSHError.Code mirrors it in one exhaustive switch.             */
 /* ---------------------------------------------------------------------- */
 
-#define SSHCORE_ERROR_MAP(XX)                                                  \
-    XX(OK, "success")                                                          \
-    XX(INVALID_ARGUMENT, "invalid argument")                                   \
-    XX(INVALID_STATE, "call not allowed in the current state")                 \
-    XX(OUT_OF_MEMORY, "out of memory")                                         \
-    XX(SYSTEM, "system call failed")                                           \
-    XX(NAME_RESOLUTION, "host name could not be resolved")                     \
-    XX(CONNECTION_REFUSED, "connection refused")                               \
-    XX(HOST_UNREACHABLE, "host or network unreachable")                        \
-    XX(CONNECT_TIMEOUT, "connection attempt timed out")                        \
-    XX(KEY_EXCHANGE, "key exchange failed")                                    \
-    XX(HOST_KEY_REJECTED, "host key rejected")                                 \
-    XX(AUTH_DENIED, "authentication failed")                                   \
-    XX(PRIVATE_KEY, "private key could not be loaded")                         \
-    XX(AGENT, "ssh-agent could not be used")                                   \
-    XX(DISCONNECTED, "the server closed the connection")                       \
-    XX(CONNECTION_LOST, "connection lost")                                     \
-    XX(CLOSED, "the connection was closed")                                    \
-    XX(CHANNEL_OPEN_REFUSED, "the server refused to open a channel")           \
-    XX(CHANNEL_REQUEST_FAILED, "the server refused a channel request")         \
-    XX(OUTPUT_LIMIT, "command output exceeded the limit")                      \
-    XX(CANCELLED, "operation cancelled")                                       \
-    XX(PROTOCOL, "SSH protocol error")                                         \
-    XX(KNOWN_HOSTS, "known_hosts file unusable")                              \
-    XX(TIMED_OUT, "the operation timed out")                                   \
-    XX(CHANNEL_CLOSED, "the channel is closed")                                \
-    XX(FORWARD_REFUSED, "the server refused the port forwarding request")     \
+#define SSHCORE_ERROR_MAP(XX)                                             \
+    XX(OK, "success")                                                     \
+    XX(INVALID_ARGUMENT, "invalid argument")                              \
+    XX(INVALID_STATE, "call not allowed in the current state")            \
+    XX(OUT_OF_MEMORY, "out of memory")                                    \
+    XX(SYSTEM, "system call failed")                                      \
+    XX(NAME_RESOLUTION, "host name could not be resolved")                \
+    XX(CONNECTION_REFUSED, "connection refused")                          \
+    XX(HOST_UNREACHABLE, "host or network unreachable")                   \
+    XX(CONNECT_TIMEOUT, "connection attempt timed out")                   \
+    XX(KEY_EXCHANGE, "key exchange failed")                               \
+    XX(HOST_KEY_REJECTED, "host key rejected")                            \
+    XX(AUTH_DENIED, "authentication failed")                              \
+    XX(PRIVATE_KEY, "private key could not be loaded")                    \
+    XX(AGENT, "ssh-agent could not be used")                              \
+    XX(DISCONNECTED, "the server closed the connection")                  \
+    XX(CONNECTION_LOST, "connection lost")                                \
+    XX(CLOSED, "the connection was closed")                               \
+    XX(CHANNEL_OPEN_REFUSED, "the server refused to open a channel")      \
+    XX(CHANNEL_REQUEST_FAILED, "the server refused a channel request")    \
+    XX(OUTPUT_LIMIT, "command output exceeded the limit")                 \
+    XX(CANCELLED, "operation cancelled")                                  \
+    XX(PROTOCOL, "SSH protocol error")                                    \
+    XX(KNOWN_HOSTS, "known_hosts file unusable")                          \
+    XX(TIMED_OUT, "the operation timed out")                              \
+    XX(CHANNEL_CLOSED, "the channel is closed")                           \
+    XX(FORWARD_REFUSED, "the server refused the port forwarding request") \
     XX(STREAM_CORRUPTED, "data from the server failed its integrity check")
 
-/* closed: Swift imports it as a frozen enum and switches over it exhaustively */
+/* closed: Swift imports it as a frozen enum and switches over it exhaustively
+ */
 typedef enum __attribute__((enum_extensibility(closed))) sshcore_err {
 #define SSHCORE_ERR_ENUM(name, msg) SSHCORE_E_##name,
     SSHCORE_ERROR_MAP(SSHCORE_ERR_ENUM)

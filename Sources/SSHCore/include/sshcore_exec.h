@@ -1,6 +1,7 @@
 /*
- * sshcore_exec.h - session channels: collected commands (exec) and streamed commands, shells and subsystems.
- * Part of the public interface of SSHCore (see sshcore.h); includes no libssh.
+ * sshcore_exec.h - session channels: collected commands (exec) and streamed
+ * commands, shells and subsystems. Part of the public interface of SSHCore (see
+ * sshcore.h); includes no libssh.
  */
 #ifndef SSHCORE_EXEC_H
 #define SSHCORE_EXEC_H
@@ -94,7 +95,10 @@ typedef struct sshcore_stream_callbacks {
     /** Worker: output in the order it arrived; stream 0 is stdout, 1 stderr.
      *  `bytes` is valid during the call only. Each delivered byte counts
      *  against the buffer limit until sshcore_stream_consumed returns it. */
-    void (*data)(void *_Nullable ctx, int stream, const uint8_t *bytes, size_t len);
+    void (*data)(void *_Nullable ctx,
+                 int stream,
+                 const uint8_t *bytes,
+                 size_t len);
     /** Worker: called once, after which the core never calls
      *  `started` or `data` again; `ctx` may be freed here. (Or the thread
      *  that drops the last reference of an operation that never ran.) */
@@ -111,7 +115,8 @@ typedef enum sshcore_channel_kind {
     SSHCORE_CHANNEL_SESSION = 0,
     /** "direct-tcpip" to target_host:target_port as the server sees it. */
     SSHCORE_CHANNEL_DIRECT_TCPIP = 1,
-    /** "direct-streamlocal@openssh.com" to the server's Unix socket target_host. */
+    /** "direct-streamlocal@openssh.com" to the server's Unix socket
+       target_host. */
     SSHCORE_CHANNEL_DIRECT_STREAMLOCAL = 2,
 } sshcore_channel_kind;
 
@@ -134,7 +139,8 @@ typedef struct sshcore_stream_spec {
     const sshcore_env_var *_Nullable env;
     size_t env_count;
     /** Non-zero, without a fallback: a refused env request is skipped (the
-     *  variable stays unset, as ssh(1) leaves it) instead of failing the call. */
+     *  variable stays unset, as ssh(1) leaves it) instead of failing the call.
+     */
     int env_optional;
     /** Request a PTY first (NULL: none). */
     const sshcore_pty_spec *_Nullable pty;
@@ -142,7 +148,8 @@ typedef struct sshcore_stream_spec {
      *  reading, which closes the SSH window (> 0). */
     size_t buffer_limit;
     /** 0: none. Otherwise the operation completes with TIMED_OUT after this
-     *  long, and the remote command is signalled (TERM) and its channel closed. */
+     *  long, and the remote command is signalled (TERM) and its channel closed.
+     */
     int timeout_ms;
 } sshcore_stream_spec;
 
@@ -154,12 +161,13 @@ typedef struct sshcore_stream_spec {
  * exactly once, after the last `data` call, when the channel closed (OK; the
  * exit status is then readable) or failed.
  */
-sshcore_op *_Nullable sshcore_stream_start(sshcore_conn *conn,
-                                           const sshcore_stream_spec *spec,
-                                           const sshcore_stream_callbacks *callbacks,
-                                           sshcore_op_done_fn done,
-                                           void *_Nullable ctx,
-                                           sshcore_error *err);
+sshcore_op *_Nullable sshcore_stream_start(
+    sshcore_conn *conn,
+    const sshcore_stream_spec *spec,
+    const sshcore_stream_callbacks *callbacks,
+    sshcore_op_done_fn done,
+    void *_Nullable ctx,
+    sshcore_error *err);
 
 /** Completion of one write: SSHCORE_E_OK once every byte went to libssh
  *  within the peer's window; otherwise why not (some bytes may have gone). */
@@ -178,9 +186,13 @@ typedef void (*sshcore_write_done_fn)(void *_Nullable ctx, int code);
  * fill in `err`; each refuses an operation that is not a STREAM with
  * SSHCORE_E_INVALID_ARGUMENT.
  */
-int sshcore_stream_write(sshcore_op *op, const uint8_t *_Nullable data, size_t len,
-                         sshcore_write_done_fn _Nullable done, void *_Nullable ctx,
-                         uint64_t *id, sshcore_error *err);
+int sshcore_stream_write(sshcore_op *op,
+                         const uint8_t *_Nullable data,
+                         size_t len,
+                         sshcore_write_done_fn _Nullable done,
+                         void *_Nullable ctx,
+                         uint64_t *id,
+                         sshcore_error *err);
 
 /** @brief Give up a queued write (any thread): its `done` runs with CANCELLED
  *  soon, after a prefix of its bytes may have been sent. No-op if finished. */
@@ -189,12 +201,17 @@ int sshcore_stream_write_cancel(sshcore_op *op, uint64_t id);
 /** @brief Send EOF after the queued writes (any thread); again is a no-op. */
 int sshcore_stream_send_eof(sshcore_op *op, sshcore_error *err);
 
-/** @brief Send a signal ("TERM", "INT", ...) to the remote command (any thread). */
+/** @brief Send a signal ("TERM", "INT", ...) to the remote command (any
+ * thread). */
 int sshcore_stream_signal(sshcore_op *op, const char *name, sshcore_error *err);
 
 /** @brief Tell the PTY its new size (any thread); the latest size wins. */
-int sshcore_stream_resize(sshcore_op *op, uint32_t cols, uint32_t rows,
-                          uint32_t px_width, uint32_t px_height, sshcore_error *err);
+int sshcore_stream_resize(sshcore_op *op,
+                          uint32_t cols,
+                          uint32_t rows,
+                          uint32_t px_width,
+                          uint32_t px_height,
+                          sshcore_error *err);
 
 /** @brief The consumer is done with `n` delivered bytes (any thread). */
 int sshcore_stream_consumed(sshcore_op *op, size_t n);
@@ -209,9 +226,9 @@ int sshcore_stream_consumed(sshcore_op *op, size_t n);
  * one) for another kind, never reading it as the wrong struct.
  */
 typedef enum sshcore_op_kind {
-    SSHCORE_OP_EXEC = 1,     /**< sshcore_exec_start: output collected */
-    SSHCORE_OP_STREAM = 2,   /**< sshcore_stream_start, sshcore_rforward_stream */
-    SSHCORE_OP_BRIDGE = 3,   /**< sshcore_bridge_start, sshcore_rforward_bridge */
+    SSHCORE_OP_EXEC = 1,   /**< sshcore_exec_start: output collected */
+    SSHCORE_OP_STREAM = 2, /**< sshcore_stream_start, sshcore_rforward_stream */
+    SSHCORE_OP_BRIDGE = 3, /**< sshcore_bridge_start, sshcore_rforward_bridge */
     SSHCORE_OP_RFORWARD = 4, /**< sshcore_rforward_start */
 } sshcore_op_kind;
 

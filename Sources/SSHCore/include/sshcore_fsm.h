@@ -1,6 +1,7 @@
 /*
- * sshcore_fsm.h - the connection and channel state machines: pure transition functions.
- * Part of the public interface of SSHCore (see sshcore.h); includes no libssh.
+ * sshcore_fsm.h - the connection and channel state machines: pure transition
+ * functions. Part of the public interface of SSHCore (see sshcore.h); includes
+ * no libssh.
  */
 #ifndef SSHCORE_FSM_H
 #define SSHCORE_FSM_H
@@ -18,127 +19,128 @@ extern "C" {
 /* State machines: pure transition functions, no I/O.                      */
 /* ---------------------------------------------------------------------- */
 
-#define SSHCORE_CONN_STATE_MAP(XX)                                             \
-    XX(IDLE, "idle")                                                           \
-    XX(CONNECTING, "connecting")                                               \
-    XX(AUTHENTICATING, "authenticating")                                       \
-    XX(READY, "ready")                                                         \
-    XX(CLOSING, "closing")                                                     \
-    XX(CLOSED, "closed")                                                       \
+#define SSHCORE_CONN_STATE_MAP(XX)       \
+    XX(IDLE, "idle")                     \
+    XX(CONNECTING, "connecting")         \
+    XX(AUTHENTICATING, "authenticating") \
+    XX(READY, "ready")                   \
+    XX(CLOSING, "closing")               \
+    XX(CLOSED, "closed")                 \
     XX(FAILED, "failed")
 
-#define SSHCORE_CONN_EVENT_MAP(XX)                                             \
-    XX(START, "start")                                                         \
-    XX(HANDSHAKE_DONE, "handshakeDone")                                        \
-    XX(AUTH_OK, "authOK")                                                      \
-    XX(FAILURE, "failure")                                                     \
-    XX(CLOSE, "close")                                                         \
-    XX(TORN_DOWN, "tornDown")                                                  \
+#define SSHCORE_CONN_EVENT_MAP(XX)      \
+    XX(START, "start")                  \
+    XX(HANDSHAKE_DONE, "handshakeDone") \
+    XX(AUTH_OK, "authOK")               \
+    XX(FAILURE, "failure")              \
+    XX(CLOSE, "close")                  \
+    XX(TORN_DOWN, "tornDown")           \
     XX(OPEN_CHANNEL, "openChannel")
 
-#define SSHCORE_CONN_ACTION_MAP(XX)                                            \
-    XX(NONE, "none")                                                           \
-    XX(CONNECT, "connect")                                                     \
-    XX(AUTHENTICATE, "authenticate")                                           \
-    XX(REPORT_READY, "reportReady")                                            \
-    XX(TEAR_DOWN, "tearDown")                                                  \
-    XX(FINISH, "finish")                                                       \
-    XX(OPEN_CHANNEL, "openChannel")                                            \
+#define SSHCORE_CONN_ACTION_MAP(XX)  \
+    XX(NONE, "none")                 \
+    XX(CONNECT, "connect")           \
+    XX(AUTHENTICATE, "authenticate") \
+    XX(REPORT_READY, "reportReady")  \
+    XX(TEAR_DOWN, "tearDown")        \
+    XX(FINISH, "finish")             \
+    XX(OPEN_CHANNEL, "openChannel")  \
     XX(REJECT, "reject")
 
-#define SSHCORE_CHAN_STATE_MAP(XX)                                             \
-    XX(OPENING, "opening")                                                     \
-    XX(OPEN, "open")                                                           \
-    XX(EOF_SENT, "eofSent")                                                    \
-    XX(EOF_RECEIVED, "eofReceived")                                            \
-    XX(CLOSING, "closing")                                                     \
+#define SSHCORE_CHAN_STATE_MAP(XX)  \
+    XX(OPENING, "opening")          \
+    XX(OPEN, "open")                \
+    XX(EOF_SENT, "eofSent")         \
+    XX(EOF_RECEIVED, "eofReceived") \
+    XX(CLOSING, "closing")          \
     XX(CLOSED, "closed")
 
-#define SSHCORE_CHAN_EVENT_MAP(XX)                                             \
-    XX(OPEN_OK, "openOK")                                                      \
-    XX(OPEN_FAILED, "openFailed")                                              \
-    XX(SEND_EOF, "sendEOF")                                                    \
-    XX(RECV_EOF, "recvEOF")                                                    \
-    XX(RECV_CLOSE, "recvClose")                                                \
-    XX(CLOSE, "close")                                                         \
+#define SSHCORE_CHAN_EVENT_MAP(XX) \
+    XX(OPEN_OK, "openOK")          \
+    XX(OPEN_FAILED, "openFailed")  \
+    XX(SEND_EOF, "sendEOF")        \
+    XX(RECV_EOF, "recvEOF")        \
+    XX(RECV_CLOSE, "recvClose")    \
+    XX(CLOSE, "close")             \
     XX(CONN_LOST, "connectionLost")
 
-#define SSHCORE_CHAN_ACTION_MAP(XX)                                            \
-    XX(NONE, "none")                                                           \
-    XX(START_IO, "startIO")                                                    \
-    XX(SEND_EOF, "sendEOF")                                                    \
-    XX(SEND_CLOSE, "sendClose")                                                \
-    XX(FINISH, "finish")                                                       \
-    XX(FAIL, "fail")                                                           \
+#define SSHCORE_CHAN_ACTION_MAP(XX) \
+    XX(NONE, "none")                \
+    XX(START_IO, "startIO")         \
+    XX(SEND_EOF, "sendEOF")         \
+    XX(SEND_CLOSE, "sendClose")     \
+    XX(FINISH, "finish")            \
+    XX(FAIL, "fail")                \
     XX(REJECT, "reject")
 
 /* The connect phases: where a connection is inside `connecting` and
- * `authenticating` (a machine of its own; the worker steps the current phase). */
-#define SSHCORE_PHASE_MAP(XX)                                                  \
-    XX(RESOLVE, "resolve")                                                     \
-    XX(TCP_START, "tcpStart")                                                  \
-    XX(TCP_WAIT, "tcpWait")                                                    \
-    XX(HANDSHAKE, "handshake")                                                 \
-    XX(HOSTKEY_WAIT, "hostKeyWait")                                            \
-    XX(AUTH_NONE, "authNone")                                                  \
-    XX(AUTH_METHOD, "authMethod")                                              \
-    XX(ANSWER_WAIT, "answerWait")                                              \
-    XX(READY, "ready")                                                         \
+ * `authenticating` (a machine of its own; the worker steps the current phase).
+ */
+#define SSHCORE_PHASE_MAP(XX)       \
+    XX(RESOLVE, "resolve")          \
+    XX(TCP_START, "tcpStart")       \
+    XX(TCP_WAIT, "tcpWait")         \
+    XX(HANDSHAKE, "handshake")      \
+    XX(HOSTKEY_WAIT, "hostKeyWait") \
+    XX(AUTH_NONE, "authNone")       \
+    XX(AUTH_METHOD, "authMethod")   \
+    XX(ANSWER_WAIT, "answerWait")   \
+    XX(READY, "ready")              \
     XX(DONE, "done")
 
-#define SSHCORE_PHASE_EVENT_MAP(XX)                                            \
-    XX(RESOLVED, "resolved")                                                   \
-    XX(TCP_PENDING, "tcpPending")                                              \
-    XX(TCP_CONNECTED, "tcpConnected")                                          \
-    XX(TCP_RETRY, "tcpRetry")                                                  \
-    XX(HOSTKEY_ASKED, "hostKeyAsked")                                          \
-    XX(HOSTKEY_ACCEPTED, "hostKeyAccepted")                                    \
-    XX(METHODS_LISTED, "methodsListed")                                        \
-    XX(ANSWER_ASKED, "answerAsked")                                            \
-    XX(ANSWERED, "answered")                                                   \
-    XX(AUTHENTICATED, "authenticated")                                         \
+#define SSHCORE_PHASE_EVENT_MAP(XX)         \
+    XX(RESOLVED, "resolved")                \
+    XX(TCP_PENDING, "tcpPending")           \
+    XX(TCP_CONNECTED, "tcpConnected")       \
+    XX(TCP_RETRY, "tcpRetry")               \
+    XX(HOSTKEY_ASKED, "hostKeyAsked")       \
+    XX(HOSTKEY_ACCEPTED, "hostKeyAccepted") \
+    XX(METHODS_LISTED, "methodsListed")     \
+    XX(ANSWER_ASKED, "answerAsked")         \
+    XX(ANSWERED, "answered")                \
+    XX(AUTHENTICATED, "authenticated")      \
     XX(ENDED, "ended")
 
-#define SSHCORE_PHASE_ACTION_MAP(XX)                                           \
-    XX(NONE, "none")                                                           \
-    XX(CONNECT_TCP, "connectTCP")                                              \
-    XX(WAIT_WRITABLE, "waitWritable")                                          \
-    XX(HANDSHAKE, "handshake")                                                 \
-    XX(ASK_CALLER, "askCaller")                                                \
-    XX(AUTHENTICATE, "authenticate")                                           \
-    XX(TRY_METHOD, "tryMethod")                                                \
-    XX(RUN_OPERATIONS, "runOperations")                                        \
-    XX(TEAR_DOWN, "tearDown")                                                  \
+#define SSHCORE_PHASE_ACTION_MAP(XX)    \
+    XX(NONE, "none")                    \
+    XX(CONNECT_TCP, "connectTCP")       \
+    XX(WAIT_WRITABLE, "waitWritable")   \
+    XX(HANDSHAKE, "handshake")          \
+    XX(ASK_CALLER, "askCaller")         \
+    XX(AUTHENTICATE, "authenticate")    \
+    XX(TRY_METHOD, "tryMethod")         \
+    XX(RUN_OPERATIONS, "runOperations") \
+    XX(TEAR_DOWN, "tearDown")           \
     XX(REJECT, "reject")
 
 /* Channel setup: how a session channel gets from open to its running command
  * while the channel machine is in `opening`/`open` (a machine of its own). */
-#define SSHCORE_SETUP_MAP(XX)                                                  \
-    XX(OPEN, "open")                                                           \
-    XX(AGENT, "agentRequest")                                                  \
-    XX(ENV, "env")                                                             \
-    XX(PTY, "pty")                                                             \
-    XX(START, "start")                                                         \
+#define SSHCORE_SETUP_MAP(XX) \
+    XX(OPEN, "open")          \
+    XX(AGENT, "agentRequest") \
+    XX(ENV, "env")            \
+    XX(PTY, "pty")            \
+    XX(START, "start")        \
     XX(IO, "io")
 
-#define SSHCORE_SETUP_EVENT_MAP(XX)                                            \
-    XX(SESSION_OPENED, "sessionOpened")                                        \
-    XX(STREAM_OPENED, "streamOpened")                                          \
-    XX(AGENT_DONE, "agentDone")                                                \
-    XX(ENV_DONE, "envDone")                                                    \
-    XX(PTY_DONE, "ptyDone")                                                    \
+#define SSHCORE_SETUP_EVENT_MAP(XX)     \
+    XX(SESSION_OPENED, "sessionOpened") \
+    XX(STREAM_OPENED, "streamOpened")   \
+    XX(AGENT_DONE, "agentDone")         \
+    XX(ENV_DONE, "envDone")             \
+    XX(PTY_DONE, "ptyDone")             \
     XX(STARTED, "started")
 
-#define SSHCORE_SETUP_ACTION_MAP(XX)                                           \
-    XX(REQUEST_AGENT, "requestAgent")                                          \
-    XX(SEND_ENV, "sendEnv")                                                    \
-    XX(REQUEST_PTY, "requestPTY")                                              \
-    XX(REQUEST_START, "requestStart")                                          \
-    XX(RUN_IO, "runIO")                                                        \
+#define SSHCORE_SETUP_ACTION_MAP(XX)  \
+    XX(REQUEST_AGENT, "requestAgent") \
+    XX(SEND_ENV, "sendEnv")           \
+    XX(REQUEST_PTY, "requestPTY")     \
+    XX(REQUEST_START, "requestStart") \
+    XX(RUN_IO, "runIO")               \
     XX(REJECT, "reject")
 
-#define SSHCORE_ENUM_SETUP(n, s) SSHCORE_SETUP_##n,
-#define SSHCORE_ENUM_SETUP_EVENT(n, s) SSHCORE_SETUP_EV_##n,
+#define SSHCORE_ENUM_SETUP(n, s)        SSHCORE_SETUP_##n,
+#define SSHCORE_ENUM_SETUP_EVENT(n, s)  SSHCORE_SETUP_EV_##n,
 #define SSHCORE_ENUM_SETUP_ACTION(n, s) SSHCORE_SETUP_ACT_##n,
 
 typedef enum sshcore_setup {
@@ -151,8 +153,8 @@ typedef enum sshcore_setup_action {
     SSHCORE_SETUP_ACTION_MAP(SSHCORE_ENUM_SETUP_ACTION) SSHCORE_SETUP_ACT__COUNT
 } sshcore_setup_action;
 
-#define SSHCORE_ENUM_PHASE(n, s) SSHCORE_PHASE_##n,
-#define SSHCORE_ENUM_PHASE_EVENT(n, s) SSHCORE_PHASE_EV_##n,
+#define SSHCORE_ENUM_PHASE(n, s)        SSHCORE_PHASE_##n,
+#define SSHCORE_ENUM_PHASE_EVENT(n, s)  SSHCORE_PHASE_EV_##n,
 #define SSHCORE_ENUM_PHASE_ACTION(n, s) SSHCORE_PHASE_ACT_##n,
 
 typedef enum sshcore_phase {
@@ -165,11 +167,11 @@ typedef enum sshcore_phase_action {
     SSHCORE_PHASE_ACTION_MAP(SSHCORE_ENUM_PHASE_ACTION) SSHCORE_PHASE_ACT__COUNT
 } sshcore_phase_action;
 
-#define SSHCORE_ENUM_CONN_STATE(n, s) SSHCORE_CONN_##n,
-#define SSHCORE_ENUM_CONN_EVENT(n, s) SSHCORE_CONN_EV_##n,
+#define SSHCORE_ENUM_CONN_STATE(n, s)  SSHCORE_CONN_##n,
+#define SSHCORE_ENUM_CONN_EVENT(n, s)  SSHCORE_CONN_EV_##n,
 #define SSHCORE_ENUM_CONN_ACTION(n, s) SSHCORE_CONN_ACT_##n,
-#define SSHCORE_ENUM_CHAN_STATE(n, s) SSHCORE_CHAN_##n,
-#define SSHCORE_ENUM_CHAN_EVENT(n, s) SSHCORE_CHAN_EV_##n,
+#define SSHCORE_ENUM_CHAN_STATE(n, s)  SSHCORE_CHAN_##n,
+#define SSHCORE_ENUM_CHAN_EVENT(n, s)  SSHCORE_CHAN_EV_##n,
 #define SSHCORE_ENUM_CHAN_ACTION(n, s) SSHCORE_CHAN_ACT_##n,
 
 typedef enum sshcore_conn_state {
@@ -204,10 +206,12 @@ sshcore_chan_action sshcore_chan_fsm_apply(sshcore_chan_state *state,
                                            sshcore_chan_event event);
 
 /** @brief Apply an event to a connect phase; see sshcore_conn_fsm_apply. */
-sshcore_phase_action sshcore_phase_fsm_apply(sshcore_phase *phase, sshcore_phase_event event);
+sshcore_phase_action sshcore_phase_fsm_apply(sshcore_phase *phase,
+                                             sshcore_phase_event event);
 
 /** @brief Apply an event to a channel's setup; see sshcore_conn_fsm_apply. */
-sshcore_setup_action sshcore_setup_fsm_apply(sshcore_setup *setup, sshcore_setup_event event);
+sshcore_setup_action sshcore_setup_fsm_apply(sshcore_setup *setup,
+                                             sshcore_setup_event event);
 
 const char *sshcore_setup_name(int setup);
 const char *sshcore_setup_event_name(int event);

@@ -1,6 +1,7 @@
 /*
- * sshcore_support.h - small helpers: listener sockets, thread names, key fingerprints and HMAC, ProxyCommand, diagnostics.
- * Part of the public interface of SSHCore (see sshcore.h); includes no libssh.
+ * sshcore_support.h - small helpers: listener sockets, thread names, key
+ * fingerprints and HMAC, ProxyCommand, diagnostics. Part of the public
+ * interface of SSHCore (see sshcore.h); includes no libssh.
  */
 #ifndef SSHCORE_SUPPORT_H
 #define SSHCORE_SUPPORT_H
@@ -38,25 +39,34 @@ void sshcore_set_thread_name(const char *name);
  * SHA256 fingerprint ("SHA256:...") into out.
  * @return SSHCORE_E_OK, or INVALID_ARGUMENT when the key does not parse.
  */
-int sshcore_key_fingerprint_sha256(const char *type, const char *base64,
-                                   char *out, size_t out_len);
+int sshcore_key_fingerprint_sha256(const char *type,
+                                   const char *base64,
+                                   char *out,
+                                   size_t out_len);
 
 /**
  * @brief HMAC-SHA1 (OpenSSL), as used by hashed known_hosts entries.
  * @param[out] out 20 bytes.
  * @return SSHCORE_E_OK or SSHCORE_E_SYSTEM.
  */
-int sshcore_hmac_sha1(const uint8_t *key, size_t key_len, const uint8_t *data,
-                      size_t data_len, uint8_t *out);
+int sshcore_hmac_sha1(const uint8_t *key,
+                      size_t key_len,
+                      const uint8_t *data,
+                      size_t data_len,
+                      uint8_t *out);
 
 /**
  * @brief Starts a ProxyCommand: `shell -c "exec command"` with one end of a new
  * socket pair as its stdin and stdout (stderr inherited, every other fd closed,
- * default signal handling). The caller owns the other end (`*fd_out`, close-on-exec;
- * give it to sshcore_conn_start as connected_fd) and must reap `*pid_out`.
+ * default signal handling). The caller owns the other end (`*fd_out`,
+ * close-on-exec; give it to sshcore_conn_start as connected_fd) and must reap
+ * `*pid_out`.
  * @return 0, or an errno value (nothing was started).
  */
-int sshcore_proxy_spawn(const char *shell, const char *command, int *fd_out, int *pid_out);
+int sshcore_proxy_spawn(const char *shell,
+                        const char *command,
+                        int *fd_out,
+                        int *pid_out);
 
 /* ---------------------------------------------------------------------- */
 /* Diagnostics                                                             */
