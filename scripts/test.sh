@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+# the C core is laid out by .clang-format (libssh's style, braces always)
+bash scripts/format-c.sh --check
 swift build --build-tests
 # the API documentation (DocC catalogues of SSHKit and ServerTransport) builds without a
 # warning: every public symbol documented, every link resolved

@@ -170,58 +170,66 @@ sshcore_auth_none(sshcore_conn *conn)
 }
 
 /** Returns an SSH_AUTH_* code, or SSH_AUTH_INFO when waiting for answers. */
+/*
+ * Hands one keyboard-interactive round with `n` prompts to the caller, whose
+ * answer comes back through sshcore_conn_kbdint_reply. Returns SSH_AUTH_INFO
+ * (the round is pending), or SSH_AUTH_ERROR when out of memory.
+ */
+static int
+ask_kbdint_round(sshcore_conn *conn, int n)
+{
+    const char **prompts = NULL;
+    int *echo = NULL;
+    sshcore_kbdint ch;
+    char echo_c = 0;
+    int rc = SSH_AUTH_INFO;
+    int i;
+
+    prompts = calloc((size_t)n, sizeof(char *));
+    echo = calloc((size_t)n, sizeof(int));
+    if (prompts == NULL || echo == NULL) {
+        rc = SSH_AUTH_ERROR;
+        goto out;
+    }
+    memset(&ch, 0, sizeof(ch));
+    for (i = 0; i < n; i++) {
+        prompts[i] =
+            ssh_userauth_kbdint_getprompt(conn->session, (unsigned)i, &echo_c);
+        echo[i] = echo_c != 0;
+    }
+    ch.name = ssh_userauth_kbdint_getname(conn->session);
+    ch.instruction = ssh_userauth_kbdint_getinstruction(conn->session);
+    ch.count = (size_t)n;
+    ch.prompts = prompts;
+    ch.echo = echo;
+    if (!sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWER_ASKED)) {
+        goto out;
+    }
+    sshcore_conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
+    pthread_mutex_lock(&conn->mu);
+    conn->kbd_awaited = true;
+    pthread_mutex_unlock(&conn->mu);
+    conn->cb.kbdint(conn->cb.ctx, conn, &ch);
+
+out:
+    free(prompts);
+    free(echo);
+    return rc;
+}
+
 static int
 auth_kbdint_step(sshcore_conn *conn)
 {
     int rc = ssh_userauth_kbdint(conn->session, NULL, NULL);
     int n;
-    int i;
 
     while (rc == SSH_AUTH_INFO) {
         n = ssh_userauth_kbdint_getnprompts(conn->session);
-        if (n <= 0) {
-            /* OpenSSH sends an empty round at the end; answer it directly. */
-            rc = ssh_userauth_kbdint(conn->session, NULL, NULL);
-            continue;
+        if (n > 0) {
+            return ask_kbdint_round(conn, n);
         }
-        {
-            const char **prompts = calloc((size_t)n, sizeof(char *));
-            int *echo = calloc((size_t)n, sizeof(int));
-            sshcore_kbdint ch;
-            char echo_c = 0;
-
-            if (prompts == NULL || echo == NULL) {
-                free(prompts);
-                free(echo);
-                return SSH_AUTH_ERROR;
-            }
-            memset(&ch, 0, sizeof(ch));
-            for (i = 0; i < n; i++) {
-                prompts[i] = ssh_userauth_kbdint_getprompt(conn->session,
-                                                           (unsigned)i,
-                                                           &echo_c);
-                echo[i] = echo_c != 0;
-            }
-            ch.name = ssh_userauth_kbdint_getname(conn->session);
-            ch.instruction = ssh_userauth_kbdint_getinstruction(conn->session);
-            ch.count = (size_t)n;
-            ch.prompts = prompts;
-            ch.echo = echo;
-            if (!sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWER_ASKED)) {
-                free(prompts);
-                free(echo);
-                return SSH_AUTH_INFO;
-            }
-            sshcore_conn_retain(
-                conn); /* dropped by sshcore_conn_kbdint_reply */
-            pthread_mutex_lock(&conn->mu);
-            conn->kbd_awaited = true;
-            pthread_mutex_unlock(&conn->mu);
-            conn->cb.kbdint(conn->cb.ctx, conn, &ch);
-            free(prompts);
-            free(echo);
-        }
-        return SSH_AUTH_INFO;
+        /* OpenSSH sends an empty round at the end; answer it directly. */
+        rc = ssh_userauth_kbdint(conn->session, NULL, NULL);
     }
     return rc;
 }

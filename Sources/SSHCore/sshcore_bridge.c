@@ -314,26 +314,20 @@ sshcore_bridge_start(sshcore_conn *conn,
     if (fd < 0 || flags < 0 || callbacks->opened == NULL ||
         callbacks->failed == NULL || callbacks->released == NULL ||
         (first_len > 0 && first_data == NULL)) {
-        if (fd >= 0) {
-            close(fd);
-        }
         sshcore_error_set(err,
                           SSHCORE_E_INVALID_ARGUMENT,
                           fd < 0 || flags < 0 ? "bad socket for a bridge"
                                               : "incomplete bridge callbacks");
-        return NULL;
+        goto fail;
     }
     x = direct_new(spec, err);
     if (x == NULL) {
-        close(fd);
-        return NULL;
+        goto fail;
     }
     if (first_len > 0 &&
         sshcore_bytes_append(&x->fdin, first_data, first_len) != 0) {
-        sshcore_session_destroy(&x->base); /* frees x */
-        close(fd);
         sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
-        return NULL;
+        goto fail;
     }
     (void)fcntl(fd, F_SETFL, flags | O_NONBLOCK);
     x->bridged = true;
@@ -342,6 +336,16 @@ sshcore_bridge_start(sshcore_conn *conn,
     x->fd_writable = true;
     x->bcb = *callbacks;
     return sshcore_session_submit(conn, x, done, ctx, spec->timeout_ms, err);
+
+fail:
+    /* the socket was handed over: it is closed on every refusal */
+    if (x != NULL) {
+        sshcore_session_destroy(&x->base); /* frees x */
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return NULL;
 }
 
 int
@@ -493,23 +497,12 @@ sshcore_agent_channel_open(sshcore_conn *conn, ssh_session session)
     memcpy(addr.sun_path, conn->agent_socket, strlen(conn->agent_socket));
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
-        /* a local agent answers at once or not at all */
-        if (fd >= 0) {
-            close(fd);
-        }
-        return NULL;
+        goto fail; /* a local agent answers at once or not at all */
     }
     ch = ssh_channel_new(session);
     x = sshcore_session_new("", NULL, NULL, 0);
     if (ch == NULL || x == NULL) {
-        if (ch != NULL) {
-            ssh_channel_free(ch);
-        }
-        if (x != NULL) {
-            sshcore_session_destroy(&x->base);
-        }
-        close(fd);
-        return NULL;
+        goto fail;
     }
     x->kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests, no
                                                exit status */
@@ -525,9 +518,22 @@ sshcore_agent_channel_open(sshcore_conn *conn, ssh_session session)
     if (op == NULL) {
         /* sshcore_session_submit freed x and closed fd; the channel is still
          * ours */
-        ssh_channel_free(ch);
-        return NULL;
+        x = NULL;
+        fd = -1;
+        goto fail;
     }
     sshcore_op_release(op); /* the worker's reference keeps it until it ends */
     return ch;
+
+fail:
+    if (ch != NULL) {
+        ssh_channel_free(ch);
+    }
+    if (x != NULL) {
+        sshcore_session_destroy(&x->base);
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return NULL;
 }

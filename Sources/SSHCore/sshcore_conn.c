@@ -435,20 +435,7 @@ sshcore_conn_start(const sshcore_config *config,
                                             : SSHCORE_E_OUT_OF_MEMORY,
                           NULL);
         err->sys_errno = errno;
-        if (conn->wake_fd >= 0) {
-            close(conn->wake_fd);
-        }
-        if (conn->sock_fd >= 0) {
-            close(conn->sock_fd);
-        }
-        free_algorithms(conn);
-        free_methods(conn);
-        free(conn->host);
-        free(conn->user);
-        pthread_mutex_destroy(&conn->mu);
-        free(conn);
-        atomic_fetch_sub(&live_connections, 1);
-        return NULL;
+        goto fail;
     }
     conn->cb = *callbacks;
     /* counted and registered before the thread exists: an exit right after sees
@@ -460,22 +447,28 @@ sshcore_conn_start(const sshcore_config *config,
         sshcore_conn_registry_remove(conn);
         atomic_fetch_sub(&sshcore_live_workers, 1);
         sshcore_error_set(err, SSHCORE_E_SYSTEM, "pthread_create failed");
-        close(conn->wake_fd);
-        if (conn->sock_fd >= 0) {
-            close(conn->sock_fd);
-        }
         conn->cb.released = NULL; /* the caller keeps ownership of ctx */
-        free_algorithms(conn);
-        free_methods(conn);
-        free(conn->host);
-        free(conn->user);
-        pthread_mutex_destroy(&conn->mu);
-        free(conn);
-        atomic_fetch_sub(&live_connections, 1);
-        return NULL;
+        goto fail;
     }
     conn->thread_started = true;
     return conn;
+
+fail:
+    /* no worker exists: everything taken above is given back here */
+    if (conn->wake_fd >= 0) {
+        close(conn->wake_fd);
+    }
+    if (conn->sock_fd >= 0) {
+        close(conn->sock_fd);
+    }
+    free_algorithms(conn);
+    free_methods(conn);
+    free(conn->host);
+    free(conn->user);
+    pthread_mutex_destroy(&conn->mu);
+    free(conn);
+    atomic_fetch_sub(&live_connections, 1);
+    return NULL;
 }
 
 void
@@ -525,17 +518,20 @@ sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept, const char *reason)
     pthread_mutex_lock(&conn->mu);
     code = take_owed_answer_locked(conn, &conn->verdict_awaited);
     if (code == SSHCORE_E_INVALID_STATE) {
-        pthread_mutex_unlock(&conn->mu);
-        return code;
+        goto out; /* nothing is owed: no reference to drop */
     }
     conn->verdict_ready = true;
     conn->verdict_accept = accept != 0;
     sshcore_copy_str(conn->verdict_reason,
                      sizeof(conn->verdict_reason),
                      reason);
+
+out:
     pthread_mutex_unlock(&conn->mu);
-    sshcore_conn_wake(conn);
-    sshcore_conn_unref(conn);
+    if (code != SSHCORE_E_INVALID_STATE) {
+        sshcore_conn_wake(conn);
+        sshcore_conn_unref(conn);
+    }
     return code;
 }
 

@@ -129,3 +129,29 @@ sshcore_handshake_failure_code(sshcore_conn *conn)
     }
     return SSHCORE_E_KEY_EXCHANGE;
 }
+
+/* The names and messages of the error table (SSHCORE_ERROR_MAP). */
+#define NAME_LOOKUP(table, i)                                                \
+    (((i) >= 0 && (size_t)(i) < sizeof(table) / sizeof(table[0])) ? table[i] \
+                                                                  : "?")
+
+#define SSHCORE_ERR_NAME(n, m) #n,
+#define SSHCORE_ERR_MSG(n, m)  m,
+static const char *const err_names[] = {SSHCORE_ERROR_MAP(SSHCORE_ERR_NAME)};
+static const char *const err_messages[] = {SSHCORE_ERROR_MAP(SSHCORE_ERR_MSG)};
+
+int
+sshcore_err_count(void)
+{
+    return (int)(sizeof(err_names) / sizeof(err_names[0]));
+}
+const char *
+sshcore_err_name(int code)
+{
+    return NAME_LOOKUP(err_names, code);
+}
+const char *
+sshcore_err_message(int code)
+{
+    return NAME_LOOKUP(err_messages, code);
+}

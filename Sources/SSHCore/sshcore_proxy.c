@@ -44,8 +44,7 @@ sshcore_proxy_spawn(const char *shell,
     snprintf(line, len, "exec %s", command);
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
         rc = errno;
-        free(line);
-        return rc;
+        goto out;
     }
     posix_spawn_file_actions_init(&actions);
     posix_spawnattr_init(&attributes);
@@ -69,13 +68,20 @@ sshcore_proxy_spawn(const char *shell,
     rc = posix_spawn(&pid, shell, &actions, &attributes, argv, environ);
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attributes);
-    free(line);
-    close(sv[1]);
     if (rc != 0) {
-        close(sv[0]);
-        return rc;
+        goto out;
     }
     *fd_out = sv[0];
     *pid_out = (int)pid;
-    return 0;
+    sv[0] = -1; /* the caller's */
+
+out:
+    free(line);
+    if (sv[0] >= 0) {
+        close(sv[0]);
+    }
+    if (sv[1] >= 0) {
+        close(sv[1]); /* the child's end, dup'ed into it */
+    }
+    return rc;
 }

@@ -454,6 +454,7 @@ int
 sshcore_rforward_reject(sshcore_op *forward, uint64_t id)
 {
     rforward_op *x = NULL;
+    int rc = SSHCORE_E_OK;
 
     if (!sshcore_op_is(forward,
                        SSHCORE_OP_RFORWARD,
@@ -467,14 +468,18 @@ sshcore_rforward_reject(sshcore_op *forward, uint64_t id)
         size_t cap = x->reject_cap == 0 ? 8 : x->reject_cap * 2;
         uint64_t *r = realloc(x->rejects, cap * sizeof(*r));
         if (r == NULL) {
-            pthread_mutex_unlock(&x->mu);
-            return SSHCORE_E_OUT_OF_MEMORY; /* it will time out instead */
+            rc = SSHCORE_E_OUT_OF_MEMORY; /* it will time out instead */
+            goto out;
         }
         x->rejects = r;
         x->reject_cap = cap;
     }
     x->rejects[x->reject_count++] = id;
+
+out:
     pthread_mutex_unlock(&x->mu);
-    sshcore_conn_wake(forward->conn);
-    return SSHCORE_E_OK;
+    if (rc == SSHCORE_E_OK) {
+        sshcore_conn_wake(forward->conn);
+    }
+    return rc;
 }

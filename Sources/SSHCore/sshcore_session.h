@@ -146,6 +146,9 @@ void sshcore_session_fail_call(sshcore_conn *conn,
                                const char *fn);
 sshcore_chan_action sshcore_session_chan_event(session_op *x,
                                                sshcore_chan_event ev);
+/* sshcore_session_close.c: how a session channel ends (the vtables' abort and
+ * destroy). */
+void sshcore_session_abort(sshcore_conn *conn, sshcore_op *op);
 void sshcore_session_destroy(sshcore_op *op);
 session_op *_Nullable sshcore_session_new(const char *_Nullable command,
                                           const char *_Nullable fallback,

@@ -294,6 +294,7 @@ sshcore_stream_write(sshcore_op *op,
 {
     session_op *x = NULL;
     wreq *w = NULL;
+    int rc = SSHCORE_E_OK;
 
     if (!sshcore_op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_write", err)) {
         return SSHCORE_E_INVALID_ARGUMENT;
@@ -318,16 +319,23 @@ sshcore_stream_write(sshcore_op *op,
                               SSHCORE_E_INVALID_STATE,
                               "stdin was already finished (EOF)");
         }
-        pthread_mutex_unlock(&x->mu);
-        free(w->data);
-        free(w);
-        return err->code;
+        rc = err->code;
+        goto out;
     }
     sshcore_session_enqueue(x, w);
     *id = w->id;
+    w = NULL; /* the inbox owns it */
+
+out:
     pthread_mutex_unlock(&x->mu);
-    sshcore_conn_wake(op->conn);
-    return SSHCORE_E_OK;
+    if (w != NULL) {
+        free(w->data);
+        free(w);
+    }
+    if (rc == SSHCORE_E_OK) {
+        sshcore_conn_wake(op->conn);
+    }
+    return rc;
 }
 
 int
@@ -364,6 +372,7 @@ sshcore_stream_send_eof(sshcore_op *op, sshcore_error *err)
 {
     session_op *x = NULL;
     wreq *w = NULL;
+    int rc = SSHCORE_E_OK;
 
     if (!sshcore_op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_send_eof", err)) {
         return SSHCORE_E_INVALID_ARGUMENT;
@@ -377,26 +386,30 @@ sshcore_stream_send_eof(sshcore_op *op, sshcore_error *err)
     w->eof = true;
     pthread_mutex_lock(&x->mu);
     if (!inbox_open(x, err)) {
-        pthread_mutex_unlock(&x->mu);
-        free(w);
-        return err->code;
+        rc = err->code;
+        goto out;
     }
     if (x->eof_queued) {
-        pthread_mutex_unlock(&x->mu);
-        free(w);
-        return SSHCORE_E_OK; /* idempotent */
+        goto out; /* idempotent: nothing to wake for */
     }
     x->eof_queued = true;
     sshcore_session_enqueue(x, w);
+    w = NULL; /* the inbox owns it */
+
+out:
     pthread_mutex_unlock(&x->mu);
-    sshcore_conn_wake(op->conn);
-    return SSHCORE_E_OK;
+    if (w == NULL) {
+        sshcore_conn_wake(op->conn);
+    }
+    free(w);
+    return rc;
 }
 
 int
 sshcore_stream_signal(sshcore_op *op, const char *name, sshcore_error *err)
 {
     session_op *x = NULL;
+    int rc = SSHCORE_E_OK;
 
     if (!sshcore_op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_signal", err)) {
         return SSHCORE_E_INVALID_ARGUMENT;
@@ -409,21 +422,25 @@ sshcore_stream_signal(sshcore_op *op, const char *name, sshcore_error *err)
     }
     pthread_mutex_lock(&x->mu);
     if (!inbox_open(x, err)) {
-        pthread_mutex_unlock(&x->mu);
-        return err->code;
+        rc = err->code;
+        goto out;
     }
     if (x->signal_count == SIGNALS_MAX) {
-        pthread_mutex_unlock(&x->mu);
         sshcore_error_set(err,
                           SSHCORE_E_INVALID_STATE,
                           "too many signals waiting to be sent");
-        return err->code;
+        rc = err->code;
+        goto out;
     }
     snprintf(x->signals[x->signal_count], sizeof(x->signals[0]), "%s", name);
     x->signal_count++;
+
+out:
     pthread_mutex_unlock(&x->mu);
-    sshcore_conn_wake(op->conn);
-    return SSHCORE_E_OK;
+    if (rc == SSHCORE_E_OK) {
+        sshcore_conn_wake(op->conn);
+    }
+    return rc;
 }
 
 int
@@ -435,6 +452,7 @@ sshcore_stream_resize(sshcore_op *op,
                       sshcore_error *err)
 {
     session_op *x = NULL;
+    int rc = SSHCORE_E_OK;
     (void)px_width; /* libssh 0.10 sends 0 pixels */
     (void)px_height;
 
@@ -450,20 +468,24 @@ sshcore_stream_resize(sshcore_op *op,
     }
     pthread_mutex_lock(&x->mu);
     if (!inbox_open(x, err)) {
-        pthread_mutex_unlock(&x->mu);
-        return err->code;
+        rc = err->code;
+        goto out;
     }
     if (!x->want_pty) {
-        pthread_mutex_unlock(&x->mu);
         sshcore_error_set(err,
                           SSHCORE_E_INVALID_STATE,
                           "the channel has no PTY");
-        return err->code;
+        rc = err->code;
+        goto out;
     }
     x->resize_pending = true;
     x->new_cols = cols;
     x->new_rows = rows;
+
+out:
     pthread_mutex_unlock(&x->mu);
-    sshcore_conn_wake(op->conn);
-    return SSHCORE_E_OK;
+    if (rc == SSHCORE_E_OK) {
+        sshcore_conn_wake(op->conn);
+    }
+    return rc;
 }
