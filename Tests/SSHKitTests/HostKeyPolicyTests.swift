@@ -85,6 +85,8 @@ struct HostKeyPolicyTests {
         let store = SSHMemoryHostKeyStore()
         try await store.add(Self.keyA, host: "example.test", port: 22)
         store.revoke(Self.keyA, host: "example.test", port: 22)
+        store.revoke(Self.keyA, host: "example.test", port: 22) // twice: recorded once
+        #expect(try await store.lookup(host: "example.test", port: 22).revoked == [Self.keyA])
         #expect(reason(await SSHHostKeyPolicy.strict(store).evaluate(context(Self.keyA))) == "key is revoked")
         #expect(reason(await SSHHostKeyPolicy.acceptNew(store).evaluate(context(Self.keyA))) == "key is revoked")
         // for that host only: the same key elsewhere is unaffected

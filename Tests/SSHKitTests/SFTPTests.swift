@@ -169,6 +169,13 @@ struct SFTPTests {
             #expect(a.modificationTime == 1_234_567_890 && a.accessTime == 1_000_000_000)
             let mtime = try FileManager.default.attributesOfItem(atPath: target.string)[.modificationDate] as? Date
             #expect(mtime?.timeIntervalSince1970 == 1_234_567_890)
+            // one time alone: the other stays (SFTP sends both; the client reads it first)
+            try await sftp.setAttributes(SFTPFileAttributes(modificationTime: 1_300_000_000), at: target)
+            let b = try await sftp.attributes(at: target)
+            #expect(b.modificationTime == 1_300_000_000 && b.accessTime == 1_000_000_000, "\(b)")
+            try await sftp.setAttributes(SFTPFileAttributes(accessTime: 1_100_000_000), at: target)
+            let c = try await sftp.attributes(at: target)
+            #expect(c.modificationTime == 1_300_000_000 && c.accessTime == 1_100_000_000, "\(c)")
 
             let fs = try await sftp.fileSystemStats(at: dir)
             #expect(fs.blockSize > 0 && fs.blocks > 0 && fs.maxNameLength >= 255)

@@ -32,7 +32,7 @@ public final class SSHMemoryHostKeyStore: SSHHostKeyStore {
             let e = Entry(host: host.lowercased(), port: port)
             var known = table[e] ?? SSHKnownHostKeys()
             known.keys.removeAll { $0 == key }
-            known.revoked.append(key)
+            if !known.revoked.contains(key) { known.revoked.append(key) }
             table[e] = known
         }
     }

@@ -128,9 +128,18 @@ public final class SFTPClient: Sendable {
         return a
     }
 
-    /// `setstat`: sets the fields that are not nil.
+    /// `setstat`: sets the fields that are not nil. SFTP sends the two times together: when
+    /// only one is given, the other is read first (`stat`) so that it stays as it is. A
+    /// `uid` without `gid` (or the reverse) sends the other as -1, which POSIX servers
+    /// (OpenSSH's `chown`) leave unchanged.
     public func setAttributes(_ attributes: SFTPFileAttributes, at path: SFTPPath) async throws(SSHError) {
-        try await callStatus(SFTPType.setstat, "setstat", path: path) {
+        var attributes = attributes
+        if (attributes.accessTime == nil) != (attributes.modificationTime == nil) {
+            let now = try await self.attributes(at: path)
+            attributes.accessTime = attributes.accessTime ?? now.accessTime
+            attributes.modificationTime = attributes.modificationTime ?? now.modificationTime
+        }
+        try await callStatus(SFTPType.setstat, "setstat", path: path) { [attributes] in
             $0.put(string: path.bytes)
             $0.put(attributes)
         }

@@ -15,7 +15,8 @@ public struct SFTPFileAttributes: Sendable, Hashable {
     /// Seconds since 1970 (SFTP v3 carries whole seconds, 32 bits).
     public var accessTime: UInt32?
     /// `mtime` (`SSH_FILEXFER_ATTR_ACMODTIME`): seconds since 1970, 32 bits. Sent together
-    /// with `accessTime`: when setting only one, both get its value.
+    /// with `accessTime`: `SFTPClient.setAttributes` reads the one not given first, so it
+    /// stays as it is.
     public var modificationTime: UInt32?
     /// Vendor attributes (name, data).
     public var extended: [SFTPExtensionPair]
