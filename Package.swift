@@ -14,6 +14,7 @@ let package = Package(
         .executable(name: "ssh-shell", targets: ["ssh-shell"]),
         .executable(name: "ssh-sftp", targets: ["ssh-sftp"]),
         .executable(name: "ssh-forward", targets: ["ssh-forward"]),
+        .executable(name: "ssh-fleet", targets: ["ssh-fleet"]),
         .executable(name: "agent-sessions", targets: ["agent-sessions"]),
     ],
     dependencies: [
@@ -134,6 +135,14 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/ssh-forward"
+        ),
+        .executableTarget(
+            name: "ssh-fleet",
+            dependencies: [
+                "SSHKit", "ExampleSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/ssh-fleet"
         ),
         .executableTarget(
             name: "known-hosts",

@@ -19,13 +19,15 @@ public struct SSHToolConnection: Sendable {
     /// through `SSH_ASKPASS`) and recorded; with nobody to ask they are refused.
     /// - Throws: `ExitCode(255)` after printing the configuration error, as ssh
     ///   exits on a bad configuration.
+    /// `asks: false` (a fleet of hosts) asks nobody anything: an unknown host key is
+    /// refused and no password is prompted for, as under `BatchMode yes`.
     public init(tool: String, options: SSHToolOptions, destination: SSHDestination,
-                login: String? = nil, port: Int? = nil) throws
+                login: String? = nil, port: Int? = nil, asks: Bool = true) throws
     {
         self.tool = tool
         let logger = options.logger(tool: tool)
         self.logger = logger
-        let ask = TerminalPrompt.canAsk
+        let ask = asks && TerminalPrompt.canAsk
         let quiet = options.quiet
         let confirm: @Sendable (SSHHostKeyPrompt) async -> Bool = { await Self.confirmUnknownHostKey($0, quiet: quiet) }
         let answer: @Sendable (SSHKeyboardInteractiveChallenge) async throws -> [String] = {

@@ -109,13 +109,13 @@ public final class SSHFleet: Sendable {
 
     /// Runs `command` on every host (collected output, as `SSHConnection.execute`).
     public func execute(_ command: String) -> AsyncStream<SSHFleetResult<SSHCommandResult>> {
-        run { conn throws(SSHError) in try await conn.execute(command) }
+        run { _, conn throws(SSHError) in try await conn.execute(command) }
     }
 
-    /// Runs `operation` on every host's connection; results arrive as hosts finish.
-    /// The stream ends once every host has a result.
+    /// Runs `operation` with every host and its connection; results arrive as hosts
+    /// finish. The stream ends once every host has a result.
     public func run<Value: Sendable>(
-        _ operation: @escaping @Sendable (SSHConnection) async throws(SSHError) -> Value
+        _ operation: @escaping @Sendable (SSHFleetHost, SSHConnection) async throws(SSHError) -> Value
     ) -> AsyncStream<SSHFleetResult<Value>> {
         let (stream, continuation) = AsyncStream<SSHFleetResult<Value>>.makeStream()
         let operations = FleetGate(limit: options.maxConcurrentOperations)
@@ -156,7 +156,7 @@ public final class SSHFleet: Sendable {
 
     private func turn<Value: Sendable>(
         _ host: SSHFleetHost, operations: FleetGate, handshakes: FleetGate,
-        _ operation: @escaping @Sendable (SSHConnection) async throws(SSHError) -> Value
+        _ operation: @escaping @Sendable (SSHFleetHost, SSHConnection) async throws(SSHError) -> Value
     ) async -> SSHFleetResult<Value> {
         let start = ContinuousClock.now
         let work = Task { () -> SSHFleetResult<Value> in
@@ -168,7 +168,7 @@ public final class SSHFleet: Sendable {
                 defer { operations.leave() }
                 let conn = try await self.connection(host, handshakes: handshakes, attempts: &attempts)
                 connected = .now
-                outcome = .success(try await operation(conn))
+                outcome = .success(try await operation(host, conn))
             } catch {
                 outcome = .failure(error)
             }
