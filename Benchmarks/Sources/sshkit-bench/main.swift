@@ -312,6 +312,11 @@ func report(_ rows: [Row]) {
 // MARK: - main
 
 
+// a fleet benchmark worker: one SSHFleet run as a process of its own (Fleet.swift)
+if CommandLine.arguments.count > 1 && CommandLine.arguments[1] == "fleet-worker" {
+    exit(await fleetWorker(Array(CommandLine.arguments.dropFirst(2))))
+}
+
 let fixture = try Fixture.start(root: root)
 defer { fixture.stop(root: root) }
 let only = CommandLine.arguments.first { $0.hasPrefix("--only=") }.map { String($0.dropFirst(7)) }
@@ -354,6 +359,9 @@ do {
     }
     if only == nil || only == "transport" {
         reportTransports(try await benchTransports(fixture, rounds: quick ? 4 : 10))
+    }
+    if only == "fleet" { // not in the default run: it starts 100 sshd processes and needs parallel-ssh
+        reportFleet(try await benchFleet(fixture, hosts: quick ? 20 : 100, rounds: quick ? 2 : 3))
     }
     if only == nil || only == "agents" {
         reportAgents(try await benchAgents(fixture, rounds: quick ? 3 : 10))
