@@ -127,14 +127,15 @@ func fleetWorker(_ args: [String]) async -> Int32 {
     return failed == 0 ? 0 : 1
 }
 
-/// Runs `argv` under /usr/bin/time: (seconds, peak RSS in MiB of the largest process), nil on failure.
-func timed(_ argv: [String], dir: String) -> (Double, Double)? {
+/// Runs `argv` under /usr/bin/time: (seconds, peak RSS in MiB of the largest process,
+/// client CPU seconds: user + system of the process and what it waited for), nil on failure.
+func timed(_ argv: [String], dir: String) -> (Double, Double, Double)? {
     let out = dir + "/time.txt"
-    let status = spawnAndWait(["/usr/bin/time", "-f", "%e %M", "-o", out] + argv, quiet: true)
+    let status = spawnAndWait(["/usr/bin/time", "-f", "%e %M %U %S", "-o", out] + argv, quiet: true)
     guard status == 0, let text = try? String(contentsOfFile: out, encoding: .utf8) else { return nil }
     let parts = text.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Double($0) }
-    guard parts.count >= 2 else { return nil }
-    return (parts[0], parts[1] / 1024)
+    guard parts.count >= 4 else { return nil }
+    return (parts[0], parts[1] / 1024, parts[2] + parts[3])
 }
 
 func pythonScripts(_ dir: String) throws -> (pssh: String, asyncssh: String) {
@@ -184,7 +185,7 @@ func pythonScripts(_ dir: String) throws -> (pssh: String, asyncssh: String) {
 
 struct FleetRow {
     let workload: String
-    var best: [String: (setting: Int, seconds: [Double], mib: [Double])] = [:]
+    var best: [String: (setting: Int, seconds: [Double], mib: [Double], cpu: [Double])] = [:]
 }
 
 func benchFleet(_ f: Fixture, hosts count: Int, rounds: Int) async throws -> [FleetRow] {
@@ -231,19 +232,20 @@ func benchFleet(_ f: Fixture, hosts count: Int, rounds: Int) async throws -> [Fl
             // a first pass picks the best setting, then the rounds run at it
             var bestSetting = settings[impl]![0], bestTime = Double.infinity
             for s in settings[impl]! {
-                guard let (t, _) = timed(argv(impl, mode, s), dir: dir) else { continue }
+                guard let (t, _, _) = timed(argv(impl, mode, s), dir: dir) else { continue }
                 if t < bestTime { (bestSetting, bestTime) = (s, t) }
             }
-            var secs: [Double] = [], mib: [Double] = []
+            var secs: [Double] = [], mib: [Double] = [], cpu: [Double] = []
             for _ in 0..<rounds {
-                guard let (t, m) = timed(argv(impl, mode, bestSetting), dir: dir) else {
+                guard let (t, m, c) = timed(argv(impl, mode, bestSetting), dir: dir) else {
                     out("\(impl) \(mode) failed at setting \(bestSetting)")
                     continue
                 }
                 secs.append(t)
                 mib.append(m)
+                cpu.append(c)
             }
-            row.best[impl] = (bestSetting, secs, mib)
+            row.best[impl] = (bestSetting, secs, mib, cpu)
             out("fleet \(mode) \(impl): done")
         }
         rows.append(row)
@@ -253,15 +255,15 @@ func benchFleet(_ f: Fixture, hosts count: Int, rounds: Int) async throws -> [Fl
 
 func reportFleet(_ rows: [FleetRow]) {
     out()
-    out("| workload | implementation | best setting | wall time median (s) | peak RSS, largest process (MiB) | SSHKit is faster by |")
-    out("|---|---|---|---|---|---|")
+    out("| workload | implementation | best setting | wall time median (s) | client CPU (s) | peak RSS, largest process (MiB) | SSHKit is faster by |")
+    out("|---|---|---|---|---|---|---|")
     for row in rows {
         let ours = median(row.best["SSHKit"]?.seconds ?? [])
         for impl in ["SSHKit", "parallel-ssh", "asyncssh", "xargs -P ssh"] {
             guard let b = row.best[impl] else { continue }
             let t = median(b.seconds)
             let what = impl == "SSHKit" ? "handshakes \(b.setting)" : impl == "xargs -P ssh" ? "-P \(b.setting)" : "concurrency \(b.setting)"
-            out("| \(row.workload) | \(impl) | \(what) | \(String(format: "%.2f", t)) | \(String(format: "%.1f", median(b.mib))) | "
+            out("| \(row.workload) | \(impl) | \(what) | \(String(format: "%.2f", t)) | \(String(format: "%.2f", median(b.cpu))) | \(String(format: "%.1f", median(b.mib))) | "
                 + (impl == "SSHKit" ? "—" : String(format: "%.1fx", t / ours)) + " |")
         }
     }
