@@ -38,6 +38,43 @@ struct JumpHostTests {
         }
     }
 
+    /// Hosts behind the same jump host share one connection to it (SSHFleet, issue 19),
+    /// and SSHClient.connect(_:through:) leaves the jump connection open when it closes.
+    @Test func hostsBehindOneJumpHostShareOneConnectionToIt() async throws {
+        let f = try Fixture()
+        defer { f.stop() }
+        let hosts = (0..<3).map { SSHFleetHost(f.configuration(), name: "t\($0)") }
+        let fleet = try SSHFleet(hosts: hosts)
+        var results: [String: SSHFleetResult<SSHCommandResult>] = [:]
+        for await r in fleet.execute("echo $SSH_CONNECTION") { results[r.host] = r }
+        #expect(results.count == 3)
+        for r in results.values {
+            let words = (try? r.outcome.get().stdoutString)?.split(separator: " ") ?? []
+            #expect(words.last.map(String.init) == "\(f.target.port)\n", "\(r.host): \(r.outcome)")
+        }
+        // three connections to the target, one to the jump host
+        #expect(f.target.sessionProcesses().count == 3, "\(f.target.sessionProcesses())")
+        #expect(f.jump.sessionProcesses().count == 1, "the jump host saw \(f.jump.sessionProcesses().count) connections")
+        await fleet.close()
+        let closed = await eventually(timeout: .seconds(10)) {
+            f.jump.sessionProcesses().isEmpty && f.target.sessionProcesses().isEmpty
+        }
+        #expect(closed)
+
+        // by hand: a target connection through an open jump connection does not own it
+        let jump = try await SSHClient.connect(f.jump.configuration())
+        var target = f.configuration()
+        target.jumpHosts = []
+        let first = try await SSHClient.connect(target, through: jump)
+        await first.close()
+        #expect(jump.isConnected)
+        let second = try await SSHClient.connect(target, through: jump)
+        #expect(try await second.execute("echo ok").stdoutString == "ok\n")
+        await second.close()
+        await #expect(throws: SSHError.self) { try await SSHClient.connect(f.configuration(), through: jump) }
+        await jump.close()
+    }
+
     @Test func twoHopsChainThroughEachOther() async throws {
         let f = try Fixture()
         defer { f.stop() }

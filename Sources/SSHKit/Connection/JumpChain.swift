@@ -51,6 +51,31 @@ enum JumpChain {
         }
     }
 
+    /// One hop to `next` through an open connection that the new one does not own:
+    /// closing the new connection leaves `via` open (a jump host shared by many targets).
+    static func connect(_ next: SSHConfiguration, through via: SSHConnection) async throws(SSHError) -> SSHConnection {
+        let opened: (fd: Int32, bridge: CoreBridge)
+        do throws(SSHError) {
+            opened = try await via.core.openBridgedSocket(
+                to: DirectTarget(unixSocket: false, host: next.host, port: next.port,
+                                 originatorHost: "127.0.0.1", originatorPort: 0),
+                bufferLimit: 2 << 20)
+        } catch {
+            throw hopError(error, via: via, next: next)
+        }
+        var hop = next
+        hop.jumpHosts = []
+        hop.connectedSocket = opened.fd
+        do throws(SSHError) {
+            return try await CoreConnection.connect(hop, jumpBridges: [opened.bridge])
+        } catch {
+            opened.bridge.cancel()
+            var e = error
+            e.message += " (through jump host \(via.host):\(via.port))"
+            throw e
+        }
+    }
+
     /// What a failed channel open through `via` means for the hop to `next`: the server's
     /// reason ("Connection refused", "No route to host", a name it could not resolve)
     /// becomes the code a direct connect would have given.

@@ -39,6 +39,24 @@ public enum SSHClient {
         return try await JumpChain.connect(configuration)
     }
 
+    /// Connects to `configuration`'s host through `jumpHost`, an open connection that may
+    /// carry many others (`ssh -J`, with the jump connection shared): the host is reached
+    /// as `jumpHost`'s server sees it, verified and authenticated with `configuration`.
+    /// The new connection does not own `jumpHost`: closing it leaves `jumpHost` open.
+    /// - Throws: as `connect(_:)`; `invalidArgument` when `configuration` names jump
+    ///   hosts of its own; `connectionRefused`, `hostUnreachable` or `channelOpenFailed`
+    ///   when `jumpHost`'s server cannot reach the host.
+    public static func connect(_ configuration: SSHConfiguration, through jumpHost: SSHConnection)
+        async throws(SSHError) -> SSHConnection
+    {
+        try configuration.validate()
+        guard configuration.jumpHosts.isEmpty, configuration.proxyCommand == nil, configuration.connectedSocket == nil
+        else {
+            throw SSHError(.invalidArgument, "a connection through a jump host takes no jumpHosts, proxyCommand or socket")
+        }
+        return try await JumpChain.connect(configuration, through: jumpHost)
+    }
+
     /// One connection over TCP, or over its `proxyCommand`'s stdin and stdout.
     static func connectDirectly(_ configuration: SSHConfiguration) async throws(SSHError) -> SSHConnection {
         guard let command = configuration.proxyCommand else {

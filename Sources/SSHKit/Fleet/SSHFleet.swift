@@ -82,7 +82,8 @@ public struct SSHFleetResult<Value: Sendable>: Sendable {
 /// sshd's `MaxStartups` or loads the hosts with key exchanges), per-host timeouts,
 /// retries of connection failures only, and results as they finish.
 ///
-/// Open connections are kept and reused by the next run; `close()` closes them.
+/// Open connections are kept and reused by the next run; `close()` closes them. Hosts
+/// behind the same jump hosts (`SSHConfiguration.jumpHosts`) share one connection to them.
 /// Cancelling the task that reads the results ends the run: hosts not started are
 /// skipped and running operations are cancelled (their commands get TERM).
 public final class SSHFleet: Sendable {
@@ -91,6 +92,8 @@ public final class SSHFleet: Sendable {
     /// The limits every run uses.
     public let options: SSHFleetOptions
     private let connections = Mutex<[String: SSHConnection]>([:])
+    /// Connections to jump hosts, one per chain, shared by every host behind it.
+    private let jumps = Mutex<[String: Task<Result<SSHConnection, SSHError>, Never>]>([:])
     /// How to cancel each running turn, by host.
     private let running = Mutex<[String: [UInt64: @Sendable () -> Void]]>([:])
     private let turns = Atomic<UInt64>(0)
@@ -143,13 +146,20 @@ public final class SSHFleet: Sendable {
         for cancel in cancels { cancel() }
     }
 
-    /// Closes every open connection of the fleet.
+    /// Closes every open connection of the fleet, the hosts' first, then the jump hosts'.
     public func close() async {
         let open = connections.withLock { c -> [SSHConnection] in
             defer { c = [:] }
             return Array(c.values)
         }
         for conn in open { await conn.close() }
+        let jumpTasks = jumps.withLock { j -> [Task<Result<SSHConnection, SSHError>, Never>] in
+            defer { j = [:] }
+            return Array(j.values)
+        }
+        for t in jumpTasks {
+            if case .success(let conn) = await t.value { await conn.close() }
+        }
     }
 
     // MARK: one host
@@ -199,6 +209,36 @@ public final class SSHFleet: Sendable {
         return result
     }
 
+    /// The open connection to `configuration`'s jump hosts (the last hop, through the
+    /// others), opened once for every host behind the same chain; a failed or closed one
+    /// is forgotten, so the next attempt opens it again.
+    private func jumpConnection(_ configuration: SSHConfiguration, handshakes: FleetGate)
+        async throws(SSHError) -> SSHConnection
+    {
+        let key = configuration.jumpHosts.map { "\($0.user)@\($0.host):\($0.port)" }.joined(separator: ",")
+        let task = jumps.withLock { j -> Task<Result<SSHConnection, SSHError>, Never> in
+            if let t = j[key] { return t }
+            var jump = configuration.jumpHosts[configuration.jumpHosts.count - 1]
+            jump.jumpHosts = Array(configuration.jumpHosts.dropLast())
+            let t = Task { () -> Result<SSHConnection, SSHError> in
+                do throws(SSHError) {
+                    return .success(try await handshakes.withPlace { () async throws(SSHError) -> SSHConnection in
+                        try await SSHClient.connect(jump)
+                    })
+                } catch {
+                    return .failure(error)
+                }
+            }
+            j[key] = t
+            return t
+        }
+        let result = await task.value
+        if case .success(let conn) = result, conn.isConnected { return conn }
+        jumps.withLock { j in if j[key] == task { j[key] = nil } }
+        if case .failure(let e) = result { throw e }
+        throw SSHError(.connectionClosed, "the connection to the jump host \(key) has closed")
+    }
+
     /// Failures of a connection attempt worth another one.
     static let retryable: Set<SSHError.Code> = [
         .nameResolutionFailed, .connectionRefused, .hostUnreachable, .connectTimeout,
@@ -214,8 +254,19 @@ public final class SSHFleet: Sendable {
         while true {
             attempts += 1
             do throws(SSHError) {
-                let conn = try await handshakes.withPlace { () async throws(SSHError) -> SSHConnection in
-                    try await SSHClient.connect(host.configuration)
+                let conn: SSHConnection
+                if host.configuration.jumpHosts.isEmpty {
+                    conn = try await handshakes.withPlace { () async throws(SSHError) -> SSHConnection in
+                        try await SSHClient.connect(host.configuration)
+                    }
+                } else {
+                    // hosts behind the same jump hosts share one connection to them
+                    let via = try await jumpConnection(host.configuration, handshakes: handshakes)
+                    var target = host.configuration
+                    target.jumpHosts = []
+                    conn = try await handshakes.withPlace { () async throws(SSHError) -> SSHConnection in
+                        try await SSHClient.connect(target, through: via)
+                    }
                 }
                 let replaced = connections.withLock { c -> SSHConnection? in
                     defer { c[host.name] = conn }
