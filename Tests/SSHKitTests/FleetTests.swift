@@ -39,7 +39,10 @@ final class CountingListeners: Sendable {
         while !stopping.load(ordering: .acquiring) {
             var pfds = (fds + peers).map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
             _ = poll(&pfds, nfds_t(pfds.count), 50)
-            for p in pfds where p.revents != 0 {
+            // closes first, then accepts: a client that closed before it opened the next
+            // connection is never counted twice in one poll
+            let ready = pfds.filter { $0.revents != 0 }
+            for p in ready.filter({ !fds.contains($0.fd) }) + ready.filter({ fds.contains($0.fd) }) {
                 if fds.contains(p.fd) {
                     let c = accept(p.fd, nil, nil)
                     guard c >= 0 else { continue }
