@@ -255,7 +255,7 @@ void sshcore_conn_adopt_starting_channel(sshcore_conn *conn,
                                          bool exec,
                                          bool signal);
 /* Takes a channel whose process is to stop: TERM now and again every 100 ms
- * until the server reports the end (EOF or CLOSE), at most 10 s; then EOF and
+ * until the server reports the end (EOF or CLOSE), at most 2 s; then EOF and
  * CLOSE. (sshd answers an exec before its child made its process group: a
  * TERM that early finds no group and is lost.) */
 void sshcore_conn_adopt_stopping_channel(sshcore_conn *conn, ssh_channel ch);

@@ -15,7 +15,7 @@
 
 /* STOPPING: TERM again after this long, close regardless after that long */
 #define ORPHAN_SIGNAL_INTERVAL_MS 100
-#define ORPHAN_STOP_LIMIT_MS      10000
+#define ORPHAN_STOP_LIMIT_MS      2000
 
 static struct sshcore_orphan *_Nullable orphan_new(
     sshcore_conn *conn,
