@@ -3,6 +3,7 @@
 //
 //   ssh-fleet run -f hosts.txt -- uname -a          (one host per line: [user@]host[:port] or an alias)
 //   ssh-fleet run -H web1 -H web2 --group -- df -h /
+//   ssh-fleet run -H 'web*,!web3' -- uptime              (the Host names in ssh_config it matches)
 //   ssh-fleet put -f hosts.txt app.conf /etc/app/app.conf
 //   ssh-fleet get -f hosts.txt /var/log/app.log ./logs     (./logs/<host>/app.log)
 import ArgumentParser
@@ -17,7 +18,8 @@ struct SSHFleetTool: AsyncParsableCommand {
         abstract: "Run a command, an upload or a download on many hosts at once.",
         discussion: """
             Hosts come from -H (repeatable) and -f (a file, one per line, # comments), as \
-            [user@]host[:port] or an ssh_config alias; ~/.ssh/config (or -F) and its known_hosts \
+            [user@]host[:port], an ssh_config alias, or a pattern list ('web*,!web3') that stands for \
+            the names ssh_config's Host lines declare and it matches; ~/.ssh/config (or -F) and its known_hosts \
             files apply to each, as for ssh. Nobody is asked anything: an unknown host key fails that \
             host (as under BatchMode), it is never accepted. Exit status: 0 when every host succeeded \
             (a command exited 0), 1 when one did not, 255 for a bad configuration or host list.
@@ -27,7 +29,7 @@ struct SSHFleetTool: AsyncParsableCommand {
 
 /// What every subcommand takes: the hosts, the limits, the output form, ssh's options.
 struct FleetArguments: ParsableArguments {
-    @Option(name: .customShort("H"), help: ArgumentHelp("A host ([user@]host[:port] or an alias); repeatable.",
+    @Option(name: .customShort("H"), help: ArgumentHelp("A host ([user@]host[:port], an alias, or a pattern over ssh_config's Host names); repeatable.",
                                                         valueName: "host"))
     var hosts: [String] = []
     @Option(name: .customShort("f"), help: ArgumentHelp("A file of hosts, one per line.", valueName: "file"))
@@ -66,6 +68,7 @@ struct FleetArguments: ParsableArguments {
                 if !entry.isEmpty { names.append(entry) }
             }
         }
+        names = try expandingPatterns(names)
         guard !names.isEmpty else {
             FileHandle.standardError.write(Data("ssh-fleet: no hosts (-H or -f)\n".utf8))
             throw ExitCode(255)
@@ -91,6 +94,32 @@ struct FleetArguments: ParsableArguments {
             FileHandle.standardError.write(Data("ssh-fleet: \(error.message)\n".utf8))
             throw ExitCode(255)
         }
+    }
+
+    /// Each entry with `*` or `?` is a pattern list (`web*,!web3`) and stands for the
+    /// hosts ssh_config's `Host` lines name that it matches; the rest stay as they are.
+    /// Each host once, in order. Exits 255 when a pattern matches none.
+    func expandingPatterns(_ entries: [String]) throws -> [String] {
+        var out: [String] = [], seen: Set<String> = []
+        for entry in entries {
+            guard entry.contains(where: { $0 == "*" || $0 == "?" }) else {
+                if seen.insert(entry).inserted { out.append(entry) }
+                continue
+            }
+            let matches: [String]
+            do throws(SSHConfigError) {
+                matches = try OpenSSHConfig(configFile: ssh.configFile).declaredHosts(matching: entry)
+            } catch {
+                FileHandle.standardError.write(Data("ssh-fleet: \(error)\n".utf8))
+                throw ExitCode(255)
+            }
+            guard !matches.isEmpty else {
+                FileHandle.standardError.write(Data("ssh-fleet: no Host in ssh_config matches \"\(entry)\"\n".utf8))
+                throw ExitCode(255)
+            }
+            for name in matches where seen.insert(name).inserted { out.append(name) }
+        }
+        return out
     }
 }
 
@@ -190,6 +219,35 @@ final class FleetReport: @unchecked Sendable {
         showProgress()
     }
 
+    /// A host's result, whatever the operation: `describe` says what its value means.
+    func finished<Value>(_ r: SSHFleetResult<Value>,
+                         _ describe: (Value) -> (ok: Bool, status: String, stdout: String, stderr: String)) {
+        let seconds = Double(r.duration.components.seconds) + Double(r.duration.components.attoseconds) / 1e18
+        switch r.outcome {
+        case .success(let value):
+            let d = describe(value)
+            finished(r.host, ok: d.ok, status: d.status, reason: nil, stdout: d.stdout, stderr: d.stderr,
+                     attempts: r.connectAttempts, seconds: seconds)
+        case .failure(let e):
+            finished(r.host, ok: false, status: "failed", reason: "\(e.code): \(e.message)", stdout: "", stderr: "",
+                     attempts: r.connectAttempts, seconds: seconds)
+        }
+    }
+
+    /// Runs a file transfer on every host of `fleet` (its value: the bytes moved),
+    /// reports each host, closes the fleet and exits with the summary's status.
+    static func transfer(_ fleet: SSHFleet, _ arguments: FleetArguments,
+                         _ operation: @escaping @Sendable (SSHFleetHost, SSHConnection) async throws(SSHError) -> UInt64)
+        async throws -> Never
+    {
+        let report = FleetReport(total: fleet.hosts.count, json: arguments.json, group: arguments.group)
+        for await r in fleet.run(operation) {
+            report.finished(r) { bytes in (true, "\(bytes) bytes", "", "") }
+        }
+        await fleet.close()
+        throw ExitCode(report.summary())
+    }
+
     /// The summary on stderr; 0 when every host succeeded, else 1.
     func summary() -> Int32 {
         lock.lock()
@@ -247,15 +305,7 @@ extension SSHFleetTool {
                 return (try await cmd.exitStatus(), out, err)
             }
             for await r in results {
-                let seconds = Double(r.duration.components.seconds) + Double(r.duration.components.attoseconds) / 1e18
-                switch r.outcome {
-                case .success(let (status, out, err)):
-                    report.finished(r.host, ok: status == .exited(0), status: status.label, reason: nil,
-                                    stdout: out, stderr: err, attempts: r.connectAttempts, seconds: seconds)
-                case .failure(let e):
-                    report.finished(r.host, ok: false, status: "failed", reason: "\(e.code): \(e.message)",
-                                    stdout: "", stderr: "", attempts: r.connectAttempts, seconds: seconds)
-                }
+                report.finished(r) { status, out, err in (status == .exited(0), status.label, out, err) }
             }
             await f.close()
             throw ExitCode(report.summary())
@@ -274,25 +324,12 @@ extension SSHFleetTool {
                 throw ExitCode(255)
             }
             let f = try fleet.fleet()
-            let report = FleetReport(total: f.hosts.count, json: fleet.json, group: fleet.group)
             let (local, remote) = (local, remote)
-            for await r in f.run({ _, conn throws(SSHError) -> UInt64 in
+            try await FleetReport.transfer(f, fleet) { _, conn throws(SSHError) -> UInt64 in
                 let sftp = try await conn.openSFTP()
                 defer { sftp.close() }
                 return try await sftp.upload(local, to: SFTPPath(remote))
-            }) {
-                let seconds = Double(r.duration.components.seconds) + Double(r.duration.components.attoseconds) / 1e18
-                switch r.outcome {
-                case .success(let bytes):
-                    report.finished(r.host, ok: true, status: "\(bytes) bytes", reason: nil, stdout: "", stderr: "",
-                                    attempts: r.connectAttempts, seconds: seconds)
-                case .failure(let e):
-                    report.finished(r.host, ok: false, status: "failed", reason: "\(e.code): \(e.message)",
-                                    stdout: "", stderr: "", attempts: r.connectAttempts, seconds: seconds)
-                }
             }
-            await f.close()
-            throw ExitCode(report.summary())
         }
     }
 
@@ -305,10 +342,9 @@ extension SSHFleetTool {
 
         func run() async throws {
             let f = try fleet.fleet()
-            let report = FleetReport(total: f.hosts.count, json: fleet.json, group: fleet.group)
             let name = (remote as NSString).lastPathComponent
             let (remote, directory) = (remote, directory)
-            for await r in f.run({ host, conn throws(SSHError) -> UInt64 in
+            try await FleetReport.transfer(f, fleet) { host, conn throws(SSHError) -> UInt64 in
                 // the host's name as given (an alias or an address) names its directory
                 let dir = directory + "/" + host.name.replacingOccurrences(of: "/", with: "_")
                 do {
@@ -319,19 +355,7 @@ extension SSHFleetTool {
                 let sftp = try await conn.openSFTP()
                 defer { sftp.close() }
                 return try await sftp.download(SFTPPath(remote), to: dir + "/" + name)
-            }) {
-                let seconds = Double(r.duration.components.seconds) + Double(r.duration.components.attoseconds) / 1e18
-                switch r.outcome {
-                case .success(let bytes):
-                    report.finished(r.host, ok: true, status: "\(bytes) bytes", reason: nil, stdout: "", stderr: "",
-                                    attempts: r.connectAttempts, seconds: seconds)
-                case .failure(let e):
-                    report.finished(r.host, ok: false, status: "failed", reason: "\(e.code): \(e.message)",
-                                    stdout: "", stderr: "", attempts: r.connectAttempts, seconds: seconds)
-                }
             }
-            await f.close()
-            throw ExitCode(report.summary())
         }
     }
 }

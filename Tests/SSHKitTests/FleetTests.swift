@@ -139,6 +139,37 @@ struct FleetTests {
         #expect(listeners.most == 2, "at most 2 key exchanges at once, and the limit was used: \(listeners.most)")
     }
 
+    @Test func hostsBehindAJumpHostThatCannotBeReachedTryItOnceTogether() async throws {
+        // a jump host that accepts and never answers: each attempt times out
+        let jump = try CountingListeners(count: 1)
+        defer { jump.stop() }
+        let jumpConfig = SSHConfiguration(host: "127.0.0.1", port: jump.ports[0], user: "nobody",
+                                          authentication: .password("x"), hostKeyPolicy: .pinned(["SHA256:none"]),
+                                          connectTimeout: .seconds(1))
+        let hosts = (0..<4).map { i in
+            var c = SSHConfiguration(host: "10.0.0.\(i + 1)", user: "nobody", authentication: .password("x"),
+                                     hostKeyPolicy: .pinned(["SHA256:none"]))
+            c.jumpHosts = [jumpConfig]
+            return SSHFleetHost(c, name: "behind-\(i)")
+        }
+        let fleet = try SSHFleet(hosts: hosts, options: SSHFleetOptions(
+            maxConcurrentHandshakes: 8, connectRetries: 1, retryBackoff: .milliseconds(10)))
+        let first = await Self.collect(fleet.execute("true"))
+        #expect(first.count == 4)
+        for r in first.values {
+            if case .failure(let e) = r.outcome { #expect(e.code == .connectTimeout, "\(r.host): \(e)") } else {
+                Issue.record("\(r.host) succeeded behind a jump host that never answers")
+            }
+            #expect(r.connectAttempts == 0, "\(r.host) made its own attempt")
+        }
+        // 1 + connectRetries attempts for the four of them, not for each
+        #expect(jump.accepted == 2, "\(jump.accepted) connections to the jump host")
+        // the failure holds for its run only: the next run tries again
+        _ = await Self.collect(fleet.execute("true"))
+        #expect(jump.accepted == 4, "\(jump.accepted)")
+        await fleet.close()
+    }
+
     @Test func handshakesStartNoFasterThanTheRate() async throws {
         let listeners = try CountingListeners(count: 4)
         defer { listeners.stop() }

@@ -74,6 +74,25 @@ struct FleetToolTests {
         #expect(g.err.contains("3 hosts, 3 succeeded, 0 failed"))
     }
 
+    @Test func hostsFromSSHConfigPatterns() throws {
+        let f = try Self.fleet()
+        defer { f.stop() }
+        // h0…h2, gone and stranger are Host lines; "h*,!h1" is h0 and h2, in the file's order
+        let r = try ToolSetup.run("ssh-fleet", ["run", "-F", f.setup.config, "-H", "h*,!h1", "-H", "h0", "--",
+                                                "echo hi"])
+        #expect(r.status == 0, "\(r)")
+        #expect(r.out.contains("h0: hi\n") && r.out.contains("h2: hi\n") && !r.out.contains("h1:"), "\(r.out)")
+        // h0 named twice runs once
+        #expect(r.out.components(separatedBy: "h0: hi").count == 2, "\(r.out)")
+        #expect(r.err.contains("2 hosts, 2 succeeded, 0 failed"), "\(r.err)")
+        let list = f.setup.dir + "/patterns"
+        try "h?  # every h\n".write(toFile: list, atomically: true, encoding: .utf8)
+        let all = try ToolSetup.run("ssh-fleet", ["run", "-F", f.setup.config, "-f", list, "--", "true"])
+        #expect(all.status == 0 && all.err.contains("3 hosts, 3 succeeded"), "\(all)")
+        let none = try ToolSetup.run("ssh-fleet", ["run", "-F", f.setup.config, "-H", "db*", "--", "true"])
+        #expect(none.status == 255 && none.err.contains("no Host in ssh_config matches \"db*\""), "\(none)")
+    }
+
     @Test func putAndGetCopyToAndFromEveryHost() throws {
         let f = try Self.fleet()
         defer { f.stop() }

@@ -8,6 +8,12 @@ import SSHKit
 // measured the same way; each at a few concurrency settings, the best one reported.
 
 /// N sshd processes, the fixture's configuration with a port each.
+///
+/// By default the servers are lean: no PAM and no re-exec per connection (`sshd -r`), about
+/// 11 ms of server CPU per login and command instead of about 28 ms. On a real fleet each
+/// host pays that on its own CPU; here 100 hosts share the client's 2 cores, and the servers'
+/// cost would hide the clients' differences. `SSHKIT_BENCH_FLEET_SERVERS=fixture` runs the
+/// fixture's configuration unchanged (PAM, re-exec).
 struct FleetServers {
     let dir: String
     let ports: [Int]
@@ -17,6 +23,7 @@ struct FleetServers {
         let dir = f.dir + "/fleet"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let base = try String(contentsOfFile: f.dir + "/sshd_config", encoding: .utf8)
+        let lean = FleetServers.lean
         var ports: [Int] = [], pids: [pid_t] = []
         for i in 0..<count {
             let port = try freePort()
@@ -24,6 +31,7 @@ struct FleetServers {
                 if line.hasPrefix("Port ") { return "Port \(port)" }
                 if line.hasPrefix("LogLevel ") { return "LogLevel ERROR" }
                 if line.hasPrefix("PidFile ") { return "PidFile \(dir)/sshd-\(i).pid.unused" }
+                if lean && line.hasPrefix("UsePAM ") { return "UsePAM no" }
                 return String(line)
             }.joined(separator: "\n") + "\n"
             let path = "\(dir)/sshd_config-\(i)"
@@ -33,7 +41,7 @@ struct FleetServers {
             posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
             posix_spawn_file_actions_addopen(&actions, 2, "\(dir)/sshd-\(i).log", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-            guard let pid = spawn(["/usr/sbin/sshd", "-D", "-e", "-f", path], &actions) else {
+            guard let pid = spawn(["/usr/sbin/sshd", "-D", "-e", "-f", path] + (lean ? ["-r"] : []), &actions) else {
                 posix_spawn_file_actions_destroy(&actions)
                 throw BenchError("sshd \(i) did not start")
             }
@@ -55,6 +63,8 @@ struct FleetServers {
         }
         return servers
     }
+
+    static var lean: Bool { ProcessInfo.processInfo.environment["SSHKIT_BENCH_FLEET_SERVERS"] != "fixture" }
 
     func stop() {
         for pid in pids { kill(pid, SIGTERM) }
@@ -267,5 +277,6 @@ func reportFleet(_ rows: [FleetRow]) {
                 + (impl == "SSHKit" ? "—" : String(format: "%.1fx", t / ours)) + " |")
         }
     }
-    out("samples per implementation: \(rows.first?.best["SSHKit"]?.seconds.count ?? 0) (after a pass over the settings)")
+    out("samples per implementation: \(rows.first?.best["SSHKit"]?.seconds.count ?? 0) (after a pass over the settings); "
+        + (FleetServers.lean ? "lean servers (no PAM, sshd -r)" : "the fixture's server configuration (PAM, re-exec)"))
 }

@@ -113,6 +113,35 @@ public struct OpenSSHConfig: Sendable {
         return try reader.finish(hostName: finalHost)
     }
 
+    /// The hosts the files name: every word of a `Host` line that is not a pattern (has no
+    /// `*`, `?` or `!`), in the order ssh reads the files (`Include`s followed), each once.
+    /// With `patterns`, only the names that list matches as a `Host` line would: a
+    /// comma-separated list of `*`/`?` patterns, `!` excluding (`"web*,!web3"`). This is
+    /// how a fleet takes "every `web` host" from ssh_config.
+    /// - Throws: `SSHConfigError` where `resolve` would (an unreadable file, a bad keyword).
+    public func declaredHosts(matching patterns: String? = nil) throws(SSHConfigError) -> [String] {
+        var reader = SSHConfigReader(hostArgument: "", context: context, allowsExec: false)
+        reader.collectsHostNames = true
+        try readFiles(&reader, finalPass: false)
+        return Self.filter(reader.declaredHostNames, patterns)
+    }
+
+    /// `declaredHosts` with `text` as the only configuration file, for the tests of the parser.
+    static func declaredHosts(text: [UInt8], matching patterns: String?, context: Context) throws(SSHConfigError)
+        -> [String]
+    {
+        var reader = SSHConfigReader(hostArgument: "", context: context, allowsExec: false)
+        reader.collectsHostNames = true
+        reader.readText(text, file: "<text>")
+        try reader.readPending()
+        return filter(reader.declaredHostNames, patterns)
+    }
+
+    private static func filter(_ names: [String], _ patterns: String?) -> [String] {
+        guard let patterns else { return names }
+        return names.filter { SSHConfigSyntax.matchList($0, patterns, lowercasePatterns: false) == 1 }
+    }
+
     /// Resolves `host` with `text` as the only configuration file (`<text>` in errors):
     /// for the fuzzer and the tests of the parser.
     static func resolve(_ host: String, text: [UInt8], context: Context) throws(SSHConfigError) -> SSHHostConfig {

@@ -50,6 +50,12 @@ struct SSHConfigReader {
     let allowsExec: Bool
     var settings = Settings()
     var warnings: [SSHConfigWarning] = []
+    /// Set to list the names `Host` lines declare instead of resolving a host: `Match`
+    /// blocks are then skipped without being evaluated.
+    var collectsHostNames = false
+    /// The declared names, once each, in reading order (when `collectsHostNames`).
+    private(set) var declaredHostNames: [String] = []
+    private var declaredHostNameSet: Set<String> = []
     private(set) var wantsFinalPass = false
     private var finalPass = false
     /// What `Host` lines match: the name as given, then in a final pass the final host.
@@ -224,6 +230,7 @@ struct SSHConfigReader {
         case "host":
             if commandLine { throw fail(.syntax, "Host directive not supported as a command-line option") }
             active = false
+            if collectsHostNames { declare(words) }
             for word in words {
                 if word.isEmpty { throw fail(.syntax, "keyword host empty argument") }
                 if position.neverMatch { break }
@@ -236,6 +243,10 @@ struct SSHConfigReader {
             return
         case "match":
             if commandLine { throw fail(.syntax, "Match directive not supported as a command-line option") }
+            if collectsHostNames {
+                active = false
+                return
+            }
             let result = try matchLine(rest, file: file, line: line)
             active = position.neverMatch ? false : result
             return
@@ -260,6 +271,13 @@ struct SSHConfigReader {
         try SSHConfigKeywords.apply(keyword, words, to: &settings, active: isActive, userConfig: position.userConfig,
                                     environment: context.environment, fail: fail)
         recordOther(keyword, words, active: isActive)
+    }
+
+    /// Records the names among a `Host` line's words: those that are not patterns.
+    private mutating func declare(_ words: [String]) {
+        for word in words where !word.isEmpty && !word.contains(where: { $0 == "*" || $0 == "?" || $0 == "!" }) {
+            if declaredHostNameSet.insert(word).inserted { declaredHostNames.append(word) }
+        }
     }
 
     private mutating func recordOther(_ keyword: String, _ words: [String], active: Bool) {

@@ -69,7 +69,8 @@ public struct SSHFleetResult<Value: Sendable>: Sendable {
     /// failure after its retries, `hostKeyRejected`, `authenticationFailed`, `timedOut`
     /// past `hostTimeout`, `cancelled`, or what the operation threw.
     public var outcome: Result<Value, SSHError>
-    /// Connection attempts made (0 when an open connection was reused).
+    /// Connection attempts made (0 when an open connection was reused, or when the
+    /// host's jump host could not be reached: that failure is the jump host's).
     public var connectAttempts: Int
     /// Time spent connecting, waits for the handshake limit and retries included.
     public var connectDuration: Duration
@@ -93,7 +94,9 @@ public final class SSHFleet: Sendable {
     public let options: SSHFleetOptions
     private let connections = Mutex<[String: SSHConnection]>([:])
     /// Connections to jump hosts, one per chain, shared by every host behind it.
-    private let jumps = Mutex<[String: Task<Result<SSHConnection, SSHError>, Never>]>([:])
+    private let jumps = Mutex<[String: JumpAttempt]>([:])
+    /// Ids of runs, so a jump host's failure holds for the rest of its run only.
+    private let runs = Atomic<UInt64>(0)
     /// How to cancel each running turn, by host.
     private let running = Mutex<[String: [UInt64: @Sendable () -> Void]]>([:])
     private let turns = Atomic<UInt64>(0)
@@ -124,11 +127,13 @@ public final class SSHFleet: Sendable {
         let operations = FleetGate(limit: options.maxConcurrentOperations)
         let handshakes = FleetGate(limit: options.maxConcurrentHandshakes,
                                    interval: options.handshakesPerSecond.map { .seconds(1 / $0) })
+        let runID = runs.add(1, ordering: .relaxed).newValue
         let driver = Task {
             await withTaskGroup(of: Void.self) { group in
                 for host in hosts {
                     group.addTask {
-                        let result = await self.turn(host, operations: operations, handshakes: handshakes, operation)
+                        let result = await self.turn(host, run: runID, operations: operations, handshakes: handshakes,
+                                                     operation)
                         continuation.yield(result)
                     }
                 }
@@ -153,19 +158,20 @@ public final class SSHFleet: Sendable {
             return Array(c.values)
         }
         for conn in open { await conn.close() }
-        let jumpTasks = jumps.withLock { j -> [Task<Result<SSHConnection, SSHError>, Never>] in
+        let jumpAttempts = jumps.withLock { j -> [JumpAttempt] in
             defer { j = [:] }
             return Array(j.values)
         }
-        for t in jumpTasks {
-            if case .success(let conn) = await t.value { await conn.close() }
+        // one still connecting is left to end on its own: its connection then has no user
+        for a in jumpAttempts {
+            if case .success(let conn) = a.outcome { await conn.close() }
         }
     }
 
     // MARK: one host
 
     private func turn<Value: Sendable>(
-        _ host: SSHFleetHost, operations: FleetGate, handshakes: FleetGate,
+        _ host: SSHFleetHost, run: UInt64, operations: FleetGate, handshakes: FleetGate,
         _ operation: @escaping @Sendable (SSHFleetHost, SSHConnection) async throws(SSHError) -> Value
     ) async -> SSHFleetResult<Value> {
         let start = ContinuousClock.now
@@ -176,7 +182,7 @@ public final class SSHFleet: Sendable {
             do throws(SSHError) {
                 try await operations.enter()
                 defer { operations.leave() }
-                let conn = try await self.connection(host, handshakes: handshakes, attempts: &attempts)
+                let conn = try await self.connection(host, run: run, handshakes: handshakes, attempts: &attempts)
                 connected = .now
                 outcome = .success(try await operation(host, conn))
             } catch {
@@ -210,32 +216,46 @@ public final class SSHFleet: Sendable {
     }
 
     /// The open connection to `configuration`'s jump hosts (the last hop, through the
-    /// others), opened once for every host behind the same chain; a failed or closed one
-    /// is forgotten, so the next attempt opens it again.
-    private func jumpConnection(_ configuration: SSHConfiguration, handshakes: FleetGate)
+    /// others), opened once for every host behind the same chain, with the fleet's retries.
+    /// Its failure is every such host's failure for the rest of this run (none tries it
+    /// again); a later run, or a host that finds the connection closed, opens it again.
+    private func jumpConnection(_ configuration: SSHConfiguration, run: UInt64, handshakes: FleetGate)
         async throws(SSHError) -> SSHConnection
     {
         let key = configuration.jumpHosts.map { "\($0.user)@\($0.host):\($0.port)" }.joined(separator: ",")
-        let task = jumps.withLock { j -> Task<Result<SSHConnection, SSHError>, Never> in
-            if let t = j[key] { return t }
-            var jump = configuration.jumpHosts[configuration.jumpHosts.count - 1]
-            jump.jumpHosts = Array(configuration.jumpHosts.dropLast())
-            let t = Task { () -> Result<SSHConnection, SSHError> in
-                do throws(SSHError) {
-                    return .success(try await handshakes.withPlace { () async throws(SSHError) -> SSHConnection in
-                        try await SSHClient.connect(jump)
-                    })
-                } catch {
-                    return .failure(error)
+        let jump = {
+            var last = configuration.jumpHosts[configuration.jumpHosts.count - 1]
+            last.jumpHosts = Array(configuration.jumpHosts.dropLast())
+            return last
+        }()
+        // a connection found closed is opened again once
+        for _ in 0..<2 {
+            let attempt = jumps.withLock { j -> JumpAttempt in
+                if let a = j[key] {
+                    switch a.outcome {
+                    case .failure where a.run != run: break
+                    case .success(let conn) where !conn.isConnected: break
+                    default: return a
+                    }
                 }
+                let a = JumpAttempt(run: run) { [self] () async throws(SSHError) -> SSHConnection in
+                    var attempts = 0
+                    return try await retrying("the jump host \(key)", attempts: &attempts) {
+                        () async throws(SSHError) -> SSHConnection in
+                        try await handshakes.withPlace { () async throws(SSHError) -> SSHConnection in
+                            try await SSHClient.connect(jump)
+                        }
+                    }
+                }
+                j[key] = a
+                return a
             }
-            j[key] = t
-            return t
+            switch await attempt.value() {
+            case .success(let conn) where conn.isConnected: return conn
+            case .success: continue
+            case .failure(let e): throw e
+            }
         }
-        let result = await task.value
-        if case .success(let conn) = result, conn.isConnected { return conn }
-        jumps.withLock { j in if j[key] == task { j[key] = nil } }
-        if case .failure(let e) = result { throw e }
         throw SSHError(.connectionClosed, "the connection to the jump host \(key) has closed")
     }
 
@@ -245,35 +265,16 @@ public final class SSHFleet: Sendable {
         .disconnected, .connectionLost, .connectionClosed,
     ]
 
-    /// The host's open connection, or a new one (under the handshake limit, retried).
-    private func connection(_ host: SSHFleetHost, handshakes: FleetGate, attempts: inout Int)
-        async throws(SSHError) -> SSHConnection
+    /// `attempt`, tried again after a failure worth it, up to `connectRetries` times,
+    /// with a doubling backoff and jitter; `attempts` counts the tries.
+    private func retrying<T>(_ what: String, attempts: inout Int,
+                             _ attempt: () async throws(SSHError) -> T) async throws(SSHError) -> T
     {
-        if let open = connections.withLock({ $0[host.name] }), open.isConnected { return open }
         var backoff = options.retryBackoff
         while true {
             attempts += 1
             do throws(SSHError) {
-                let conn: SSHConnection
-                if host.configuration.jumpHosts.isEmpty {
-                    conn = try await handshakes.withPlace { () async throws(SSHError) -> SSHConnection in
-                        try await SSHClient.connect(host.configuration)
-                    }
-                } else {
-                    // hosts behind the same jump hosts share one connection to them
-                    let via = try await jumpConnection(host.configuration, handshakes: handshakes)
-                    var target = host.configuration
-                    target.jumpHosts = []
-                    conn = try await handshakes.withPlace { () async throws(SSHError) -> SSHConnection in
-                        try await SSHClient.connect(target, through: via)
-                    }
-                }
-                let replaced = connections.withLock { c -> SSHConnection? in
-                    defer { c[host.name] = conn }
-                    return c[host.name]
-                }
-                if let replaced { await replaced.close() }
-                return conn
+                return try await attempt()
             } catch {
                 guard Self.retryable.contains(error.code), attempts <= options.connectRetries, !Task.isCancelled else {
                     throw error
@@ -282,11 +283,38 @@ public final class SSHFleet: Sendable {
                 do {
                     try await Task.sleep(for: backoff * jitter)
                 } catch {
-                    throw SSHError(.cancelled, "connecting to \(host.name) was cancelled")
+                    throw SSHError(.cancelled, "connecting to \(what) was cancelled")
                 }
                 backoff *= 2
             }
         }
+    }
+
+    /// The host's open connection, or a new one (under the handshake limit, retried).
+    private func connection(_ host: SSHFleetHost, run: UInt64, handshakes: FleetGate, attempts: inout Int)
+        async throws(SSHError) -> SSHConnection
+    {
+        if let open = connections.withLock({ $0[host.name] }), open.isConnected { return open }
+        var target = host.configuration
+        var via: SSHConnection?
+        if !target.jumpHosts.isEmpty {
+            // hosts behind the same jump hosts share one connection to them, retried for
+            // all of them at once: its failure is not retried again by each host
+            via = try await jumpConnection(target, run: run, handshakes: handshakes)
+            target.jumpHosts = []
+        }
+        let conn = try await retrying(host.name, attempts: &attempts) { () async throws(SSHError) -> SSHConnection in
+            try await handshakes.withPlace { () async throws(SSHError) -> SSHConnection in
+                if let via { return try await SSHClient.connect(target, through: via) }
+                return try await SSHClient.connect(target)
+            }
+        }
+        let replaced = connections.withLock { c -> SSHConnection? in
+            defer { c[host.name] = conn }
+            return c[host.name]
+        }
+        if let replaced { await replaced.close() }
+        return conn
     }
 }
 

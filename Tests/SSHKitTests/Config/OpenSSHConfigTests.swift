@@ -54,6 +54,32 @@ struct OpenSSHConfigTests {
         #expect(throws: SSHConfigError.self) { try OpenSSHConfig(options: ["Include /etc/passwd"], context: context).resolve("h") }
     }
 
+    @Test func declaredHostsAreTheNamesOfHostLinesFollowingIncludes() throws {
+        let (dir, context) = try Self.sandbox()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try Self.write(dir + "/.ssh/config", """
+            Host web1 web2 *.internal !bad
+              User deploy
+            Host db
+              Include db.conf
+            Match exec "exit 1"
+              Include late.conf
+            Host web2 web10
+            """)
+        try Self.write(dir + "/.ssh/db.conf", "Host db-replica\n  Port 2222\n")
+        try Self.write(dir + "/.ssh/late.conf", "Host late\n")
+        let config = OpenSSHConfig(configFile: dir + "/.ssh/config", context: context)
+        // Match exec is not run (nor refused) when only names are listed
+        #expect(try config.declaredHosts() == ["web1", "web2", "db", "db-replica", "late", "web10"])
+        #expect(try config.declaredHosts(matching: "web*") == ["web1", "web2", "web10"])
+        #expect(try config.declaredHosts(matching: "web?,db*,!db-*") == ["web1", "web2", "db"])
+        #expect(try config.declaredHosts(matching: "WEB*").isEmpty) // Host patterns are case-sensitive
+        #expect(try config.declaredHosts(matching: "nothing*").isEmpty)
+        // a file ssh would refuse is refused here too, with its line
+        try Self.write(dir + "/.ssh/config", "Host a\n  NoSuchKeyword yes\n")
+        #expect(throws: SSHConfigError.self) { try config.declaredHosts() }
+    }
+
     @Test func relativeIncludesAreUnderTildeSSHAndAMissingOneIsAWarning() throws {
         let (dir, context) = try Self.sandbox()
         defer { try? FileManager.default.removeItem(atPath: dir) }
