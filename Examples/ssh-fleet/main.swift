@@ -159,6 +159,8 @@ final class FleetReport: @unchecked Sendable {
     private let group: Bool
     private let total: Int
     private var done = 0
+    /// Hosts connected and working (not those waiting or connecting).
+    private var running: Set<String> = []
     private var failures: [(host: String, reason: String)] = []
     private let progress = isatty(2) == 1
 
@@ -177,7 +179,17 @@ final class FleetReport: @unchecked Sendable {
 
     private func showProgress() {
         guard progress && !json else { return }
-        write(2, "[\(done)/\(total) done, \(failures.count) failed, \(total - done) left]")
+        write(2, "[\(done)/\(total) done, \(failures.count) failed, \(running.count) running, "
+            + "\(total - done - running.count) waiting or connecting]")
+    }
+
+    /// A host is connected and its operation starts.
+    func started(_ host: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        running.insert(host)
+        clearProgress()
+        showProgress()
     }
 
     /// Output lines of a running host (prefixed mode only).
@@ -198,6 +210,7 @@ final class FleetReport: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         done += 1
+        running.remove(host)
         if !ok { failures.append((host, reason ?? status)) }
         clearProgress()
         if json {
@@ -241,7 +254,10 @@ final class FleetReport: @unchecked Sendable {
         async throws -> Never
     {
         let report = FleetReport(total: fleet.hosts.count, json: arguments.json, group: arguments.group)
-        for await r in fleet.run(operation) {
+        for await r in fleet.run({ host, conn throws(SSHError) -> UInt64 in
+            report.started(host.name)
+            return try await operation(host, conn)
+        }) {
             report.finished(r) { bytes in (true, "\(bytes) bytes", "", "") }
         }
         await fleet.close()
@@ -287,6 +303,7 @@ extension SSHFleetTool {
             let report = FleetReport(total: f.hosts.count, json: fleet.json, group: fleet.group)
             // output lines as they come, prefixed by the host (kept whole for --group and --json)
             let results = f.run { host, conn throws(SSHError) -> (SSHExitStatus, String, String) in
+                report.started(host.name)
                 let cmd = try await conn.startCommand(line)
                 var out = "", err = "", pending = ["", ""]
                 for try await chunk in cmd.mergedOutput {

@@ -55,7 +55,7 @@ struct FleetToolTests {
         #expect(!f.setup.knownHostsText.contains("[127.0.0.1]:\(f.servers[3].port)"))
     }
 
-    @Test func jsonAndGroupedOutputAndAHostsFile() throws {
+    @Test func jsonGroupedAndTerminalOutputAndAHostsFile() throws {
         let f = try Self.fleet()
         defer { f.stop() }
         let list = f.setup.dir + "/hosts"
@@ -72,6 +72,19 @@ struct FleetToolTests {
         #expect(g.status == 0, "\(g)")
         for h in ["h0", "h1", "h2"] { #expect(g.out.contains("== \(h): exit 0\na\nb\n"), "\(g.out)") }
         #expect(g.err.contains("3 hosts, 3 succeeded, 0 failed"))
+        // without a terminal, no progress line
+        #expect(!g.err.contains("\u{1B}") && !r.err.contains("\u{1B}"))
+
+        // on a terminal (script(1) gives it one), a progress line, redrawn in place
+        let tool = TestServer.packageRoot + "/.build/debug/ssh-fleet"
+        let t = try TestServer.runCapturing("/usr/bin/script", [
+            "-qec", "\(tool) run -F \(f.setup.config) -f \(list) -- 'sleep 0.5; echo hi'", "/dev/null",
+        ], env: ToolSetup.environment([:]))
+        #expect(t.status == 0, "\(t)")
+        #expect(t.out.contains("\r\u{1B}[K"), "\(t.out)")
+        #expect(t.out.contains(" running, "), "\(t.out)")
+        #expect(t.out.contains("[3/3 done, 0 failed, 0 running, 0 waiting or connecting]"), "\(t.out)")
+        #expect(t.out.contains("3 hosts, 3 succeeded, 0 failed"), "\(t.out)")
     }
 
     @Test func hostsFromSSHConfigPatterns() throws {

@@ -137,15 +137,37 @@ func fleetWorker(_ args: [String]) async -> Int32 {
     return failed == 0 ? 0 : 1
 }
 
-/// Runs `argv` under /usr/bin/time: (seconds, peak RSS in MiB of the largest process,
-/// client CPU seconds: user + system of the process and what it waited for), nil on failure.
-func timed(_ argv: [String], dir: String) -> (Double, Double, Double)? {
+/// One measured run: wall time, peak RSS in MiB of the largest process, the client's CPU
+/// (user + system of the process and what it waited for), and how busy the whole machine
+/// was meanwhile (servers included; 1 is every core busy all the time).
+struct TimedRun {
+    var seconds: Double
+    var mib: Double
+    var cpu: Double
+    var machineBusy: Double
+}
+
+/// The machine's busy and total CPU time so far (/proc/stat's first line, in ticks).
+func machineTicks() -> (busy: Double, total: Double) {
+    guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+          let line = text.split(separator: "\n").first else { return (0, 0) }
+    let v = line.split(separator: " ").dropFirst().prefix(8).compactMap { Double($0) }
+    guard v.count == 8 else { return (0, 0) }
+    let total = v.reduce(0, +)
+    return (total - v[3] - v[4], total) // idle and iowait are not busy
+}
+
+/// Runs `argv` under /usr/bin/time; nil on failure.
+func timed(_ argv: [String], dir: String) -> TimedRun? {
     let out = dir + "/time.txt"
+    let before = machineTicks()
     let status = spawnAndWait(["/usr/bin/time", "-f", "%e %M %U %S", "-o", out] + argv, quiet: true)
+    let after = machineTicks()
     guard status == 0, let text = try? String(contentsOfFile: out, encoding: .utf8) else { return nil }
     let parts = text.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Double($0) }
     guard parts.count >= 4 else { return nil }
-    return (parts[0], parts[1] / 1024, parts[2] + parts[3])
+    let busy = after.total > before.total ? (after.busy - before.busy) / (after.total - before.total) : 0
+    return TimedRun(seconds: parts[0], mib: parts[1] / 1024, cpu: parts[2] + parts[3], machineBusy: busy)
 }
 
 func pythonScripts(_ dir: String) throws -> (pssh: String, asyncssh: String) {
@@ -195,7 +217,7 @@ func pythonScripts(_ dir: String) throws -> (pssh: String, asyncssh: String) {
 
 struct FleetRow {
     let workload: String
-    var best: [String: (setting: Int, seconds: [Double], mib: [Double], cpu: [Double])] = [:]
+    var best: [String: (setting: Int, runs: [TimedRun])] = [:]
 }
 
 func benchFleet(_ f: Fixture, hosts count: Int, rounds: Int) async throws -> [FleetRow] {
@@ -242,20 +264,18 @@ func benchFleet(_ f: Fixture, hosts count: Int, rounds: Int) async throws -> [Fl
             // a first pass picks the best setting, then the rounds run at it
             var bestSetting = settings[impl]![0], bestTime = Double.infinity
             for s in settings[impl]! {
-                guard let (t, _, _) = timed(argv(impl, mode, s), dir: dir) else { continue }
+                guard let t = timed(argv(impl, mode, s), dir: dir)?.seconds else { continue }
                 if t < bestTime { (bestSetting, bestTime) = (s, t) }
             }
-            var secs: [Double] = [], mib: [Double] = [], cpu: [Double] = []
+            var runs: [TimedRun] = []
             for _ in 0..<rounds {
-                guard let (t, m, c) = timed(argv(impl, mode, bestSetting), dir: dir) else {
+                guard let run = timed(argv(impl, mode, bestSetting), dir: dir) else {
                     out("\(impl) \(mode) failed at setting \(bestSetting)")
                     continue
                 }
-                secs.append(t)
-                mib.append(m)
-                cpu.append(c)
+                runs.append(run)
             }
-            row.best[impl] = (bestSetting, secs, mib, cpu)
+            row.best[impl] = (bestSetting, runs)
             out("fleet \(mode) \(impl): done")
         }
         rows.append(row)
@@ -265,18 +285,21 @@ func benchFleet(_ f: Fixture, hosts count: Int, rounds: Int) async throws -> [Fl
 
 func reportFleet(_ rows: [FleetRow]) {
     out()
-    out("| workload | implementation | best setting | wall time median (s) | client CPU (s) | peak RSS, largest process (MiB) | SSHKit is faster by |")
-    out("|---|---|---|---|---|---|---|")
+    out("| workload | implementation | best setting | wall time median (s) | client CPU (s) | machine busy | peak RSS, largest process (MiB) | SSHKit is faster by |")
+    out("|---|---|---|---|---|---|---|---|")
     for row in rows {
-        let ours = median(row.best["SSHKit"]?.seconds ?? [])
+        let ours = median(row.best["SSHKit"]?.runs.map(\.seconds) ?? [])
         for impl in ["SSHKit", "parallel-ssh", "asyncssh", "xargs -P ssh"] {
             guard let b = row.best[impl] else { continue }
-            let t = median(b.seconds)
+            let t = median(b.runs.map(\.seconds))
             let what = impl == "SSHKit" ? "handshakes \(b.setting)" : impl == "xargs -P ssh" ? "-P \(b.setting)" : "concurrency \(b.setting)"
-            out("| \(row.workload) | \(impl) | \(what) | \(String(format: "%.2f", t)) | \(String(format: "%.2f", median(b.cpu))) | \(String(format: "%.1f", median(b.mib))) | "
+            out("| \(row.workload) | \(impl) | \(what) | \(String(format: "%.2f", t)) | "
+                + "\(String(format: "%.2f", median(b.runs.map(\.cpu)))) | \(String(format: "%.0f%%", 100 * median(b.runs.map(\.machineBusy)))) | "
+                + "\(String(format: "%.1f", median(b.runs.map(\.mib)))) | "
                 + (impl == "SSHKit" ? "—" : String(format: "%.1fx", t / ours)) + " |")
         }
     }
-    out("samples per implementation: \(rows.first?.best["SSHKit"]?.seconds.count ?? 0) (after a pass over the settings); "
-        + (FleetServers.lean ? "lean servers (no PAM, sshd -r)" : "the fixture's server configuration (PAM, re-exec)"))
+    out("samples per implementation: \(rows.first?.best["SSHKit"]?.runs.count ?? 0) (after a pass over the settings); "
+        + (FleetServers.lean ? "lean servers (no PAM, sshd -r)" : "the fixture's server configuration (PAM, re-exec)")
+        + "; machine busy: all cores, servers included, during the run")
 }

@@ -361,7 +361,7 @@ do {
         reportTransports(try await benchTransports(fixture, rounds: quick ? 4 : 10))
     }
     if only == "fleet" { // not in the default run: it starts 100 sshd processes and needs parallel-ssh
-        reportFleet(try await benchFleet(fixture, hosts: quick ? 20 : 100, rounds: quick ? 2 : 3))
+        reportFleet(try await benchFleet(fixture, hosts: quick ? 20 : 100, rounds: quick ? 2 : 5))
     }
     if only == nil || only == "agents" {
         reportAgents(try await benchAgents(fixture, rounds: quick ? 3 : 10))

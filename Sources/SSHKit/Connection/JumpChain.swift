@@ -20,15 +20,7 @@ enum JumpChain {
             hops.append(try await SSHClient.connectDirectly(configuration.jumpHosts[0]))
             for next in targets {
                 let via = hops[hops.count - 1]
-                let opened: (fd: Int32, bridge: CoreBridge)
-                do throws(SSHError) {
-                    opened = try await via.core.openBridgedSocket(
-                        to: DirectTarget(unixSocket: false, host: next.host, port: next.port,
-                                         originatorHost: "127.0.0.1", originatorPort: 0),
-                        bufferLimit: 2 << 20)
-                } catch {
-                    throw hopError(error, via: via, next: next)
-                }
+                let opened = try await socket(to: next, through: via)
                 bridges.append(opened.bridge)
                 var hop = next
                 hop.connectedSocket = opened.fd
@@ -36,9 +28,7 @@ enum JumpChain {
                 do throws(SSHError) {
                     conn = try await CoreConnection.connect(hop, jumpConnections: hops, jumpBridges: bridges)
                 } catch {
-                    var e = error
-                    e.message += " (through jump host \(via.host):\(via.port))"
-                    throw e
+                    throw saying(error, through: via)
                 }
                 via.logger.debug("jump: connected", metadata: ["via": "\(via.host):\(via.port)", "to": "\(next.host):\(next.port)"])
                 hops.append(conn)
@@ -54,15 +44,7 @@ enum JumpChain {
     /// One hop to `next` through an open connection that the new one does not own:
     /// closing the new connection leaves `via` open (a jump host shared by many targets).
     static func connect(_ next: SSHConfiguration, through via: SSHConnection) async throws(SSHError) -> SSHConnection {
-        let opened: (fd: Int32, bridge: CoreBridge)
-        do throws(SSHError) {
-            opened = try await via.core.openBridgedSocket(
-                to: DirectTarget(unixSocket: false, host: next.host, port: next.port,
-                                 originatorHost: "127.0.0.1", originatorPort: 0),
-                bufferLimit: 2 << 20)
-        } catch {
-            throw hopError(error, via: via, next: next)
-        }
+        let opened = try await socket(to: next, through: via)
         var hop = next
         hop.jumpHosts = []
         hop.connectedSocket = opened.fd
@@ -70,10 +52,30 @@ enum JumpChain {
             return try await CoreConnection.connect(hop, jumpBridges: [opened.bridge])
         } catch {
             opened.bridge.cancel()
-            var e = error
-            e.message += " (through jump host \(via.host):\(via.port))"
-            throw e
+            throw saying(error, through: via)
         }
+    }
+
+    /// A socket whose other end is bridged, inside `via`'s worker, to a `direct-tcpip`
+    /// channel to `next`: the next hop's connection owns it.
+    private static func socket(to next: SSHConfiguration, through via: SSHConnection)
+        async throws(SSHError) -> (fd: Int32, bridge: CoreBridge)
+    {
+        do throws(SSHError) {
+            return try await via.core.openBridgedSocket(
+                to: DirectTarget(unixSocket: false, host: next.host, port: next.port,
+                                 originatorHost: "127.0.0.1", originatorPort: 0),
+                bufferLimit: 2 << 20)
+        } catch {
+            throw hopError(error, via: via, next: next)
+        }
+    }
+
+    /// A hop's failure to connect or log in, saying which jump host it went through.
+    private static func saying(_ error: SSHError, through via: SSHConnection) -> SSHError {
+        var e = error
+        e.message += " (through jump host \(via.host):\(via.port))"
+        return e
     }
 
     /// What a failed channel open through `via` means for the hop to `next`: the server's
