@@ -247,17 +247,13 @@ final class FleetReport: @unchecked Sendable {
         }
     }
 
-    /// Runs a file transfer on every host of `fleet` (its value: the bytes moved),
-    /// reports each host, closes the fleet and exits with the summary's status.
+    /// Reports the results of a file transfer (each the bytes moved), closes the fleet
+    /// and exits with the summary's status.
     static func transfer(_ fleet: SSHFleet, _ arguments: FleetArguments,
-                         _ operation: @escaping @Sendable (SSHFleetHost, SSHConnection) async throws(SSHError) -> UInt64)
-        async throws -> Never
+                         _ start: (FleetReport) -> AsyncStream<SSHFleetResult<UInt64>>) async throws -> Never
     {
         let report = FleetReport(total: fleet.hosts.count, json: arguments.json, group: arguments.group)
-        for await r in fleet.run({ host, conn throws(SSHError) -> UInt64 in
-            report.started(host.name)
-            return try await operation(host, conn)
-        }) {
+        for await r in start(report) {
             report.finished(r) { bytes in (true, "\(bytes) bytes", "", "") }
         }
         await fleet.close()
@@ -342,10 +338,13 @@ extension SSHFleetTool {
             }
             let f = try fleet.fleet()
             let (local, remote) = (local, remote)
-            try await FleetReport.transfer(f, fleet) { _, conn throws(SSHError) -> UInt64 in
-                let sftp = try await conn.openSFTP()
-                defer { sftp.close() }
-                return try await sftp.upload(local, to: SFTPPath(remote))
+            try await FleetReport.transfer(f, fleet) { report in
+                f.run { host, conn throws(SSHError) -> UInt64 in
+                    report.started(host.name)
+                    let sftp = try await conn.openSFTP()
+                    defer { sftp.close() }
+                    return try await sftp.upload(local, to: SFTPPath(remote))
+                }
             }
         }
     }
@@ -360,18 +359,19 @@ extension SSHFleetTool {
         func run() async throws {
             let f = try fleet.fleet()
             let name = (remote as NSString).lastPathComponent
-            let (remote, directory) = (remote, directory)
-            try await FleetReport.transfer(f, fleet) { host, conn throws(SSHError) -> UInt64 in
-                // the host's name as given (an alias or an address) names its directory
-                let dir = directory + "/" + host.name.replacingOccurrences(of: "/", with: "_")
-                do {
-                    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-                } catch {
-                    throw SSHError(.localFileError, "cannot create \(dir): \(error)")
+            let directory = directory
+            try await FleetReport.transfer(f, fleet) { report in
+                f.download(SFTPPath(remote)) { host throws(SSHError) -> String in
+                    report.started(host.name)
+                    // the host's name as given (an alias or an address) names its directory
+                    let dir = directory + "/" + host.name.replacingOccurrences(of: "/", with: "_")
+                    do {
+                        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+                    } catch {
+                        throw SSHError(.localFileError, "cannot create \(dir): \(error)")
+                    }
+                    return dir + "/" + name
                 }
-                let sftp = try await conn.openSFTP()
-                defer { sftp.close() }
-                return try await sftp.download(SFTPPath(remote), to: dir + "/" + name)
             }
         }
     }

@@ -217,6 +217,44 @@ struct FleetTests {
         #expect(left, "\(servers.map { $0.sessionProcessTree() })")
     }
 
+    @Test func uploadAndDownloadOnEveryHost() async throws {
+        var servers: [TestServer] = []
+        defer { for s in servers { s.stop() } }
+        for i in 0..<2 { servers.append(try TestServer.start(name: "fleet-files-\(i)")) }
+        let fleet = try SSHFleet(hosts: servers.enumerated().map { SSHFleetHost($1.configuration(), name: "h\($0)") })
+        let dir = try TestPaths.makeTemporaryDirectory("fleet-files")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let bytes = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        FileManager.default.createFile(atPath: dir + "/local", contents: bytes)
+        // both servers run on this machine: one remote path, replaced atomically by each
+        let remote = "/tmp/fleet-files-\(UInt32.random(in: 0...UInt32.max))"
+        defer { try? FileManager.default.removeItem(atPath: remote) }
+        let up = await Self.collect(fleet.upload(dir + "/local", to: SFTPPath(remote)))
+        #expect(up.count == 2 && up.values.allSatisfy { (try? $0.outcome.get()) == 300_000 }, "\(up)")
+        #expect(FileManager.default.contents(atPath: remote) == bytes)
+
+        for h in ["h0", "h1"] { try FileManager.default.createDirectory(atPath: "\(dir)/\(h)", withIntermediateDirectories: true) }
+        let down = await Self.collect(fleet.download(SFTPPath(remote)) { host throws(SSHError) in
+            if host.name == "h1" { throw SSHError(.localFileError, "no room for h1") }
+            return "\(dir)/\(host.name)/copy"
+        })
+        #expect((try? down["h0"]?.outcome.get()) == 300_000)
+        #expect(FileManager.default.contents(atPath: dir + "/h0/copy") == bytes)
+        if case .failure(let e) = down["h1"]?.outcome { #expect(e.code == .localFileError) } else {
+            Issue.record("h1's destination failed, its download did not")
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir + "/h1/copy"))
+        // a missing remote file: each host's own typed failure, nothing written
+        let missing = await Self.collect(fleet.download(SFTPPath(remote + ".missing")) { host throws(SSHError) in
+            "\(dir)/\(host.name)/missing"
+        })
+        for r in missing.values {
+            if case .failure(let e) = r.outcome { #expect(e.code == .noSuchFile, "\(e)") } else { Issue.record("\(r.host)") }
+        }
+        #expect((try FileManager.default.contentsOfDirectory(atPath: dir + "/h0")) == ["copy"])
+        await fleet.close()
+    }
+
     @Test func oneHostCanBeCancelledAndAHostPastItsTimeoutFails() async throws {
         var servers: [TestServer] = []
         defer { for s in servers { s.stop() } }

@@ -118,6 +118,33 @@ public final class SSHFleet: Sendable {
         run { _, conn throws(SSHError) in try await conn.execute(command) }
     }
 
+    /// Uploads `localPath` to `remote` on every host (SFTP, atomically as
+    /// `SFTPClient.upload`: a host that fails keeps its old file). Each result is the size.
+    public func upload(_ localPath: String, to remote: SFTPPath,
+                       options: SFTPTransferOptions = SFTPTransferOptions()) -> AsyncStream<SSHFleetResult<UInt64>> {
+        run { _, conn throws(SSHError) in
+            let sftp = try await conn.openSFTP()
+            defer { sftp.close() }
+            return try await sftp.upload(localPath, to: remote, options: options)
+        }
+    }
+
+    /// Downloads `remote` from every host to the local path `destination` gives for it
+    /// (a directory per host, say: hosts share one remote name), atomically as
+    /// `SFTPClient.download`; the path's directory must exist. `destination` is called
+    /// once the host is connected. Each result is the size.
+    public func download(_ remote: SFTPPath, options: SFTPTransferOptions = SFTPTransferOptions(),
+                         to destination: @escaping @Sendable (SSHFleetHost) throws(SSHError) -> String)
+        -> AsyncStream<SSHFleetResult<UInt64>>
+    {
+        run { host, conn throws(SSHError) in
+            let path = try destination(host)
+            let sftp = try await conn.openSFTP()
+            defer { sftp.close() }
+            return try await sftp.download(remote, to: path, options: options)
+        }
+    }
+
     /// Runs `operation` with every host and its connection; results arrive as hosts
     /// finish. The stream ends once every host has a result.
     public func run<Value: Sendable>(
