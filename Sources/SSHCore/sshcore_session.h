@@ -99,6 +99,7 @@ typedef struct session_op {
     sshcore_bytes out[2]; /* collected output */
     sshcore_bytes batch;  /* streamed output not handed over yet */
     int batch_stream;
+    bool unflushed; /* with cb.flush: data was passed since the last flush */
     size_t held[2]; /* bytes libssh holds for us, per stream */
     held_seg held_fifo[HELD_MAX];
     size_t held_head;

@@ -39,6 +39,14 @@ sshcore_session_output_pending(const session_op *x)
 void
 sshcore_session_flush_batch(session_op *x)
 {
+    if (x->cb.flush != NULL) {
+        /* the caller gathered the packets: tell it the pass is over */
+        if (x->unflushed && atomic_load(&x->base.done) == 0) {
+            x->cb.flush(x->cb.ctx);
+        }
+        x->unflushed = false;
+        return;
+    }
     if (x->batch.len == 0) {
         return;
     }
@@ -83,6 +91,12 @@ sshcore_session_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
             sshcore_session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
             return false;
         }
+        return true;
+    }
+    if (x->cb.flush != NULL) {
+        /* straight from libssh's buffer: the caller copies it once */
+        x->cb.data(x->cb.ctx, stream, p, n);
+        x->unflushed = true;
         return true;
     }
     if (x->batch.len > 0 &&

@@ -40,6 +40,27 @@ struct StreamingTests {
         }
     }
 
+    @Test func bulkOutputComesInWholeChunksOfManyPacketsInOrder() async throws {
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let cmd = try await conn.startCommand("seq 1 400000")
+            // a reader that starts late finds many packets waiting: they come gathered
+            try await Task.sleep(for: .milliseconds(300))
+            var all: [UInt8] = [], sizes: [Int] = []
+            for try await chunk in cmd.stdout {
+                sizes.append(chunk.count)
+                all += chunk
+            }
+            let expected = (1...400_000).map(String.init).joined(separator: "\n") + "\n"
+            #expect(all.count == expected.utf8.count)
+            #expect(text(all) == expected, "bytes lost, repeated or out of order")
+            // never more than the buffer limit (1 MiB by default) at once
+            #expect(sizes.allSatisfy { $0 > 0 && $0 <= 1 << 20 }, "largest chunk: \(sizes.max() ?? 0)")
+            // an SSH data packet carries at most 32 KiB: larger chunks are packets gathered
+            #expect(sizes.contains { $0 > 32 * 1024 }, "\(sizes.prefix(20))")
+            #expect(try await cmd.exitStatus() == .exited(0))
+        }
+    }
+
     @Test func stdinStreamsWhileOutputIsReadAndFinishSendsEOF() async throws {
         try await SSHClient.withConnection(server.configuration()) { conn in
             let data = randomBytes(6 << 20)

@@ -107,6 +107,12 @@ typedef struct sshcore_stream_callbacks {
      *  more output comes, while the channel may stay open (our side can still
      *  write, e.g. a tunnel answering a half-closed request). */
     void (*_Nullable eof)(void *_Nullable ctx);
+    /** Worker, optional: the output passed to `data` since the last call is
+     *  all there is for now (the end of an I/O pass, or before `eof` and the
+     *  end): hand it to the reader. With it, `data` gets each packet as libssh
+     *  has it, to be gathered by the caller (one copy); without it, the core
+     *  gathers packets into batches of up to 128 KiB and `data` gets those. */
+    void (*_Nullable flush)(void *_Nullable ctx);
 } sshcore_stream_callbacks;
 
 /** What a streamed channel is. */

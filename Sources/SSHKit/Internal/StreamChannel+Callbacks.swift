@@ -8,7 +8,7 @@ extension StreamChannel {
     /// The core callbacks of a streamed channel whose context is a retained StreamChannel.
     static func callbacks(_ ctx: UnsafeMutableRawPointer) -> sshcore_stream_callbacks {
         sshcore_stream_callbacks(ctx: ctx, started: coreStreamStarted, data: coreStreamData, released: coreStreamReleased,
-                                 eof: coreStreamEOF)
+                                 eof: coreStreamEOF, flush: coreStreamFlush)
     }
 
     static func from(_ ctx: UnsafeMutableRawPointer?) -> StreamChannel {
@@ -20,10 +20,16 @@ private let coreStreamStarted: @convention(c) (UnsafeMutableRawPointer?, Int32) 
     StreamChannel.from(ctx).started(fallback: fallback != 0)
 }
 
+/// Each packet as libssh has it: gathered into the channel's pending chunk (its one copy).
 private let coreStreamData: @convention(c) (UnsafeMutableRawPointer?, Int32, UnsafePointer<UInt8>, Int) -> Void = {
     ctx, stream, bytes, len in
     guard len > 0 else { return }
-    StreamChannel.from(ctx).received(stream: Int(stream), bytes: Array(UnsafeBufferPointer(start: bytes, count: len)))
+    StreamChannel.from(ctx).received(stream: Int(stream), bytes: UnsafeBufferPointer(start: bytes, count: len))
+}
+
+/// The end of an I/O pass: the pending chunk goes to the reader.
+private let coreStreamFlush: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
+    StreamChannel.from(ctx).flushed()
 }
 
 private let coreStreamEOF: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in

@@ -22,6 +22,9 @@ final class StreamChannel: Sendable {
     }
 
     private struct State {
+        /// Output of the current I/O pass, gathered packet by packet (one stream).
+        var pending: [UInt8] = []
+        var pendingStream = 0
         var queues: [[Item]] = [[], []]
         var heads: [Int] = [0, 0]
         var nextSeq: UInt64 = 0
@@ -95,32 +98,89 @@ final class StreamChannel: Sendable {
         resumeStart(.success(fallback))
     }
 
-    func received(stream: Int, bytes: [UInt8]) {
-        let handOff = state.withLock { s -> (CheckedContinuation<Result<(Int, [UInt8])?, SSHError>, Never>, Int)? in
+    /// Output is handed to readers in chunks of up to this much: one wake-up of the
+    /// reader per chunk, not per packet.
+    static let chunkLimit = 128 * 1024
+    /// Packets this large (OpenSSH sends 32 KiB) start a chunk with room for `chunkLimit`.
+    static let bulkPacket = 16 * 1024
+
+    private typealias HandOff = (CheckedContinuation<Result<(Int, [UInt8])?, SSHError>, Never>, Int, [UInt8])
+
+    /// A packet of output (worker): gathered into the pending chunk, which goes to the
+    /// reader when the pass ends (`flushed`), the stream changes or it is full.
+    func received(stream: Int, bytes: UnsafeBufferPointer<UInt8>) {
+        let handOff = state.withLock { s -> HandOff? in
             guard s.end == nil else { return nil } // a late chunk after a cancel: dropped
-            let seq = s.nextSeq
-            s.nextSeq += 1
-            // a waiting reader takes it directly when nothing older is queued for it
-            if let w = s.waiters[stream], s.heads[stream] == s.queues[stream].count {
-                s.waiters[stream] = nil
-                return (w.continuation, stream)
+            var out: HandOff?
+            if !s.pending.isEmpty && (s.pendingStream != stream || s.pending.count + bytes.count > Self.chunkLimit) {
+                out = Self.commit(&s)
             }
-            if let w = s.waiters[Kind.merged.rawValue], s.heads[0] == s.queues[0].count,
-               s.heads[1] == s.queues[1].count {
-                s.waiters[Kind.merged.rawValue] = nil
-                return (w.continuation, stream)
+            if s.pending.isEmpty {
+                s.pendingStream = stream
+                // a full packet means bulk data: room for a whole chunk, gathered
+                // without regrowing; a keystroke's echo takes what it needs
+                s.pending.reserveCapacity(bytes.count >= Self.bulkPacket ? Self.chunkLimit : bytes.count)
             }
-            s.queues[stream].append(Item(seq: seq, bytes: bytes))
+            s.pending.append(contentsOf: bytes)
+            return out
+        }
+        hand(handOff)
+    }
+
+    /// The end of an I/O pass (worker): the pending chunk goes to the reader.
+    func flushed() {
+        hand(state.withLock { s -> HandOff? in s.end == nil ? Self.commit(&s) : nil })
+    }
+
+    private func hand(_ handOff: HandOff?) {
+        guard let (continuation, stream, bytes) = handOff else { return }
+        consumed(bytes.count)
+        continuation.resume(returning: .success((stream, bytes)))
+    }
+
+    /// Queues the pending chunk, or returns it with the reader to resume when one waits
+    /// and nothing older is queued for it.
+    private static func commit(_ s: inout State) -> HandOff? {
+        guard !s.pending.isEmpty else { return nil }
+        let stream = s.pendingStream
+        let waiter: Waiter?
+        if let w = s.waiters[stream], s.heads[stream] == s.queues[stream].count {
+            s.waiters[stream] = nil
+            waiter = w
+        } else if let w = s.waiters[Kind.merged.rawValue], s.heads[0] == s.queues[0].count,
+                  s.heads[1] == s.queues[1].count {
+            s.waiters[Kind.merged.rawValue] = nil
+            waiter = w
+        } else {
+            waiter = nil
+        }
+        guard let waiter else {
+            enqueuePending(&s)
             return nil
         }
-        if let (continuation, stream) = handOff {
-            consumed(bytes.count)
-            continuation.resume(returning: .success((stream, bytes)))
+        var bytes: [UInt8] = []
+        swap(&bytes, &s.pending)
+        s.nextSeq += 1
+        return (waiter.continuation, stream, bytes)
+    }
+
+    /// Queues the pending chunk behind what the readers have not taken.
+    private static func enqueuePending(_ s: inout State) {
+        guard !s.pending.isEmpty else { return }
+        var bytes: [UInt8] = []
+        swap(&bytes, &s.pending)
+        // a queued chunk waits for a slow reader: it keeps only the memory its bytes need
+        // (the buffer limit counts bytes, so room reserved for a chunk must not pile up)
+        if bytes.capacity > 2 * bytes.count + 4096 {
+            bytes = bytes.withUnsafeBufferPointer { Array($0) }
         }
+        s.queues[s.pendingStream].append(Item(seq: s.nextSeq, bytes: bytes))
+        s.nextSeq += 1
     }
 
     func receivedEOF() {
         let waiters = state.withLock { s -> [Waiter] in
+            Self.enqueuePending(&s)
             s.eof = true
             let w = s.waiters.compactMap { $0 }
             s.waiters = [nil, nil, nil]
@@ -133,6 +193,8 @@ final class StreamChannel: Sendable {
     func finished(_ result: Result<SSHExitStatus, SSHError>) {
         let (waiters, exitWaiters) = state.withLock { s -> ([Waiter], [CheckedContinuation<Result<SSHExitStatus, SSHError>, Never>]) in
             guard s.end == nil else { return ([], []) }
+            // what a reader was not given yet stays readable before the end
+            Self.enqueuePending(&s)
             s.end = result
             let w = s.waiters.compactMap { $0 }
             s.waiters = [nil, nil, nil]

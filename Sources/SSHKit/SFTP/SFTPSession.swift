@@ -76,13 +76,13 @@ final class SFTPSession: Sendable {
         var buffer = PacketBuffer()
         do throws(SSHError) {
             try channel.send(w.finish())
-            guard let (type, payload) = try await buffer.nextPacket(from: channel, limit: minimumReplyLimit) else {
+            guard let (type, reader) = try await buffer.nextPacket(from: channel, limit: minimumReplyLimit) else {
                 throw SSHError(.sftpUnavailable, "the SFTP server closed the channel before its version")
             }
             guard type == SFTPType.version else {
                 throw SSHError(.sftpProtocolError, "the SFTP server answered init with packet type \(type)")
             }
-            var r = SFTPReader(payload)
+            var r = reader
             let version = try r.uint32()
             guard version >= 3 else {
                 throw SSHError(.unsupported, "the SFTP server speaks version \(version); SSHKit needs 3")
@@ -193,6 +193,7 @@ final class SFTPSession: Sendable {
             while let (type, payload) = try await buffer.nextPacket(from: channel, limit: replyLimit.load(ordering: .relaxed)) {
                 try dispatch(type: type, payload)
             }
+            // (each payload is read in place, in the buffer, and released before the next)
             let end: SSHError
             do {
                 _ = try await channel.exitStatus()
@@ -211,7 +212,7 @@ final class SFTPSession: Sendable {
         while let chunk = try? await channel.next(.stderr), !chunk.bytes.isEmpty {}
     }
 
-    private func dispatch(type: UInt8, _ payload: [UInt8]) throws(SSHError) {
+    private func dispatch(type: UInt8, _ payload: SFTPReader) throws(SSHError) {
         let (id, reply) = try Self.decode(type: type, payload)
         let (pending, wasAbandoned) = state.withLock { s in
             (s.pending.removeValue(forKey: id), s.abandoned.remove(id) != nil)
@@ -228,7 +229,12 @@ final class SFTPSession: Sendable {
     /// One reply packet (its type and the payload after it): the request id and the
     /// reply. Pure, so the fuzzer can feed it anything (Tests/Fuzz).
     static func decode(type: UInt8, _ payload: [UInt8]) throws(SSHError) -> (id: UInt32, reply: SFTPReply) {
-        var r = SFTPReader(payload)
+        try decode(type: type, SFTPReader(payload))
+    }
+
+    /// `decode` of a payload read in place (`r` spans it, inside a larger buffer).
+    static func decode(type: UInt8, _ payload: SFTPReader) throws(SSHError) -> (id: UInt32, reply: SFTPReply) {
+        var r = payload
         let id = try r.uint32()
         let reply: SFTPReply
         switch type {
@@ -281,10 +287,17 @@ struct PacketBuffer {
     private var buf: [UInt8] = []
     private var start = 0
 
-    /// The next whole packet (type, payload), reading from `channel` as needed; nil at
-    /// the channel's clean end between packets. A packet longer than `limit` (its
+    /// The next whole packet: its type, and a reader over its payload in place (no copy:
+    /// the buffer is not changed until the next call). Reads from `channel` as needed; nil
+    /// at the channel's clean end between packets. A packet longer than `limit` (its
     /// length field: type, id and body) is an `sftpProtocolError`.
-    mutating func nextPacket(from channel: StreamChannel, limit: Int) async throws(SSHError) -> (UInt8, [UInt8])? {
+    mutating func nextPacket(from channel: StreamChannel, limit: Int) async throws(SSHError) -> (UInt8, SFTPReader)? {
+        // the previous packet's reader is gone: its bytes can go (the buffer is unique
+        // again, so nothing is copied)
+        if start > 0 && start == buf.count {
+            buf.removeAll(keepingCapacity: true)
+            start = 0
+        }
         while true {
             if let p = try take(limit: limit) { return p }
             guard let chunk = try await channel.next(.stdout) else {
@@ -304,7 +317,7 @@ struct PacketBuffer {
         }
     }
 
-    private mutating func take(limit: Int) throws(SSHError) -> (UInt8, [UInt8])? {
+    private mutating func take(limit: Int) throws(SSHError) -> (UInt8, SFTPReader)? {
         let avail = buf.count - start
         guard avail >= 5 else { return nil }
         let n = Int(buf[start]) << 24 | Int(buf[start + 1]) << 16 | Int(buf[start + 2]) << 8 | Int(buf[start + 3])
@@ -313,12 +326,8 @@ struct PacketBuffer {
         }
         guard avail >= 4 + n else { return nil }
         let type = buf[start + 4]
-        let payload = Array(buf[(start + 5)..<(start + 4 + n)])
+        let payload = SFTPReader(buf, from: start + 5, to: start + 4 + n)
         start += 4 + n
-        if start == buf.count {
-            buf.removeAll(keepingCapacity: true)
-            start = 0
-        }
         return (type, payload)
     }
 }

@@ -184,7 +184,7 @@ struct CoreMisuseTests {
         #expect(fcntl(fds[0], F_GETFD) == -1, "the socket was not closed")
         close(fds[1])
         var streamCallbacks = sshcore_stream_callbacks(ctx: nil, started: { _, _ in }, data: { _, _, _, _ in },
-                                                       released: { _ in }, eof: nil)
+                                                       released: { _ in }, eof: nil, flush: nil)
         err = sshcore_error()
         #expect(sshcore_rforward_stream(op, 1, 1 << 16, &streamCallbacks, Self.execDone, nil, &err) == nil)
         #expect(err.code == Self.invalidArgument)
