@@ -140,7 +140,9 @@ struct ShellExampleTests {
         var last = ""
         for _ in 0..<100 {
             last = try tmux.screen()
-            if last.components(separatedBy: "ran-42").count - 1 == 2 { break }
+            // the command's output, then the status line the script prints after ssh-shell exits
+            if last.components(separatedBy: "ran-42").count - 1 == 2
+                && last.components(separatedBy: "status=0").count - 1 == 2 { break }
             try await Task.sleep(for: .milliseconds(100))
         }
         #expect(last.components(separatedBy: "status=0").count - 1 == 2, "\(last)")
