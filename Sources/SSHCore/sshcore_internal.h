@@ -217,6 +217,7 @@ struct sshcore_orphan {
     char *_Nullable start;
     bool exec;
     bool signal;
+    bool pty; /* the channel has a terminal: the close hangs it up */
     /* STOPPING: when TERM goes again, and when to close regardless */
     int64_t wake_ms;
     int64_t give_up_ms;
@@ -248,17 +249,23 @@ int sshcore_conn_failure_code(sshcore_conn *conn);
 void sshcore_conn_adopt_opening_channel(sshcore_conn *conn, ssh_channel ch);
 /* Takes a channel whose exec (`exec`, with `command`) or shell request is
  * pending: once answered, what it started gets TERM (when `signal`), then
- * EOF and CLOSE. */
+ * EOF and CLOSE. `pty`: the channel has a terminal (see below). */
 void sshcore_conn_adopt_starting_channel(sshcore_conn *conn,
                                          ssh_channel ch,
                                          const char *_Nullable command,
                                          bool exec,
-                                         bool signal);
+                                         bool signal,
+                                         bool pty);
 /* Takes a channel whose process is to stop: TERM now and again every 100 ms
- * until the server reports the end (EOF or CLOSE), at most 2 s; then EOF and
- * CLOSE. (sshd answers an exec before its child made its process group: a
- * TERM that early finds no group and is lost.) */
-void sshcore_conn_adopt_stopping_channel(sshcore_conn *conn, ssh_channel ch);
+ * until the server reports the end (EOF or CLOSE); then EOF and CLOSE. (sshd
+ * answers an exec before its child made its process group: a TERM that early
+ * finds no group and is lost.) Without a terminal for up to 10 s: nothing else
+ * stops such a process, and a loaded server may start it seconds late. With
+ * one (`pty`) for up to 2 s: the close hangs the terminal up, which ends what
+ * TERM does not (a shell ignores it). */
+void sshcore_conn_adopt_stopping_channel(sshcore_conn *conn,
+                                         ssh_channel ch,
+                                         bool pty);
 /* The earliest time an orphan needs the worker, or -1. */
 int64_t sshcore_conn_orphans_due_ms(const sshcore_conn *conn);
 

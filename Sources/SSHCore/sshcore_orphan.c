@@ -13,9 +13,12 @@
 
 #include "sshcore_internal.h"
 
-/* STOPPING: TERM again after this long, close regardless after that long */
+/* STOPPING: TERM again after this long, close regardless after that long
+ * (without a terminal, where only TERM stops the process; with one, where the
+ * close hangs it up) */
 #define ORPHAN_SIGNAL_INTERVAL_MS 100
-#define ORPHAN_STOP_LIMIT_MS      2000
+#define ORPHAN_STOP_LIMIT_MS      10000
+#define ORPHAN_PTY_STOP_LIMIT_MS  2000
 
 static struct sshcore_orphan *_Nullable orphan_new(
     sshcore_conn *conn,
@@ -47,7 +50,8 @@ sshcore_conn_adopt_starting_channel(sshcore_conn *conn,
                                     ssh_channel ch,
                                     const char *command,
                                     bool exec,
-                                    bool signal)
+                                    bool signal,
+                                    bool pty)
 {
     char *start = strdup(exec && command != NULL ? command : "shell");
     struct sshcore_orphan *o =
@@ -63,6 +67,7 @@ sshcore_conn_adopt_starting_channel(sshcore_conn *conn,
     o->start = start;
     o->exec = exec;
     o->signal = signal;
+    o->pty = pty;
 }
 
 /** Sends TERM and moves `o` to STOPPING. */
@@ -74,11 +79,14 @@ orphan_stop(struct sshcore_orphan *o)
     (void)ssh_channel_request_send_signal(o->ch, "TERM");
     o->stage = SSHCORE_ORPHAN_STOPPING;
     o->wake_ms = now + ORPHAN_SIGNAL_INTERVAL_MS;
-    o->give_up_ms = now + ORPHAN_STOP_LIMIT_MS;
+    o->give_up_ms =
+        now + (o->pty ? ORPHAN_PTY_STOP_LIMIT_MS : ORPHAN_STOP_LIMIT_MS);
 }
 
 void
-sshcore_conn_adopt_stopping_channel(sshcore_conn *conn, ssh_channel ch)
+sshcore_conn_adopt_stopping_channel(sshcore_conn *conn,
+                                    ssh_channel ch,
+                                    bool pty)
 {
     struct sshcore_orphan *o = orphan_new(conn, ch, SSHCORE_ORPHAN_STOPPING);
 
@@ -88,6 +96,7 @@ sshcore_conn_adopt_stopping_channel(sshcore_conn *conn, ssh_channel ch)
         ssh_channel_free(ch);
         return;
     }
+    o->pty = pty;
     orphan_stop(o);
 }
 

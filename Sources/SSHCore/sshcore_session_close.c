@@ -115,7 +115,8 @@ close_channel(sshcore_conn *conn, session_op *x)
                 x->ch,
                 x->use_fallback ? x->fallback : x->command,
                 x->command != NULL && !x->subsystem,
-                x->kind == SSHCORE_CHANNEL_SESSION && !x->subsystem);
+                x->kind == SSHCORE_CHANNEL_SESSION && !x->subsystem,
+                x->want_pty);
             x->ch = NULL;
             (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
             return;
@@ -131,7 +132,7 @@ close_channel(sshcore_conn *conn, session_op *x)
              * Never a subsystem (SFTP): it has no process of the caller's to
              * stop, EOF and CLOSE end it; OpenSSH refuses such a signal and
              * logs it, asyncssh drops the whole connection. */
-            sshcore_conn_adopt_stopping_channel(conn, x->ch);
+            sshcore_conn_adopt_stopping_channel(conn, x->ch, x->want_pty);
             x->ch = NULL;
             (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
             return;
