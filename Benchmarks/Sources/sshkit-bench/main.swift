@@ -296,15 +296,29 @@ func rotated<T>(_ xs: [T], by i: Int) -> [T] {
     return Array(xs[k...] + xs[..<k])
 }
 
+/// The median of the per-round ratios a[i] / b[i]. Each round runs the implementations
+/// back to back, so a drift of the machine between rounds (this VM's throughput moves by
+/// a third within an hour) cancels out of each ratio; the ratio of the medians does not.
+func pairedMedian(_ a: [Double], _ b: [Double]) -> Double {
+    let n = min(a.count, b.count)
+    guard n > 0 else { return .nan }
+    return median((0..<n).map { a[$0] / b[$0] })
+}
+
 func report(_ rows: [Row]) {
     func f(_ x: Double) -> String { String(format: x < 10 ? "%.2f" : "%.1f", x) }
+    func ratio(_ r: Row, _ other: String) -> String {
+        let ours = r.samples["SSHKit"] ?? [], theirs = r.samples[other] ?? []
+        return String(format: "%.2fx (paired %.2fx)", median(ours) / median(theirs), pairedMedian(ours, theirs))
+    }
     out()
     out("| workload | SSHKit median | libssh C median | OpenSSH median | SSHKit / libssh C | SSHKit / OpenSSH |")
     out("|---|---|---|---|---|---|")
     for r in rows {
         let m = ["SSHKit", "libssh C", "OpenSSH"].map { median(r.samples[$0] ?? []) }
-        out("| \(r.workload) | \(f(m[0])) (p90 \(f(percentile(r.samples["SSHKit"] ?? [], 0.9)))) | \(f(m[1])) | \(f(m[2])) | \(String(format: "%.2fx", m[0] / m[1])) | \(String(format: "%.2fx", m[0] / m[2])) |")
+        out("| \(r.workload) | \(f(m[0])) (p90 \(f(percentile(r.samples["SSHKit"] ?? [], 0.9)))) | \(f(m[1])) | \(f(m[2])) | \(ratio(r, "libssh C")) | \(ratio(r, "OpenSSH")) |")
     }
+    out("(ratios: of the medians, and in brackets the median of the per-round ratios)")
     let n = rows.map { r in implementations.map { "\($0): \(r.samples[$0]?.count ?? 0)" }.joined(separator: ", ") }
     out("\nsamples: " + n.joined(separator: " | "))
 }
