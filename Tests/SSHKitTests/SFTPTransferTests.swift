@@ -205,6 +205,37 @@ struct SFTPTransferTests {
         }
     }
 
+    /// `defer { sftp.close() }` around an upload that is cancelled: the close waits for the
+    /// temporary file's removal (which the cancelled call left to a task of its own) instead
+    /// of cutting it off, then ends the session.
+    @Test func aCancelledUploadLeavesNoTempWhenTheClientClosesAtOnce() async throws {
+        try await withDirectories { conn, _, remote, local in
+            _ = try randomFile(local + "/src", bytes: 16 << 20)
+            let dst = remote.appending("dst")
+            let slow = SFTPTransferOptions(chunkSize: 4096, maxRequestsInFlight: 1)
+            let sftp = try await conn.openSFTP()
+            Progress.reset()
+            let (e, _) = await cancelMidway {
+                defer { sftp.close() }
+                return try await sftp.upload(local + "/src", to: dst, options: slow, progress: Progress.record)
+            }
+            #expect(e?.code == .cancelled)
+            #expect(await eventually(timeout: .seconds(5)) { leftovers(remote.string).isEmpty }, "\(leftovers(remote.string))")
+            #expect(!FileManager.default.fileExists(atPath: dst.string))
+            // and the session did end
+            var ended = false
+            for _ in 0..<80 where !ended {
+                do {
+                    _ = try await sftp.attributes(at: remote)
+                    try await Task.sleep(for: .milliseconds(100))
+                } catch {
+                    ended = (error as? SSHError)?.code == .connectionClosed
+                }
+            }
+            #expect(ended, "the client's session stayed open after close()")
+        }
+    }
+
     /// A partial file longer than the source cannot be its prefix: the download starts over.
     @Test func aResumePartialLongerThanTheSourceIsDiscarded() async throws {
         try await withDirectories { _, sftp, remote, local in

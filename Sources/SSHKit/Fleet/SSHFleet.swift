@@ -69,8 +69,8 @@ public struct SSHFleetResult<Value: Sendable>: Sendable {
     /// failure after its retries, `hostKeyRejected`, `authenticationFailed`, `timedOut`
     /// past `hostTimeout`, `cancelled`, or what the operation threw.
     public var outcome: Result<Value, SSHError>
-    /// Connection attempts made (0 when an open connection was reused, or when the
-    /// host's jump host could not be reached: that failure is the jump host's).
+    /// Connection attempts made (0 when an open connection was reused). A host whose
+    /// jump host could not be reached counts 1: that failure ends its tries.
     public var connectAttempts: Int
     /// Time spent connecting, waits for the handshake limit and retries included.
     public var connectDuration: Duration
@@ -280,6 +280,9 @@ public final class SSHFleet: Sendable {
             switch await attempt.value() {
             case .success(let conn) where conn.isConnected: return conn
             case .success: continue
+            // an earlier run's attempt that was still going when this run joined it:
+            // its failure is that run's, this run tries once of its own
+            case .failure where attempt.run != run: continue
             case .failure(let e): throw e
             }
         }
@@ -292,9 +295,10 @@ public final class SSHFleet: Sendable {
         .disconnected, .connectionLost, .connectionClosed,
     ]
 
-    /// `attempt`, tried again after a failure worth it, up to `connectRetries` times,
-    /// with a doubling backoff and jitter; `attempts` counts the tries.
-    private func retrying<T>(_ what: String, attempts: inout Int,
+    /// `attempt`, tried again after a failure worth it (and that `final` does not call
+    /// final), up to `connectRetries` times, with a doubling backoff and jitter;
+    /// `attempts` counts the tries.
+    private func retrying<T>(_ what: String, attempts: inout Int, final: (SSHError) -> Bool = { _ in false },
                              _ attempt: () async throws(SSHError) -> T) async throws(SSHError) -> T
     {
         var backoff = options.retryBackoff
@@ -303,7 +307,8 @@ public final class SSHFleet: Sendable {
             do throws(SSHError) {
                 return try await attempt()
             } catch {
-                guard Self.retryable.contains(error.code), attempts <= options.connectRetries, !Task.isCancelled else {
+                guard Self.retryable.contains(error.code), attempts <= options.connectRetries, !Task.isCancelled,
+                      !final(error) else {
                     throw error
                 }
                 let jitter = Double.random(in: 0.75...1.25)
@@ -322,16 +327,24 @@ public final class SSHFleet: Sendable {
         async throws(SSHError) -> SSHConnection
     {
         if let open = connections.withLock({ $0[host.name] }), open.isConnected { return open }
-        var target = host.configuration
-        var via: SSHConnection?
-        if !target.jumpHosts.isEmpty {
-            // hosts behind the same jump hosts share one connection to them, retried for
-            // all of them at once: its failure is not retried again by each host
-            via = try await jumpConnection(target, run: run, handshakes: handshakes)
-            target.jumpHosts = []
-        }
-        let conn = try await retrying(host.name, attempts: &attempts) { () async throws(SSHError) -> SSHConnection in
-            try await handshakes.withPlace { () async throws(SSHError) -> SSHConnection in
+        // hosts behind the same jump hosts share one connection to them, tried for all of
+        // them at once: its failure ends this host's tries. Each try looks it up again, so
+        // a jump connection that dropped is opened again.
+        var jumpFailed = false
+        let conn = try await retrying(host.name, attempts: &attempts, final: { _ in jumpFailed }) {
+            () async throws(SSHError) -> SSHConnection in
+            var target = host.configuration
+            var via: SSHConnection?
+            if !target.jumpHosts.isEmpty {
+                do throws(SSHError) {
+                    via = try await jumpConnection(target, run: run, handshakes: handshakes)
+                } catch {
+                    jumpFailed = true
+                    throw error
+                }
+                target.jumpHosts = []
+            }
+            return try await handshakes.withPlace { [target, via] () async throws(SSHError) -> SSHConnection in
                 if let via { return try await SSHClient.connect(target, through: via) }
                 return try await SSHClient.connect(target)
             }

@@ -160,6 +160,10 @@ final class StreamChannel: Sendable {
         }
         var bytes: [UInt8] = []
         swap(&bytes, &s.pending)
+        // the reader may keep the chunk: not with more than 4x its bytes in room
+        if bytes.capacity > 4 * bytes.count {
+            bytes = bytes.withUnsafeBufferPointer { Array($0) }
+        }
         s.nextSeq += 1
         return (waiter.continuation, stream, bytes)
     }

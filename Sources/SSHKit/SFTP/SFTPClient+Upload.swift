@@ -84,7 +84,7 @@ extension SFTPClient {
         } catch {
             // cleanup runs even when this task is cancelled
             let keep = options.resume ? coverage.contiguous : nil
-            let cleanup = Task {
+            let cleanup = self.cleanup {
                 if let keep { try? await file.setAttributes(SFTPFileAttributes(size: keep)) }
                 try? await file.close()
                 if keep == nil { try? await self.removeFile(at: temp) }

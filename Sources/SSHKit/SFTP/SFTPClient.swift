@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 
 /// An SFTP session on a connection (`SSHConnection.openSFTP()` / `withSFTP`).
 ///
@@ -15,6 +16,11 @@ public final class SFTPClient: Sendable {
     let session: SFTPSession
     let connection: SSHConnection
     let logger: Logger
+    /// Cleanups still talking to the server after a call was cancelled (a temporary
+    /// file's removal), and whether a `close()` waits for them.
+    private let cleanups = Mutex<(running: Int, closeWaiting: Bool)>((0, false))
+    /// How long `close()` lets such cleanups go on before the session ends regardless.
+    static let cleanupGrace: Duration = .seconds(5)
 
     init(session: SFTPSession, connection: SSHConnection) {
         self.session = session
@@ -33,7 +39,40 @@ public final class SFTPClient: Sendable {
 
     /// Ends the session (its channel closes); calls still waiting fail with `connectionClosed`.
     /// Dropping the last reference to the client (and its files) does the same.
-    public func close() { session.close() }
+    ///
+    /// When a cancelled upload is still removing its temporary file (the cancelled call
+    /// returned at once and left that to a task of its own), the session ends once that
+    /// is done, or after 5 s: `defer { sftp.close() }` around a cancelled upload leaves
+    /// nothing behind on the server.
+    public func close() {
+        let now = cleanups.withLock { c -> Bool in
+            if c.running == 0 { return true }
+            c.closeWaiting = true
+            return false
+        }
+        if now {
+            session.close()
+            return
+        }
+        Task { [session] in
+            try? await Task.sleep(for: Self.cleanupGrace)
+            session.close()
+        }
+    }
+
+    /// Runs `body` (requests that tidy up after a cancelled call) in a task of its own,
+    /// which no caller's cancellation ends; a `close()` meanwhile waits for it.
+    func cleanup(_ body: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
+        cleanups.withLock { $0.running += 1 }
+        return Task {
+            await body()
+            let close = cleanups.withLock { c -> Bool in
+                c.running -= 1
+                return c.running == 0 && c.closeWaiting
+            }
+            if close { session.close() }
+        }
+    }
 
     deinit { session.close() }
 

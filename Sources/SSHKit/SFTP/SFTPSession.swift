@@ -265,7 +265,8 @@ final class SFTPSession: Sendable {
         case SFTPType.attrs:
             reply = .attrs(try r.attributes())
         case SFTPType.extendedReply:
-            reply = .extended(r)
+            // kept by the caller: its own bytes, not a view of the receive buffer
+            reply = .extended(SFTPReader(Array(r.bytes[r.offset..<r.end])))
         default:
             throw SSHError(.sftpProtocolError, "unexpected SFTP packet type \(type)")
         }
