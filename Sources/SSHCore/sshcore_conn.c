@@ -292,6 +292,13 @@ sshcore_conn_fail_with(sshcore_conn *conn, const sshcore_error *err)
     if (act != SSHCORE_CONN_ACT_TEAR_DOWN) {
         return;
     }
+    if (atomic_load(&conn->connect_done) == 0) {
+        /* A failed connect is reported once the server can see the connection
+         * gone (the teardown that closes the socket comes later): a caller
+         * that counts connections at once (a fleet's handshake limit, sshd's
+         * MaxStartups) never has one more open than it counted. */
+        conn_shutdown_socket(conn);
+    }
     sshcore_conn_connect_complete(conn, err);
     sshcore_conn_fail_ops(conn, conn->active, &op_err);
     conn->active = NULL;
