@@ -167,6 +167,7 @@ sshcore_conn_wake(sshcore_conn *conn)
 {
     uint64_t one = 1;
 
+    atomic_store(&conn->woken, 1);
     pthread_mutex_lock(&conn->mu);
     if (conn->wake_fd >= 0) {
         (void)!write(conn->wake_fd, &one, sizeof(one));

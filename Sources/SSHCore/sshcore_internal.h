@@ -125,9 +125,15 @@ struct sshcore_conn {
     _Atomic unsigned offered_methods;
     atomic_int connect_done;
     atomic_int resolving; /* the worker is inside getaddrinfo */
+    /* a request came (sshcore_conn_wake) since the worker last took them: a
+     * read pass ends early so that a keystroke is not sent after 256 KiB */
+    atomic_int woken;
 
     /* worker only */
     sshcore_conn_state state;
+    /* a streamed op got a short packet (a keystroke's echo, a reply) in this
+     * read pass: end the pass so that it is handed over now */
+    bool end_pass;
     ssh_session _Nullable session;
     ssh_event _Nullable event;
     int lib_fd; /* dup handed to libssh */

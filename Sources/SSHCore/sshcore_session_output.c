@@ -19,6 +19,11 @@
 
 #include "sshcore_session.h"
 
+/* Output in a packet shorter than this is interactive (an echo, a reply), not a
+ * bulk stream's (whose packets are the server's maximum, 32 KiB for OpenSSH).
+ */
+#define SHORT_PACKET 2048
+
 /** Room left under the streamed buffer limit. */
 size_t
 sshcore_session_room(session_op *x)
@@ -97,6 +102,9 @@ sshcore_session_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
         /* straight from libssh's buffer: the caller copies it once */
         x->cb.data(x->cb.ctx, stream, p, n);
         x->unflushed = true;
+        if (n < SHORT_PACKET) {
+            x->base.conn->end_pass = true; /* hand it over now (read_socket) */
+        }
         return true;
     }
     if (x->batch.len > 0 &&

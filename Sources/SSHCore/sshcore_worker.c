@@ -44,6 +44,7 @@ take_requests(sshcore_conn *conn, conn_requests *rq)
     uint64_t drained;
 
     memset(rq, 0, sizeof(*rq));
+    atomic_store(&conn->woken, 0); /* before the drain: a later wake sets it */
     pthread_mutex_lock(&conn->mu);
     if (conn->wake_fd >= 0) {
         (void)!read(conn->wake_fd, &drained, sizeof(drained));
@@ -327,6 +328,11 @@ ack_now(sshcore_conn *conn, uint64_t read_bytes)
  * it still finds bytes, up to READ_PER_PASS, lets whole packets and batches
  * form first. Each call polls the socket itself with timeout 0, so pending
  * writes still go out in between.
+ *
+ * The pass also ends as soon as another thread has a request (a keystroke to
+ * send) or a streamed op got a short packet (an echo to hand over): beside a
+ * bulk stream, waiting for the rest of the pass added up to two passes, about
+ * 0.5 ms each, to every keystroke's round trip.
  */
 static void
 read_socket(sshcore_conn *conn)
@@ -334,6 +340,7 @@ read_socket(sshcore_conn *conn)
     uint64_t start = conn->socket_counter.in_bytes;
     uint64_t last = start;
 
+    conn->end_pass = false;
     for (;;) {
         (void)ssh_event_dopoll(conn->event, 0);
         /* a dead link, or a packet that failed its integrity check (libssh then
@@ -345,7 +352,8 @@ read_socket(sshcore_conn *conn)
             return;
         }
         if (conn->socket_counter.in_bytes == last ||
-            conn->socket_counter.in_bytes - start >= READ_PER_PASS) {
+            conn->socket_counter.in_bytes - start >= READ_PER_PASS ||
+            conn->end_pass || atomic_load(&conn->woken) != 0) {
             return;
         }
         last = conn->socket_counter.in_bytes;

@@ -3,6 +3,8 @@
 #include <libssh/libssh.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +169,88 @@ out:
     ssh_channel_close(ch);
     ssh_channel_free(ch);
     return total;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Reads what `bulk` has (counting it) until `echo` yields a byte or `until` (a
+ * now_ms() time, 0 for none) passes. 1 when the echo came, 0 at `until`, -1 on
+ * an error. The loop a plain libssh client would write: non-blocking reads of
+ * both channels, and a poll() on the socket when neither had anything. */
+static int pump(lsb_session *s, ssh_channel echo, ssh_channel bulk, long long *streamed,
+                double until)
+{
+    char buf[65536];
+    char e[64];
+    for (;;) {
+        int n = ssh_channel_read_nonblocking(bulk, buf, sizeof(buf), 0);
+        int m = echo == NULL ? 0 : ssh_channel_read_nonblocking(echo, e, sizeof(e), 0);
+        if (n < 0 || m < 0) {
+            return -1;
+        }
+        *streamed += n;
+        if (m > 0) {
+            return 1;
+        }
+        if (until != 0 && now_ms() >= until) {
+            return 0;
+        }
+        if (n == 0) {
+            struct pollfd p = {.fd = ssh_get_fd(s->s), .events = POLLIN, .revents = 0};
+            (void)poll(&p, 1, 1);
+        }
+    }
+}
+
+int lsb_echo_beside_stream(lsb_session *s, int samples, double *ms, long long *streamed,
+                           double *seconds)
+{
+    ssh_channel echo = ssh_channel_new(s->s);
+    ssh_channel bulk = NULL;
+    char x = 'x';
+    double t0;
+    int i, ok = -1;
+
+    *streamed = 0;
+    if (echo == NULL || ssh_channel_open_session(echo) != SSH_OK ||
+        ssh_channel_request_pty_size(echo, "xterm", 80, 24) != SSH_OK ||
+        ssh_channel_request_exec(echo, "stty raw -echo; cat") != SSH_OK) {
+        goto out;
+    }
+    /* the first round trip also waits for stty */
+    if (ssh_channel_write(echo, &x, 1) != 1 || ssh_channel_read(echo, &x, 1, 0) != 1) {
+        goto out;
+    }
+    bulk = open_exec(s, "cat /dev/zero");
+    if (bulk == NULL || pump(s, NULL, bulk, streamed, now_ms() + 300) < 0) {
+        goto out; /* 300 ms for the stream to reach full speed */
+    }
+    t0 = now_ms();
+    for (i = 0; i < samples; i++) {
+        double start = now_ms();
+        x = 'x';
+        if (ssh_channel_write(echo, &x, 1) != 1 || pump(s, echo, bulk, streamed, 0) != 1) {
+            goto out;
+        }
+        ms[i] = now_ms() - start;
+    }
+    *seconds = (now_ms() - t0 + 300) / 1000;
+    ok = 0;
+out:
+    if (bulk != NULL) {
+        ssh_channel_close(bulk);
+        ssh_channel_free(bulk);
+    }
+    if (echo != NULL) {
+        ssh_channel_close(echo);
+        ssh_channel_free(echo);
+    }
+    return ok;
 }
 
 void lsb_close(lsb_session *s)

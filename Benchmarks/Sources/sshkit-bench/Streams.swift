@@ -161,7 +161,9 @@ func benchEcho(_ f: Fixture, samples: Int) async throws -> Row {
     return row
 }
 
-/// Echo latency on one connection with and without a full-speed stream beside it.
+/// Echo latency on one connection with and without a full-speed stream beside it, through
+/// SSHKit, a plain libssh C loop and OpenSSH (`ssh -tt` and the stream multiplexed over one
+/// ControlMaster), with how fast each one's stream moved while it echoed.
 func benchFairness(_ f: Fixture, samples: Int) async throws {
     let conn = try await SSHClient.connect(f.sshkitCipherConfig)
     var echo = try await SSHKitEcho(conn)
@@ -177,36 +179,72 @@ func benchFairness(_ f: Fixture, samples: Int) async throws {
     let t0 = now()
     var busy: [Double] = []
     for _ in 0..<samples { busy.append(try await echo.roundTrip()) }
-    let seconds = (now() - t0) / 1000
+    let seconds = (now() - t0) / 1000 + 0.3
     bulk.cancel()
     let streamed = await counter.value
     echo.cmd.cancel()
     await conn.close()
-    // the same with OpenSSH: echo and a bulk stream multiplexed over one ControlMaster
+
+    // a plain libssh C loop over the same two channels
+    let lib = try LibSSHSession(f)
+    let (libBusy, libStreamed, libSeconds) = try await Task.detached { () throws -> ([Double], Int64, Double) in
+        var ms = [Double](repeating: 0, count: samples)
+        var bytes: Int64 = 0
+        var secs = 0.0
+        guard lsb_echo_beside_stream(lib.raw, Int32(samples), &ms, &bytes, &secs) == 0 else {
+            throw BenchError("libssh echo beside a stream")
+        }
+        return (ms, bytes, secs)
+    }.value
+
+    // OpenSSH: echo and a bulk stream multiplexed over one ControlMaster
     let ctl = try f.startControlMaster("ctl-fair", extra: ["-c", cipher])
     defer { f.stopControlMaster(ctl) }
     let theirs = try OpenSSHEcho(f, options: ["-o", "ControlPath=\(ctl)"])
     var theirsQuiet: [Double] = []
     for _ in 0..<samples { theirsQuiet.append(try theirs.roundTrip()) }
+    // The stream goes to /dev/null, the fastest consumer there is; its speed is what the
+    // ControlMaster read from the socket meanwhile (ciphertext, about 0.2% over the payload).
+    guard let master = controlMasterPID(ctl) else { throw BenchError("no ControlMaster for \(ctl)") }
     let bulkArgv = f.sshArgs(["-o", "ControlPath=\(ctl)"], command: "cat /dev/zero")
     let bulkTask = Task.detached { spawnAndWait(bulkArgv) }
     try await Task.sleep(for: .milliseconds(300))
+    let read0 = bytesRead(master)
+    let t1 = now()
     var theirsBusy: [Double] = []
     for _ in 0..<samples { theirsBusy.append(try theirs.roundTrip()) }
+    let sshSeconds = (now() - t1) / 1000
+    let sshStreamed = bytesRead(master) - read0
     _ = spawnAndWait(["/usr/bin/pkill", "-f", "ControlPath=\(ctl) .*cat /dev/zero"])
     _ = await bulkTask.value
+
     func f2(_ x: Double) -> String { String(format: "%.3f", x) }
+    func line(_ name: String, _ xs: [Double], _ bytes: Int? = nil, _ secs: Double = 1) -> String {
+        let rate = bytes.map { "\(Int(Double($0) / 1e6 / secs))" } ?? "—"
+        return "| \(name) | \(f2(percentile(xs, 0.5))) | \(f2(percentile(xs, 0.99))) | \(f2(xs.max() ?? .nan)) | \(rate) |"
+    }
+    let ratio = percentile(busy, 0.99) / percentile(theirsBusy, 0.99)
+    let libRatio = percentile(libBusy, 0.99) / percentile(theirsBusy, 0.99)
     out("""
 
-    Fairness, one connection, \(samples) echo round trips each (ms):
-    | echo | p50 | p99 | max |
-    |---|---|---|---|
-    | idle connection | \(f2(percentile(quiet, 0.5))) | \(f2(percentile(quiet, 0.99))) | \(f2(quiet.max() ?? .nan)) |
-    | beside a `cat /dev/zero` stream | \(f2(percentile(busy, 0.5))) | \(f2(percentile(busy, 0.99))) | \(f2(busy.max() ?? .nan)) |
-    | OpenSSH `ssh -tt`, idle ControlMaster | \(f2(percentile(theirsQuiet, 0.5))) | \(f2(percentile(theirsQuiet, 0.99))) | \(f2(theirsQuiet.max() ?? .nan)) |
-    | OpenSSH, beside `cat /dev/zero` on the same ControlMaster | \(f2(percentile(theirsBusy, 0.5))) | \(f2(percentile(theirsBusy, 0.99))) | \(f2(theirsBusy.max() ?? .nan)) |
-    (the stream moved \(streamed / 1_048_576) MiB in total, ~\(Int(Double(streamed) / 1e6 / (seconds + 0.3))) MB/s while echoing)
+    Fairness, one connection, \(samples) echo round trips each (ms), and the stream's speed meanwhile (MB/s):
+    | echo | p50 | p99 | max | stream |
+    |---|---|---|---|---|
+    \(line("SSHKit, idle connection", quiet))
+    \(line("SSHKit, beside a `cat /dev/zero` stream", busy, streamed, seconds))
+    \(line("libssh C loop, beside `cat /dev/zero` on the same session", libBusy, Int(libStreamed), libSeconds))
+    \(line("OpenSSH `ssh -tt`, idle ControlMaster", theirsQuiet))
+    \(line("OpenSSH, beside `cat /dev/zero` on the same ControlMaster", theirsBusy, sshStreamed, sshSeconds))
+    p99 beside the stream against OpenSSH's: SSHKit \(String(format: "%.1fx", ratio)), libssh C \(String(format: "%.1fx", libRatio))
     """)
+}
+
+/// `rchar` of /proc/PID/io: every byte the process has read so far.
+func bytesRead(_ pid: pid_t) -> Int {
+    guard let s = try? String(contentsOfFile: "/proc/\(pid)/io", encoding: .utf8),
+          let line = s.split(separator: "\n").first(where: { $0.hasPrefix("rchar:") }),
+          let n = Int(line.split(separator: " ").dropFirst().first ?? "") else { return 0 }
+    return n
 }
 
 func residentMiB() -> Double {

@@ -354,7 +354,7 @@ do {
         out("echo: done")
     }
     if !rows.isEmpty { report(rows) }
-    if only == nil || only == "streams" {
+    if only == nil || only == "streams" || only == "fairness" {
         try await benchFairness(fixture, samples: quick ? 200 : 1000)
     }
     if only == nil || only == "streams" || only == "memory" {

@@ -20,6 +20,12 @@ long long lsb_read_all(lsb_session *s, const char *command);
 /** Open a direct-tcpip channel to host:port and copy what it sends to `fd` (64 KiB
  *  channel reads, blocking writes) until EOF; bytes copied or -1. `fd` is not closed. */
 long long lsb_forward_to_fd(lsb_session *s, const char *host, int port, int fd);
+/** Echo round trips (1 byte to `stty raw -echo; cat` on a PTY channel, into ms[0..samples))
+ *  beside `cat /dev/zero` on a second channel of the same session, read in one loop. Bytes the
+ *  stream moved in *streamed, over *seconds (300 ms of warm-up included). 0, or -1 on failure.
+ *  The session is not reusable afterwards. */
+int lsb_echo_beside_stream(lsb_session *s, int samples, double *ms, long long *streamed,
+                           double *seconds);
 void lsb_close(lsb_session *s);
 
 #pragma clang assume_nonnull end
