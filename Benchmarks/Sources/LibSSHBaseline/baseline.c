@@ -207,50 +207,73 @@ static int pump(lsb_session *s, ssh_channel echo, ssh_channel bulk, long long *s
     }
 }
 
-int lsb_echo_beside_stream(lsb_session *s, int samples, double *ms, long long *streamed,
-                           double *seconds)
+struct lsb_echo {
+    lsb_session *s;
+    ssh_channel ch;
+};
+
+lsb_echo *lsb_echo_open(lsb_session *s)
 {
-    ssh_channel echo = ssh_channel_new(s->s);
-    ssh_channel bulk = NULL;
+    lsb_echo *e = calloc(1, sizeof(*e));
+    char x = 'x';
+
+    if (e == NULL) {
+        return NULL;
+    }
+    e->s = s;
+    e->ch = ssh_channel_new(s->s);
+    if (e->ch == NULL || ssh_channel_open_session(e->ch) != SSH_OK ||
+        ssh_channel_request_pty_size(e->ch, "xterm", 80, 24) != SSH_OK ||
+        ssh_channel_request_exec(e->ch, "stty raw -echo; cat") != SSH_OK ||
+        /* the first round trip also waits for stty */
+        ssh_channel_write(e->ch, &x, 1) != 1 || ssh_channel_read(e->ch, &x, 1, 0) != 1) {
+        lsb_echo_close(e);
+        return NULL;
+    }
+    return e;
+}
+
+int lsb_echo_beside_stream(lsb_echo *e, int samples, double warmup_ms, double *ms,
+                           long long *streamed, double *seconds)
+{
+    ssh_channel bulk = open_exec(e->s, "cat /dev/zero");
+    long long warm = 0;
     char x = 'x';
     double t0;
     int i, ok = -1;
 
     *streamed = 0;
-    if (echo == NULL || ssh_channel_open_session(echo) != SSH_OK ||
-        ssh_channel_request_pty_size(echo, "xterm", 80, 24) != SSH_OK ||
-        ssh_channel_request_exec(echo, "stty raw -echo; cat") != SSH_OK) {
-        goto out;
-    }
-    /* the first round trip also waits for stty */
-    if (ssh_channel_write(echo, &x, 1) != 1 || ssh_channel_read(echo, &x, 1, 0) != 1) {
-        goto out;
-    }
-    bulk = open_exec(s, "cat /dev/zero");
-    if (bulk == NULL || pump(s, NULL, bulk, streamed, now_ms() + 300) < 0) {
-        goto out; /* 300 ms for the stream to reach full speed */
+    if (bulk == NULL || pump(e->s, NULL, bulk, &warm, now_ms() + warmup_ms) < 0) {
+        goto out; /* for the stream to reach full speed */
     }
     t0 = now_ms();
     for (i = 0; i < samples; i++) {
         double start = now_ms();
-        x = 'x';
-        if (ssh_channel_write(echo, &x, 1) != 1 || pump(s, echo, bulk, streamed, 0) != 1) {
+        if (ssh_channel_write(e->ch, &x, 1) != 1 ||
+            pump(e->s, e->ch, bulk, streamed, 0) != 1) {
             goto out;
         }
         ms[i] = now_ms() - start;
     }
-    *seconds = (now_ms() - t0 + 300) / 1000;
+    *seconds = (now_ms() - t0) / 1000;
     ok = 0;
 out:
     if (bulk != NULL) {
+        /* what the server sent before it saw the close arrives for a channel
+         * libssh no longer knows, and is dropped */
         ssh_channel_close(bulk);
         ssh_channel_free(bulk);
     }
-    if (echo != NULL) {
-        ssh_channel_close(echo);
-        ssh_channel_free(echo);
-    }
     return ok;
+}
+
+void lsb_echo_close(lsb_echo *e)
+{
+    if (e->ch != NULL) {
+        ssh_channel_close(e->ch);
+        ssh_channel_free(e->ch);
+    }
+    free(e);
 }
 
 void lsb_close(lsb_session *s)

@@ -161,81 +161,112 @@ func benchEcho(_ f: Fixture, samples: Int) async throws -> Row {
     return row
 }
 
+/// Bytes a reading task has counted so far, read from another task.
+final class ByteCounter: @unchecked Sendable { // safe because: `total` is only touched under `lock`
+    private let lock = NSLock()
+    private var total = 0
+    func add(_ n: Int) { lock.withLock { total += n } }
+    var value: Int { lock.withLock { total } }
+}
+
 /// Echo latency on one connection with and without a full-speed stream beside it, through
 /// SSHKit, a plain libssh C loop and OpenSSH (`ssh -tt` and the stream multiplexed over one
-/// ControlMaster), with how fast each one's stream moved while it echoed.
+/// ControlMaster), with how fast each one's stream moved while it echoed. The busy part runs
+/// in blocks of round trips, the implementations taking turns, each block with a new stream
+/// (warmed up first), so that a slow spell of the machine does not land on one of them.
 func benchFairness(_ f: Fixture, samples: Int) async throws {
+    let blocks = 10
+    let perBlock = max(1, samples / blocks)
+    let warmup = Duration.milliseconds(200)
+
     let conn = try await SSHClient.connect(f.sshkitCipherConfig)
     var echo = try await SSHKitEcho(conn)
     var quiet: [Double] = []
     for _ in 0..<samples { quiet.append(try await echo.roundTrip()) }
-    let bulk = try await conn.startCommand("cat /dev/zero")
-    let counter = Task { () -> Int in
-        var total = 0
-        do { for try await chunk in bulk.stdout { total += chunk.count } } catch {}
-        return total
-    }
-    try await Task.sleep(for: .milliseconds(300)) // let the stream reach full speed
-    let t0 = now()
-    var busy: [Double] = []
-    for _ in 0..<samples { busy.append(try await echo.roundTrip()) }
-    let seconds = (now() - t0) / 1000 + 0.3
-    bulk.cancel()
-    let streamed = await counter.value
-    echo.cmd.cancel()
-    await conn.close()
 
-    // a plain libssh C loop over the same two channels
     let lib = try LibSSHSession(f)
-    let (libBusy, libStreamed, libSeconds) = try await Task.detached { () throws -> ([Double], Int64, Double) in
-        var ms = [Double](repeating: 0, count: samples)
-        var bytes: Int64 = 0
-        var secs = 0.0
-        guard lsb_echo_beside_stream(lib.raw, Int32(samples), &ms, &bytes, &secs) == 0 else {
-            throw BenchError("libssh echo beside a stream")
-        }
-        return (ms, bytes, secs)
-    }.value
+    guard let libEcho = lsb_echo_open(lib.raw) else { throw BenchError("libssh echo channel") }
+    defer { lsb_echo_close(libEcho) }
+    nonisolated(unsafe) let libEchoRef = libEcho
 
-    // OpenSSH: echo and a bulk stream multiplexed over one ControlMaster
     let ctl = try f.startControlMaster("ctl-fair", extra: ["-c", cipher])
     defer { f.stopControlMaster(ctl) }
     let theirs = try OpenSSHEcho(f, options: ["-o", "ControlPath=\(ctl)"])
     var theirsQuiet: [Double] = []
     for _ in 0..<samples { theirsQuiet.append(try theirs.roundTrip()) }
-    // The stream goes to /dev/null, the fastest consumer there is; its speed is what the
-    // ControlMaster read from the socket meanwhile (ciphertext, about 0.2% over the payload).
     guard let master = controlMasterPID(ctl) else { throw BenchError("no ControlMaster for \(ctl)") }
-    let bulkArgv = f.sshArgs(["-o", "ControlPath=\(ctl)"], command: "cat /dev/zero")
-    let bulkTask = Task.detached { spawnAndWait(bulkArgv) }
-    try await Task.sleep(for: .milliseconds(300))
-    let read0 = bytesRead(master)
-    let t1 = now()
-    var theirsBusy: [Double] = []
-    for _ in 0..<samples { theirsBusy.append(try theirs.roundTrip()) }
-    let sshSeconds = (now() - t1) / 1000
-    let sshStreamed = bytesRead(master) - read0
-    _ = spawnAndWait(["/usr/bin/pkill", "-f", "ControlPath=\(ctl) .*cat /dev/zero"])
-    _ = await bulkTask.value
+
+    var busy: [String: [Double]] = [:]
+    var bytes: [String: Int] = [:]
+    var seconds: [String: Double] = [:]
+    for b in 0..<blocks {
+        for impl in rotated(["SSHKit", "libssh C", "OpenSSH"], by: b) {
+            var ms: [Double] = []
+            switch impl {
+            case "SSHKit":
+                let bulk = try await conn.startCommand("cat /dev/zero")
+                let counted = ByteCounter()
+                let reader = Task {
+                    do { for try await chunk in bulk.stdout { counted.add(chunk.count) } } catch {}
+                }
+                try await Task.sleep(for: warmup)
+                let (n0, t0) = (counted.value, now())
+                for _ in 0..<perBlock { ms.append(try await echo.roundTrip()) }
+                bytes[impl, default: 0] += counted.value - n0
+                seconds[impl, default: 0] += (now() - t0) / 1000
+                bulk.cancel()
+                _ = await reader.value
+            case "libssh C":
+                let (got, n, secs) = try await Task.detached { () throws -> ([Double], Int64, Double) in
+                    var out = [Double](repeating: 0, count: perBlock)
+                    var n: Int64 = 0
+                    var secs = 0.0
+                    guard lsb_echo_beside_stream(libEchoRef, Int32(perBlock), 200, &out, &n, &secs) == 0 else {
+                        throw BenchError("libssh echo beside a stream")
+                    }
+                    return (out, n, secs)
+                }.value
+                ms = got
+                bytes[impl, default: 0] += Int(n)
+                seconds[impl, default: 0] += secs
+            default:
+                // the stream goes to /dev/null, the fastest consumer there is; its speed is what
+                // the ControlMaster read from the socket (ciphertext, ~0.2% over the payload)
+                let bulkArgv = f.sshArgs(["-o", "ControlPath=\(ctl)"], command: "cat /dev/zero")
+                let bulkTask = Task.detached { spawnAndWait(bulkArgv) }
+                try await Task.sleep(for: warmup)
+                let (n0, t0) = (bytesRead(master), now())
+                for _ in 0..<perBlock { ms.append(try theirs.roundTrip()) }
+                bytes[impl, default: 0] += bytesRead(master) - n0
+                seconds[impl, default: 0] += (now() - t0) / 1000
+                _ = spawnAndWait(["/usr/bin/pkill", "-f", "ControlPath=\(ctl) .*cat /dev/zero"])
+                _ = await bulkTask.value
+            }
+            busy[impl, default: []] += ms
+        }
+    }
+    echo.cmd.cancel()
+    await conn.close()
 
     func f2(_ x: Double) -> String { String(format: "%.3f", x) }
-    func line(_ name: String, _ xs: [Double], _ bytes: Int? = nil, _ secs: Double = 1) -> String {
-        let rate = bytes.map { "\(Int(Double($0) / 1e6 / secs))" } ?? "—"
+    func line(_ name: String, _ xs: [Double], _ impl: String? = nil) -> String {
+        let rate = impl.map { "\(Int(Double(bytes[$0] ?? 0) / 1e6 / (seconds[$0] ?? 1)))" } ?? "—"
         return "| \(name) | \(f2(percentile(xs, 0.5))) | \(f2(percentile(xs, 0.99))) | \(f2(xs.max() ?? .nan)) | \(rate) |"
     }
-    let ratio = percentile(busy, 0.99) / percentile(theirsBusy, 0.99)
-    let libRatio = percentile(libBusy, 0.99) / percentile(theirsBusy, 0.99)
+    let mine = busy["SSHKit"] ?? [], libs = busy["libssh C"] ?? [], ssh = busy["OpenSSH"] ?? []
+    func ratio(_ xs: [Double]) -> String { String(format: "%.1fx", percentile(xs, 0.99) / percentile(ssh, 0.99)) }
     out("""
 
-    Fairness, one connection, \(samples) echo round trips each (ms), and the stream's speed meanwhile (MB/s):
+    Fairness, one connection, \(samples) echo round trips each (ms), and the stream's speed meanwhile (MB/s);
+    beside the stream in \(blocks) blocks of \(perBlock), the implementations taking turns:
     | echo | p50 | p99 | max | stream |
     |---|---|---|---|---|
     \(line("SSHKit, idle connection", quiet))
-    \(line("SSHKit, beside a `cat /dev/zero` stream", busy, streamed, seconds))
-    \(line("libssh C loop, beside `cat /dev/zero` on the same session", libBusy, Int(libStreamed), libSeconds))
+    \(line("SSHKit, beside a `cat /dev/zero` stream", mine, "SSHKit"))
+    \(line("libssh C loop, beside `cat /dev/zero` on the same session", libs, "libssh C"))
     \(line("OpenSSH `ssh -tt`, idle ControlMaster", theirsQuiet))
-    \(line("OpenSSH, beside `cat /dev/zero` on the same ControlMaster", theirsBusy, sshStreamed, sshSeconds))
-    p99 beside the stream against OpenSSH's: SSHKit \(String(format: "%.1fx", ratio)), libssh C \(String(format: "%.1fx", libRatio))
+    \(line("OpenSSH, beside `cat /dev/zero` on the same ControlMaster", ssh, "OpenSSH"))
+    p99 beside the stream against OpenSSH's: SSHKit \(ratio(mine)), libssh C \(ratio(libs))
     """)
 }
 

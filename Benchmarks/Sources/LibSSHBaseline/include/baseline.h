@@ -20,12 +20,16 @@ long long lsb_read_all(lsb_session *s, const char *command);
 /** Open a direct-tcpip channel to host:port and copy what it sends to `fd` (64 KiB
  *  channel reads, blocking writes) until EOF; bytes copied or -1. `fd` is not closed. */
 long long lsb_forward_to_fd(lsb_session *s, const char *host, int port, int fd);
-/** Echo round trips (1 byte to `stty raw -echo; cat` on a PTY channel, into ms[0..samples))
- *  beside `cat /dev/zero` on a second channel of the same session, read in one loop. Bytes the
- *  stream moved in *streamed, over *seconds (300 ms of warm-up included). 0, or -1 on failure.
- *  The session is not reusable afterwards. */
-int lsb_echo_beside_stream(lsb_session *s, int samples, double *ms, long long *streamed,
-                           double *seconds);
+/** A PTY channel running `stty raw -echo; cat`, after one round trip; NULL on failure. */
+typedef struct lsb_echo lsb_echo;
+lsb_echo *_Nullable lsb_echo_open(lsb_session *s);
+/** Starts `cat /dev/zero` on a second channel, reads it for `warmup_ms`, then times `samples`
+ *  echo round trips (1 byte each, into ms[]) while one loop also reads the stream; closes the
+ *  stream's channel. The stream's bytes and seconds during the round trips go to *streamed and
+ *  *seconds. 0, or -1 on failure. */
+int lsb_echo_beside_stream(lsb_echo *e, int samples, double warmup_ms, double *ms,
+                           long long *streamed, double *seconds);
+void lsb_echo_close(lsb_echo *e);
 void lsb_close(lsb_session *s);
 
 #pragma clang assume_nonnull end
