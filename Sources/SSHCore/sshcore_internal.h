@@ -126,7 +126,7 @@ struct sshcore_conn {
     atomic_int connect_done;
     atomic_int resolving; /* the worker is inside getaddrinfo */
     /* a request came (sshcore_conn_wake) since the worker last took them: a
-     * read pass ends early so that a keystroke is not sent after 256 KiB */
+     * read pass ends early so that a keystroke is not sent after 512 KiB */
     atomic_int woken;
 
     /* worker only */

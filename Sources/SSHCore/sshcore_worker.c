@@ -319,7 +319,7 @@ ack_now(sshcore_conn *conn, uint64_t read_bytes)
 #define SEND_WAKE_TICK_MS 2
 
 /* One pass reads at most this much before the ops are stepped again. */
-#define READ_PER_PASS (256 * 1024)
+#define READ_PER_PASS (512 * 1024)
 
 /**
  * Lets libssh read and dispatch what the socket holds. libssh 0.10 reads at

@@ -100,7 +100,7 @@ final class StreamChannel: Sendable {
 
     /// Output is handed to readers in chunks of up to this much: one wake-up of the
     /// reader per chunk, not per packet.
-    static let chunkLimit = 128 * 1024
+    static let chunkLimit = 256 * 1024
     /// Packets this large (OpenSSH sends 32 KiB) start a chunk with room for `chunkLimit`.
     static let bulkPacket = 16 * 1024
 
