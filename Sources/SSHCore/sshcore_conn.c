@@ -1,9 +1,9 @@
 /*
  * sshcore_conn.c - the connection object: its lifetime (references, the
  * registry of running workers and the exit handler), its socket fd (shutdown
- * from any thread, close on the worker), how it fails, and its public entry
- * points (start, cancel, the host-key verdict and keyboard-interactive reply,
- * close, release, submit).
+ * from any thread, close on the worker) and its public entry points (start,
+ * cancel, the host-key verdict and keyboard-interactive reply, close, release,
+ * submit).
  *
  * The session runs in libssh's non-blocking mode on one worker thread
  * (sshcore_worker.c). Nothing on the worker ever waits on the network inside
@@ -176,8 +176,8 @@ sshcore_conn_wake(sshcore_conn *conn)
 }
 
 /** Shut the socket down from any thread; safe against fd reuse (rule 2). */
-static void
-conn_shutdown_socket(sshcore_conn *conn)
+void
+sshcore_conn_shutdown_socket(sshcore_conn *conn)
 {
     pthread_mutex_lock(&conn->mu);
     if (conn->sock_fd >= 0) {
@@ -240,99 +240,6 @@ sshcore_conn_apply(sshcore_conn *conn, sshcore_conn_event ev)
     sshcore_conn_action act = sshcore_conn_fsm_apply(&conn->state, ev);
     atomic_store(&conn->state_snapshot, (int)conn->state);
     return act;
-}
-
-/* ---------------------------------------------------------------------- */
-/* Completing the connect operation                                       */
-/* ---------------------------------------------------------------------- */
-
-/** Reports the connect outcome exactly once; returns false if already reported.
- */
-bool
-sshcore_conn_connect_complete(sshcore_conn *conn, const sshcore_error *err)
-{
-    int expected = 0;
-
-    if (!atomic_compare_exchange_strong(&conn->connect_done, &expected, 1)) {
-        return false;
-    }
-    conn->cb.connected(conn->cb.ctx, err);
-    return true;
-}
-
-void
-sshcore_conn_fail_ops(sshcore_conn *conn,
-                      sshcore_op *_Nullable list,
-                      const sshcore_error *err)
-{
-    sshcore_op *op = list;
-    sshcore_op *next = NULL;
-
-    while (op != NULL) {
-        next = op->next;
-        op->next = NULL;
-        (void)sshcore_op_complete(op, err);
-        op->vt->abort(conn, op);
-        sshcore_op_release(op);
-        op = next;
-    }
-}
-
-/** Worker: the connection failed or was closed; everything goes down. */
-void
-sshcore_conn_fail_with(sshcore_conn *conn, const sshcore_error *err)
-{
-    sshcore_conn_action act;
-    sshcore_error op_err = *err;
-
-    int none = 0;
-
-    /* the first failure is what later calls on this connection report */
-    (void)atomic_compare_exchange_strong(&conn->fail_code, &none, err->code);
-    act = sshcore_conn_apply(conn, SSHCORE_CONN_EV_FAILURE);
-    if (act != SSHCORE_CONN_ACT_TEAR_DOWN) {
-        return;
-    }
-    if (atomic_load(&conn->connect_done) == 0) {
-        /* A failed connect is reported once the server can see the connection
-         * gone (the teardown that closes the socket comes later): a caller
-         * that counts connections at once (a fleet's handshake limit, sshd's
-         * MaxStartups) never has one more open than it counted. */
-        conn_shutdown_socket(conn);
-    }
-    sshcore_conn_connect_complete(conn, err);
-    sshcore_conn_fail_ops(conn, conn->active, &op_err);
-    conn->active = NULL;
-    (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ENDED);
-}
-
-bool
-sshcore_session_usable(sshcore_conn *conn)
-{
-    return conn->session != NULL && ssh_is_connected(conn->session) &&
-           (ssh_get_status(conn->session) & SSH_CLOSED_ERROR) == 0;
-}
-
-/* ---------------------------------------------------------------------- */
-/* Failing (worker)                                                       */
-/* ---------------------------------------------------------------------- */
-
-void
-sshcore_conn_fail(sshcore_conn *conn, int code, const char *_Nullable detail)
-{
-    sshcore_error err;
-    sshcore_error_set(&err, code, detail);
-    sshcore_conn_fail_with(conn, &err);
-}
-
-void
-sshcore_conn_fail_lib(sshcore_conn *conn,
-                      int code,
-                      const char *_Nullable function)
-{
-    sshcore_error err;
-    sshcore_error_from_session(&err, code, conn->session, function);
-    sshcore_conn_fail_with(conn, &err);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -494,7 +401,7 @@ sshcore_conn_cancel_connect(sshcore_conn *conn)
         /* break any wait on the network at once; the attempt is over anyway.
          * Only when the cancel won: a connection that just became ready stays.
          */
-        conn_shutdown_socket(conn);
+        sshcore_conn_shutdown_socket(conn);
     }
     sshcore_conn_wake(conn);
 }

@@ -281,6 +281,7 @@ void sshcore_conn_registry_add(sshcore_conn *conn);
 void sshcore_conn_registry_remove(sshcore_conn *conn);
 void sshcore_free_answers(char *_Nullable *_Nullable answers, size_t n);
 void sshcore_conn_close_socket(sshcore_conn *conn);
+void sshcore_conn_shutdown_socket(sshcore_conn *conn);
 sshcore_conn_action sshcore_conn_apply(sshcore_conn *conn,
                                        sshcore_conn_event ev);
 bool sshcore_conn_connect_complete(sshcore_conn *conn,
