@@ -1,57 +1,30 @@
 import Synchronization
 
-/// At most `limit` holders at once, admitted in arrival order; a waiter whose task is
-/// cancelled leaves the line at once (`SSHError.cancelled`). With `interval`, admissions
-/// are also spaced at least that far apart (a rate: handshakes per second).
+/// At most `limit` holders at once, admitted in arrival order (an `AdmissionGate`); a task
+/// that is cancelled before or while it waits gets `SSHError.cancelled`. With `interval`,
+/// admissions are also spaced at least that far apart (a rate: handshakes per second).
 final class FleetGate: Sendable {
-    private struct State {
-        var free: Int
-        var line: [(id: UInt64, c: CheckedContinuation<Bool, Never>)] = []
-        var nextID: UInt64 = 0
-        /// The earliest moment the next admission may start (rate limiting).
-        var nextSlot: ContinuousClock.Instant
-    }
-
-    private let state: Mutex<State>
+    private let places: AdmissionGate
     private let interval: Duration?
+    /// The earliest moment the next admission may start (rate limiting).
+    private let nextSlot: Mutex<ContinuousClock.Instant>
 
     init(limit: Int, interval: Duration? = nil) {
-        precondition(limit >= 1)
-        state = Mutex(State(free: limit, nextSlot: .now))
+        places = AdmissionGate(limit: limit)
         self.interval = interval
+        nextSlot = Mutex(.now)
     }
 
     /// Waits for a place, then (with a rate) for its slot; returns holding it.
     func enter() async throws(SSHError) {
-        let id = state.withLock { s -> UInt64 in
-            s.nextID += 1
-            return s.nextID
+        // a fleet's task that was cancelled starts nothing new, even with a place free
+        guard !Task.isCancelled, await places.enter() else {
+            throw SSHError(.cancelled, "waiting for a place in the fleet's limit was cancelled")
         }
-        let admitted = await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
-                let answer = state.withLock { s -> Bool? in
-                    if Task.isCancelled { return false }
-                    if s.free > 0 && s.line.isEmpty {
-                        s.free -= 1
-                        return true
-                    }
-                    s.line.append((id, c))
-                    return nil
-                }
-                if let answer { c.resume(returning: answer) }
-            }
-        } onCancel: {
-            let waiter = state.withLock { s -> CheckedContinuation<Bool, Never>? in
-                guard let i = s.line.firstIndex(where: { $0.id == id }) else { return nil }
-                return s.line.remove(at: i).c
-            }
-            waiter?.resume(returning: false)
-        }
-        guard admitted else { throw SSHError(.cancelled, "waiting for a place in the fleet's limit was cancelled") }
         guard let interval else { return }
-        let slot = state.withLock { s -> ContinuousClock.Instant in
-            let slot = max(ContinuousClock.now, s.nextSlot)
-            s.nextSlot = slot + interval
+        let slot = nextSlot.withLock { next -> ContinuousClock.Instant in
+            let slot = max(ContinuousClock.now, next)
+            next = slot + interval
             return slot
         }
         do {
@@ -64,14 +37,7 @@ final class FleetGate: Sendable {
 
     /// Gives the place to the next in line.
     func leave() {
-        let next = state.withLock { s -> CheckedContinuation<Bool, Never>? in
-            if s.line.isEmpty {
-                s.free += 1
-                return nil
-            }
-            return s.line.removeFirst().c
-        }
-        next?.resume(returning: true)
+        places.leave()
     }
 
     /// Runs `body` holding a place.
