@@ -1,5 +1,6 @@
 import Foundation
 import SSHKit
+import Synchronization
 import Testing
 
 /// Streamed commands (SSHCommand) against the shared sshd: real bytes both ways.
@@ -58,6 +59,57 @@ struct StreamingTests {
             // an SSH data packet carries at most 32 KiB: larger chunks are packets gathered
             #expect(sizes.contains { $0 > 32 * 1024 }, "\(sizes.prefix(20))")
             #expect(try await cmd.exitStatus() == .exited(0))
+        }
+    }
+
+    /// Keystrokes beside a bulk stream end the core's read passes early (a woken worker,
+    /// short packets): both channels still get every byte, in order, and the stream keeps
+    /// moving while the keystrokes go back and forth.
+    @Test func keystrokesBesideABulkStreamEchoWhileEveryBulkByteArrivesInOrder() async throws {
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let echo = try await conn.startCommand("stty raw -echo; cat", terminal: SSHTerminal())
+            var echoed = echo.stdout.makeAsyncIterator()
+            let line = Array("0123456789abcdef\n".utf8)
+            let bulk = try await conn.startCommand("yes 0123456789abcdef")
+            let received = Mutex(0)
+            // checks each byte against the repeating line as it comes; -1 when all matched
+            let reader = Task { () -> Int in
+                var offset = 0
+                do {
+                    for try await chunk in bulk.stdout {
+                        for byte in chunk {
+                            if byte != line[offset % line.count] { return offset }
+                            offset += 1
+                        }
+                        received.withLock { $0 = offset }
+                    }
+                } catch {}
+                return -1
+            }
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(60))
+                echo.cancel()
+                bulk.cancel()
+            }
+            defer { watchdog.cancel() }
+            while received.withLock({ $0 }) < 1 << 20 { try await Task.sleep(for: .milliseconds(10)) }
+            let before = received.withLock { $0 }
+            var got: [UInt8] = []
+            for i in 0..<200 {
+                try await echo.input.write([UInt8(ascii: "a") + UInt8(i % 26)])
+                while got.count < i + 1 {
+                    guard let chunk = try await echoed.next() else { break }
+                    got += chunk
+                }
+            }
+            let after = received.withLock { $0 }
+            bulk.cancel()
+            echo.cancel()
+            let expectedKeys = (0..<200).map { UInt8(ascii: "a") + UInt8($0 % 26) }
+            #expect(got == expectedKeys, "echoes lost, repeated or out of order: \(text(got))")
+            #expect(after > before, "the stream stood still while the keystrokes went back and forth")
+            let mismatch = await reader.value
+            #expect(mismatch == -1, "bulk byte \(mismatch) lost, repeated or out of order")
         }
     }
 
