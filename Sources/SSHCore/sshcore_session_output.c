@@ -98,13 +98,15 @@ sshcore_session_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
         }
         return true;
     }
+    if (n < SHORT_PACKET) {
+        /* an echo or a reply: the pass ends and it is handed over now, whether
+         * the caller gathers packets (flush) or the core batches them */
+        x->base.conn->end_pass = true;
+    }
     if (x->cb.flush != NULL) {
         /* straight from libssh's buffer: the caller copies it once */
         x->cb.data(x->cb.ctx, stream, p, n);
         x->unflushed = true;
-        if (n < SHORT_PACKET) {
-            x->base.conn->end_pass = true; /* hand it over now (read_socket) */
-        }
         return true;
     }
     if (x->batch.len > 0 &&
