@@ -15,6 +15,8 @@ let package = Package(
             name: "LibSSHBaseline",
             linkerSettings: [.linkedLibrary("ssh")]
         ),
+        // Run on the (local) server by the fairness benchmark: a stream of a fixed speed.
+        .executableTarget(name: "stream-pacer"),
         .executableTarget(
             name: "sshkit-bench",
             dependencies: [

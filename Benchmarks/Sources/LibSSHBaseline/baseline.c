@@ -233,10 +233,10 @@ lsb_echo *lsb_echo_open(lsb_session *s)
     return e;
 }
 
-int lsb_echo_beside_stream(lsb_echo *e, int samples, double warmup_ms, double *ms,
-                           long long *streamed, double *seconds)
+int lsb_echo_beside_stream(lsb_echo *e, const char *command, int samples, double warmup_ms,
+                           double *ms, long long *streamed, double *seconds)
 {
-    ssh_channel bulk = open_exec(e->s, "cat /dev/zero");
+    ssh_channel bulk = open_exec(e->s, command);
     long long warm = 0;
     char x = 'x';
     double t0;

@@ -226,7 +226,9 @@ func benchFleet(_ f: Fixture, hosts count: Int, rounds: Int) async throws -> [Fl
     let dir = servers.dir
     let ports = servers.ports.map(String.init).joined(separator: ",")
     let file = dir + "/upload-1mib"
-    FileManager.default.createFile(atPath: file, contents: Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) }))
+    guard FileManager.default.createFile(atPath: file, contents: Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })) else {
+        throw BenchError("cannot write \(file)")
+    }
     let (pssh, asyncsshScript) = try pythonScripts(dir)
     // the python3 on PATH, with parallel-ssh and asyncssh installed (pip install parallel-ssh asyncssh)
     let python = ProcessInfo.processInfo.environment["SSHKIT_BENCH_PYTHON"] ?? "python3"

@@ -23,12 +23,13 @@ long long lsb_forward_to_fd(lsb_session *s, const char *host, int port, int fd);
 /** A PTY channel running `stty raw -echo; cat`, after one round trip; NULL on failure. */
 typedef struct lsb_echo lsb_echo;
 lsb_echo *_Nullable lsb_echo_open(lsb_session *s);
-/** Starts `cat /dev/zero` on a second channel, reads it for `warmup_ms`, then times `samples`
+/** Starts `command` (a bulk stream, `cat /dev/zero`) on a second channel, reads it for
+ *  `warmup_ms`, then times `samples`
  *  echo round trips (1 byte each, into ms[]) while one loop also reads the stream; closes the
  *  stream's channel. The stream's bytes and seconds during the round trips go to *streamed and
  *  *seconds. 0, or -1 on failure. */
-int lsb_echo_beside_stream(lsb_echo *e, int samples, double warmup_ms, double *ms,
-                           long long *streamed, double *seconds);
+int lsb_echo_beside_stream(lsb_echo *e, const char *command, int samples, double warmup_ms,
+                           double *ms, long long *streamed, double *seconds);
 void lsb_echo_close(lsb_echo *e);
 void lsb_close(lsb_session *s);
 
