@@ -20,8 +20,12 @@ extension TransportError {
             (code, reason) = (.fileIO, .noSuchFile)
         case .permissionDenied:
             (code, reason) = (.fileIO, .permissionDenied)
-        case .sftpFailure, .localFileError, .outputLimitExceeded:
+        case .sftpFailure, .localFileError:
             (code, reason) = (.fileIO, .other)
+        case .outputLimitExceeded where path != nil || error.sftp != nil:
+            (code, reason) = (.fileIO, .other) // a file larger than its read allows
+        case .outputLimitExceeded:
+            code = .other // a process's output: not a file operation
         default:
             code = .other
         }

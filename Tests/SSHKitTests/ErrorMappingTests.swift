@@ -44,6 +44,20 @@ struct ErrorMappingTests {
         #expect(TransportError(e).code == .hostUnreachable)
     }
 
+    /// Too much output is a file error only when it is a file's: a read over its limit,
+    /// not a process that printed more than `runProcess` keeps.
+    @Test func tooMuchOutputIsAFileErrorOnlyForAFile() {
+        let output = SSHError(.outputLimitExceeded, "more than 1073741824 bytes of output")
+        #expect(TransportError(output).code == .other)
+        #expect(TransportError(output).reason == nil)
+        var read = SSHError(.outputLimitExceeded, "read /etc/big: more than 10 bytes")
+        read.sftp = SSHError.SFTPContext(operation: "read", path: SFTPPath("/etc/big"))
+        #expect(TransportError(read).code == .fileIO)
+        #expect(TransportError(read).reason == .other)
+        #expect(TransportError(read).path == "/etc/big")
+        #expect(TransportError(output, path: "/tmp/x").code == .fileIO)
+    }
+
     @Test func coreErrorCarriesLibsshDiagnosticAndDetail() {
         var e = sshcore_error()
         e.code = Int32(sshcore_err.SSHCORE_E_AUTH_DENIED.rawValue)
