@@ -56,7 +56,9 @@ final class FaultProxy: Sendable {
     }
 
     struct Faults: Sendable {
-        /// Flip bit 4 of the server→client byte at this offset.
+        /// Flip bit 4 of the server→client byte at this offset; when bytes went past it while
+        /// the fault was being armed (the loop relays with the faults it read before), the
+        /// next byte from the server instead. Once per connection.
         var flipServerToClientAt: Int?
         /// When the server→client count reaches this offset, reset the client's socket
         /// (RST) and close the server's; the bytes before it are delivered.
@@ -141,6 +143,8 @@ final class FaultProxy: Sendable {
         var captured: [UInt8] = []
         var readEOF = false
         var shutDown = false
+        /// The `flipServerToClientAt` already applied to this connection.
+        var flipped: Int?
         var lastRead = ContinuousClock.now
         /// Token bucket of a throttle (bytes that may be read now).
         var allowance = 0.0
@@ -256,7 +260,10 @@ final class FaultProxy: Sendable {
         p.position += n
         flow.lastRead = now
         if flow.serverToClient {
-            if let at = f.flipServerToClientAt, at >= start, at < start + n { piece[at - start] ^= 0x10 }
+            if let at = f.flipServerToClientAt, at < start + n, flow.flipped != at, n > 0 {
+                piece[max(at, start) - start] ^= 0x10
+                flow.flipped = at
+            }
             if let at = f.resetServerToClientAt, at < start + n {
                 enqueue(Array(piece[0..<max(0, at - start)]), on: flow, due: now)
                 _ = Self.flushBlocking(flow)
