@@ -127,6 +127,25 @@ struct AuthenticationTests {
         #expect(e?.code == .agentUnavailable || e?.code == .authenticationFailed, "\(String(describing: e))")
     }
 
+    /// libssh keeps the first agent it reached for every agent method: two different
+    /// agents in one list would silently ask the first twice, so they are refused.
+    @Test func twoDifferentAgentsOrABadAgentPathAreInvalidArguments() async {
+        for methods: [SSHAuthentication.Method] in [
+            [.agent(socketPath: server.dir + "/a.sock"), .agent(socketPath: server.dir + "/b.sock")],
+            [.agent(socketPath: nil), .agent(socketPath: server.dir + "/b.sock")],
+            [.agent(socketPath: "")],
+            [.agent(socketPath: "/" + String(repeating: "a", count: 107))],
+        ] {
+            let e = await expectSSHError { try await SSHClient.connect(server.configuration(SSHAuthentication(methods))) }
+            #expect(e?.code == .invalidArgument, "\(methods.count) methods: \(String(describing: e))")
+        }
+        // the same agent twice is one agent
+        let same = SSHAuthentication([.agent(socketPath: server.dir + "/no-agent.sock"),
+                                      .agent(socketPath: server.dir + "/no-agent.sock")])
+        let e = await expectSSHError { try await SSHClient.connect(server.configuration(same)) }
+        #expect(e?.code == .agentUnavailable || e?.code == .authenticationFailed, "\(String(describing: e))")
+    }
+
     @Test func responderThatThrowsFailsAuthenticationWithTheCause() async {
         struct NoAnswer: Error {}
         let e = await expectSSHError {

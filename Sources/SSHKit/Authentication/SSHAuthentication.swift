@@ -11,7 +11,9 @@ public struct SSHAuthentication: Sendable {
         case privateKeyFile(path: String, passphrase: String?, certificate: String? = nil)
         /// A private key given as text (OpenSSH or PEM format).
         case privateKey(String, passphrase: String?)
-        /// The keys of an ssh-agent; `nil` uses `SSH_AUTH_SOCK`.
+        /// The keys of an ssh-agent; `nil` uses `SSH_AUTH_SOCK`. One agent per
+        /// connection (as ssh's one `IdentityAgent`): methods that name two different
+        /// agents are refused with `invalidArgument` when connecting.
         case agent(socketPath: String?)
         /// Keyboard-interactive: the responder answers each round of prompts.
         case keyboardInteractive(@Sendable (SSHKeyboardInteractiveChallenge) async throws -> [String])

@@ -83,6 +83,22 @@ public struct SSHConfiguration: Sendable {
         self.libsshVerbosity = libsshVerbosity
     }
 
+    /// One agent per connection: libssh 0.10 keeps the first agent socket it opened for
+    /// every later agent method, so a second path would silently ask the first agent.
+    private static func validateAgents(_ methods: [SSHAuthentication.Method]) throws(SSHError) {
+        var agents = Set<String>()
+        for case .agent(let path) in methods {
+            if let path, path.isEmpty || path.utf8.count > 107 || path.utf8.contains(0) {
+                throw SSHError(.invalidArgument, "agent socketPath must be a Unix socket path (1...107 bytes)")
+            }
+            agents.insert(path ?? "SSH_AUTH_SOCK")
+        }
+        if agents.count > 1 {
+            throw SSHError(.invalidArgument,
+                           "one agent per connection; the methods name \(agents.sorted().joined(separator: " and "))")
+        }
+    }
+
     func validate() throws(SSHError) {
         if host.isEmpty || host.utf8.contains(0) { throw SSHError(.invalidArgument, "host is empty or contains NUL") }
         if !(1...65535).contains(port) { throw SSHError(.invalidArgument, "port \(port) is out of range 1...65535") }
@@ -90,6 +106,7 @@ public struct SSHConfiguration: Sendable {
         if connectTimeout <= .zero { throw SSHError(.invalidArgument, "connectTimeout must be positive") }
         if socketTimeout < .seconds(1) { throw SSHError(.invalidArgument, "socketTimeout must be at least 1 s") }
         if authentication.methods.isEmpty { throw SSHError(.invalidArgument, "no authentication method configured") }
+        try Self.validateAgents(authentication.methods)
         let unsupported = algorithms.unsupportedNames
         if !unsupported.isEmpty {
             throw SSHError(.invalidArgument, "algorithms this libssh does not support: " + unsupported.joined(separator: ", "))
