@@ -88,8 +88,8 @@ public struct SSHConfiguration: Sendable {
     private static func validateAgents(_ methods: [SSHAuthentication.Method]) throws(SSHError) {
         var agents = Set<String>()
         for case .agent(let path) in methods {
-            if let path, path.isEmpty || path.utf8.count > 107 || path.utf8.contains(0) {
-                throw SSHError(.invalidArgument, "agent socketPath must be a Unix socket path (1...107 bytes)")
+            if let path, path.isEmpty || path.utf8.contains(0) {
+                throw SSHError(.invalidArgument, "agent socketPath is empty or contains NUL")
             }
             agents.insert(path ?? "SSH_AUTH_SOCK")
         }
