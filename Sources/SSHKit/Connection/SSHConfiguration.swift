@@ -1,3 +1,4 @@
+import Glibc
 import Logging
 
 /// Everything needed to open a connection. A value: build it once, reuse it.
@@ -91,7 +92,7 @@ public struct SSHConfiguration: Sendable {
             if let path, path.isEmpty || path.utf8.contains(0) {
                 throw SSHError(.invalidArgument, "agent socketPath is empty or contains NUL")
             }
-            agents.insert(path ?? "SSH_AUTH_SOCK")
+            agents.insert(path ?? getenv("SSH_AUTH_SOCK").map { String(cString: $0) } ?? "SSH_AUTH_SOCK")
         }
         if agents.count > 1 {
             throw SSHError(.invalidArgument,
