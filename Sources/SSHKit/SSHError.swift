@@ -112,10 +112,10 @@ public struct SSHError: Error, Sendable, CustomStringConvertible {
     public struct LibSSHDiagnostic: Sendable, Equatable {
         /// The libssh function that failed, e.g. `ssh_connect`.
         public var function: String
-        /// libssh's error code: `ssh_get_error_code()`, or for a key or certificate that
+        /// libssh's error code (`ssh_get_error_code`), or for a key or certificate that
         /// did not load, the import call's return value; 0 if none.
         public var code: Int
-        /// libssh's text (`ssh_get_error()`), copied right after the failed call; empty
+        /// libssh's text (from `ssh_get_error`), copied right after the failed call; empty
         /// when libssh gave none (e.g. a key file import).
         public var message: String
     }
