@@ -256,7 +256,7 @@ public final class SSHTransport: ConnectedTransport, Sendable {
 
     /// An exec channel, once one of `maxSessions` is free; `~/` in `executable` is the
     /// remote home. Without a timeout, more than 1 GiB of stdout and stderr together is an
-    /// error (`fileIO`, reason `other`); with one, SSHKit's channel timeout sends TERM and
+    /// error (`other`); with one, SSHKit's channel timeout sends TERM and
     /// closes the channel. Never retried: a connection lost meanwhile is `hostUnreachable`.
     public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
                            environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {

@@ -254,7 +254,7 @@ extension SSHHostConfig {
         case "none"?: return nil
         case nil, "SSH_AUTH_SOCK"?: return environment["SSH_AUTH_SOCK"].flatMap { $0.isEmpty ? nil : $0 }
         case let v? where v.hasPrefix("$"): return environment[String(v.dropFirst())].flatMap { $0.isEmpty ? nil : $0 }
-        case let path?: return path
+        case let path?: return path.isEmpty ? nil : path // `${VAR}` of an empty variable: no agent, as ssh
         }
     }
 

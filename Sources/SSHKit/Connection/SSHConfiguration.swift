@@ -84,8 +84,9 @@ public struct SSHConfiguration: Sendable {
         self.libsshVerbosity = libsshVerbosity
     }
 
-    /// One agent per connection: libssh 0.10 keeps the first agent socket it opened for
-    /// every later agent method, so a second path would silently ask the first agent.
+    /// One agent per connection: a libssh 0.10 session has one agent socket path, and
+    /// keeps the agent connection it opened for every later agent method, so a second
+    /// agent in the list would silently ask the same agent again.
     private static func validateAgents(_ methods: [SSHAuthentication.Method]) throws(SSHError) {
         var agents = Set<String>()
         for case .agent(let path) in methods {

@@ -128,6 +128,11 @@ struct OpenSSHConnectionTests {
         try h.config(Self.target + "    IdentityAgent none\n")
         let noAgent = try h.openSSH.connectionConfiguration(for: "db").authentication.methods
         #expect(noAgent.count == 1)
+        // an IdentityAgent that expands to nothing is no agent (not an empty socket path)
+        h.environment["SSHKIT_EMPTY_AGENT"] = ""
+        try h.config(Self.target + "    IdentityAgent ${SSHKIT_EMPTY_AGENT}\n")
+        let emptyAgent = try h.openSSH.connectionConfiguration(for: "db")
+        #expect(emptyAgent.authentication.methods.count == 1, "\(emptyAgent.authentication.methods)")
     }
 
     @Test("an agent that is not there is skipped, like ssh")
