@@ -1,7 +1,8 @@
 /*
  * stream-pacer RATE: writes zeros to stdout at RATE MB/s (10^6 bytes per
  * second), in 32 KiB writes checked against the clock every 256 KiB, until the
- * reader goes away. The fairness benchmark runs it on the server instead of
+ * reader goes away. A ceiling, not an average: after a stall (a reader that did
+ * not keep up) it starts counting again instead of catching up at full speed. The fairness benchmark runs it on the server instead of
  * `cat /dev/zero` (SSHKIT_BENCH_STREAM_MBPS) to compare echoes beside streams
  * of the same speed. A smooth rate: `pv -L` sends its bytes in bursts.
  */
@@ -40,13 +41,18 @@ main(int argc, char **argv)
             }
             sent += (long long)sizeof(zeros);
         }
-        for (;;) {
-            double ahead = (double)sent / rate - seconds_since(&t0);
-            if (ahead <= 0) {
-                break;
-            }
-            struct timespec d = {0, (long)(ahead * 1e9)};
+        double ahead = (double)sent / rate - seconds_since(&t0);
+        if (ahead < -0.01) {
+            /* more than 10 ms behind: start over from now */
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            sent = 0;
+            continue;
+        }
+        while (ahead > 0) {
+            struct timespec d = {(time_t)ahead,
+                                 (long)((ahead - (double)(time_t)ahead) * 1e9)};
             nanosleep(&d, NULL);
+            ahead = (double)sent / rate - seconds_since(&t0);
         }
     }
 }
