@@ -232,7 +232,7 @@ func benchFleet(_ f: Fixture, hosts count: Int, rounds: Int) async throws -> [Fl
     let (pssh, asyncsshScript) = try pythonScripts(dir)
     // the python3 on PATH, with parallel-ssh and asyncssh installed (pip install parallel-ssh asyncssh)
     let python = ProcessInfo.processInfo.environment["SSHKIT_BENCH_PYTHON"] ?? "python3"
-    let me = CommandLine.arguments[0]
+    let me = benchBinary
     let fps = f.fingerprints.joined(separator: ",")
     let xargsList = dir + "/ports.txt"
     try (servers.ports.map(String.init).joined(separator: "\n") + "\n").write(toFile: xargsList, atomically: true, encoding: .utf8)

@@ -280,8 +280,7 @@ func fairnessStream() throws -> (command: String, name: String) {
         return ("cat /dev/zero", "a `cat /dev/zero` stream")
     }
     guard let rate = Int(v), rate > 0 else { throw BenchError("SSHKIT_BENCH_STREAM_MBPS must be a positive integer") }
-    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    let pacer = URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("stream-pacer").path
+    let pacer = URL(fileURLWithPath: benchBinary).deletingLastPathComponent().appendingPathComponent("stream-pacer").path
     guard FileManager.default.isExecutableFile(atPath: pacer) else { throw BenchError("no stream-pacer beside the benchmark (swift build builds it)") }
     return ("'\(pacer)' \(rate)", "a stream paced at \(rate) MB/s")
 }

@@ -204,6 +204,8 @@ struct Row {
 let quick = CommandLine.arguments.contains("--quick")
 let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent().deletingLastPathComponent().path
+/// This benchmark's own binary (also when started from PATH); `stream-pacer` is built beside it.
+let benchBinary = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
 /// `SSHKIT_BENCH_IMPLS=SSHKit` (comma-separated) runs only those, e.g. under a profiler.
 let implementations = ProcessInfo.processInfo.environment["SSHKIT_BENCH_IMPLS"]
     .map { $0.split(separator: ",").map(String.init) } ?? ["SSHKit", "libssh C", "OpenSSH"]
