@@ -13,6 +13,13 @@
 
 #include "baseline.h"
 
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define LSB_CALLGRIND_DUMP(label) CALLGRIND_DUMP_STATS_AT(label)
+#else
+#define LSB_CALLGRIND_DUMP(label) ((void)(label))
+#endif
+
 struct lsb_session {
     ssh_session s;
 };
@@ -281,4 +288,9 @@ void lsb_close(lsb_session *s)
     ssh_disconnect(s->s);
     ssh_free(s->s);
     free(s);
+}
+
+void lsb_callgrind_dump(const char *label)
+{
+    LSB_CALLGRIND_DUMP(label);
 }

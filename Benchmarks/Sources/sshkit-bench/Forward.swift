@@ -4,7 +4,7 @@ import Foundation
 import LibSSHBaseline
 import SSHKit
 
-let forwardImplementations = ["SSHKit", "libssh C", "ssh -L"]
+let forwardImplementations = implementations.map { $0 == "OpenSSH" ? "ssh -L" : $0 }
 
 /// A TCP server on 127.0.0.1 with a thread per connection: `source` sends `bytes` and
 /// closes; otherwise it echoes until EOF.
@@ -158,6 +158,7 @@ func benchForward(_ f: Fixture, mebibytes: Int, rounds: Int, connections: Int) a
     let lsb = try LibSSHSession(f, cipher: cipher)
     for i in 0..<rounds {
         for impl in rotated(forwardImplementations, by: i) {
+            lsb_callgrind_dump("before \(impl), round \(i)")
             let t0 = now()
             let got: Int
             if impl == "libssh C" {
@@ -176,6 +177,7 @@ func benchForward(_ f: Fixture, mebibytes: Int, rounds: Int, connections: Int) a
             }
             guard got == expected else { throw BenchError("\(impl): \(got) of \(expected) bytes") }
             throughput.samples[impl, default: []].append(Double(expected) / 1e6 / ((now() - t0) / 1000))
+            lsb_callgrind_dump("forward \(mebibytes) MiB, \(impl), round \(i)")
             guard impl != "libssh C" else { continue }
             for _ in 0..<(connections / rounds) {
                 setup.samples[impl, default: []].append(try pingOnce(ports[impl]!.1))
@@ -195,7 +197,7 @@ func reportForward(_ rows: [Row]) {
     out("| workload | SSHKit median | libssh C median | ssh -L median | SSHKit / libssh C | SSHKit / ssh -L |")
     out("|---|---|---|---|---|---|")
     for r in rows {
-        let m = forwardImplementations.map { median(r.samples[$0] ?? []) }
+        let m = ["SSHKit", "libssh C", "ssh -L"].map { median(r.samples[$0] ?? []) }
         out("| \(r.workload) | \(f(m[0])) (p90 \(f(percentile(r.samples["SSHKit"] ?? [], 0.9)))) | \(f(m[1])) | \(f(m[2])) | \(ratio(m[0] / m[1])) | \(ratio(m[0] / m[2])) |")
     }
     out("samples per implementation: " + rows.map { r in forwardImplementations.map { "\($0) \(r.samples[$0]?.count ?? 0)" }.joined(separator: ", ") }.joined(separator: " | "))

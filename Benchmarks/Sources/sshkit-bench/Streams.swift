@@ -74,6 +74,7 @@ func benchThroughput(_ f: Fixture, mebibytes: Int, rounds: Int) async throws -> 
     for i in 0..<rounds {
         for impl in rotated(implementations, by: i) {
             let c0 = clientCPU(impl)
+            lsb_callgrind_dump("before \(impl), round \(i)")
             let t0 = now()
             switch impl {
             case "SSHKit":
@@ -89,6 +90,7 @@ func benchThroughput(_ f: Fixture, mebibytes: Int, rounds: Int) async throws -> 
                 guard spawnAndWait(sshArgv) == 0 else { throw BenchError("ssh cat failed") }
             }
             row.samples[impl, default: []].append(bytes / 1e6 / ((now() - t0) / 1000))
+            lsb_callgrind_dump("cat \(mebibytes) MiB, \(impl), round \(i)")
             cpu.samples[impl, default: []].append((clientCPU(impl) - c0) / (bytes / 1_073_741_824))
         }
     }

@@ -328,62 +328,81 @@ func report(_ rows: [Row]) {
 // MARK: - main
 
 
-// a fleet benchmark worker: one SSHFleet run as a process of its own (Fleet.swift)
-if CommandLine.arguments.count > 1 && CommandLine.arguments[1] == "fleet-worker" {
-    exit(await fleetWorker(Array(CommandLine.arguments.dropFirst(2))))
+/// The benchmark's main, run on the cooperative pool by a synchronous main thread (below).
+func runBenchmarks() async -> Int32 {
+    // a fleet benchmark worker: one SSHFleet run as a process of its own (Fleet.swift)
+    if CommandLine.arguments.count > 1 && CommandLine.arguments[1] == "fleet-worker" {
+        return await fleetWorker(Array(CommandLine.arguments.dropFirst(2)))
+    }
+    let fixture: Fixture
+    do { fixture = try Fixture.start(root: root) } catch {
+        out("benchmark failed: \(error)")
+        return 1
+    }
+    defer { fixture.stop(root: root) }
+    let only = CommandLine.arguments.first { $0.hasPrefix("--only=") }.map { String($0.dropFirst(7)) }
+    out("sshd on 127.0.0.1:\(fixture.port); \(quick ? "quick run" : "full run"); implementations alternate")
+    do {
+        var rows: [Row] = []
+        if only == nil || only == "exec" {
+            rows.append(try await benchConnect(fixture, rounds: quick ? 10 : 40))
+            out("connect: done")
+            rows.append(try await benchSequential(fixture, total: quick ? 200 : 1000, block: 100))
+            out("sequential: done")
+            rows.append(try await benchConcurrent(fixture, n: 64, rounds: quick ? 5 : 20))
+            out("concurrent: done")
+        }
+        if only == nil || only == "streams" || only == "throughput" {
+            rows.append(contentsOf: try await benchThroughput(fixture, mebibytes: quick ? 256 : 1024, rounds: quick ? 3 : 5))
+            out("throughput: done")
+        }
+        if only == nil || only == "streams" {
+            rows.append(try await benchEcho(fixture, samples: quick ? 200 : 1000))
+            out("echo: done")
+        }
+        if !rows.isEmpty { report(rows) }
+        if only == nil || only == "streams" || only == "fairness" {
+            try await benchFairness(fixture, samples: quick ? 200 : 1000)
+        }
+        if only == nil || only == "streams" || only == "memory" {
+            try await benchSlowConsumer(fixture, mebibytes: quick ? 256 : 1024)
+        }
+        if only == nil || only == "forward" {
+            reportForward(try await benchForward(fixture, mebibytes: quick ? 256 : 1024, rounds: quick ? 3 : 5,
+                                                 connections: quick ? 300 : 1000))
+        }
+        if only == nil || only == "sftp" {
+            reportSFTP(try await benchSFTPTransfers(fixture, mebibytes: quick ? 256 : 1024, rounds: quick ? 3 : 5)
+                       + benchSFTPMetadata(fixture, rounds: quick ? 2 : 5))
+        }
+        if only == nil || only == "sftp" || only == "sftp-cancel" {
+            try await benchSFTPCancel(fixture, rounds: quick ? 10 : 40)
+        }
+        if only == nil || only == "transport" {
+            reportTransports(try await benchTransports(fixture, rounds: quick ? 4 : 10))
+        }
+        if only == "fleet" { // not in the default run: it starts 100 sshd processes and needs parallel-ssh
+            reportFleet(try await benchFleet(fixture, hosts: quick ? 20 : 100, rounds: quick ? 2 : 5))
+        }
+        if only == nil || only == "agents" {
+            reportAgents(try await benchAgents(fixture, rounds: quick ? 3 : 10))
+        }
+    } catch {
+        out("benchmark failed: \(error)")
+        return 1
+    }
+    return 0
 }
 
-let fixture = try Fixture.start(root: root)
-defer { fixture.stop(root: root) }
-let only = CommandLine.arguments.first { $0.hasPrefix("--only=") }.map { String($0.dropFirst(7)) }
-out("sshd on 127.0.0.1:\(fixture.port); \(quick ? "quick run" : "full run"); implementations alternate")
-do {
-    var rows: [Row] = []
-    if only == nil || only == "exec" {
-        rows.append(try await benchConnect(fixture, rounds: quick ? 10 : 40))
-        out("connect: done")
-        rows.append(try await benchSequential(fixture, total: quick ? 200 : 1000, block: 100))
-        out("sequential: done")
-        rows.append(try await benchConcurrent(fixture, n: 64, rounds: quick ? 5 : 20))
-        out("concurrent: done")
-    }
-    if only == nil || only == "streams" || only == "throughput" {
-        rows.append(contentsOf: try await benchThroughput(fixture, mebibytes: quick ? 256 : 1024, rounds: quick ? 3 : 5))
-        out("throughput: done")
-    }
-    if only == nil || only == "streams" {
-        rows.append(try await benchEcho(fixture, samples: quick ? 200 : 1000))
-        out("echo: done")
-    }
-    if !rows.isEmpty { report(rows) }
-    if only == nil || only == "streams" || only == "fairness" {
-        try await benchFairness(fixture, samples: quick ? 200 : 1000)
-    }
-    if only == nil || only == "streams" || only == "memory" {
-        try await benchSlowConsumer(fixture, mebibytes: quick ? 256 : 1024)
-    }
-    if only == nil || only == "forward" {
-        reportForward(try await benchForward(fixture, mebibytes: quick ? 256 : 1024, rounds: quick ? 3 : 5,
-                                             connections: quick ? 300 : 1000))
-    }
-    if only == nil || only == "sftp" {
-        reportSFTP(try await benchSFTPTransfers(fixture, mebibytes: quick ? 256 : 1024, rounds: quick ? 3 : 5)
-                   + benchSFTPMetadata(fixture, rounds: quick ? 2 : 5))
-    }
-    if only == nil || only == "sftp" || only == "sftp-cancel" {
-        try await benchSFTPCancel(fixture, rounds: quick ? 10 : 40)
-    }
-    if only == nil || only == "transport" {
-        reportTransports(try await benchTransports(fixture, rounds: quick ? 4 : 10))
-    }
-    if only == "fleet" { // not in the default run: it starts 100 sshd processes and needs parallel-ssh
-        reportFleet(try await benchFleet(fixture, hosts: quick ? 20 : 100, rounds: quick ? 2 : 5))
-    }
-    if only == nil || only == "agents" {
-        reportAgents(try await benchAgents(fixture, rounds: quick ? 3 : 10))
-    }
-} catch {
-    out("benchmark failed: \(error)")
-    fixture.stop(root: root)
-    exit(1)
+// A synchronous main that waits for the benchmark, not top-level `await`: that parks the
+// main thread in `dispatch_main`, where valgrind 3.19 (Debian 12's) crashes, and the
+// instruction counts in Benchmarks/README.md come from `valgrind --tool=callgrind`.
+final class ExitStatus: @unchecked Sendable { var value: Int32 = 1 }
+let finished = DispatchSemaphore(value: 0)
+let exitStatus = ExitStatus()
+Task.detached {
+    exitStatus.value = await runBenchmarks()
+    finished.signal()
 }
+finished.wait()
+exit(exitStatus.value)

@@ -33,5 +33,10 @@ int lsb_echo_beside_stream(lsb_echo *e, const char *command, int samples, double
 void lsb_echo_close(lsb_echo *e);
 void lsb_close(lsb_session *s);
 
+/** Under `valgrind --tool=callgrind`: writes the instructions counted since the last dump
+ *  (all threads) to a dump of their own, named `label`. Does nothing otherwise (and when
+ *  valgrind's headers were missing at build time). */
+void lsb_callgrind_dump(const char *label);
+
 #pragma clang assume_nonnull end
 #endif
