@@ -19,19 +19,25 @@ final class LocalFile {
         return err
     }
 
-    static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o600) throws(SSHError) -> LocalFile {
+    static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o600, op: String) throws(SSHError) -> LocalFile {
+        try checkLocalPath(path, op: op)
         let fd = Glibc.open(path, flags | O_CLOEXEC, mode)
         guard fd >= 0 else { throw error("open", path) }
         return LocalFile(fd: fd, path: path)
     }
 
-    /// A new file named `prefix` + 8 random characters, created 0600 with O_EXCL.
+    /// A new file named `prefix` + 8 random characters, created 0600 with O_EXCL and
+    /// close-on-exec from the start (mkstemp's fd would be inheritable until an fcntl, and
+    /// Glibc's module here has no mkostemp).
     static func makeTemporary(prefix: String) throws(SSHError) -> LocalFile {
-        var template = Array((prefix + "XXXXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard fd >= 0 else { throw error("create a temporary file beside", prefix) }
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        return LocalFile(fd: fd, path: String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        let letters = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        for _ in 0..<100 {
+            let path = prefix + String((0..<8).map { _ in letters.randomElement()! })
+            let fd = Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            if fd >= 0 { return LocalFile(fd: fd, path: path) }
+            if errno != EEXIST { break }
+        }
+        throw error("create a temporary file beside", prefix)
     }
 
     func size() throws(SSHError) -> UInt64 {
@@ -93,6 +99,30 @@ final class LocalFile {
     }
 
     deinit { Glibc.close(fd) }
+}
+
+/// A local path with a NUL byte would reach the system cut short at the NUL (another
+/// file): refused.
+func checkLocalPath(_ path: String, op: String) throws(SSHError) {
+    guard !path.utf8.contains(0) else {
+        throw SSHError(.invalidArgument, "\(op): the local path \(path.debugDescription) contains a NUL byte")
+    }
+}
+
+/// The name of a temporary file beside `name`: "." + name + `suffix`. Where that would
+/// pass NAME_MAX (255 bytes), the name is cut (not inside a UTF-8 sequence) and a hash
+/// of the whole name keeps it apart from its neighbours and the same on every run (a
+/// resumed transfer finds its partial file again).
+func temporaryName(_ name: [UInt8], suffix: String) -> [UInt8] {
+    let tail = Array(suffix.utf8)
+    guard 1 + name.count + tail.count > 255 else { return [0x2e] + name + tail }
+    var hash: UInt32 = 2_166_136_261 // FNV-1a
+    for b in name { hash = (hash ^ UInt32(b)) &* 16_777_619 }
+    let hex = String(hash, radix: 16)
+    let tag = Array(("~" + String(repeating: "0", count: 8 - hex.count) + hex).utf8)
+    var keep = 255 - 1 - tail.count - tag.count
+    while keep > 0 && (name[keep] & 0xC0) == 0x80 { keep -= 1 }
+    return [0x2e] + name[..<keep] + tag + tail
 }
 
 /// Splits "dir/name" into ("dir", "name"); "name" gives (".", "name").

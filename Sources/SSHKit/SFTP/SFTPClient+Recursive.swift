@@ -26,10 +26,11 @@ extension SFTPClient {
     @discardableResult
     public func downloadDirectory(_ remote: SFTPPath, to localPath: String,
                                   options: SFTPTransferOptions = SFTPTransferOptions()) async throws(SSHError) -> SFTPTreeTransferSummary {
+        try checkLocalPath(localPath, op: "downloadDirectory")
         var summary = SFTPTreeTransferSummary()
         var fileOptions = options
         fileOptions.preserveTimes = true
-        try await downloadTree(remote, localPath, relative: "", fileOptions, &summary)
+        try await downloadTree(remote, withoutTrailingSlashes(localPath), relative: "", fileOptions, &summary)
         return summary
     }
 
@@ -65,8 +66,10 @@ extension SFTPClient {
             }
         }
         // the directory's own mode and times last (its contents changed its mtime)
-        let dir = try LocalFile.open(local, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
-        try dir.setMode(options.permissions ?? (attrs.mode.map { $0 & 0o7777 } ?? 0o755))
+        // `permissions` is for files; a directory keeps its own mode, without set-user-ID
+        // (as OpenSSH's sftp: a server does not make local directories set-user-ID)
+        let dir = try LocalFile.open(local, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, op: "downloadDirectory")
+        try dir.setMode(attrs.mode.map { $0 & 0o1777 } ?? 0o755)
         if let m = attrs.modificationTime { try dir.setTimes(access: attrs.accessTime ?? m, modification: m) }
     }
 
@@ -87,10 +90,11 @@ extension SFTPClient {
     @discardableResult
     public func uploadDirectory(_ localPath: String, to remote: SFTPPath,
                                 options: SFTPTransferOptions = SFTPTransferOptions()) async throws(SSHError) -> SFTPTreeTransferSummary {
+        try checkLocalPath(localPath, op: "uploadDirectory")
         var summary = SFTPTreeTransferSummary()
         var fileOptions = options
         fileOptions.preserveTimes = true
-        try await uploadTree(localPath, remote, relative: "", fileOptions, &summary)
+        try await uploadTree(withoutTrailingSlashes(localPath), remote, relative: "", fileOptions, &summary)
         return summary
     }
 
@@ -108,13 +112,12 @@ extension SFTPClient {
             guard (try? await linkAttributes(at: remote))?.kind == .directory else { throw error }
         }
         summary.directories += 1
-        let names: [String]
-        do {
-            names = try FileManager.default.contentsOfDirectory(atPath: local).sorted()
-        } catch {
-            throw LocalFile.error("list", local, errno: EIO)
-        }
-        for name in names {
+        for entry in try Self.localDirectoryNames(local) {
+            // a name that is not UTF-8 has no faithful String path here: skipped
+            guard let name = entry.name else {
+                summary.skipped.append(relative + String(decoding: entry.bytes, as: UTF8.self))
+                continue
+            }
             let path = local + "/" + name
             var cst = stat()
             guard lstat(path, &cst) == 0 else { throw LocalFile.error("stat", path) }
@@ -128,8 +131,37 @@ extension SFTPClient {
                 summary.skipped.append(relative + name)
             }
         }
+        // `permissions` is for files; a directory keeps its own mode, without set-user-ID
         try await setAttributes(SFTPFileAttributes(
-            permissions: options.permissions ?? (UInt32(st.st_mode) & 0o7777),
+            permissions: UInt32(st.st_mode) & 0o1777,
             accessTime: UInt32(clamping: st.st_atim.tv_sec), modificationTime: UInt32(clamping: st.st_mtim.tv_sec)), at: remote)
     }
+
+    /// The names in a local directory, sorted by their bytes; `name` is nil for one
+    /// that is not UTF-8. ("." and ".." left out.)
+    private static func localDirectoryNames(_ path: String) throws(SSHError) -> [(name: String?, bytes: [UInt8])] {
+        guard let dir = opendir(path) else { throw LocalFile.error("list", path) }
+        defer { closedir(dir) }
+        var out: [(name: String?, bytes: [UInt8])] = []
+        while true {
+            errno = 0
+            guard let entry = readdir(dir) else {
+                if errno != 0 { throw LocalFile.error("list", path) }
+                break
+            }
+            let bytes = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                Array(raw.prefix { $0 != 0 })
+            }
+            if bytes == [0x2e] || bytes == [0x2e, 0x2e] { continue }
+            out.append((String(validating: bytes, as: UTF8.self), bytes))
+        }
+        return out.sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) }
+    }
+}
+
+/// "a/b/" as "a/b" (a trailing slash would make lstat follow a symbolic link); "/" stays.
+func withoutTrailingSlashes(_ path: String) -> String {
+    var p = Substring(path)
+    while p.count > 1 && p.hasSuffix("/") { p = p.dropLast() }
+    return String(p)
 }

@@ -41,6 +41,7 @@ extension SFTPClient {
     public func download(_ remote: SFTPPath, to localPath: String, options: SFTPTransferOptions = SFTPTransferOptions(),
                          progress: (@Sendable (SFTPTransferProgress) -> Void)? = nil) async throws(SSHError) -> UInt64 {
         try options.validate()
+        try checkLocalPath(localPath, op: "download")
         let chunk = await chunkSize(options, reading: true)
         let file = try await openFile(remote)
         let attrs: SFTPFileAttributes
@@ -56,12 +57,15 @@ extension SFTPClient {
             throw error
         }
         let (dir, name) = splitLocalPath(localPath)
-        let partialPath = dir + "/." + name + ".sshkit-partial"
+        let partialPath = dir + "/" + String(decoding: temporaryName(Array(name.utf8), suffix: ".sshkit-partial"),
+                                             as: UTF8.self)
+        let tempPrefix = String(decoding: temporaryName(Array(name.utf8), suffix: ".sshkit-XXXXXXXX").dropLast(8),
+                                as: UTF8.self)
         let local: LocalFile
         do throws(SSHError) {
             local = options.resume
-                ? try LocalFile.open(partialPath, O_WRONLY | O_CREAT | O_NOFOLLOW, mode: 0o600)
-                : try LocalFile.makeTemporary(prefix: dir + "/." + name + ".sshkit-")
+                ? try LocalFile.open(partialPath, O_WRONLY | O_CREAT | O_NOFOLLOW, mode: 0o600, op: "download")
+                : try LocalFile.makeTemporary(prefix: dir + "/" + tempPrefix)
         } catch {
             file.closeWithoutWaiting()
             throw error
@@ -90,6 +94,7 @@ extension SFTPClient {
         } catch {
             if options.resume {
                 try? local.truncate(to: coverage.contiguous) // only bytes known to be right stay
+                try? local.setMode(0o600) // writable again for the resume (the final mode may not be)
             } else {
                 unlink(local.path)
             }
@@ -105,6 +110,11 @@ extension SFTPClient {
     public func contentsOfFile(_ path: SFTPPath, limit: Int = 16 << 20,
                                options: SFTPTransferOptions = SFTPTransferOptions()) async throws(SSHError) -> [UInt8] {
         try options.validate()
+        guard limit >= 0 else {
+            var e = SSHError(.invalidArgument, "read \(path): a limit of \(limit) bytes is negative")
+            e.sftp = SSHError.SFTPContext(operation: "read", path: path)
+            throw e
+        }
         let chunk = await chunkSize(options, reading: true)
         let file = try await openFile(path)
         let buffer = Mutex([UInt8]())

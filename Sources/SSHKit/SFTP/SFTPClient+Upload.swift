@@ -4,9 +4,10 @@ import Glibc
 
 extension SFTPClient {
     /// Uploads `localPath` to `remote`, atomically: the bytes go to a new temporary file
-    /// in the same remote directory, created with `O_EXCL` and the final permissions from
-    /// the start (so a secret is never readable by others, and a planted symlink is never
-    /// followed), flushed, then renamed over `remote` (posix-rename, else `mv -f`). On any
+    /// in the same remote directory, created with `O_EXCL` and no permissions for group
+    /// and others (so a secret is never readable by others, and a planted symlink is never
+    /// followed), given its final permissions once complete, flushed, then renamed over
+    /// `remote` (posix-rename, else `mv -f`). On any
     /// failure or cancellation the temporary file is removed and `remote` is untouched
     /// (after a cancel, the removal finishes in the background: a cancelled call never
     /// waits for the server).
@@ -15,7 +16,9 @@ extension SFTPClient {
     public func upload(_ localPath: String, to remote: SFTPPath, options: SFTPTransferOptions = SFTPTransferOptions(),
                        progress: (@Sendable (SFTPTransferProgress) -> Void)? = nil) async throws(SSHError) -> UInt64 {
         try options.validate()
-        let local = try LocalFile.open(localPath, O_RDONLY)
+        // O_NONBLOCK: opening a FIFO for reading would wait for a writer (a hang the
+        // type check below could not catch); a regular file ignores the flag
+        let local = try LocalFile.open(localPath, O_RDONLY | O_NONBLOCK, op: "upload")
         let st = try local.status()
         guard (st.st_mode & S_IFMT) == S_IFREG else {
             throw SSHError(.invalidArgument, "upload \(localPath): not a regular file")
@@ -50,24 +53,37 @@ extension SFTPClient {
         guard name.isPlainName else {
             throw SSHError(.invalidArgument, "upload: \(remote) does not name a file")
         }
+        try Self.checkSendable(remote, op: "upload")
+        // the owner can write it (a resumed upload opens it again), nobody else can read
+        // it; the final mode comes with the last attributes, before the rename
+        let createMode = (mode & 0o700) | 0o600
         let temp: SFTPPath
         let file: SFTPFile
         var start: UInt64 = 0
         if options.resume {
-            temp = remote.parent.appending(SFTPPath(bytes: [0x2e] + name.bytes + Array(".sshkit-partial".utf8)))
+            temp = remote.parent.appending(SFTPPath(bytes: temporaryName(name.bytes, suffix: ".sshkit-partial")))
             // never write through whatever else may sit at that name (a planted symlink)
             if let a = try? await linkAttributes(at: temp), a.kind != .regular {
                 var e = SSHError(.sftpFailure, "upload: \(temp) exists and is not a regular file")
                 e.sftp = SSHError.SFTPContext(operation: "upload", path: temp)
                 throw e
             }
-            file = try await openFile(temp, flags: [.write, .create], permissions: mode)
+            file = try await openFile(temp, flags: [.write, .create], permissions: createMode)
             start = (try? await file.attributes().size) ?? 0
             if start > size { start = 0 } // a different source: start over
         } else {
             let tag = (0..<8).map { _ in "0123456789abcdef".randomElement()! }
-            temp = remote.parent.appending(SFTPPath(bytes: [0x2e] + name.bytes + Array(".sshkit-\(String(tag))".utf8)))
-            file = try await openFile(temp, flags: [.write, .create, .exclusive], permissions: mode)
+            temp = remote.parent.appending(SFTPPath(bytes: temporaryName(name.bytes, suffix: ".sshkit-\(String(tag))")))
+            do throws(SSHError) {
+                file = try await openFile(temp, flags: [.write, .create, .exclusive], permissions: createMode)
+            } catch {
+                // cancelled or timed out with the open on its way: the server may have
+                // created the file (its name is ours alone: random, and O_EXCL)
+                if error.code == .cancelled || error.code == .timedOut {
+                    _ = self.cleanup { try? await self.removeFile(at: temp) }
+                }
+                throw error
+            }
         }
         var coverage = Coverage(start: start)
         do throws(SSHError) {

@@ -82,6 +82,7 @@ public final class SFTPClient: Sendable {
     /// mapped to an error naming `op` and `path`.
     func call(_ type: UInt8, _ op: String, path: SFTPPath?, capacity: Int = 64,
               _ fill: (inout SFTPWriter) -> Void) async throws(SSHError) -> SFTPReply {
+        if let path { try Self.checkSendable(path, op: op) }
         let id = session.makeID()
         var w = SFTPWriter(type: type, id: id, capacity: capacity)
         fill(&w)
@@ -94,6 +95,16 @@ public final class SFTPClient: Sendable {
         } catch {
             var e = error
             if e.sftp == nil { e.sftp = SSHError.SFTPContext(operation: op, path: path) }
+            throw e
+        }
+    }
+
+    /// A path with a NUL byte would be cut short on the wire (SFTP strings are C strings
+    /// to the server): refused before anything is sent.
+    static func checkSendable(_ path: SFTPPath, op: String) throws(SSHError) {
+        guard !path.bytes.contains(0) else {
+            var e = SSHError(.invalidArgument, "\(op): the path \(path.string.debugDescription) contains a NUL byte")
+            e.sftp = SSHError.SFTPContext(operation: op, path: path)
             throw e
         }
     }
@@ -222,6 +233,7 @@ public final class SFTPClient: Sendable {
     /// Creates a symbolic link at `path` pointing to `target`. (OpenSSH's server takes
     /// the two in the reverse of the draft's order; SSHKit sends them its way.)
     public func createSymbolicLink(at path: SFTPPath, pointingTo target: SFTPPath) async throws(SSHError) {
+        try Self.checkSendable(target, op: "symlink")
         try await callStatus(SFTPType.symlink, "symlink", path: path) {
             $0.put(string: target.bytes)
             $0.put(string: path.bytes)
@@ -231,6 +243,7 @@ public final class SFTPClient: Sendable {
     /// A hard link (`hardlink@openssh.com`).
     public func createHardLink(at path: SFTPPath, to existing: SFTPPath) async throws(SSHError) {
         try requireExtension("hardlink@openssh.com", op: "hardlink", path: path)
+        try Self.checkSendable(existing, op: "hardlink")
         try await callStatus(SFTPType.extended, "hardlink", path: path) {
             $0.put(string: "hardlink@openssh.com")
             $0.put(string: existing.bytes)
@@ -273,6 +286,8 @@ public final class SFTPClient: Sendable {
     /// destination is replaced atomically by `posix-rename@openssh.com`, or, where the
     /// server lacks it, by `mv -f` over an exec channel.
     public func rename(_ source: SFTPPath, to destination: SFTPPath, replacing: Bool = false) async throws(SSHError) {
+        try Self.checkSendable(source, op: "rename")
+        try Self.checkSendable(destination, op: "rename")
         if !replacing {
             return try await callStatus(SFTPType.rename, "rename", path: source) {
                 $0.put(string: source.bytes)
@@ -302,10 +317,21 @@ public final class SFTPClient: Sendable {
             throw e
         }
         let q = SSHShellQuoting.quote
-        let result = try await connection.execute("mv -f -- \(q(source.string)) \(q(destination.string))")
+        let (src, dst) = (q(source.string), q(destination.string))
+        // mv moves into a directory (or a link to one) at the destination, where
+        // posix-rename fails: refuse it the same way
+        let result = try await connection.execute(
+            "if [ -d \(dst) ]; then echo \(q(destination.string + ": is a directory")) >&2; exit 1; fi; mv -f -- \(src) \(dst)")
         guard result.exitStatus == .exited(0) else {
             var e = SSHError(.sftpFailure, "rename \(source): mv failed: \(result.stderrString)")
             e.sftp = SSHError.SFTPContext(operation: "rename", path: source, serverMessage: result.stderrString)
+            throw e
+        }
+        // a server that runs no commands (ForceCommand internal-sftp) can end the exec
+        // with status 0 and move nothing
+        if (try? await linkAttributes(at: source)) != nil {
+            var e = SSHError(.sftpFailure, "rename \(source): the server's mv left it in place")
+            e.sftp = SSHError.SFTPContext(operation: "rename", path: source)
             throw e
         }
     }

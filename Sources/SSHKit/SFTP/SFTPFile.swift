@@ -53,7 +53,11 @@ public final class SFTPFile: Sendable {
     /// return fewer anywhere), empty at or past the end.
     public func read(at offset: UInt64, count: Int) async throws(SSHError) -> [UInt8] {
         try requireOpen("read")
-        precondition(count >= 0 && count <= Int(UInt32.max), "read count \(count) out of range")
+        guard count >= 0 && count <= Int(UInt32.max) else {
+            var e = SSHError(.invalidArgument, "read: a count of \(count) bytes is out of range")
+            e.sftp = SSHError.SFTPContext(operation: "read", path: path)
+            throw e
+        }
         let reply = try await client.call(SFTPType.read, "read", path: path) {
             $0.put(string: handle)
             $0.put(offset)

@@ -5,12 +5,12 @@
 /// from raw bytes; `string` decodes for display, replacing invalid sequences.
 /// Comparison is bytewise: "café" written two ways is two different paths.
 public struct SFTPPath: Sendable, Hashable, CustomStringConvertible, ExpressibleByStringLiteral {
-    /// The bytes sent to the server (never containing NUL).
+    /// The bytes sent to the server.
     public let bytes: [UInt8]
 
-    /// A path from raw bytes. A NUL byte cannot be sent (a programmer error).
+    /// A path from raw bytes. A path with a NUL byte cannot be sent: every operation
+    /// given one fails with `invalidArgument` (nothing reaches the server).
     public init(bytes: [UInt8]) {
-        precondition(!bytes.contains(0), "an SFTP path cannot contain a NUL byte")
         self.bytes = bytes
     }
 

@@ -11,8 +11,10 @@ public struct SFTPTransferOptions: Sendable {
     /// trusts the bytes already there, like `sftp reget`). Without `resume` the temp file
     /// has a random name and is removed on any failure.
     public var resume: Bool
-    /// The destination's permission bits; nil: the source's (less group/other write for
-    /// uploads of files that had none), or 0o644 when the source has none.
+    /// The destination file's permission bits; nil: the source's (less group/other write
+    /// for uploads of files that had none), or 0o644 when the source has none. In a
+    /// recursive transfer it applies to the files; directories keep their source's mode
+    /// (less set-user-ID).
     public var permissions: UInt32?
     /// Give the destination the source's modification (and access) time.
     public var preserveTimes: Bool
