@@ -1,5 +1,5 @@
 import Foundation
-import SSHKit
+@testable import SSHKit
 import Synchronization
 import Testing
 
@@ -259,6 +259,33 @@ struct ForwardTests {
         req += [UInt8(port >> 8), UInt8(port & 0xFF)]
         _ = SocketClient.writeAll(fd, req)
         return SocketClient.readExactly(fd, 2 + 10)
+    }
+
+    /// A long-lived connection that opens and closes many forwards keeps nothing of them.
+    @Test func closedForwardsLeaveNothingWaitingOnTheConnection() async throws {
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            for _ in 0..<20 {
+                let direct = try conn.forwardLocalPort(to: .tcp(host: "127.0.0.1", port: server.port))
+                let socks = try conn.forwardDynamicPort()
+                #expect(conn.core.context.terminationHandlerCount == 2)
+                await direct.close()
+                await socks.close()
+            }
+            #expect(conn.core.context.terminationHandlerCount == 0)
+        }
+    }
+
+    /// OpenSSH refuses with reason 1 and the text "open failed": SOCKS5's "not allowed".
+    @Test func aServerThatForbidsForwardingIsSocksNotAllowed() async throws {
+        let off = try TestServer.start(name: "nosocks", extraConfig: ["AllowTcpForwarding no"])
+        defer { off.stop() }
+        try await SSHClient.withConnection(off.configuration()) { conn in
+            let proxy = try conn.forwardDynamicPort()
+            let fd = SocketClient.connect(port: try #require(proxy.port))
+            defer { close(fd) }
+            #expect(socks5Connect(fd, host: "127.0.0.1", port: off.port) == [5, 0] + [5, 2, 0, 1, 0, 0, 0, 0, 0, 0])
+            await proxy.close()
+        }
     }
 
     @Test func socks5AndSocks4aAndSocks4ReachTheTargetThroughTheServer() async throws {

@@ -95,6 +95,65 @@ struct RemoteForwardTests {
         }
     }
 
+    /// A handler that waits on something else than its tunnel is cancelled by `close()`,
+    /// which then returns instead of waiting for it.
+    @Test func closeCancelsAHandlerThatWaitsOnSomethingElse() async throws {
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let entered = Mutex(false)
+            let sawCancel = Mutex(false)
+            let forward = try await conn.forwardRemotePort(port: 0) { _ in
+                entered.withLock { $0 = true }
+                try? await Task.sleep(for: .seconds(60))
+                sawCancel.withLock { $0 = Task.isCancelled }
+            }
+            let t = try await conn.openTunnel(toHost: "127.0.0.1", port: forward.port)
+            #expect(await eventually(timeout: .seconds(10)) { entered.withLock { $0 } })
+            let started = ContinuousClock.now
+            await forward.close()
+            #expect(ContinuousClock.now - started < .seconds(30), "close waited for the handler")
+            #expect(sawCancel.withLock { $0 })
+            t.cancel()
+        }
+    }
+
+    /// A local Unix-socket target that accepts nothing (its backlog full): the connection
+    /// gives up at the connect timeout, and `close()` returns.
+    @Test func aUnixTargetWithAFullBacklogTimesOutInsteadOfHanging() async throws {
+        let path = NSTemporaryDirectory() + "sshkit-full-\(UUID().uuidString.prefix(8)).sock"
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener); unlink(path) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        #expect(bound == 0 && listen(listener, 0) == 0)
+        // fill the backlog: nothing is ever accepted
+        var fillers: [Int32] = []
+        defer { for fd in fillers { close(fd) } }
+        for _ in 0..<8 {
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            let rc = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            if rc != 0 { close(fd); break }
+            fillers.append(fd)
+        }
+        let events = ForwardTests.Events()
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let forward = try await conn.forwardRemotePort(port: 0, to: .unixSocket(path: path),
+                                                           options: SSHForwardOptions(eventHandler: events.handler))
+            let t = try await conn.openTunnel(toHost: "127.0.0.1", port: forward.port)
+            // the 10 s connect timeout, well inside the wait's 30 s
+            #expect(await events.wait("the connect to give up", timeout: .seconds(30)) {
+                $0.contains { ForwardTests.isFailed($0, .connectTimeout) }
+            })
+            t.cancel()
+            await forward.close()
+        }
+    }
+
     @Test func aRefusedLocalTargetClosesThatConnectionAndTheForwardGoesOn() async throws {
         let echo = try EchoServer()
         let closedPort = echo.port

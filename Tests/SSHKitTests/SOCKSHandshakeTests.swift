@@ -73,6 +73,8 @@ struct SOCKSHandshakeTests {
         #expect(code("Channel opening failure: channel 3 error (2) No route to host") == 4)
         #expect(code("Channel opening failure: channel 3 error (2) Name or service not known") == 4)
         #expect(code("Channel opening failure: channel 3 error (1) administratively prohibited: open failed") == 2)
+        // OpenSSH's own text for a PermitOpen refusal: only the reason code says "not allowed"
+        #expect(code("Channel opening failure: channel 3 error (1) open failed") == 2)
         #expect(code("something else") == 1)
         #expect(SOCKSHandshake.failure(.socks4a, error: SSHError(.cancelled, "x")) == [0, 0x5B, 0, 0, 0, 0, 0, 0])
     }

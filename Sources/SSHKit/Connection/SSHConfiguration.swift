@@ -188,8 +188,13 @@ public struct SSHKeepalive: Sendable, Hashable {
 }
 
 extension Duration {
+    /// Whole milliseconds, saturated at about 2^60 (36 million years) either way, so that
+    /// a huge timeout added to a clock reading cannot overflow (and trap).
     var milliseconds: Int64 {
         let (s, atto) = components
+        let cap: Int64 = 1 << 60
+        if s >= cap / 1000 { return cap }
+        if s <= -cap / 1000 { return -cap }
         return s * 1000 + atto / 1_000_000_000_000_000
     }
 }

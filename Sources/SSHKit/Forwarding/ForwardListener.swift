@@ -18,6 +18,8 @@ final class ForwardListener: Sendable {
 
     /// Whether the wake-up eventfd is still open (the thread closes it as it exits).
     private let wakeOpen = Mutex(true)
+    /// The connection's termination handler, taken back at shutdown.
+    private let terminationToken = Mutex<UInt64?>(nil)
     private let wakeFD: Int32
     private let listenFDs: [Int32]
     private let unixPath: String?
@@ -52,15 +54,20 @@ final class ForwardListener: Sendable {
         }
     }
 
-    func start() {
-        startThread(name: "sshkit-forward") { [self] in
-            run()
-        }
-        // the connection ending stops the forward
-        let context = connection.context
-        Task { [weak self] in
-            await context.waitUntilTerminated()
+    /// Starts the listener's thread; without one, the listener is closed and the error thrown.
+    func start() throws(SSHError) {
+        // the connection ending stops the forward (taken back when the forward stops first)
+        let token = connection.context.onTerminated { [weak self] in
             self?.requestStop(reason: SSHError(.connectionClosed, "the SSH connection ended"))
+        }
+        terminationToken.withLock { $0 = token }
+        do throws(SSHError) {
+            try startThread(name: "sshkit-forward") { [self] in
+                run()
+            }
+        } catch {
+            shutDown(handshakes: [:])
+            throw error
         }
     }
 
@@ -226,6 +233,7 @@ final class ForwardListener: Sendable {
     /// Closes the listener and the handshakes; the ledger reports `stopped` once the last
     /// forwarded connection has finished (its socket is then closed).
     private func shutDown(handshakes: [Int32: Handshake]) {
+        if let token = terminationToken.withLock({ $0 }) { connection.context.removeTerminationHandler(token) }
         for fd in listenFDs { close(fd) }
         if let unixPath { unlink(unixPath) }
         for (fd, h) in handshakes {
@@ -247,8 +255,9 @@ func monotonicMillis() -> Int64 {
     return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
 }
 
-/// Runs `body` on a new detached thread with every signal blocked.
-func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
+/// Runs `body` on a new detached thread with every signal blocked; `systemError` when no
+/// thread can be made (a thread or process limit), and `body` then never runs.
+func startThread(name: String, _ body: @escaping @Sendable () -> Void) throws(SSHError) {
     final class Box: @unchecked Sendable {
         let body: @Sendable () -> Void
         let name: String
@@ -271,5 +280,8 @@ func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
     }, box)
     pthread_sigmask(SIG_SETMASK, &old, nil)
     pthread_attr_destroy(&attr)
-    precondition(rc == 0, "pthread_create failed: \(rc)")
+    guard rc == 0 else {
+        Unmanaged<AnyObject>.fromOpaque(box).release() // the thread that would have taken it
+        throw ListenSockets.systemError("pthread_create", rc)
+    }
 }

@@ -77,11 +77,13 @@ enum ListenSockets {
         }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw systemError("socket", errno) }
-        let old = umask(0o177)
+        // Linux gives the socket's file the mode of the socket's inode (less the umask):
+        // set on the fd, that reaches no other thread's files, as a umask(0177) around
+        // bind would (the umask is the whole process's)
+        _ = fchmod(fd, 0o600)
         let rc = withUnsafePointer(to: &addr) { p in
             p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        umask(old)
         guard rc == 0, listen(fd, backlog) == 0 else {
             let e = errno
             close(fd)

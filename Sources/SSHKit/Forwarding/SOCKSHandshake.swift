@@ -144,7 +144,12 @@ struct SOCKSHandshake {
         guard version == .socks5 else { return reply4(granted: false) }
         let text = (error.message + " " + (error.libssh?.message ?? "")).lowercased()
         if text.contains("connection refused") { return reply5(0x05) }
-        if text.contains("administratively prohibited") || text.contains("prohibited") { return reply5(0x02) }
+        // reason 1, SSH_OPEN_ADMINISTRATIVELY_PROHIBITED: OpenSSH's text for it is only
+        // "open failed" (PermitOpen, AllowTcpForwarding no); libssh writes "error (1)"
+        if text.contains("administratively prohibited") || text.contains("prohibited")
+            || text.contains(" error (1) ") {
+            return reply5(0x02)
+        }
         if text.contains("network is unreachable") { return reply5(0x03) }
         if text.contains("no route") || text.contains("unreachable") || text.contains("name or service")
             || text.contains("name resolution") || text.contains("timed out") {

@@ -64,7 +64,7 @@ extension SSHConnection {
             if let unixPath { _ = unlinkPath(unixPath) }
             throw error
         }
-        listener.start()
+        try listener.start()
         logger.debug("forward listening", metadata: ["listen": "\(addresses)", "kind": "\(kind)"])
         return SSHPortForward(kind: kind, listenAddresses: addresses, listener: listener)
     }

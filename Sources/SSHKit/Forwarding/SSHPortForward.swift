@@ -6,7 +6,8 @@ public enum SSHListenAddress: Sendable, Hashable, CustomStringConvertible {
     /// A Unix socket path, created mode 0600.
     case unixSocket(path: String)
 
-    /// 127.0.0.1 on `port` (0: any free port), what `ssh -L port:...` binds by default.
+    /// 127.0.0.1 on `port` (0: any free port). `ssh -L port:...` binds `localhost`, which
+    /// is ::1 as well where it resolves so: `.tcp(host: "localhost", port:)` does the same.
     public static func loopback(port: Int = 0) -> SSHListenAddress { .tcp(host: "127.0.0.1", port: port) }
 
     public var description: String {

@@ -33,8 +33,13 @@ public final class SSHRemoteForward: Sendable {
     /// The counters so far.
     public var statistics: SSHForwardStatistics { book.ledger.statistics }
 
-    /// Stops listening on the server and closes every forwarded connection; returns
-    /// once the server answered the cancel (or the connection ended). Idempotent.
+    /// Stops listening on the server and closes every forwarded connection; returns once
+    /// those connections have closed. Idempotent. The server stops listening when its
+    /// `cancel-tcpip-forward` arrives: the connection sends it as soon as libssh's one
+    /// global-request slot is free (a keepalive probe or another forward's request can
+    /// hold it for a round trip), so another client that binds the same port right after
+    /// `close()` may still find it taken. A new forward on this connection is ordered
+    /// after the cancel.
     public func close() async {
         book.stop(reason: nil)
         _ = await book.waitUntilStopped(cancellable: false)
@@ -97,6 +102,7 @@ final class RemoteForwardBook: Sendable {
     private let forward = Mutex<CoreRemoteForward?>(nil)
     private let started = OpenWaiter()
     private let boundPort = Mutex(0)
+    private let handlerTasks = Mutex<[UInt64: Task<Void, Never>]>([:])
     let ledger: ForwardLedger
     let mode: Mode
     let options: SSHForwardOptions
@@ -126,6 +132,7 @@ final class RemoteForwardBook: Sendable {
                     self?.started.resume(.failure(error))
                     // the op runs until cancelled or the connection ends
                     self?.ledger.requestStop(reason: error.code == .cancelled ? nil : error)
+                    self?.cancelHandlers()
                     self?.ledger.sourceEnded()
                 }))
         forward.withLock { $0 = op }
@@ -151,24 +158,35 @@ final class RemoteForwardBook: Sendable {
         switch mode {
         case .bridge(let target):
             // connecting may take a while: not on the worker
-            startThread(name: "sshkit-rfwd") { [self] in
-                connectAndBridge(id, peer: peer, target: target, op: op)
+            do throws(SSHError) {
+                try startThread(name: "sshkit-rfwd") { [self] in
+                    connectAndBridge(id, peer: peer, target: target, op: op)
+                }
+            } catch {
+                // no thread to spare (a thread or process limit): this connection only
+                op.reject(id)
+                ledger.ended(id, peer: peer, target: target.description, error: error)
             }
         case .handler(let handler):
-            Task { [self] in
-                let channel: StreamChannel
-                do throws(SSHError) {
-                    channel = try await op.stream(id, bufferLimit: options.bufferLimit)
-                } catch {
-                    ledger.ended(id, peer: peer, target: nil, error: error)
-                    return
+            // kept, so that stopping the forward cancels a handler that awaits something
+            // other than its tunnel (close() waits for every connection to end)
+            handlerTasks.withLock { tasks in
+                tasks[id] = Task { [self] in
+                    defer { _ = handlerTasks.withLock { $0.removeValue(forKey: id) } }
+                    let channel: StreamChannel
+                    do throws(SSHError) {
+                        channel = try await op.stream(id, bufferLimit: options.bufferLimit)
+                    } catch {
+                        ledger.ended(id, peer: peer, target: nil, error: error)
+                        return
+                    }
+                    let tunnel = SSHTunnel(channel: channel, target: peer)
+                    ledger.attach(id, .tunnel(tunnel))
+                    ledger.opened(id, peer: peer, target: nil)
+                    await handler(tunnel)
+                    tunnel.cancel()
+                    ledger.ended(id, peer: peer, target: nil, error: nil)
                 }
-                let tunnel = SSHTunnel(channel: channel, target: peer)
-                ledger.attach(id, .tunnel(tunnel))
-                ledger.opened(id, peer: peer, target: nil)
-                await handler(tunnel)
-                tunnel.cancel()
-                ledger.ended(id, peer: peer, target: nil, error: nil)
             }
         }
     }
@@ -199,6 +217,11 @@ final class RemoteForwardBook: Sendable {
     func stop(reason: SSHError?) {
         ledger.requestStop(reason: reason)
         forward.withLock { $0 }?.cancel()
+        cancelHandlers()
+    }
+
+    private func cancelHandlers() {
+        for task in handlerTasks.withLock({ Array($0.values) }) { task.cancel() }
     }
 
     func waitUntilStopped(cancellable: Bool) async -> SSHError? {
@@ -219,19 +242,28 @@ enum LocalConnector {
                 return .failure(SSHError(.invalidArgument, "socket path too long"))
             }
             withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: bytes) }
-            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            // non-blocking: a blocking connect to a server whose backlog is full waits
+            // for as long as it stays full. Non-blocking, that is EAGAIN at once (Unix
+            // sockets have no connect in progress to poll for): tried again until the deadline.
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard fd >= 0 else { return .failure(ListenSockets.systemError("socket", errno)) }
-            let rc = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            let deadline = monotonicMillis() + timeout.milliseconds
+            while true {
+                let rc = withUnsafePointer(to: &addr) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                    }
                 }
-            }
-            if rc != 0 {
+                if rc == 0 { return .success(fd) }
                 let e = errno
+                if e == EINTR { continue }
+                if e == EAGAIN && monotonicMillis() < deadline {
+                    usleep(10_000)
+                    continue
+                }
                 close(fd)
-                return .failure(connectError(target, e))
+                return .failure(connectError(target, e == EAGAIN ? ETIMEDOUT : e))
             }
-            return .success(fd)
         case .tcp(let host, let port):
             var hints = addrinfo()
             hints.ai_socktype = Int32(SOCK_STREAM.rawValue)

@@ -15,6 +15,8 @@ final class ConnectionContext: Sendable {
         var responderError: (any Error & Sendable)?
         var terminated = false
         var terminationWaiters: [CheckedContinuation<Void, Never>] = []
+        var terminationHandlers: [UInt64: @Sendable () -> Void] = [:]
+        var nextHandlerToken: UInt64 = 0
     }
 
     private let state = Mutex(State())
@@ -181,13 +183,39 @@ final class ConnectionContext: Sendable {
     // MARK: termination
 
     func markTerminated() {
-        let waiters = state.withLock { s in
+        let (waiters, handlers) = state.withLock { s in
             s.terminated = true
-            defer { s.terminationWaiters = [] }
-            return s.terminationWaiters
+            defer {
+                s.terminationWaiters = []
+                s.terminationHandlers = [:]
+            }
+            return (s.terminationWaiters, Array(s.terminationHandlers.values))
         }
         for w in waiters { w.resume() }
+        for h in handlers { h() }
     }
+
+    /// Runs `body` once the connection has ended (at once, and nil returned, if it has).
+    /// The token takes it back (`removeTerminationHandler`): for something that stops
+    /// before its connection, where a task waiting on `waitUntilTerminated` would stay
+    /// suspended until the connection ends.
+    func onTerminated(_ body: @escaping @Sendable () -> Void) -> UInt64? {
+        let token = state.withLock { s -> UInt64? in
+            if s.terminated { return nil }
+            s.nextHandlerToken += 1
+            s.terminationHandlers[s.nextHandlerToken] = body
+            return s.nextHandlerToken
+        }
+        if token == nil { body() }
+        return token
+    }
+
+    func removeTerminationHandler(_ token: UInt64) {
+        _ = state.withLock { $0.terminationHandlers.removeValue(forKey: token) }
+    }
+
+    /// How many termination handlers wait (tests: nothing that stopped stays registered).
+    var terminationHandlerCount: Int { state.withLock { $0.terminationHandlers.count } }
 
     func waitUntilTerminated() async {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
