@@ -199,42 +199,49 @@ public struct LocalTransport: ServerTransport {
     /// `open` and `read`, on a queue of its own. A missing file is `fileIO` with reason
     /// `noSuchFile`, a directory `isADirectory`; `systemErrno` holds the errno.
     public func readFile(_ path: String) async throws(TransportError) -> [UInt8] {
-        try await Self.offload { () throws(TransportError) in try self.readFileBlocking(path) }
+        try TransportError.checkPath(path)
+        return try await Self.offload { () throws(TransportError) in try self.readFileBlocking(path) }
     }
 
     /// A temporary file beside the target (`mkostemp`), given the mode, written, `fsync`ed
     /// and renamed over it; then the directory is synced. A symlink is written through. A
     /// failure is `fileIO` with the errno's reason, and no temporary file stays.
     public func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError) {
+        try TransportError.checkPath(path)
         try await Self.offload { () throws(TransportError) in try self.writeFileBlocking(path, contents: contents) }
     }
 
     /// `lstat`: `ENOENT` and `ENOTDIR` are `false`; another errno (e.g. `EACCES`) is `fileIO`.
     public func fileExists(_ path: String) async throws(TransportError) -> Bool {
-        try await Self.offload { () throws(TransportError) in try self.fileExistsBlocking(path) }
+        try TransportError.checkPath(path)
+        return try await Self.offload { () throws(TransportError) in try self.fileExistsBlocking(path) }
     }
 
     /// `lstat`, with nanosecond modification times. A missing path is `fileIO` with reason
     /// `noSuchFile`.
     public func stat(_ path: String) async throws(TransportError) -> FileStatus {
-        try await Self.offload { () throws(TransportError) in try self.statBlocking(path) }
+        try TransportError.checkPath(path)
+        return try await Self.offload { () throws(TransportError) in try self.statBlocking(path) }
     }
 
     /// `readdir`, each entry's kind from `lstat` (`.other` when that fails). A missing
     /// directory is `fileIO` with reason `noSuchFile`, a file `notADirectory`.
     public func listDirectory(_ path: String) async throws(TransportError) -> [DirectoryEntry] {
-        try await Self.offload { () throws(TransportError) in try self.listDirectoryBlocking(path) }
+        try TransportError.checkPath(path)
+        return try await Self.offload { () throws(TransportError) in try self.listDirectoryBlocking(path) }
     }
 
     /// `mkdir` (0755, less the umask) for each missing component; a link to a directory
     /// counts as one. Something at `path` that is not a directory is `fileIO` with reason
     /// `notADirectory`.
     public func createDirectory(_ path: String) async throws(TransportError) {
+        try TransportError.checkPath(path)
         try await Self.offload { () throws(TransportError) in try self.createDirectoryBlocking(path) }
     }
 
     /// `unlink`; `ENOENT` is success. A directory is `fileIO` with reason `isADirectory`.
     public func removeFile(_ path: String) async throws(TransportError) {
+        try TransportError.checkPath(path)
         try await Self.offload { () throws(TransportError) in try self.removeFileBlocking(path) }
     }
 
@@ -244,6 +251,7 @@ public struct LocalTransport: ServerTransport {
     /// TERM, then KILL a second later; a cancelled call throws `other` (`isCancellation`).
     public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
                            environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
+        try TransportError.checkProcess(executable, arguments, environment)
         let run = LocalProcessRun(executable: resolve(executable), arguments: arguments, stdin: stdin,
                                   environment: environment, timeout: timeout)
         let r = await withTaskCancellationHandler {
@@ -256,6 +264,7 @@ public struct LocalTransport: ServerTransport {
 
     /// The database itself: it is on this machine.
     public func snapshotSQLite(_ path: String) async throws(TransportError) -> SQLiteSnapshot {
+        try TransportError.checkPath(path)
         let p = resolve(path)
         // a link to the database is fine: SQLite opens what it points to
         var real = Glibc.stat()
@@ -284,7 +293,8 @@ public struct LocalTransport: ServerTransport {
     public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
         async throws(TransportError) -> TransportProcess
     {
-        try LocalProcessStream.start(resolve(executable), arguments, environment: environment)
+        try TransportError.checkProcess(executable, arguments, environment)
+        return try LocalProcessStream.start(resolve(executable), arguments, environment: environment)
     }
 }
 

@@ -119,6 +119,7 @@ public final class MockTransport: ServerTransport, Sendable {
     /// The stored bytes. A missing file is `fileIO` with reason `noSuchFile`, a directory
     /// `isADirectory`; `hostUnreachable` while `setUnreachable(true)`.
     public func readFile(_ path: String) async throws(TransportError) -> [UInt8] {
+        try TransportError.checkPath(path)
         let p = normalize(path)
         return try call("readFile \(p)") { s throws(TransportError) in
             guard let n = s.nodes[p] else { throw Self.noSuchFile(path) }
@@ -131,6 +132,7 @@ public final class MockTransport: ServerTransport, Sendable {
     /// advances the mock's clock. The parent must be a directory, else `fileIO` with reason
     /// `noSuchFile`; a directory at `path` is `isADirectory`.
     public func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError) {
+        try TransportError.checkPath(path)
         let p = normalize(path)
         try call("writeFile \(p)") { s throws(TransportError) in
             guard s.nodes[Self.parent(p)]?.isDirectory == true else { throw Self.noSuchFile(path) }
@@ -143,6 +145,7 @@ public final class MockTransport: ServerTransport, Sendable {
 
     /// Whether a file or directory is stored at `path`; throws only `hostUnreachable`.
     public func fileExists(_ path: String) async throws(TransportError) -> Bool {
+        try TransportError.checkPath(path)
         let p = normalize(path)
         return try call("fileExists \(p)") { s in s.nodes[p] != nil }
     }
@@ -150,6 +153,7 @@ public final class MockTransport: ServerTransport, Sendable {
     /// Size, the mock's clock when it was written or created, `.file` or `.directory`
     /// (the mock has no symlinks) and mode. A missing path is `fileIO` with reason `noSuchFile`.
     public func stat(_ path: String) async throws(TransportError) -> FileStatus {
+        try TransportError.checkPath(path)
         let p = normalize(path)
         return try call("stat \(p)") { s throws(TransportError) in
             guard let n = s.nodes[p] else { throw Self.noSuchFile(path) }
@@ -161,6 +165,7 @@ public final class MockTransport: ServerTransport, Sendable {
     /// The stored children, sorted by name. A missing path is `fileIO` with reason
     /// `noSuchFile`, a file `notADirectory`.
     public func listDirectory(_ path: String) async throws(TransportError) -> [DirectoryEntry] {
+        try TransportError.checkPath(path)
         let p = normalize(path)
         return try call("listDirectory \(p)") { s throws(TransportError) in
             guard let n = s.nodes[p] else { throw Self.noSuchFile(path) }
@@ -176,6 +181,7 @@ public final class MockTransport: ServerTransport, Sendable {
     /// Creates the missing directories (0755). A file on the way is `fileIO` with reason
     /// `notADirectory`, and `path` names that file (normalized).
     public func createDirectory(_ path: String) async throws(TransportError) {
+        try TransportError.checkPath(path)
         let p = normalize(path)
         try call("createDirectory \(p)") { s throws(TransportError) in
             var prefix = ""
@@ -194,6 +200,7 @@ public final class MockTransport: ServerTransport, Sendable {
     /// Removes a stored file; a missing one is fine, a directory is `fileIO` with reason
     /// `isADirectory`.
     public func removeFile(_ path: String) async throws(TransportError) {
+        try TransportError.checkPath(path)
         let p = normalize(path)
         try call("removeFile \(p)") { s throws(TransportError) in
             if s.nodes[p]?.isDirectory == true { throw Self.fileError("is a directory", path, .isADirectory) }
@@ -206,6 +213,7 @@ public final class MockTransport: ServerTransport, Sendable {
     /// simulates a timeout by throwing `TransportError.timeout(after:partialStdout:stderr:)`.
     public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
                            environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
+        try TransportError.checkProcess(executable, arguments, environment)
         try call("runProcess \(([executable] + arguments).joined(separator: " "))") { _ in }
         return try script(ProcessInvocation(executable: executable, arguments: arguments, stdin: stdin,
                                             environment: environment, timeout: timeout))
@@ -213,6 +221,7 @@ public final class MockTransport: ServerTransport, Sendable {
 
     /// The file's bytes copied into the cache (or the last copy while unreachable).
     public func snapshotSQLite(_ path: String) async throws(TransportError) -> SQLiteSnapshot {
+        try TransportError.checkPath(path)
         let local = cache.path(for: normalize(path), on: serverID)
         return try await RemoteSQLiteSnapshot.orCached(local) { () async throws(TransportError) in
             let bytes = try await readFile(path)
@@ -233,6 +242,7 @@ public final class MockTransport: ServerTransport, Sendable {
     public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
         async throws(TransportError) -> TransportProcess
     {
+        try TransportError.checkProcess(executable, arguments, environment)
         try call("startProcess \(([executable] + arguments).joined(separator: " "))") { _ in }
         let script = self.script
         return TransportProcess(backend: MockProcess { stdin throws(TransportError) in

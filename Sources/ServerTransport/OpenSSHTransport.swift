@@ -261,7 +261,8 @@ public struct OpenSSHTransport: ServerTransport {
     /// `cat`'s C-locale message); `ssh`'s own failures are classified (`hostUnreachable`,
     /// `authenticationFailed`, `hostKeyMismatch`).
     public func readFile(_ path: String) async throws(TransportError) -> [UInt8] {
-        try await fileCommand("exec cat -- \(Self.word(path))", path, "read").stdout
+        try TransportError.checkPath(path)
+        return try await fileCommand("exec cat -- \(Self.word(path))", path, "read").stdout
     }
 
     /// A script on the server: `mktemp` beside the target, the bytes from stdin, a byte count
@@ -269,6 +270,7 @@ public struct OpenSSHTransport: ServerTransport {
     /// is resolved with `readlink -f` and its target replaced. A failure is `fileIO`, its
     /// reason read from the C-locale message.
     public func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError) {
+        try TransportError.checkPath(path)
         let patterns = secrets.patterns.filter { !$0.isEmpty }.map { p in
             p.byteComponents(separatedBy: UInt8(ascii: "*"), keepingEmpty: true).map { SSHShellQuoting.quote($0) }
                 .map { $0 == "''" ? "" : $0 }.joined(separator: "*")
@@ -298,6 +300,7 @@ public struct OpenSSHTransport: ServerTransport {
     /// `[ -e ] || [ -L ]` on the server: what the shell cannot see (missing, or behind a
     /// directory it may not search) is `false`.
     public func fileExists(_ path: String) async throws(TransportError) -> Bool {
+        try TransportError.checkPath(path)
         let w = Self.word(path)
         let r = try await fileCommand("if [ -e \(w) ] || [ -L \(w) ]; then echo yes; else echo no; fi", path, "exists")
         return r.stdoutString == "yes\n"
@@ -306,6 +309,7 @@ public struct OpenSSHTransport: ServerTransport {
     /// GNU `stat` on the server (not following a symlink; nanosecond times). A missing path
     /// is `fileIO` with reason `noSuchFile`; output it cannot parse is `other`.
     public func stat(_ path: String) async throws(TransportError) -> FileStatus {
+        try TransportError.checkPath(path)
         let r = try await fileCommand("exec stat -c '%s %.9Y %f' -- \(Self.word(path))", path, "stat")
         let parts = r.stdoutString.split(separator: " ")
         guard parts.count == 3, let size = UInt64(parts[0]), let mtime = Double(parts[1]),
@@ -324,6 +328,7 @@ public struct OpenSSHTransport: ServerTransport {
     /// GNU `find -H` one level deep (a link to a directory lists the directory). A missing
     /// path is `fileIO` with reason `noSuchFile`, something else `notADirectory`.
     public func listDirectory(_ path: String) async throws(TransportError) -> [DirectoryEntry] {
+        try TransportError.checkPath(path)
         // find takes a leading "-" for an expression: relative paths get "./"
         let start = path.byteHasPrefix("/") || path.byteHasPrefix("~") ? path : "./" + path
         let w = Self.word(start)
@@ -348,6 +353,7 @@ public struct OpenSSHTransport: ServerTransport {
     /// `mkdir -p` on the server; something at `path` that is not a directory is `fileIO`
     /// with reason `notADirectory`.
     public func createDirectory(_ path: String) async throws(TransportError) {
+        try TransportError.checkPath(path)
         let w = Self.word(path)
         _ = try await fileCommand("""
             if [ -e \(w) ] && [ ! -d \(w) ]; then echo "Not a directory" >&2; exit 1; fi
@@ -358,6 +364,7 @@ public struct OpenSSHTransport: ServerTransport {
     /// `rm -f` on the server (a missing file is fine); a directory, not a link to one, is
     /// `fileIO` with reason `isADirectory`.
     public func removeFile(_ path: String) async throws(TransportError) {
+        try TransportError.checkPath(path)
         let w = Self.word(path)
         _ = try await fileCommand("""
             if [ -d \(w) ] && [ ! -L \(w) ]; then echo "Is a directory" >&2; exit 1; fi
@@ -411,6 +418,7 @@ public struct OpenSSHTransport: ServerTransport {
     /// invalid environment variable name is `other`.
     public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
                            environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
+        try TransportError.checkProcess(executable, arguments, environment)
         let line = try Self.reportGroup + Self.commandLine(executable, arguments, environment: environment)
         do {
             var r = try await ssh(line, stdin: stdin, timeout: timeout)
@@ -430,7 +438,8 @@ public struct OpenSSHTransport: ServerTransport {
     /// `sqlite3 .backup` on the server into a temporary file in its `$TMPDIR` (or `/tmp`),
     /// downloaded with `cat` into `cache`; the server needs `sqlite3`.
     public func snapshotSQLite(_ path: String) async throws(TransportError) -> SQLiteSnapshot {
-        try await RemoteSQLiteSnapshot.take(self, path, cache: cache)
+        try TransportError.checkPath(path)
+        return try await RemoteSQLiteSnapshot.take(self, path, cache: cache)
     }
 
     /// Polls every `pollInterval` with one `ssh` call that prints the signature of all
@@ -471,6 +480,7 @@ public struct OpenSSHTransport: ServerTransport {
     public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
         async throws(TransportError) -> TransportProcess
     {
+        try TransportError.checkProcess(executable, arguments, environment)
         let line = try Self.reportGroup + Self.commandLine(executable, arguments, environment: environment)
         let permit = try await sessions.enter()
         let ssh = try LocalProcessStream.start(sshArguments[0], Array(sshArguments.dropFirst()) + [destination, "--", line],

@@ -148,7 +148,8 @@ public final class SSHTransport: ConnectedTransport, Sendable {
     /// missing file is `fileIO` with reason `noSuchFile`, a directory `isADirectory`.
     /// Retried once on a new connection when the connection dropped under it.
     public func readFile(_ path: String) async throws(TransportError) -> [UInt8] {
-        try await withLive(retry: true, path: path) { live in
+        try TransportError.checkPath(path)
+        return try await withLive(retry: true, path: path) { live in
             let p = Self.resolve(path, home: live.home)
             let sftp = try Self.sftp(live, path)
             if let a = try await Self.lstatOrNil(sftp, p), a.kind == .directory {
@@ -162,6 +163,7 @@ public final class SSHTransport: ConnectedTransport, Sendable {
     /// then renamed over it. A symlink is written through (to its canonical path). When the
     /// connection breaks mid-way, the hidden temporary file can stay; the target is intact.
     public func writeFile(_ path: String, contents: [UInt8]) async throws(TransportError) {
+        try TransportError.checkPath(path)
         try await withLive(retry: true, path: path) { live in
             var target = Self.resolve(path, home: live.home)
             let sftp = try Self.sftp(live, path)
@@ -181,7 +183,8 @@ public final class SSHTransport: ConnectedTransport, Sendable {
 
     /// SFTP `lstat`: only `noSuchFile` is `false`; another SFTP error is thrown.
     public func fileExists(_ path: String) async throws(TransportError) -> Bool {
-        try await withLive(retry: true, path: path) { live in
+        try TransportError.checkPath(path)
+        return try await withLive(retry: true, path: path) { live in
             try await Self.lstatOrNil(Self.sftp(live, path), Self.resolve(path, home: live.home)) != nil
         }
     }
@@ -189,7 +192,8 @@ public final class SSHTransport: ConnectedTransport, Sendable {
     /// SFTP `lstat`; modification times in whole seconds (SFTP's precision). A missing path
     /// is `fileIO` with reason `noSuchFile`.
     public func stat(_ path: String) async throws(TransportError) -> FileStatus {
-        try await withLive(retry: true, path: path) { live in
+        try TransportError.checkPath(path)
+        return try await withLive(retry: true, path: path) { live in
             let a = try await Self.sftp(live, path).linkAttributes(at: SFTPPath(Self.resolve(path, home: live.home)))
             return FileStatus(size: a.size ?? 0, modificationTime: Double(a.modificationTime ?? 0),
                               kind: Self.kind(a), permissions: UInt16(a.mode ?? 0))
@@ -198,7 +202,8 @@ public final class SSHTransport: ConnectedTransport, Sendable {
 
     /// SFTP `readdir`, each entry's kind from the attributes the server sends with it.
     public func listDirectory(_ path: String) async throws(TransportError) -> [DirectoryEntry] {
-        try await withLive(retry: true, path: path) { live in
+        try TransportError.checkPath(path)
+        return try await withLive(retry: true, path: path) { live in
             let p = Self.resolve(path, home: live.home)
             let sftp = try Self.sftp(live, path)
             let entries = try await sftp.listDirectory(at: SFTPPath(p))
@@ -213,6 +218,7 @@ public final class SSHTransport: ConnectedTransport, Sendable {
     /// SFTP `mkdir` for each missing directory (0755, less the server's umask); something
     /// at `path` that is not a directory is `fileIO` with reason `notADirectory`.
     public func createDirectory(_ path: String) async throws(TransportError) {
+        try TransportError.checkPath(path)
         try await withLive(retry: true, path: path) { live in
             let p = Self.resolve(path, home: live.home)
             let sftp = try Self.sftp(live, path)
@@ -231,6 +237,7 @@ public final class SSHTransport: ConnectedTransport, Sendable {
     /// SFTP `remove`; `noSuchFile` is success, a directory is `fileIO` with reason
     /// `isADirectory`.
     public func removeFile(_ path: String) async throws(TransportError) {
+        try TransportError.checkPath(path)
         try await withLive(retry: true, path: path) { live in
             let p = Self.resolve(path, home: live.home)
             let sftp = try Self.sftp(live, path)
@@ -260,7 +267,8 @@ public final class SSHTransport: ConnectedTransport, Sendable {
     /// closes the channel. Never retried: a connection lost meanwhile is `hostUnreachable`.
     public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
                            environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
-        try await processes.withSession { () async throws(TransportError) in try await runProcessNow(
+        try TransportError.checkProcess(executable, arguments, environment)
+        return try await processes.withSession { () async throws(TransportError) in try await runProcessNow(
             executable, arguments: arguments, stdin: stdin, environment: environment, timeout: timeout) }
     }
 
@@ -342,7 +350,8 @@ public final class SSHTransport: ConnectedTransport, Sendable {
     /// `sqlite3 .backup` on the server into a temporary file in its `$TMPDIR` (or `/tmp`),
     /// downloaded over SFTP into `cache` (see `RemoteSQLiteSnapshot`).
     public func snapshotSQLite(_ path: String) async throws(TransportError) -> SQLiteSnapshot {
-        try await RemoteSQLiteSnapshot.take(self, path, cache: cache)
+        try TransportError.checkPath(path)
+        return try await RemoteSQLiteSnapshot.take(self, path, cache: cache)
     }
 
     /// Polls `stat` (and the listing of a directory) over SFTP every `pollInterval`.
@@ -358,6 +367,7 @@ public final class SSHTransport: ConnectedTransport, Sendable {
     public func startProcess(_ executable: String, arguments: [String], environment: [String: String])
         async throws(TransportError) -> TransportProcess
     {
+        try TransportError.checkProcess(executable, arguments, environment)
         let permit = try await processes.enter()
         return try await withLive(retry: false, path: nil) { live in
             let command = try await Self.retryingRefusedOpen {

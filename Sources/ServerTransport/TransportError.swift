@@ -100,3 +100,21 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         return s
     }
 }
+
+extension TransportError {
+    /// A path with a NUL byte would reach the system, or the server, cut short at the NUL:
+    /// another file. Every transport refuses it (`fileIO`, reason `other`) before it acts.
+    static func checkPath(_ path: String) throws(TransportError) {
+        guard path.utf8.contains(0) else { return }
+        var e = TransportError(.fileIO, "the path \(path.debugDescription) contains a NUL byte", path: path)
+        e.reason = .other
+        throw e
+    }
+
+    /// The same for a process's executable, arguments and environment (`other`).
+    static func checkProcess(_ executable: String, _ arguments: [String], _ environment: [String: String]) throws(TransportError) {
+        let parts = [executable] + arguments + environment.flatMap { [$0.key, $0.value] }
+        guard parts.contains(where: { $0.utf8.contains(0) }) else { return }
+        throw TransportError(.other, "\(executable.debugDescription): an argument or environment entry contains a NUL byte")
+    }
+}

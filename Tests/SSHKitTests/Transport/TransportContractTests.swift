@@ -133,6 +133,38 @@ struct TransportContractTests {
         }
     }
 
+    /// A NUL byte would cut a path (or an argument) short on its way to the system or the
+    /// server, naming another file: every transport refuses it, and nothing happens.
+    @Test(arguments: all)
+    func nulBytesInPathsAndArgumentsAreRefused(_ name: String) async throws {
+        try await Self.with(name) { s in
+            let t = s.transport
+            try await t.writeTextFile(s.root + "/a", "kept")
+            let bad = s.root + "/a\u{0}b"
+            func refused(_ what: String, _ code: TransportError.Code, _ body: () async throws -> Void) async {
+                do {
+                    try await body()
+                    Issue.record("\(name) \(what): accepted")
+                } catch {
+                    #expect((error as? TransportError)?.code == code, "\(name) \(what): \(error)")
+                }
+            }
+            await refused("readFile", .fileIO) { _ = try await t.readFile(bad) }
+            await refused("writeFile", .fileIO) { try await t.writeFile(bad, contents: [1]) }
+            await refused("fileExists", .fileIO) { _ = try await t.fileExists(bad) }
+            await refused("stat", .fileIO) { _ = try await t.stat(bad) }
+            await refused("listDirectory", .fileIO) { _ = try await t.listDirectory(bad) }
+            await refused("createDirectory", .fileIO) { try await t.createDirectory(bad) }
+            await refused("removeFile", .fileIO) { try await t.removeFile(bad) }
+            await refused("snapshotSQLite", .fileIO) { _ = try await t.snapshotSQLite(bad) }
+            await refused("runProcess", .other) { _ = try await t.runProcess("/bin/echo", "a\u{0}b") }
+            await refused("startProcess", .other) {
+                _ = try await t.startProcess("/bin/cat", arguments: [], environment: ["X": "a\u{0}b"])
+            }
+            #expect(try await t.readTextFile(s.root + "/a") == "kept", "the file at the cut-short path is untouched")
+        }
+    }
+
     @Test(arguments: all)
     func missingFilesAreTypedFileErrors(_ name: String) async throws {
         try await Self.with(name) { s in
