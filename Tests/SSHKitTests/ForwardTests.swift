@@ -261,6 +261,34 @@ struct ForwardTests {
         return SocketClient.readExactly(fd, 2 + 10)
     }
 
+    /// Closing a forward while connections are being opened through it: each connection's
+    /// events stay in order (`opened` never after its end), every connection ends with
+    /// exactly one final event, and `close()` returns after all of them.
+    @Test func eventsOfEachConnectionStayInOrderWhenCloseRacesTheOpens() async throws {
+        let echo = try EchoServer()
+        defer { echo.stop() }
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            for round in 0..<10 {
+                let events = Events()
+                let forward = try conn.forwardLocalPort(to: .tcp(host: "127.0.0.1", port: echo.port),
+                                                        options: SSHForwardOptions(eventHandler: events.handler))
+                let port = try #require(forward.port)
+                let clients = (0..<20).map { _ in SocketClient.connect(port: port) }
+                try await Task.sleep(for: .milliseconds(round % 5)) // the close lands at different points
+                await forward.close()
+                for fd in clients { close(fd) }
+                var byConnection: [UInt64: [SSHForwardEvent.Kind]] = [:]
+                for e in events.all { byConnection[e.connectionID, default: []].append(e.kind) }
+                for (id, kinds) in byConnection {
+                    let finals = kinds.filter { if case .opened = $0 { false } else { true } }
+                    #expect(finals.count == 1, "round \(round) #\(id): \(kinds)")
+                    if case .opened = kinds.last { Issue.record("round \(round) #\(id): opened after its end: \(kinds)") }
+                }
+                #expect(forward.statistics.active == 0)
+            }
+        }
+    }
+
     /// A long-lived connection that opens and closes many forwards keeps nothing of them.
     @Test func closedForwardsLeaveNothingWaitingOnTheConnection() async throws {
         try await SSHClient.withConnection(server.configuration()) { conn in

@@ -27,6 +27,11 @@ final class ForwardLedger: Sendable {
         var sourceEnded = false
         var stopped = false
         var waiters = WaitList<SSHError?>()
+        /// Events not handed to `eventHandler` yet, queued under this lock with the change
+        /// they report, so that they leave in the order the changes happened.
+        var events: [SSHForwardEvent] = []
+        /// A thread is handing events out (one at a time, never under the lock).
+        var handingOut = false
     }
 
     private let state = Mutex(State())
@@ -56,15 +61,14 @@ final class ForwardLedger: Sendable {
     /// An admitted connection turned away before any channel (bad SOCKS input, a
     /// handshake timeout, the forward stopping).
     func dismiss(_ id: UInt64, peer: String, reason: String) {
-        let waiters = state.withLock { s -> [CheckedContinuation<SSHError?, Never>]? in
-            guard s.live.removeValue(forKey: id) != nil else { return nil }
+        state.withLock { s in
+            guard s.live.removeValue(forKey: id) != nil else { return }
             s.stats.active -= 1
             s.stats.rejected += 1
-            return Self.markStoppedIfIdle(&s)
+            s.events.append(SSHForwardEvent(connectionID: id, peer: peer, target: nil, kind: .rejected(reason: reason)))
+            Self.markStoppedIfIdle(&s)
         }
-        guard let waiters else { return }
-        eventHandler?(SSHForwardEvent(connectionID: id, peer: peer, target: nil, kind: .rejected(reason: reason)))
-        resume(waiters)
+        handOut()
     }
 
     /// Records what closes connection `id`; closes it at once when the forward is
@@ -80,32 +84,37 @@ final class ForwardLedger: Sendable {
 
     /// Connection `id` ended (nil: normally); reports the event.
     func ended(_ id: UInt64, peer: String, target: String?, error: SSHError?, counts: BridgeCounts = BridgeCounts()) {
-        let waiters = state.withLock { s -> [CheckedContinuation<SSHError?, Never>]? in
-            guard s.live.removeValue(forKey: id) != nil else { return nil }
+        let kind: SSHForwardEvent.Kind = error.map { .failed($0) }
+            ?? .closed(toClient: counts.toSocket, fromClient: counts.fromSocket)
+        state.withLock { s in
+            guard s.live.removeValue(forKey: id) != nil else { return }
             s.stats.active -= 1
             if error == nil { s.stats.completed += 1 } else { s.stats.failed += 1 }
             s.stats.bytesToClients += counts.toSocket
             s.stats.bytesFromClients += counts.fromSocket
-            return Self.markStoppedIfIdle(&s)
+            s.events.append(SSHForwardEvent(connectionID: id, peer: peer, target: target, kind: kind))
+            Self.markStoppedIfIdle(&s)
         }
-        guard let waiters else { return }
-        let kind: SSHForwardEvent.Kind = error.map { .failed($0) }
-            ?? .closed(toClient: counts.toSocket, fromClient: counts.fromSocket)
-        eventHandler?(SSHForwardEvent(connectionID: id, peer: peer, target: target, kind: kind))
-        resume(waiters)
+        handOut()
     }
 
     /// Connection `id`'s channel opened (skipped when it already ended: a cancel can
     /// complete it on another thread first, and its events stay in order).
     func opened(_ id: UInt64, peer: String, target: String?) {
-        guard state.withLock({ $0.live[id] != nil }) else { return }
-        eventHandler?(SSHForwardEvent(connectionID: id, peer: peer, target: target, kind: .opened))
+        state.withLock { s in
+            guard s.live[id] != nil else { return }
+            s.events.append(SSHForwardEvent(connectionID: id, peer: peer, target: target, kind: .opened))
+        }
+        handOut()
     }
 
     /// A connection turned away at once (never admitted).
     func rejected(_ id: UInt64, peer: String, reason: String) {
-        state.withLock { $0.stats.rejected += 1 }
-        eventHandler?(SSHForwardEvent(connectionID: id, peer: peer, target: nil, kind: .rejected(reason: reason)))
+        state.withLock { s in
+            s.stats.rejected += 1
+            s.events.append(SSHForwardEvent(connectionID: id, peer: peer, target: nil, kind: .rejected(reason: reason)))
+        }
+        handOut()
     }
 
     /// Marks the forward stopping (the first reason wins) and closes every connection it
@@ -126,11 +135,11 @@ final class ForwardLedger: Sendable {
 
     /// The source ended (the listener thread exited, the remote forward's op ended).
     func sourceEnded() {
-        let waiters = state.withLock { s -> [CheckedContinuation<SSHError?, Never>] in
+        state.withLock { s in
             s.sourceEnded = true
-            return Self.markStoppedIfIdle(&s)
+            Self.markStoppedIfIdle(&s)
         }
-        resume(waiters)
+        handOut()
     }
 
     /// Waits until the forward stopped: nil after a stop, else the error that ended
@@ -141,7 +150,9 @@ final class ForwardLedger: Sendable {
         let cancelled = SSHError(.cancelled, "waiting for the forward to stop was cancelled; it goes on")
         return await waitInList(cancelled: cancelled) { c, id -> SSHError?? in
             state.withLock { s -> SSHError?? in
-                if s.stopped { return .some(s.stopReason) }
+                // stopped, and every event handed out: the wait is over (while events are
+                // still going out, it ends after them)
+                if s.stopped && !s.handingOut && s.events.isEmpty { return .some(s.stopReason) }
                 return s.waiters.insert(c, id: id, honoringCancellation: cancellable) ? nil : .some(cancelled)
             }
         } leave: { [self] id in
@@ -149,15 +160,34 @@ final class ForwardLedger: Sendable {
         }
     }
 
-    private static func markStoppedIfIdle(_ s: inout State) -> [CheckedContinuation<SSHError?, Never>] {
-        guard s.sourceEnded, s.live.isEmpty, !s.stopped else { return [] }
-        s.stopped = true
-        return s.waiters.removeAll()
+    /// Stopped once the source ended and no connection is left; the waiters are released
+    /// by `handOut`, after the events that came before.
+    private static func markStoppedIfIdle(_ s: inout State) {
+        if s.sourceEnded, s.live.isEmpty { s.stopped = true }
     }
 
-    private func resume(_ waiters: [CheckedContinuation<SSHError?, Never>]) {
-        guard !waiters.isEmpty else { return }
-        let reason = state.withLock { $0.stopReason }
-        for w in waiters { w.resume(returning: reason) }
+    /// Hands the queued events to `eventHandler` in order, outside the lock, then (once
+    /// stopped) releases the waiters. One thread at a time: another that queues events
+    /// meanwhile leaves them to it. A handler that closes the forward from inside gets
+    /// its events after the one it is handling.
+    private func handOut() {
+        var mine = false
+        while true {
+            let (batch, released, reason) = state.withLock { s -> ([SSHForwardEvent], [CheckedContinuation<SSHError?, Never>], SSHError?) in
+                if !mine {
+                    if s.handingOut { return ([], [], nil) }
+                    s.handingOut = true
+                    mine = true
+                }
+                let batch = s.events
+                s.events = []
+                if !batch.isEmpty { return (batch, [], nil) }
+                s.handingOut = false
+                return ([], s.stopped ? s.waiters.removeAll() : [], s.stopReason)
+            }
+            for w in released { w.resume(returning: reason) }
+            if batch.isEmpty { return }
+            if let eventHandler { for e in batch { eventHandler(e) } }
+        }
     }
 }

@@ -76,8 +76,10 @@ public struct SSHForwardOptions: Sendable {
     public var removeExistingSocket: Bool
     /// listen(2) backlog.
     public var backlog: Int
-    /// Called for every forwarded connection's events, on an internal thread; keep it
-    /// short. Events of one connection arrive in order.
+    /// Called for every forwarded connection's events, on an internal thread, one call at
+    /// a time; keep it short. Events arrive in the order things happened (a connection's
+    /// `opened` never after its end), and all of them before `close()` or
+    /// `waitUntilClosed()` returns.
     public var eventHandler: (@Sendable (SSHForwardEvent) -> Void)?
 
     /// Settings with these values; checked when the forward starts, which throws
