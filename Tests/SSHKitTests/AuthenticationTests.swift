@@ -160,3 +160,47 @@ actor PromptLog {
     var all: [String] = []
     func add(_ p: [String]) { all += p }
 }
+
+extension AuthenticationTests {
+    /// Values that would reach libssh cut short at a NUL (another password, another key
+    /// file), or overflow in the core, are refused before anything is sent.
+    @Test func nulBytesInSecretsAndOutOfRangeSettingsAreInvalidArguments() async throws {
+        let base = server.configuration()
+        let methods: [SSHAuthentication.Method] = [
+            .password("a\u{0}b"),
+            .privateKeyFile(path: server.key("id_ed25519") + "\u{0}x", passphrase: nil),
+            .privateKeyFile(path: server.key("id_ed25519"), passphrase: "p\u{0}"),
+            .privateKeyFile(path: server.key("id_ed25519"), passphrase: nil, certificate: "/c\u{0}"),
+            .privateKey("key\u{0}", passphrase: nil),
+        ]
+        for method in methods {
+            var c = base
+            c.authentication = SSHAuthentication([method])
+            let e = await expectSSHError { try await SSHClient.connect(c) }
+            #expect(e?.code == .invalidArgument, "\(method): \(String(describing: e))")
+        }
+        var long = base
+        long.socketTimeout = .seconds(86_401)
+        #expect(await expectSSHError { try await SSHClient.connect(long) }?.code == .invalidArgument)
+
+        // a terminal size changed after its init: a typed error, not a trap
+        try await SSHClient.withConnection(base) { conn in
+            var terminal = SSHTerminal()
+            terminal.size.columns = 0
+            let e = await expectSSHError { try await conn.startCommand("true", terminal: terminal) }
+            #expect(e?.code == .invalidArgument)
+            let cmd = try await conn.startCommand("cat", terminal: SSHTerminal())
+            var size = SSHTerminalSize(columns: 80, rows: 24)
+            size.rows = -1
+            do throws(SSHError) {
+                try cmd.resize(to: size)
+                Issue.record("resized to \(size)")
+            } catch {
+                #expect(error.code == .invalidArgument)
+            }
+            size.rows = 70_000
+            #expect(throws: SSHError.self) { try cmd.resize(to: size) }
+            cmd.cancel()
+        }
+    }
+}

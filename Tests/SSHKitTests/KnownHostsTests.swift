@@ -110,6 +110,38 @@ struct KnownHostsTests {
         #expect(f.lookup(host: "x.example", port: 22).keys == [Self.keyA])
     }
 
+    /// A file with CRLF line endings (edited on Windows): a replaced key must not stay
+    /// trusted beside the new one.
+    @Test func crlfFilesAreRewrittenLikeTheyAreRead() async throws {
+        let path = tempPath()
+        let lines = ["# crlf", "h.example \(Self.keyA.type) \(Self.keyA.base64)", "other.example \(Self.keyA.type) \(Self.keyA.base64)"]
+        try (lines.joined(separator: "\r\n") + "\r\n").write(toFile: path, atomically: false, encoding: .utf8)
+        let store = SSHKnownHostsStore(path: path)
+        // read: before, "\r\n" (one Character) never split a line, and no key was found
+        #expect(try store.read().lookup(host: "h.example", port: 22).keys == [Self.keyA])
+        #expect(try store.read().lookup(host: "other.example", port: 22).keys == [Self.keyA])
+        try await store.replace(host: "h.example", port: 22, with: Self.keyB)
+        #expect(try store.read().lookup(host: "h.example", port: 22).keys == [Self.keyB], "the old key is gone")
+        #expect(try await store.remove(host: "other.example", port: 22) == 1)
+        #expect(try store.read().lookup(host: "other.example", port: 22).keys.isEmpty)
+        #expect(try String(contentsOfFile: path, encoding: .utf8).hasPrefix("# crlf\r\n"), "kept lines keep their ending")
+    }
+
+    /// Written plainly, `a,*` would trust the key for every host: such names are refused.
+    @Test func hostNamesThatWouldReadBackAsPatternsAreNotWritten() async throws {
+        let path = tempPath()
+        let store = SSHKnownHostsStore(path: path)
+        for host in ["a,*", "*", "a b", "h\nx", "!h", "[h]:22", "@cert-authority", "|1|x", ""] {
+            let e = await expectSSHError { try await store.add(Self.keyA, host: host, port: 22) }
+            #expect(e?.code == .invalidArgument, "\(host.debugDescription)")
+            let r = await expectSSHError { try await store.replace(host: host, port: 22, with: Self.keyA) }
+            #expect(r?.code == .invalidArgument, "\(host.debugDescription)")
+        }
+        #expect(try !FileManager.default.fileExists(atPath: path) || String(contentsOfFile: path, encoding: .utf8).isEmpty)
+        try await store.add(Self.keyA, host: "fe80::1", port: 2222) // an IPv6 address is fine
+        #expect(try store.read().lookup(host: "fe80::1", port: 2222).keys == [Self.keyA])
+    }
+
     @Test func replaceAndRemoveRewriteAtomicallyAndKeepTheMode() async throws {
         let path = tempPath()
         try """

@@ -21,6 +21,17 @@ public struct SSHTerminalSize: Sendable, Hashable {
         self.pixelWidth = pixelWidth
         self.pixelHeight = pixelHeight
     }
+
+    /// The same ranges, for a size whose fields were changed after `init`:
+    /// `invalidArgument` when a terminal is requested or resized with it.
+    func validate() throws(SSHError) {
+        guard (1...65535).contains(columns) && (1...65535).contains(rows) else {
+            throw SSHError(.invalidArgument, "terminal size \(columns)x\(rows) out of range 1...65535")
+        }
+        guard (0...(1 << 20)).contains(pixelWidth) && (0...(1 << 20)).contains(pixelHeight) else {
+            throw SSHError(.invalidArgument, "terminal pixel size \(pixelWidth)x\(pixelHeight) out of range")
+        }
+    }
 }
 
 /// A pseudo-terminal requested for a shell or command (`ssh -t`): the remote
@@ -48,6 +59,7 @@ public struct SSHTerminal: Sendable, Hashable {
     }
 
     func validate() throws(SSHError) {
+        try size.validate()
         guard !term.isEmpty, term.utf8.count < 64, term.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
             throw SSHError(.invalidArgument, "terminal type must be 1...63 printable ASCII characters")
         }

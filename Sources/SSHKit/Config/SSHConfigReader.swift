@@ -1,3 +1,4 @@
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -180,20 +181,39 @@ struct SSHConfigReader {
 
     /// OpenSSH's check for files it reads with CHECKPERM (`~/.ssh/config` and every
     /// Include): owned by root or the user, not writable by others; writable by the
-    /// group only when the user is its one member (Debian's rule).
+    /// group only when the user is its one member (Debian's rule, `secure_permissions`
+    /// with the user-group-modes patch): every account whose primary group it is must be
+    /// the user, a supplementary member list may name only the user, and a group with no
+    /// member at all does not count as the user's.
     private static func securePermissions(_ st: stat, uid: UInt32, user: String) -> Bool {
         if st.st_uid != 0 && st.st_uid != uid { return false }
         if st.st_mode & S_IWOTH != 0 { return false }
         if st.st_mode & S_IWGRP != 0 {
             guard let group = getgrgid(st.st_gid) else { return false }
-            var members: [String] = []
+            let gid = group.pointee.gr_gid
+            var supplementary: [String] = []
             if var p = group.pointee.gr_mem {
-                while let m = p.pointee { members.append(String(cString: m)); p += 1 }
+                while let m = p.pointee { supplementary.append(String(cString: m)); p += 1 }
             }
-            return members.isEmpty || members == [user]
+            // accounts whose primary group it is (getpwent's cursor is the process's)
+            let primary: [UInt32]? = passwdScan.withLock { _ in
+                var uids: [UInt32] = []
+                setpwent()
+                defer { endpwent() }
+                while let pw = getpwent() {
+                    if pw.pointee.pw_gid == gid { uids.append(pw.pointee.pw_uid) }
+                }
+                return uids
+            }
+            guard let primary, primary.allSatisfy({ $0 == uid }) else { return false }
+            guard let owner = getpwuid(st.st_uid).map({ String(cString: $0.pointee.pw_name) }) else { return false }
+            if !supplementary.isEmpty && supplementary != [owner] { return false }
+            return !primary.isEmpty || !supplementary.isEmpty
         }
         return true
     }
+
+    private static let passwdScan = Mutex(())
 
     // MARK: one line
 

@@ -87,6 +87,28 @@ public struct SSHConfiguration: Sendable {
     /// One agent per connection: a libssh 0.10 session has one agent socket path, and
     /// keeps the agent connection it opened for every later agent method, so a second
     /// agent in the list would silently ask the same agent again.
+    /// Passwords, passphrases, keys and key paths reach libssh as C strings: one with a
+    /// NUL byte would arrive cut short (another password, another file), so it is refused.
+    /// (Prompted passwords and keyboard-interactive answers are checked when given.)
+    private static func validateSecrets(_ methods: [SSHAuthentication.Method]) throws(SSHError) {
+        func check(_ value: String?, _ what: String) throws(SSHError) {
+            if let value, value.utf8.contains(0) { throw SSHError(.invalidArgument, "\(what) contains a NUL byte") }
+        }
+        for method in methods {
+            switch method {
+            case .password(let p): try check(p, "the password")
+            case .privateKeyFile(let path, let passphrase, let certificate):
+                try check(path, "the key path")
+                try check(passphrase, "the passphrase")
+                try check(certificate, "the certificate path")
+            case .privateKey(let key, let passphrase):
+                try check(key, "the private key")
+                try check(passphrase, "the passphrase")
+            default: break
+            }
+        }
+    }
+
     private static func validateAgents(_ methods: [SSHAuthentication.Method]) throws(SSHError) {
         var agents = Set<String>()
         for case .agent(let path) in methods {
@@ -106,9 +128,13 @@ public struct SSHConfiguration: Sendable {
         if !(1...65535).contains(port) { throw SSHError(.invalidArgument, "port \(port) is out of range 1...65535") }
         if user.isEmpty || user.utf8.contains(0) { throw SSHError(.invalidArgument, "user is empty or contains NUL") }
         if connectTimeout <= .zero { throw SSHError(.invalidArgument, "connectTimeout must be positive") }
-        if socketTimeout < .seconds(1) { throw SSHError(.invalidArgument, "socketTimeout must be at least 1 s") }
+        // the core keeps it in whole seconds and hands TCP_USER_TIMEOUT milliseconds in an int
+        if socketTimeout < .seconds(1) || socketTimeout > .seconds(86_400) {
+            throw SSHError(.invalidArgument, "socketTimeout must be within 1 s...24 h")
+        }
         if authentication.methods.isEmpty { throw SSHError(.invalidArgument, "no authentication method configured") }
         try Self.validateAgents(authentication.methods)
+        try Self.validateSecrets(authentication.methods)
         let unsupported = algorithms.unsupportedNames
         if !unsupported.isEmpty {
             throw SSHError(.invalidArgument, "algorithms this libssh does not support: " + unsupported.joined(separator: ", "))

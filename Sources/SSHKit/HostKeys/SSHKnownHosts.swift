@@ -62,14 +62,20 @@ public struct SSHKnownHostsFile: Sendable {
         return port == 22 ? h : "[\(h)]:\(port)"
     }
 
+    /// The lines of `text`, split at each "\n" with a "\r" before it kept in the line.
+    /// (Split by Characters, a CRLF file would be one line: "\r\n" is one Character.)
+    static func lines(_ text: String) -> [Substring] {
+        text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).map { Substring($0) }
+    }
+
     /// Parses file contents. Never throws: bad lines are skipped.
     public static func parse(_ text: String) -> SSHKnownHostsFile {
         var entries: [Entry] = []
         var skipped: [Int] = []
         var number = 0
-        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        for raw in lines(text) {
             number += 1
-            var line = Substring(raw)
+            var line = raw
             if line.hasSuffix("\r") { line = line.dropLast() }
             let trimmed = line.drop { $0 == " " || $0 == "\t" }
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }

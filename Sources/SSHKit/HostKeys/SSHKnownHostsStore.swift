@@ -67,6 +67,7 @@ public final class SSHKnownHostsStore: SSHHostKeyStore {
 
     /// Appends `key` for the host unless the file already trusts exactly that key.
     public func add(_ key: SSHHostKey, host: String, port: Int) async throws {
+        try Self.checkWritable(host)
         try withLockedFile { (fd: Int32) throws(SSHError) in
             let current = SSHKnownHostsFile.parse(try readAll(fd))
             if current.lookup(host: host, port: port).keys.contains(key) { return }
@@ -79,6 +80,7 @@ public final class SSHKnownHostsStore: SSHHostKeyStore {
 
     /// Replaces every key trusted for the host by `key` (rewrites the file atomically).
     public func replace(host: String, port: Int, with key: SSHHostKey) async throws {
+        try Self.checkWritable(host)
         _ = try rewrite(removing: host, port: port,
                         adding: SSHKnownHostsFile.line(for: key, host: host, port: port, hashed: hostFormat == .hashed))
     }
@@ -88,6 +90,18 @@ public final class SSHKnownHostsStore: SSHHostKeyStore {
     @discardableResult
     public func remove(host: String, port: Int) async throws -> Int {
         try rewrite(removing: host, port: port, adding: nil)
+    }
+
+    /// A host name that would read back as something else: a list (`,`), a pattern
+    /// (`*`, `?`, `!`), another field (white space), a marker or hashed entry (`@`, `|`
+    /// first), a `[host]:port` form, or another line. Written plainly, `a,*` would trust
+    /// the key for every host.
+    static func checkWritable(_ host: String) throws(SSHError) {
+        let bad = host.isEmpty || host.first == "@" || host.first == "|"
+            || host.unicodeScalars.contains { " \t\r\n,*?![]#".unicodeScalars.contains($0) || $0.value < 0x20 }
+        if bad {
+            throw SSHError(.invalidArgument, "the host name \(host.debugDescription) cannot be written to a known_hosts file")
+        }
     }
 
     // MARK: - file handling
@@ -192,9 +206,13 @@ public final class SSHKnownHostsStore: SSHHostKeyStore {
             var kept: [Substring] = []
             var removed = 0
             var number = 0
-            for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            for raw in SSHKnownHostsFile.lines(text) {
                 number += 1
-                let trimmed = raw.drop { $0 == " " || $0 == "\t" }
+                // a CRLF file: the line without its \r, as lookups read it (a kept line
+                // keeps its ending)
+                var line = raw
+                if line.hasSuffix("\r") { line = line.dropLast() }
+                let trimmed = line.drop { $0 == " " || $0 == "\t" }
                 if !trimmed.isEmpty, !trimmed.hasPrefix("#"),
                    let e = SSHKnownHostsFile.parseLine(trimmed, number: number), e.marker == .none,
                    SSHKnownHostsFile.matches(e.hosts, name: name) {
@@ -203,7 +221,7 @@ public final class SSHKnownHostsStore: SSHHostKeyStore {
                 }
                 kept.append(raw)
             }
-            while let last = kept.last, last.isEmpty { kept.removeLast() }
+            while let last = kept.last, last.isEmpty || last == "\r" { kept.removeLast() }
             var out = kept.joined(separator: "\n")
             if !out.isEmpty { out += "\n" }
             if let newLine { out += newLine + "\n" }
@@ -227,6 +245,8 @@ public final class SSHKnownHostsStore: SSHHostKeyStore {
         let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard fd >= 0 else { throw failure("cannot create a temporary file", errno: errno) }
         do throws(SSHError) {
+            // the original's mode exactly: open's mode is reduced by the umask
+            if fchmod(fd, mode) != 0 { throw failure("cannot set the mode", errno: errno) }
             try writeAll(fd, bytes)
             if fsync(fd) != 0 { throw failure("fsync failed", errno: errno) }
             close(fd)

@@ -140,6 +140,7 @@ final class ConnectionContext: Sendable {
                     throw SSHError(.invalidArgument,
                                    "responder gave \(answers.count) answers to \(challenge.prompts.count) prompts")
                 }
+                try Self.checkAnswers(answers)
                 Self.reply(answers, conn: conn)
             } catch {
                 self.abortAnswer(error, conn: conn)
@@ -156,10 +157,20 @@ final class ConnectionContext: Sendable {
         Task {
             do {
                 // no answer at all (not a NULL array): the core goes on to the next method
-                Self.reply(try await passwordResponder(request).map { [$0] } ?? [], conn: conn)
+                let answers = try await passwordResponder(request).map { [$0] } ?? []
+                try Self.checkAnswers(answers)
+                Self.reply(answers, conn: conn)
             } catch {
                 self.abortAnswer(error, conn: conn)
             }
+        }
+    }
+
+    /// An answer with a NUL byte would reach the server cut short: authentication ends
+    /// with `invalidArgument` as the cause instead.
+    private static func checkAnswers(_ answers: [String]) throws(SSHError) {
+        if answers.contains(where: { $0.utf8.contains(0) }) {
+            throw SSHError(.invalidArgument, "an answer to the server's prompt contains a NUL byte")
         }
     }
 

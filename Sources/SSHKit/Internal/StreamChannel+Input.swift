@@ -62,6 +62,7 @@ extension StreamChannel {
     }
 
     func resize(_ size: SSHTerminalSize) throws(SSHError) {
+        try size.validate()
         let op = try requireOp("resize")
         var err = sshcore_error()
         if sshcore_stream_resize(op, UInt32(size.columns), UInt32(size.rows), UInt32(size.pixelWidth),

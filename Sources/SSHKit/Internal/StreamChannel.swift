@@ -240,14 +240,22 @@ final class StreamChannel: Sendable {
             let id = state.withLock { s -> UInt64 in s.nextWaiterID += 1; return s.nextWaiterID }
             let r: Result<(Int, [UInt8])?, SSHError> = await withTaskCancellationHandler {
                 await withCheckedContinuation { continuation in
-                    let ready = state.withLock { s -> Bool in
-                        if s.end != nil || s.eof || Self.hasQueued(s, kind) { return true }
+                    enum Entry { case waiting, lookAgain, cancelled }
+                    let entry = state.withLock { s -> Entry in
+                        if s.end != nil || s.eof || Self.hasQueued(s, kind) { return .lookAgain }
+                        // under the lock the cancel handler takes too: a cancel that came
+                        // before this point found no waiter to resume, and must not be missed
+                        if Task.isCancelled { return .cancelled }
                         precondition(s.waiters[kind.rawValue] == nil,
                                      "two tasks read the same output stream of one SSH channel at once")
                         s.waiters[kind.rawValue] = Waiter(id: id, continuation: continuation)
-                        return false
+                        return .waiting
                     }
-                    if ready { continuation.resume(returning: .success(nil)) }
+                    switch entry {
+                    case .waiting: break
+                    case .lookAgain: continuation.resume(returning: .success(nil))
+                    case .cancelled: continuation.resume(returning: .failure(SSHError(.cancelled, "reading was cancelled")))
+                    }
                 }
             } onCancel: {
                 let w = state.withLock { s -> Waiter? in

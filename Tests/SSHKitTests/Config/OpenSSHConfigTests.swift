@@ -95,6 +95,40 @@ struct OpenSSHConfigTests {
         #expect(c.warnings.first?.message.contains("missing.conf") == true)
     }
 
+    /// Debian's rule for a group-writable file: the group must be the user's alone. A
+    /// group that is another account's primary group, or that has no member at all, is
+    /// not (the file could be written by someone else, who could add a ProxyCommand).
+    @Test func aGroupWritableIncludeIsReadOnlyWhenTheGroupIsTheUsersAlone() throws {
+        let (dir, context) = try Self.sandbox()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let tag = String(UInt32.random(in: 0...UInt32.max), radix: 36)
+        let (empty, shared, other) = ("sshkit-e\(tag)", "sshkit-s\(tag)", "sshkit-o\(tag)")
+        _ = try TestServer.run("/usr/sbin/groupadd", [empty])
+        _ = try TestServer.run("/usr/sbin/groupadd", [shared])
+        _ = try TestServer.run("/usr/sbin/useradd", ["-M", "-N", "-g", shared, "-s", "/usr/sbin/nologin", other])
+        defer {
+            _ = try? TestServer.run("/usr/sbin/userdel", [other])
+            _ = try? TestServer.run("/usr/sbin/groupdel", [shared])
+            _ = try? TestServer.run("/usr/sbin/groupdel", [empty])
+        }
+        func resolves(group: String) throws -> Bool {
+            try Self.write(dir + "/g.conf", "User fromgroup\n", mode: 0o664)
+            _ = try TestServer.run("/bin/chgrp", [group, dir + "/g.conf"])
+            chmod(dir + "/g.conf", 0o664)
+            try Self.write(dir + "/main.conf", "Include \(dir)/g.conf\n")
+            do {
+                return try OpenSSHConfig(configFile: dir + "/main.conf", context: context).resolve("h").user == "fromgroup"
+            } catch {
+                #expect(error.code == .include, "\(error)")
+                return false
+            }
+        }
+        #expect(getuid() == 0, "the tests run as root, whose group is root's alone")
+        #expect(try resolves(group: "root"))
+        #expect(try !resolves(group: empty), "a group without members")
+        #expect(try !resolves(group: shared), "another account's primary group")
+    }
+
     @Test func includeErrorsNameTheFileAndLine() throws {
         let (dir, context) = try Self.sandbox()
         defer { try? FileManager.default.removeItem(atPath: dir) }
