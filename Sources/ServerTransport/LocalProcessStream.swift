@@ -76,7 +76,7 @@ final class LocalProcessStream: ProcessBackend, Sendable {
         defer { for p in argv + envp { free(p) } }
         var pid: pid_t = 0
         var master: Int32 = -1
-        let rc = ctransport_spawn_pty(executable, argv, envp, UInt16(terminal.size.rows), UInt16(terminal.size.columns),
+        let rc = ctransport_spawn_pty(executable, argv, envp, UInt16(clamping: terminal.size.rows), UInt16(clamping: terminal.size.columns),
                                       &pid, &master)
         if rc == ENOENT || rc == EACCES {
             let message = "\(executable): \(String(cString: strerror(rc)))\r\n"

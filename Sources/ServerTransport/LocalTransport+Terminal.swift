@@ -13,14 +13,15 @@ extension LocalTransport: TerminalTransport {
     public func startTerminal(_ executable: String, arguments: [String], environment: [String: String],
                               terminal: SSHTerminal) async throws(TransportError) -> TransportTerminal
     {
-        try LocalProcessStream.startTerminal(resolve(executable), arguments, environment: environment, terminal: terminal)
+        try TransportError.checkProcess(executable, arguments, environment)
+        return try LocalProcessStream.startTerminal(resolve(executable), arguments, environment: environment, terminal: terminal)
     }
 }
 
 extension LocalProcessStream: TerminalBackend {
     func resize(_ size: SSHTerminalSize) throws(TransportError) {
         guard let fd = terminalFD else { throw TransportError(.other, "the process has no terminal") }
-        if ctransport_set_window_size(fd, UInt16(size.rows), UInt16(size.columns)) != 0 {
+        if ctransport_set_window_size(fd, UInt16(clamping: size.rows), UInt16(clamping: size.columns)) != 0 {
             throw TransportError(.other, "cannot resize the terminal: \(String(cString: strerror(errno)))")
         }
     }

@@ -163,8 +163,10 @@ final class InotifyWatch: Sendable {
         Thread.detachNewThread {
             run(fd: fd, wake: wakeRead, paths: paths, resolve: resolve, continuation: continuation)
             close(fd)
-            close(wakeRead)
+            // the write end first: a stop() after the read end closed would write into a
+            // pipe without a reader (SIGPIPE, which ends an app that does not ignore it)
             stopPipe.close()
+            close(wakeRead)
             continuation.finish()
         }
         return (stream, stopping)

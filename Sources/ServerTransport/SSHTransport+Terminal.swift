@@ -6,6 +6,7 @@ extension SSHTransport: TerminalTransport {
     public func startTerminal(_ executable: String, arguments: [String], environment: [String: String],
                               terminal: SSHTerminal) async throws(TransportError) -> TransportTerminal
     {
+        try TransportError.checkProcess(executable, arguments, environment)
         let permit = try await processes.enter()
         do {
             return try await withLive(retry: false, path: nil) { live in

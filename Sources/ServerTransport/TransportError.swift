@@ -114,7 +114,12 @@ extension TransportError {
     /// The same for a process's executable, arguments and environment (`other`).
     static func checkProcess(_ executable: String, _ arguments: [String], _ environment: [String: String]) throws(TransportError) {
         let parts = [executable] + arguments + environment.flatMap { [$0.key, $0.value] }
-        guard parts.contains(where: { $0.utf8.contains(0) }) else { return }
-        throw TransportError(.other, "\(executable.debugDescription): an argument or environment entry contains a NUL byte")
+        if parts.contains(where: { $0.utf8.contains(0) }) {
+            throw TransportError(.other, "\(executable.debugDescription): an argument or environment entry contains a NUL byte")
+        }
+        // the remote transports pass names through a shell: every transport takes the same ones
+        if let bad = environment.keys.first(where: { !SSHShellQuoting.isValidEnvironmentName($0) }) {
+            throw TransportError(.other, "invalid environment variable name \(bad.debugDescription)")
+        }
     }
 }

@@ -161,6 +161,12 @@ struct TransportContractTests {
             await refused("startProcess", .other) {
                 _ = try await t.startProcess("/bin/cat", arguments: [], environment: ["X": "a\u{0}b"])
             }
+            // names a shell could not take are refused by every transport, not set locally
+            for name in ["A=B", "1X", "", "A B"] {
+                await refused("environment name \(name.debugDescription)", .other) {
+                    _ = try await t.runProcess("/bin/true", arguments: [], stdin: [], environment: [name: "x"], timeout: nil)
+                }
+            }
             #expect(try await t.readTextFile(s.root + "/a") == "kept", "the file at the cut-short path is untouched")
         }
     }
