@@ -70,7 +70,9 @@ final class LocalProcessRun: Sendable {
         // second later still: a process that left the group (setsid) or an inherited fd
         // may keep a pipe open, and the timeout must still hold.
         var giveUpAt: Double?
-        while outFD >= 0 || errFD >= 0 {
+        // stdin too: a child that closed its output may still be reading it (every byte
+        // goes to it, as over SSH); a child that exits closes it (EPIPE ends the writes)
+        while outFD >= 0 || errFD >= 0 || stdinFD >= 0 {
             var pfds: [pollfd] = []
             if stdinFD >= 0 { pfds.append(pollfd(fd: stdinFD, events: Int16(POLLOUT), revents: 0)) }
             if outFD >= 0 { pfds.append(pollfd(fd: outFD, events: Int16(POLLIN), revents: 0)) }

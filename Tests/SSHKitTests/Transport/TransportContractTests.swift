@@ -133,6 +133,21 @@ struct TransportContractTests {
         }
     }
 
+    /// All of stdin reaches a process that closed its output first (the local transport
+    /// stopped writing once stdout and stderr closed: the file got about 64 KiB).
+    @Test(arguments: ["local", "sshkit", "openssh"])
+    func stdinReachesAProcessThatClosedItsOutput(_ name: String) async throws {
+        try await Self.with(name) { s in
+            let t = s.transport
+            let data = (0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+            let target = Self.argument(s.root) + "/in.bin"
+            let r = try await t.runProcess("/bin/sh", arguments: ["-c", "exec >/dev/null 2>&1; cat > \"$1\"", "sh", target],
+                                           stdin: data, environment: [:], timeout: .seconds(60))
+            #expect(r.exitStatus == .exited(0))
+            #expect(try await t.readFile(s.root + "/in.bin") == data)
+        }
+    }
+
     /// A NUL byte would cut a path (or an argument) short on its way to the system or the
     /// server, naming another file: every transport refuses it, and nothing happens.
     @Test(arguments: all)
