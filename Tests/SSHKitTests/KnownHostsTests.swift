@@ -127,6 +127,22 @@ struct KnownHostsTests {
         #expect(try String(contentsOfFile: path, encoding: .utf8).hasPrefix("# crlf\r\n"), "kept lines keep their ending")
     }
 
+    /// A FIFO at the path is refused at once (the open waited for a writer before).
+    @Test func aFIFOIsRefusedNotWaitedOn() async throws {
+        let path = tempPath()
+        #expect(mkfifo(path, 0o600) == 0)
+        let unblock = Task.detached { // bounds the test if the open ever blocks again
+            try? await Task.sleep(for: .seconds(10))
+            let fd = open(path, O_WRONLY | O_NONBLOCK)
+            if fd >= 0 { close(fd) }
+        }
+        defer { unblock.cancel() }
+        let started = ContinuousClock.now
+        let e = await expectSSHError { try await SSHKnownHostsStore(path: path).lookup(host: "h", port: 22) }
+        #expect(e?.code == .knownHostsUnusable)
+        #expect(ContinuousClock.now - started < .seconds(5))
+    }
+
     /// Written plainly, `a,*` would trust the key for every host: such names are refused.
     @Test func hostNamesThatWouldReadBackAsPatternsAreNotWritten() async throws {
         let path = tempPath()

@@ -149,10 +149,13 @@ extension SSHHostConfig {
             host: hostName, port: port, user: user,
             authentication: authentication(context: context, interaction: interaction, keyChanged: keyChanged),
             hostKeyPolicy: try hostKeyPolicy(interaction: interaction, keyChanged: keyChanged),
-            connectTimeout: .seconds(connectTimeout ?? 30),
+            // ConnectTimeout 0 is ssh's "no timeout of its own" (the kernel's, about two
+            // minutes for an unanswered SYN): SSHKit needs one, and takes that
+            connectTimeout: .seconds(connectTimeout.map { $0 > 0 ? $0 : 120 } ?? 30),
             logger: logger, libsshVerbosity: interaction.libsshVerbosity)
         if serverAliveInterval > 0 {
-            config.keepalive = SSHKeepalive(interval: .seconds(serverAliveInterval),
+            // SSHKit's probes go up to a day apart (a longer interval would never fire anyway)
+            config.keepalive = SSHKeepalive(interval: .seconds(min(serverAliveInterval, 86_400)),
                                             maxMissed: min(1000, max(1, serverAliveCountMax)))
         }
         config.algorithms = try algorithms()

@@ -40,14 +40,25 @@ public struct SSHKnownHostsFiles: SSHHostKeyStore {
 
     /// The keys, revocations and certificate authorities of every file (user files, then
     /// global files) for the host, or for `hostKeyAlias`. `/dev/null` and missing files
-    /// count as empty.
+    /// count as empty, and a global file this user may not read is skipped (as ssh skips
+    /// it).
     /// - Throws: `SSHError` (`knownHostsUnusable`) when a file cannot be used (see
     ///   `SSHKnownHostsStore`).
     public func lookup(host: String, port: Int) async throws -> SSHKnownHostKeys {
         let (name, p) = lookupName(host: host, port: port)
         var known = SSHKnownHostKeys()
         for store in userFiles + globalFiles where store.path != "/dev/null" {
-            let found = try store.read().lookup(host: name, port: p)
+            let file: SSHKnownHostsFile
+            let global = globalFiles.contains { $0 === store }
+            do throws(SSHError) {
+                file = try store.read()
+            } catch {
+                // a system file this user may not read (0600 root): ssh skips it too. Nobody
+                // can add a key through a file that cannot be read.
+                if global && error.systemErrno == EACCES { continue }
+                throw error
+            }
+            let found = file.lookup(host: name, port: p)
             for k in found.keys where !known.keys.contains(k) { known.keys.append(k) }
             known.revoked += found.revoked
             for k in found.certificateAuthorities where !known.certificateAuthorities.contains(k) {

@@ -50,7 +50,9 @@ public final class SSHKnownHostsStore: SSHHostKeyStore {
 
     /// Reads and parses the whole file. A missing file is an empty one.
     public func read() throws(SSHError) -> SSHKnownHostsFile {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        // O_NONBLOCK: a FIFO at the path would block the open until a writer came (the
+        // type check that refuses it comes after); a regular file ignores the flag
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         if fd < 0 {
             if errno == ENOENT { return SSHKnownHostsFile(entries: [], skipped: []) }
             throw failure("cannot open", errno: errno)

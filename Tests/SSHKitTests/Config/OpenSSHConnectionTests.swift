@@ -361,5 +361,10 @@ struct OpenSSHConnectionTests {
         #expect(c.algorithms.macsClientToServer == nil, "lists left at the default stay at libssh's")
         try h.config(Self.target + "    KexAlgorithms sntrup761x25519-sha512@openssh.com\n")
         #expect(throws: SSHConfigError.self) { try h.openSSH.connectionConfiguration(for: "db") }
+        // values ssh takes that SSHKit's ranges did not: "no timeout" and a very long interval
+        try h.config(Self.target + "    ConnectTimeout 0\n    ServerAliveInterval 200000\n")
+        let wide = try h.openSSH.connectionConfiguration(for: "db")
+        #expect(wide.connectTimeout == .seconds(120))
+        #expect(wide.keepalive?.interval == .seconds(86_400))
     }
 }
