@@ -75,6 +75,8 @@ enum PollingWatch {
         -> (AsyncStream<PathChange>, stop: @Sendable () -> Void)
     {
         let (stream, continuation) = AsyncStream.makeStream(of: PathChange.self, bufferingPolicy: .bufferingNewest(16))
+        // a zero (or tiny) interval would poll without pause: one round per 50 ms at most
+        let interval = max(interval, .milliseconds(50))
         let task = Task {
             var last: [String: String]?
             while !Task.isCancelled {

@@ -31,11 +31,11 @@ public final class SSHTransport: ConnectedTransport, Sendable {
     let processes: SessionGate
 
     /// Nothing connects until the first call. `maxSessions` is the server's `MaxSessions`
-    /// (OpenSSH's default is 10): one is the SFTP session, the others run processes.
+    /// (OpenSSH's default is 10): one is the SFTP session, the others run processes. Less
+    /// than 2 is taken as 2 (the SFTP session and one process).
     public init(configuration: SSHConfiguration, serverID: ServerID? = nil, secrets: SecretFiles = SecretFiles(),
                 cache: SnapshotCache = .standard, maxSessions: Int = 10) {
-        precondition(maxSessions >= 2, "maxSessions counts the SFTP session and at least one process")
-        processes = SessionGate(limit: maxSessions - 1)
+        processes = SessionGate(limit: max(2, maxSessions) - 1)
         var configuration = configuration
         if configuration.keepalive == nil { configuration.keepalive = SSHKeepalive() }
         self.serverID = serverID ?? ServerID("ssh:\(configuration.user)@\(configuration.host):\(configuration.port)")

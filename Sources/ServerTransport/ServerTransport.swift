@@ -68,7 +68,7 @@ public protocol ServerTransport: Sendable {
     /// sizes and modification times polled every `pollInterval`, skipping rounds while
     /// the server is unreachable. Remote modification times have the server's
     /// precision (SFTP: whole seconds), so a rewrite to the same size within the same
-    /// second can go unseen there.
+    /// second can go unseen there. A `pollInterval` under 50 ms is taken as 50 ms.
     func watchPaths(_ paths: [String], pollInterval: Duration) -> PathWatch
 }
 

@@ -522,7 +522,18 @@ struct TransportContractTests {
                 for await change in t.watchPaths([file, dir], pollInterval: .milliseconds(200)) { await log.add(change) }
             }
             defer { reader.cancel() }
-            try await Task.sleep(for: .milliseconds(800)) // the baseline is taken
+            // the watch runs: on a loaded machine its first round (the baseline) can come
+            // late, after a change the test makes. Poke the directory until it reports one.
+            var running = false
+            for i in 0..<50 where !running {
+                try await t.writeTextFile(dir + "/probe", String(repeating: "x", count: i + 1))
+                running = await log.waitFor(dir, seconds: 0.3)
+            }
+            #expect(running, "the watch never reported the probe")
+            try await t.removeFile(dir + "/probe")
+            try await Task.sleep(for: .milliseconds(800)) // the probe's removal reported
+            await log.clear()
+            try await Task.sleep(for: .milliseconds(800))
             let quiet = await log.changes
             #expect(quiet.isEmpty, "changes with nothing changed: \(quiet)")
             func step(_ what: String, _ path: String, _ action: () async throws -> Void) async throws {
