@@ -113,14 +113,15 @@ func checkLocalPath(_ path: String, op: String) throws(SSHError) {
 /// pass NAME_MAX (255 bytes), the name is cut (not inside a UTF-8 sequence) and a hash
 /// of the whole name keeps it apart from its neighbours and the same on every run (a
 /// resumed transfer finds its partial file again).
-func temporaryName(_ name: [UInt8], suffix: String) -> [UInt8] {
+/// `reserving` bytes are left free after the suffix (for random characters added later).
+func temporaryName(_ name: [UInt8], suffix: String, reserving: Int = 0) -> [UInt8] {
     let tail = Array(suffix.utf8)
-    guard 1 + name.count + tail.count > 255 else { return [0x2e] + name + tail }
+    guard 1 + name.count + tail.count + reserving > 255 else { return [0x2e] + name + tail }
     var hash: UInt32 = 2_166_136_261 // FNV-1a
     for b in name { hash = (hash ^ UInt32(b)) &* 16_777_619 }
     let hex = String(hash, radix: 16)
     let tag = Array(("~" + String(repeating: "0", count: 8 - hex.count) + hex).utf8)
-    var keep = 255 - 1 - tail.count - tag.count
+    var keep = 255 - 1 - tail.count - tag.count - reserving
     while keep > 0 && (name[keep] & 0xC0) == 0x80 { keep -= 1 }
     return [0x2e] + name[..<keep] + tag + tail
 }

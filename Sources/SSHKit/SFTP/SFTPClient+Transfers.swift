@@ -59,8 +59,7 @@ extension SFTPClient {
         let (dir, name) = splitLocalPath(localPath)
         let partialPath = dir + "/" + String(decoding: temporaryName(Array(name.utf8), suffix: ".sshkit-partial"),
                                              as: UTF8.self)
-        let tempPrefix = String(decoding: temporaryName(Array(name.utf8), suffix: ".sshkit-XXXXXXXX").dropLast(8),
-                                as: UTF8.self)
+        let tempPrefix = String(decoding: temporaryName(Array(name.utf8), suffix: ".sshkit-", reserving: 8), as: UTF8.self)
         let local: LocalFile
         do throws(SSHError) {
             local = options.resume
