@@ -164,7 +164,10 @@ struct sshcore_conn {
     struct sshcore_gcancel
         *_Nullable gcancels; /* cancel-tcpip-forward to send */
     struct sshcore_orphan
-        *_Nullable orphans; /* channels whose open is pending */
+        *_Nullable orphans; /* channels the worker still finishes */
+    /* when the worker last closed a channel of its own (worker only): the
+     * server may count its session until it has seen the CLOSE */
+    int64_t channel_closed_ms;
     /* ssh_set_counters: packets (and their payload bytes) libssh processed
      * and sent; a change of in_packets during a pass over the ops means one
      * op's call processed another op's packets. The socket counter has only
@@ -224,9 +227,18 @@ struct sshcore_orphan {
     bool exec;
     bool signal;
     bool pty; /* the channel has a terminal: the close hangs it up */
-    /* STOPPING: when TERM goes again, and when to close regardless */
+    /* STOPPING: when TERM goes again, when KILL replaces it, and when to
+     * close regardless */
     int64_t wake_ms;
+    int64_t kill_ms;
     int64_t give_up_ms;
+    /* the server reported the process's end (exit-status or exit-signal,
+     * which no closed window holds back) */
+    bool exited;
+    /* while adopted: output is read and dropped (so the window stays open
+     * and the server can send its end), the end is noted */
+    struct ssh_channel_callbacks_struct cbs;
+    bool cbs_set;
     struct sshcore_orphan *_Nullable next;
 };
 

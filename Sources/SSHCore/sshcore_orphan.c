@@ -13,12 +13,17 @@
 
 #include "sshcore_internal.h"
 
-/* STOPPING: TERM again after this long, close regardless after that long
- * (without a terminal, where only TERM stops the process; with one, where the
- * close hangs it up) */
+/* STOPPING: TERM again after this long; KILL instead after that long (a
+ * process that ignores TERM must not run on); close regardless after that long
+ * without a terminal, or after the shorter limit with one (the close hangs it
+ * up). The server gives the session slot back only when the process has ended
+ * and both sides have closed the channel. */
 #define ORPHAN_SIGNAL_INTERVAL_MS 100
+#define ORPHAN_KILL_AFTER_MS      5000
 #define ORPHAN_STOP_LIMIT_MS      10000
 #define ORPHAN_PTY_STOP_LIMIT_MS  2000
+
+static void orphan_watch(struct sshcore_orphan *o);
 
 static struct sshcore_orphan *_Nullable orphan_new(
     sshcore_conn *conn,
@@ -68,6 +73,101 @@ sshcore_conn_adopt_starting_channel(sshcore_conn *conn,
     o->exec = exec;
     o->signal = signal;
     o->pty = pty;
+    /* what the request starts may write before its reply is read */
+    orphan_watch(o);
+}
+
+/** libssh callback: output of a channel nobody reads any more is dropped, so
+ *  the window reopens and the server can send what it owes, up to its end. */
+static int
+orphan_on_data(ssh_session session,
+               ssh_channel channel,
+               void *data,
+               uint32_t len,
+               int is_stderr,
+               void *userdata)
+{
+    (void)session;
+    (void)channel;
+    (void)data;
+    (void)is_stderr;
+    (void)userdata;
+    return (int)len;
+}
+
+static void
+orphan_on_exit_status(ssh_session session,
+                      ssh_channel channel,
+                      int status,
+                      void *userdata)
+{
+    struct sshcore_orphan *o = userdata;
+    (void)session;
+    (void)channel;
+    (void)status;
+    o->exited = true;
+}
+
+static void
+orphan_on_exit_signal(ssh_session session,
+                      ssh_channel channel,
+                      const char *signal,
+                      int core,
+                      const char *errmsg,
+                      const char *lang,
+                      void *userdata)
+{
+    struct sshcore_orphan *o = userdata;
+    (void)session;
+    (void)channel;
+    (void)signal;
+    (void)core;
+    (void)errmsg;
+    (void)lang;
+    o->exited = true;
+}
+
+/** Registers the orphan's callbacks on its channel (once). */
+static void
+orphan_watch(struct sshcore_orphan *o)
+{
+    if (o->cbs_set) {
+        return;
+    }
+    memset(&o->cbs, 0, sizeof(o->cbs));
+    o->cbs.userdata = o;
+    o->cbs.channel_data_function = orphan_on_data;
+    o->cbs.channel_exit_status_function = orphan_on_exit_status;
+    o->cbs.channel_exit_signal_function = orphan_on_exit_signal;
+    ssh_callbacks_init(&o->cbs);
+    o->cbs_set = ssh_add_channel_callbacks(o->ch, &o->cbs) == SSH_OK;
+}
+
+/**
+ * Drops what libssh still holds of the channel's output: bytes the operation
+ * left unread (its reader was slow) keep the window closed, and then the
+ * server can send neither the rest nor its EOF. Reading them reopens it.
+ */
+static void
+orphan_drain(struct sshcore_orphan *o)
+{
+    char scratch[16384];
+    int stream;
+    int n;
+    int rounds;
+
+    for (stream = 0; stream < 2; stream++) {
+        /* bounded: the callback takes what arrives while reading */
+        for (rounds = 0; rounds < 256; rounds++) {
+            n = ssh_channel_read_nonblocking(o->ch,
+                                             scratch,
+                                             sizeof(scratch),
+                                             stream);
+            if (n <= 0) {
+                break;
+            }
+        }
+    }
 }
 
 /** Sends TERM and moves `o` to STOPPING. */
@@ -76,9 +176,12 @@ orphan_stop(struct sshcore_orphan *o)
 {
     int64_t now = sshcore_now_ms();
 
+    orphan_watch(o);
+    orphan_drain(o);
     (void)ssh_channel_request_send_signal(o->ch, "TERM");
     o->stage = SSHCORE_ORPHAN_STOPPING;
     o->wake_ms = now + ORPHAN_SIGNAL_INTERVAL_MS;
+    o->kill_ms = now + ORPHAN_KILL_AFTER_MS;
     o->give_up_ms =
         now + (o->pty ? ORPHAN_PTY_STOP_LIMIT_MS : ORPHAN_STOP_LIMIT_MS);
 }
@@ -141,12 +244,16 @@ orphan_step(struct sshcore_orphan *o)
         return false;
     case SSHCORE_ORPHAN_STOPPING:
         now = sshcore_now_ms();
-        if (ssh_channel_is_closed(o->ch) || ssh_channel_is_eof(o->ch) ||
-            now >= o->give_up_ms) {
+        if (o->exited || ssh_channel_is_closed(o->ch) ||
+            ssh_channel_is_eof(o->ch) || now >= o->give_up_ms) {
+            /* ended: close now, without waiting for output still owed */
             return true;
         }
+        orphan_drain(o);
         if (now >= o->wake_ms) {
-            (void)ssh_channel_request_send_signal(o->ch, "TERM");
+            (void)ssh_channel_request_send_signal(
+                o->ch,
+                now >= o->kill_ms && !o->pty ? "KILL" : "TERM");
             o->wake_ms = now + ORPHAN_SIGNAL_INTERVAL_MS;
         }
         return false;
@@ -167,11 +274,17 @@ sshcore_orphans_reap(sshcore_conn *conn)
             link = &o->next;
             continue;
         }
+        if (o->cbs_set) {
+            /* libssh keeps the channel until the server's CLOSE: no callback
+             * of ours may run after `o` is freed */
+            ssh_remove_channel_callbacks(o->ch, &o->cbs);
+        }
         if (o->stage != SSHCORE_ORPHAN_OPENING &&
             !ssh_channel_is_closed(o->ch)) {
             (void)ssh_channel_send_eof(o->ch);
         }
         ssh_channel_free(o->ch); /* open: sends CLOSE; refused: just frees */
+        conn->channel_closed_ms = sshcore_now_ms();
         *link = o->next;
         free(o->start);
         free(o);
@@ -186,6 +299,9 @@ sshcore_orphans_free(sshcore_conn *conn)
 
     while (o != NULL) {
         next = o->next;
+        if (o->cbs_set) {
+            ssh_remove_channel_callbacks(o->ch, &o->cbs);
+        }
         ssh_channel_free(o->ch);
         free(o->start);
         free(o);

@@ -343,6 +343,53 @@ adopt_channel(sshcore_conn *conn, session_op *x)
     return true;
 }
 
+/* A refused session open is tried again while channels of ours were closing
+ * this recently (or still are), for at most this long after its first refusal;
+ * the pause starts at the first and doubles up to the second. */
+#define OPEN_RETRY_AFTER_CLOSE_MS 1000
+#define OPEN_RETRY_LIMIT_MS       3000
+#define OPEN_RETRY_FIRST_PAUSE_MS 5
+#define OPEN_RETRY_MAX_PAUSE_MS   100
+
+/**
+ * Whether a refused session open is tried again. OpenSSH counts a session
+ * against MaxSessions until it has seen our CLOSE and the channel's process has
+ * ended, and it handles an open that arrives in the same read as our CLOSE
+ * before it frees the slot: a command started right after a cancelled one
+ * would be refused for a slot that is ours and about to be free. So while our
+ * own channels are closing, the open waits and goes again; a refusal with
+ * nothing of ours closing is the server's answer.
+ */
+static bool
+open_retry_later(sshcore_conn *conn, session_op *x)
+{
+    int64_t now = sshcore_now_ms();
+    int pause = OPEN_RETRY_FIRST_PAUSE_MS;
+    bool closing = conn->orphans != NULL ||
+                   (conn->channel_closed_ms != 0 &&
+                    now - conn->channel_closed_ms < OPEN_RETRY_AFTER_CLOSE_MS);
+
+    if (x->kind != SSHCORE_CHANNEL_SESSION || !closing) {
+        return false;
+    }
+    if (x->open_refused_ms == 0) {
+        x->open_refused_ms = now;
+    } else if (now - x->open_refused_ms >= OPEN_RETRY_LIMIT_MS) {
+        return false;
+    }
+    if (x->open_retries < 5) {
+        pause <<= x->open_retries;
+    } else {
+        pause = OPEN_RETRY_MAX_PAUSE_MS;
+    }
+    if (pause > OPEN_RETRY_MAX_PAUSE_MS) {
+        pause = OPEN_RETRY_MAX_PAUSE_MS;
+    }
+    x->open_retries++;
+    x->base.wake_ms = now + pause;
+    return true;
+}
+
 static bool
 session_step(sshcore_conn *conn, sshcore_op *op)
 {
@@ -356,6 +403,12 @@ session_step(sshcore_conn *conn, sshcore_op *op)
             return adopt_channel(conn, x);
         }
         if (x->ch == NULL) {
+            if (x->base.wake_ms != 0) {
+                if (sshcore_now_ms() < x->base.wake_ms) {
+                    return false; /* a refused open waits to go again */
+                }
+                x->base.wake_ms = 0;
+            }
             x->ch = ssh_channel_new(s);
             if (x->ch == NULL) {
                 sshcore_session_fail_call(conn,
@@ -385,6 +438,11 @@ session_step(sshcore_conn *conn, sshcore_op *op)
             break;
         }
         if (rc == SSH_AGAIN) {
+            return false;
+        }
+        if (rc != SSH_OK && open_retry_later(conn, x)) {
+            ssh_channel_free(x->ch); /* refused: nothing on the server */
+            x->ch = NULL;
             return false;
         }
         if (rc != SSH_OK) {

@@ -84,6 +84,10 @@ typedef struct session_op {
     bool subsystem;    /* command names a subsystem */
     bool start_sent;   /* SSHCORE_SETUP_START: the exec/shell/subsystem request
                           went out */
+    /* SSHCORE_SETUP_OPEN: the first refusal of a session open that is tried
+     * again (a slot of our own closing channels), and how often */
+    int64_t open_refused_ms;
+    int open_retries;
     sshcore_channel_kind kind;
     char *_Nullable target; /* direct channels: host or socket path */
     int target_port;

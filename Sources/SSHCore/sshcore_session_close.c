@@ -94,6 +94,7 @@ close_channel(sshcore_conn *conn, session_op *x)
      * arrives and would still call our callbacks, whose struct lives in this
      * op: unregister them before letting go */
     ssh_remove_channel_callbacks(x->ch, &x->cbs);
+    conn->channel_closed_ms = sshcore_now_ms();
     if (sshcore_session_usable(conn)) {
         if (x->phase == SSHCORE_SETUP_OPEN) {
             /* Still opening: freed now, libssh would forget the channel and

@@ -34,6 +34,59 @@ struct CancellationRegressionTests {
         await conn.close()
     }
 
+    /// Cancelled commands used to hold the server's session slots: the worker kept a
+    /// cancelled channel until the server closed it, and a cancelled stream whose
+    /// window was full never saw the end the server could not send. On a server with
+    /// OpenSSH's default `MaxSessions 10`, most commands of a cancel storm then failed to
+    /// open their channel. Now every cancel, one after another or four loops at once,
+    /// leaves a slot free for the next command, and nothing cancelled runs on.
+    @Test func cancelledCommandsGiveTheServersSessionsBack() async throws {
+        let server = try TestServer.start(name: "cancel-slots", extraConfig: ["MaxSessions 10"])
+        defer { server.stop() }
+        let conn = try await SSHClient.connect(server.configuration())
+        let tag = Int.random(in: 10_000...99_999)
+        let sleeper = "sleep 5.\(tag)"
+        let streamer = "head -c 1\(tag)000000000 /dev/zero"
+        let wrong = Mutex<[String]>([])
+        let ran = Atomic<Int>(0)
+        let cancelOne: @Sendable (Int) async -> Void = { i in
+            let t = Task { [conn] in
+                if i % 2 == 0 {
+                    _ = try await conn.execute(sleeper)
+                } else {
+                    try await conn.withCommand(streamer) { cmd in for try await _ in cmd.stdout {} }
+                }
+            }
+            try? await Task.sleep(for: .milliseconds(Int.random(in: 0...50)))
+            t.cancel()
+            let r = await finishes(within: .seconds(10)) { try await t.value }
+            ran.add(1, ordering: .relaxed)
+            switch r {
+            case nil: wrong.withLock { $0.append("\(i): no return 10 s after the cancel") }
+            case .failure(let e as SSHError)? where e.code == .cancelled: break
+            case .failure(let e)?: wrong.withLock { $0.append("\(i): \(e)") }
+            case .success?: wrong.withLock { $0.append("\(i): finished although cancelled") }
+            }
+        }
+        for i in 0..<60 { await cancelOne(i) }
+        await withTaskGroup(of: Void.self) { group in
+            for loop in 0..<4 {
+                group.addTask { for i in 0..<30 { await cancelOne(loop + i) } }
+            }
+        }
+        // at once, without a retry: a slot is free
+        let after = await finishes(within: .seconds(10)) { try await conn.execute("echo ok") }
+        #expect((try? after?.get())?.stdoutString == "ok\n", "after the storm: \(String(describing: after))")
+        let failed = wrong.withLock { $0 }
+        #expect(failed.count == 0, "\(failed.count) of \(ran.load(ordering: .relaxed)) cancels ended otherwise: \(failed.prefix(10))")
+        let settled = await eventually(timeout: .seconds(5)) {
+            let out = (try? TestServer.run("/usr/bin/pgrep", ["-f", "\(sleeper)|\(streamer)"], allowFailure: true)) ?? ""
+            return out.isEmpty
+        }
+        #expect(settled, "cancelled commands still run on the server")
+        await conn.close()
+    }
+
     /// Waiting for an exit status, a tunnel's close or a forward's stop ends at once when
     /// the waiting task is cancelled, and the thing waited for goes on.
     @Test func waitsEndWithTheirTaskAndWhatTheyWaitedForGoesOn() async throws {
