@@ -296,6 +296,7 @@ sshcore_conn_start(const sshcore_config *config,
     pthread_mutex_init(&conn->mu, NULL);
     conn->sock_fd = -1;
     conn->lib_fd = -1;
+    conn->agent_fd = -1;
     conn->state = SSHCORE_CONN_IDLE;
     atomic_init(&conn->state_snapshot, SSHCORE_CONN_IDLE);
     conn->phase = SSHCORE_PHASE_RESOLVE;

@@ -152,6 +152,12 @@ struct sshcore_conn {
                                           use */
     unsigned password_attempts;        /* passwords the server refused so far */
     ssh_key _Nullable key;
+    /* libssh 0.11.0-0.11.3 only: key's Ed25519 certificate, offered through
+     * an in-process agent (sshcore_cert_agent.c); worker only */
+    struct sshcore_cert_agent *_Nullable cert_agent;
+    /* the agent method's socket: opened by the core, lent to libssh with
+     * ssh_set_agent_socket and taken back before it is closed; -1 */
+    int agent_fd;
     char methods_tried[400];
     sshcore_op *_Nullable active;
     /* libssh's one slot for global requests with a reply (worker only): who
@@ -328,6 +334,7 @@ void sshcore_connect_handshake(sshcore_conn *conn);
 /* sshcore_auth.c (worker) */
 void sshcore_auth_none(sshcore_conn *conn);
 void sshcore_auth_method_step(sshcore_conn *conn);
+void sshcore_auth_release(sshcore_conn *conn);
 void sshcore_auth_check_session(sshcore_conn *conn);
 void sshcore_auth_answers(sshcore_conn *conn,
                           char *_Nullable *_Nullable answers,
@@ -335,6 +342,16 @@ void sshcore_auth_answers(sshcore_conn *conn,
 
 /* sshcore_keys.c */
 bool sshcore_cert_matches_key(ssh_key cert, ssh_key key);
+
+/* sshcore_cert_agent.c (worker): an Ed25519 key's certificate offered through
+ * an in-process agent, for libssh 0.11.0-0.11.3, whose
+ * ssh_pki_copy_cert_to_privkey refuses every Ed25519 certificate */
+typedef struct sshcore_cert_agent sshcore_cert_agent;
+sshcore_cert_agent *_Nullable sshcore_cert_agent_start(ssh_session session,
+                                                       ssh_key cert,
+                                                       ssh_key key);
+void sshcore_cert_agent_stop(ssh_session session,
+                             sshcore_cert_agent *_Nullable agent);
 
 /* sshcore_orphan.c (worker) */
 void sshcore_orphans_reap(sshcore_conn *conn);

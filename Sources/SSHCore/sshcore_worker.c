@@ -259,10 +259,7 @@ teardown(sshcore_conn *conn)
         ssh_event_free(conn->event);
         conn->event = NULL;
     }
-    if (conn->key != NULL) {
-        ssh_key_free(conn->key);
-        conn->key = NULL;
-    }
+    sshcore_auth_release(conn); /* while the session still exists */
     sshcore_orphans_free(
         conn); /* before ssh_disconnect, which frees every channel */
     if (conn->session != NULL) {

@@ -1,5 +1,5 @@
 import Foundation
-import SSHKit
+@_spi(Testing) import SSHKit
 import Testing
 
 /// OpenSSH certificates against a real sshd that trusts a throwaway CA
@@ -84,6 +84,34 @@ struct CertificateTests {
         // the server refused that certificate, not only our reading of it
         let log = String(decoding: try String(contentsOfFile: logFile, encoding: .utf8).utf8.dropFirst(before), as: UTF8.self)
         #expect(log.contains("ertificate invalid") && !log.contains("Accepted"), "sshd said: \(log)")
+    }
+
+    /// libssh 0.11.0–0.11.3 cannot attach an Ed25519 certificate to its key
+    /// (`ssh_pki_copy_cert_to_privkey` compares the two wrongly), so there the core
+    /// offers it through an agent of its own in the process. Forced here, so that the
+    /// path runs on every libssh: a good certificate logs in, an expired one is refused
+    /// by the server, another key's certificate is still refused before anything is sent.
+    @Test func ed25519CertificatesThroughTheCoresOwnAgent() async throws {
+        SSHCoreTesting.offerEd25519CertificatesThroughAgent(true)
+        defer { SSHCoreTesting.offerEd25519CertificatesThroughAgent(false) }
+        let f = try Fixture()
+        defer { f.stop() }
+        let good = try f.sign("good", principals: f.server.user)
+        let who = try await SSHClient.withConnection(f.configuration(certificate: good)) {
+            try await $0.execute("whoami").stdoutString
+        }
+        #expect(who == f.server.user + "\n")
+        let logFile = f.server.dir + "/sshd.log"
+        #expect(try String(contentsOfFile: logFile, encoding: .utf8).contains("ED25519-CERT"))
+        let expired = try f.sign("expired", principals: f.server.user, validity: "20200101:20200102")
+        let e = await expectSSHError { try await SSHClient.connect(f.configuration(certificate: expired)) }
+        #expect(e?.code == .authenticationFailed)
+        #expect(e?.message.contains("expired") == true, "\(String(describing: e))")
+        #expect(try String(contentsOfFile: logFile, encoding: .utf8).contains("Certificate invalid: expired"))
+        try Fixture.keygen(["-t", "ed25519", "-N", "", "-f", f.dir + "/other"])
+        let other = try f.sign("other", principals: f.server.user, key: "other")
+        let m = await expectSSHError { try await SSHClient.connect(f.configuration(certificate: other)) }
+        #expect(m?.code == .privateKeyUnreadable)
     }
 
     @Test("a certificate of another key, or a file that is no certificate: privateKeyUnreadable, nothing sent")

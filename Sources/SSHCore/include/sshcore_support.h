@@ -35,6 +35,14 @@ void sshcore_set_thread_name(const char *name);
 /* ---------------------------------------------------------------------- */
 
 /**
+ * @brief Tests only: offer every Ed25519 user certificate through the core's
+ * in-process agent, the way the core must on libssh 0.11.0-0.11.3 (whose
+ * ssh_pki_copy_cert_to_privkey refuses Ed25519), so that path runs on any
+ * libssh. Off by default; affects connections that load a key afterwards.
+ */
+void sshcore_testing_force_cert_agent(int on);
+
+/**
  * @brief Parse a public key given as type name and base64 blob and write its
  * SHA256 fingerprint ("SHA256:...") into out.
  * @return SSHCORE_E_OK, or INVALID_ARGUMENT when the key does not parse.

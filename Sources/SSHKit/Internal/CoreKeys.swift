@@ -22,3 +22,13 @@ extension CoreKeys {
         return out
     }
 }
+
+/// Switches of the C core that only tests use.
+@_spi(Testing) public enum SSHCoreTesting {
+    /// Offers every Ed25519 user certificate through the core's in-process agent, as
+    /// the core must on libssh 0.11.0–0.11.3, so that this path runs on any libssh.
+    /// Affects keys loaded after the call.
+    public static func offerEd25519CertificatesThroughAgent(_ on: Bool) {
+        sshcore_testing_force_cert_agent(on ? 1 : 0)
+    }
+}
