@@ -86,6 +86,9 @@ public actor AgentConnections {
 
     public func host(_ id: ServerID) -> AgentHost? { entries[id]?.host }
 
+    /// The host as messages name it.
+    private func name(_ id: ServerID) -> String { entries[id]?.host.displayName ?? id.rawValue }
+
     public func state(of id: ServerID) -> AgentConnectionState? { entries[id]?.state }
 
     /// Hosts holding a connection now (`connected` or `connecting`), local ones excluded.
@@ -280,14 +283,14 @@ public actor AgentConnections {
             do {
                 try await Task.sleep(for: .milliseconds(50))
             } catch {
-                throw AgentError(.cancelled, "cancelled while waiting for a free connection slot for \(id.rawValue)")
+                throw AgentError(.cancelled, "cancelled while waiting for a free connection slot for \(name(id))")
             }
         }
         do {
             try await managed.connect()
         } catch {
             if entries[id]?.state == .connecting { entries[id]!.state = .error }
-            throw AgentError(error, while: "connecting to \(id.rawValue)")
+            throw AgentError(error, while: "connecting to \(name(id))")
         }
         await noteConnection(id)
         if entries[id]?.state != .connected { set(id, .connected) }
@@ -367,11 +370,11 @@ public actor AgentConnections {
             case .failure(let error) where error.code == .transport: failure = error
             case .failure: break // the connection answered (tmux failed, or the host has none)
             case nil:
-                failure = AgentError(.transport, "the health check of \(id.rawValue) got no answer in \(policy.healthCheckTimeout)",
+                failure = AgentError(.transport, "the health check of \(name(id)) got no answer in \(policy.healthCheckTimeout)",
                                      transport: TransportError(.timeout, "no answer in \(policy.healthCheckTimeout)"))
             }
         } else {
-            failure = AgentError(.transport, "the connection to \(id.rawValue) dropped",
+            failure = AgentError(.transport, "the connection to \(name(id)) dropped",
                                  transport: TransportError(.hostUnreachable, "the connection dropped"))
         }
         guard entries[id] != nil else { return }

@@ -7,6 +7,9 @@ import SSHKit
 public struct AgentDetection: Sendable, Equatable {
     /// Provider id → the binary's path on the host, for the installed agents.
     public var installed: [String: String]
+    /// Provider id → why the installed binary is not started (`AgentProvider.refusedBinary`:
+    /// Kimi's deprecation stub). Such a provider is in `installed` too.
+    public var unusable: [String: String] = [:]
     /// `tmux -V`, or nil without tmux.
     public var tmuxVersion: String?
     public var hasGit: Bool
@@ -43,6 +46,14 @@ public struct AgentDetection: Sendable, Equatable {
         for p in providers {
             s += "__b=$(command -v \(SSHShellQuoting.quote(p.binary)) 2>/dev/null) && "
             s += "printf 'agent\\t%s\\t%s\\n' \(SSHShellQuoting.quote(p.id)) \"$__b\"\n"
+            if let refused = p.refusedBinary, !refused.markers.isEmpty {
+                // only with its version arguments: never started in a way that could run it
+                let version = (["\"$__b\""] + p.versionArguments.map(SSHShellQuoting.quote)).joined(separator: " ")
+                let patterns = refused.markers.map { "*\(SSHShellQuoting.quote($0))*" }.joined(separator: "|")
+                s += "[ -n \"$__b\" ] && case \"$(\(version) </dev/null 2>&1 | head -c 4000)\" in "
+                s += "\(patterns)) printf 'unusable\\t%s\\n' \(SSHShellQuoting.quote(p.id)) ;; esac\n"
+                s += "__b=\n"
+            }
         }
         s += "exit 0\n"
         return s
@@ -54,6 +65,8 @@ public struct AgentDetection: Sendable, Equatable {
             let f = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
             switch f.first {
             case "agent" where f.count == 3: d.installed[f[1]] = f[2]
+            case "unusable" where f.count == 2:
+                d.unusable[f[1]] = (try? AgentProvider.named(f[1]))?.refusedBinary?.reason ?? "not usable"
             case "tmux" where f.count == 2: d.tmuxVersion = f[1]
             case "git": d.hasGit = true
             case "shell" where f.count == 2: d.loginShell = f[1]
@@ -80,7 +93,7 @@ extension AgentHost {
         let script = AgentDetection.script(providers: providers, extraSearchPath: extraSearchPath)
         let r = try await run("/bin/sh", ["-c", script], what: "detecting agents")
         guard r.exitStatus == .exited(0) else {
-            throw AgentError(.transport, "the agent probe failed on \(serverID) (\(r.exitStatus))", detail: r.stderrString)
+            throw AgentError(.transport, "the agent probe failed on \(displayName) (\(r.exitStatus))", detail: r.stderrString)
         }
         let detection = AgentDetection.parse(r.stdoutString, at: Date())
         detectionCache.withLock { $0 = AgentDetection.Cached(detection: detection, providers: ids) }

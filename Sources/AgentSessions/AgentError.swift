@@ -63,8 +63,9 @@ public struct AgentError: Error, Sendable, CustomStringConvertible {
         self.transport = transport
     }
 
-    /// A transport failure; a cancelled call stays `cancelled`.
-    init(_ error: TransportError, while what: String) {
+    /// A transport failure while doing `what` ("connecting to build-1 (me@10.0.0.5:22)");
+    /// a cancelled call stays `cancelled`.
+    public init(_ error: TransportError, while what: String) {
         if error.isCancellation {
             self.init(.cancelled, "cancelled while \(what)", transport: error)
         } else {

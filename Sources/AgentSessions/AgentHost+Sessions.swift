@@ -50,18 +50,18 @@ extension AgentHost {
             let started = try await newTmuxSession(name: name, directory: directory, size: spec.size, argv: argv,
                                                    script: (spec.ptyID, nonce, script))
             if started, let typed = launch.typedInput {
-                try await typeWhenReady(name, typed)
+                try await typeWhenReady(name, typed, readyWhenShowing: spec.provider.readyScreen)
             }
             return session
         }
         guard let terminals = transport as? any TerminalTransport else {
-            throw AgentError(.terminalUnsupported, "\(serverID) has no tmux and its transport opens no terminal")
+            throw AgentError(.terminalUnsupported, "\(displayName) has no tmux and its transport opens no terminal")
         }
         session.container = .plainTerminal
         let write = AgentLauncher.writeThenRun(spec.ptyID, nonce: nonce, then: ["true"])
         let w = try await run(write.executable, write.arguments, stdin: Array(script.utf8), what: "writing the launch script")
         guard w.exitStatus == .exited(0) else {
-            throw AgentError(.transport, "cannot write the launch script on \(serverID)", detail: w.stderrString)
+            throw AgentError(.transport, "cannot write the launch script on \(displayName)", detail: w.stderrString)
         }
         let terminal: TransportTerminal
         do {
@@ -93,13 +93,15 @@ extension AgentHost {
             return AgentTerminal(session: session, backend: .plain(plain))
         case .tmux(let name):
             guard let terminals = transport as? any TerminalTransport else {
-                throw AgentError(.terminalUnsupported, "the transport of \(serverID) opens no terminal; use captureTmuxSession and sendToTmuxSession")
+                throw AgentError(.terminalUnsupported, "the transport of \(displayName) opens no terminal; use captureTmuxSession and sendToTmuxSession")
             }
             guard try await tmuxSession(named: name) != nil else {
-                throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(serverID)")
+                throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(displayName)")
             }
             do {
-                let t = try await terminals.startTerminal("tmux", arguments: ["-L", tmuxSocket, "attach-session", "-t", "=" + name],
+                // -u: the local terminal is UTF-8, whatever locale the host's login has
+                // (without one, the client would draw line art as `qqqq` and the rest as `_`)
+                let t = try await terminals.startTerminal("tmux", arguments: ["-u", "-L", tmuxSocket, "attach-session", "-t", "=" + name],
                                                           environment: [:], terminal: SSHTerminal(term: term, size: size))
                 return AgentTerminal(session: session, backend: .attached(t))
             } catch {
@@ -130,7 +132,7 @@ extension AgentHost {
             }
             guard let s = lines.first.flatMap(Self.parseSession) else {
                 if e.contains("command not found") || e.contains("not found") {
-                    throw AgentError(.tmuxUnavailable, "tmux is not installed on \(serverID)", detail: e)
+                    throw AgentError(.tmuxUnavailable, "tmux is not installed on \(displayName)", detail: e)
                 }
                 return .gone
             }
@@ -211,16 +213,21 @@ extension AgentHost {
     }
 
     /// Waits until the agent's screen shows something and has not changed for a moment
-    /// (it is ready for input), then types. Gives up waiting after 20 s and types anyway,
-    /// unless the agent has ended.
-    private func typeWhenReady(_ name: String, _ bytes: [UInt8]) async throws(AgentError) {
+    /// (it is ready for input), then types. With `markers` (the provider's
+    /// `readyScreen`), the screen must also show one of them: a TUI that draws its
+    /// frame before it reads input is not taken for ready. Gives up waiting after 20 s
+    /// (60 s with markers) and types anyway, unless the agent has ended.
+    private func typeWhenReady(_ name: String, _ bytes: [UInt8], readyWhenShowing markers: [String] = [])
+        async throws(AgentError)
+    {
         var last = ""
         var stable = 0
-        for _ in 0..<100 {
+        for _ in 0..<(markers.isEmpty ? 100 : 300) {
             try await Task.sleep(for: .milliseconds(200), orThrow: ())
             guard let s = try await tmuxSession(named: name), s.isRunning else { return }
             let screen = try await captureScreen(name).trimmingCharacters(in: .whitespacesAndNewlines)
-            if !screen.isEmpty && screen == last {
+            let ready = markers.isEmpty || markers.contains { screen.contains($0) }
+            if ready && !screen.isEmpty && screen == last {
                 stable += 1
                 if stable >= 2 { break }
             } else {

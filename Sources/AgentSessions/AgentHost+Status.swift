@@ -56,7 +56,7 @@ extension AgentHost {
             return ["--settings", path]
         case .codexThread:
             return ["-c", Self.codexNotifyOverride(spec.ptyID)]
-        case .none:
+        case .none, .chosenSessionID, .recordedSession:
             return []
         }
     }

@@ -26,14 +26,16 @@ extension AgentHost {
     public static let historyLimit = 100_000
 
     /// The name last: tmux turns tabs and control characters of format output into `_`,
-    /// so the fields are split on spaces, and a name may contain them.
-    static let sessionFormat = "#{session_created} #{session_activity} #{pane_dead} #{?pane_dead,#{pane_dead_status}:#{pane_dead_signal},-} #{pane_pid} #{session_name}"
+    /// so the fields are split on spaces, and a name may contain them. The activity is
+    /// the window's, which follows the pane's output; `session_activity` moves only when
+    /// a client attaches or types.
+    static let sessionFormat = "#{session_created} #{window_activity} #{pane_dead} #{?pane_dead,#{pane_dead_status}:#{pane_dead_signal},-} #{pane_pid} #{session_name}"
 
     /// `tmux -L <socket> <args>`.
     func tmux(_ args: [String], idempotent: Bool = true, what: String) async throws(AgentError) -> ProcessResult {
         let r = try await run("tmux", ["-L", tmuxSocket, "-f", "/dev/null"] + args, idempotent: idempotent, what: what)
         if r.exitStatus == .exited(127) {
-            throw AgentError(.tmuxUnavailable, "tmux is not installed on \(serverID)", detail: r.stderrString)
+            throw AgentError(.tmuxUnavailable, "tmux is not installed on \(displayName)", detail: r.stderrString)
         }
         return r
     }
@@ -108,7 +110,7 @@ extension AgentHost {
             r = try await run("tmux", tmuxArgs, idempotent: false, what: "starting a tmux session")
         }
         if r.exitStatus == .exited(127) {
-            throw AgentError(.tmuxUnavailable, "tmux is not installed on \(serverID)", detail: r.stderrString)
+            throw AgentError(.tmuxUnavailable, "tmux is not installed on \(displayName)", detail: r.stderrString)
         }
         guard r.exitStatus == .exited(0) else {
             if r.stderrString.contains("duplicate session") { return false }
@@ -123,7 +125,7 @@ extension AgentHost {
         let start = lines.map { "-\(max(0, $0))" } ?? "-"
         let r = try await tmux(["capture-pane", "-p", "-e", "-J", "-S", start, "-t", Self.pane(name)], what: "capturing a session")
         guard r.exitStatus == .exited(0) else {
-            throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(serverID)", detail: r.stderrString)
+            throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(displayName)", detail: r.stderrString)
         }
         return r.stdoutString
     }
@@ -132,7 +134,7 @@ extension AgentHost {
     func captureScreen(_ name: String) async throws(AgentError) -> String {
         let r = try await tmux(["capture-pane", "-p", "-t", Self.pane(name)], what: "capturing a screen")
         guard r.exitStatus == .exited(0) else {
-            throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(serverID)", detail: r.stderrString)
+            throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(displayName)", detail: r.stderrString)
         }
         return r.stdoutString
     }
@@ -152,7 +154,7 @@ extension AgentHost {
             let r = try await tmux(["send-keys", "-t", Self.pane(name), "-H"] + hex, idempotent: false,
                                    what: "typing into a session")
             guard r.exitStatus == .exited(0) else {
-                throw AgentError(.sessionNotRunning, "cannot type into \(name) on \(serverID)", detail: r.stderrString)
+                throw AgentError(.sessionNotRunning, "cannot type into \(name) on \(displayName)", detail: r.stderrString)
             }
         }
     }

@@ -33,8 +33,8 @@ extension AgentHost {
         let detail = r.stderrString.trimmingCharacters(in: .whitespacesAndNewlines)
         switch r.exitStatus {
         case .exited(0): break
-        case .exited(127): throw AgentError(.notAGitRepository, "git is not installed on \(serverID)", detail: detail)
-        case .exited(10): throw AgentError(.notAGitRepository, "\(project) is not a git repository on \(serverID)", detail: detail)
+        case .exited(127): throw AgentError(.notAGitRepository, "git is not installed on \(displayName)", detail: detail)
+        case .exited(10): throw AgentError(.notAGitRepository, "\(project) is not a git repository on \(displayName)", detail: detail)
         case .exited(11): throw AgentError(.gitFailed, "\(project) has no commit to start a worktree from", detail: detail)
         case .exited(13): throw AgentError(.gitFailed, "cannot add .emdash/ to the info/exclude of \(project)", detail: detail)
         default: throw AgentError(.gitFailed, "git failed while adding the worktree", detail: detail)
@@ -185,10 +185,10 @@ extension AgentHost {
         let path = try await absolutePath(projectPath)
         let r = try await run("git", ["-C", path, "rev-parse", "--show-toplevel"], what: "checking the project")
         if r.exitStatus == .exited(127) {
-            throw AgentError(.notAGitRepository, "git is not installed on \(serverID)", detail: r.stderrString)
+            throw AgentError(.notAGitRepository, "git is not installed on \(displayName)", detail: r.stderrString)
         }
         guard r.exitStatus == .exited(0) else {
-            throw AgentError(.notAGitRepository, "\(path) is not a git repository on \(serverID)",
+            throw AgentError(.notAGitRepository, "\(path) is not a git repository on \(displayName)",
                              detail: r.stderrString.trimmingCharacters(in: .whitespacesAndNewlines))
         }
         return path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path

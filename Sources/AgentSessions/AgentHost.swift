@@ -16,17 +16,23 @@ public final class AgentHost: Sendable {
     /// Directories searched for agent binaries before the login PATH, e.g. a test's or
     /// an admin's own tool directory. `~/` is the host user's home.
     public let extraSearchPath: [String]
+    /// How messages name the host: as its user knows it (`build-1 (me@10.0.0.5:22)`),
+    /// by default the transport's identity.
+    public let displayName: String
     private let cachedHome = Mutex<String?>(nil)
     let detectionCache = Mutex<AgentDetection.Cached?>(nil)
     /// Agents on plain PTY channels (hosts without tmux), by PTY id.
     let plainSessions = Mutex<[String: PlainAgentSession]>([:])
 
-    public init(transport: any ServerTransport, tmuxSocket: String = "sshkit-agents", extraSearchPath: [String] = []) {
+    public init(transport: any ServerTransport, tmuxSocket: String = "sshkit-agents", extraSearchPath: [String] = [],
+                displayName: String? = nil)
+    {
         precondition(!tmuxSocket.isEmpty && tmuxSocket.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) },
                      "a tmux socket name is letters, digits, '-', '_' and '.'")
         self.transport = transport
         self.tmuxSocket = tmuxSocket
         self.extraSearchPath = extraSearchPath
+        self.displayName = displayName ?? transport.serverID.rawValue
     }
 
     public var serverID: ServerID { transport.serverID }

@@ -42,8 +42,23 @@ enum AgentLauncher {
         // written where the engine reads it, since tmux does not always record it for a
         // program that ends at once
         s += "if command -v \(q(binary)) >/dev/null 2>&1; then\n"
-        s += "    \(SSHShellQuoting.command(launch.arguments))\n"
-        s += "    __status=$?\n"
+        if let refused = provider.refusedBinary, !refused.markers.isEmpty {
+            // a release that is not the agent (one that runs an installer from the
+            // network when started) is recognised by its version output and not started
+            let version = SSHShellQuoting.command([binary] + provider.versionArguments)
+            let patterns = refused.markers.map { "*\(q($0))*" }.joined(separator: "|")
+            s += "    case \"$(\(version) </dev/null 2>&1 | head -c 4000)\" in\n"
+            s += "    \(patterns))\n"
+            s += "        printf '%s\\n' \(q("sshkit-agents: not started: " + refused.reason))\n"
+            s += "        __status=126 ;;\n"
+            s += "    *)\n"
+            s += "        \(SSHShellQuoting.command(launch.arguments))\n"
+            s += "        __status=$? ;;\n"
+            s += "    esac\n"
+        } else {
+            s += "    \(SSHShellQuoting.command(launch.arguments))\n"
+            s += "    __status=$?\n"
+        }
         s += "else\n"
         let message = "sshkit-agents: \(provider.displayName) is not installed on this host ('\(binary)' is not on PATH)."
         s += "    printf '%s\\n' \(q(message)) \(q("Install it with: " + provider.installHint))\n"

@@ -51,6 +51,12 @@ public struct HostRecord: Sendable, Hashable, Codable, Identifiable {
     }
 
     public var serverID: ServerID { ServerID(id) }
+
+    /// How messages name the host: `build-1 (me@10.0.0.5:22)`.
+    public var displayName: String {
+        let address = self.address.contains(":") ? "[\(self.address)]" : self.address
+        return "\(name) (\(user)@\(address):\(port))"
+    }
 }
 
 /// A git checkout on a host.

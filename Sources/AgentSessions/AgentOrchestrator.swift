@@ -172,22 +172,22 @@ public final class AgentOrchestrator: Sendable {
         let size = terminalSize
         let autoApprove = conversation.autoApprove
         let startedAt = Date()
+        let previousStart = conversation.lastStartedAt
+        // the settings count: a user's resumeArguments make a provider without any resumable
+        let applied = settings.applied(to: provider)
+        let sameAgent = try await stored("reading conversations") { try await store.conversations(taskID: task.id) }
+            .filter { $0.providerID == provider.id }.count
         let session = try await onHost(hostRecord) { host in
-            let resume: AgentLaunch.Resume
-            switch provider.id {
-            case "claude":
-                resume = try await host.planClaudeResume(ptyID: id, workingDirectory: directory, isResume: isResume,
-                                                         map: store, configDirectory: settings.environment["CLAUDE_CONFIG_DIR"]).resume
-            case "codex" where isResume:
-                resume = try await host.planCodexResume(ptyID: id, workingDirectory: directory, map: store,
-                                                        codexHome: settings.environment["CODEX_HOME"])
-            default:
-                resume = isResume && !provider.resumeArguments.isEmpty ? .generic : .fresh
-            }
-            return try await host.startAgent(AgentSessionSpec(ptyID: id, provider: provider, settings: settings,
-                                                              workingDirectory: directory, prompt: isResume ? nil : prompt,
-                                                              autoApprove: autoApprove, resume: resume, size: size,
-                                                              statusHooks: statusHooks))
+            let plan = try await host.planResume(ptyID: id, provider: applied, workingDirectory: directory,
+                                                 isResume: isResume, previousStart: previousStart,
+                                                 onlyChatOfItsAgent: sameAgent <= 1, map: store,
+                                                 environment: settings.environment)
+            var session = try await host.startAgent(AgentSessionSpec(ptyID: id, provider: provider, settings: settings,
+                                                                     workingDirectory: directory, prompt: isResume ? nil : prompt,
+                                                                     autoApprove: autoApprove, resume: plan.resume, size: size,
+                                                                     statusHooks: statusHooks))
+            session.resumeMethod = plan.method
+            return session
         }
         conversation.arguments = session.arguments
         conversation.survivesDisconnect = session.survivesDisconnect
@@ -197,7 +197,7 @@ public final class AgentOrchestrator: Sendable {
         try await stored("recording the started agent") { try await store.save(saved) }
         let live = await connections.liveSessions(on: hostRecord.serverID)
         await connections.setLiveSessions(live + 1, on: hostRecord.serverID)
-        if provider.id == "codex" && !isResume {
+        if provider.sessionTracking == .codexThread && !isResume {
             // which thread Codex made, for an exact resume later; best effort, in the background
             Task { [self] in
                 _ = try? await onHost(hostRecord) { host in

@@ -34,8 +34,16 @@ extension AgentProvider {
         AgentProvider(id: "goose", displayName: "Goose", binary: "goose", defaultArguments: ["run", "-s"],
                       promptDelivery: .flag("-t"),
                       installHint: "curl -fsSL https://github.com/block/goose/releases/download/stable/download_cli.sh | bash"),
+        // kimi-cli 1.51.0: `-c` is a one-shot prompt (the agent exits after its answer), so
+        // the prompt is typed; `--session <uuid>` creates that session or resumes it
         AgentProvider(id: "kimi", displayName: "Kimi", binary: "kimi", autoApproveFlag: "--yolo",
-                      promptDelivery: .flag("-c"), installHint: "uv tool install kimi-cli"),
+                      promptDelivery: .typed, sessionTracking: .chosenSessionID(flag: "--session", store: .kimi),
+                      installHint: "uv tool install --python 3.13 kimi-cli==1.51.0 (later releases are a stub)",
+                      refusedBinary: RefusedBinary(
+                          markers: ["no longer maintained", "已停止维护"],
+                          reason: "this kimi is kimi-cli's deprecation stub (1.52 or later), which downloads and runs "
+                              + "another installer when started; install kimi-cli==1.51.0"),
+                      readyScreen: ["── input"]),
         AgentProvider(id: "kilocode", displayName: "Kilo Code", binary: "kilocode", autoApproveFlag: "--auto",
                       promptDelivery: .positional, resumeArguments: ["--continue"],
                       installHint: "npm install -g @kilocode/cli"),
@@ -50,14 +58,19 @@ extension AgentProvider {
                       resumeArguments: ["--resume"], installHint: "npm install -g @continuedev/cli"),
         AgentProvider(id: "codebuff", displayName: "Codebuff", binary: "codebuff", promptDelivery: .positional,
                       installHint: "npm install -g codebuff"),
+        // mistral-vibe 3.0: `--continue` takes the directory's newest session, `--resume <id>`
+        // the one the engine found for this chat
         AgentProvider(id: "mistral", displayName: "Mistral Vibe", binary: "vibe", autoApproveFlag: "--auto-approve",
-                      promptDelivery: .positional, installHint: "uv tool install mistral-vibe (Python 3.12 or newer)",
-                      versionArguments: ["-h"]),
+                      promptDelivery: .positional, resumeArguments: ["--continue"],
+                      sessionTracking: .recordedSession(flag: "--resume", store: .vibe),
+                      installHint: "uv tool install --python 3.13 mistral-vibe (Python 3.12 or newer)"),
         AgentProvider(id: "pi", displayName: "Pi", binary: "pi", promptDelivery: .positional, resumeArguments: ["-c"],
                       installHint: "npm install -g @mariozechner/pi-coding-agent"),
-        AgentProvider(id: "hermes", displayName: "Hermes Agent", binary: "hermes", promptDelivery: .typed,
-                      resumeArguments: ["--continue"], installHint: "pip install hermes-agent",
-                      versionArguments: ["version"]),
+        // hermes-agent 0.19: `--continue` takes the user's newest session in any directory
+        // (another task's), so only `--resume <id>` of the session found for this chat
+        AgentProvider(id: "hermes", displayName: "Hermes Agent", binary: "hermes", autoApproveFlag: "--yolo",
+                      promptDelivery: .typed, sessionTracking: .recordedSession(flag: "--resume", store: .hermes),
+                      installHint: "pip install hermes-agent", readyScreen: ["❯"]),
     ]
 
     private static let byID: [String: AgentProvider] = Dictionary(uniqueKeysWithValues: all.map { ($0.id, $0) })

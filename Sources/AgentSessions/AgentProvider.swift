@@ -25,6 +25,41 @@ public struct AgentProvider: Sendable, Hashable, Identifiable {
         /// Codex: the thread id the agent records in `~/.codex/state_5.sqlite`, resumed
         /// with `codex resume <id>`.
         case codexThread
+        /// The engine names the session up front and gives `flag <uuid>` on every start:
+        /// the agent creates the session under that id the first time and resumes it
+        /// afterwards (Kimi's `--session`). `store` says where the engine looks whether
+        /// it existed.
+        case chosenSessionID(flag: String, store: RecordedSessions)
+        /// The agent names its sessions itself and records each with its directory in
+        /// `store`; the engine finds the one it started there and resumes it with
+        /// `flag <id>` (Vibe's and Hermes's `--resume`).
+        case recordedSession(flag: String, store: RecordedSessions)
+    }
+
+    /// Where an agent records its sessions on the host.
+    public enum RecordedSessions: Sendable, Hashable {
+        /// Mistral Vibe: `logs/session/unified/<id>/meta.json` under `$VIBE_HOME`
+        /// (`~/.vibe`), with `session_id`, `start_time` and the `working_directory`.
+        case vibe
+        /// Hermes: the table `sessions(id, source, started_at, cwd)` of `state.db` under
+        /// `$HERMES_HOME` (`~/.hermes`).
+        case hermes
+        /// Kimi: `sessions/<md5 of the directory>/<id>/` under `$KIMI_SHARE_DIR` (`~/.kimi`).
+        case kimi
+    }
+
+    /// An installed binary the engine must not start, recognised by what its version
+    /// arguments print.
+    public struct RefusedBinary: Sendable, Hashable {
+        /// Texts of the version output that mark it (any one is enough).
+        public var markers: [String]
+        /// What to tell the user.
+        public var reason: String
+
+        public init(markers: [String], reason: String) {
+            self.markers = markers
+            self.reason = reason
+        }
     }
 
     /// Stable id (`claude`); also the prefix of the PTY ids and tmux session names.
@@ -44,10 +79,17 @@ public struct AgentProvider: Sendable, Hashable, Identifiable {
     public var installHint: String
     /// Arguments that print the version and exit (`--version`; some use `help`).
     public var versionArguments: [String]
+    /// A release of the binary that is not the agent (Kimi's deprecation stub), refused
+    /// by detection and by every start.
+    public var refusedBinary: RefusedBinary?
+    /// Texts its screen shows once it reads input (Kimi's `── input` frame), for a prompt
+    /// that is typed; empty: a screen that stopped changing is taken for ready.
+    public var readyScreen: [String]
 
     public init(id: String, displayName: String, binary: String, defaultArguments: [String] = [],
                 autoApproveFlag: String? = nil, promptDelivery: PromptDelivery, resumeArguments: [String] = [],
-                sessionTracking: SessionTracking = .none, installHint: String, versionArguments: [String] = ["--version"])
+                sessionTracking: SessionTracking = .none, installHint: String, versionArguments: [String] = ["--version"],
+                refusedBinary: RefusedBinary? = nil, readyScreen: [String] = [])
     {
         self.id = id
         self.displayName = displayName
@@ -59,6 +101,8 @@ public struct AgentProvider: Sendable, Hashable, Identifiable {
         self.sessionTracking = sessionTracking
         self.installHint = installHint
         self.versionArguments = versionArguments
+        self.refusedBinary = refusedBinary
+        self.readyScreen = readyScreen
     }
 
     /// Whether the agent can take a first prompt at all.

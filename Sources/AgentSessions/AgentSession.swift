@@ -50,6 +50,8 @@ public struct AgentSession: Sendable, Hashable {
     public var workingDirectory: String
     /// The command line it was started with (argv).
     public var arguments: [String]
+    /// How this start continued the conversation before it (set by the orchestrator).
+    public var resumeMethod: AgentResumeMethod = .new
     /// Whether the agent outlives a dropped connection (`tmux`).
     public var survivesDisconnect: Bool {
         if case .tmux = container { return true }

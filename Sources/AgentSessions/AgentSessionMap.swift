@@ -2,11 +2,14 @@ import Foundation
 import ServerTransport
 
 /// Which conversation each agent terminal continues: PTY id → the agent's own session id
-/// (Claude's session UUID, Codex's thread id) and the directory it belongs to.
+/// (Claude's session UUID, Codex's thread id, the id Vibe or Hermes recorded) and the
+/// directory it belongs to.
 public struct AgentSessionMapEntry: Codable, Sendable, Hashable {
     public enum Strategy: String, Codable, Sendable {
         case claudeSessionID
         case codexThreadID
+        /// An id the agent recorded in its own session store (Vibe, Hermes).
+        case recordedSessionID
     }
 
     public var providerID: String

@@ -37,7 +37,8 @@ final class Context: Sendable {
         orchestrator = AgentOrchestrator(store: store, providerSettings: config.providers) { record in
             let transport = SSHTransport(configuration: try HostConnection.configuration(for: record, environment: environment),
                                          serverID: record.serverID)
-            return AgentHost(transport: transport, tmuxSocket: record.tmuxSocket, extraSearchPath: config.searchPath)
+            return AgentHost(transport: transport, tmuxSocket: record.tmuxSocket, extraSearchPath: config.searchPath,
+                             displayName: record.displayName)
         }
     }
 

@@ -57,9 +57,15 @@ struct Hosts: AsyncParsableCommand {
                                                               hostKeyPolicy: fingerprint == nil ? trust.policy : nil,
                                                               jumpHostKeyPolicy: trust.policy)
                 let transport = SSHTransport(configuration: config, serverID: record.serverID)
-                let host = AgentHost(transport: transport, tmuxSocket: record.tmuxSocket, extraSearchPath: context.config.searchPath)
+                let host = AgentHost(transport: transport, tmuxSocket: record.tmuxSocket, extraSearchPath: context.config.searchPath,
+                                     displayName: record.displayName)
                 let detection: AgentDetection
                 do {
+                    do throws(TransportError) {
+                        try await transport.connect()
+                    } catch {
+                        throw AgentError(error, while: "connecting to \(record.displayName)")
+                    }
                     detection = try await host.detectAgents(context.config.allProviders)
                     await transport.close()
                 } catch {
@@ -239,7 +245,8 @@ struct Agents: AsyncParsableCommand {
             if json {
                 let agents: [JSONValue] = providers.map { p in
                     .object(["id": .string(p.id), "name": .string(p.displayName),
-                             "path": d.installed[p.id].map(JSONValue.string) ?? .null])
+                             "path": d.installed[p.id].map(JSONValue.string) ?? .null,
+                             "unusable": d.unusable[p.id].map(JSONValue.string) ?? .null])
                 }
                 printJSON(.object(["host": .string(h.name), "probedAt": .date(d.probedAt), "cached": .bool(cached),
                                    "tmux": d.tmuxVersion.map(JSONValue.string) ?? .null, "git": .bool(d.hasGit),
@@ -247,12 +254,16 @@ struct Agents: AsyncParsableCommand {
                 return
             }
             var table = Table(["AGENT", "NAME", "PATH"])
-            for p in providers where d.installed[p.id] != nil { table.add([p.id, p.displayName, d.installed[p.id]!]) }
+            for p in providers where d.installed[p.id] != nil {
+                let path = d.installed[p.id]! + (d.unusable[p.id] != nil ? " (installed but not usable: see below)" : "")
+                table.add([p.id, p.displayName, path])
+            }
             if d.installed.isEmpty {
                 print("no agent found on \(h.name)")
             } else {
                 table.print()
             }
+            for p in providers { if let why = d.unusable[p.id] { note("\(p.id): \(why)") } }
             let age = Int(Date().timeIntervalSince(d.probedAt))
             note("probed \(age) s ago\(cached ? " (cached; --refresh probes again)" : ""); tmux: \(d.tmuxVersion ?? "missing")")
         }
@@ -280,6 +291,7 @@ struct DetectionCache {
 
     private struct Entry: Codable {
         var installed: [String: String]
+        var unusable: [String: String]?
         var tmuxVersion: String?
         var hasGit: Bool
         var loginShell: String
@@ -292,8 +304,10 @@ struct DetectionCache {
               let e = try? JSONDecoder().decode(Entry.self, from: data),
               Date().timeIntervalSince(e.probedAt) < AgentDetection.cacheLifetime, e.probedAt <= Date(), e.settings == settings
         else { return nil }
-        return AgentDetection(installed: e.installed, tmuxVersion: e.tmuxVersion, hasGit: e.hasGit,
-                              loginShell: e.loginShell, probedAt: e.probedAt)
+        var d = AgentDetection(installed: e.installed, tmuxVersion: e.tmuxVersion, hasGit: e.hasGit,
+                               loginShell: e.loginShell, probedAt: e.probedAt)
+        d.unusable = e.unusable ?? [:]
+        return d
     }
 
     /// Best effort: a cache that cannot be written is only not used.
@@ -301,7 +315,8 @@ struct DetectionCache {
         let dir = (path as NSString).deletingLastPathComponent
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
                                                  attributes: [.posixPermissions: 0o700])
-        let e = Entry(installed: d.installed, tmuxVersion: d.tmuxVersion, hasGit: d.hasGit, loginShell: d.loginShell,
+        let e = Entry(installed: d.installed, unusable: d.unusable, tmuxVersion: d.tmuxVersion, hasGit: d.hasGit,
+                      loginShell: d.loginShell,
                       probedAt: d.probedAt, settings: settings)
         if let data = try? JSONEncoder().encode(e) { try? data.write(to: URL(fileURLWithPath: path), options: .atomic) }
     }

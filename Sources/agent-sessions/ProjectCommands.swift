@@ -23,6 +23,9 @@ struct Projects: AsyncParsableCommand {
                 let h = try await context.host(named: host)
                 let top = try await context.onHost(h) { agentHost -> String in
                     let absolute = try await agentHost.absolutePath(path)
+                    guard try await agentHost.transport.fileExists(absolute) else {
+                        throw Failure(.failed, "\(path) does not exist on \(h.name)")
+                    }
                     let r = try await agentHost.transport.runProcess("git", "-C", absolute, "rev-parse", "--show-toplevel")
                     guard r.exitStatus == .exited(0) else {
                         throw Failure(.failed, "\(path) on \(h.name) is not a git checkout; give the path of one (git init or git clone it first)")

@@ -16,10 +16,21 @@ struct PromptOptions: ParsableArguments {
         if promptFile == "-" {
             data = FileHandle.standardInput.readDataToEndOfFile()
         } else {
-            guard let d = FileManager.default.contents(atPath: promptFile) else {
-                throw Failure.usage("cannot read the prompt file \(promptFile)")
+            // the reason in the words of the system (no such file, permission denied, a directory)
+            let fd = open(promptFile, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else {
+                throw Failure.usage("cannot read the prompt file \(promptFile): \(String(cString: strerror(errno)))")
             }
-            data = d
+            let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+            var info = stat()
+            if fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR {
+                throw Failure.usage("cannot read the prompt file \(promptFile): \(String(cString: strerror(EISDIR)))")
+            }
+            do {
+                data = try handle.readToEnd() ?? Data()
+            } catch {
+                throw Failure.usage("cannot read the prompt file \(promptFile): \(error.localizedDescription)")
+            }
         }
         guard let text = String(data: data, encoding: .utf8) else {
             throw Failure.usage("the prompt file \(promptFile) is not UTF-8 text")
@@ -46,6 +57,9 @@ extension Context {
         }
         guard detection.installed[provider.id] != nil else {
             throw Failure(.failed, "\(applied.binary) (\(provider.displayName)) is not installed on \(host.name): \(provider.installHint)")
+        }
+        if let why = detection.unusable[provider.id] {
+            throw Failure(.failed, "\(provider.displayName) on \(host.name) is installed but not usable: \(why)")
         }
     }
 }
@@ -175,8 +189,8 @@ struct Tasks: AsyncParsableCommand {
                 let (_, h) = try await context.context(of: t)
                 for c in conversations { try await context.checkCanStart(c.providerID, on: h) }
                 for c in conversations {
-                    _ = try await context.orchestrator.resume(conversationID: c.id)
-                    print("\(c.providerID) of task \(short(t.id)) is running")
+                    let session = try await context.orchestrator.resume(conversationID: c.id)
+                    print("\(c.providerID) of task \(short(t.id)) \(session.resumeMethod == .new ? "is running" : "\(session.resumeMethod)")")
                 }
             }
         }

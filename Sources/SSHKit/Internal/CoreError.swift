@@ -44,7 +44,9 @@ extension SSHError {
         let raw = valid ? sshcore_err(rawValue: UInt32(e.code))! : .SSHCORE_E_PROTOCOL
         var message = String(cString: sshcore_err_message(e.code))
         let detail = CoreStrings.string(e.detail)
-        if !detail.isEmpty { message += ": " + detail }
+        // a detail that only repeats the code's words ("connection refused: Connection
+        // refused", strerror's text of the same errno) is said once
+        if !detail.isEmpty && detail.lowercased() != message.lowercased() { message += ": " + detail }
         self.init(Code(core: raw), message)
         let function = CoreStrings.string(e.lib_function)
         let libMessage = CoreStrings.string(e.lib_message)

@@ -76,6 +76,20 @@ struct AgentConnectionTests {
         #expect(await monitor.connectedHosts == [host.serverID])
     }
 
+    /// A failure names the host as its user does (its display name), not by the id the
+    /// monitor keys it by, and says the cause once.
+    @Test func aFailureNamesTheHostAsItsUserDoes() async throws {
+        let monitor = AgentConnections(policy: Self.quickPolicy())
+        var c = TestServer.shared.configuration()
+        c.port = 1
+        let t = SSHTransport(configuration: c, serverID: ServerID("5f0e6a1c-id-nobody-knows"))
+        let host = AgentHost(transport: t, displayName: "build-1 (me@127.0.0.1:1)")
+        defer { Task { await monitor.shutDown(); await t.close() } }
+        await monitor.add(host)
+        let e = await #expect(throws: AgentError.self) { try await monitor.withHost(host.serverID) { h in try await h.home() } }
+        #expect(e?.message == "connecting to build-1 (me@127.0.0.1:1): connection refused", "\(String(describing: e))")
+    }
+
     @Test func atMostTheLimitIsConnectedAndOnlyIdleHostsAreDropped() async throws {
         let monitor = AgentConnections(policy: Self.quickPolicy(maxHosts: 2))
         let hosts = ["a", "b", "c"].map { Self.host($0) }

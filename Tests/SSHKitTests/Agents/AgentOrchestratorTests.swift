@@ -73,6 +73,37 @@ struct AgentOrchestratorTests {
         }
     }
 
+    /// Every override of a provider's settings reaches the agent's command line, the
+    /// resume arguments too: they were ignored for a provider whose registry entry has
+    /// none, because fresh-or-resume was chosen from the entry before the settings were
+    /// applied. A provider that cannot resume says so instead of "running".
+    @Test func everySettingReachesTheCommandLineAndAResumeSaysHowItWent() async throws {
+        let f = try await Fixture(settings: [
+            "cursor": AgentProviderSettings(binary: "fake-tui", defaultArguments: ["--dflt"], autoApproveFlag: "--yes-do",
+                                            resumeArguments: ["--again"], extraArguments: ["--extra"],
+                                            environment: ["FOO": "from-settings"]),
+            "codebuff": AgentProviderSettings(binary: "fake-tui"),
+        ])
+        defer { Task { await f.tearDown() } }
+        let (task, main, session) = try await f.orchestrator.createTask(projectID: f.project.id, title: "settings",
+                                                                       providerID: "cursor", prompt: "fix it", autoApprove: true)
+        #expect(session.arguments == ["fake-tui", "--dflt", "--yes-do", "--extra", "fix it"])
+        #expect(session.resumeMethod == .new)
+        #expect(await f.output(session, contains: "ENV FOO=[from-settings]") != nil)
+        try await f.orchestrator.stop(conversationID: main.id)
+        let resumed = try await f.orchestrator.resume(conversationID: main.id)
+        #expect(resumed.arguments == ["fake-tui", "--again", "--dflt", "--yes-do", "--extra"])
+        #expect(resumed.resumeMethod == .newestInDirectory)
+
+        // no resume of its own and none in the settings: a new conversation, said so
+        let (chat, _) = try await f.orchestrator.addChat(taskID: task.id, providerID: "codebuff")
+        try await f.orchestrator.stop(conversationID: chat.id)
+        let anew = try await f.orchestrator.resume(conversationID: chat.id)
+        #expect(anew.arguments == ["fake-tui"])
+        #expect(anew.resumeMethod == .anew("this agent cannot resume"))
+        #expect("\(anew.resumeMethod)" == "started anew: this agent cannot resume")
+    }
+
     @Test(arguments: ["memory", "sqlite"])
     func aTaskIsAWorktreeWithItsAgentAndChatsResumeTheirOwnConversations(_ store: String) async throws {
         let f = try await Fixture(sqlite: store == "sqlite")

@@ -20,7 +20,7 @@ struct AgentRegistryTests {
         "charm": ["crush", "--yolo"],
         "auggie": ["auggie", "--allow-indexing", "fix it"],
         "goose": ["goose", "run", "-s", "-t", "fix it"],
-        "kimi": ["kimi", "--yolo", "-c", "fix it"],
+        "kimi": ["kimi", "--yolo"],
         "kilocode": ["kilocode", "--auto", "fix it"],
         "kiro": ["kiro-cli", "chat", "fix it"],
         "rovo": ["acli", "rovodev", "run", "--yolo"],
@@ -29,7 +29,7 @@ struct AgentRegistryTests {
         "codebuff": ["codebuff", "fix it"],
         "mistral": ["vibe", "--auto-approve", "fix it"],
         "pi": ["pi", "fix it"],
-        "hermes": ["hermes"],
+        "hermes": ["hermes", "--yolo"],
     ]
 
     /// The generic resume of every provider that has one, without auto-approve.
@@ -42,7 +42,7 @@ struct AgentRegistryTests {
         "kilocode": ["kilocode", "--continue"],
         "continue": ["cn", "--resume"],
         "pi": ["pi", "-c"],
-        "hermes": ["hermes", "--continue"],
+        "mistral": ["vibe", "--continue"],
         "goose": ["goose", "run", "-s"],
     ]
 
@@ -57,7 +57,26 @@ struct AgentRegistryTests {
             #expect(!p.versionArguments.isEmpty, "\(p.id) has no version arguments")
         }
         #expect(try AgentProvider.named("cline").versionArguments == ["help"])
-        #expect(try AgentProvider.named("mistral").versionArguments == ["-h"])
+        // checked against the installed CLIs (RealAgentTests)
+        #expect(try AgentProvider.named("mistral").versionArguments == ["--version"])
+        #expect(try AgentProvider.named("hermes").versionArguments == ["--version"])
+    }
+
+    /// How each provider keeps its sessions, which is what a resume is dispatched on: the
+    /// agents with an exact resume, and no "newest session" flag for Hermes (its
+    /// `--continue` takes the user's newest session in any directory).
+    @Test func theAgentsWithAnExactResumeSayHow() throws {
+        #expect(try AgentProvider.named("claude").sessionTracking == .claudeSessionID)
+        #expect(try AgentProvider.named("codex").sessionTracking == .codexThread)
+        #expect(try AgentProvider.named("kimi").sessionTracking == .chosenSessionID(flag: "--session", store: .kimi))
+        #expect(try AgentProvider.named("mistral").sessionTracking == .recordedSession(flag: "--resume", store: .vibe))
+        #expect(try AgentProvider.named("hermes").sessionTracking == .recordedSession(flag: "--resume", store: .hermes))
+        #expect(try AgentProvider.named("hermes").resumeArguments.isEmpty)
+        #expect(try AgentProvider.named("kimi").promptDelivery == .typed, "kimi -c is a one-shot run")
+        #expect(try AgentProvider.named("kimi").installHint.contains("kimi-cli==1.51.0"))
+        #expect(try AgentProvider.named("kimi").refusedBinary?.markers.contains("no longer maintained") == true)
+        let exact = AgentProvider.all.filter { $0.sessionTracking != .none }.map(\.id).sorted()
+        #expect(exact == ["claude", "codex", "hermes", "kimi", "mistral"])
     }
 
     @Test(arguments: AgentProvider.all.map(\.id))

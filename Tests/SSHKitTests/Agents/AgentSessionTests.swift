@@ -209,6 +209,41 @@ struct AgentSessionTests {
         #expect(gone?.code == .sessionNotRunning)
     }
 
+    /// The test server's logins have no UTF-8 locale (no `LANG`, as with an sshd without
+    /// PAM or `AcceptEnv`), so a `tmux attach` client guessed ASCII and drew line art as
+    /// `qqqq` and other characters as `_`. The attach says the terminal is UTF-8 (`-u`).
+    @Test func anAttachedScreenKeepsItsLineArtWithoutAUTF8Locale() async throws {
+        let t = SSHTransport(configuration: Self.server.configuration())
+        let host = Self.host(t, socket: Self.socketName())
+        defer { Task { await Self.killServer(host); await t.close() } }
+        let locale = try await t.runProcess("/bin/sh", "-c", "echo \"[${LANG:-}${LC_ALL:-}${LC_CTYPE:-}]\"")
+        #expect(locale.stdoutString == "[]\n", "the test login has a locale: \(locale.stdoutString)")
+        let session = try await host.startAgent(try Self.spec(binary: "fake-tui"))
+        let terminal = try await host.attach(session, size: SSHTerminalSize(columns: 90, rows: 20))
+        #expect(await read(terminal, until: "READY>").contains("READY>"))
+        try await terminal.write(Array("box\r".utf8))
+        let screen = await read(terminal, until: "END")
+        #expect(screen.contains("BOX ┌─┐ ⠿ END"), "\(screen.suffix(300))")
+        terminal.detach()
+        try await host.stop(session)
+    }
+
+    /// The board's "last activity" read tmux's `session_activity`, which moves only when a
+    /// client attaches or types: an agent that printed for an hour, never attached, showed
+    /// its start. It is the window's activity now, which follows the output.
+    @Test func lastActivityFollowsTheOutputOfAnAgentNobodyAttachedTo() async throws {
+        let t = SSHTransport(configuration: Self.server.configuration())
+        let host = Self.host(t, socket: Self.socketName())
+        defer { Task { await Self.killServer(host); await t.close() } }
+        let session = try await host.startAgent(try Self.spec(binary: "fake-ticker"))
+        let name = try #require(session.tmuxName)
+        try await Task.sleep(for: .milliseconds(2600))
+        let seen = try #require(try await host.tmuxSession(named: name))
+        #expect(seen.lastActivity.timeIntervalSince(seen.created) >= 1.5,
+                "created \(seen.created), last activity \(seen.lastActivity)")
+        try await host.stop(session)
+    }
+
     @Test func anAgentKeepsRunningThroughADroppedConnection() async throws {
         let t = SSHTransport(configuration: Self.server.configuration())
         let host = Self.host(t, socket: Self.socketName())

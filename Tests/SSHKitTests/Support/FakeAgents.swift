@@ -19,6 +19,7 @@ enum FakeAgents {
                 case "$line" in
                     quit) echo bye; exit 0 ;;
                     exit\ *) exit "${line#exit }" ;;
+                    box) printf 'BOX \342\224\214\342\224\200\342\224\220 \342\240\277 END\n'; continue ;;
                 esac
                 echo "got: $line"
             done
