@@ -42,6 +42,7 @@ public struct SSHToolConnection: Sendable {
             allowsInsecureHostKeyChecking: true,
             logger: logger,
             libsshVerbosity: options.verbosity >= 3 ? 3 : options.verbosity == 2 ? 2 : 0)
+        for warning in options.identityWarnings { FileHandle.standardError.write(Data(warning.utf8)) }
         let files = OpenSSHConfig(configFile: options.configFile, options: options.configOptions,
                                   allowsMatchExec: true)
         do throws(SSHConfigError) {

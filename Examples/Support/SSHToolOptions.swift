@@ -35,10 +35,24 @@ public struct SSHToolOptions: ParsableArguments {
     /// The `-o` list these options stand for, in ssh's order: `-i` keys before the
     /// configuration's, `-J` and `-A` as the keywords they set, then each `-o`.
     var configOptions: [String] {
-        var list = identityFiles.map { "IdentityFile \"\($0)\"" }
+        var list = identityFiles.filter { Self.unreachable($0) == nil }.map { "IdentityFile \"\($0)\"" }
         if let jump { list.append("ProxyJump \(jump)") }
         if forwardAgent { list.append("ForwardAgent yes") }
         return list + options
+    }
+
+    /// ssh's warnings for `-i` files it cannot stat: such a file is left out, so the
+    /// configuration's identities (or ssh's defaults) are tried as if it was not given.
+    var identityWarnings: [String] {
+        identityFiles.compactMap { file in
+            Self.unreachable(file).map { "Warning: Identity file \(file) not accessible: \($0).\n" }
+        }
+    }
+
+    /// Why `path` cannot be looked at (`stat` fails), or nil.
+    static func unreachable(_ path: String) -> String? {
+        var info = stat()
+        return stat(path, &info) == 0 ? nil : String(cString: strerror(errno))
     }
 
     /// The logger of the connection: warnings by default (what ssh prints), debug
@@ -103,4 +117,67 @@ public func rejectOptionsInOperands(_ arguments: [String]) throws {
     guard let first = arguments.first, first.hasPrefix("-"), first != "--" else { return }
     if first == "-h" || first == "--help" { throw CleanExit.helpRequest() }
     throw ValidationError("unknown option '\(first)'")
+}
+
+/// A command line read as ssh reads it: options may come before the destination and
+/// after it, up to the first word that is not an option (the remote command) or `--`.
+/// `ssh host -p 2222 uptime` connects to port 2222; passed through as it was, `-p 2222`
+/// would become part of the remote command. Returns `arguments` with the options after the
+/// destination moved before it, where the argument parser reads them.
+///
+/// - Parameters:
+///   - valued: the letters of the options that take a value (`p` of `-p 2222` or `-p2222`).
+///   - permuteAll: options are read between all operands (scp and sftp on Linux, whose
+///     getopt permutes), not only up to the word after the destination.
+public func optionsFirst(_ arguments: [String], valued: Set<Character>, permuteAll: Bool = false) -> [String] {
+    let (options, operands) = splitOptions(arguments, valued: valued, permuteAll: permuteAll)
+    return options + operands
+}
+
+/// The options (with their values) and the operands of a command line, as `optionsFirst`
+/// reads them.
+public func splitOptions(_ arguments: [String], valued: Set<Character>, permuteAll: Bool = false)
+    -> (options: [String], operands: [String])
+{
+    var options: [String] = []
+    var operands: [String] = []
+    var i = arguments.startIndex
+    var optionsEnded = false
+    while i < arguments.endIndex {
+        let word = arguments[i]
+        i += 1
+        if optionsEnded {
+            operands.append(word)
+            continue
+        }
+        if word == "--" {
+            // options end here; the `--` stays for the tool (it drops one before the command)
+            optionsEnded = true
+            operands.append(word)
+            continue
+        }
+        guard word.hasPrefix("-"), word.count > 1 else {
+            operands.append(word)
+            // ssh: the destination, then options again until the command's first word
+            if !permuteAll && operands.count >= 2 { optionsEnded = true }
+            continue
+        }
+        // `-nqv`, `-p 2222`, `-p2222`, `-oPort=22`: the first valued letter takes the rest of
+        // the word or the next word; a joined value is split off (the argument parser would
+        // take `-oPort=22` for an option called `oPort`)
+        let letters = word.dropFirst()
+        guard !word.hasPrefix("--"), let v = letters.firstIndex(where: { valued.contains($0) }) else {
+            options.append(word)
+            continue
+        }
+        let joined = letters[letters.index(after: v)...]
+        options.append("-" + letters[...v])
+        if !joined.isEmpty {
+            options.append(String(joined))
+        } else if i < arguments.endIndex {
+            options.append(arguments[i])
+            i += 1
+        }
+    }
+    return (options, operands)
 }

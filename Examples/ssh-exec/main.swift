@@ -23,9 +23,15 @@ struct SSHExec: AsyncParsableCommand {
             as ssh does. An unknown host key is shown and asked about on the terminal (or through \
             SSH_ASKPASS) and recorded if accepted; with nobody to ask it is refused. Passwords and \
             keyboard-interactive prompts are asked the same way. The destination is [user@]host or \
-            ssh://[user@]host[:port]; options go before it. Exit status: the command's, or 255 when \
+            ssh://[user@]host[:port]; options go before it or after it, up to the command. Exit status: the \
+            command's (141, by SIGPIPE, when the reader of its output went away), or 255 when \
             the connection or the configuration failed.
             """)
+
+    /// Options may also follow the destination, up to the command, as ssh reads them.
+    static func main() async {
+        await Self.main(optionsFirst(Array(CommandLine.arguments.dropFirst()), valued: Set("pliFJo")))
+    }
 
     @OptionGroup var ssh: SSHToolOptions
     @OptionGroup var login: SSHLoginOptions
@@ -52,8 +58,13 @@ struct SSHExec: AsyncParsableCommand {
                     try await Self.relay(cmd, forwardInput: !noStdin)
                 }
             }
-        } catch is OutputClosed {
-            throw ExitCode(255)
+        } catch let closed as OutputClosed {
+            // as ssh ends: by the SIGPIPE a write to a pipe nobody reads raises (a shell
+            // reports 141), once the channel is closed; a closed stderr alone is 255
+            guard closed.fd == STDOUT_FILENO else { throw ExitCode(255) }
+            signal(SIGPIPE, SIG_DFL)
+            raise(SIGPIPE)
+            throw ExitCode(128 + SIGPIPE)
         } catch {
             throw tool.failure(error)
         }
@@ -85,23 +96,29 @@ struct SSHExec: AsyncParsableCommand {
         // both outputs at once; the first failure (our stdout or stderr closed) ends the
         // other copy too, rather than leaving it waiting on a command that blocked
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await copy(cmd.stdout, to: STDOUT_FILENO) }
-            group.addTask { try await copy(cmd.stderr, to: STDERR_FILENO) }
+            group.addTask { try await copy(cmd.stdout, to: STDOUT_FILENO, of: cmd) }
+            group.addTask { try await copy(cmd.stderr, to: STDERR_FILENO, of: cmd) }
             try await group.waitForAll()
         }
         return try await cmd.exitStatus()
     }
 
-    /// Writes each chunk to `fd` as it comes; a closed `fd` (EPIPE) ends the command.
-    static func copy(_ stream: SSHByteStream, to fd: Int32) async throws {
+    /// Writes each chunk to `fd` as it comes; a closed `fd` (EPIPE) ends the command at
+    /// once (TERM, and its channel closed), which also ends the other output's copy.
+    static func copy(_ stream: SSHByteStream, to fd: Int32, of cmd: SSHCommand) async throws {
         for try await chunk in stream {
-            guard writeAll(chunk, to: fd) else { throw OutputClosed() }
+            guard writeAll(chunk, to: fd) else {
+                cmd.cancel()
+                throw OutputClosed(fd: fd)
+            }
         }
     }
 }
 
 /// Our own stdout or stderr is gone (the reader of a pipe exited).
-struct OutputClosed: Error {}
+struct OutputClosed: Error {
+    var fd: Int32
+}
 
 func writeAll(_ bytes: [UInt8], to fd: Int32) -> Bool {
     var offset = 0

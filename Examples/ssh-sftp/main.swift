@@ -29,6 +29,17 @@ struct SSHSFTP: AsyncParsableCommand {
             Copying to an existing directory, or several sources, puts each file inside it.
             """)
 
+    /// Options may also follow the operands, as scp and sftp (with glibc's getopt) take
+    /// them; in the `destination operation paths` form they end at the operation (`mkdir
+    /// -p` is the operation's).
+    static func main() async {
+        let args = Array(CommandLine.arguments.dropFirst())
+        let operations: Set<String> = ["ls", "get", "put", "rm", "mkdir", "mv"]
+        let words = splitOptions(args, valued: Set("PiFJo")).operands.filter { $0 != "--" }
+        let batch = words.count >= 2 && operations.contains(words[1]) && !words[0].contains(":")
+        await Self.main(optionsFirst(args, valued: Set("PiFJo"), permuteAll: !batch))
+    }
+
     @OptionGroup var ssh: SSHToolOptions
     @Option(name: .customShort("P"), help: ArgumentHelp("Port to connect to (Port).", valueName: "port"))
     var port: Int?

@@ -26,6 +26,11 @@ struct SSHShellCommand: AsyncParsableCommand {
             SetEnv and SendEnv variables are sent with the session.
             """)
 
+    /// Options may also follow the destination, up to the command, as ssh reads them.
+    static func main() async {
+        await Self.main(optionsFirst(Array(CommandLine.arguments.dropFirst()), valued: Set("pliFJo")))
+    }
+
     @OptionGroup var ssh: SSHToolOptions
     @OptionGroup var login: SSHLoginOptions
     @Argument(parsing: .captureForPassthrough,

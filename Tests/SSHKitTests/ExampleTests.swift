@@ -54,6 +54,93 @@ struct ExampleTests {
         #expect(wrongPort.status == 255 && wrongPort.err.contains("connectionRefused"), "\(wrongPort)")
     }
 
+    /// ssh reads options after the destination too, up to the command's first word; the
+    /// tools used to send them to the server as part of the command (`-p 1 true` ran there).
+    @Test func optionsAfterTheDestinationAreOptionsUpToTheCommand() throws {
+        let setup = try ToolSetup(server)
+        defer { setup.remove() }
+        let port = try exec(setup, ["fixture", "-p", "1", "true"])
+        #expect(port.status == 255 && port.err.contains("connectionRefused"), "-p after the destination: \(port)")
+        let joined = try exec(setup, ["fixture", "-oPort=1", "true"])
+        #expect(joined.status == 255 && joined.err.contains("connectionRefused"), "\(joined)")
+        let login = try exec(setup, ["fixture", "-l", server.user, "-n", "id", "-un"])
+        #expect(login.status == 0 && login.out == server.user + "\n", "\(login)")
+        // the command's own options stay the command's
+        let echo = try exec(setup, ["fixture", "echo", "-n", "hi"])
+        #expect(echo.status == 0 && echo.out == "hi", "\(echo)")
+        let dashed = try exec(setup, ["fixture", "--", "-p", "1"])
+        #expect(dashed.status != 255 && !dashed.err.contains("connectionRefused"), "after --, a command: \(dashed)")
+        let joinedFirst = try exec(setup, ["-oPort=1", "fixture", "true"])
+        #expect(joinedFirst.status == 255 && joinedFirst.err.contains("connectionRefused"), "\(joinedFirst)")
+        let unknown = try exec(setup, ["fixture", "-Z", "true"])
+        #expect(unknown.status == 64 && unknown.err.contains("-Z"), "\(unknown)")
+        // scp and sftp (glibc's getopt) take options between all operands
+        let dir = try TestPaths.makeTemporaryDirectory("options-after")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let copy = try ToolSetup.run("ssh-sftp", ["-F", setup.config, "fixture:/etc/hostname", dir + "/h", "-P", "1"])
+        #expect(copy.status == 255 && copy.err.contains("connectionRefused"), "-P after the operands: \(copy)")
+        // in `destination operation paths`, an option after the operation is the operation's
+        let remote = "/tmp/sshkit-mkdir-\(UInt32.random(in: 0...UInt32.max))"
+        defer { try? FileManager.default.removeItem(atPath: remote) }
+        let made = try ToolSetup.run("ssh-sftp", ["-F", setup.config, "fixture", "mkdir", "-p", remote + "/a/b"])
+        #expect(made.status == 0 && FileManager.default.fileExists(atPath: remote + "/a/b"), "\(made)")
+        let shell = try ToolSetup.run("ssh-shell", ["-F", setup.config, "fixture", "-p", "1", "true"])
+        #expect(shell.status == 255 && shell.err.contains("connectionRefused"), "\(shell)")
+        let forward = try ToolSetup.run("ssh-forward", ["-F", setup.config, "fixture", "-p", "1", "-D", "0"])
+        #expect(forward.status == 255 && forward.err.contains("connectionRefused"), "\(forward)")
+    }
+
+    /// When the reader of the tool's output goes away (`| head -1`), the tool stops
+    /// reading, closes the channel (the remote command ends) and ends as ssh does: by
+    /// SIGPIPE (141 in a shell). It used to run on with the remote command blocked.
+    @Test func aClosedOutputEndsTheToolAndTheRemoteCommand() throws {
+        let setup = try ToolSetup(server)
+        defer { setup.remove() }
+        let marker = "seq 1 3\(Int.random(in: 100_000...999_999))000"
+        let script = "\(TestServer.packageRoot)/.build/debug/ssh-exec -F \(setup.config) fixture \(marker) | head -n 1; "
+            + "echo \"status ${PIPESTATUS[0]}\""
+        let start = ContinuousClock.now
+        let r = try TestServer.runCapturing("/usr/bin/timeout", ["60", "/bin/bash", "-c", script],
+                                            env: ToolSetup.environment([:]))
+        let took = ContinuousClock.now - start
+        #expect(r.out == "1\nstatus 141\n", "\(r)")
+        #expect(took < .seconds(30), "the tool ran on for \(took) after its reader left")
+        let gone = (1...50).contains { _ in
+            usleep(100_000)
+            return ((try? TestServer.run("/usr/bin/pgrep", ["-f", marker], allowFailure: true)) ?? "").isEmpty
+        }
+        #expect(gone, "the remote \(marker) still runs")
+    }
+
+    /// A missing `-i` file: ssh warns and goes on with the default identities (the file is
+    /// not one of them); the tool used to stop with "no authentication method configured".
+    /// Run as the test user, whose `~/.ssh/id_ed25519` (from the password database, as ssh
+    /// reads it) is the server's key for the test.
+    @Test func aMissingIdentityFileIsAWarningAndTheDefaultsAreTried() throws {
+        let pw = try #require(getpwnam(server.user))
+        let home = String(cString: pw.pointee.pw_dir)
+        let (uid, gid) = (pw.pointee.pw_uid, pw.pointee.pw_gid)
+        let key = home + "/.ssh/id_ed25519"
+        let made = !FileManager.default.fileExists(atPath: key)
+        if made {
+            try FileManager.default.createDirectory(atPath: home + "/.ssh", withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+            try FileManager.default.copyItem(atPath: server.key("id_ed25519"), toPath: key)
+            chmod(key, 0o600)
+            chown(home + "/.ssh", uid, gid)
+            chown(key, uid, gid)
+        }
+        defer { if made { try? FileManager.default.removeItem(atPath: key) } }
+        let r = try TestServer.runCapturing("/usr/bin/setpriv", [
+            "--reuid=\(uid)", "--regid=\(gid)", "--init-groups", "/usr/bin/env", "HOME=\(home)", "SSH_AUTH_SOCK=",
+            TestServer.packageRoot + "/.build/debug/ssh-exec", "-F", "none", "-o", "StrictHostKeyChecking=no",
+            "-o", "UserKnownHostsFile=/dev/null", "-o", "GlobalKnownHostsFile=/dev/null", "-i", home + "/missing",
+            "-p", "\(server.port)", "-l", server.user, server.host, "id -un",
+        ])
+        #expect(r.status == 0 && r.out == server.user + "\n", "\(r)")
+        #expect(r.err.contains("Warning: Identity file \(home)/missing not accessible: No such file or directory."), "\(r.err)")
+    }
+
     /// The password and keyboard-interactive prompts, answered through SSH_ASKPASS.
     @Test func passwordAuthenticationThroughAskpass() throws {
         let setup = try ToolSetup(server, key: nil)

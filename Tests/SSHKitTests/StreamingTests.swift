@@ -278,6 +278,25 @@ struct StreamingTests {
         }
     }
 
+    /// A reader of one output ends with its task while the other output's unread bytes
+    /// hold the command (its window closed), as when a tool's stdout reader went away.
+    @Test func aReaderOfOneOutputEndsWithItsTaskWhileTheOtherIsUnread() async throws {
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            try await conn.withCommand("cat /dev/zero") { cmd in
+                let reader = Task { () async throws -> Int in
+                    var n = 0
+                    for try await chunk in cmd.stderr { n += chunk.count }
+                    return n
+                }
+                try await Task.sleep(for: .milliseconds(300))
+                reader.cancel()
+                let ended = await finishes(within: .seconds(5)) { try await reader.value }
+                #expect(ended != nil, "the stderr reader did not end with its task")
+                if case .failure(let e as SSHError)? = ended { #expect(e.code == .cancelled) }
+            }
+        }
+    }
+
     @Test func writingToACommandThatExitedIsChannelClosed() async throws {
         try await SSHClient.withConnection(server.configuration()) { conn in
             let cmd = try await conn.startCommand("exit 0")
