@@ -8,6 +8,7 @@ import ArgumentParser
 import ExampleSupport
 import Foundation
 import SSHKit
+import Synchronization
 
 @main
 struct SSHExec: AsyncParsableCommand {
@@ -94,20 +95,29 @@ struct SSHExec: AsyncParsableCommand {
         }
         defer { input.cancel() } // the command may end before our input does (ssh does not wait)
         // both outputs at once; the first failure (our stdout or stderr closed) ends the
-        // other copy too, rather than leaving it waiting on a command that blocked
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await copy(cmd.stdout, to: STDOUT_FILENO, of: cmd) }
-            group.addTask { try await copy(cmd.stderr, to: STDERR_FILENO, of: cmd) }
-            try await group.waitForAll()
+        // other copy too, rather than leaving it waiting on a command that blocked. The
+        // other copy then ends with `cancelled`, which may come first: the closed output
+        // is what is reported.
+        let closed = ClosedOutput()
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await copy(cmd.stdout, to: STDOUT_FILENO, of: cmd, closed: closed) }
+                group.addTask { try await copy(cmd.stderr, to: STDERR_FILENO, of: cmd, closed: closed) }
+                try await group.waitForAll()
+            }
+        } catch {
+            if let fd = closed.fd.withLock({ $0 }) { throw OutputClosed(fd: fd) }
+            throw error
         }
         return try await cmd.exitStatus()
     }
 
     /// Writes each chunk to `fd` as it comes; a closed `fd` (EPIPE) ends the command at
     /// once (TERM, and its channel closed), which also ends the other output's copy.
-    static func copy(_ stream: SSHByteStream, to fd: Int32, of cmd: SSHCommand) async throws {
+    static func copy(_ stream: SSHByteStream, to fd: Int32, of cmd: SSHCommand, closed: ClosedOutput) async throws {
         for try await chunk in stream {
             guard writeAll(chunk, to: fd) else {
+                closed.fd.withLock { $0 = $0 ?? fd }
                 cmd.cancel()
                 throw OutputClosed(fd: fd)
             }
@@ -118,6 +128,11 @@ struct SSHExec: AsyncParsableCommand {
 /// Our own stdout or stderr is gone (the reader of a pipe exited).
 struct OutputClosed: Error {
     var fd: Int32
+}
+
+/// Which of our outputs went away first, if one did.
+final class ClosedOutput: Sendable {
+    let fd = Mutex<Int32?>(nil)
 }
 
 func writeAll(_ bytes: [UInt8], to fd: Int32) -> Bool {

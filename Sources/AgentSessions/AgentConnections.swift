@@ -104,6 +104,14 @@ public actor AgentConnections {
 
     public func liveSessions(on id: ServerID) -> Int { entries[id]?.liveSessions ?? 0 }
 
+    /// Adds `delta` to the host's live sessions (never below 0), inside the monitor: two
+    /// starts on one host at once count two, where a read and a later set across an await
+    /// would count one.
+    public func adjustLiveSessions(by delta: Int, on id: ServerID) {
+        guard let live = entries[id]?.liveSessions else { return }
+        entries[id]?.liveSessions = max(0, live + delta)
+    }
+
     /// Stops the health checks and the retries and ends every event stream. Connections
     /// stay with their transports (close those).
     public func shutDown() {

@@ -195,8 +195,7 @@ public final class AgentOrchestrator: Sendable {
         conversation.lastStartedAt = startedAt
         let saved = conversation
         try await stored("recording the started agent") { try await store.save(saved) }
-        let live = await connections.liveSessions(on: hostRecord.serverID)
-        await connections.setLiveSessions(live + 1, on: hostRecord.serverID)
+        await connections.adjustLiveSessions(by: 1, on: hostRecord.serverID)
         if provider.sessionTracking == .codexThread && !isResume {
             // which thread Codex made, for an exact resume later; best effort, in the background
             Task { [self] in
@@ -283,8 +282,7 @@ public final class AgentOrchestrator: Sendable {
         let saved = conversation
         try await stored("recording the stop") { try await store.save(saved) }
         if wasRunning {
-            let live = await connections.liveSessions(on: hostRecord.serverID)
-            await connections.setLiveSessions(max(0, live - 1), on: hostRecord.serverID)
+            await connections.adjustLiveSessions(by: -1, on: hostRecord.serverID)
         }
     }
 
@@ -325,8 +323,7 @@ public final class AgentOrchestrator: Sendable {
             for c in conversations { try await store.remove(c.ptyID.description) }
             try await store.deleteTask(id: taskID)
         }
-        let live = await connections.liveSessions(on: hostRecord.serverID)
         let running = conversations.filter { $0.state == .running }.count
-        await connections.setLiveSessions(max(0, live - running), on: hostRecord.serverID)
+        await connections.adjustLiveSessions(by: -running, on: hostRecord.serverID)
     }
 }

@@ -104,6 +104,25 @@ struct AgentOrchestratorTests {
         #expect("\(anew.resumeMethod)" == "started anew: this agent cannot resume")
     }
 
+    /// Two agents started on one host at once count two live sessions (the count was read,
+    /// then set after an await, so concurrent starts could count one).
+    @Test func concurrentStartsOnOneHostCountEveryLiveSession() async throws {
+        let f = try await Fixture(settings: ["cursor": AgentProviderSettings(binary: "fake-tui")])
+        defer { Task { await f.tearDown() } }
+        let (task, _, _) = try await f.orchestrator.createTask(projectID: f.project.id, title: "count", providerID: "cursor")
+        #expect(await f.orchestrator.connections.liveSessions(on: f.host.serverID) == 1)
+        let orchestrator = f.orchestrator
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 {
+                group.addTask { _ = try await orchestrator.addChat(taskID: task.id, providerID: "cursor") }
+            }
+            try await group.waitForAll()
+        }
+        #expect(await f.orchestrator.connections.liveSessions(on: f.host.serverID) == 5)
+        for c in try await f.store.conversations(taskID: task.id) { try await f.orchestrator.stop(conversationID: c.id) }
+        #expect(await f.orchestrator.connections.liveSessions(on: f.host.serverID) == 0)
+    }
+
     @Test(arguments: ["memory", "sqlite"])
     func aTaskIsAWorktreeWithItsAgentAndChatsResumeTheirOwnConversations(_ store: String) async throws {
         let f = try await Fixture(sqlite: store == "sqlite")

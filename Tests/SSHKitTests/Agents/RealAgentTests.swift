@@ -2,6 +2,7 @@ import AgentSessions
 import Foundation
 import SSHKit
 import ServerTransport
+import Synchronization
 import Testing
 
 /// Real coding agents from PyPI, not fakes: Mistral's `vibe` (mistral-vibe), `kimi`
@@ -88,9 +89,15 @@ struct RealAgentTests {
                                              statusHooks: false) { _ in made }
         }
 
-        /// The contents of `path` on the host once it exists (the agent wrote it).
-        func file(_ path: String, seconds: Double = 90) async -> String? {
-            await eventually(seconds) { () async -> String? in try? await transport.readTextFile(path) }
+        /// The contents of `path` on the host once they are `expected` (the agent wrote
+        /// them; a file is seen empty for a moment after its creation), else the last seen.
+        func file(_ path: String, is expected: String = "hello from the model\n", seconds: Double = 90) async -> String? {
+            let last = Mutex<String?>(nil)
+            return await eventually(seconds) { () async -> String? in
+                let text = try? await transport.readTextFile(path)
+                last.withLock { $0 = text }
+                return text == expected ? text : nil
+            } ?? last.withLock { $0 }
         }
 
         func screen(_ session: AgentSession, shows text: String, seconds: Double = 60) async -> String? {
@@ -209,6 +216,12 @@ struct RealAgentTests {
         try await Task.sleep(for: .seconds(1))
         try await f.agentHost.sendLine("file: second.txt", to: resumed)
         #expect(await f.file(task.worktree.path + "/second.txt") == "hello from the model\n")
+        // attached, its frame comes as line art, not `qqqq` (the host's login has no UTF-8
+        // locale; the attach tells tmux the terminal is UTF-8)
+        let terminal = try await f.agentHost.attach(resumed, size: SSHTerminalSize(columns: 120, rows: 40))
+        let attached = await read(terminal, until: "── input")
+        terminal.detach()
+        #expect(attached.contains("── input") && !attached.contains("qqqq"), "\(attached.suffix(400))")
         try await f.orchestrator.stop(conversationID: main.id)
     }
 
