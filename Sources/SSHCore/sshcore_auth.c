@@ -13,7 +13,6 @@
 #include <unistd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 
 #include "sshcore_internal.h"
 
@@ -236,74 +235,6 @@ auth_kbdint_step(sshcore_conn *conn)
     return rc;
 }
 
-static atomic_int force_cert_agent;
-
-void
-sshcore_testing_force_cert_agent(int on)
-{
-    atomic_store(&force_cert_agent, on != 0);
-}
-
-/**
- * Frees what the current method holds: its key, the in-process agent of its
- * certificate, and the agent socket it handed libssh. libssh would keep an
- * agent socket it opened itself until ssh_free, and a socket set later would
- * replace it without closing it, so the core opens every agent socket itself
- * and takes it back from libssh (ssh_set_agent_socket with no socket: libssh
- * forgets it, closing nothing) before closing it.
- */
-void
-sshcore_auth_release(sshcore_conn *conn)
-{
-    if (conn->cert_agent != NULL) {
-        sshcore_cert_agent_stop(conn->session, conn->cert_agent);
-        conn->cert_agent = NULL;
-    }
-    if (conn->agent_fd >= 0) {
-        if (conn->session != NULL) {
-            (void)ssh_set_agent_socket(conn->session, SSH_INVALID_SOCKET);
-        }
-        close(conn->agent_fd);
-        conn->agent_fd = -1;
-    }
-    if (conn->key != NULL) {
-        ssh_key_free(conn->key);
-        conn->key = NULL;
-    }
-}
-
-/**
- * Connects to the agent at `path` (the method's socket, else SSH_AUTH_SOCK)
- * and hands the socket to libssh; false with errno set when it cannot.
- */
-static bool
-agent_connect(sshcore_conn *conn, const char *path)
-{
-    struct sockaddr_un addr;
-    int fd = -1;
-
-    memset(&addr, 0, sizeof(addr));
-    addr.sun_family = AF_UNIX;
-    if (strlen(path) >= sizeof(addr.sun_path)) {
-        errno = ENAMETOOLONG;
-        return false;
-    }
-    memcpy(addr.sun_path, path, strlen(path));
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        return false;
-    }
-    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 ||
-        ssh_set_agent_socket(conn->session, fd) != SSH_OK) {
-        int saved = errno;
-        close(fd);
-        errno = saved;
-        return false;
-    }
-    conn->agent_fd = fd;
-    return true;
-}
-
 /**
  * A method that cannot be used: with SSHCORE_AUTH_SKIP_UNUSABLE it is noted
  * ("publickey(file) skipped: why") and the next one tried, as ssh(1) skips an
@@ -429,7 +360,7 @@ load_method_key(sshcore_conn *conn, const sshcore_auth_method *m)
     }
     matches = sshcore_cert_matches_key(cert, conn->key);
     irc = matches ? ssh_pki_copy_cert_to_privkey(cert, conn->key) : SSH_ERROR;
-    if ((irc != SSH_OK || atomic_load(&force_cert_agent) != 0) && matches &&
+    if ((irc != SSH_OK || sshcore_cert_agent_forced()) && matches &&
         ssh_key_type(conn->key) == SSH_KEYTYPE_ED25519) {
         /* libssh 0.11.0-0.11.3: ssh_key_cmp(cert, key) refuses every Ed25519
          * pair (fixed upstream in 0.11.4), so the certificate cannot be
@@ -568,7 +499,7 @@ sshcore_auth_method_step(sshcore_conn *conn)
             const char *path =
                 m->secret != NULL ? m->secret : getenv("SSH_AUTH_SOCK");
             char why[300];
-            if (!agent_connect(conn, path)) {
+            if (!sshcore_agent_connect(conn, path)) {
                 snprintf(why,
                          sizeof(why),
                          "agent unreachable: %s: %s",

@@ -11,6 +11,9 @@
  * agent): REQUEST_IDENTITIES answers the one certificate, SIGN_REQUEST for
  * that blob signs with OpenSSL's Ed25519, anything else is a FAILURE. It runs
  * on its own thread because libssh blocks on the agent socket.
+ *
+ * Also here: the socket of an ssh-agent method, which the core opens itself and
+ * lends to libssh (see sshcore_auth_release), and the tests' switch.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -19,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <openssl/evp.h>
 #include <libssh/libssh.h>
@@ -364,4 +368,82 @@ sshcore_cert_agent_stop(ssh_session session, sshcore_cert_agent *a)
     EVP_PKEY_free(a->pkey);
     free(a->blob);
     free(a);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The agent sockets of authentication                                       */
+/* ------------------------------------------------------------------------ */
+
+static atomic_int force_cert_agent;
+
+bool
+sshcore_cert_agent_forced(void)
+{
+    return atomic_load(&force_cert_agent) != 0;
+}
+
+void
+sshcore_testing_force_cert_agent(int on)
+{
+    atomic_store(&force_cert_agent, on != 0);
+}
+
+/**
+ * Frees what the current method holds: its key, the in-process agent of its
+ * certificate, and the agent socket it handed libssh. libssh would keep an
+ * agent socket it opened itself until ssh_free, and a socket set later would
+ * replace it without closing it, so the core opens every agent socket itself
+ * and takes it back from libssh (ssh_set_agent_socket with no socket: libssh
+ * forgets it, closing nothing) before closing it.
+ */
+void
+sshcore_auth_release(sshcore_conn *conn)
+{
+    if (conn->cert_agent != NULL) {
+        sshcore_cert_agent_stop(conn->session, conn->cert_agent);
+        conn->cert_agent = NULL;
+    }
+    if (conn->agent_fd >= 0) {
+        if (conn->session != NULL) {
+            (void)ssh_set_agent_socket(conn->session, SSH_INVALID_SOCKET);
+        }
+        close(conn->agent_fd);
+        conn->agent_fd = -1;
+    }
+    if (conn->key != NULL) {
+        ssh_key_free(conn->key);
+        conn->key = NULL;
+    }
+}
+
+/**
+ * Connects to the agent at `path` (the method's socket, else SSH_AUTH_SOCK)
+ * and hands the socket to libssh; false with errno set when it cannot.
+ */
+bool
+sshcore_agent_connect(sshcore_conn *conn, const char *path)
+{
+    struct sockaddr_un addr;
+    int fd = -1;
+
+    memset(&addr, 0, sizeof(addr));
+    addr.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof(addr.sun_path)) {
+        errno = ENAMETOOLONG;
+        return false;
+    }
+    memcpy(addr.sun_path, path, strlen(path));
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return false;
+    }
+    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 ||
+        ssh_set_agent_socket(conn->session, fd) != SSH_OK) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return false;
+    }
+    conn->agent_fd = fd;
+    return true;
 }

@@ -350,6 +350,11 @@ typedef struct sshcore_cert_agent sshcore_cert_agent;
 sshcore_cert_agent *_Nullable sshcore_cert_agent_start(ssh_session session,
                                                        ssh_key cert,
                                                        ssh_key key);
+/* whether tests forced the certificate agent (sshcore_testing_force_cert_agent)
+ */
+bool sshcore_cert_agent_forced(void);
+/* connects to the agent at `path` and lends the socket to libssh (worker) */
+bool sshcore_agent_connect(sshcore_conn *conn, const char *path);
 void sshcore_cert_agent_stop(ssh_session session,
                              sshcore_cert_agent *_Nullable agent);
 
