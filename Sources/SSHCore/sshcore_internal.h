@@ -334,7 +334,6 @@ void sshcore_connect_handshake(sshcore_conn *conn);
 /* sshcore_auth.c (worker) */
 void sshcore_auth_none(sshcore_conn *conn);
 void sshcore_auth_method_step(sshcore_conn *conn);
-void sshcore_auth_release(sshcore_conn *conn);
 void sshcore_auth_check_session(sshcore_conn *conn);
 void sshcore_auth_answers(sshcore_conn *conn,
                           char *_Nullable *_Nullable answers,
@@ -350,6 +349,9 @@ typedef struct sshcore_cert_agent sshcore_cert_agent;
 sshcore_cert_agent *_Nullable sshcore_cert_agent_start(ssh_session session,
                                                        ssh_key cert,
                                                        ssh_key key);
+/* frees what the current auth method holds: its key, its certificate agent,
+ * the agent socket lent to libssh (worker) */
+void sshcore_auth_release(sshcore_conn *conn);
 /* whether tests forced the certificate agent (sshcore_testing_force_cert_agent)
  */
 bool sshcore_cert_agent_forced(void);
