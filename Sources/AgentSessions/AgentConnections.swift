@@ -20,13 +20,17 @@ import ServerTransport
 ///
 /// Hosts whose transport has no connection (`LocalTransport`) are always `connected`
 /// and do not count against the limit.
-public actor AgentConnections {
-    public nonisolated let policy: AgentConnectionPolicy
+actor AgentConnections {
+    nonisolated let policy: AgentConnectionPolicy
 
     private struct Entry {
         let host: AgentHost
         let managed: (any ConnectedTransport)?
-        var state: AgentConnectionState
+        /// Changed only by `transition`.
+        private(set) var state: AgentConnectionState
+        /// The host holds one of the `slots` (a managed host does while `connecting` or
+        /// `connected`).
+        var holdsSlot = false
         /// Calls and attached terminals using the connection now.
         var leases = 0
         var lastUsed = ContinuousClock.now
@@ -38,15 +42,34 @@ public actor AgentConnections {
         var failedAttempts = 0
         var lastError: AgentError?
         var reconnect: Task<Void, Never>?
+
+        init(host: AgentHost, managed: (any ConnectedTransport)?) {
+            self.host = host
+            self.managed = managed
+            state = managed == nil ? .connected : .disconnected
+        }
+
+        /// Only `transition` calls this.
+        mutating func setState(_ new: AgentConnectionState) { state = new }
+
+        /// Holding a connection: idle or not, it takes a slot.
+        var isHolding: Bool { managed != nil && (state == .connected || state == .connecting) }
     }
 
     private var entries: [ServerID: Entry] = [:]
+    /// One place per connected host; a host that needs one when all are held waits here,
+    /// in arrival order, and gets the place an evicted or dropped host leaves.
+    private let slots: AdmissionGate
+    /// Callers waiting in `slots` now: an idle host is dropped for them as soon as its
+    /// last call ends.
+    private var slotWaiters = 0
     private var subscribers: [UUID: AsyncStream<AgentConnectionEvent>.Continuation] = [:]
     private var healthLoop: Task<Void, Never>?
     private var isShutDown = false
 
-    public init(policy: AgentConnectionPolicy = AgentConnectionPolicy()) {
+    init(policy: AgentConnectionPolicy = AgentConnectionPolicy()) {
         self.policy = policy
+        slots = AdmissionGate(limit: policy.maxConnectedHosts)
     }
 
     // MARK: hosts
@@ -54,11 +77,11 @@ public actor AgentConnections {
     /// Adds a host (nothing connects until it is used). A host already added under its
     /// `serverID` is kept; the one that was there is returned.
     @discardableResult
-    public func add(_ host: AgentHost) -> AgentHost {
+    func add(_ host: AgentHost) -> AgentHost {
         if let e = entries[host.serverID] { return e.host }
-        let managed = host.transport as? any ConnectedTransport
-        entries[host.serverID] = Entry(host: host, managed: managed, state: managed == nil ? .connected : .disconnected)
-        emit(host.serverID)
+        let entry = Entry(host: host, managed: host.transport as? any ConnectedTransport)
+        entries[host.serverID] = entry
+        emit(host.serverID, entry)
         if healthLoop == nil && !isShutDown {
             let interval = policy.healthCheckInterval
             healthLoop = Task { [weak self] in
@@ -74,63 +97,99 @@ public actor AgentConnections {
 
     /// Forgets a host: stops retrying it and drops its connection when nothing uses it
     /// (its agents run on). The transport stays open for its owner to close.
-    public func remove(_ id: ServerID) async {
-        guard var e = entries.removeValue(forKey: id) else { return }
+    func remove(_ id: ServerID) async {
+        guard let e = entries[id] else { return }
         e.reconnect?.cancel()
-        e.state = .disconnected
-        emit(id, e)
+        transition(id, to: .disconnected)
+        entries[id] = nil
         if e.leases == 0, let m = e.managed { await m.disconnect() }
     }
 
-    public var hosts: [AgentHost] { entries.values.map(\.host) }
+    var hosts: [AgentHost] { entries.values.map(\.host) }
 
-    public func host(_ id: ServerID) -> AgentHost? { entries[id]?.host }
+    func host(_ id: ServerID) -> AgentHost? { entries[id]?.host }
 
     /// The host as messages name it.
     private func name(_ id: ServerID) -> String { entries[id]?.host.displayName ?? id.rawValue }
 
-    public func state(of id: ServerID) -> AgentConnectionState? { entries[id]?.state }
+    func state(of id: ServerID) -> AgentConnectionState? { entries[id]?.state }
 
     /// Hosts holding a connection now (`connected` or `connecting`), local ones excluded.
-    public var connectedHosts: [ServerID] {
-        entries.filter { $0.value.managed != nil && [.connected, .connecting].contains($0.value.state) }.map(\.key)
+    var connectedHosts: [ServerID] {
+        entries.filter { $0.value.isHolding }.map(\.key)
     }
 
     /// How many agent sessions run on the host, as the caller knows it (the health
     /// check updates it from tmux too). A host with live sessions is retried forever.
-    public func setLiveSessions(_ count: Int, on id: ServerID) {
-        entries[id]?.liveSessions = max(0, count)
+    func setLiveSessions(_ count: Int, on id: ServerID) {
+        update(id) { $0.liveSessions = max(0, count) }
     }
 
-    public func liveSessions(on id: ServerID) -> Int { entries[id]?.liveSessions ?? 0 }
+    func liveSessions(on id: ServerID) -> Int { entries[id]?.liveSessions ?? 0 }
 
     /// Adds `delta` to the host's live sessions (never below 0), inside the monitor: two
     /// starts on one host at once count two, where a read and a later set across an await
     /// would count one.
-    public func adjustLiveSessions(by delta: Int, on id: ServerID) {
-        guard let live = entries[id]?.liveSessions else { return }
-        entries[id]?.liveSessions = max(0, live + delta)
+    func adjustLiveSessions(by delta: Int, on id: ServerID) {
+        update(id) { $0.liveSessions = max(0, $0.liveSessions + delta) }
     }
 
-    /// Stops the health checks and the retries and ends every event stream. Connections
-    /// stay with their transports (close those).
-    public func shutDown() {
+    /// Stops the health checks and the retries, sends away the calls waiting for a
+    /// connection slot (`cancelled`) and ends every event stream. Connections stay with
+    /// their transports (close those).
+    func shutDown() {
         isShutDown = true
         healthLoop?.cancel()
         healthLoop = nil
         for id in entries.keys {
-            entries[id]?.reconnect?.cancel()
-            entries[id]?.reconnect = nil
+            update(id) {
+                $0.reconnect?.cancel()
+                $0.reconnect = nil
+            }
         }
+        slots.close()
         for c in subscribers.values { c.finish() }
         subscribers = [:]
+    }
+
+    // MARK: state
+
+    /// Changes the entry in place; nil when the host is not there.
+    @discardableResult
+    private func update<T>(_ id: ServerID, _ body: (inout Entry) -> T) -> T? {
+        guard var e = entries[id] else { return nil }
+        let r = body(&e)
+        entries[id] = e
+        return r
+    }
+
+    /// The one place a host's state changes: the connection slot follows the state (a
+    /// managed host leaves its slot when it stops holding a connection; it must have
+    /// taken one, in `takeSlot`, before it may connect), `lastError` is set or cleared
+    /// with it, and every subscriber hears of it.
+    private func transition(_ id: ServerID, to state: AgentConnectionState, error: AgentError? = nil,
+                            retryIn: Duration? = nil, reconnected: Bool = false) {
+        guard var e = entries[id] else { return }
+        e.setState(state)
+        if state == .connected {
+            e.lastError = nil
+        } else if let error {
+            e.lastError = error
+        }
+        if e.holdsSlot && !e.isHolding {
+            e.holdsSlot = false
+            slots.leave()
+        }
+        assert(!e.isHolding || e.holdsSlot, "\(id.rawValue) went \(state) without a connection slot")
+        entries[id] = e
+        emit(id, e, retryIn: retryIn, reconnected: reconnected)
     }
 
     // MARK: events
 
     /// Every state change from now on, after one event with the current state of each
     /// host. Ends at `shutDown`.
-    public func events() -> AsyncStream<AgentConnectionEvent> {
+    func events() -> AsyncStream<AgentConnectionEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: AgentConnectionEvent.self,
                                                             bufferingPolicy: .bufferingNewest(1024))
         if isShutDown {
@@ -155,16 +214,9 @@ public actor AgentConnections {
                              attempt: e.failedAttempts, retryIn: retryIn, reconnected: reconnected, date: Date())
     }
 
-    private func emit(_ id: ServerID, _ entry: Entry? = nil, retryIn: Duration? = nil, reconnected: Bool = false) {
-        guard let e = entry ?? entries[id] else { return }
+    private func emit(_ id: ServerID, _ e: Entry, retryIn: Duration? = nil, reconnected: Bool = false) {
         let ev = event(id, e, retryIn: retryIn, reconnected: reconnected)
         for c in subscribers.values { c.yield(ev) }
-    }
-
-    private func set(_ id: ServerID, _ state: AgentConnectionState, retryIn: Duration? = nil, reconnected: Bool = false) {
-        guard entries[id] != nil else { return }
-        entries[id]!.state = state
-        emit(id, retryIn: retryIn, reconnected: reconnected)
     }
 
     // MARK: using a host
@@ -174,7 +226,7 @@ public actor AgentConnections {
     /// starts the reconnect backoff.
     /// - Throws: `AgentError` (`invalidArgument` for a host that was not added, the
     ///   connect's `transport` error, `cancelled`), or what `body` throws.
-    public nonisolated func withHost<R>(_ id: ServerID, _ body: (AgentHost) async throws -> R) async throws -> R {
+    nonisolated func withHost<R>(_ id: ServerID, _ body: (AgentHost) async throws -> R) async throws -> R {
         let host = try await lease(id)
         do {
             let r = try await body(host)
@@ -188,7 +240,7 @@ public actor AgentConnections {
 
     /// Attaches to a session (see `AgentHost.attach`); the host counts as in use until
     /// the terminal is detached or its output ended.
-    public nonisolated func attach(_ session: AgentSession,
+    nonisolated func attach(_ session: AgentSession,
                                    size: SSHTerminalSize = SSHTerminalSize(columns: 120, rows: 40))
         async throws(AgentError) -> AgentTerminal
     {
@@ -207,24 +259,28 @@ public actor AgentConnections {
 
     private func lease(_ id: ServerID) async throws(AgentError) -> AgentHost {
         guard !isShutDown else { throw AgentError(.invalidArgument, "the connection monitor was shut down") }
-        guard let e = entries[id] else {
+        guard let e = update(id, {
+            $0.leases += 1
+            $0.lastUsed = .now
+            return $0
+        }) else {
             throw AgentError(.invalidArgument, "the host \(id.rawValue) was not added to the connection monitor")
         }
-        entries[id]!.leases += 1
-        entries[id]!.lastUsed = .now
         guard let managed = e.managed else { return e.host }
-        if entries[id]!.state == .connected, await managed.isConnected { return e.host }
+        if e.state == .connected, await managed.isConnected { return e.host }
         do {
             try await connect(id, managed)
             return e.host
         } catch {
-            entries[id]?.leases -= 1
-            entries[id]?.lastError = error
+            update(id) {
+                $0.leases -= 1
+                $0.lastError = error
+            }
             if error.code != .cancelled, let now = entries[id], now.state == .connecting || now.state == .error {
                 if now.liveSessions > 0 || now.connectsSeen > 0 {
                     startReconnecting(id)
                 } else {
-                    set(id, .error)
+                    transition(id, to: .error, error: error)
                 }
             }
             throw error
@@ -232,13 +288,19 @@ public actor AgentConnections {
     }
 
     private func release(_ id: ServerID, failure: AgentError?) async {
-        guard entries[id] != nil else { return }
-        entries[id]!.leases -= 1
-        entries[id]!.lastUsed = .now
+        guard let e = update(id, {
+            $0.leases -= 1
+            $0.lastUsed = .now
+            return $0
+        }) else { return }
         if let failure, Self.isConnectionLoss(failure) {
             await lost(id, failure)
-        } else if entries[id]!.state == .connected {
+        } else if e.state == .connected {
             await noteConnection(id)
+            if slotWaiters > 0, e.leases == 0, let now = entries[id], now.leases == 0, now.isHolding {
+                // a host waits for a slot: this one is idle now, so its place goes there
+                await evict(id)
+            }
         }
     }
 
@@ -247,15 +309,16 @@ public actor AgentConnections {
     private func noteConnection(_ id: ServerID) async {
         guard let m = entries[id]?.managed else { return }
         let made = await m.connectionsMade
-        guard let e = entries[id], made != e.connectsSeen else { return }
+        guard let e = entries[id], made != e.connectsSeen, e.holdsSlot else { return }
         let reconnected = e.connectsSeen > 0
         if reconnected { e.host.forgetCachedFacts() }
-        entries[id]!.connectsSeen = made
-        entries[id]!.failedAttempts = 0
-        entries[id]!.lastError = nil
-        entries[id]!.reconnect?.cancel()
-        entries[id]!.reconnect = nil
-        set(id, .connected, reconnected: reconnected)
+        update(id) {
+            $0.connectsSeen = made
+            $0.failedAttempts = 0
+            $0.reconnect?.cancel()
+            $0.reconnect = nil
+        }
+        transition(id, to: .connected, reconnected: reconnected)
     }
 
     static func isConnectionLoss(_ e: AgentError) -> Bool {
@@ -265,50 +328,69 @@ public actor AgentConnections {
 
     // MARK: connecting
 
-    /// Takes a connection slot for `id` (dropping the least recently used idle host
-    /// when the limit is reached, waiting when none is idle), then connects.
+    /// Takes a connection slot for `id`, then connects.
     private func connect(_ id: ServerID, _ managed: any ConnectedTransport) async throws(AgentError) {
-        while true {
-            guard !isShutDown else { throw AgentError(.cancelled, "the connection monitor was shut down") }
-            guard let e = entries[id] else { throw AgentError(.invalidArgument, "the host \(id.rawValue) was removed") }
-            if e.state == .connecting { break } // another call is connecting it; share that connect
-            let holding = entries.filter {
-                $0.key != id && $0.value.managed != nil && [.connected, .connecting].contains($0.value.state)
-            }
-            if holding.count < policy.maxConnectedHosts {
-                set(id, .connecting)
-                break
-            }
-            // idle hosts without agents go first, then the least recently used
-            let idle = holding.filter { $0.value.leases == 0 && $0.value.state == .connected }
-            if let victim = idle.min(by: { ($0.value.liveSessions > 0 ? 1 : 0, $0.value.lastUsed) < ($1.value.liveSessions > 0 ? 1 : 0, $1.value.lastUsed) }) {
-                entries[victim.key]!.state = .disconnected
-                entries[victim.key]!.lastError = nil
-                emit(victim.key)
-                await victim.value.managed?.disconnect()
-                continue
-            }
-            do {
-                try await Task.sleep(for: .milliseconds(50))
-            } catch {
-                throw AgentError(.cancelled, "cancelled while waiting for a free connection slot for \(name(id))")
-            }
-        }
+        try await takeSlot(id)
+        if entries[id]?.state != .connecting && entries[id]?.state != .connected { transition(id, to: .connecting) }
         do {
             try await managed.connect()
         } catch {
-            if entries[id]?.state == .connecting { entries[id]!.state = .error }
-            throw AgentError(error, while: "connecting to \(name(id))")
+            let e = AgentError(error, while: "connecting to \(name(id))")
+            if entries[id]?.state == .connecting { transition(id, to: .error, error: e) }
+            throw e
         }
         await noteConnection(id)
-        if entries[id]?.state != .connected { set(id, .connected) }
+        if entries[id]?.state != .connected, entries[id]?.holdsSlot == true { transition(id, to: .connected) }
+    }
+
+    /// Gives `id` a connection slot: a free one; else the place of an idle host, which is
+    /// dropped for it (hosts without agents first, then the least recently used); else
+    /// the first place a host leaves, waited for on the gate. A host that holds one
+    /// already (another call is connecting it) shares it.
+    private func takeSlot(_ id: ServerID) async throws(AgentError) {
+        while true {
+            guard !isShutDown else { throw AgentError(.cancelled, "the connection monitor was shut down") }
+            guard let e = entries[id] else { throw AgentError(.invalidArgument, "the host \(id.rawValue) was removed") }
+            if e.holdsSlot { return }
+            if slots.tryEnter() {
+                update(id) { $0.holdsSlot = true }
+                return
+            }
+            let idle = entries.filter { $0.key != id && $0.value.isHolding && $0.value.leases == 0 && $0.value.state == .connected }
+            if let victim = idle.min(by: { ($0.value.liveSessions > 0 ? 1 : 0, $0.value.lastUsed) < ($1.value.liveSessions > 0 ? 1 : 0, $1.value.lastUsed) }) {
+                await evict(victim.key)
+                continue
+            }
+            slotWaiters += 1
+            let admitted = await slots.enter()
+            slotWaiters -= 1
+            guard admitted else {
+                if isShutDown { throw AgentError(.cancelled, "the connection monitor was shut down") }
+                throw AgentError(.cancelled, "cancelled while waiting for a free connection slot for \(name(id))")
+            }
+            guard let now = entries[id], !now.holdsSlot else {
+                // removed while it waited, or another call took a slot for it meanwhile
+                slots.leave()
+                if entries[id] == nil { throw AgentError(.invalidArgument, "the host \(id.rawValue) was removed") }
+                return
+            }
+            update(id) { $0.holdsSlot = true }
+            return
+        }
+    }
+
+    /// Drops an idle host's connection: its slot goes to whoever waits for one.
+    private func evict(_ id: ServerID) async {
+        guard let e = entries[id] else { return }
+        update(id) { $0.lastError = nil }
+        transition(id, to: .disconnected)
+        await e.managed?.disconnect()
     }
 
     /// The connection was lost (a call or the health check said so).
     private func lost(_ id: ServerID, _ error: AgentError) async {
         guard let e = entries[id], e.state == .connected || e.state == .connecting else { return }
-        entries[id]!.lastError = error
-        entries[id]!.state = .error
+        transition(id, to: .error, error: error)
         // an unanswered connection is dropped only when nothing uses it: the calls on it
         // fail by themselves (keepalive) and must not find it closed under them
         if e.leases == 0, let m = e.managed { await m.disconnect() }
@@ -316,8 +398,8 @@ public actor AgentConnections {
     }
 
     private func startReconnecting(_ id: ServerID) {
-        guard !isShutDown, entries[id]?.reconnect == nil else { return }
-        entries[id]!.reconnect = Task { [weak self] in await self?.reconnectLoop(id) }
+        guard !isShutDown, let e = entries[id], e.reconnect == nil else { return }
+        update(id) { $0.reconnect = Task { [weak self] in await self?.reconnectLoop(id) } }
     }
 
     private func reconnectLoop(_ id: ServerID) async {
@@ -330,32 +412,34 @@ public actor AgentConnections {
             } else if e.liveSessions > 0 {
                 delay = policy.slowRetryInterval
             } else {
-                entries[id]!.reconnect = nil
-                set(id, .disconnected)
+                update(id) { $0.reconnect = nil }
+                transition(id, to: .disconnected)
                 return
             }
-            set(id, .error, retryIn: delay)
+            transition(id, to: .error, retryIn: delay)
             do { try await Task.sleep(for: delay) } catch { return }
-            guard entries[id] != nil, entries[id]!.state != .connected else { break }
-            entries[id]!.leases += 1
+            guard let before = entries[id], before.state != .connected else { break }
+            update(id) { $0.leases += 1 }
             do {
                 try await connect(id, managed)
-                entries[id]?.leases -= 1
+                update(id) { $0.leases -= 1 }
             } catch {
-                entries[id]?.leases -= 1
+                update(id) { $0.leases -= 1 }
                 if error.code == .cancelled { return }
-                entries[id]?.failedAttempts += 1
-                entries[id]?.lastError = error
-                if entries[id]?.state == .connecting { entries[id]!.state = .error }
+                update(id) {
+                    $0.failedAttempts += 1
+                    $0.lastError = error
+                }
+                if entries[id]?.state == .connecting { transition(id, to: .error, error: error) }
             }
         }
-        if entries[id] != nil { entries[id]!.reconnect = nil }
+        update(id) { $0.reconnect = nil }
     }
 
     // MARK: health
 
     /// Checks every connected host now, concurrently (the loop does it on its interval).
-    public func checkAll() async {
+    func checkAll() async {
         let ids = entries.filter { $0.value.managed != nil && $0.value.state == .connected }.map(\.key)
         await withTaskGroup(of: Void.self) { group in
             for id in ids {
@@ -366,7 +450,7 @@ public actor AgentConnections {
 
     private func check(_ id: ServerID) async {
         guard let e = entries[id], e.state == .connected, let m = e.managed else { return }
-        entries[id]!.leases += 1
+        update(id) { $0.leases += 1 }
         var failure: AgentError?
         if await m.isConnected {
             let host = e.host
@@ -374,7 +458,7 @@ public actor AgentConnections {
                 try await host.listTmuxSessions().filter(\.isRunning).count
             }
             switch result {
-            case .success(let live): entries[id]?.liveSessions = live
+            case .success(let live): update(id) { $0.liveSessions = live }
             case .failure(let error) where error.code == .transport: failure = error
             case .failure: break // the connection answered (tmux failed, or the host has none)
             case nil:
@@ -385,8 +469,7 @@ public actor AgentConnections {
             failure = AgentError(.transport, "the connection to \(name(id)) dropped",
                                  transport: TransportError(.hostUnreachable, "the connection dropped"))
         }
-        guard entries[id] != nil else { return }
-        entries[id]!.leases -= 1
+        guard update(id, { $0.leases -= 1 }) != nil else { return }
         if let failure {
             await lost(id, failure)
         } else {

@@ -31,6 +31,9 @@ public struct AgentError: Error, Sendable, CustomStringConvertible {
         public static let worktreeHasUnsavedWork = Code("worktreeHasUnsavedWork")
         /// tmux is not installed on the host (sessions then do not survive a disconnect).
         public static let tmuxUnavailable = Code("tmuxUnavailable")
+        /// The agent cannot start on the host: its binary is not installed there, or is
+        /// installed but not usable (a stub, a version that cannot run the engine's way).
+        public static let agentUnavailable = Code("agentUnavailable")
         /// A tmux command failed; `detail` has what tmux printed.
         public static let tmuxFailed = Code("tmuxFailed")
         /// The session has no live terminal to attach to, type into or resize.

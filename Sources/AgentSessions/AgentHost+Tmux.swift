@@ -59,6 +59,20 @@ extension AgentHost {
         return r.stdoutString.split(separator: "\n").compactMap { Self.parseSession(String($0)) }
     }
 
+    /// Each session's start directory (where its agent was started), by session name;
+    /// empty when the server is not running.
+    func paneStartDirectories() async throws(AgentError) -> [String: String] {
+        let r = try await tmux(["list-panes", "-a", "-F", "#{pane_start_path} #{session_name}"], what: "listing tmux panes")
+        var all: [String: String] = [:]
+        guard r.exitStatus == .exited(0) else { return all }
+        for line in r.stdoutString.split(separator: "\n") {
+            // the name last (it has no spaces: PTY ids never do); the path may
+            guard let space = line.lastIndex(of: " ") else { continue }
+            all[String(line[line.index(after: space)...])] = String(line[..<space])
+        }
+        return all
+    }
+
     /// The session called `name`, or nil.
     public func tmuxSession(named name: String) async throws(AgentError) -> AgentTmuxSession? {
         let r = try await tmux(["display-message", "-p", "-t", Self.pane(name), Self.sessionFormat], what: "reading a tmux session")

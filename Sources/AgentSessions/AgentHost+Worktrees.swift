@@ -93,6 +93,17 @@ extension AgentHost {
         return Self.parseStatus(out.stdout)
     }
 
+    /// How many files the worktree changed against its base commit, committed or not,
+    /// new files included (what `worktreeDiff` lists), in one round trip.
+    public func changedFileCount(_ worktree: Worktree) async throws(AgentError) -> Int {
+        let script = #"cd "$1" && { git diff --name-only "$2" -- && git ls-files --others --exclude-standard; } | sort -u | wc -l"#
+        let r = try await run("/bin/sh", ["-c", script, "sh", worktree.path, worktree.baseCommit], what: "counting the changes")
+        guard r.exitStatus == .exited(0), let n = Int(r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw AgentError(.gitFailed, "cannot count the changes of \(worktree.path)", detail: r.stderrString)
+        }
+        return n
+    }
+
     /// What the worktree changed against its base commit, committed or not, with the
     /// files git does not know yet.
     public func worktreeDiff(_ worktree: Worktree) async throws(AgentError) -> WorktreeDiff {

@@ -2,44 +2,123 @@ import Foundation
 import SSHKit
 import ServerTransport
 
-/// Tasks and their agents, end to end: a task is a worktree plus its main agent; chats
-/// add agents in the same worktree; resume, stop, archive and delete act on the host and
-/// on the records together. Hosts are reached through the connection monitor (one
-/// connection per host, at most 10 connected), records kept by an `AgentStore`.
+/// The agent engine's one door: everything a front end does with hosts, projects,
+/// tasks and their agents goes through it. A task is a worktree plus its main agent;
+/// chats add agents in the same worktree; resume, stop, archive and delete act on the
+/// host and on the records together; send, screen, scrollback, diff, status, the board
+/// and orphans read through it too. Hosts are reached through an internal connection
+/// monitor (one connection per host, at most `policy.maxConnectedHosts` connected),
+/// records kept by an `AgentStore`.
 ///
 /// The records are written before and after each step on a host, so a failure leaves
 /// the records saying what is on the host: a task whose agent could not start is
 /// removed again with its fresh (empty) worktree; a conversation that was started is
 /// recorded as running until it is stopped or found ended.
+///
+/// ```swift
+/// let engine = AgentOrchestrator(store: store) { record in
+///     SSHTransport(configuration: try configuration(for: record), serverID: record.serverID)
+/// }
+/// let (task, main, _) = try await engine.createTask(projectID: project.id, title: "Fix the flaky test",
+///                                                   providerID: "claude", prompt: "make it pass")
+/// try await engine.send("and add a test", to: main.id)
+/// let board = try await engine.board(live: true)
+/// await engine.shutDown()
+/// ```
 public final class AgentOrchestrator: Sendable {
     public let store: any AgentStore
-    public let connections: AgentConnections
-    /// Makes the `AgentHost` of a host record (its transport: address, key paths, jump
-    /// host, host-key policy). Its `serverID` must be `record.serverID`. Called once per
-    /// host; the monitor keeps it.
-    public let makeHost: @Sendable (HostRecord) throws -> AgentHost
+    /// The connection monitor: internal, so every front end goes through the door.
+    let connections: AgentConnections
+    /// Makes the `AgentHost` of a host record. Its `serverID` must be `record.serverID`.
+    /// Called once per host; the monitor keeps it.
+    let makeHost: @Sendable (HostRecord) throws -> AgentHost
     /// Per provider id: binary, flags, environment.
     public let providerSettings: [String: AgentProviderSettings]
     /// Install the agents' status hooks (see `AgentSessionSpec.statusHooks`).
     public let statusHooks: Bool
     public let terminalSize: SSHTerminalSize
+    /// Start agents on a plain terminal on a host without tmux (they then end with the
+    /// connection). Off: such a host is refused with `tmuxUnavailable` before anything
+    /// is made there.
+    public let allowsPlainTerminal: Bool
+    /// Directories looked in for agents on every host before the login PATH (hosts made
+    /// by `makeTransport`, and `inspectNewHost`).
+    public let searchPath: [String]
 
-    public init(store: any AgentStore, connections: AgentConnections = AgentConnections(),
-                providerSettings: [String: AgentProviderSettings] = [:], statusHooks: Bool = true,
-                terminalSize: SSHTerminalSize = SSHTerminalSize(columns: 120, rows: 40),
-                makeHost: @escaping @Sendable (HostRecord) throws -> AgentHost) {
+    /// An engine whose hosts are reached through the transport `makeTransport` gives
+    /// for each host record (its address, key paths, jump host, host-key policy; its
+    /// `serverID` must be `record.serverID`). Agents are looked for in `searchPath` on
+    /// every host before the login PATH (`~/` is the host user's home).
+    public convenience init(store: any AgentStore, policy: AgentConnectionPolicy = AgentConnectionPolicy(),
+                            providerSettings: [String: AgentProviderSettings] = [:], searchPath: [String] = [],
+                            statusHooks: Bool = true, allowsPlainTerminal: Bool = false,
+                            terminalSize: SSHTerminalSize = SSHTerminalSize(columns: 120, rows: 40),
+                            makeTransport: @escaping @Sendable (HostRecord) throws -> any ServerTransport)
+    {
+        self.init(store: store, connections: AgentConnections(policy: policy), providerSettings: providerSettings,
+                  searchPath: searchPath, statusHooks: statusHooks, allowsPlainTerminal: allowsPlainTerminal,
+                  terminalSize: terminalSize) { record in
+            AgentHost(transport: try makeTransport(record), tmuxSocket: record.tmuxSocket, extraSearchPath: searchPath,
+                      displayName: record.displayName)
+        }
+    }
+
+    /// An engine over hosts its caller makes (a test's host with its own search path,
+    /// an embedding program's own transport).
+    public convenience init(store: any AgentStore, policy: AgentConnectionPolicy = AgentConnectionPolicy(),
+                            providerSettings: [String: AgentProviderSettings] = [:], statusHooks: Bool = true,
+                            allowsPlainTerminal: Bool = false,
+                            terminalSize: SSHTerminalSize = SSHTerminalSize(columns: 120, rows: 40),
+                            makeHost: @escaping @Sendable (HostRecord) throws -> AgentHost)
+    {
+        self.init(store: store, connections: AgentConnections(policy: policy), providerSettings: providerSettings,
+                  searchPath: [], statusHooks: statusHooks, allowsPlainTerminal: allowsPlainTerminal,
+                  terminalSize: terminalSize, makeHost: makeHost)
+    }
+
+    init(store: any AgentStore, connections: AgentConnections, providerSettings: [String: AgentProviderSettings],
+         searchPath: [String], statusHooks: Bool, allowsPlainTerminal: Bool, terminalSize: SSHTerminalSize,
+         makeHost: @escaping @Sendable (HostRecord) throws -> AgentHost)
+    {
         self.store = store
         self.connections = connections
         self.providerSettings = providerSettings
+        self.searchPath = searchPath
         self.statusHooks = statusHooks
+        self.allowsPlainTerminal = allowsPlainTerminal
         self.terminalSize = terminalSize
         self.makeHost = makeHost
+    }
+
+    /// Every provider of the registry with its settings applied: what detection looks
+    /// for and what starts.
+    public var providers: [AgentProvider] { AgentProvider.all.map { settings($0.id).applied(to: $0) } }
+
+    /// Ends the engine: stops the health checks and reconnects, sends away calls waiting
+    /// for a connection, ends the event streams, and drops every host's connection (the
+    /// agents run on in tmux). Calls after it fail with `invalidArgument`.
+    public func shutDown() async {
+        let hosts = await connections.hosts
+        await connections.shutDown()
+        for host in hosts {
+            await (host.transport as? any ConnectedTransport)?.disconnect()
+        }
+    }
+
+    /// The hosts' connection states as events: the current state of each host first,
+    /// then every change (connecting, connected, lost and retried, given up). Ends at
+    /// `shutDown`.
+    public func connectionEvents() async -> AsyncStream<AgentConnectionEvent> { await connections.events() }
+
+    /// Where the host's connection is now; nil for a host not used yet.
+    public func connectionState(of host: HostRecord) async -> AgentConnectionState? {
+        await connections.state(of: host.serverID)
     }
 
     // MARK: records
 
     /// A store call, its failure as `storage` (a typed `AgentError` passes through).
-    private func stored<T>(_ what: String, _ body: () async throws -> T) async throws(AgentError) -> T {
+    func stored<T>(_ what: String, _ body: () async throws -> T) async throws(AgentError) -> T {
         do {
             return try await body()
         } catch let e as AgentError {
@@ -49,7 +128,7 @@ public final class AgentOrchestrator: Sendable {
         }
     }
 
-    private func record<T>(_ what: String, _ id: String, _ body: () async throws -> T?) async throws(AgentError) -> T {
+    func record<T>(_ what: String, _ id: String, _ body: () async throws -> T?) async throws(AgentError) -> T {
         guard let r = try await stored("reading \(what) \(id)", body) else {
             throw AgentError(.notFound, "no \(what) \(id) in the store")
         }
@@ -57,7 +136,7 @@ public final class AgentOrchestrator: Sendable {
     }
 
     /// The task, its project and its host.
-    private func context(task id: String) async throws(AgentError) -> (TaskRecord, ProjectRecord, HostRecord) {
+    func context(task id: String) async throws(AgentError) -> (TaskRecord, ProjectRecord, HostRecord) {
         let task = try await record("task", id) { try await store.task(id: id) }
         let project = try await record("project", task.projectID) { try await store.project(id: task.projectID) }
         let host = try await record("host", project.hostID) { try await store.host(id: project.hostID) }
@@ -66,7 +145,7 @@ public final class AgentOrchestrator: Sendable {
 
     /// Adds the host of `record` to the monitor on first use (made by `makeHost`, whose
     /// server id is checked); then `connections.withHost(record.serverID)` reaches it.
-    public func register(_ record: HostRecord) async throws(AgentError) {
+    func register(_ record: HostRecord) async throws(AgentError) {
         if await connections.host(record.serverID) == nil {
             let host: AgentHost
             do {
@@ -82,7 +161,7 @@ public final class AgentOrchestrator: Sendable {
     }
 
     /// Runs `body` on the host of `record` (see `register`).
-    private func onHost<R>(_ record: HostRecord, _ body: (AgentHost) async throws -> R) async throws(AgentError) -> R {
+    func onHost<R>(_ record: HostRecord, _ body: (AgentHost) async throws -> R) async throws(AgentError) -> R {
         try await register(record)
         do {
             return try await connections.withHost(record.serverID, body)
@@ -95,7 +174,7 @@ public final class AgentOrchestrator: Sendable {
         }
     }
 
-    private func settings(_ providerID: String) -> AgentProviderSettings { providerSettings[providerID] ?? AgentProviderSettings() }
+    func settings(_ providerID: String) -> AgentProviderSettings { providerSettings[providerID] ?? AgentProviderSettings() }
 
     /// What a conversation's session is (nothing is asked of the host).
     public func session(of conversation: ConversationRecord, in task: TaskRecord, host: HostRecord) -> AgentSession {
@@ -107,41 +186,74 @@ public final class AgentOrchestrator: Sendable {
 
     // MARK: tasks
 
-    /// Creates a task: its worktree (see `AgentHost.createWorktree`), then its main agent
-    /// started there with `prompt`. When the agent cannot start, the worktree (new, so
-    /// holding no work) and the records are removed again and the error is thrown.
-    /// - Throws: `notFound` (project), `unknownProvider`, the worktree's and the start's errors.
+    /// Checks, before anything is made on the host, that it can start the agent: the
+    /// agent is installed and usable there, and tmux is there to keep it running after
+    /// the connection ends (unless `allowsPlainTerminal`). One round trip, its answer
+    /// reused for 5 minutes; `createTask`, `addChat` and `resume` check it themselves.
+    /// - Throws: `unknownProvider`, `tmuxUnavailable`, `agentUnavailable`, `notFound`,
+    ///   `transport`.
+    public func checkCanStart(providerID: String, on host: HostRecord) async throws(AgentError) {
+        let provider = try AgentProvider.named(providerID)
+        try await onHost(host) { h in try await checkCanStart(provider, on: h, named: host.name) }
+    }
+
+    func checkCanStart(_ provider: AgentProvider, on host: AgentHost, named name: String) async throws(AgentError) {
+        let applied = settings(provider.id).applied(to: provider)
+        let detection = try await host.detectAgents(providers)
+        if detection.tmuxVersion == nil && !allowsPlainTerminal {
+            throw AgentError(.tmuxUnavailable, "\(name) has no tmux (agents run in tmux so they outlive the connection)")
+        }
+        guard detection.installed[provider.id] != nil else {
+            throw AgentError(.agentUnavailable, "\(applied.binary) (\(provider.displayName)) is not installed on \(name): \(provider.installHint)")
+        }
+        if let why = detection.unusable[provider.id] {
+            throw AgentError(.agentUnavailable, "\(provider.displayName) on \(name) is installed but not usable: \(why)")
+        }
+    }
+
+    /// Creates a task: checks that the host can start the agent (`checkCanStart`), makes
+    /// its worktree (see `AgentHost.createWorktree`), then starts its main agent there
+    /// with `prompt`, all over one use of the host's connection. When the agent cannot
+    /// start, the worktree (new, so holding no work) and the records are removed again
+    /// and the error is thrown.
+    /// - Throws: `notFound` (project), `unknownProvider`, the check's, the worktree's and
+    ///   the start's errors.
     @discardableResult
     public func createTask(projectID: String, title: String, providerID: String, prompt: String? = nil,
                            autoApprove: Bool = false, baseRef: String? = nil)
         async throws(AgentError) -> (task: TaskRecord, conversation: ConversationRecord, session: AgentSession)
     {
         let provider = try AgentProvider.named(providerID)
+        let store = store
         let project = try await record("project", projectID) { try await store.project(id: projectID) }
         let hostRecord = try await record("host", project.hostID) { try await store.host(id: project.hostID) }
-        let worktree = try await onHost(hostRecord) { host in
-            try await host.createWorktree(projectPath: project.path, title: title, baseRef: baseRef ?? project.defaultBaseRef)
-        }
-        let task = TaskRecord(projectID: project.id, title: title, worktree: worktree)
-        var conversation = ConversationRecord(taskID: task.id, providerID: provider.id, kind: .main, autoApprove: autoApprove)
-        do {
-            try await stored("saving the task") {
-                try await store.save(task)
-                try await store.save(conversation)
+        return try await onHost(hostRecord) { host in
+            try await checkCanStart(provider, on: host, named: hostRecord.name)
+            let worktree = try await host.createWorktree(projectPath: project.path, title: title,
+                                                         baseRef: baseRef ?? project.defaultBaseRef)
+            let task = TaskRecord(projectID: project.id, title: title, worktree: worktree)
+            var conversation = ConversationRecord(taskID: task.id, providerID: provider.id, kind: .main, autoApprove: autoApprove)
+            do {
+                try await stored("saving the task") {
+                    try await store.save(task)
+                    try await store.save(conversation)
+                }
+                let session = try await start(&conversation, of: task, on: hostRecord, host: host, provider: provider,
+                                              prompt: prompt, isResume: false, onlyChatOfItsAgent: true)
+                return (task, conversation, session)
+            } catch {
+                // nothing of the user's is in a worktree made a moment ago
+                _ = try? await host.removeWorktree(worktree, force: true)
+                _ = try? await stored("removing the task") { try await store.deleteTask(id: task.id) }
+                _ = try? await stored("removing the session map entry") { try await store.remove(conversation.ptyID.description) }
+                throw error
             }
-            let session = try await start(&conversation, of: task, on: hostRecord, provider: provider, prompt: prompt, isResume: false)
-            return (task, conversation, session)
-        } catch {
-            // nothing of the user's is in a worktree made a moment ago
-            _ = try? await onHost(hostRecord) { host in try await host.removeWorktree(worktree, force: true) }
-            _ = try? await stored("removing the task") { try await store.deleteTask(id: task.id) }
-            _ = try? await stored("removing the session map entry") { try await store.remove(conversation.ptyID.description) }
-            throw error
         }
     }
 
     /// Adds another agent to a task, in the same worktree.
-    /// - Throws: `notFound`, `unknownProvider`, `invalidArgument` (an archived task), the start's errors.
+    /// - Throws: `notFound`, `unknownProvider`, `invalidArgument` (an archived task), the
+    ///   check's and the start's errors.
     @discardableResult
     public func addChat(taskID: String, providerID: String, prompt: String? = nil, autoApprove: Bool = false)
         async throws(AgentError) -> (conversation: ConversationRecord, session: AgentSession)
@@ -149,46 +261,46 @@ public final class AgentOrchestrator: Sendable {
         let provider = try AgentProvider.named(providerID)
         let (task, _, hostRecord) = try await context(task: taskID)
         guard task.archivedAt == nil else { throw AgentError(.invalidArgument, "the task \(task.title) is archived") }
-        var conversation = ConversationRecord(taskID: task.id, providerID: provider.id, kind: .chat, autoApprove: autoApprove)
+        let conversation = ConversationRecord(taskID: task.id, providerID: provider.id, kind: .chat, autoApprove: autoApprove)
+        let sameAgent = try await stored("reading conversations") { try await store.conversations(taskID: task.id) }
+            .filter { $0.providerID == provider.id }.count
         try await stored("saving the chat") { try await store.save(conversation) }
         do {
-            let session = try await start(&conversation, of: task, on: hostRecord, provider: provider, prompt: prompt, isResume: false)
-            return (conversation, session)
+            return try await onHost(hostRecord) { host in
+                try await checkCanStart(provider, on: host, named: hostRecord.name)
+                var started = conversation
+                let session = try await start(&started, of: task, on: hostRecord, host: host, provider: provider, prompt: prompt,
+                                              isResume: false, onlyChatOfItsAgent: sameAgent == 0)
+                return (started, session)
+            }
         } catch {
             _ = try? await stored("removing the chat") { try await store.deleteConversation(id: conversation.id) }
             throw error
         }
     }
 
-    /// Starts a conversation's agent (fresh or resumed) and records it as running.
+    /// Starts a conversation's agent (fresh or resumed) on the leased host and records it
+    /// as running.
     private func start(_ conversation: inout ConversationRecord, of task: TaskRecord, on hostRecord: HostRecord,
-                       provider: AgentProvider, prompt: String?, isResume: Bool) async throws(AgentError) -> AgentSession
+                       host: AgentHost, provider: AgentProvider, prompt: String?, isResume: Bool,
+                       onlyChatOfItsAgent: Bool) async throws -> AgentSession
     {
         let id = conversation.ptyID
         let directory = task.worktree.path
         let settings = settings(provider.id)
         let store = store
-        let statusHooks = statusHooks
-        let size = terminalSize
-        let autoApprove = conversation.autoApprove
         let startedAt = Date()
-        let previousStart = conversation.lastStartedAt
         // the settings count: a user's resumeArguments make a provider without any resumable
         let applied = settings.applied(to: provider)
-        let sameAgent = try await stored("reading conversations") { try await store.conversations(taskID: task.id) }
-            .filter { $0.providerID == provider.id }.count
-        let session = try await onHost(hostRecord) { host in
-            let plan = try await host.planResume(ptyID: id, provider: applied, workingDirectory: directory,
-                                                 isResume: isResume, previousStart: previousStart,
-                                                 onlyChatOfItsAgent: sameAgent <= 1, map: store,
-                                                 environment: settings.environment)
-            var session = try await host.startAgent(AgentSessionSpec(ptyID: id, provider: provider, settings: settings,
-                                                                     workingDirectory: directory, prompt: isResume ? nil : prompt,
-                                                                     autoApprove: autoApprove, resume: plan.resume, size: size,
-                                                                     statusHooks: statusHooks))
-            session.resumeMethod = plan.method
-            return session
-        }
+        let plan = try await host.planResume(ptyID: id, provider: applied, workingDirectory: directory,
+                                             isResume: isResume, previousStart: conversation.lastStartedAt,
+                                             onlyChatOfItsAgent: onlyChatOfItsAgent, map: store,
+                                             environment: settings.environment)
+        var session = try await host.startAgent(AgentSessionSpec(ptyID: id, provider: provider, settings: settings,
+                                                                 workingDirectory: directory, prompt: isResume ? nil : prompt,
+                                                                 autoApprove: conversation.autoApprove, resume: plan.resume,
+                                                                 size: terminalSize, statusHooks: statusHooks))
+        session.resumeMethod = plan.method
         conversation.arguments = session.arguments
         conversation.survivesDisconnect = session.survivesDisconnect
         conversation.state = .running
@@ -209,31 +321,54 @@ public final class AgentOrchestrator: Sendable {
     }
 
     /// Resumes a conversation: a session that still runs is returned as it is; an ended
-    /// or vanished one is started again with its provider's resume (Claude's exact
-    /// session, Codex's thread, else the generic flag).
-    /// - Throws: `notFound`, `invalidArgument` (an archived task), the start's errors.
+    /// or vanished one is started again (after `checkCanStart`) with its provider's
+    /// resume (an exact one where the provider's sessions can be found, else its
+    /// generic flag, else anew).
+    /// - Throws: `notFound`, `invalidArgument` (an archived task), the check's and the
+    ///   start's errors.
     public func resume(conversationID: String) async throws(AgentError) -> AgentSession {
-        var conversation = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
+        let conversation = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
         let (task, _, hostRecord) = try await context(task: conversation.taskID)
         guard task.archivedAt == nil else { throw AgentError(.invalidArgument, "the task \(task.title) is archived") }
-        let existing = session(of: conversation, in: task, host: hostRecord)
-        let state = try await onHost(hostRecord) { host in try await host.state(of: existing) }
-        if state == .running { return existing }
-        if existing.survivesDisconnect {
-            // an ended session kept by remain-on-exit goes, so the name is free
-            try await onHost(hostRecord) { host in try await host.stop(existing) }
-        }
         let provider = try AgentProvider.named(conversation.providerID)
-        return try await start(&conversation, of: task, on: hostRecord, provider: provider, prompt: nil, isResume: true)
+        let existing = session(of: conversation, in: task, host: hostRecord)
+        let sameAgent = try await stored("reading conversations") { try await store.conversations(taskID: task.id) }
+            .filter { $0.providerID == provider.id }.count
+        return try await onHost(hostRecord) { host in
+            if try await host.state(of: existing) == .running { return existing }
+            try await checkCanStart(provider, on: host, named: hostRecord.name)
+            if existing.survivesDisconnect {
+                // an ended session kept by remain-on-exit goes, so the name is free
+                try await host.stop(existing)
+            }
+            var restarted = conversation
+            return try await start(&restarted, of: task, on: hostRecord, host: host, provider: provider, prompt: nil,
+                                   isResume: true, onlyChatOfItsAgent: sameAgent <= 1)
+        }
     }
 
-    /// Resumes every conversation of a task (main first).
-    public func resumeTask(taskID: String) async throws(AgentError) -> [AgentSession] {
-        var sessions: [AgentSession] = []
-        for c in try await stored("reading conversations", { try await store.conversations(taskID: taskID) }) {
-            sessions.append(try await resume(conversationID: c.id))
+    /// Resumes every conversation of a task (main first), after checking that the host
+    /// can start each of their agents, so a missing agent refuses the whole before any
+    /// is started.
+    /// - Throws: as `resume` and `checkCanStart`.
+    @discardableResult
+    public func resumeTask(taskID: String) async throws(AgentError)
+        -> [(conversation: ConversationRecord, session: AgentSession)]
+    {
+        let (task, _, hostRecord) = try await context(task: taskID)
+        guard task.archivedAt == nil else { throw AgentError(.invalidArgument, "the task \(task.title) is archived") }
+        let conversations = try await stored("reading conversations") { try await store.conversations(taskID: taskID) }
+        var providers: [AgentProvider] = []
+        for id in Set(conversations.map(\.providerID)).sorted() { providers.append(try AgentProvider.named(id)) }
+        let checked = providers
+        try await onHost(hostRecord) { host in
+            for p in checked { try await checkCanStart(p, on: host, named: hostRecord.name) }
         }
-        return sessions
+        var resumed: [(conversation: ConversationRecord, session: AgentSession)] = []
+        for c in conversations {
+            resumed.append((c, try await resume(conversationID: c.id)))
+        }
+        return resumed
     }
 
     /// Where a conversation's agent is; the record follows (an ended agent is recorded

@@ -79,7 +79,7 @@ extension AgentProvider {
     /// - Throws: `unknownProvider`.
     public static func named(_ id: String) throws(AgentError) -> AgentProvider {
         guard let p = byID[id] else {
-            throw AgentError(.unknownProvider, "no agent provider is called '\(id)' (known: \(all.map(\.id).joined(separator: ", ")))")
+            throw AgentError(.unknownProvider, "no agent is called '\(id)' (known agents: \(all.map(\.id).joined(separator: ", ")))")
         }
         return p
     }

@@ -42,10 +42,15 @@ struct Attach: AsyncParsableCommand {
     func run() async throws {
         let detach = try Self.byte(of: detachKey)
         try await Context.with(global) { context in
-            let (t, c, session, h) = try await context.runningSession(task, chat: chat)
+            let t = try await context.task(task)
+            let chosen = try await context.conversation(of: t, chat)
+            let c = try await context.whileRunning(t, chosen) {
+                try await context.orchestrator.runningSession(conversationID: chosen.id).conversation
+            }
+            let (_, h) = try await context.context(of: t)
             let keyName = detach == nil ? "tmux's Ctrl-B d" : "\(detachKey.capitalized) or tmux's Ctrl-B d"
             note("attached to \(c.providerID) of task \(short(t.id)) on \(h.name); detach: \(keyName)")
-            let attached = AttachedTerminal(context: context, conversation: c, session: session, host: h,
+            let attached = AttachedTerminal(context: context, conversation: c, host: h,
                                             detachByte: detach, reconnectTimeout: .seconds(reconnectTimeout))
             let outcome = try await attached.run()
             let drops = attached.reconnects == 0 ? "" : "; the connection dropped \(attached.reconnects) time(s) and was made again"
@@ -71,7 +76,6 @@ final class AttachedTerminal: Sendable {
 
     let context: Context
     let conversation: ConversationRecord
-    let session: AgentSession
     let host: HostRecord
     let detachByte: UInt8?
     let reconnectTimeout: Duration
@@ -83,12 +87,11 @@ final class AttachedTerminal: Sendable {
     /// How many times the connection dropped and the terminal was attached again.
     var reconnects: Int { reattached.withLock { $0 } }
 
-    init(context: Context, conversation: ConversationRecord, session: AgentSession, host: HostRecord,
+    init(context: Context, conversation: ConversationRecord, host: HostRecord,
          detachByte: UInt8?, reconnectTimeout: Duration)
     {
         self.context = context
         self.conversation = conversation
-        self.session = session
         self.host = host
         self.detachByte = detachByte
         self.reconnectTimeout = reconnectTimeout
@@ -170,7 +173,7 @@ final class AttachedTerminal: Sendable {
     /// Why the session ended, or nil when it runs (or the host cannot be asked).
     private func endedReason() async -> String? {
         let state = try? await withTimeout(.seconds(5)) { [self] in
-            try await context.onHost(host) { h in try await h.state(of: session) }
+            try await context.orchestrator.processState(of: conversation.id)
         }
         switch state {
         case .exited(let code)?: return "the agent exited with status \(code)"

@@ -34,20 +34,15 @@ final class Context: Sendable {
         config = try ToolConfiguration.load(options.configPath ?? ToolConfiguration.defaultPath(environment: environment))
         let config = config
         let environment = environment
-        orchestrator = AgentOrchestrator(store: store, providerSettings: config.providers) { record in
-            let transport = SSHTransport(configuration: try HostConnection.configuration(for: record, environment: environment),
-                                         serverID: record.serverID)
-            return AgentHost(transport: transport, tmuxSocket: record.tmuxSocket, extraSearchPath: config.searchPath,
-                             displayName: record.displayName)
+        orchestrator = AgentOrchestrator(store: store, providerSettings: config.providers, searchPath: config.searchPath) { record in
+            SSHTransport(configuration: try HostConnection.configuration(for: record, environment: environment),
+                         serverID: record.serverID)
         }
     }
 
     /// Closes every connection.
     func close() async {
-        for host in await orchestrator.connections.hosts {
-            await (host.transport as? SSHTransport)?.close()
-        }
-        await orchestrator.connections.shutDown()
+        await orchestrator.shutDown()
     }
 
     /// Opens the context, runs `body`, closes the connections; failures become one line
@@ -141,12 +136,6 @@ final class Context: Sendable {
             throw Failure.notFound("the host of the project \(project.name) is gone from the store")
         }
         return host
-    }
-
-    /// Runs `body` on the host's connection (made on first use).
-    func onHost<R>(_ record: HostRecord, _ body: (AgentHost) async throws -> R) async throws -> R {
-        try await orchestrator.register(record)
-        return try await orchestrator.connections.withHost(record.serverID, body)
     }
 }
 

@@ -57,16 +57,9 @@ struct Hosts: AsyncParsableCommand {
                                                               hostKeyPolicy: fingerprint == nil ? trust.policy : nil,
                                                               jumpHostKeyPolicy: trust.policy)
                 let transport = SSHTransport(configuration: config, serverID: record.serverID)
-                let host = AgentHost(transport: transport, tmuxSocket: record.tmuxSocket, extraSearchPath: context.config.searchPath,
-                                     displayName: record.displayName)
                 let detection: AgentDetection
                 do {
-                    do throws(TransportError) {
-                        try await transport.connect()
-                    } catch {
-                        throw AgentError(error, while: "connecting to \(record.displayName)")
-                    }
-                    detection = try await host.detectAgents(context.config.allProviders)
+                    detection = try await context.orchestrator.inspectNewHost(record, through: transport)
                     await transport.close()
                 } catch {
                     await transport.close()
@@ -158,7 +151,7 @@ struct Hosts: AsyncParsableCommand {
         func probe(_ h: HostRecord, _ context: Context) async -> String {
             let start = ContinuousClock.now
             do {
-                try await context.onHost(h) { _ in }
+                try await context.orchestrator.connect(to: h)
                 let ms = (ContinuousClock.now - start) / .milliseconds(1)
                 return String(format: "ok (%.0f ms)", ms)
             } catch {
@@ -176,7 +169,7 @@ struct Hosts: AsyncParsableCommand {
             try await Context.with(global) { context in
                 let h = try await context.host(named: name)
                 let start = ContinuousClock.now
-                let detection = try await context.onHost(h) { host in try await host.detectAgents(context.config.allProviders, refresh: true) }
+                let detection = try await context.orchestrator.detectAgents(on: h, refresh: true)
                 let ms = (ContinuousClock.now - start) / .milliseconds(1)
                 print(String(format: "%@: connected and probed in %.0f ms (%@)", h.name, ms, h.destination))
                 print("host key:    \(h.hostKeyText)")
@@ -238,7 +231,7 @@ struct Agents: AsyncParsableCommand {
             var detection = refresh ? nil : cache.load()
             let cached = detection != nil
             if detection == nil {
-                detection = try await context.onHost(h) { host in try await host.detectAgents(providers, refresh: true) }
+                detection = try await context.orchestrator.detectAgents(on: h, refresh: true)
                 cache.save(detection!)
             }
             let d = detection!

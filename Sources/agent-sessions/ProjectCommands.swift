@@ -21,24 +21,7 @@ struct Projects: AsyncParsableCommand {
         func run() async throws {
             try await Context.with(global) { context in
                 let h = try await context.host(named: host)
-                let top = try await context.onHost(h) { agentHost -> String in
-                    let absolute = try await agentHost.absolutePath(path)
-                    guard try await agentHost.transport.fileExists(absolute) else {
-                        throw Failure(.failed, "\(path) does not exist on \(h.name)")
-                    }
-                    let r = try await agentHost.transport.runProcess("git", "-C", absolute, "rev-parse", "--show-toplevel")
-                    guard r.exitStatus == .exited(0) else {
-                        throw Failure(.failed, "\(path) on \(h.name) is not a git checkout; give the path of one (git init or git clone it first)")
-                    }
-                    let top = r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
-                    if let base {
-                        let b = try await agentHost.transport.runProcess("git", "-C", top, "rev-parse", "--verify", "--quiet", base + "^{commit}")
-                        guard b.exitStatus == .exited(0) else {
-                            throw Failure.usage("\(base) is no commit in \(top) on \(h.name)")
-                        }
-                    }
-                    return top
-                }
+                let top = try await context.orchestrator.checkoutTopLevel(on: h, path: path, base: base)
                 let projectName = name ?? (top as NSString).lastPathComponent
                 let existing = try await context.store.projects(hostID: h.id)
                 if existing.contains(where: { $0.name == projectName }) {

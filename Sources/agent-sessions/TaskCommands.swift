@@ -40,30 +40,6 @@ struct PromptOptions: ParsableArguments {
     }
 }
 
-extension Context {
-    /// Checks that the host can keep an agent running after this command ends (tmux) and
-    /// has the agent, before anything is made there.
-    func checkCanStart(_ providerID: String, on host: HostRecord) async throws {
-        let provider: AgentProvider
-        do {
-            provider = try AgentProvider.named(providerID)
-        } catch {
-            throw Failure.usage("no agent called \(providerID); known agents: \(AgentProvider.all.map(\.id).joined(separator: ", "))")
-        }
-        let applied = config.providers[provider.id]?.applied(to: provider) ?? provider
-        let detection = try await onHost(host) { h in try await h.detectAgents(self.config.allProviders) }
-        guard detection.tmuxVersion != nil else {
-            throw Failure(.failed, "\(host.name) has no tmux; install it there (agents run in tmux so they outlive this command)")
-        }
-        guard detection.installed[provider.id] != nil else {
-            throw Failure(.failed, "\(applied.binary) (\(provider.displayName)) is not installed on \(host.name): \(provider.installHint)")
-        }
-        if let why = detection.unusable[provider.id] {
-            throw Failure(.failed, "\(provider.displayName) on \(host.name) is installed but not usable: \(why)")
-        }
-    }
-}
-
 struct Tasks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Start, list, show, stop, resume, archive and delete tasks.",
@@ -85,7 +61,6 @@ struct Tasks: AsyncParsableCommand {
                 guard !title.trimmingCharacters(in: .whitespaces).isEmpty else { throw Failure.usage("the title is empty") }
                 let p = try await context.project(project)
                 let h = try await context.host(of: p)
-                try await context.checkCanStart(agent, on: h)
                 let (task, _, _) = try await context.orchestrator.createTask(
                     projectID: p.id, title: title, providerID: agent, prompt: text, autoApprove: prompt.autoApprove, baseRef: base)
                 print("started task \(short(task.id)) \"\(task.title)\" on \(h.name)")
@@ -106,7 +81,7 @@ struct Tasks: AsyncParsableCommand {
         func run() async throws {
             try await Context.with(global) { context in
                 let projectID = try await context.optional(project) { try await context.project($0).id }
-                let board = try await Board.gather(context, projectID: projectID, includeArchived: all, live: false)
+                let board = try await context.orchestrator.board(projectID: projectID, includeArchived: all, live: false)
                 if json {
                     printJSON(board.json)
                 } else if board.rows.isEmpty {
@@ -127,7 +102,7 @@ struct Tasks: AsyncParsableCommand {
         func run() async throws {
             try await Context.with(global) { context in
                 let t = try await context.task(task)
-                let board = try await Board.gather(context, taskIDs: [t.id], includeArchived: true, live: true)
+                let board = try await context.orchestrator.board(taskIDs: [t.id], includeArchived: true, live: true)
                 guard let row = board.rows.first else { throw Failure.notFound("no task \(task)") }
                 if json {
                     printJSON(row.json)
@@ -135,13 +110,13 @@ struct Tasks: AsyncParsableCommand {
                 }
                 print("task      \(t.id)")
                 print("title     \(t.title)")
-                print("project   \(row.project) on \(row.host)")
+                print("project   \(row.projectName) on \(row.hostName)")
                 print("worktree  \(t.worktree.path)")
                 print("branch    \(t.worktree.branch) from \(t.worktree.baseRef) (\(t.worktree.baseCommit.prefix(10)))")
                 print("created   \(iso8601(t.createdAt))" + (t.archivedAt.map { ", archived \(iso8601($0))" } ?? ""))
                 if let changed = row.filesChanged { print("changes   \(changed) file(s) changed against the base (agent-sessions diff \(short(t.id)) --stat)") }
-                if let error = row.hostError { print("host      unreachable: \(error)") }
-                for (i, c) in row.conversations.enumerated() {
+                if let error = row.hostErrorText { print("host      unreachable: \(error)") }
+                for (i, c) in row.agents.enumerated() {
                     print("agent \(i + 1)   \(c.record.providerID) (\(c.record.kind == .main ? "main" : "chat \(short(c.record.id))")): \(c.stateText)"
                           + (c.lastActivity.map { ", last activity \(ago($0))" } ?? ""))
                 }
@@ -184,12 +159,14 @@ struct Tasks: AsyncParsableCommand {
                 if t.archivedAt != nil {
                     throw Failure.refused("the task \(t.title) is archived; its branch \(t.worktree.branch) stays, start a new task to go on")
                 }
-                var conversations = try await context.store.conversations(taskID: t.id)
-                if let chat { conversations = [try await context.conversation(of: t, chat)] }
-                let (_, h) = try await context.context(of: t)
-                for c in conversations { try await context.checkCanStart(c.providerID, on: h) }
-                for c in conversations {
-                    let session = try await context.orchestrator.resume(conversationID: c.id)
+                let resumed: [(conversation: ConversationRecord, session: AgentSession)]
+                if let chat {
+                    let c = try await context.conversation(of: t, chat)
+                    resumed = [(c, try await context.orchestrator.resume(conversationID: c.id))]
+                } else {
+                    resumed = try await context.orchestrator.resumeTask(taskID: t.id)
+                }
+                for (c, session) in resumed {
                     print("\(c.providerID) of task \(short(t.id)) \(session.resumeMethod == .new ? "is running" : "\(session.resumeMethod)")")
                 }
             }
@@ -244,9 +221,7 @@ struct Chats: AsyncParsableCommand {
             try await Context.with(global) { context in
                 let text = try prompt.text()
                 let t = try await context.task(task)
-                let (_, h) = try await context.context(of: t)
                 if t.archivedAt != nil { throw Failure.refused("the task \(t.title) is archived") }
-                try await context.checkCanStart(agent, on: h)
                 let (c, _) = try await context.orchestrator.addChat(taskID: t.id, providerID: agent, prompt: text,
                                                                     autoApprove: prompt.autoApprove)
                 let n = try await context.store.conversations(taskID: t.id).firstIndex { $0.id == c.id }.map { $0 + 1 } ?? 0

@@ -3,18 +3,16 @@ import ArgumentParser
 import Foundation
 
 extension Context {
-    /// A task's conversation that runs now, with its session and host.
-    func runningSession(_ taskRef: String, chat: String?) async throws
-        -> (TaskRecord, ConversationRecord, AgentSession, HostRecord)
-    {
-        let t = try await task(taskRef)
-        let (_, h) = try await context(of: t)
-        let c = try await orchestrator.refreshState(conversationID: try await conversation(of: t, chat).id)
-        guard c.state == .running else {
-            throw Failure(.failed, "\(c.providerID) of task \(short(t.id)) is not running (\(Board.Agent(record: c).stateText)); "
-                          + "start it again: agent-sessions tasks resume \(short(t.id))")
+    /// `body`, a "not running" from the engine said with the agent's state and the
+    /// way to start it again.
+    func whileRunning<R>(_ task: TaskRecord, _ conversation: ConversationRecord, _ body: () async throws -> R) async throws -> R {
+        do {
+            return try await body()
+        } catch let e as AgentError where e.code == .sessionNotRunning {
+            let now = (try? await store.conversation(id: conversation.id)) ?? conversation
+            throw Failure(.failed, "\(now.providerID) of task \(short(task.id)) is not running (\(AgentBoard.Agent(record: now).stateText)); "
+                          + "start it again: agent-sessions tasks resume \(short(task.id))")
         }
-        return (t, c, orchestrator.session(of: c, in: t, host: h), h)
     }
 }
 
@@ -36,13 +34,10 @@ struct Send: AsyncParsableCommand {
                 if typed.hasSuffix("\n") { typed.removeLast() }
             }
             guard !typed.isEmpty else { throw Failure.usage("nothing to send") }
-            let (_, _, session, h) = try await context.runningSession(task, chat: chat)
-            try await context.onHost(h) { host in
-                if noEnter {
-                    try await host.send(Array(typed.utf8), to: session)
-                } else {
-                    try await host.sendLine(typed, to: session)
-                }
+            let t = try await context.task(task)
+            let c = try await context.conversation(of: t, chat)
+            try await context.whileRunning(t, c) {
+                try await context.orchestrator.send(typed, to: c.id, pressEnter: !noEnter)
             }
         }
     }
@@ -68,36 +63,20 @@ struct Log: AsyncParsableCommand {
     func run() async throws {
         try await Context.with(global) { context in
             let t = try await context.task(task)
-            let (_, h) = try await context.context(of: t)
-            let c = try await context.orchestrator.refreshState(conversationID: try await context.conversation(of: t, chat).id)
-            let session = context.orchestrator.session(of: c, in: t, host: h)
-            var text: String
-            let paneKept: Bool
-            switch c.state {
-            case .exited, .signaled: paneKept = c.survivesDisconnect
-            case .running, .stopped, .gone: paneKept = false
-            }
-            if c.state == .running {
-                text = try await context.onHost(h) { host in try await host.recentOutput(of: session, lines: AgentHost.historyLimit) }
-            } else if paneKept, let kept = try? await context.onHost(h, { host in
-                try await host.tmuxSession(named: session.ptyID.description) != nil ? try await host.recentOutput(of: session) : nil
-            }) {
-                // ended, its pane kept by tmux (remain-on-exit)
-                text = kept
-            } else {
-                text = try await context.store.terminalLogs(conversationID: c.id).map(\.text).joined(separator: "\n")
-                if text.isEmpty { note("no scrollback kept for \(c.providerID) of task \(short(t.id))") }
-            }
+            let c = try await context.conversation(of: t, chat)
+            let scrollback = try await context.orchestrator.scrollback(of: c.id)
+            let text = scrollback.text
+            if scrollback.source == .saved && text.isEmpty { note("no scrollback kept for \(c.providerID) of task \(short(t.id))") }
             var shown = Self.lines(of: text, raw: raw)
             if let lines { shown = Array(shown.suffix(lines)) }
             for l in shown { print(l) }
             fflush(nil)
-            guard follow, c.state == .running else { return }
+            guard follow, scrollback.conversation.state == .running else { return }
             var previous = shown
             while true {
                 try await Task.sleep(for: .milliseconds(500))
-                let state = try await context.onHost(h) { host in try await host.state(of: session) }
-                let now = Self.lines(of: try await context.onHost(h) { host in try await host.recentOutput(of: session, lines: 2000) }, raw: raw)
+                let state = try await context.orchestrator.processState(of: c.id)
+                let now = Self.lines(of: try await context.orchestrator.screen(of: c.id, lines: 2000), raw: raw)
                 for l in Self.newLines(previous: previous, current: now) { print(l) }
                 fflush(nil)
                 previous = now
@@ -144,8 +123,7 @@ struct Diff: AsyncParsableCommand {
     func run() async throws {
         try await Context.with(global) { context in
             let t = try await context.task(task)
-            let (_, h) = try await context.context(of: t)
-            let diff = try await context.onHost(h) { host in try await host.worktreeDiff(t.worktree) }
+            let diff = try await context.orchestrator.diff(taskID: t.id)
             var files = diff.files
             if let file {
                 files = files.filter { $0.path == file }
@@ -166,7 +144,7 @@ struct Diff: AsyncParsableCommand {
                 return
             }
             for f in files {
-                let patch = try await context.onHost(h) { host in try await host.worktreePatch(t.worktree, file: f.path) }
+                let patch = try await context.orchestrator.patch(taskID: t.id, file: f.path)
                 print(patch.patch, terminator: patch.patch.hasSuffix("\n") ? "" : "\n")
                 if patch.isTruncated { print("[… the patch of \(f.path) is longer; cut at 256 KiB]") }
             }

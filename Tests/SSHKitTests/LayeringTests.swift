@@ -52,6 +52,46 @@ struct LayeringTests {
         }
     }
 
+    /// Lines of `file` (comments included) that match `pattern`.
+    static func lines(of file: String, matching pattern: NSRegularExpression) throws -> [String] {
+        try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").map(String.init).filter {
+            pattern.firstMatch(in: $0, range: NSRange($0.startIndex..., in: $0)) != nil
+        }
+    }
+
+    /// The agent tool reaches the engine only through its door, `AgentOrchestrator`:
+    /// no file of the command names the host type or the connection pool.
+    @Test func theAgentToolReachesTheEngineOnlyThroughItsDoor() throws {
+        let behind = try NSRegularExpression(pattern: "\\b(AgentHost|AgentConnections)\\b")
+        // the check itself sees what it looks for
+        #expect(try Self.lines(of: #filePath, matching: behind).count >= 2)
+        let files = Self.swiftFiles(under: "Sources/agent-sessions")
+        #expect(files.count >= 10, "\(files)")
+        for f in files {
+            let found = try Self.lines(of: f, matching: behind)
+            #expect(found.isEmpty, "\(f) goes around the engine's door: \(found)")
+        }
+        // the door uses them; a sign the check looks at the right names
+        let door = Self.swiftFiles(under: "Sources/AgentSessions").filter { $0.contains("/AgentOrchestrator") }
+        #expect(door.contains { !((try? Self.lines(of: $0, matching: behind)) ?? []).isEmpty })
+    }
+
+    /// The engine dispatches providers by what they are (`sessionTracking`, the registry),
+    /// never by comparing their ids (`if provider.id == "claude"`): a new provider needs a
+    /// registry entry, not a branch.
+    @Test func theEngineComparesNoProviderID() throws {
+        let comparison = try NSRegularExpression(pattern: #"(\.id|providerID)\s*[!=]=\s*""#)
+        let files = Self.swiftFiles(under: "Sources/AgentSessions").filter {
+            $0.contains("/AgentOrchestrator") || $0.contains("/AgentBoard") || $0.contains("/AgentConnections")
+        }
+        #expect(files.count >= 4, "\(files)")
+        for f in files {
+            let found = try Self.lines(of: f, matching: comparison)
+            #expect(found.isEmpty, "\(f) compares a provider id: \(found)")
+        }
+        #expect(try Self.lines(of: #filePath, matching: comparison).count >= 1, "the pattern finds the example above")
+    }
+
     @Test func onlySSHCoreIncludesLibsshHeaders() throws {
         let root = TestServer.packageRoot + "/Sources"
         let e = FileManager.default.enumerator(atPath: root)!

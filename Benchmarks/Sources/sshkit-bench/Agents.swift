@@ -301,7 +301,7 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
     _ = try? await t.runProcess("/bin/rm", "-rf", "bench-agents", ".local/bin/bench-agent", ".local/bin/bench-ticker",
                                 ".local/bin/claude", ".local/bin/codex", ".local/bin/gemini",
                                 ".local/bin/bench-echo")
-    await orchestrator.connections.shutDown()
+    await orchestrator.shutDown()
     await rt.close()
     await t.close()
     return [detect, detectParallel, create, keystroke, reattach]

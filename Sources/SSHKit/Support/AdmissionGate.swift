@@ -10,6 +10,7 @@ package final class AdmissionGate: Sendable {
         var free: Int
         var nextID: UInt64 = 0
         var line: [(id: UInt64, c: CheckedContinuation<Bool, Never>)] = []
+        var isClosed = false
     }
 
     package let limit: Int
@@ -22,7 +23,7 @@ package final class AdmissionGate: Sendable {
     }
 
     /// Waits for a place: true once holding it, false when the task was cancelled while
-    /// it waited (it then holds nothing).
+    /// it waited or the gate was closed (it then holds nothing).
     package func enter() async -> Bool {
         let id = state.withLock { s -> UInt64 in
             defer { s.nextID += 1 }
@@ -33,6 +34,7 @@ package final class AdmissionGate: Sendable {
                 // under the lock: a cancel either came before (the flag is set) or finds
                 // this waiter in the line
                 let answer = state.withLock { s -> Bool? in
+                    if s.isClosed { return false }
                     if s.free > 0 {
                         s.free -= 1
                         return true
@@ -50,6 +52,27 @@ package final class AdmissionGate: Sendable {
             }
             waiter?.resume(returning: false)
         }
+    }
+
+    /// Takes a free place without waiting: false when none is free or others wait for
+    /// one (they come first).
+    package func tryEnter() -> Bool {
+        state.withLock { s in
+            guard !s.isClosed, s.free > 0, s.line.isEmpty else { return false }
+            s.free -= 1
+            return true
+        }
+    }
+
+    /// Sends every waiter away (its `enter` returns false) and refuses new ones; places
+    /// held stay held until left.
+    package func close() {
+        let waiters = state.withLock { s -> [CheckedContinuation<Bool, Never>] in
+            s.isClosed = true
+            defer { s.line = [] }
+            return s.line.map(\.c)
+        }
+        for w in waiters { w.resume(returning: false) }
     }
 
     /// Hands the place to the first in line, or frees it.

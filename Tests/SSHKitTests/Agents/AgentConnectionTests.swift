@@ -1,4 +1,4 @@
-import AgentSessions
+@testable import AgentSessions
 import Foundation
 import SSHKit
 import ServerTransport
@@ -153,6 +153,48 @@ struct AgentConnectionTests {
         #expect(try await monitor.withHost(a.serverID) { h in try await h.state(of: session) } == .running)
     }
 
+    /// Calls waiting for a connection slot wait in line on the gate, not in a sleep loop:
+    /// a cancelled one leaves the line at once, and shutting the monitor down sends the
+    /// rest away, while the host holding the slot keeps it.
+    @Test func waitersForASlotLeaveWhenCancelledOrShutDown() async throws {
+        let monitor = AgentConnections(policy: Self.quickPolicy(maxHosts: 1))
+        let (a, ta) = Self.host("a")
+        let (b, tb) = Self.host("b")
+        let (c, tc) = Self.host("c")
+        defer {
+            Task {
+                await ta.close()
+                await tb.close()
+                await tc.close()
+            }
+        }
+        for h in [a, b, c] { await monitor.add(h) }
+        let release = AsyncStream<Void>.makeStream()
+        // a holds the only slot while its call runs
+        let holding = Task {
+            try await monitor.withHost(a.serverID) { _ in for await _ in release.stream { break } }
+        }
+        _ = await eventually { await monitor.connectedHosts == [a.serverID] ? true : nil }
+        let waitingB = Task { try await monitor.withHost(b.serverID) { h in try await h.home() } }
+        let waitingC = Task { try await monitor.withHost(c.serverID) { h in try await h.home() } }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(await monitor.state(of: b.serverID) == .disconnected)
+        #expect(await monitor.state(of: c.serverID) == .disconnected)
+
+        waitingB.cancel()
+        let b1 = await finishes(within: .seconds(5)) { try await waitingB.value }
+        #expect((b1?.error as? AgentError)?.code == .cancelled, "\(String(describing: b1))")
+        #expect(await monitor.connectedHosts == [a.serverID], "a kept its slot")
+
+        await monitor.shutDown()
+        let c1 = await finishes(within: .seconds(5)) { try await waitingC.value }
+        #expect((c1?.error as? AgentError)?.code == .cancelled, "\(String(describing: c1))")
+        let bConnected = await tb.isConnected, cConnected = await tc.isConnected
+        #expect(!bConnected && !cConnected, "neither waiter connected")
+        release.continuation.finish()
+        _ = await finishes(within: .seconds(5)) { try await holding.value }
+    }
+
     @Test func aLostConnectionIsRetriedWithBackoffThenGivenUpWithoutLiveAgents() async throws {
         let proxy = try FaultProxy(target: TestServer.shared.port)
         defer { proxy.stop() }
@@ -214,3 +256,4 @@ struct AgentConnectionTests {
         #expect(await monitor.state(of: id) == .connected)
     }
 }
+

@@ -1,4 +1,4 @@
-import AgentSessions
+@testable import AgentSessions
 import AgentSessionsSQLite
 import Foundation
 import SSHKit
@@ -223,6 +223,33 @@ struct AgentOrchestratorTests {
             #expect(error.code == .notFound)
         }
         #expect(try await f.store.tasks(projectID: nil).isEmpty)
+    }
+
+    /// The engine checks that the host can start the agent before it makes anything there,
+    /// for any caller of `createTask`, `addChat` and `resumeTask`, not only the command.
+    @Test func anAgentMissingOnTheHostIsRefusedBeforeAnythingIsMade() async throws {
+        let f = try await Fixture(settings: ["amp": AgentProviderSettings(binary: "no-such-agent-binary")])
+        defer { Task { await f.tearDown() } }
+        do {
+            try await f.orchestrator.createTask(projectID: f.project.id, title: "never made", providerID: "amp")
+            Issue.record("a task was made for an agent the host does not have")
+        } catch {
+            #expect(error.code == .agentUnavailable)
+            #expect(error.message.contains("no-such-agent-binary"), "\(error.message)")
+            #expect(error.message.contains(f.host.name), "the host as its user named it: \(error.message)")
+        }
+        #expect(try await f.store.tasks(projectID: nil).isEmpty)
+        #expect(try await f.agentHost.listWorktrees(projectPath: f.project.path).count == 1, "no worktree was made")
+        try await f.orchestrator.checkCanStart(providerID: "claude", on: f.host)
+
+        // a task whose chat agent is missing: neither the chat nor a resume of the task starts anything
+        let (task, main, _) = try await f.orchestrator.createTask(projectID: f.project.id, title: "has claude", providerID: "claude")
+        await #expect(throws: AgentError.self) { try await f.orchestrator.addChat(taskID: task.id, providerID: "amp") }
+        #expect(try await f.store.conversations(taskID: task.id).map(\.id) == [main.id], "the refused chat left no record")
+        try await f.orchestrator.stop(conversationID: main.id)
+        let resumed = try await f.orchestrator.resumeTask(taskID: task.id)
+        #expect(resumed.map(\.conversation.id) == [main.id])
+        #expect(try await f.orchestrator.processState(of: main.id) == .running)
     }
 
     @Test func anArchivedTaskKeepsItsWorktreeAndTakesNoChat() async throws {

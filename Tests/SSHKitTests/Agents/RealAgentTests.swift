@@ -1,4 +1,4 @@
-import AgentSessions
+@testable import AgentSessions
 import Foundation
 import SSHKit
 import ServerTransport

@@ -1,0 +1,143 @@
+import Foundation
+import ServerTransport
+
+/// Where an agent's scrollback was read.
+public enum AgentScrollbackSource: Sendable, Hashable {
+    /// The running agent's tmux history and screen.
+    case live
+    /// The pane of an ended agent that tmux keeps (remain-on-exit).
+    case endedPane
+    /// What the engine saved when the agent was stopped (the terminal log).
+    case saved
+}
+
+/// An agent's scrollback, and the conversation as it is now.
+public struct AgentScrollback: Sendable {
+    public var text: String
+    public var source: AgentScrollbackSource
+    public var conversation: ConversationRecord
+}
+
+/// Working with an agent without attaching (typing, its screen, its scrollback, its
+/// state) and with a task's changes.
+extension AgentOrchestrator {
+    /// The conversation with its task and host, and the session it names.
+    func locate(_ conversationID: String) async throws(AgentError)
+        -> (conversation: ConversationRecord, task: TaskRecord, host: HostRecord, session: AgentSession)
+    {
+        let c = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
+        let (task, _, host) = try await context(task: c.taskID)
+        return (c, task, host, session(of: c, in: task, host: host))
+    }
+
+    /// The conversation's session when its agent runs now (asked of the host; an ended
+    /// agent is recorded as ended).
+    /// - Throws: `sessionNotRunning` (its state is in the message), `notFound`, `transport`.
+    public func runningSession(conversationID: String) async throws(AgentError)
+        -> (conversation: ConversationRecord, session: AgentSession)
+    {
+        let (c, _, session) = try await running(conversationID)
+        return (c, session)
+    }
+
+    private func running(_ conversationID: String) async throws(AgentError)
+        -> (conversation: ConversationRecord, host: HostRecord, session: AgentSession)
+    {
+        let c = try await refreshState(conversationID: conversationID)
+        guard c.state == .running else {
+            throw AgentError(.sessionNotRunning, "\(c.providerID) of task \(c.taskID.prefix(8)) is not running (\(c.state))")
+        }
+        let (_, task, host, _) = try await locate(conversationID)
+        return (c, host, session(of: c, in: task, host: host))
+    }
+
+    /// Types into a running agent without attaching: `text` (several lines as one
+    /// bracketed paste, as a terminal pastes it), then Enter unless `pressEnter` is false.
+    /// - Throws: as `runningSession`, `tmuxFailed`.
+    public func send(_ text: String, to conversationID: String, pressEnter: Bool = true) async throws(AgentError) {
+        let (_, host, session) = try await running(conversationID)
+        try await onHost(host) { h in
+            if pressEnter {
+                try await h.sendLine(text, to: session)
+            } else {
+                try await h.send(Array(text.utf8), to: session)
+            }
+        }
+    }
+
+    /// The last `lines` lines of a running agent's terminal (history and screen, with
+    /// its escape sequences); the records are not asked to follow.
+    public func screen(of conversationID: String, lines: Int = 2000) async throws(AgentError) -> String {
+        let (_, _, host, session) = try await locate(conversationID)
+        return try await onHost(host) { h in try await h.recentOutput(of: session, lines: lines) }
+    }
+
+    /// Where the conversation's agent is, asked of the host (the record is not changed;
+    /// `refreshState` records an end).
+    public func processState(of conversationID: String) async throws(AgentError) -> AgentProcessState {
+        let (_, _, host, session) = try await locate(conversationID)
+        return try await onHost(host) { h in try await h.state(of: session) }
+    }
+
+    /// An agent's scrollback: a running agent's whole tmux history; an ended one's pane
+    /// when tmux kept it; else what was saved when it stopped (possibly empty).
+    public func scrollback(of conversationID: String) async throws(AgentError) -> AgentScrollback {
+        let c = try await refreshState(conversationID: conversationID)
+        let (_, _, host, session) = try await locate(conversationID)
+        if c.state == .running {
+            let text = try await onHost(host) { h in try await h.recentOutput(of: session, lines: AgentHost.historyLimit) }
+            return AgentScrollback(text: text, source: .live, conversation: c)
+        }
+        let paneKept: Bool
+        switch c.state {
+        case .exited, .signaled: paneKept = c.survivesDisconnect
+        case .running, .stopped, .gone: paneKept = false
+        }
+        if paneKept, let kept = try? await onHost(host, { h -> String? in
+            try await h.tmuxSession(named: session.ptyID.description) != nil ? try await h.recentOutput(of: session) : nil
+        }) {
+            return AgentScrollback(text: kept, source: .endedPane, conversation: c)
+        }
+        let store = store
+        let saved = try await stored("reading the terminal log") { try await store.terminalLogs(conversationID: c.id) }
+        return AgentScrollback(text: saved.map(\.text).joined(separator: "\n"), source: .saved, conversation: c)
+    }
+
+    /// What the agent is doing now (working, waiting for input, idle, …), from the best
+    /// source its provider offers. `inference` carries what the screen showed before,
+    /// between calls for one conversation (a screen that stopped changing tells idle
+    /// from working only over time).
+    public func status(of conversationID: String, inference: inout AgentScreenInference) async throws(AgentError) -> AgentStatus {
+        let (_, _, host, session) = try await locate(conversationID)
+        var carried = inference
+        let status = try await onHost(host) { h in
+            var i = carried
+            let s = await h.status(of: session, inference: &i)
+            carried = i
+            return s
+        }
+        inference = carried
+        return status
+    }
+
+    // MARK: a task's changes
+
+    /// What the task changed against its base commit: committed, uncommitted and new files.
+    public func diff(taskID: String) async throws(AgentError) -> WorktreeDiff {
+        let (task, _, host) = try await context(task: taskID)
+        return try await onHost(host) { h in try await h.worktreeDiff(task.worktree) }
+    }
+
+    /// One file's patch against the task's base (cut at `maxBytes`).
+    public func patch(taskID: String, file: String, maxBytes: Int = 256 * 1024) async throws(AgentError) -> WorktreeFilePatch {
+        let (task, _, host) = try await context(task: taskID)
+        return try await onHost(host) { h in try await h.worktreePatch(task.worktree, file: file, maxBytes: maxBytes) }
+    }
+
+    /// How many files the task changed against its base, new files included, in one
+    /// round trip.
+    public func changedFileCount(taskID: String) async throws(AgentError) -> Int {
+        let (task, _, host) = try await context(task: taskID)
+        return try await onHost(host) { h in try await h.changedFileCount(task.worktree) }
+    }
+}
