@@ -27,33 +27,19 @@ extension AgentHost {
     /// - Throws: `shellNotAllowed`, `invalidEnvironmentName`, `invalidArgument`,
     ///   `tmuxFailed`, `terminalUnsupported` (no tmux and no PTY), `transport`.
     public func startAgent(_ spec: AgentSessionSpec) async throws(AgentError) -> AgentSession {
-        try Self.checkSuffix(spec.ptyID)
-        // validates everything before anything runs on the host
-        _ = try AgentLaunch.plan(spec.provider, settings: spec.settings, name: spec.ptyID.description,
-                                 prompt: spec.prompt, autoApprove: spec.autoApprove, resume: spec.resume)
-        let hooks = spec.statusHooks ? try await statusHookArguments(spec) : []
-        let launch = try AgentLaunch.plan(spec.provider, settings: spec.settings, name: spec.ptyID.description,
-                                          prompt: spec.prompt, autoApprove: spec.autoApprove, resume: spec.resume,
-                                          hookArguments: hooks)
-        let facts = try await detectAgents()
-        try AgentShells.check(facts.loginShell)
-        let directory = try await absolutePath(spec.workingDirectory)
+        let start = try await prepareStart(spec, directory: try await absolutePath(spec.workingDirectory))
+        let launch = start.launch, directory = start.directory, nonce = start.nonce
         if let file = launch.promptFile { try await writePromptFile(file, in: directory) }
-        let script = AgentLauncher.script(launch, ptyID: spec.ptyID, provider: spec.provider, workingDirectory: directory,
-                                          extraSearchPath: extraSearchPath)
-        let nonce = AgentLauncher.makeNonce()
-        let argv = AgentLauncher.paneCommand(shell: facts.loginShell, ptyID: spec.ptyID, nonce: nonce)
-        let name = spec.ptyID.description
-        var session = AgentSession(ptyID: spec.ptyID, host: serverID, container: .tmux(name: name),
-                                   workingDirectory: directory, arguments: launch.arguments)
-        if facts.tmuxVersion != nil {
-            let started = try await newTmuxSession(name: name, directory: directory, size: spec.size, argv: argv,
-                                                   script: (spec.ptyID, nonce, script))
+        var session = start.session
+        if start.hasTmux {
+            let started = try await newTmuxSession(name: start.name, directory: directory, size: spec.size, argv: start.argv,
+                                                   script: (spec.ptyID, nonce, start.script))
             if started, let typed = launch.typedInput {
-                try await typeWhenReady(name, typed, readyWhenShowing: spec.provider.readyScreen)
+                try await typeWhenReady(start.name, typed, readyWhenShowing: spec.provider.readyScreen)
             }
             return session
         }
+        let argv = start.argv, script = start.script, name = start.name
         guard let terminals = transport as? any TerminalTransport else {
             throw AgentError(.terminalUnsupported, "\(displayName) has no tmux and its transport opens no terminal")
         }
@@ -77,6 +63,43 @@ extension AgentHost {
             _ = try? await terminal.input.write(typed)
         }
         return session
+    }
+
+    /// Everything a start needs before it touches the host's tmux: the validated launch,
+    /// its hooks, the launch script and the pane's command line.
+    struct PreparedStart {
+        let launch: AgentLaunch
+        let script: String
+        let argv: [String]
+        let nonce: String
+        let name: String
+        let directory: String
+        let hasTmux: Bool
+        let session: AgentSession
+    }
+
+    /// Validates `spec` (before anything runs on the host), writes its status hooks, and
+    /// plans its launch in `directory` (absolute). Detection is asked (cached).
+    func prepareStart(_ spec: AgentSessionSpec, directory: String) async throws(AgentError) -> PreparedStart {
+        try Self.checkSuffix(spec.ptyID)
+        // validates everything before anything runs on the host
+        _ = try AgentLaunch.plan(spec.provider, settings: spec.settings, name: spec.ptyID.description,
+                                 prompt: spec.prompt, autoApprove: spec.autoApprove, resume: spec.resume)
+        let hooks = spec.statusHooks ? try await statusHookArguments(spec) : []
+        let launch = try AgentLaunch.plan(spec.provider, settings: spec.settings, name: spec.ptyID.description,
+                                          prompt: spec.prompt, autoApprove: spec.autoApprove, resume: spec.resume,
+                                          hookArguments: hooks)
+        let facts = try await detectAgents()
+        try AgentShells.check(facts.loginShell)
+        let script = AgentLauncher.script(launch, ptyID: spec.ptyID, provider: spec.provider, workingDirectory: directory,
+                                          extraSearchPath: extraSearchPath)
+        let nonce = AgentLauncher.makeNonce()
+        let argv = AgentLauncher.paneCommand(shell: facts.loginShell, ptyID: spec.ptyID, nonce: nonce)
+        let name = spec.ptyID.description
+        let session = AgentSession(ptyID: spec.ptyID, host: serverID, container: .tmux(name: name),
+                                   workingDirectory: directory, arguments: launch.arguments)
+        return PreparedStart(launch: launch, script: script, argv: argv, nonce: nonce, name: name, directory: directory,
+                             hasTmux: facts.tmuxVersion != nil, session: session)
     }
 
     /// Attaches this program to the agent's terminal (see `AgentTerminal`).
@@ -217,7 +240,7 @@ extension AgentHost {
     /// `readyScreen`), the screen must also show one of them: a TUI that draws its
     /// frame before it reads input is not taken for ready. Gives up waiting after 20 s
     /// (60 s with markers) and types anyway, unless the agent has ended.
-    private func typeWhenReady(_ name: String, _ bytes: [UInt8], readyWhenShowing markers: [String] = [])
+    func typeWhenReady(_ name: String, _ bytes: [UInt8], readyWhenShowing markers: [String] = [])
         async throws(AgentError)
     {
         var last = ""

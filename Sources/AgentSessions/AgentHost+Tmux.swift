@@ -99,6 +99,18 @@ extension AgentHost {
             isRunning: status == nil && signal == nil, exitStatus: status, exitSignal: signal, panePID: Int32(f[4]))
     }
 
+    /// tmux's arguments (after `tmux`) that start `argv` in a new detached session.
+    func newSessionArguments(name: String, directory: String, size: SSHTerminalSize, argv: [String]) -> [String] {
+        let sep = ";"
+        return ["-L", tmuxSocket, "-f", "/dev/null",
+            "start-server", sep,
+            "set-option", "-g", "history-limit", "\(Self.historyLimit)", sep,
+            "set-option", "-g", "remain-on-exit", "on", sep,
+            "set-option", "-g", "status", "off", sep,
+            "new-session", "-d", "-s", name, "-x", "\(size.columns)", "-y", "\(size.rows)", "-c", directory, "--",
+        ] + argv
+    }
+
     /// Starts `argv` in a new detached session `name` of `size`, in `directory`, with a
     /// large history and the pane kept after the program ends (for its exit status).
     /// With `script`, the launch script is written first, in the same round trip.
@@ -107,14 +119,7 @@ extension AgentHost {
                         script: (ptyID: AgentPTYID, nonce: String, text: String)? = nil) async throws(AgentError) -> Bool
     {
         // no look first: tmux refuses a duplicate name itself, in the same round trip
-        let sep = ";"
-        let tmuxArgs = ["-L", tmuxSocket, "-f", "/dev/null",
-            "start-server", sep,
-            "set-option", "-g", "history-limit", "\(Self.historyLimit)", sep,
-            "set-option", "-g", "remain-on-exit", "on", sep,
-            "set-option", "-g", "status", "off", sep,
-            "new-session", "-d", "-s", name, "-x", "\(size.columns)", "-y", "\(size.rows)", "-c", directory, "--",
-        ] + argv
+        let tmuxArgs = newSessionArguments(name: name, directory: directory, size: size, argv: argv)
         let r: ProcessResult
         if let script {
             let cmd = AgentLauncher.writeThenRun(script.ptyID, nonce: script.nonce, then: ["tmux"] + tmuxArgs)
@@ -187,5 +192,139 @@ extension AgentHost {
     func resizeTmuxSession(_ name: String, size: SSHTerminalSize) async throws(AgentError) {
         _ = try await tmux(["resize-window", "-t", "=" + name, "-x", "\(size.columns)", "-y", "\(size.rows)"],
                            what: "resizing a session")
+    }
+}
+
+/// Watching a pane's output as it happens.
+extension AgentHost {
+    /// Waits until the session's pane shows `text`, seen as the output happens rather
+    /// than by asking again and again: a read-only tmux control-mode client
+    /// (`tmux -C attach -r`, which neither types nor resizes) streams the pane's output
+    /// over one channel, and the screen as it was when the client attached is asked
+    /// through the same client, so nothing printed before is missed. Text split across
+    /// two writes of the agent is found too.
+    /// - Returns: true once shown; false when the session ended, is not there, or
+    ///   `timeout` passed first. The client is gone when this returns.
+    /// - Throws: `transport`; `cancelled`.
+    public func waitForOutput(of session: AgentSession, containing text: String, timeout: Duration = .seconds(30))
+        async throws(AgentError) -> Bool
+    {
+        let needle = Array(text.utf8)
+        guard !needle.isEmpty else { return true }
+        guard case .tmux(let name) = session.container else {
+            // a plain terminal: its screen is what it printed; look every 50 ms
+            let deadline = ContinuousClock.now + timeout
+            while ContinuousClock.now < deadline {
+                if try await recentOutput(of: session, lines: 200).contains(text) { return true }
+                try await Task.sleep(for: .milliseconds(50), orThrow: ())
+            }
+            return false
+        }
+        let process: TransportProcess
+        do {
+            process = try await transport.startProcess("tmux", arguments: ["-L", tmuxSocket, "-f", "/dev/null", "-C",
+                                                                          "attach-session", "-r", "-t", "=" + name],
+                                                       environment: [:])
+        } catch {
+            throw AgentError(error, while: "watching the output of \(name)")
+        }
+        defer {
+            process.input.finish()
+            process.cancel()
+        }
+        let pane = Self.pane(name)
+        let seen = await Deadline.run(timeout) { () async throws(AgentError) -> Bool in
+            do {
+                try await process.input.write("capture-pane -p -J -t \(pane)\n")
+            } catch {
+                return false // the client ended at once: no such session
+            }
+            var scanner = ControlModeScanner(needle: needle)
+            for await chunk in process.stdout {
+                if let found = scanner.feed(chunk) { return found }
+            }
+            return false
+        }
+        switch seen {
+        case .success(let found)?: return found
+        case .failure(let error)?: throw error
+        case nil: return false
+        }
+    }
+}
+
+/// Reads tmux control mode's output for a text: in the reply to a command (between
+/// `%begin` and `%end`) line by line, in `%output` notifications as the pane's bytes
+/// (octal escapes undone) kept across notifications.
+struct ControlModeScanner {
+    let needle: [UInt8]
+    private var line: [UInt8] = []
+    private var inReply = false
+    private var output: [UInt8] = []
+
+    init(needle: [UInt8]) { self.needle = needle }
+
+    /// Feeds a chunk: true once the text was seen, false when the client ended
+    /// (`%exit`), nil to read on.
+    mutating func feed(_ chunk: [UInt8]) -> Bool? {
+        for byte in chunk {
+            guard byte == UInt8(ascii: "\n") else {
+                line.append(byte)
+                continue
+            }
+            defer { line.removeAll(keepingCapacity: true) }
+            if let verdict = take(line) { return verdict }
+        }
+        return nil
+    }
+
+    private mutating func take(_ line: [UInt8]) -> Bool? {
+        if line.starts(with: Array("%begin ".utf8)) {
+            inReply = true
+        } else if line.starts(with: Array("%end ".utf8)) || line.starts(with: Array("%error ".utf8)) {
+            inReply = false
+        } else if inReply {
+            if Self.contains(line, needle) { return true }
+        } else if line.starts(with: Array("%output ".utf8)) {
+            // %output %<pane> <escaped bytes>
+            guard let space = line.dropFirst(8).firstIndex(of: UInt8(ascii: " ")) else { return nil }
+            output += Self.unescape(line[(space + 1)...])
+            if Self.contains(output, needle) { return true }
+            if output.count > 65536 + needle.count { output.removeFirst(output.count - needle.count) }
+        } else if line.starts(with: Array("%exit".utf8)) {
+            return false
+        }
+        return nil
+    }
+
+    /// tmux escapes bytes below space, and the backslash, as `\ooo`.
+    static func unescape(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
+            let b = bytes[i]
+            if b == UInt8(ascii: "\\"), bytes.distance(from: i, to: bytes.endIndex) >= 4 {
+                let digits = bytes[(i + 1)...(i + 3)]
+                if digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "7") }) {
+                    out.append(digits.reduce(0) { $0 &* 8 &+ ($1 - UInt8(ascii: "0")) })
+                    i += 4
+                    continue
+                }
+            }
+            out.append(b)
+            i += 1
+        }
+        return out
+    }
+
+    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        guard needle.count <= haystack.count else { return false }
+        var i = 0
+        while i + needle.count <= haystack.count {
+            if haystack[i] == needle[0] && haystack[i..<(i + needle.count)].elementsEqual(needle) { return true }
+            i += 1
+        }
+        return false
     }
 }

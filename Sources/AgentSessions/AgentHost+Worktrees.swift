@@ -20,53 +20,84 @@ extension AgentHost {
     public func createWorktree(projectPath: String, title: String, baseRef: String? = nil,
                                unixMilliseconds: Int64? = nil) async throws(AgentError) -> Worktree
     {
+        let planned = try await plannedWorktree(projectPath: projectPath, title: title, unixMilliseconds: unixMilliseconds)
+        // one round trip: every step in one script, every value an argument of it
+        let r = try await run("/bin/sh", ["-c", Self.createWorktreeScript, "sh"] + planned.arguments(baseRef: baseRef),
+                              idempotent: false, what: "adding the worktree")
+        guard let made = planned.made(by: r) else { throw worktreeFailure(r, project: planned.project) }
+        return made
+    }
+
+    /// Where a new task's worktree goes, before it is made.
+    struct PlannedWorktree {
+        let project: String
+        let name: String
+        let path: String
+        let branch: String
+
+        /// The arguments of `createWorktreeScript`.
+        func arguments(baseRef: String?) -> [String] {
+            [project, baseRef ?? "", branch, path, AgentHost.defaultBaseBranches.joined(separator: " ")]
+        }
+
+        /// The worktree, when the script's first two lines say it was made.
+        func made(by r: ProcessResult) -> Worktree? {
+            let out = r.stdoutString.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            guard out.count >= 2, out[0].hasPrefix("base "), out[1].hasPrefix("commit "), out[1].count >= 47 else { return nil }
+            return Worktree(name: name, projectPath: project, path: path, branch: branch,
+                            baseRef: String(out[0].dropFirst(5)), baseCommit: String(out[1].dropFirst(7)))
+        }
+    }
+
+    func plannedWorktree(projectPath: String, title: String, unixMilliseconds: Int64? = nil) async throws(AgentError)
+        -> PlannedWorktree
+    {
         var project = try await absolutePath(projectPath)
         if project.count > 1 && project.hasSuffix("/") { project.removeLast() }
         let ms = unixMilliseconds ?? Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
         let name = AgentNaming.worktreeName(title: title, unixMilliseconds: ms)
-        let path = AgentNaming.worktreePath(projectPath: project, name: name)
-        let branch = AgentNaming.branchName(name)
-        // one round trip: every step in one script, every value an argument of it
-        let r = try await run("/bin/sh", ["-c", Self.createWorktreeScript, "sh", project, baseRef ?? "", branch, path]
-                                + Self.defaultBaseBranches,
-                              idempotent: false, what: "adding the worktree")
-        let detail = r.stderrString.trimmingCharacters(in: .whitespacesAndNewlines)
-        switch r.exitStatus {
-        case .exited(0): break
-        case .exited(127): throw AgentError(.notAGitRepository, "git is not installed on \(displayName)", detail: detail)
-        case .exited(10): throw AgentError(.notAGitRepository, "\(project) is not a git repository on \(displayName)", detail: detail)
-        case .exited(11): throw AgentError(.gitFailed, "\(project) has no commit to start a worktree from", detail: detail)
-        case .exited(13): throw AgentError(.gitFailed, "cannot add .emdash/ to the info/exclude of \(project)", detail: detail)
-        default: throw AgentError(.gitFailed, "git failed while adding the worktree", detail: detail)
-        }
-        let out = r.stdoutString.split(separator: "\n").map(String.init)
-        guard out.count == 2, out[1].count >= 40 else {
-            throw AgentError(.gitFailed, "unexpected output while adding the worktree: \(r.stdoutString.prefix(200))")
-        }
-        return Worktree(name: name, projectPath: project, path: path, branch: branch, baseRef: out[0], baseCommit: out[1])
+        return PlannedWorktree(project: project, name: name, path: AgentNaming.worktreePath(projectPath: project, name: name),
+                               branch: AgentNaming.branchName(name))
     }
 
-    /// Arguments: project, requested base ('' for none), branch, worktree path, then the
-    /// default base branches. Prints the chosen base and its commit; exit 10 not a
-    /// repository, 11 no commit, 12 `worktree add` failed, 13 the exclude file, 127 no git.
+    /// Why `createWorktreeScript` made no worktree, from its exit status.
+    func worktreeFailure(_ r: ProcessResult, project: String) -> AgentError {
+        let detail = r.stderrString.trimmingCharacters(in: .whitespacesAndNewlines)
+        switch r.exitStatus {
+        case .exited(127): return AgentError(.notAGitRepository, "git is not installed on \(displayName)", detail: detail)
+        case .exited(10): return AgentError(.notAGitRepository, "\(project) is not a git repository on \(displayName)", detail: detail)
+        case .exited(11): return AgentError(.gitFailed, "\(project) has no commit to start a worktree from", detail: detail)
+        case .exited(13): return AgentError(.gitFailed, "cannot add .emdash/ to the info/exclude of \(project)", detail: detail)
+        case .exited(0): return AgentError(.gitFailed, "unexpected output while adding the worktree: \(r.stdoutString.prefix(200))")
+        default: return AgentError(.gitFailed, "git failed while adding the worktree", detail: detail)
+        }
+    }
+
+    /// Arguments: project, requested base ('' for none), branch, worktree path, the
+    /// default base branches (one argument, separated by spaces). Prints `base <ref>` and
+    /// `commit <sha>`; exit 10 not a repository, 11 no commit, 12 `worktree add` failed,
+    /// 13 the exclude file, 127 no git. It reads nothing from its standard input (the
+    /// launch script that may follow it in one round trip comes there). Four git calls
+    /// when the base is the current branch: the checkout's facts in one `rev-parse`, the
+    /// branch's name, prune, add.
     static let createWorktreeScript = #"""
-        p=$1 requested=$2 branch=$3 path=$4; shift 4
-        git -C "$p" rev-parse --show-toplevel >/dev/null || { s=$?; [ $s = 127 ] && exit 127; exit 10; }
-        verify() { case $1 in ''|-*) return 1 ;; esac; git -C "$p" rev-parse --verify --quiet "$1^{commit}"; }
+        p=$1 requested=$2 branch=$3 path=$4 defaults=$5
+        facts=$(git -C "$p" rev-parse --show-toplevel --git-common-dir </dev/null) || { s=$?; [ $s = 127 ] && exit 127; exit 10; }
+        common=$(printf '%s\n' "$facts" | sed -n 2p)
+        verify() { case $1 in ''|-*) return 1 ;; esac; git -C "$p" rev-parse --verify --quiet "$1^{commit}" </dev/null; }
         base= sha=
         if sha=$(verify "$requested"); then base=$requested
         else
-            current=$(git -C "$p" rev-parse --abbrev-ref HEAD 2>/dev/null)
-            if [ "$current" != HEAD ] && sha=$(verify "$current"); then base=$current
+            current=$(git -C "$p" symbolic-ref -q --short HEAD </dev/null)
+            if [ -n "$current" ] && sha=$(verify "$current"); then base=$current
             else
-                for candidate in "$@" HEAD; do
+                for candidate in $defaults HEAD; do
                     if sha=$(verify "$candidate"); then base=$candidate; break; fi
                 done
             fi
         fi
         [ -n "$base" ] || exit 11
-        git -C "$p" worktree prune || exit 12
-        common=$(git -C "$p" rev-parse --git-common-dir) || exit 12
+        git -C "$p" worktree prune </dev/null || exit 12
         case $common in /*) ;; *) common=$p/$common ;; esac
         exclude=$common/info/exclude
         if ! grep -qxE '[[:space:]]*/?\.emdash/?[[:space:]]*' "$exclude" 2>/dev/null; then
@@ -74,8 +105,8 @@ extension AgentHost {
             if [ -s "$exclude" ] && [ -n "$(tail -c 1 "$exclude")" ]; then printf '\n' >> "$exclude" || exit 13; fi
             printf '.emdash/\n' >> "$exclude" || exit 13
         fi
-        git -C "$p" worktree add -q -b "$branch" "$path" "$sha" >&2 || exit 12
-        printf '%s\n%s\n' "$base" "$sha"
+        git -C "$p" worktree add -q -b "$branch" "$path" "$sha" >&2 </dev/null || exit 12
+        printf 'base %s\ncommit %s\n' "$base" "$sha"
         """#
 
     /// The project's worktrees (its main checkout first), from `git worktree list --porcelain`.

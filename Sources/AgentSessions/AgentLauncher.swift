@@ -75,12 +75,14 @@ enum AgentLauncher {
     static func writeThenRun(_ ptyID: AgentPTYID, nonce: String, then command: [String])
         -> (executable: String, arguments: [String])
     {
-        let sh = """
-            umask 077 && mkdir -p "$HOME/\(directory)" && cat > "$HOME/\(directory)/$1" || exit 1
-            f=$1; shift; "$@"; s=$?
-            [ $s = 0 ] || rm -f -- "$HOME/\(directory)/$f"
-            exit $s
-            """
-        return ("/bin/sh", ["-c", sh, "sh", fileName(ptyID, nonce: nonce)] + command)
+        ("/bin/sh", ["-c", writeThenRunScript, "sh", fileName(ptyID, nonce: nonce)] + command)
     }
+
+    /// The script of `writeThenRun`: `$1` the launch file's name, the rest the command.
+    static let writeThenRunScript = """
+        umask 077 && mkdir -p "$HOME/\(directory)" && cat > "$HOME/\(directory)/$1" || exit 1
+        f=$1; shift; "$@"; s=$?
+        [ $s = 0 ] || rm -f -- "$HOME/\(directory)/$f"
+        exit $s
+        """
 }

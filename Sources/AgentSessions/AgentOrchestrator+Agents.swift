@@ -72,6 +72,15 @@ extension AgentOrchestrator {
         return try await onHost(host) { h in try await h.recentOutput(of: session, lines: lines) }
     }
 
+    /// Waits until the agent's screen shows `text`, seen as its output happens (see
+    /// `AgentHost.waitForOutput`): false when the agent ended or `timeout` passed first.
+    public func waitForOutput(of conversationID: String, containing text: String, timeout: Duration = .seconds(30))
+        async throws(AgentError) -> Bool
+    {
+        let (_, _, host, session) = try await locate(conversationID)
+        return try await onHost(host) { h in try await h.waitForOutput(of: session, containing: text, timeout: timeout) }
+    }
+
     /// Where the conversation's agent is, asked of the host (the record is not changed;
     /// `refreshState` records an end).
     public func processState(of conversationID: String) async throws(AgentError) -> AgentProcessState {

@@ -211,11 +211,11 @@ public final class AgentOrchestrator: Sendable {
         }
     }
 
-    /// Creates a task: checks that the host can start the agent (`checkCanStart`), makes
-    /// its worktree (see `AgentHost.createWorktree`), then starts its main agent there
-    /// with `prompt`, all over one use of the host's connection. When the agent cannot
-    /// start, the worktree (new, so holding no work) and the records are removed again
-    /// and the error is thrown.
+    /// Creates a task: checks that the host can start the agent (`checkCanStart`), then
+    /// makes its worktree (see `AgentHost.createWorktree`) and starts its main agent there
+    /// with `prompt` in one round trip, then records both. When the agent cannot start,
+    /// the worktree (new, so holding no work) is removed again and the error is thrown;
+    /// nothing is recorded.
     /// - Throws: `notFound` (project), `unknownProvider`, the check's, the worktree's and
     ///   the start's errors.
     @discardableResult
@@ -227,28 +227,55 @@ public final class AgentOrchestrator: Sendable {
         let store = store
         let project = try await record("project", projectID) { try await store.project(id: projectID) }
         let hostRecord = try await record("host", project.hostID) { try await store.host(id: project.hostID) }
-        return try await onHost(hostRecord) { host in
+        let taskID = AgentIDs.make()
+        var conversation = ConversationRecord(taskID: taskID, providerID: provider.id, kind: .main, autoApprove: autoApprove)
+        let settings = settings(provider.id)
+        let applied = settings.applied(to: provider)
+        let size = terminalSize, statusHooks = statusHooks, ptyID = conversation.ptyID
+        let startedAt = Date()
+        let (worktree, session) = try await onHost(hostRecord) { host in
             try await checkCanStart(provider, on: host, named: hostRecord.name)
-            let worktree = try await host.createWorktree(projectPath: project.path, title: title,
-                                                         baseRef: baseRef ?? project.defaultBaseRef)
-            let task = TaskRecord(projectID: project.id, title: title, worktree: worktree)
-            var conversation = ConversationRecord(taskID: task.id, providerID: provider.id, kind: .main, autoApprove: autoApprove)
-            do {
-                try await stored("saving the task") {
-                    try await store.save(task)
-                    try await store.save(conversation)
+            return try await host.createWorktreeAndStart(projectPath: project.path, title: title,
+                                                         baseRef: baseRef ?? project.defaultBaseRef) { directory throws(AgentError) in
+                let plan: AgentResumePlan
+                do {
+                    plan = try await host.planResume(ptyID: ptyID, provider: applied, workingDirectory: directory, isResume: false,
+                                                     previousStart: nil, onlyChatOfItsAgent: true, map: store,
+                                                     environment: settings.environment)
+                } catch {
+                    throw (error as? AgentError) ?? AgentError(.storage, "the session map failed: \(error)")
                 }
-                let session = try await start(&conversation, of: task, on: hostRecord, host: host, provider: provider,
-                                              prompt: prompt, isResume: false, onlyChatOfItsAgent: true)
-                return (task, conversation, session)
-            } catch {
-                // nothing of the user's is in a worktree made a moment ago
-                _ = try? await host.removeWorktree(worktree, force: true)
-                _ = try? await stored("removing the task") { try await store.deleteTask(id: task.id) }
-                _ = try? await stored("removing the session map entry") { try await store.remove(conversation.ptyID.description) }
-                throw error
+                return AgentSessionSpec(ptyID: ptyID, provider: provider, settings: settings, workingDirectory: directory,
+                                        prompt: prompt, autoApprove: autoApprove, resume: plan.resume, size: size,
+                                        statusHooks: statusHooks)
             }
         }
+        let task = TaskRecord(id: taskID, projectID: project.id, title: title, worktree: worktree)
+        conversation.arguments = session.arguments
+        conversation.survivesDisconnect = session.survivesDisconnect
+        conversation.state = .running
+        conversation.lastStartedAt = startedAt
+        let saved = conversation
+        do {
+            try await stored("saving the task") {
+                try await store.save(task)
+                try await store.save(saved)
+            }
+        } catch {
+            // the records could not say what is on the host: it goes again
+            _ = try? await onHost(hostRecord) { host in
+                try await host.stop(session)
+                try await host.removeWorktree(worktree, force: true)
+            }
+            _ = try? await stored("removing the task") { try await store.deleteTask(id: taskID) }
+            _ = try? await stored("removing the session map entry") { try await store.remove(ptyID.description) }
+            throw error
+        }
+        await connections.adjustLiveSessions(by: 1, on: hostRecord.serverID)
+        if provider.sessionTracking == .codexThread {
+            bindCodexThread(ptyID, in: worktree.path, startedAt: startedAt, on: hostRecord)
+        }
+        return (task, conversation, session)
     }
 
     /// Adds another agent to a task, in the same worktree.
@@ -309,15 +336,20 @@ public final class AgentOrchestrator: Sendable {
         try await stored("recording the started agent") { try await store.save(saved) }
         await connections.adjustLiveSessions(by: 1, on: hostRecord.serverID)
         if provider.sessionTracking == .codexThread && !isResume {
-            // which thread Codex made, for an exact resume later; best effort, in the background
-            Task { [self] in
-                _ = try? await onHost(hostRecord) { host in
-                    try await host.bindCodexThread(ptyID: id, workingDirectory: directory, startedAt: startedAt, map: store,
-                                                   codexHome: settings.environment["CODEX_HOME"])
-                }
-            }
+            bindCodexThread(id, in: directory, startedAt: startedAt, on: hostRecord)
         }
         return session
+    }
+
+    /// Finds which thread Codex made, for an exact resume later; best effort, in the background.
+    private func bindCodexThread(_ id: AgentPTYID, in directory: String, startedAt: Date, on hostRecord: HostRecord) {
+        let store = store, codexHome = settings(id.providerID).environment["CODEX_HOME"]
+        Task { [self] in
+            _ = try? await onHost(hostRecord) { host in
+                try await host.bindCodexThread(ptyID: id, workingDirectory: directory, startedAt: startedAt, map: store,
+                                               codexHome: codexHome)
+            }
+        }
     }
 
     /// Resumes a conversation: a session that still runs is returned as it is; an ended

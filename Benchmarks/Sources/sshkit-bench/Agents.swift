@@ -147,9 +147,9 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
             let title = "bench task \(round)"
             if impl == agentImplementations[0] {
                 let s = now()
-                let (task, _, session) = try await orchestrator.createTask(projectID: project.id, title: title, providerID: "gemini")
-                while !(try await host.recentOutput(of: session, lines: 50).contains("AGENT-READY")) {
-                    try await Task.sleep(for: .milliseconds(5))
+                let (task, main, _) = try await orchestrator.createTask(projectID: project.id, title: title, providerID: "gemini")
+                guard try await orchestrator.waitForOutput(of: main.id, containing: "AGENT-READY", timeout: .seconds(30)) else {
+                    throw BenchError("the agent's first output never came")
                 }
                 create.samples[impl, default: []].append(now() - s)
                 try await orchestrator.deleteTask(taskID: task.id, force: true)

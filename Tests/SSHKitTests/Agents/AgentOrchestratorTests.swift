@@ -208,11 +208,12 @@ struct AgentOrchestratorTests {
         await #expect(throws: AgentError.self) {
             try await f.orchestrator.createTask(projectID: f.project.id, title: "x", providerID: "no-such-agent")
         }
-        // a project that is not a git checkout
+        // a project that is not a git checkout (with an agent whose settings are valid: an
+        // invalid one is refused first, before anything runs on the host)
         let notGit = ProjectRecord(hostID: f.host.id, name: "tmp", path: "/tmp")
         try await f.store.save(notGit)
         do {
-            try await f.orchestrator.createTask(projectID: notGit.id, title: "x", providerID: "amp")
+            try await f.orchestrator.createTask(projectID: notGit.id, title: "x", providerID: "claude")
             Issue.record("a task was made in a directory that is not a checkout")
         } catch {
             #expect(error.code == .notAGitRepository)

@@ -244,6 +244,35 @@ struct AgentSessionTests {
         try await host.stop(session)
     }
 
+    /// The first output of an agent, seen as it happens through a read-only control-mode
+    /// client: what was on the screen before it attached, output to come, a text that
+    /// never shows (false at the deadline), and no client left behind either way.
+    @Test func outputIsSeenAsItHappensAndTheWatcherLeavesNothing() async throws {
+        let t = SSHTransport(configuration: Self.server.configuration())
+        let host = Self.host(t, socket: Self.socketName())
+        defer { Task { await Self.killServer(host); await t.close() } }
+        let session = try await host.startAgent(try Self.spec(binary: "fake-ticker"))
+        #expect(try await host.waitForOutput(of: session, containing: "tick 1", timeout: .seconds(20)))
+        // printed later, while the client watches
+        #expect(try await host.waitForOutput(of: session, containing: "tick 25", timeout: .seconds(20)))
+        #expect(try await host.recentOutput(of: session, lines: 100).contains("tick 25"))
+        let start = ContinuousClock.now
+        #expect(try await !host.waitForOutput(of: session, containing: "never printed", timeout: .milliseconds(700)))
+        #expect(ContinuousClock.now - start < .seconds(10), "the deadline holds")
+        let clients = await eventually { () async -> String? in
+            let r = try? await t.runProcess("tmux", "-L", host.tmuxSocket, "list-clients")
+            return r?.stdoutString.isEmpty == true ? "" : nil
+        }
+        #expect(clients != nil, "a control-mode client was left attached")
+        // a session that is not there: false, at once
+        let gone = try await host.startAgent(try Self.spec(binary: "fake-ticker"))
+        try await host.stop(gone)
+        let asked = ContinuousClock.now
+        #expect(try await !host.waitForOutput(of: gone, containing: "x", timeout: .seconds(20)))
+        #expect(ContinuousClock.now - asked < .seconds(15), "a missing session is no wait")
+        try await host.stop(session)
+    }
+
     @Test func anAgentKeepsRunningThroughADroppedConnection() async throws {
         let t = SSHTransport(configuration: Self.server.configuration())
         let host = Self.host(t, socket: Self.socketName())

@@ -118,3 +118,26 @@ struct AgentSQLLiteralTests {
         #expect(Array(out.utf8) == Array((s + "|\n").utf8))
     }
 }
+
+/// tmux control mode's output read for a text, without a host.
+@Suite("Control-mode scanner", .tags(.pure))
+struct ControlModeScannerTests {
+    static func feed(_ needle: String, _ chunks: [String]) -> Bool? {
+        var s = ControlModeScanner(needle: Array(needle.utf8))
+        for c in chunks { if let v = s.feed(Array(c.utf8)) { return v } }
+        return nil
+    }
+
+    @Test func textIsFoundInRepliesAndAcrossNotificationsAndChunks() {
+        // in the reply to capture-pane
+        #expect(Self.feed("READY", ["%begin 1 2 1\n", "  READY>\n", "%end 1 2 1\n"]) == true)
+        // split over two notifications, and a notification split over two reads
+        #expect(Self.feed("AGENT-READY", ["%output %0 AGENT-", "\n%out", "put %0 READY\\015\\012\n"]) == true)
+        // escapes undone: a backslash and a newline in the text
+        #expect(Self.feed("a\\b\nc", ["%output %1 a\\134b\\012c\n"]) == true)
+        // text in another notification or in a reply's framing is not the pane's output
+        #expect(Self.feed("READY", ["%session-changed $0 READY\n"]) == nil)
+        #expect(Self.feed("x", ["%begin 1 2 1\n", "%end 1 2 1\n", "%exit\n"]) == false)
+        #expect(Self.feed("y", ["%output %0 x\n"]) == nil)
+    }
+}
