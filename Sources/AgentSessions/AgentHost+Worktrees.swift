@@ -77,24 +77,29 @@ extension AgentHost {
     /// default base branches (one argument, separated by spaces). Prints `base <ref>` and
     /// `commit <sha>`; exit 10 not a repository, 11 no commit, 12 `worktree add` failed,
     /// 13 the exclude file, 127 no git. It reads nothing from its standard input (the
-    /// launch script that may follow it in one round trip comes there). Four git calls
-    /// when the base is the current branch: the checkout's facts in one `rev-parse`, the
-    /// branch's name, prune, add.
+    /// launch script that may follow it in one round trip comes there). Three git calls
+    /// when the base is the current branch: the checkout's facts (top level, common
+    /// directory, HEAD's commit and branch) in one `rev-parse`, prune, add.
     static let createWorktreeScript = #"""
         p=$1 requested=$2 branch=$3 path=$4 defaults=$5
-        facts=$(git -C "$p" rev-parse --show-toplevel --git-common-dir </dev/null) || { s=$?; [ $s = 127 ] && exit 127; exit 10; }
-        common=$(printf '%s\n' "$facts" | sed -n 2p)
+        head= current=
+        if facts=$(git -C "$p" rev-parse --show-toplevel --git-common-dir 'HEAD^{commit}' --abbrev-ref HEAD 2>/dev/null </dev/null); then :
+        else
+            s=$?; [ $s = 127 ] && exit 127
+            # no commit yet, or no checkout at all
+            facts=$(git -C "$p" rev-parse --show-toplevel --git-common-dir </dev/null) || exit 10
+        fi
+        { read -r top; read -r common; read -r head; read -r current; } <<EOF
+        $facts
+        EOF
         verify() { case $1 in ''|-*) return 1 ;; esac; git -C "$p" rev-parse --verify --quiet "$1^{commit}" </dev/null; }
         base= sha=
         if sha=$(verify "$requested"); then base=$requested
+        elif [ -n "$head" ] && [ -n "$current" ] && [ "$current" != HEAD ]; then base=$current sha=$head
         else
-            current=$(git -C "$p" symbolic-ref -q --short HEAD </dev/null)
-            if [ -n "$current" ] && sha=$(verify "$current"); then base=$current
-            else
-                for candidate in $defaults HEAD; do
-                    if sha=$(verify "$candidate"); then base=$candidate; break; fi
-                done
-            fi
+            for candidate in $defaults HEAD; do
+                if sha=$(verify "$candidate"); then base=$candidate; break; fi
+            done
         fi
         [ -n "$base" ] || exit 11
         git -C "$p" worktree prune </dev/null || exit 12
