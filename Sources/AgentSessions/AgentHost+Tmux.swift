@@ -200,8 +200,8 @@ extension AgentHost {
     /// Waits until the session's pane shows `text`, seen as the output happens rather
     /// than by asking again and again: a read-only tmux control-mode client
     /// (`tmux -C attach -r`, which neither types nor resizes) streams the pane's output
-    /// over one channel, and the screen as it was when the client attached is asked
-    /// through the same client, so nothing printed before is missed. Text split across
+    /// over one channel, and the screen is asked through the same client once it is
+    /// attached, so nothing printed before is missed. Text split across
     /// two writes of the agent is found too.
     /// - Returns: true once shown; false when the session ended, is not there, or
     ///   `timeout` passed first. The client is gone when this returns.
@@ -234,14 +234,20 @@ extension AgentHost {
         }
         let pane = Self.pane(name)
         let seen = await Deadline.run(timeout) { () async throws(AgentError) -> Bool in
-            do {
-                try await process.input.write("capture-pane -p -J -t \(pane)\n")
-            } catch {
-                return false // the client ended at once: no such session
-            }
             var scanner = ControlModeScanner(needle: needle)
+            var asked = false
             for await chunk in process.stdout {
                 if let found = scanner.feed(chunk) { return found }
+                if scanner.isAttached && !asked {
+                    // the screen is asked once attached: asked before, it could miss what the
+                    // agent printed between the answer and the attach
+                    asked = true
+                    do {
+                        try await process.input.write("capture-pane -p -J -t \(pane)\n")
+                    } catch {
+                        return false // the client ended
+                    }
+                }
             }
             return false
         }
@@ -261,6 +267,9 @@ struct ControlModeScanner {
     private var line: [UInt8] = []
     private var inReply = false
     private var output: [UInt8] = []
+    /// The client is attached (tmux said `%session-changed`): from here on, every byte the
+    /// pane prints comes as `%output`.
+    private(set) var isAttached = false
 
     init(needle: [UInt8]) { self.needle = needle }
 
@@ -291,6 +300,8 @@ struct ControlModeScanner {
             output += Self.unescape(line[(space + 1)...])
             if Self.contains(output, needle) { return true }
             if output.count > 65536 + needle.count { output.removeFirst(output.count - needle.count) }
+        } else if line.starts(with: Array("%session-changed ".utf8)) {
+            isAttached = true
         } else if line.starts(with: Array("%exit".utf8)) {
             return false
         }

@@ -149,7 +149,8 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
                 let s = now()
                 let (task, main, _) = try await orchestrator.createTask(projectID: project.id, title: title, providerID: "gemini")
                 guard try await orchestrator.waitForOutput(of: main.id, containing: "AGENT-READY", timeout: .seconds(30)) else {
-                    throw BenchError("the agent's first output never came")
+                    let screen = (try? await orchestrator.screen(of: main.id, lines: 20)) ?? "?"
+                    throw BenchError("the agent's first output never came in \(now() - s) ms: \(screen.debugDescription)")
                 }
                 create.samples[impl, default: []].append(now() - s)
                 try await orchestrator.deleteTask(taskID: task.id, force: true)

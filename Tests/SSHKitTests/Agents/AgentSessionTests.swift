@@ -265,6 +265,13 @@ struct AgentSessionTests {
         }
         #expect(clients != nil, "a control-mode client was left attached")
         // a session that is not there: false, at once
+        // an agent that prints once, at once, watched from right after its start: the screen
+        // is asked only once the client is attached, so the line is never lost between them
+        for _ in 0..<15 {
+            let once = try await host.startAgent(try Self.spec(binary: "fake-tui"))
+            #expect(try await host.waitForOutput(of: once, containing: "READY>", timeout: .seconds(20)))
+            try await host.stop(once)
+        }
         let gone = try await host.startAgent(try Self.spec(binary: "fake-ticker"))
         try await host.stop(gone)
         let asked = ContinuousClock.now

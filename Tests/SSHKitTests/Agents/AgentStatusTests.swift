@@ -139,5 +139,10 @@ struct ControlModeScannerTests {
         #expect(Self.feed("READY", ["%session-changed $0 READY\n"]) == nil)
         #expect(Self.feed("x", ["%begin 1 2 1\n", "%end 1 2 1\n", "%exit\n"]) == false)
         #expect(Self.feed("y", ["%output %0 x\n"]) == nil)
+        var s = ControlModeScanner(needle: Array("z".utf8))
+        _ = s.feed(Array("%begin 1 2 0\n%end 1 2 0\n".utf8))
+        #expect(!s.isAttached, "attached only once tmux says so")
+        _ = s.feed(Array("%session-changed $0 claude-main-x\n".utf8))
+        #expect(s.isAttached)
     }
 }
