@@ -93,7 +93,7 @@ extension AgentOrchestrator {
     private func refresh(_ rows: [(Int, AgentBoard.Row)], on host: HostRecord,
                          _ inferences: AgentBoard.Inferences) async -> [(Int, AgentBoard.Row)] {
         do throws(AgentError) {
-            let sessions = try await onHost(host) { h in try await h.listTmuxSessions() }
+            let sessions = try await onHost(host) { h in try await h.tmux.sessions() }
             let activity = Dictionary(sessions.map { ($0.name, $0.lastActivity) }, uniquingKeysWith: { a, _ in a })
             let refreshed = await withTaskGroup(of: Result<(Int, AgentBoard.Row), AgentError>.self) { group in
                 for (i, row) in rows {
@@ -142,7 +142,7 @@ extension AgentOrchestrator {
             }
         }
         if row.task.archivedAt == nil {
-            row.filesChanged = try? await onHost(host) { h in try await h.changedFileCount(row.task.worktree) }
+            row.filesChanged = try? await onHost(host) { h in try await h.worktrees.changedFileCount(row.task.worktree) }
         }
         return row
     }

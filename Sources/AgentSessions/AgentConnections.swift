@@ -455,7 +455,7 @@ actor AgentConnections {
         if await m.isConnected {
             let host = e.host
             let result = await Deadline.run(policy.healthCheckTimeout) { () async throws(AgentError) -> Int in
-                try await host.listTmuxSessions().filter(\.isRunning).count
+                try await host.tmux.sessions().filter(\.isRunning).count
             }
             switch result {
             case .success(let live): update(id) { $0.liveSessions = live }

@@ -32,7 +32,7 @@ extension AgentHost {
         if let file = launch.promptFile { try await writePromptFile(file, in: directory) }
         var session = start.session
         if start.hasTmux {
-            let started = try await newTmuxSession(name: start.name, directory: directory, size: spec.size, argv: start.argv,
+            let started = try await tmux.newSession(name: start.name, directory: directory, size: spec.size, argv: start.argv,
                                                    script: (spec.ptyID, nonce, start.script))
             if started, let typed = launch.typedInput {
                 try await typeWhenReady(start.name, typed, readyWhenShowing: spec.provider.readyScreen)
@@ -63,6 +63,23 @@ extension AgentHost {
             _ = try? await terminal.input.write(typed)
         }
         return session
+    }
+
+    /// Waits until the agent's screen shows `text`, seen as its output happens (see
+    /// `AgentTmuxServer.waitForOutput`); on a plain terminal, its screen is looked at
+    /// every 50 ms. False when the agent ended or `timeout` passed first.
+    public func waitForOutput(of session: AgentSession, containing text: String, timeout: Duration = .seconds(30))
+        async throws(AgentError) -> Bool
+    {
+        guard case .tmux(let name) = session.container else {
+            let deadline = ContinuousClock.now + timeout
+            while ContinuousClock.now < deadline {
+                if try await recentOutput(of: session, lines: 200).contains(text) { return true }
+                try await Task.sleep(for: .milliseconds(50), orThrow: ())
+            }
+            return false
+        }
+        return try await tmux.waitForOutput(of: name, containing: text, timeout: timeout)
     }
 
     /// Everything a start needs before it touches the host's tmux: the validated launch,
@@ -116,9 +133,9 @@ extension AgentHost {
             return AgentTerminal(session: session, backend: .plain(plain))
         case .tmux(let name):
             guard let terminals = transport as? any TerminalTransport else {
-                throw AgentError(.terminalUnsupported, "the transport of \(displayName) opens no terminal; use captureTmuxSession and sendToTmuxSession")
+                throw AgentError(.terminalUnsupported, "the transport of \(displayName) opens no terminal; use its tmux server's capture and send")
             }
-            guard try await tmuxSession(named: name) != nil else {
+            guard try await tmux.session(named: name) != nil else {
                 throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(displayName)")
             }
             do {
@@ -145,7 +162,7 @@ extension AgentHost {
                 tmux -L "$1" -f /dev/null display-message -p -t "=$2:" "$3"
                 printf '#exit %s\\n' "$(cat "$HOME/$4" 2>/dev/null)"
                 """
-            let r = try await run("/bin/sh", ["-c", script, "sh", tmuxSocket, name, Self.sessionFormat,
+            let r = try await run("/bin/sh", ["-c", script, "sh", tmuxSocket, name, AgentTmuxServer.sessionFormat,
                                               AgentLauncher.directory + "/status/\(name).exit"], what: "reading a session's state")
             let lines = r.stdoutString.split(separator: "\n").map(String.init)
             let written = lines.last { $0.hasPrefix("#exit ") }.flatMap { Int32($0.dropFirst(6).trimmingCharacters(in: .whitespaces)) }
@@ -153,7 +170,7 @@ extension AgentHost {
             if e.contains("can't find") || e.contains("no server running") || e.contains("error connecting") {
                 return .gone
             }
-            guard let s = lines.first.flatMap(Self.parseSession) else {
+            guard let s = lines.first.flatMap(AgentTmuxServer.parseSession) else {
                 if e.contains("command not found") || e.contains("not found") {
                     throw AgentError(.tmuxUnavailable, "tmux is not installed on \(displayName)", detail: e)
                 }
@@ -177,7 +194,7 @@ extension AgentHost {
             }
             return String(decoding: plain.capture(), as: UTF8.self)
         case .tmux(let name):
-            return try await captureTmuxSession(name, lines: lines)
+            return try await tmux.capture(name, lines: lines)
         }
     }
 
@@ -194,7 +211,7 @@ extension AgentHost {
                 throw AgentError(.sessionNotRunning, "\(session.ptyID) no longer takes input", transport: error)
             }
         case .tmux(let name):
-            try await sendToTmuxSession(name, bytes: bytes)
+            try await tmux.send(name, bytes: bytes)
         }
     }
 
@@ -211,7 +228,7 @@ extension AgentHost {
             let plain = plainSessions.withLock { $0.removeValue(forKey: session.ptyID.description) }
             plain?.terminal.cancel()
         case .tmux(let name):
-            try await killTmuxSession(name)
+            try await tmux.kill(name)
         }
     }
 
@@ -247,8 +264,8 @@ extension AgentHost {
         var stable = 0
         for _ in 0..<(markers.isEmpty ? 100 : 300) {
             try await Task.sleep(for: .milliseconds(200), orThrow: ())
-            guard let s = try await tmuxSession(named: name), s.isRunning else { return }
-            let screen = try await captureScreen(name).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard let s = try await tmux.session(named: name), s.isRunning else { return }
+            let screen = try await tmux.captureScreen(name).trimmingCharacters(in: .whitespacesAndNewlines)
             let ready = markers.isEmpty || markers.contains { screen.contains($0) }
             if ready && !screen.isEmpty && screen == last {
                 stable += 1
@@ -258,7 +275,7 @@ extension AgentHost {
             }
             last = screen
         }
-        try await sendToTmuxSession(name, bytes: bytes)
+        try await tmux.send(name, bytes: bytes)
     }
 }
 

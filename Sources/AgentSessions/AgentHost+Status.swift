@@ -124,7 +124,7 @@ extension AgentHost {
     func screenText(_ session: AgentSession) async throws(AgentError) -> String {
         switch session.container {
         case .tmux(let name):
-            return try await captureScreen(name)
+            return try await tmux.captureScreen(name)
         case .plainTerminal:
             // no terminal emulator here: the last lines of output, escape sequences stripped
             let raw = try await recentOutput(of: session)

@@ -3,7 +3,7 @@ import ServerTransport
 
 /// A new task on the host: its worktree and its agent, in one round trip.
 extension AgentHost {
-    /// Makes a task's worktree (see `createWorktree`) and starts its agent there (see
+    /// Makes a task's worktree (see `AgentWorktrees.create`) and starts its agent there (see
     /// `startAgent`) in one remote command: the worktree script, then the launch script
     /// written and the tmux session started. `spec` is given the worktree's path as its
     /// directory and makes the session's spec. When the agent's start fails, the new
@@ -11,34 +11,34 @@ extension AgentHost {
     ///
     /// A host without tmux, and an agent that takes its prompt from a file, take the two
     /// steps one after the other.
-    /// - Throws: the errors of `createWorktree` and of `startAgent`.
+    /// - Throws: the errors of `AgentWorktrees.create` and of `startAgent`.
     func createWorktreeAndStart(projectPath: String, title: String, baseRef: String?,
                                 spec makeSpec: (_ directory: String) async throws(AgentError) -> AgentSessionSpec)
         async throws(AgentError) -> (worktree: Worktree, session: AgentSession)
     {
-        let planned = try await plannedWorktree(projectPath: projectPath, title: title)
+        let planned = try await worktrees.plannedWorktree(projectPath: projectPath, title: title)
         let spec = try await makeSpec(planned.path)
         let start = try await prepareStart(spec, directory: planned.path)
         guard start.hasTmux, start.launch.promptFile == nil else {
-            let worktree = try await createWorktree(projectPath: planned.project, title: title, baseRef: baseRef)
+            let worktree = try await worktrees.create(projectPath: planned.project, title: title, baseRef: baseRef)
             var moved = spec
             moved.workingDirectory = worktree.path
             do {
                 return (worktree, try await startAgent(moved))
             } catch {
-                _ = try? await removeWorktree(worktree, force: true)
+                _ = try? await worktrees.remove(worktree, force: true)
                 throw error
             }
         }
         let launchFile = AgentLauncher.fileName(spec.ptyID, nonce: start.nonce)
-        let tmuxArgs = newSessionArguments(name: start.name, directory: planned.path, size: spec.size, argv: start.argv)
-        let script = Self.createWorktreeScript + "\nshift 5\n" + AgentLauncher.writeThenRunScript
+        let tmuxArgs = tmux.newSessionArguments(name: start.name, directory: planned.path, size: spec.size, argv: start.argv)
+        let script = AgentWorktrees.createWorktreeScript + "\nshift 5\n" + AgentLauncher.writeThenRunScript
         let r = try await run("/bin/sh", ["-c", script, "sh"] + planned.arguments(baseRef: baseRef) + [launchFile, "tmux"] + tmuxArgs,
                               stdin: Array(start.script.utf8), idempotent: false,
                               what: "adding the worktree and starting the agent")
-        guard let worktree = planned.made(by: r) else { throw worktreeFailure(r, project: planned.project) }
+        guard let worktree = planned.made(by: r) else { throw worktrees.worktreeFailure(r, project: planned.project) }
         guard r.exitStatus == .exited(0) else {
-            _ = try? await removeWorktree(worktree, force: true)
+            _ = try? await worktrees.remove(worktree, force: true)
             let detail = r.stderrString.trimmingCharacters(in: .whitespacesAndNewlines)
             if r.exitStatus == .exited(127) {
                 throw AgentError(.tmuxUnavailable, "tmux is not installed on \(displayName)", detail: detail)

@@ -3,23 +3,24 @@ import ServerTransport
 import Synchronization
 
 /// One machine that runs agents, reached through a `ServerTransport`: its files and
-/// processes, the tmux server the engine owns there, and what was learned about it
-/// (the home directory, the installed agents).
+/// processes, and what was learned about it (the home directory, the installed agents),
+/// composed of parts that each own one concern: `tmux`, the private tmux server the
+/// engine owns there; `worktrees`, the tasks' git worktrees. Starting, attaching and
+/// stopping agents, their status and their resume are the host's own (they use both).
 ///
 /// Every session on a host shares the transport, so an `SSHTransport` gives every
 /// agent of the host one SSH connection. An `AgentHost` is cheap; keep one per host.
 public final class AgentHost: Sendable {
-    public let transport: any ServerTransport
-    /// The name of the engine's private tmux server (`tmux -L <name>`); the user's own
+    /// What every part shares: the transport, the host's name in messages, its home.
+    let shell: HostShell
+    /// The engine's private tmux server on the host (`tmux -L <name>`); the user's own
     /// tmux sessions are never touched.
-    public let tmuxSocket: String
+    public let tmux: AgentTmuxServer
+    /// The tasks' git worktrees on the host.
+    public let worktrees: AgentWorktrees
     /// Directories searched for agent binaries before the login PATH, e.g. a test's or
     /// an admin's own tool directory. `~/` is the host user's home.
     public let extraSearchPath: [String]
-    /// How messages name the host: as its user knows it (`build-1 (me@10.0.0.5:22)`),
-    /// by default the transport's identity.
-    public let displayName: String
-    private let cachedHome = Mutex<String?>(nil)
     let detectionCache = Mutex<AgentDetection.Cached?>(nil)
     /// Agents on plain PTY channels (hosts without tmux), by PTY id.
     let plainSessions = Mutex<[String: PlainAgentSession]>([:])
@@ -29,16 +30,53 @@ public final class AgentHost: Sendable {
     {
         precondition(!tmuxSocket.isEmpty && tmuxSocket.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) },
                      "a tmux socket name is letters, digits, '-', '_' and '.'")
-        self.transport = transport
-        self.tmuxSocket = tmuxSocket
+        shell = HostShell(transport: transport, displayName: displayName ?? transport.serverID.rawValue)
+        tmux = AgentTmuxServer(socket: tmuxSocket, shell: shell)
+        worktrees = AgentWorktrees(shell: shell)
         self.extraSearchPath = extraSearchPath
-        self.displayName = displayName ?? transport.serverID.rawValue
     }
 
+    public var transport: any ServerTransport { shell.transport }
+    /// The name of the engine's private tmux server (`tmux -L <name>`).
+    public var tmuxSocket: String { tmux.socket }
+    /// How messages name the host: as its user knows it (`build-1 (me@10.0.0.5:22)`),
+    /// by default the transport's identity.
+    public var displayName: String { shell.displayName }
     public var serverID: ServerID { transport.serverID }
 
     /// The login user's home directory on the host (asked once).
-    public func home() async throws(AgentError) -> String {
+    public func home() async throws(AgentError) -> String { try await shell.home() }
+
+    /// `path` with a leading `~` replaced by the home directory.
+    public func absolutePath(_ path: String) async throws(AgentError) -> String { try await shell.absolutePath(path) }
+
+    /// See `HostShell.run`.
+    func run(_ executable: String, _ arguments: [String], stdin: [UInt8] = [], timeout: Duration? = .seconds(60),
+             idempotent: Bool = true, what: String) async throws(AgentError) -> ProcessResult
+    {
+        try await shell.run(executable, arguments, stdin: stdin, timeout: timeout, idempotent: idempotent, what: what)
+    }
+
+    /// Forgets what was learned about the host (after a reconnect: the agents may have
+    /// changed; the home has not, but it is cheap to ask again).
+    public func forgetCachedFacts() {
+        detectionCache.withLock { $0 = nil }
+    }
+}
+
+/// What the parts of a host share: its transport, how messages name it, its home
+/// directory (asked once), and running a process there with one error vocabulary.
+final class HostShell: Sendable {
+    let transport: any ServerTransport
+    let displayName: String
+    private let cachedHome = Mutex<String?>(nil)
+
+    init(transport: any ServerTransport, displayName: String) {
+        self.transport = transport
+        self.displayName = displayName
+    }
+
+    func home() async throws(AgentError) -> String {
         if let h = cachedHome.withLock({ $0 }) { return h }
         let r = try await run("/bin/sh", ["-c", "printf '%s' \"$HOME\""], what: "reading the home directory")
         let h = r.stdoutString
@@ -47,8 +85,7 @@ public final class AgentHost: Sendable {
         return h
     }
 
-    /// `path` with a leading `~` replaced by the home directory.
-    public func absolutePath(_ path: String) async throws(AgentError) -> String {
+    func absolutePath(_ path: String) async throws(AgentError) -> String {
         if path == "~" { return try await home() }
         if path.byteHasPrefix("~/") { return try await home() + path.byteDropFirst(1) }
         guard path.byteHasPrefix("/") else {
@@ -79,11 +116,5 @@ public final class AgentHost: Sendable {
                 throw AgentError(error, while: what)
             }
         }
-    }
-
-    /// Forgets what was learned about the host (after a reconnect: the agents may have
-    /// changed; the home has not, but it is cheap to ask again).
-    public func forgetCachedFacts() {
-        detectionCache.withLock { $0 = nil }
     }
 }

@@ -94,7 +94,7 @@ extension AgentOrchestrator {
         let c = try await refreshState(conversationID: conversationID)
         let (_, _, host, session) = try await locate(conversationID)
         if c.state == .running {
-            let text = try await onHost(host) { h in try await h.recentOutput(of: session, lines: AgentHost.historyLimit) }
+            let text = try await onHost(host) { h in try await h.recentOutput(of: session, lines: AgentTmuxServer.historyLimit) }
             return AgentScrollback(text: text, source: .live, conversation: c)
         }
         let paneKept: Bool
@@ -103,7 +103,7 @@ extension AgentOrchestrator {
         case .running, .stopped, .gone: paneKept = false
         }
         if paneKept, let kept = try? await onHost(host, { h -> String? in
-            try await h.tmuxSession(named: session.ptyID.description) != nil ? try await h.recentOutput(of: session) : nil
+            try await h.tmux.session(named: session.ptyID.description) != nil ? try await h.recentOutput(of: session) : nil
         }) {
             return AgentScrollback(text: kept, source: .endedPane, conversation: c)
         }
@@ -134,19 +134,19 @@ extension AgentOrchestrator {
     /// What the task changed against its base commit: committed, uncommitted and new files.
     public func diff(taskID: String) async throws(AgentError) -> WorktreeDiff {
         let (task, _, host) = try await context(task: taskID)
-        return try await onHost(host) { h in try await h.worktreeDiff(task.worktree) }
+        return try await onHost(host) { h in try await h.worktrees.diff(task.worktree) }
     }
 
     /// One file's patch against the task's base (cut at `maxBytes`).
     public func patch(taskID: String, file: String, maxBytes: Int = 256 * 1024) async throws(AgentError) -> WorktreeFilePatch {
         let (task, _, host) = try await context(task: taskID)
-        return try await onHost(host) { h in try await h.worktreePatch(task.worktree, file: file, maxBytes: maxBytes) }
+        return try await onHost(host) { h in try await h.worktrees.patch(task.worktree, file: file, maxBytes: maxBytes) }
     }
 
     /// How many files the task changed against its base, new files included, in one
     /// round trip.
     public func changedFileCount(taskID: String) async throws(AgentError) -> Int {
         let (task, _, host) = try await context(task: taskID)
-        return try await onHost(host) { h in try await h.changedFileCount(task.worktree) }
+        return try await onHost(host) { h in try await h.worktrees.changedFileCount(task.worktree) }
     }
 }

@@ -119,12 +119,12 @@ extension AgentOrchestrator {
         }
         return try await onHost(host) { h in
             var found = AgentOrphans()
-            let directories = try await h.paneStartDirectories()
-            for s in try await h.listTmuxSessions() where !knownSessions.contains(s.name) {
+            let directories = try await h.tmux.paneStartDirectories()
+            for s in try await h.tmux.sessions() where !knownSessions.contains(s.name) {
                 found.sessions.append(.init(session: s, directory: directories[s.name]))
             }
             for p in projects {
-                for w in try await h.listWorktrees(projectPath: p.path) where w.isManaged && !knownWorktrees.contains(w.path) {
+                for w in try await h.worktrees.list(projectPath: p.path) where w.isManaged && !knownWorktrees.contains(w.path) {
                     found.worktrees.append(.init(entry: w, project: p))
                 }
             }
@@ -194,7 +194,7 @@ extension AgentOrchestrator {
         try await onHost(host) { h in
             var outcomes: [AgentOrphanOutcome] = []
             for s in found.sessions {
-                try await h.killTmuxSession(s.session.name)
+                try await h.tmux.kill(s.session.name)
                 outcomes.append(.stoppedSession(name: s.session.name))
             }
             for orphan in found.worktrees {
@@ -202,7 +202,7 @@ extension AgentOrchestrator {
                 let wt = AgentSessions.Worktree(name: (w.path as NSString).lastPathComponent, projectPath: p.path, path: w.path,
                                                 branch: w.branch ?? "", baseRef: "", baseCommit: "")
                 do {
-                    try await h.removeWorktree(wt, force: force, deleteBranch: w.branch != nil)
+                    try await h.worktrees.remove(wt, force: force, deleteBranch: w.branch != nil)
                     outcomes.append(.removedWorktree(path: w.path, branch: w.branch))
                 } catch let e as AgentError where e.code == .worktreeHasUnsavedWork {
                     outcomes.append(.keptWorktree(path: w.path, reason: e.message))

@@ -212,7 +212,7 @@ public final class AgentOrchestrator: Sendable {
     }
 
     /// Creates a task: checks that the host can start the agent (`checkCanStart`), then
-    /// makes its worktree (see `AgentHost.createWorktree`) and starts its main agent there
+    /// makes its worktree (see `AgentWorktrees.create`) and starts its main agent there
     /// with `prompt` in one round trip, then records both. When the agent cannot start,
     /// the worktree (new, so holding no work) is removed again and the error is thrown;
     /// nothing is recorded.
@@ -265,7 +265,7 @@ public final class AgentOrchestrator: Sendable {
             // the records could not say what is on the host: it goes again
             _ = try? await onHost(hostRecord) { host in
                 try await host.stop(session)
-                try await host.removeWorktree(worktree, force: true)
+                try await host.worktrees.remove(worktree, force: true)
             }
             _ = try? await stored("removing the task") { try await store.deleteTask(id: taskID) }
             _ = try? await stored("removing the session map entry") { try await store.remove(ptyID.description) }
@@ -478,12 +478,12 @@ public final class AgentOrchestrator: Sendable {
         let conversations = try await stored("reading conversations") { try await store.conversations(taskID: taskID) }
         let sessions = conversations.map { session(of: $0, in: task, host: hostRecord) }
         try await onHost(hostRecord) { host in
-            if !force, let work = try await host.unsavedWork(task.worktree) {
+            if !force, let work = try await host.worktrees.unsavedWork(task.worktree) {
                 throw AgentError(.worktreeHasUnsavedWork, "the task \(task.title) has work that would be lost: \(work)")
             }
             for s in sessions { try await host.stop(s) }
             if try await host.transport.fileExists(task.worktree.path) {
-                try await host.removeWorktree(task.worktree, force: force)
+                try await host.worktrees.remove(task.worktree, force: force)
             }
         }
         try await stored("deleting the task") {

@@ -84,7 +84,7 @@ struct AgentHostTests {
             return s == .running ? nil : s
         } == .exited(5))
         // tmux calls say what is missing
-        let e = await #expect(throws: AgentError.self) { _ = try await host.listTmuxSessions() }
+        let e = await #expect(throws: AgentError.self) { _ = try await host.tmux.sessions() }
         #expect(e?.code == .tmuxUnavailable)
         try await host.stop(session)
         #expect(try await host.state(of: session) == .gone)

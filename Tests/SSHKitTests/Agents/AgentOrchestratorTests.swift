@@ -149,9 +149,9 @@ struct AgentOrchestratorTests {
         #expect(bound?.target == String(thread) && bound?.strategy == .codexThreadID)
 
         // resuming a running agent changes nothing
-        let before = try await f.agentHost.tmuxSession(named: session.tmuxName!)
+        let before = try await f.agentHost.tmux.session(named: session.tmuxName!)
         #expect(try await f.orchestrator.resume(conversationID: main.id) == session)
-        #expect(try await f.agentHost.tmuxSession(named: session.tmuxName!)?.created == before?.created)
+        #expect(try await f.agentHost.tmux.session(named: session.tmuxName!)?.created == before?.created)
 
         // stop: the scrollback is kept in the terminal log; resume picks the exact conversation
         try await f.orchestrator.stop(conversationID: main.id)
@@ -182,7 +182,7 @@ struct AgentOrchestratorTests {
 
         // forced: no session, worktree, branch, record or map entry is left
         try await f.orchestrator.deleteTask(taskID: task.id, force: true)
-        #expect(try await f.agentHost.listTmuxSessions().isEmpty)
+        #expect(try await f.agentHost.tmux.sessions().isEmpty)
         #expect(!(try await f.transport.fileExists(task.worktree.path)))
         let branches = try await WorktreeTests.sh(f.agentHost, "cd \"$1\" && git branch --list 'emdash/*'", f.project.path)
         #expect(branches.stdoutString.isEmpty)
@@ -203,7 +203,7 @@ struct AgentOrchestratorTests {
             #expect(error.code == .invalidEnvironmentName)
         }
         #expect(try await f.store.tasks(projectID: nil).isEmpty)
-        #expect(try await f.agentHost.listWorktrees(projectPath: f.project.path).count == 1, "only the main checkout")
+        #expect(try await f.agentHost.worktrees.list(projectPath: f.project.path).count == 1, "only the main checkout")
 
         await #expect(throws: AgentError.self) {
             try await f.orchestrator.createTask(projectID: f.project.id, title: "x", providerID: "no-such-agent")
@@ -240,7 +240,7 @@ struct AgentOrchestratorTests {
             #expect(error.message.contains(f.host.name), "the host as its user named it: \(error.message)")
         }
         #expect(try await f.store.tasks(projectID: nil).isEmpty)
-        #expect(try await f.agentHost.listWorktrees(projectPath: f.project.path).count == 1, "no worktree was made")
+        #expect(try await f.agentHost.worktrees.list(projectPath: f.project.path).count == 1, "no worktree was made")
         try await f.orchestrator.checkCanStart(providerID: "claude", on: f.host)
 
         // a task whose chat agent is missing: neither the chat nor a resume of the task starts anything

@@ -204,7 +204,7 @@ struct AgentBadInputTests {
     @Test func aFileNameWithANulByteIsRefused() async throws {
         let host = AgentHost(transport: LocalTransport())
         let wt = Worktree(name: "x", projectPath: "/tmp", path: "/tmp", branch: "emdash/x", baseRef: "HEAD", baseCommit: "HEAD")
-        let e = await #expect(throws: AgentError.self) { _ = try await host.worktreePatch(wt, file: "a\u{0}b") }
+        let e = await #expect(throws: AgentError.self) { _ = try await host.worktrees.patch(wt, file: "a\u{0}b") }
         #expect(e?.code == .invalidArgument)
     }
 

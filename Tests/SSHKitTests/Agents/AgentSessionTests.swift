@@ -105,18 +105,18 @@ struct AgentSessionTests {
         #expect(await eventually { try? await host.recentOutput(of: session).contains("got: hello there") ? true : nil } == true)
 
         // listed with its PTY id; starting again does not start a second agent
-        let listed = try await host.listTmuxSessions()
+        let listed = try await host.tmux.sessions()
         #expect(listed.map(\.name) == [session.tmuxName])
         #expect(listed.first?.ptyID == spec.ptyID)
         _ = try await host.startAgent(spec)
-        #expect(try await host.listTmuxSessions().count == 1)
+        #expect(try await host.tmux.sessions().count == 1)
         #expect(try await host.recentOutput(of: session).components(separatedBy: "ARGS:").count == 2)
         #expect(try await host.transport.listDirectory("~/.cache/sshkit-agents").filter { $0.name.contains(spec.ptyID.description) }.isEmpty,
                 "the refused second start removed its launch script")
 
         try await host.stop(session)
         #expect(try await host.state(of: session) == .gone)
-        #expect(try await host.listTmuxSessions().isEmpty)
+        #expect(try await host.tmux.sessions().isEmpty)
         try await host.stop(session)  // stopping twice is fine
     }
 
@@ -130,7 +130,7 @@ struct AgentSessionTests {
         #expect(state == .exited(7), "\(seen) \(screen)")
         #expect(try await host.recentOutput(of: session).contains("exiting with 7"))
         // the session stays (remain-on-exit) so its screen and status can be read
-        #expect(try await host.listTmuxSessions().map(\.name) == [session.tmuxName])
+        #expect(try await host.tmux.sessions().map(\.name) == [session.tmuxName])
         try await host.stop(session)
     }
 
@@ -238,7 +238,7 @@ struct AgentSessionTests {
         let session = try await host.startAgent(try Self.spec(binary: "fake-ticker"))
         let name = try #require(session.tmuxName)
         try await Task.sleep(for: .milliseconds(2600))
-        let seen = try #require(try await host.tmuxSession(named: name))
+        let seen = try #require(try await host.tmux.session(named: name))
         #expect(seen.lastActivity.timeIntervalSince(seen.created) >= 1.5,
                 "created \(seen.created), last activity \(seen.lastActivity)")
         try await host.stop(session)
@@ -325,10 +325,10 @@ struct AgentSessionTests {
         let t2 = SSHTransport(configuration: Self.server.configuration())
         let second = Self.host(t2, socket: socket)
         defer { Task { await Self.killServer(second); await t2.close() } }
-        let found = try await second.listTmuxSessions()
+        let found = try await second.tmux.sessions()
         #expect(Set(found.compactMap(\.ptyID)) == [s1.ptyID, s2.ptyID])
-        for s in found { try await second.killTmuxSession(s.name) }
-        #expect(try await second.listTmuxSessions().isEmpty)
+        for s in found { try await second.tmux.kill(s.name) }
+        #expect(try await second.tmux.sessions().isEmpty)
         // the user's own tmux server (default socket) is never listed or touched
         let other = try await second.transport.runProcess("tmux", "-L", "default", "has-session", "-t", "=orphan-1")
         #expect(other.exitStatus != .exited(0))

@@ -216,8 +216,8 @@ struct AgentSessionsToolTests {
         try "{ not json".write(toFile: u.home + "/.config/agent-sessions/config.json", atomically: true, encoding: .utf8)
         try u.fails(["hosts", "list", "--offline"], 5)
         // nothing was made on the host by the refused commands
-        #expect(try await u.host.listWorktrees(projectPath: repo).count == 1)
-        #expect(try await u.host.listTmuxSessions().isEmpty)
+        #expect(try await u.host.worktrees.list(projectPath: repo).count == 1)
+        #expect(try await u.host.tmux.sessions().isEmpty)
     }
 
     @Test func aTaskFromStartToDelete() async throws {
@@ -294,7 +294,7 @@ struct AgentSessionsToolTests {
         #expect(try await u.transport.fileExists(task.worktree.path), "nothing was removed")
         try u.ok(["tasks", "delete", id, "--force"])
         #expect(try await !u.transport.fileExists(task.worktree.path))
-        #expect(try await u.host.listTmuxSessions().isEmpty, "no session left behind")
+        #expect(try await u.host.tmux.sessions().isEmpty, "no session left behind")
         #expect(try await u.store().tasks(projectID: nil).isEmpty)
         #expect(try u.ok(["orphans", "fixture"]).contains("no orphans"))
     }
@@ -309,9 +309,9 @@ struct AgentSessionsToolTests {
         try u.ok(["tasks", "new", "repo", "Two", "--agent", "amp", "--prompt", "go"])
         try u.ok(["tasks", "stop", "One"])
         try u.ok(["tasks", "resume", "One"])
-        #expect(try await u.host.listTmuxSessions().filter(\.isRunning).count == 2)
+        #expect(try await u.host.tmux.sessions().filter(\.isRunning).count == 2)
         try u.ok(["tasks", "archive", "Two"])
-        #expect(try await u.host.listTmuxSessions().count == 1, "archiving stopped its agent")
+        #expect(try await u.host.tmux.sessions().count == 1, "archiving stopped its agent")
         #expect(!(try u.ok(["tasks", "list"])).contains("Two"))
         #expect(try u.ok(["tasks", "list", "--all"]).contains("Two"))
 
@@ -334,8 +334,8 @@ struct AgentSessionsToolTests {
         // removing orphans: the first store forgets its tasks; --remove cleans the host
         for t in try await u.store().tasks(projectID: nil) { try await u.store().deleteTask(id: t.id) }
         try u.ok(["orphans", "fixture", "--remove", "--force"])
-        #expect(try await u.host.listTmuxSessions().isEmpty)
-        #expect(try await u.host.listWorktrees(projectPath: repo).count == 1, "only the main checkout is left")
+        #expect(try await u.host.tmux.sessions().isEmpty)
+        #expect(try await u.host.worktrees.list(projectPath: repo).count == 1, "only the main checkout is left")
     }
 
     /// attach in a real terminal (tmux here, driven by send-keys): typing, resize, the
@@ -403,7 +403,7 @@ struct AgentSessionsToolTests {
         let stty = (try? String(contentsOfFile: u.home + "/stty1", encoding: .utf8)) ?? ""
         let flags = Set(stty.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == ";" }).map(String.init))
         #expect(flags.contains("icanon") && flags.contains("echo") && flags.contains("isig"), "the terminal is restored: \(stty)")
-        #expect(try await u.host.tmuxSession(named: session)?.isRunning == true, "detaching left the agent running")
+        #expect(try await u.host.tmux.session(named: session)?.isRunning == true, "detaching left the agent running")
 
         // tmux's own detach key works too (send-keys bypasses the local tmux's bindings)
         tmux.kill()
@@ -413,7 +413,7 @@ struct AgentSessionsToolTests {
         _ = try tmux.run(["send-keys", "-t", tmux.session, "C-b", "d"])
         #expect(await finished(2) == "status=0\n")
         try await tmux.waitFor("keeps running")
-        #expect(try await u.host.tmuxSession(named: session)?.isRunning == true)
+        #expect(try await u.host.tmux.session(named: session)?.isRunning == true)
     }
 
     /// The store under two writers at once and a writer killed mid-write: every change a

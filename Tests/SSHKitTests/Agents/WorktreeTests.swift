@@ -36,7 +36,7 @@ struct WorktreeTests {
         let host = AgentHost(transport: t)
         let project = try await Self.makeRepository(host)
 
-        let wt = try await host.createWorktree(projectPath: project, title: "Fix the flaky test!", unixMilliseconds: 1_700_000_000_000)
+        let wt = try await host.worktrees.create(projectPath: project, title: "Fix the flaky test!", unixMilliseconds: 1_700_000_000_000)
         #expect(wt.name == "fix-the-flaky-test-1700000000000")
         #expect(wt.path == project + "/.emdash/worktrees/fix-the-flaky-test-1700000000000")
         #expect(wt.branch == "emdash/fix-the-flaky-test-1700000000000")
@@ -47,11 +47,11 @@ struct WorktreeTests {
         // .emdash/ is excluded in the main checkout, once
         let exclude = try await t.readTextFile(project + "/.git/info/exclude")
         #expect(exclude.components(separatedBy: "\n").filter { $0 == ".emdash/" }.count == 1)
-        let second = try await host.createWorktree(projectPath: project, title: "second", unixMilliseconds: 1_700_000_000_001)
+        let second = try await host.worktrees.create(projectPath: project, title: "second", unixMilliseconds: 1_700_000_000_001)
         #expect(try await t.readTextFile(project + "/.git/info/exclude").components(separatedBy: "\n").filter { $0 == ".emdash/" }.count == 1)
         #expect(try await Self.sh(host, "cd \"$1\" && git status --porcelain", project).stdoutString == "")
 
-        let list = try await host.listWorktrees(projectPath: project)
+        let list = try await host.worktrees.list(projectPath: project)
         #expect(list.count == 3)
         #expect(list[0].path == project && !list[0].isManaged && list[0].branch == "main")
         #expect(list.contains { $0.path == wt.path && $0.isManaged && $0.branch == wt.branch })
@@ -61,46 +61,46 @@ struct WorktreeTests {
             cd "$1" && printf 'one\\nTWO\\nthree\\n' > a.txt && git -c user.email=a@b -c user.name=A commit -qam change \
             && printf 'x\\ny\\n' > new.txt && printf 'more\\n' >> a.txt
             """, wt.path)
-        let status = try await host.worktreeStatus(wt.path)
+        let status = try await host.worktrees.status(wt.path)
         #expect(Set(status.map(\.path)) == ["a.txt", "new.txt"])
         #expect(status.first { $0.path == "new.txt" }?.isUntracked == true)
 
-        let diff = try await host.worktreeDiff(wt)
+        let diff = try await host.worktrees.diff(wt)
         let a = try #require(diff.files.first { $0.path == "a.txt" })
         #expect(a.added == 3 && a.removed == 1)
         let n = try #require(diff.files.first { $0.path == "new.txt" })
         #expect(n.isUntracked && n.added == 2)
 
-        let patch = try await host.worktreePatch(wt, file: "a.txt")
+        let patch = try await host.worktrees.patch(wt, file: "a.txt")
         #expect(patch.patch.contains("-two") && patch.patch.contains("+TWO") && patch.patch.contains("+more"))
         #expect(!patch.isTruncated)
-        let newPatch = try await host.worktreePatch(wt, file: "new.txt")
+        let newPatch = try await host.worktrees.patch(wt, file: "new.txt")
         #expect(newPatch.patch.contains("+x") && newPatch.patch.contains("+y"))
-        let cut = try await host.worktreePatch(wt, file: "a.txt", maxBytes: 40)
+        let cut = try await host.worktrees.patch(wt, file: "a.txt", maxBytes: 40)
         #expect(cut.isTruncated && cut.patch.utf8.count == 40)
 
         // dirty work is refused, named, and left in place
-        let refused = await #expect(throws: AgentError.self) { try await host.removeWorktree(wt) }
+        let refused = await #expect(throws: AgentError.self) { try await host.worktrees.remove(wt) }
         #expect(refused?.code == .worktreeHasUnsavedWork)
         #expect(refused?.message.contains("uncommitted") == true, "\(String(describing: refused))")
         #expect(try await t.fileExists(wt.path + "/new.txt"))
 
         // committed but on no other branch: still refused
         _ = try await Self.sh(host, "cd \"$1\" && git add -A && git -c user.email=a@b -c user.name=A commit -qm more", wt.path)
-        let unpushed = await #expect(throws: AgentError.self) { try await host.removeWorktree(wt) }
+        let unpushed = await #expect(throws: AgentError.self) { try await host.worktrees.remove(wt) }
         #expect(unpushed?.code == .worktreeHasUnsavedWork)
         #expect(unpushed?.message.contains("exist nowhere else") == true, "\(String(describing: unpushed))")
 
         // merged into main: nothing to lose, removed with its branch
         _ = try await Self.sh(host, "cd \"$1\" && git merge -q --ff-only \"$2\"", project, wt.branch)
-        try await host.removeWorktree(wt)
+        try await host.worktrees.remove(wt)
         #expect(try await !t.fileExists(wt.path))
         let branches = try await Self.sh(host, "cd \"$1\" && git branch --list 'emdash/*'", project).stdoutString
         #expect(!branches.contains(wt.branch) && branches.contains(second.branch))
 
         // forced removal of a dirty worktree keeps its branch unless told otherwise
         _ = try await Self.sh(host, "echo dirty > \"$1/d.txt\"", second.path)
-        try await host.removeWorktree(second, force: true, deleteBranch: false)
+        try await host.worktrees.remove(second, force: true, deleteBranch: false)
         #expect(try await !t.fileExists(second.path))
         #expect(try await Self.sh(host, "cd \"$1\" && git branch --list 'emdash/*'", project).stdoutString.contains(second.branch))
         _ = try await Self.sh(host, "rm -rf \"$1\"", project)
@@ -112,15 +112,15 @@ struct WorktreeTests {
         let host = AgentHost(transport: t)
         let project = try await Self.makeRepository(host, branch: "develop")
         _ = try await Self.sh(host, "cd \"$1\" && git branch feature && git tag v1", project)
-        #expect(try await host.createWorktree(projectPath: project, title: "a", baseRef: "v1").baseRef == "v1")
+        #expect(try await host.worktrees.create(projectPath: project, title: "a", baseRef: "v1").baseRef == "v1")
         // a ref that does not verify (or looks like an option) falls back to the current branch
-        #expect(try await host.createWorktree(projectPath: project, title: "b", baseRef: "nope").baseRef == "develop")
-        #expect(try await host.createWorktree(projectPath: project, title: "c", baseRef: "--orphan").baseRef == "develop")
+        #expect(try await host.worktrees.create(projectPath: project, title: "b", baseRef: "nope").baseRef == "develop")
+        #expect(try await host.worktrees.create(projectPath: project, title: "c", baseRef: "--orphan").baseRef == "develop")
         // detached HEAD: the first of main/master/develop/trunk that exists
         _ = try await Self.sh(host, "cd \"$1\" && git checkout -q --detach", project)
-        #expect(try await host.createWorktree(projectPath: project, title: "d").baseRef == "develop")
+        #expect(try await host.worktrees.create(projectPath: project, title: "d").baseRef == "develop")
         _ = try await Self.sh(host, "cd \"$1\" && git branch -m develop other", project)
-        #expect(try await host.createWorktree(projectPath: project, title: "e").baseRef == "HEAD")
+        #expect(try await host.worktrees.create(projectPath: project, title: "e").baseRef == "HEAD")
         _ = try await Self.sh(host, "rm -rf \"$1\"", project)
     }
 
@@ -129,19 +129,19 @@ struct WorktreeTests {
         defer { Task { await t.close() } }
         let host = AgentHost(transport: t)
         let project = try await Self.makeRepository(host)
-        let wt = try await host.createWorktree(projectPath: project, title: "gone", unixMilliseconds: 1)
+        let wt = try await host.worktrees.create(projectPath: project, title: "gone", unixMilliseconds: 1)
         // the folder deleted by hand leaves .git/worktrees/<name> behind
         _ = try await Self.sh(host, "rm -rf \"$1\"", wt.path)
-        #expect(try await host.listWorktrees(projectPath: project).first { $0.path == wt.path }?.isPrunable == true)
+        #expect(try await host.worktrees.list(projectPath: project).first { $0.path == wt.path }?.isPrunable == true)
         // git refuses to add at the same path until the entry is pruned; the engine prunes
         _ = try await Self.sh(host, "cd \"$1\" && git branch -m \"$2\" old", project, wt.branch)
-        let again = try await host.createWorktree(projectPath: project, title: "gone", unixMilliseconds: 1)
+        let again = try await host.worktrees.create(projectPath: project, title: "gone", unixMilliseconds: 1)
         #expect(again.path == wt.path)
-        #expect(try await host.listWorktrees(projectPath: project).filter { $0.path == wt.path }.count == 1)
+        #expect(try await host.worktrees.list(projectPath: project).filter { $0.path == wt.path }.count == 1)
         // removing a worktree whose folder is gone works too (the entry is pruned)
         _ = try await Self.sh(host, "rm -rf \"$1\"", again.path)
-        try await host.removeWorktree(again, force: true)
-        #expect(try await host.listWorktrees(projectPath: project).count == 1)
+        try await host.worktrees.remove(again, force: true)
+        #expect(try await host.worktrees.list(projectPath: project).count == 1)
         _ = try await Self.sh(host, "rm -rf \"$1\"", project)
     }
 
@@ -149,13 +149,13 @@ struct WorktreeTests {
         let t = SSHTransport(configuration: server.configuration())
         defer { Task { await t.close() } }
         let host = AgentHost(transport: t)
-        let e1 = await #expect(throws: AgentError.self) { _ = try await host.createWorktree(projectPath: "/tmp", title: "x") }
+        let e1 = await #expect(throws: AgentError.self) { _ = try await host.worktrees.create(projectPath: "/tmp", title: "x") }
         #expect(e1?.code == .notAGitRepository)
-        let e2 = await #expect(throws: AgentError.self) { _ = try await host.createWorktree(projectPath: "~/no/such/dir", title: "x") }
+        let e2 = await #expect(throws: AgentError.self) { _ = try await host.worktrees.create(projectPath: "~/no/such/dir", title: "x") }
         #expect(e2?.code == .notAGitRepository)
-        let e3 = await #expect(throws: AgentError.self) { _ = try await host.createWorktree(projectPath: "relative/path", title: "x") }
+        let e3 = await #expect(throws: AgentError.self) { _ = try await host.worktrees.create(projectPath: "relative/path", title: "x") }
         #expect(e3?.code == .invalidArgument)
-        let e4 = await #expect(throws: AgentError.self) { _ = try await host.listWorktrees(projectPath: "/") }
+        let e4 = await #expect(throws: AgentError.self) { _ = try await host.worktrees.list(projectPath: "/") }
         #expect(e4?.code == .notAGitRepository)
     }
 }

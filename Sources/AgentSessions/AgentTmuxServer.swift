@@ -18,12 +18,23 @@ public struct AgentTmuxSession: Sendable, Hashable {
     public var panePID: Int32?
 }
 
-/// The tmux commands of the engine. Every one goes to the private server
-/// (`tmux -L <tmuxSocket>`), started without the user's configuration, and names
-/// sessions exactly (`-t =name`), never by prefix.
-extension AgentHost {
+/// The engine's private tmux server on a host: every command goes to it
+/// (`tmux -L <socket>`), started without the user's configuration, and names sessions
+/// exactly (`-t =name`), never by prefix. The user's own tmux sessions are never touched.
+public struct AgentTmuxServer: Sendable {
     /// Scrollback kept per agent.
     public static let historyLimit = 100_000
+
+    /// The server's name (`tmux -L <socket>`).
+    public let socket: String
+    let shell: HostShell
+
+    init(socket: String, shell: HostShell) {
+        self.socket = socket
+        self.shell = shell
+    }
+
+    private var displayName: String { shell.displayName }
 
     /// The name last: tmux turns tabs and control characters of format output into `_`,
     /// so the fields are split on spaces, and a name may contain them. The activity is
@@ -32,8 +43,8 @@ extension AgentHost {
     static let sessionFormat = "#{session_created} #{window_activity} #{pane_dead} #{?pane_dead,#{pane_dead_status}:#{pane_dead_signal},-} #{pane_pid} #{session_name}"
 
     /// `tmux -L <socket> <args>`.
-    func tmux(_ args: [String], idempotent: Bool = true, what: String) async throws(AgentError) -> ProcessResult {
-        let r = try await run("tmux", ["-L", tmuxSocket, "-f", "/dev/null"] + args, idempotent: idempotent, what: what)
+    func command(_ args: [String], idempotent: Bool = true, what: String) async throws(AgentError) -> ProcessResult {
+        let r = try await shell.run("tmux", ["-L", socket, "-f", "/dev/null"] + args, idempotent: idempotent, what: what)
         if r.exitStatus == .exited(127) {
             throw AgentError(.tmuxUnavailable, "tmux is not installed on \(displayName)", detail: r.stderrString)
         }
@@ -50,8 +61,8 @@ extension AgentHost {
 
     /// Every session on the engine's tmux server, the ones no caller knows any more
     /// (orphans) included. Empty when the server is not running.
-    public func listTmuxSessions() async throws(AgentError) -> [AgentTmuxSession] {
-        let r = try await tmux(["list-sessions", "-F", Self.sessionFormat], what: "listing tmux sessions")
+    public func sessions() async throws(AgentError) -> [AgentTmuxSession] {
+        let r = try await command(["list-sessions", "-F", Self.sessionFormat], what: "listing tmux sessions")
         if r.exitStatus != .exited(0) {
             if Self.noServer(r) { return [] }
             throw AgentError(.tmuxFailed, "tmux list-sessions failed", detail: r.stderrString)
@@ -62,7 +73,7 @@ extension AgentHost {
     /// Each session's start directory (where its agent was started), by session name;
     /// empty when the server is not running.
     func paneStartDirectories() async throws(AgentError) -> [String: String] {
-        let r = try await tmux(["list-panes", "-a", "-F", "#{pane_start_path} #{session_name}"], what: "listing tmux panes")
+        let r = try await command(["list-panes", "-a", "-F", "#{pane_start_path} #{session_name}"], what: "listing tmux panes")
         var all: [String: String] = [:]
         guard r.exitStatus == .exited(0) else { return all }
         for line in r.stdoutString.split(separator: "\n") {
@@ -74,8 +85,8 @@ extension AgentHost {
     }
 
     /// The session called `name`, or nil.
-    public func tmuxSession(named name: String) async throws(AgentError) -> AgentTmuxSession? {
-        let r = try await tmux(["display-message", "-p", "-t", Self.pane(name), Self.sessionFormat], what: "reading a tmux session")
+    public func session(named name: String) async throws(AgentError) -> AgentTmuxSession? {
+        let r = try await command(["display-message", "-p", "-t", Self.pane(name), Self.sessionFormat], what: "reading a tmux session")
         // tmux 3.3 answers a missing target with an error on stderr and status 0
         let e = r.stderrString
         if Self.noServer(r) || e.contains("can't find") { return nil }
@@ -102,7 +113,7 @@ extension AgentHost {
     /// tmux's arguments (after `tmux`) that start `argv` in a new detached session.
     func newSessionArguments(name: String, directory: String, size: SSHTerminalSize, argv: [String]) -> [String] {
         let sep = ";"
-        return ["-L", tmuxSocket, "-f", "/dev/null",
+        return ["-L", socket, "-f", "/dev/null",
             "start-server", sep,
             "set-option", "-g", "history-limit", "\(Self.historyLimit)", sep,
             "set-option", "-g", "remain-on-exit", "on", sep,
@@ -115,7 +126,7 @@ extension AgentHost {
     /// large history and the pane kept after the program ends (for its exit status).
     /// With `script`, the launch script is written first, in the same round trip.
     /// A session of that name that already exists is left as it is (`false`).
-    func newTmuxSession(name: String, directory: String, size: SSHTerminalSize, argv: [String],
+    func newSession(name: String, directory: String, size: SSHTerminalSize, argv: [String],
                         script: (ptyID: AgentPTYID, nonce: String, text: String)? = nil) async throws(AgentError) -> Bool
     {
         // no look first: tmux refuses a duplicate name itself, in the same round trip
@@ -123,10 +134,10 @@ extension AgentHost {
         let r: ProcessResult
         if let script {
             let cmd = AgentLauncher.writeThenRun(script.ptyID, nonce: script.nonce, then: ["tmux"] + tmuxArgs)
-            r = try await run(cmd.executable, cmd.arguments, stdin: Array(script.text.utf8), idempotent: false,
+            r = try await shell.run(cmd.executable, cmd.arguments, stdin: Array(script.text.utf8), idempotent: false,
                               what: "starting a tmux session")
         } else {
-            r = try await run("tmux", tmuxArgs, idempotent: false, what: "starting a tmux session")
+            r = try await shell.run("tmux", tmuxArgs, idempotent: false, what: "starting a tmux session")
         }
         if r.exitStatus == .exited(127) {
             throw AgentError(.tmuxUnavailable, "tmux is not installed on \(displayName)", detail: r.stderrString)
@@ -140,9 +151,9 @@ extension AgentHost {
 
     /// What the session's terminal showed: the last `lines` lines of history and the
     /// screen (all of the history when nil), with colours (`-e`) and wrapped lines joined.
-    public func captureTmuxSession(_ name: String, lines: Int? = nil) async throws(AgentError) -> String {
+    public func capture(_ name: String, lines: Int? = nil) async throws(AgentError) -> String {
         let start = lines.map { "-\(max(0, $0))" } ?? "-"
-        let r = try await tmux(["capture-pane", "-p", "-e", "-J", "-S", start, "-t", Self.pane(name)], what: "capturing a session")
+        let r = try await command(["capture-pane", "-p", "-e", "-J", "-S", start, "-t", Self.pane(name)], what: "capturing a session")
         guard r.exitStatus == .exited(0) else {
             throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(displayName)", detail: r.stderrString)
         }
@@ -151,7 +162,7 @@ extension AgentHost {
 
     /// The visible screen only, as plain text (no colours): what status inference reads.
     func captureScreen(_ name: String) async throws(AgentError) -> String {
-        let r = try await tmux(["capture-pane", "-p", "-t", Self.pane(name)], what: "capturing a screen")
+        let r = try await command(["capture-pane", "-p", "-t", Self.pane(name)], what: "capturing a screen")
         guard r.exitStatus == .exited(0) else {
             throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(displayName)", detail: r.stderrString)
         }
@@ -160,7 +171,7 @@ extension AgentHost {
 
     /// Types `bytes` into the session as if from its terminal (`send-keys -H`): escape
     /// sequences, bracketed paste and carriage returns pass unchanged.
-    public func sendToTmuxSession(_ name: String, bytes: [UInt8]) async throws(AgentError) {
+    public func send(_ name: String, bytes: [UInt8]) async throws(AgentError) {
         // in slices, so a long paste stays well within any command-line limit
         var offset = 0
         while offset < bytes.count {
@@ -170,7 +181,7 @@ extension AgentHost {
                 let s = String(b, radix: 16)
                 return s.count == 1 ? "0" + s : s
             }
-            let r = try await tmux(["send-keys", "-t", Self.pane(name), "-H"] + hex, idempotent: false,
+            let r = try await command(["send-keys", "-t", Self.pane(name), "-H"] + hex, idempotent: false,
                                    what: "typing into a session")
             guard r.exitStatus == .exited(0) else {
                 throw AgentError(.sessionNotRunning, "cannot type into \(name) on \(displayName)", detail: r.stderrString)
@@ -180,8 +191,8 @@ extension AgentHost {
 
     /// Ends the session and the agent in it (SIGHUP to the pane's processes). A session
     /// that does not exist is fine.
-    public func killTmuxSession(_ name: String) async throws(AgentError) {
-        let r = try await tmux(["kill-session", "-t", "=" + name], what: "stopping a session")
+    public func kill(_ name: String) async throws(AgentError) {
+        let r = try await command(["kill-session", "-t", "=" + name], what: "stopping a session")
         let e = r.stderrString
         if r.exitStatus != .exited(0), !Self.noServer(r), !e.contains("can't find"), !e.contains("no current target") {
             throw AgentError(.tmuxFailed, "tmux could not stop \(name)", detail: r.stderrString)
@@ -189,15 +200,15 @@ extension AgentHost {
     }
 
     /// Resizes the session's window (for sessions nobody is attached to).
-    func resizeTmuxSession(_ name: String, size: SSHTerminalSize) async throws(AgentError) {
-        _ = try await tmux(["resize-window", "-t", "=" + name, "-x", "\(size.columns)", "-y", "\(size.rows)"],
+    func resize(_ name: String, size: SSHTerminalSize) async throws(AgentError) {
+        _ = try await command(["resize-window", "-t", "=" + name, "-x", "\(size.columns)", "-y", "\(size.rows)"],
                            what: "resizing a session")
     }
 }
 
 /// Watching a pane's output as it happens.
-extension AgentHost {
-    /// Waits until the session's pane shows `text`, seen as the output happens rather
+extension AgentTmuxServer {
+    /// Waits until the pane of the session `name` shows `text`, seen as the output happens rather
     /// than by asking again and again: a read-only tmux control-mode client
     /// (`tmux -C attach -r`, which neither types nor resizes) streams the pane's output
     /// over one channel, and the screen is asked through the same client once it is
@@ -206,23 +217,14 @@ extension AgentHost {
     /// - Returns: true once shown; false when the session ended, is not there, or
     ///   `timeout` passed first. The client is gone when this returns.
     /// - Throws: `transport`; `cancelled`.
-    public func waitForOutput(of session: AgentSession, containing text: String, timeout: Duration = .seconds(30))
+    public func waitForOutput(of name: String, containing text: String, timeout: Duration = .seconds(30))
         async throws(AgentError) -> Bool
     {
         let needle = Array(text.utf8)
         guard !needle.isEmpty else { return true }
-        guard case .tmux(let name) = session.container else {
-            // a plain terminal: its screen is what it printed; look every 50 ms
-            let deadline = ContinuousClock.now + timeout
-            while ContinuousClock.now < deadline {
-                if try await recentOutput(of: session, lines: 200).contains(text) { return true }
-                try await Task.sleep(for: .milliseconds(50), orThrow: ())
-            }
-            return false
-        }
         let process: TransportProcess
         do {
-            process = try await transport.startProcess("tmux", arguments: ["-L", tmuxSocket, "-f", "/dev/null", "-C",
+            process = try await shell.transport.startProcess("tmux", arguments: ["-L", socket, "-f", "/dev/null", "-C",
                                                                           "attach-session", "-r", "-t", "=" + name],
                                                        environment: [:])
         } catch {

@@ -2,10 +2,18 @@ import Foundation
 import SSHKit
 import ServerTransport
 
-/// Git worktrees on the host, one per task (Emdash's layout). Every git call is one
-/// process through the transport with each argument quoted by it; nothing is typed
+/// The tasks' git worktrees on a host, one per task (Emdash's layout). Every git call is
+/// one process through the transport with each argument quoted by it; nothing is typed
 /// into a shell.
-extension AgentHost {
+public struct AgentWorktrees: Sendable {
+    let shell: HostShell
+
+    init(shell: HostShell) { self.shell = shell }
+
+    private var displayName: String { shell.displayName }
+    private var transport: any ServerTransport { shell.transport }
+    private func absolutePath(_ path: String) async throws(AgentError) -> String { try await shell.absolutePath(path) }
+
     /// The branches tried, in order, when neither a base ref nor a current branch is given.
     static let defaultBaseBranches = ["main", "master", "develop", "trunk"]
 
@@ -17,12 +25,12 @@ extension AgentHost {
     /// Before adding, stale worktree entries (folders deleted by hand) are pruned, and
     /// `.emdash/` is added to the project's `.git/info/exclude`.
     /// - Throws: `notAGitRepository`, `gitFailed`, `invalidArgument`, `transport`.
-    public func createWorktree(projectPath: String, title: String, baseRef: String? = nil,
+    public func create(projectPath: String, title: String, baseRef: String? = nil,
                                unixMilliseconds: Int64? = nil) async throws(AgentError) -> Worktree
     {
         let planned = try await plannedWorktree(projectPath: projectPath, title: title, unixMilliseconds: unixMilliseconds)
         // one round trip: every step in one script, every value an argument of it
-        let r = try await run("/bin/sh", ["-c", Self.createWorktreeScript, "sh"] + planned.arguments(baseRef: baseRef),
+        let r = try await shell.run("/bin/sh", ["-c", Self.createWorktreeScript, "sh"] + planned.arguments(baseRef: baseRef),
                               idempotent: false, what: "adding the worktree")
         guard let made = planned.made(by: r) else { throw worktreeFailure(r, project: planned.project) }
         return made
@@ -37,7 +45,7 @@ extension AgentHost {
 
         /// The arguments of `createWorktreeScript`.
         func arguments(baseRef: String?) -> [String] {
-            [project, baseRef ?? "", branch, path, AgentHost.defaultBaseBranches.joined(separator: " ")]
+            [project, baseRef ?? "", branch, path, AgentWorktrees.defaultBaseBranches.joined(separator: " ")]
         }
 
         /// The worktree, when the script's first two lines say it was made.
@@ -115,14 +123,14 @@ extension AgentHost {
         """#
 
     /// The project's worktrees (its main checkout first), from `git worktree list --porcelain`.
-    public func listWorktrees(projectPath: String) async throws(AgentError) -> [WorktreeEntry] {
+    public func list(projectPath: String) async throws(AgentError) -> [WorktreeEntry] {
         let project = try await checkout(projectPath)
         let out = try await git(project, ["worktree", "list", "--porcelain"], what: "listing worktrees").requireSuccess()
         return Self.parseWorktreeList(out.stdoutString)
     }
 
     /// The uncommitted changes of a worktree, untracked files included (ignored files not).
-    public func worktreeStatus(_ worktreePath: String) async throws(AgentError) -> [WorktreeChange] {
+    public func status(_ worktreePath: String) async throws(AgentError) -> [WorktreeChange] {
         let path = try await absolutePath(worktreePath)
         let out = try await git(path, ["status", "--porcelain=v1", "-z", "--untracked-files=all"], what: "reading the status")
             .requireSuccess()
@@ -130,10 +138,10 @@ extension AgentHost {
     }
 
     /// How many files the worktree changed against its base commit, committed or not,
-    /// new files included (what `worktreeDiff` lists), in one round trip.
+    /// new files included (what `diff` lists), in one round trip.
     public func changedFileCount(_ worktree: Worktree) async throws(AgentError) -> Int {
         let script = #"cd "$1" && { git diff --name-only "$2" -- && git ls-files --others --exclude-standard; } | sort -u | wc -l"#
-        let r = try await run("/bin/sh", ["-c", script, "sh", worktree.path, worktree.baseCommit], what: "counting the changes")
+        let r = try await shell.run("/bin/sh", ["-c", script, "sh", worktree.path, worktree.baseCommit], what: "counting the changes")
         guard r.exitStatus == .exited(0), let n = Int(r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)) else {
             throw AgentError(.gitFailed, "cannot count the changes of \(worktree.path)", detail: r.stderrString)
         }
@@ -142,12 +150,12 @@ extension AgentHost {
 
     /// What the worktree changed against its base commit, committed or not, with the
     /// files git does not know yet.
-    public func worktreeDiff(_ worktree: Worktree) async throws(AgentError) -> WorktreeDiff {
+    public func diff(_ worktree: Worktree) async throws(AgentError) -> WorktreeDiff {
         let out = try await git(worktree.path, ["diff", "--numstat", "-z", worktree.baseCommit, "--"], what: "computing the diff")
             .requireSuccess()
         var files = Self.parseNumstat(out.stdout)
-        for change in try await worktreeStatus(worktree.path) where change.isUntracked {
-            let r = try await run("/bin/sh", ["-c", "wc -l < \"$1\"", "sh", worktree.path + "/" + change.path],
+        for change in try await status(worktree.path) where change.isUntracked {
+            let r = try await shell.run("/bin/sh", ["-c", "wc -l < \"$1\"", "sh", worktree.path + "/" + change.path],
                                   what: "counting lines")
             let lines = Int(r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines))
             files.append(.init(path: change.path, added: lines, removed: lines.map { _ in 0 }, isUntracked: true))
@@ -157,7 +165,7 @@ extension AgentHost {
 
     /// One file's patch against the base, at most `maxBytes` of it (cut on the host, so a
     /// huge generated file does not cross the network).
-    public func worktreePatch(_ worktree: Worktree, file: String, maxBytes: Int = 256 * 1024)
+    public func patch(_ worktree: Worktree, file: String, maxBytes: Int = 256 * 1024)
         async throws(AgentError) -> WorktreeFilePatch
     {
         precondition(maxBytes > 0, "maxBytes must be positive")
@@ -171,7 +179,7 @@ extension AgentHost {
             fi | head -c "$4"
             """
         let limit = maxBytes + 1
-        let r = try await run("/bin/sh", ["-c", script, "sh", worktree.path, worktree.baseCommit, file, "\(limit)"],
+        let r = try await shell.run("/bin/sh", ["-c", script, "sh", worktree.path, worktree.baseCommit, file, "\(limit)"],
                               what: "reading the patch of \(file)")
         var bytes = r.stdout
         let truncated = bytes.count > maxBytes
@@ -185,7 +193,7 @@ extension AgentHost {
         guard try await isDirectory(worktree.path) else {
             return try await unpushedCommits(worktree).map { "\($0) commit(s) on \(worktree.branch) exist nowhere else" }
         }
-        let changes = try await worktreeStatus(worktree.path)
+        let changes = try await status(worktree.path)
         if !changes.isEmpty {
             let names = changes.prefix(5).map(\.path).joined(separator: ", ")
             return "\(changes.count) uncommitted change(s): \(names)\(changes.count > 5 ? ", …" : "")"
@@ -198,7 +206,7 @@ extension AgentHost {
     /// uncommitted changes or commits found nowhere else, unless `force`. The branch is
     /// deleted too when `deleteBranch` (and it has no unique commits, or `force`).
     /// A worktree whose folder is already gone is pruned.
-    public func removeWorktree(_ worktree: Worktree, force: Bool = false, deleteBranch: Bool = true) async throws(AgentError) {
+    public func remove(_ worktree: Worktree, force: Bool = false, deleteBranch: Bool = true) async throws(AgentError) {
         if !force, let why = try await unsavedWork(worktree) {
             throw AgentError(.worktreeHasUnsavedWork,
                              "refusing to remove \(worktree.path): \(why); commit or push it, or pass force")
@@ -223,14 +231,14 @@ extension AgentHost {
 
     /// `git -C <dir> <args>`.
     func git(_ dir: String, _ args: [String], idempotent: Bool = true, what: String) async throws(AgentError) -> GitResult {
-        GitResult(result: try await run("git", ["-C", dir] + args, idempotent: idempotent, what: what), what: what)
+        GitResult(result: try await shell.run("git", ["-C", dir] + args, idempotent: idempotent, what: what), what: what)
     }
 
     /// The absolute path of a git checkout's top level.
     /// - Throws: `notAGitRepository`.
     func checkout(_ projectPath: String) async throws(AgentError) -> String {
         let path = try await absolutePath(projectPath)
-        let r = try await run("git", ["-C", path, "rev-parse", "--show-toplevel"], what: "checking the project")
+        let r = try await shell.run("git", ["-C", path, "rev-parse", "--show-toplevel"], what: "checking the project")
         if r.exitStatus == .exited(127) {
             throw AgentError(.notAGitRepository, "git is not installed on \(displayName)", detail: r.stderrString)
         }
