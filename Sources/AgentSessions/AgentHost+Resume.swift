@@ -1,185 +1,111 @@
 import Foundation
-import SSHKit
 import ServerTransport
 
-/// How a Claude Code start continues (or begins) its conversation: Emdash's decision
-/// tree, with the transcript checked on the host before choosing the flag.
-public struct ClaudeResumePlan: Sendable, Equatable {
-    public enum Reason: String, Sendable, Equatable {
-        /// The map knows this terminal's session.
-        case knownSession
-        /// A further chat of the task: its own session, from its conversation id.
-        case additionalChat
-        /// The task's main chat resumed while other Claude chats share its directory: it
-        /// adopts its earlier session (the newest transcript no other chat claims).
-        case mainChatBecomingMultiChat
-        /// The task's first start: a session id chosen up front.
-        case firstMainStart
-        /// A resume with nothing known: the provider's generic flags.
-        case genericResume
-    }
+/// How a start continued the conversation before it, as decided: what the user is told.
+public enum AgentResumeMethod: Sendable, Hashable, CustomStringConvertible {
+    /// A new conversation: a first start.
+    case new
+    /// The conversation with this id, named on the command line.
+    case exact(String)
+    /// The agent's own "the newest conversation here" arguments (`--continue`).
+    case newestInDirectory
+    /// A new conversation although a resume was asked for, and why.
+    case anew(String)
 
-    public var reason: Reason
-    /// `.exact(["--resume", id])` when the transcript exists on the host,
-    /// `.exact(["--session-id", id])` when it does not, or `.generic`.
+    public var description: String {
+        switch self {
+        case .new: return "started"
+        case .exact(let id): return "resumed its conversation \(id)"
+        case .newestInDirectory: return "resumed the newest conversation of its directory (its own was not found)"
+        case .anew(let why): return "started anew: \(why)"
+        }
+    }
+}
+
+/// How a start is made, and why.
+public struct AgentResumePlan: Sendable, Equatable {
     public var resume: AgentLaunch.Resume
-    /// The session UUID, when one was chosen.
-    public var sessionID: String?
+    public var method: AgentResumeMethod
+}
+
+/// One session an agent recorded on the host.
+struct RecordedAgentSession: Sendable, Equatable {
+    var id: String
+    var started: Date?
 }
 
 extension AgentHost {
-    /// Where Claude Code keeps its transcripts for `workingDirectory` on this host:
-    /// `<config dir>/projects/<cwd with every non-alphanumeric character as '-'>`.
-    /// `configDirectory` is `CLAUDE_CONFIG_DIR` when set, else `~/.claude`.
-    public func claudeProjectDirectory(workingDirectory: String, configDirectory: String? = nil) async throws(AgentError) -> String {
-        let config = try await absolutePath(configDirectory ?? "~/.claude")
-        return "\(config)/projects/\(AgentNaming.claudeProjectDirectory(forWorkingDirectory: workingDirectory))"
-    }
-
-    /// Whether Claude's transcript of `sessionID` for `workingDirectory` exists on the host.
-    public func claudeTranscriptExists(sessionID: String, workingDirectory: String, configDirectory: String? = nil)
-        async throws(AgentError) -> Bool
-    {
-        let dir = try await claudeProjectDirectory(workingDirectory: workingDirectory, configDirectory: configDirectory)
-        do {
-            return try await transport.fileExists("\(dir)/\(sessionID).jsonl")
-        } catch {
-            throw AgentError(error, while: "looking for a Claude transcript")
-        }
-    }
-
-    /// Decides how Claude starts in the terminal `ptyID`, records the choice in `map`,
-    /// and picks the flag from what is on the host: `--resume <uuid>` when the
-    /// transcript exists, `--session-id <uuid>` when it does not (`--session-id` on an
-    /// existing transcript fails as "already in use"; `--resume` on a missing one as
-    /// "No conversation found").
+    /// Decides how the agent of `ptyID` starts, by how the provider keeps its sessions
+    /// (`AgentProvider.SessionTracking`), never by its name.
     /// - Parameters:
-    ///   - workingDirectory: absolute.
-    ///   - isResume: the terminal ran before (the task is being resumed).
-    ///   - configDirectory: `CLAUDE_CONFIG_DIR` of the agent's environment, if set.
-    public func planClaudeResume(ptyID: AgentPTYID, workingDirectory: String, isResume: Bool,
-                                 map: any AgentSessionMapStore, configDirectory: String? = nil)
-        async throws -> ClaudeResumePlan
+    ///   - provider: with the user's settings applied.
+    ///   - isResume: the terminal ran before.
+    ///   - previousStart: when it was last started, if ever.
+    ///   - onlyChatOfItsAgent: no other chat of this provider shares the worktree, so "the
+    ///     newest conversation here" is this chat's.
+    ///   - environment: the agent's environment (`CLAUDE_CONFIG_DIR`, `VIBE_HOME`, …).
+    public func planResume(ptyID: AgentPTYID, provider: AgentProvider, workingDirectory: String, isResume: Bool,
+                           previousStart: Date?, onlyChatOfItsAgent: Bool, map: any AgentSessionMapStore,
+                           environment: [String: String]) async throws -> AgentResumePlan
     {
-        let key = ptyID.description
-        let all = try await map.entries()
-        let transcriptExists = { (id: String) async throws(AgentError) -> Bool in
-            try await self.claudeTranscriptExists(sessionID: id, workingDirectory: workingDirectory,
-                                                  configDirectory: configDirectory)
-        }
-        func plan(_ reason: ClaudeResumePlan.Reason, _ id: String) async throws -> ClaudeResumePlan {
-            try await map.set(AgentSessionMapEntry(providerID: ptyID.providerID, workingDirectory: workingDirectory,
-                                                   target: id, strategy: .claudeSessionID), for: key)
-            let flag = try await transcriptExists(id) ? "--resume" : "--session-id"
-            return ClaudeResumePlan(reason: reason, resume: .exact([flag, id]), sessionID: id)
-        }
-
-        if let known = all[key], known.strategy == .claudeSessionID {
-            if known.workingDirectory == workingDirectory { return try await plan(.knownSession, known.target) }
-            try await map.remove(key)  // it belongs to another directory: stale
-        }
-        let own = ptyID.sessionUUID
-        if ptyID.kind == .chat { return try await plan(.additionalChat, own) }
-        let siblings = all.filter { $0.key != key && $0.value.providerID == ptyID.providerID
-            && $0.value.workingDirectory == workingDirectory && $0.value.strategy == .claudeSessionID }
-        if isResume && !siblings.isEmpty {
-            let claimed = Set(siblings.values.map(\.target))
-            let adopted = try await newestClaudeTranscript(workingDirectory: workingDirectory, excluding: claimed,
-                                                           configDirectory: configDirectory)
-            return try await plan(.mainChatBecomingMultiChat, adopted ?? own)
-        }
-        if !isResume { return try await plan(.firstMainStart, own) }
-        // a resume with nothing recorded: our own id if its transcript is there, else generic
-        if try await transcriptExists(own) { return try await plan(.knownSession, own) }
-        return ClaudeResumePlan(reason: .genericResume, resume: .generic, sessionID: nil)
-    }
-
-    /// The newest transcript (by modification time) in the directory's Claude project
-    /// folder whose id is not in `excluding`; one remote command.
-    func newestClaudeTranscript(workingDirectory: String, excluding: Set<String>, configDirectory: String?)
-        async throws(AgentError) -> String?
-    {
-        let dir = try await claudeProjectDirectory(workingDirectory: workingDirectory, configDirectory: configDirectory)
-        let r = try await run("/bin/sh", ["-c", "cd \"$1\" 2>/dev/null && ls -t -- *.jsonl 2>/dev/null; exit 0", "sh", dir],
-                              what: "listing Claude transcripts")
-        for line in r.stdoutString.split(separator: "\n") where line.hasSuffix(".jsonl") {
-            let id = String(line.dropLast(6))
-            if !excluding.contains(id) { return id }
-        }
-        return nil
-    }
-
-    // MARK: Codex
-
-    /// The path of Codex's state database on the host (`$CODEX_HOME` moves `~/.codex`).
-    public func codexStatePath(codexHome: String? = nil) async throws(AgentError) -> String {
-        try await absolutePath(codexHome ?? "~/.codex") + "/state_5.sqlite"
-    }
-
-    /// How Codex resumes the terminal `ptyID`: `codex resume <thread id>` when the map
-    /// has its thread and Codex still knows it for this directory (not archived), else
-    /// `resume --last`.
-    public func planCodexResume(ptyID: AgentPTYID, workingDirectory: String, map: any AgentSessionMapStore,
-                                codexHome: String? = nil) async throws -> AgentLaunch.Resume
-    {
-        guard let entry = try await map.entries()[ptyID.description], entry.strategy == .codexThreadID,
-              entry.workingDirectory == workingDirectory
-        else { return .generic }
-        let rows = try await codexThreads(
-            where: "id = \(Self.sqlString(entry.target)) AND cwd = \(Self.sqlString(workingDirectory)) AND archived = 0",
-            codexHome: codexHome)
-        return rows.isEmpty ? .generic : .exact(["resume", entry.target])
-    }
-
-    /// After a fresh Codex start in `workingDirectory` at `startedAt`: the id of the thread
-    /// it created (the newest one of that directory since 15 s before the start that no
-    /// other terminal claims), recorded in `map`. Polls Codex's state database through
-    /// the transport's SQLite snapshot every 500 ms for up to `timeout`; nil if none came.
-    public func bindCodexThread(ptyID: AgentPTYID, workingDirectory: String, startedAt: Date,
-                                map: any AgentSessionMapStore, codexHome: String? = nil,
-                                timeout: Duration = .seconds(20)) async throws -> String?
-    {
-        let claimed = Set(try await map.entries().filter { $0.key != ptyID.description && $0.value.strategy == .codexThreadID }
-            .map(\.value.target))
-        let since = Int64(startedAt.timeIntervalSince1970) - 15
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            let rows = (try? await codexThreads(
-                where: "cwd = \(Self.sqlString(workingDirectory)) AND archived = 0 AND (created_at >= \(since) OR updated_at >= \(since))",
-                codexHome: codexHome)) ?? []
-            if let id = rows.first(where: { !claimed.contains($0) }) {
-                try await map.set(AgentSessionMapEntry(providerID: ptyID.providerID, workingDirectory: workingDirectory,
-                                                       target: id, strategy: .codexThreadID), for: ptyID.description)
-                return id
+        let generic = AgentResumePlan(resume: .generic, method: .newestInDirectory)
+        switch provider.sessionTracking {
+        case .claudeSessionID:
+            let plan = try await claudeSessions.plan(ptyID: ptyID, workingDirectory: workingDirectory, isResume: isResume,
+                                                  map: map, configDirectory: environment["CLAUDE_CONFIG_DIR"])
+            switch plan.resume {
+            case .exact(let args) where args.first == "--resume": return AgentResumePlan(resume: plan.resume, method: .exact(args[1]))
+            case .exact: return AgentResumePlan(resume: plan.resume, method: isResume ? .anew("Claude has no transcript of its session") : .new)
+            case .generic: return generic
+            case .fresh: return AgentResumePlan(resume: .fresh, method: .new)
             }
-            if ContinuousClock.now >= deadline { return nil }
-            try await Task.sleep(for: .milliseconds(500))
+        case .codexThread:
+            guard isResume else { return AgentResumePlan(resume: .fresh, method: .new) }
+            let resume = try await codexThreads.plan(ptyID: ptyID, workingDirectory: workingDirectory, map: map,
+                                                   codexHome: environment["CODEX_HOME"])
+            if case .exact(let args) = resume, let id = args.last { return AgentResumePlan(resume: resume, method: .exact(id)) }
+            return generic
+        case .chosenSessionID(let flag, let store):
+            let id = ptyID.sessionUUID
+            let resume = AgentLaunch.Resume.exact([flag, id])
+            guard isResume else { return AgentResumePlan(resume: resume, method: .new) }
+            let existed = try await recordedSessions.exists(store, id: id, workingDirectory: workingDirectory, environment: environment)
+            return AgentResumePlan(resume: resume, method: existed ? .exact(id) : .anew("its session \(id) was never used (no prompt reached it)"))
+        case .recordedSession(let flag, let store):
+            guard isResume else { return AgentResumePlan(resume: .fresh, method: .new) }
+            let key = ptyID.description
+            let all = try await map.entries()
+            let sessions: [RecordedAgentSession]
+            do {
+                sessions = try await recordedSessions.sessions(store, workingDirectory: workingDirectory, environment: environment)
+            } catch {
+                if onlyChatOfItsAgent && !provider.resumeArguments.isEmpty { return generic }
+                return AgentResumePlan(resume: .fresh, method: .anew("its sessions could not be read: \(error.message)"))
+            }
+            if let known = all[key], known.strategy == .recordedSessionID, known.workingDirectory == workingDirectory,
+               sessions.contains(where: { $0.id == known.target })
+            {
+                return AgentResumePlan(resume: .exact([flag, known.target]), method: .exact(known.target))
+            }
+            let claimed = Set(all.filter { $0.key != key && $0.value.strategy == .recordedSessionID }.map(\.value.target))
+            let free = sessions.filter { !claimed.contains($0.id) }
+            // the session this chat's last start made: the first to start after it
+            var found = previousStart.flatMap { since in
+                free.filter { ($0.started ?? .distantPast) >= since.addingTimeInterval(-15) }
+                    .min { ($0.started ?? .distantPast) < ($1.started ?? .distantPast) }
+            }
+            if found == nil && onlyChatOfItsAgent { found = free.last }
+            guard let found else {
+                if onlyChatOfItsAgent && !provider.resumeArguments.isEmpty && !sessions.isEmpty { return generic }
+                return AgentResumePlan(resume: .fresh, method: .anew("no session of it is recorded for this worktree (it never got a prompt)"))
+            }
+            try await map.set(AgentSessionMapEntry(providerID: ptyID.providerID, workingDirectory: workingDirectory,
+                                                   target: found.id, strategy: .recordedSessionID), for: key)
+            return AgentResumePlan(resume: .exact([flag, found.id]), method: .exact(found.id))
+        case .none:
+            guard isResume else { return AgentResumePlan(resume: .fresh, method: .new) }
+            if !provider.resumeArguments.isEmpty { return generic }
+            return AgentResumePlan(resume: .fresh, method: .anew("this agent cannot resume"))
         }
-    }
-
-    /// Thread ids matching `condition`, newest first, from a snapshot of Codex's state
-    /// database queried with this machine's `sqlite3` (read-only).
-    func codexThreads(where condition: String, codexHome: String?) async throws -> [String] {
-        let path = try await codexStatePath(codexHome: codexHome)
-        let taken: Result<SQLiteSnapshot, TransportError>
-        do throws(TransportError) {
-            taken = .success(try await transport.snapshotSQLite(path))
-        } catch {
-            taken = .failure(error)
-        }
-        if case .failure(let e) = taken, e.isNoSuchFile { return [] }
-        let snapshot = try taken.get()
-        let query = "SELECT id FROM threads WHERE \(condition) ORDER BY updated_at DESC, created_at DESC;"
-        let r = try await LocalTransport().runProcess("sqlite3", arguments: ["-readonly", snapshot.path, query], stdin: [],
-                                                      environment: [:], timeout: .seconds(20))
-        try r.check("sqlite3 on Codex's state database")
-        return r.stdoutString.split(separator: "\n").map(String.init).filter { !$0.isEmpty }
-    }
-
-    /// A SQL string literal ('' for each '). Byte-wise: a quote followed by a combining
-    /// mark is one Character, which a Character-wise replacement would leave alone.
-    static func sqlString(_ s: String) -> String {
-        let bytes = s.utf8.flatMap { $0 == UInt8(ascii: "'") ? [$0, $0] : [$0] }
-        return "'" + String(decoding: bytes, as: UTF8.self) + "'"
     }
 }

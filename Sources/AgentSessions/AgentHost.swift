@@ -5,8 +5,10 @@ import Synchronization
 /// One machine that runs agents, reached through a `ServerTransport`: its files and
 /// processes, and what was learned about it (the home directory, the installed agents),
 /// composed of parts that each own one concern: `tmux`, the private tmux server the
-/// engine owns there; `worktrees`, the tasks' git worktrees. Starting, attaching and
-/// stopping agents, their status and their resume are the host's own (they use both).
+/// engine owns there; `worktrees`, the tasks' git worktrees; `claudeSessions`,
+/// `codexThreads` and `recordedSessions`, each vendor's sessions found for a resume.
+/// Starting, attaching and stopping agents, their status and the resume plan (chosen by
+/// the provider's `sessionTracking`) are the host's own, over those parts.
 ///
 /// Every session on a host shares the transport, so an `SSHTransport` gives every
 /// agent of the host one SSH connection. An `AgentHost` is cheap; keep one per host.
@@ -18,6 +20,11 @@ public final class AgentHost: Sendable {
     public let tmux: AgentTmuxServer
     /// The tasks' git worktrees on the host.
     public let worktrees: AgentWorktrees
+    /// Per vendor, where its sessions are found for an exact resume: Claude Code's
+    /// transcripts, Codex's threads, and the sessions Vibe, Hermes and Kimi record.
+    public let claudeSessions: ClaudeSessionFinder
+    public let codexThreads: CodexThreadFinder
+    public let recordedSessions: RecordedSessionFinder
     /// Directories searched for agent binaries before the login PATH, e.g. a test's or
     /// an admin's own tool directory. `~/` is the host user's home.
     public let extraSearchPath: [String]
@@ -33,6 +40,9 @@ public final class AgentHost: Sendable {
         shell = HostShell(transport: transport, displayName: displayName ?? transport.serverID.rawValue)
         tmux = AgentTmuxServer(socket: tmuxSocket, shell: shell)
         worktrees = AgentWorktrees(shell: shell)
+        claudeSessions = ClaudeSessionFinder(shell: shell)
+        codexThreads = CodexThreadFinder(shell: shell)
+        recordedSessions = RecordedSessionFinder(shell: shell)
         self.extraSearchPath = extraSearchPath
     }
 

@@ -346,7 +346,7 @@ public final class AgentOrchestrator: Sendable {
         let store = store, codexHome = settings(id.providerID).environment["CODEX_HOME"]
         Task { [self] in
             _ = try? await onHost(hostRecord) { host in
-                try await host.bindCodexThread(ptyID: id, workingDirectory: directory, startedAt: startedAt, map: store,
+                try await host.codexThreads.bind(ptyID: id, workingDirectory: directory, startedAt: startedAt, map: store,
                                                codexHome: codexHome)
             }
         }

@@ -50,15 +50,15 @@ struct AgentResumeTests {
         let main = AgentPTYID(providerID: "claude", kind: .main, suffix: "task-1")
 
         // 4. first main start: its own id, --session-id
-        let first = try await host.planClaudeResume(ptyID: main, workingDirectory: dir, isResume: false, map: map)
+        let first = try await host.claudeSessions.plan(ptyID: main, workingDirectory: dir, isResume: false, map: map)
         #expect(first.reason == .firstMainStart)
         #expect(first.resume == .exact(["--session-id", main.sessionUUID]))
         #expect(try await Self.run(host, main, binary: "fake-claude", dir: dir, resume: first.resume, expect: "NEW SESSION")
             .contains("NEW SESSION \(main.sessionUUID)"))
-        #expect(try await host.claudeTranscriptExists(sessionID: main.sessionUUID, workingDirectory: dir))
+        #expect(try await host.claudeSessions.transcriptExists(sessionID: main.sessionUUID, workingDirectory: dir))
 
         // 1. known session: the transcript exists now, so --resume (never --session-id)
-        let known = try await host.planClaudeResume(ptyID: main, workingDirectory: dir, isResume: true, map: map)
+        let known = try await host.claudeSessions.plan(ptyID: main, workingDirectory: dir, isResume: true, map: map)
         #expect(known.reason == .knownSession)
         #expect(known.resume == .exact(["--resume", main.sessionUUID]))
         #expect(try await Self.run(host, main, binary: "fake-claude", dir: dir, resume: known.resume, expect: "RESUMED")
@@ -66,7 +66,7 @@ struct AgentResumeTests {
 
         // 2. an additional chat: its own session from its conversation id
         let chat = AgentPTYID(providerID: "claude", kind: .chat, suffix: "conv-9")
-        let additional = try await host.planClaudeResume(ptyID: chat, workingDirectory: dir, isResume: false, map: map)
+        let additional = try await host.claudeSessions.plan(ptyID: chat, workingDirectory: dir, isResume: false, map: map)
         #expect(additional.reason == .additionalChat)
         #expect(additional.resume == .exact(["--session-id", chat.sessionUUID]))
         #expect(chat.sessionUUID != main.sessionUUID)
@@ -79,15 +79,15 @@ struct AgentResumeTests {
         try await t.createDirectory(legacyDir)
         let legacyMain = AgentPTYID(providerID: "claude", kind: .main, suffix: "task-2")
         let legacyChat = AgentPTYID(providerID: "claude", kind: .chat, suffix: "conv-2")
-        let projects = try await host.claudeProjectDirectory(workingDirectory: legacyDir)
+        let projects = try await host.claudeSessions.projectDirectory(workingDirectory: legacyDir)
         let legacyID = "0b6c5e3e-9c1d-4c1e-8f3a-2d9b1c7e5a40"
         try await t.createDirectory(projects)
         try await t.writeTextFile("\(projects)/\(legacyID).jsonl", "{}\n")
-        _ = try await host.planClaudeResume(ptyID: legacyChat, workingDirectory: legacyDir, isResume: false, map: map)
+        _ = try await host.claudeSessions.plan(ptyID: legacyChat, workingDirectory: legacyDir, isResume: false, map: map)
         _ = try await Self.run(host, legacyChat, binary: "fake-claude", dir: legacyDir,
                                resume: .exact(["--session-id", legacyChat.sessionUUID]), expect: "NEW SESSION")
         // the chat's transcript is the newest; it is claimed, so the main chat adopts its own
-        let transition = try await host.planClaudeResume(ptyID: legacyMain, workingDirectory: legacyDir, isResume: true, map: map)
+        let transition = try await host.claudeSessions.plan(ptyID: legacyMain, workingDirectory: legacyDir, isResume: true, map: map)
         #expect(transition.reason == .mainChatBecomingMultiChat)
         #expect(transition.resume == .exact(["--resume", legacyID]))
         #expect(try await Self.run(host, legacyMain, binary: "fake-claude", dir: legacyDir, resume: transition.resume,
@@ -98,19 +98,19 @@ struct AgentResumeTests {
         let soloDir = dir + "-solo"
         try await t.createDirectory(soloDir)
         let other = AgentPTYID(providerID: "claude", kind: .main, suffix: "task-3")
-        let generic = try await host.planClaudeResume(ptyID: other, workingDirectory: soloDir, isResume: true, map: map)
+        let generic = try await host.claudeSessions.plan(ptyID: other, workingDirectory: soloDir, isResume: true, map: map)
         #expect(generic.reason == .genericResume)
         #expect(generic.resume == .generic)
         #expect(try await Self.run(host, other, binary: "fake-claude", dir: soloDir, resume: generic.resume, expect: "CONTINUED")
             .contains("CONTINUED THE LATEST"))
         // ...but in a directory where other Claude chats of the task live, the main chat
         // never takes "the latest": with every transcript claimed, it gets its own id
-        let crowded = try await host.planClaudeResume(ptyID: other, workingDirectory: dir, isResume: true, map: map)
+        let crowded = try await host.claudeSessions.plan(ptyID: other, workingDirectory: dir, isResume: true, map: map)
         #expect(crowded.reason == .mainChatBecomingMultiChat)
         #expect(crowded.resume == .exact(["--session-id", other.sessionUUID]))
 
         // a recorded session of another directory is stale: dropped, and the tree runs again
-        let moved = try await host.planClaudeResume(ptyID: main, workingDirectory: legacyDir, isResume: false, map: map)
+        let moved = try await host.claudeSessions.plan(ptyID: main, workingDirectory: legacyDir, isResume: false, map: map)
         #expect(moved.reason == .firstMainStart)
         #expect(try await map.entries()[main.description]?.workingDirectory == legacyDir)
 
@@ -135,7 +135,7 @@ struct AgentResumeTests {
                 await t.close()
             }
         }
-        let db = try await host.codexStatePath()
+        let db = try await host.codexThreads.statePath()
         // decoys: an older thread of the same directory, a new one of another directory
         let old = Int(Date().timeIntervalSince1970) - 3600, now = Int(Date().timeIntervalSince1970)
         try await t.runProcess("/bin/sh", arguments: ["-c", """
@@ -144,18 +144,18 @@ struct AgentResumeTests {
             """, "sh", db, dir], stdin: [], environment: [:], timeout: .seconds(20)).check()
 
         let id = AgentPTYID(providerID: "codex", kind: .main, suffix: "task-c")
-        #expect(try await host.planCodexResume(ptyID: id, workingDirectory: dir, map: map) == .generic)
+        #expect(try await host.codexThreads.plan(ptyID: id, workingDirectory: dir, map: map) == .generic)
         let started = Date()
         let spec = AgentSessionSpec(ptyID: id, provider: try AgentProvider.named("codex"),
                                     settings: AgentProviderSettings(binary: "fake-codex"), workingDirectory: dir)
         let session = try await host.startAgent(spec)
-        let thread = try await host.bindCodexThread(ptyID: id, workingDirectory: dir, startedAt: started, map: map)
+        let thread = try await host.codexThreads.bind(ptyID: id, workingDirectory: dir, startedAt: started, map: map)
         let screen = try await host.recentOutput(of: session)
         let shown = screen.split(separator: "\n").first { $0.hasPrefix("STARTED ") }.map { String($0.dropFirst(8)) }
         #expect(thread != nil && thread == shown?.trimmingCharacters(in: .whitespaces), "\(screen)")
         try await host.stop(session)
 
-        let resume = try await host.planCodexResume(ptyID: id, workingDirectory: dir, map: map)
+        let resume = try await host.codexThreads.plan(ptyID: id, workingDirectory: dir, map: map)
         #expect(resume == .exact(["resume", thread ?? "?"]))
         let launch = try AgentLaunch.plan(try AgentProvider.named("codex"), name: id.description, prompt: nil,
                                           autoApprove: true, resume: resume)
@@ -169,7 +169,7 @@ struct AgentResumeTests {
         // an archived thread is not resumed by id
         try await t.runProcess("sqlite3", arguments: [db, "UPDATE threads SET archived = 1 WHERE id = '\(thread ?? "")'"],
                                stdin: [], environment: [:], timeout: .seconds(20)).check()
-        #expect(try await host.planCodexResume(ptyID: id, workingDirectory: dir, map: map) == .generic)
+        #expect(try await host.codexThreads.plan(ptyID: id, workingDirectory: dir, map: map) == .generic)
         _ = try? await t.runProcess("/bin/rm", "-f", db)
     }
 }

@@ -114,7 +114,7 @@ struct AgentStatusTests {
 struct AgentSQLLiteralTests {
     @Test(arguments: ["plain", "it's", "'\u{301} OR 1=1 --", "a''b'", "ü'\u{20DD}x"])
     func literalsRoundTripThroughSQLite(_ s: String) throws {
-        let out = try TestServer.run("/usr/bin/sqlite3", [":memory:", "SELECT \(AgentHost.sqlString(s)) || '|';"])
+        let out = try TestServer.run("/usr/bin/sqlite3", [":memory:", "SELECT \(SQL.string(s)) || '|';"])
         #expect(Array(out.utf8) == Array((s + "|\n").utf8))
     }
 }
