@@ -6,8 +6,9 @@ extension AgentHost {
     /// Makes a task's worktree (see `AgentWorktrees.create`) and starts its agent there (see
     /// `startAgent`) in one remote command: the worktree script, then the launch script
     /// written and the tmux session started. `spec` is given the worktree's path as its
-    /// directory and makes the session's spec. When the agent's start fails, the new
-    /// worktree (no work in it yet) is removed again before the error is thrown.
+    /// directory and makes the session's spec. When the agent's start fails (or its typed
+    /// prompt cannot be typed), its session and the new worktree (no work in it yet) are
+    /// removed again before the error is thrown.
     ///
     /// A host without tmux, and an agent that takes its prompt from a file, take the two
     /// steps one after the other.
@@ -26,7 +27,7 @@ extension AgentHost {
             do {
                 return (worktree, try await startAgent(moved))
             } catch {
-                _ = try? await worktrees.remove(worktree, force: true)
+                await undo(nil, worktree)
                 throw error
             }
         }
@@ -38,7 +39,7 @@ extension AgentHost {
                               what: "adding the worktree and starting the agent")
         guard let worktree = planned.made(by: r) else { throw worktrees.worktreeFailure(r, project: planned.project) }
         guard r.exitStatus == .exited(0) else {
-            _ = try? await worktrees.remove(worktree, force: true)
+            await undo(nil, worktree)
             let detail = r.stderrString.trimmingCharacters(in: .whitespacesAndNewlines)
             if r.exitStatus == .exited(127) {
                 throw AgentError(.tmuxUnavailable, "tmux is not installed on \(displayName)", detail: detail)
@@ -46,8 +47,24 @@ extension AgentHost {
             throw AgentError(.tmuxFailed, "tmux could not start the session \(start.name)", detail: detail)
         }
         if let typed = start.launch.typedInput {
-            try await typeWhenReady(start.name, typed, readyWhenShowing: spec.provider.readyScreen)
+            do {
+                try await typeWhenReady(start.name, typed, readyWhenShowing: spec.provider.readyScreen)
+            } catch {
+                // the prompt never reached the agent (cancelled, or the host failed): the
+                // task goes again, whole
+                await undo(start.session, worktree)
+                throw error
+            }
         }
         return (worktree, start.session)
+    }
+
+    /// Stops the session and removes the fresh worktree, even when the calling task was
+    /// cancelled (the cleanup runs in a task of its own, which nothing cancels).
+    private func undo(_ session: AgentSession?, _ worktree: Worktree) async {
+        await Task { [self] in
+            if let session { _ = try? await stop(session) }
+            _ = try? await worktrees.remove(worktree, force: true)
+        }.value
     }
 }

@@ -253,6 +253,30 @@ struct AgentOrchestratorTests {
         #expect(try await f.orchestrator.processState(of: main.id) == .running)
     }
 
+    /// A create cancelled while the agent's prompt waits to be typed leaves nothing: no
+    /// session, no worktree, no record.
+    @Test func aCreateCancelledBeforeItsPromptIsTypedLeavesNothing() async throws {
+        let f = try await Fixture()
+        defer { Task { await f.tearDown() } }
+        let orchestrator = f.orchestrator, project = f.project
+        let creating = Task {
+            try await orchestrator.createTask(projectID: project.id, title: "cancelled", providerID: "amp", prompt: "never typed")
+        }
+        // the agent runs: the create is past its round trip and waits to type the prompt
+        let started = await eventually { () async -> Bool? in
+            let all = (try? await f.agentHost.tmux.sessions()) ?? []
+            return all.contains { $0.ptyID?.providerID == "amp" } ? true : nil
+        }
+        #expect(started == true)
+        creating.cancel()
+        let outcome = await creating.result
+        #expect((try? outcome.get()) == nil, "the cancelled create returned a task")
+        #expect(try await f.store.tasks(projectID: nil).isEmpty)
+        #expect(try await f.agentHost.worktrees.list(projectPath: f.project.path).count == 1, "only the main checkout")
+        let left = try await f.agentHost.tmux.sessions().filter { $0.ptyID?.providerID == "amp" }
+        #expect(left.isEmpty, "\(left.map(\.name))")
+    }
+
     @Test func anArchivedTaskKeepsItsWorktreeAndTakesNoChat() async throws {
         let f = try await Fixture()
         defer { Task { await f.tearDown() } }
