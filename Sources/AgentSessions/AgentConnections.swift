@@ -297,11 +297,17 @@ actor AgentConnections {
             await lost(id, failure)
         } else if e.state == .connected {
             await noteConnection(id)
-            if slotWaiters > 0, e.leases == 0, let now = entries[id], now.leases == 0, now.isHolding {
-                // a host waits for a slot: this one is idle now, so its place goes there
-                await evict(id)
-            }
+            await leaseEnded(id)
         }
+    }
+
+    /// After any use of the host ends (a call, an attach, a health check, a reconnect):
+    /// when a caller waits for a slot and this host is now idle and connected, it is
+    /// dropped so its place goes to that caller. Every path that ends a lease comes here,
+    /// so a waiter never waits on a host that went idle unnoticed.
+    private func leaseEnded(_ id: ServerID) async {
+        guard slotWaiters > 0, let now = entries[id], now.leases == 0, now.isHolding, now.state == .connected else { return }
+        await evict(id)
     }
 
     /// The transport's own reconnect (a call found the connection gone and made a new
@@ -331,7 +337,8 @@ actor AgentConnections {
     /// Takes a connection slot for `id`, then connects.
     private func connect(_ id: ServerID, _ managed: any ConnectedTransport) async throws(AgentError) {
         try await takeSlot(id)
-        if entries[id]?.state != .connecting && entries[id]?.state != .connected { transition(id, to: .connecting) }
+        // also from `connected`: its transport turned out to be down, and this is a connect again
+        if entries[id]?.state != .connecting { transition(id, to: .connecting) }
         do {
             try await managed.connect()
         } catch {
@@ -423,6 +430,7 @@ actor AgentConnections {
             do {
                 try await connect(id, managed)
                 update(id) { $0.leases -= 1 }
+                await leaseEnded(id)
             } catch {
                 update(id) { $0.leases -= 1 }
                 if error.code == .cancelled { return }
@@ -474,6 +482,7 @@ actor AgentConnections {
             await lost(id, failure)
         } else {
             await noteConnection(id)
+            await leaseEnded(id)
         }
     }
 }

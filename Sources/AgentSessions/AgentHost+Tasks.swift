@@ -21,7 +21,7 @@ extension AgentHost {
         let spec = try await makeSpec(planned.path)
         let start = try await prepareStart(spec, directory: planned.path)
         guard start.hasTmux, start.launch.promptFile == nil else {
-            let worktree = try await worktrees.create(projectPath: planned.project, title: title, baseRef: baseRef)
+            let worktree = try await worktrees.create(planned, baseRef: baseRef)
             var moved = spec
             moved.workingDirectory = worktree.path
             do {
@@ -34,9 +34,16 @@ extension AgentHost {
         let launchFile = AgentLauncher.fileName(spec.ptyID, nonce: start.nonce)
         let tmuxArgs = tmux.newSessionArguments(name: start.name, directory: planned.path, size: spec.size, argv: start.argv)
         let script = AgentWorktrees.createWorktreeScript + "\nshift 5\n" + AgentLauncher.writeThenRunScript
-        let r = try await run("/bin/sh", ["-c", script, "sh"] + planned.arguments(baseRef: baseRef) + [launchFile, "tmux"] + tmuxArgs,
-                              stdin: Array(start.script.utf8), idempotent: false,
+        let r: ProcessResult
+        do {
+            r = try await run("/bin/sh", ["-c", script, "sh"] + planned.arguments(baseRef: baseRef) + [launchFile, "tmux"] + tmuxArgs,
+                              stdin: Array(start.script.utf8), timeout: AgentWorktrees.createTimeout, idempotent: false,
                               what: "adding the worktree and starting the agent")
+        } catch {
+            // cancelled, timed out or cut off midway: the worktree and the session may exist
+            await undo(start.session, planned.expected)
+            throw error
+        }
         guard let worktree = planned.made(by: r) else { throw worktrees.worktreeFailure(r, project: planned.project) }
         guard r.exitStatus == .exited(0) else {
             await undo(nil, worktree)
@@ -59,8 +66,9 @@ extension AgentHost {
         return (worktree, start.session)
     }
 
-    /// Stops the session and removes the fresh worktree, even when the calling task was
-    /// cancelled (the cleanup runs in a task of its own, which nothing cancels).
+    /// Stops the session and removes the fresh worktree (and its branch), even when the
+    /// calling task was cancelled (the cleanup runs in a task of its own, which nothing
+    /// cancels). What does not exist is skipped.
     private func undo(_ session: AgentSession?, _ worktree: Worktree) async {
         await Task { [self] in
             if let session { _ = try? await stop(session) }

@@ -233,23 +233,31 @@ public final class AgentOrchestrator: Sendable {
         let applied = settings.applied(to: provider)
         let size = terminalSize, statusHooks = statusHooks, ptyID = conversation.ptyID
         let startedAt = Date()
-        let (worktree, session) = try await onHost(hostRecord) { host in
-            try await checkCanStart(provider, on: host, named: hostRecord.name)
-            return try await host.createWorktreeAndStart(projectPath: project.path, title: title,
-                                                         baseRef: baseRef ?? project.defaultBaseRef) { directory throws(AgentError) in
-                let plan: AgentResumePlan
-                do {
-                    plan = try await host.planResume(ptyID: ptyID, provider: applied, workingDirectory: directory, isResume: false,
-                                                     previousStart: nil, onlyChatOfItsAgent: true, map: store,
-                                                     environment: settings.environment)
-                } catch {
-                    throw (error as? AgentError) ?? AgentError(.storage, "the session map failed: \(error)")
+        let made: (worktree: Worktree, session: AgentSession)
+        do {
+            made = try await onHost(hostRecord) { host in
+                try await checkCanStart(provider, on: host, named: hostRecord.name)
+                return try await host.createWorktreeAndStart(projectPath: project.path, title: title,
+                                                             baseRef: baseRef ?? project.defaultBaseRef) { directory throws(AgentError) in
+                    let plan: AgentResumePlan
+                    do {
+                        plan = try await host.planResume(ptyID: ptyID, provider: applied, workingDirectory: directory, isResume: false,
+                                                         previousStart: nil, onlyChatOfItsAgent: true, map: store,
+                                                         environment: settings.environment)
+                    } catch {
+                        throw (error as? AgentError) ?? AgentError(.storage, "the session map failed: \(error)")
+                    }
+                    return AgentSessionSpec(ptyID: ptyID, provider: provider, settings: settings, workingDirectory: directory,
+                                            prompt: prompt, autoApprove: autoApprove, resume: plan.resume, size: size,
+                                            statusHooks: statusHooks)
                 }
-                return AgentSessionSpec(ptyID: ptyID, provider: provider, settings: settings, workingDirectory: directory,
-                                        prompt: prompt, autoApprove: autoApprove, resume: plan.resume, size: size,
-                                        statusHooks: statusHooks)
             }
+        } catch {
+            // what planning recorded for this terminal (Claude's session id) goes with it
+            _ = try? await stored("removing the session map entry") { try await store.remove(ptyID.description) }
+            throw error
         }
+        let (worktree, session) = made
         let task = TaskRecord(id: taskID, projectID: project.id, title: title, worktree: worktree)
         conversation.arguments = session.arguments
         conversation.survivesDisconnect = session.survivesDisconnect

@@ -214,8 +214,11 @@ extension AgentTmuxServer {
     /// over one channel, and the screen is asked through the same client once it is
     /// attached, so nothing printed before is missed. Text split across
     /// two writes of the agent is found too.
-    /// - Returns: true once shown; false when the session ended, is not there, or
-    ///   `timeout` passed first. The client is gone when this returns.
+    /// The screen and whether the pane's program ended are asked again every second
+    /// through the same client: text drawn with escape sequences inside it is found on
+    /// the screen, and an agent that ended ends the wait.
+    /// - Returns: true once shown; false when the agent ended, the session is not there,
+    ///   or `timeout` passed first. The client is gone when this returns.
     /// - Throws: `transport`; `cancelled`.
     public func waitForOutput(of name: String, containing text: String, timeout: Duration = .seconds(30))
         async throws(AgentError) -> Bool
@@ -235,23 +238,48 @@ extension AgentTmuxServer {
             process.cancel()
         }
         let pane = Self.pane(name)
+        let look = "capture-pane -p -J -t \(pane)\ndisplay-message -p -t \(pane) '\(ControlModeScanner.deadMark)#{pane_dead}'\n"
         let seen = await Deadline.run(timeout) { () async throws(AgentError) -> Bool in
-            var scanner = ControlModeScanner(needle: needle)
-            var asked = false
-            for await chunk in process.stdout {
-                if let found = scanner.feed(chunk) { return found }
-                if scanner.isAttached && !asked {
-                    // the screen is asked once attached: asked before, it could miss what the
-                    // agent printed between the answer and the attach
-                    asked = true
-                    do {
-                        try await process.input.write("capture-pane -p -J -t \(pane)\n")
-                    } catch {
-                        return false // the client ended
+            await withTaskGroup(of: Bool?.self) { group in
+                group.addTask {
+                    var scanner = ControlModeScanner(needle: needle)
+                    var asked = false
+                    for await chunk in process.stdout {
+                        if let found = scanner.feed(chunk) { return found }
+                        if scanner.isAttached && !asked {
+                            // the screen is asked once attached: asked before, it could miss what
+                            // the agent printed between the answer and the attach
+                            asked = true
+                            do {
+                                try await process.input.write(look)
+                            } catch {
+                                return false // the client ended
+                            }
+                        }
+                    }
+                    return false
+                }
+                group.addTask {
+                    // again every second: text drawn with escape sequences inside it is found on
+                    // the screen only, and a pane whose agent ended says nothing in control mode
+                    while true {
+                        try? await Task.sleep(for: .seconds(1))
+                        if Task.isCancelled { return nil }
+                        do {
+                            try await process.input.write(look)
+                        } catch {
+                            return nil
+                        }
                     }
                 }
+                for await r in group {
+                    if let r {
+                        group.cancelAll()
+                        return r
+                    }
+                }
+                return false
             }
-            return false
         }
         switch seen {
         case .success(let found)?: return found
@@ -269,14 +297,16 @@ struct ControlModeScanner {
     private var line: [UInt8] = []
     private var inReply = false
     private var output: [UInt8] = []
+    /// The line a reply carries when the pane's program ended (`#{pane_dead}` after it).
+    static let deadMark = "sshkit-pane-dead:"
     /// The client is attached (tmux said `%session-changed`): from here on, every byte the
     /// pane prints comes as `%output`.
     private(set) var isAttached = false
 
     init(needle: [UInt8]) { self.needle = needle }
 
-    /// Feeds a chunk: true once the text was seen, false when the client ended
-    /// (`%exit`), nil to read on.
+    /// Feeds a chunk: true once the text was seen, false when the client ended (`%exit`)
+    /// or a reply says the pane's program ended, nil to read on.
     mutating func feed(_ chunk: [UInt8]) -> Bool? {
         for byte in chunk {
             guard byte == UInt8(ascii: "\n") else {
@@ -296,6 +326,7 @@ struct ControlModeScanner {
             inReply = false
         } else if inReply {
             if Self.contains(line, needle) { return true }
+            if line.elementsEqual(Array((Self.deadMark + "1").utf8)) { return false }
         } else if line.starts(with: Array("%output ".utf8)) {
             // %output %<pane> <escaped bytes>
             guard let space = line.dropFirst(8).firstIndex(of: UInt8(ascii: " ")) else { return nil }

@@ -28,13 +28,21 @@ public struct AgentWorktrees: Sendable {
     public func create(projectPath: String, title: String, baseRef: String? = nil,
                                unixMilliseconds: Int64? = nil) async throws(AgentError) -> Worktree
     {
-        let planned = try await plannedWorktree(projectPath: projectPath, title: title, unixMilliseconds: unixMilliseconds)
+        try await create(try await plannedWorktree(projectPath: projectPath, title: title, unixMilliseconds: unixMilliseconds),
+                         baseRef: baseRef)
+    }
+
+    /// Makes the worktree `planned` names.
+    func create(_ planned: PlannedWorktree, baseRef: String?) async throws(AgentError) -> Worktree {
         // one round trip: every step in one script, every value an argument of it
         let r = try await shell.run("/bin/sh", ["-c", Self.createWorktreeScript, "sh"] + planned.arguments(baseRef: baseRef),
-                              idempotent: false, what: "adding the worktree")
+                                    timeout: Self.createTimeout, idempotent: false, what: "adding the worktree")
         guard let made = planned.made(by: r) else { throw worktreeFailure(r, project: planned.project) }
         return made
     }
+
+    /// How long adding a worktree may take: a checkout of a large repository is slow.
+    static let createTimeout: Duration = .seconds(600)
 
     /// Where a new task's worktree goes, before it is made.
     struct PlannedWorktree {
@@ -46,6 +54,12 @@ public struct AgentWorktrees: Sendable {
         /// The arguments of `createWorktreeScript`.
         func arguments(baseRef: String?) -> [String] {
             [project, baseRef ?? "", branch, path, AgentWorktrees.defaultBaseBranches.joined(separator: " ")]
+        }
+
+        /// The worktree as it will be, before git says its base (for removing what a failed
+        /// or cancelled add may have left).
+        var expected: Worktree {
+            Worktree(name: name, projectPath: project, path: path, branch: branch, baseRef: "", baseCommit: "")
         }
 
         /// The worktree, when the script's first two lines say it was made.

@@ -272,6 +272,16 @@ struct AgentSessionTests {
             #expect(try await host.waitForOutput(of: once, containing: "READY>", timeout: .seconds(20)))
             try await host.stop(once)
         }
+        // an agent that ends without printing the text: false once it ended, not at the deadline
+        let ending = try await host.startAgent(try Self.spec(binary: "fake-exit"))
+        let waited = ContinuousClock.now
+        #expect(try await !host.waitForOutput(of: ending, containing: "never printed", timeout: .seconds(60)))
+        #expect(ContinuousClock.now - waited < .seconds(30), "the wait ended with the agent")
+        try await host.stop(ending)
+        // text drawn with an escape sequence inside it: found on the screen
+        let drawn = try await host.startAgent(try Self.spec(binary: "fake-drawn"))
+        #expect(try await host.waitForOutput(of: drawn, containing: "ready now", timeout: .seconds(20)))
+        try await host.stop(drawn)
         let gone = try await host.startAgent(try Self.spec(binary: "fake-ticker"))
         try await host.stop(gone)
         let asked = ContinuousClock.now

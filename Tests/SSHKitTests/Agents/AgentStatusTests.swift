@@ -139,6 +139,9 @@ struct ControlModeScannerTests {
         #expect(Self.feed("READY", ["%session-changed $0 READY\n"]) == nil)
         #expect(Self.feed("x", ["%begin 1 2 1\n", "%end 1 2 1\n", "%exit\n"]) == false)
         #expect(Self.feed("y", ["%output %0 x\n"]) == nil)
+        // the pane's program ended, as the periodic look reports it
+        #expect(Self.feed("y", ["%begin 1 3 1\n", "\(ControlModeScanner.deadMark)0\n", "%end 1 3 1\n"]) == nil)
+        #expect(Self.feed("y", ["%begin 1 3 1\n", "\(ControlModeScanner.deadMark)1\n", "%end 1 3 1\n"]) == false)
         var s = ControlModeScanner(needle: Array("z".utf8))
         _ = s.feed(Array("%begin 1 2 0\n%end 1 2 0\n".utf8))
         #expect(!s.isAttached, "attached only once tmux says so")

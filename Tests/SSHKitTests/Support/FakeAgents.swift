@@ -99,6 +99,13 @@ enum FakeAgents {
             echo "exiting with 7"
             exit 7
             """#,
+        // a line drawn with a cursor movement inside it: "ready now" on the screen only
+        "fake-drawn": #"""
+            #!/bin/sh
+            sleep 1.5
+            printf 'ready\033[1Cnow\n'
+            exec sleep 600
+            """#,
     ]
 
     /// The directory with every fake (made once per test process).
