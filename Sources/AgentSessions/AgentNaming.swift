@@ -1,3 +1,5 @@
+import SSHKit
+
 /// The names the engine gives things on a host. They follow Emdash's formats exactly, so
 /// the worktrees, branches and sessions of Emdash users stay recognisable.
 public enum AgentNaming {
@@ -40,7 +42,7 @@ public enum AgentNaming {
     /// its SHA-256, with the RFC 4122 version (4) and variant bits set, as 8-4-4-4-12
     /// lowercase hex. The same id always gives the same UUID, on every machine.
     public static func sessionUUID(for id: String) -> String {
-        var b = Array(SHA256.hash(Array(id.utf8)).prefix(16))
+        var b = Array(CoreDigest.sha256(Array(id.utf8)).prefix(16))
         b[6] = (b[6] & 0x0f) | 0x40
         b[8] = (b[8] & 0x3f) | 0x80
         let hex = b.map { byte in

@@ -1,7 +1,7 @@
 /*
  * sshcore_keys.c - key helpers that need no connection: a certificate checked
- * against its key (libssh 0.10 does not), SHA-256 fingerprints, and HMAC-SHA1
- * for hashed known_hosts entries.
+ * against its key (libssh 0.10 does not), SHA-256 fingerprints, HMAC-SHA1 for
+ * hashed known_hosts entries, and the plain digests the Swift layers use.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -159,6 +159,24 @@ sshcore_hmac_sha1(const uint8_t *key,
     if (HMAC(EVP_sha1(), key, (int)key_len, data, data_len, out, &len) ==
             NULL ||
         len != 20) {
+        return SSHCORE_E_SYSTEM;
+    }
+    return SSHCORE_E_OK;
+}
+
+int
+sshcore_digest(int sha256, const uint8_t *data, size_t len, uint8_t *out)
+{
+    unsigned int n = 0;
+    unsigned int want = sha256 ? 32 : 20;
+
+    if (EVP_Digest(data,
+                   len,
+                   out,
+                   &n,
+                   sha256 ? EVP_sha256() : EVP_sha1(),
+                   NULL) != 1 ||
+        n != want) {
         return SSHCORE_E_SYSTEM;
     }
     return SSHCORE_E_OK;

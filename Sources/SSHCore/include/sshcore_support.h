@@ -64,6 +64,14 @@ int sshcore_hmac_sha1(const uint8_t *key,
                       uint8_t *out);
 
 /**
+ * @brief SHA-256 (sha256 != 0) or SHA-1 (OpenSSL) of data: the one
+ * implementation of each digest in the package.
+ * @param[out] out 32 bytes for SHA-256, 20 for SHA-1.
+ * @return SSHCORE_E_OK or SSHCORE_E_SYSTEM.
+ */
+int sshcore_digest(int sha256, const uint8_t *data, size_t len, uint8_t *out);
+
+/**
  * @brief Starts a ProxyCommand: `shell -c "exec command"` with one end of a new
  * socket pair as its stdin and stdout (stderr inherited, every other fd closed,
  * default signal handling). The caller owns the other end (`*fd_out`,

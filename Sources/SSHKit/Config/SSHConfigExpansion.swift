@@ -82,7 +82,7 @@ enum SSHConfigExpansion {
     /// Lowercase hex SHA-1 (ControlPath's `%C`: the local host name, host, port and
     /// user, concatenated).
     static func sha1Hex(_ s: String) -> String {
-        SHA1.digest(Array(s.utf8)).map { b in
+        CoreDigest.sha1(Array(s.utf8)).map { b in
             let h = String(b, radix: 16)
             return h.count == 1 ? "0" + h : h
         }.joined()
@@ -109,41 +109,5 @@ enum SSHConfigExpansion {
         if host.utf8.contains(0x25) || host.utf8.contains(0x3A) { return true }
         if !host.isEmpty && host.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2E }) { return true }
         return canonicalAddress(host) != nil
-    }
-}
-
-/// SHA-1 (FIPS 180-4), for `%C` only: OpenSSH names control sockets by it.
-enum SHA1 {
-    static func digest(_ message: [UInt8]) -> [UInt8] {
-        var h: [UInt32] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0]
-        var m = message
-        let bitLength = UInt64(message.count) * 8
-        m.append(0x80)
-        while m.count % 64 != 56 { m.append(0) }
-        for i in (0..<8).reversed() { m.append(UInt8(truncatingIfNeeded: bitLength >> (UInt64(i) * 8))) }
-        var w = [UInt32](repeating: 0, count: 80)
-        for chunk in stride(from: 0, to: m.count, by: 64) {
-            for t in 0..<16 {
-                let j = chunk + t * 4
-                w[t] = UInt32(m[j]) << 24 | UInt32(m[j + 1]) << 16 | UInt32(m[j + 2]) << 8 | UInt32(m[j + 3])
-            }
-            for t in 16..<80 {
-                let x = w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16]
-                w[t] = x << 1 | x >> 31
-            }
-            var (a, b, c, d, e) = (h[0], h[1], h[2], h[3], h[4])
-            for t in 0..<80 {
-                let (f, k): (UInt32, UInt32) = switch t {
-                case 0..<20: ((b & c) | (~b & d), 0x5A82_7999)
-                case 20..<40: (b ^ c ^ d, 0x6ED9_EBA1)
-                case 40..<60: ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC)
-                default: (b ^ c ^ d, 0xCA62_C1D6)
-                }
-                let temp = (a << 5 | a >> 27) &+ f &+ e &+ k &+ w[t]
-                e = d; d = c; c = b << 30 | b >> 2; b = a; a = temp
-            }
-            h[0] = h[0] &+ a; h[1] = h[1] &+ b; h[2] = h[2] &+ c; h[3] = h[3] &+ d; h[4] = h[4] &+ e
-        }
-        return h.flatMap { v in (0..<4).map { UInt8(truncatingIfNeeded: v >> (24 - $0 * 8)) } }
     }
 }

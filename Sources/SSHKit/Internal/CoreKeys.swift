@@ -23,6 +23,22 @@ extension CoreKeys {
     }
 }
 
+/// SHA-1 and SHA-256, computed by the core with OpenSSL: the package's one implementation
+/// of each (OpenSSH's `%C` token, the agents' session UUIDs).
+package enum CoreDigest {
+    package static func sha1(_ data: [UInt8]) -> [UInt8] { digest(data, sha256: false) }
+    package static func sha256(_ data: [UInt8]) -> [UInt8] { digest(data, sha256: true) }
+
+    private static func digest(_ data: [UInt8], sha256: Bool) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: sha256 ? 32 : 20)
+        // a non-nil pointer even for empty input
+        let d = data.isEmpty ? [0] : data
+        let rc = sshcore_digest(sha256 ? 1 : 0, d, data.count, &out)
+        precondition(rc == Int32(sshcore_err.SSHCORE_E_OK.rawValue), "the digest failed")
+        return out
+    }
+}
+
 /// Switches of the C core that only tests use.
 @_spi(Testing) public enum SSHCoreTesting {
     /// Offers every Ed25519 user certificate through the core's in-process agent, as

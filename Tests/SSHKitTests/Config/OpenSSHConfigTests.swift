@@ -261,6 +261,19 @@ struct OpenSSHConfigTests {
         #expect(SSHConfigSyntax.matchList("web2", "web*,!web2", lowercasePatterns: false) == -1)
     }
 
+    /// The package's one SHA-256 (the core's OpenSSL digest): FIPS 180-4 vectors, and
+    /// the multi-block case.
+    @Test func theCoresSHA256MatchesTheStandardVectors() {
+        func hex(_ b: [UInt8]) -> String { b.map { String(format: "%02x", $0) }.joined() }
+        #expect(hex(CoreDigest.sha256([])) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(hex(CoreDigest.sha256(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(hex(CoreDigest.sha256(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)))
+                == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        #expect(hex(CoreDigest.sha256([UInt8](repeating: UInt8(ascii: "a"), count: 1_000_000)))
+                == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+        #expect(hex(CoreDigest.sha1(Array("abc".utf8))) == "a9993e364706816aba3e25717850c26c9cd0d89d")
+    }
+
     @Test func controlPathHashIsSHA1() {
         // FIPS 180-4 test vectors
         #expect(SSHConfigExpansion.sha1Hex("abc") == "a9993e364706816aba3e25717850c26c9cd0d89d")
