@@ -53,17 +53,17 @@ let package = Package(
         .target(
             name: "CTransportSupport"
         ),
-        // One protocol for files and processes on this machine or a server (issue 7).
+        // One protocol for files and processes on this machine or a server.
         .target(
             name: "ServerTransport",
             dependencies: ["SSHKit", "CTransportSupport"]
         ),
-        // Coding agents in remote git worktrees inside remote tmux sessions (issue 13).
+        // Coding agents in remote git worktrees inside remote tmux sessions.
         .target(
             name: "AgentSessions",
             dependencies: ["ServerTransport", "SSHKit"]
         ),
-        // The agent-sessions store in SQLite (issue 14): records and the session map.
+        // The agent-sessions store in SQLite: records and the session map.
         .target(
             name: "AgentSessionsSQLite",
             dependencies: ["AgentSessions", .product(name: "GRDB", package: "GRDB.swift")]
@@ -86,7 +86,7 @@ let package = Package(
             dependencies: ["SSHKit"],
             path: "Fuzz/Sources/sshkit-fuzz"
         ),
-        // The agent-sessions command (issue 14): the engine from a terminal, records in SQLite.
+        // The agent-sessions command: the engine from a terminal, records in SQLite.
         .executableTarget(
             name: "agent-sessions",
             dependencies: [

@@ -7,8 +7,9 @@ import Synchronization
 ///
 /// For a tmux session this is `tmux attach` on a PTY channel of the host's shared
 /// connection: tmux redraws the whole screen on attach and on every resize. When the
-/// connection drops, `output` ends; the agent keeps running and `attach` again (the
-/// transport reconnects) plus `missedOutput` bring the caller back.
+/// connection drops, `output` ends; the agent keeps running, and `attach` again (the
+/// transport reconnects) brings the caller back: tmux redraws the screen, and what
+/// scrolled past meanwhile is in `AgentHost.recentOutput(of:lines:)`.
 public final class AgentTerminal: Sendable {
     public let session: AgentSession
     private let backend: Backend

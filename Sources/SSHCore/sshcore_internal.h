@@ -248,11 +248,20 @@ struct sshcore_orphan {
     struct sshcore_orphan *_Nullable next;
 };
 
-/* sshcore_conn.c */
+/* sshcore_conn.c: references, waking the worker, queueing, the fd */
 int64_t sshcore_now_ms(void);
 void sshcore_conn_retain(sshcore_conn *conn);
 void sshcore_conn_unref(sshcore_conn *conn);
 void sshcore_conn_wake(sshcore_conn *conn);
+/** Queue an operation (any thread); fails unless the connection is ready. */
+int sshcore_conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err);
+void sshcore_free_answers(char *_Nullable *_Nullable answers, size_t n);
+void sshcore_conn_close_socket(sshcore_conn *conn);
+void sshcore_conn_shutdown_socket(sshcore_conn *conn);
+sshcore_conn_action sshcore_conn_apply(sshcore_conn *conn,
+                                       sshcore_conn_event ev);
+
+/* sshcore_error.c */
 /** Fill err from the session's last libssh error (worker only). */
 void sshcore_error_from_session(sshcore_error *err,
                                 int code,
@@ -260,14 +269,29 @@ void sshcore_error_from_session(sshcore_error *err,
                                 const char *function);
 void
 sshcore_error_set(sshcore_error *err, int code, const char *_Nullable detail);
-/** Queue an operation (any thread); fails unless the connection is ready. */
-int sshcore_conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err);
+/** Classify the session's failure after libssh reported an error. */
+int sshcore_conn_failure_code(sshcore_conn *conn);
+void sshcore_copy_str(char *dst, size_t cap, const char *_Nullable src);
+int sshcore_handshake_failure_code(sshcore_conn *conn);
+
+/* sshcore_conn_fail.c: failing a connection and its operations */
 /** Worker: whether the session can still carry packets: connected, and not
  *  in libssh's error state (which a failed MAC or decryption sets while
  *  ssh_is_connected() stays true). Use it, never ssh_is_connected() alone. */
 bool sshcore_session_usable(sshcore_conn *conn);
-/** Classify the session's failure after libssh reported an error. */
-int sshcore_conn_failure_code(sshcore_conn *conn);
+bool sshcore_conn_connect_complete(sshcore_conn *conn,
+                                   const sshcore_error *err);
+void sshcore_conn_fail_ops(sshcore_conn *conn,
+                           sshcore_op *_Nullable list,
+                           const sshcore_error *err);
+void sshcore_conn_fail_with(sshcore_conn *conn, const sshcore_error *err);
+void
+sshcore_conn_fail(sshcore_conn *conn, int code, const char *_Nullable detail);
+void sshcore_conn_fail_lib(sshcore_conn *conn,
+                           int code,
+                           const char *_Nullable function);
+
+/* sshcore_orphan.c (worker): channels closed properly after their op ended */
 /** Worker: keep a channel whose open is pending until the server answers,
  *  then close it properly. */
 void sshcore_conn_adopt_opening_channel(sshcore_conn *conn, ssh_channel ch);
@@ -293,37 +317,16 @@ void sshcore_conn_adopt_stopping_channel(sshcore_conn *conn,
 /* The earliest time an orphan needs the worker, or -1. */
 int64_t sshcore_conn_orphans_due_ms(const sshcore_conn *conn);
 
-/* sshcore_conn.c (continued): failing, the fd, worker bookkeeping */
 /* sshcore_registry.c: the running workers and the exit handler */
 void sshcore_conn_registry_add(sshcore_conn *conn);
 void sshcore_conn_registry_remove(sshcore_conn *conn);
-void sshcore_free_answers(char *_Nullable *_Nullable answers, size_t n);
-void sshcore_conn_close_socket(sshcore_conn *conn);
-void sshcore_conn_shutdown_socket(sshcore_conn *conn);
-sshcore_conn_action sshcore_conn_apply(sshcore_conn *conn,
-                                       sshcore_conn_event ev);
-bool sshcore_conn_connect_complete(sshcore_conn *conn,
-                                   const sshcore_error *err);
-void sshcore_conn_fail_ops(sshcore_conn *conn,
-                           sshcore_op *_Nullable list,
-                           const sshcore_error *err);
-void sshcore_conn_fail_with(sshcore_conn *conn, const sshcore_error *err);
-void
-sshcore_conn_fail(sshcore_conn *conn, int code, const char *_Nullable detail);
-void sshcore_conn_fail_lib(sshcore_conn *conn,
-                           int code,
-                           const char *_Nullable function);
+extern atomic_long sshcore_live_workers;
+
+/* sshcore_connect.c (worker) */
 /** Worker: applies a connect-phase event and acts on its action (the connect
  *  deadline pauses while the caller is asked, and resumes with the answer); a
  *  rejected event fails the connection with INVALID_STATE naming both. */
 bool sshcore_conn_phase(sshcore_conn *conn, sshcore_phase_event event);
-extern atomic_long sshcore_live_workers;
-
-/* sshcore_error.c */
-void sshcore_copy_str(char *dst, size_t cap, const char *_Nullable src);
-int sshcore_handshake_failure_code(sshcore_conn *conn);
-
-/* sshcore_connect.c (worker) */
 void sshcore_connect_resolve(sshcore_conn *conn);
 void sshcore_connect_tcp_start(sshcore_conn *conn);
 void sshcore_connect_tcp_wait(sshcore_conn *conn);
@@ -401,6 +404,7 @@ void sshcore_global_free_all(sshcore_conn *conn);
  *  forward ended). */
 ssh_channel _Nullable sshcore_rforward_take(sshcore_op *forward, uint64_t id);
 
+/* sshcore_bridge.c (worker) */
 /**
  * Worker, from libssh's channel-open callback: a new channel for an
  * auth-agent@openssh.com open, joined by a bridge op to a new connection to

@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 
-/// DESIGN.md rule 9: only SSHCore calls libssh; only Sources/SSHKit/Internal imports SSHCore.
+/// The package's layers (Docs/Architecture.md): only SSHCore calls libssh; only
+/// Sources/SSHKit/Internal imports SSHCore; the agent tool reaches the engine through its door.
 @Suite("Layering", .tags(.pure))
 struct LayeringTests {
     static func swiftFiles(under dir: String) -> [String] {

@@ -15,7 +15,7 @@ public struct SSHFleetHost: Sendable {
     }
 }
 
-/// The limits of a fleet run (issue 19): how much goes on at once, and what is retried.
+/// The limits of a fleet run: how much goes on at once, and what is retried.
 public struct SSHFleetOptions: Sendable {
     /// Hosts worked on at once (connecting or running).
     public var maxConcurrentOperations: Int
@@ -78,7 +78,7 @@ public struct SSHFleetResult<Value: Sendable>: Sendable {
     public var duration: Duration
 }
 
-/// Work on many hosts at once (issue 19): a command or any operation on every host of a
+/// Work on many hosts at once: a command or any operation on every host of a
 /// fleet, with separate limits for operations and for handshakes (so a fleet never trips
 /// sshd's `MaxStartups` or loads the hosts with key exchanges), per-host timeouts,
 /// retries of connection failures only, and results as they finish.
