@@ -29,7 +29,7 @@ struct AsyncSSHInteropTests {
     }
 
     /// asyncssh announces reads of up to 4 MiB: a 1 MiB read's reply is 1 MiB plus its
-    /// header, which the reply decoder must take (issue 20, item 2).
+    /// header, which the reply decoder must take.
     @Test(arguments: [nil, 1 << 20, 256 << 10] as [Int?])
     func downloadsUseTheServersLargeReads(chunkSize: Int?) async throws {
         try await withServer("ax-get") { server, conn in
@@ -48,7 +48,7 @@ struct AsyncSSHInteropTests {
         }
     }
 
-    /// Uploads finish by themselves (issue 20, item 4: about one in four stalled until
+    /// Uploads finish by themselves (about one in four stalled until
     /// something else happened on the connection), byte-exact.
     @Test func uploadsNeverStall() async throws {
         try await withServer("ax-put") { server, conn in
@@ -70,7 +70,7 @@ struct AsyncSSHInteropTests {
     }
 
     /// Closing an SFTP client ends its channel with EOF and close, never a signal: asyncssh
-    /// drops the whole connection on a signal to a subsystem (issue 20, item 3).
+    /// drops the whole connection on a signal to a subsystem.
     @Test func closingSFTPLeavesTheConnectionWorking() async throws {
         try await withServer("ax-close") { server, conn in
             for round in 0..<3 {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Every public symbol of SSHKit and ServerTransport has a doc comment (issue 17, part 7).
+/// Every public symbol of SSHKit and ServerTransport has a doc comment.
 /// `swift package generate-documentation --warnings-as-errors` (scripts/test.sh) checks the
 /// links and parameters; DocC does not report a symbol without a comment, so this does.
 @Suite("API documentation", .tags(.pure))

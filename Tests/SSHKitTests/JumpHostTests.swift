@@ -38,7 +38,7 @@ struct JumpHostTests {
         }
     }
 
-    /// Hosts behind the same jump host share one connection to it (SSHFleet, issue 19),
+    /// Hosts behind the same jump host share one connection to it (SSHFleet),
     /// and SSHClient.connect(_:through:) leaves the jump connection open when it closes.
     @Test func hostsBehindOneJumpHostShareOneConnectionToIt() async throws {
         let f = try Fixture()

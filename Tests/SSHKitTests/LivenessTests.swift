@@ -4,7 +4,7 @@ import Testing
 
 /// Dead-peer detection against real servers: a frozen sshd (SIGSTOP; its kernel still
 /// ACKs) and a silent partition (iptables DROP inside a network namespace the test makes).
-/// The detection bound checked is the one SSHKeepalive promises and issue 3 asks for:
+/// The detection bound checked is the one SSHKeepalive promises:
 /// interval × maxMissed + 1 s after the peer went silent.
 @Suite("Liveness", .tags(.integration), .serialized)
 struct LivenessTests {

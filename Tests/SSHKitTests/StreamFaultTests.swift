@@ -20,7 +20,7 @@ struct StreamFaultTests {
         try await body(server, proxy, config)
     }
 
-    // MARK: a corrupted packet (issue 20, item 1)
+    // MARK: a corrupted packet
 
     /// One flipped bit in the middle of a 4 MiB output: the command fails at once with
     /// `streamCorrupted`, with or without keepalive, and so does everything after it.
@@ -65,7 +65,7 @@ struct StreamFaultTests {
         }
     }
 
-    // MARK: a reset (issue 20, item 6)
+    // MARK: a reset
 
     /// A reset is `connectionLost` whenever it comes: in the banner, in the key exchange,
     /// after authentication. (A clean close by the server is `disconnected`.)
@@ -85,7 +85,7 @@ struct StreamFaultTests {
         }
     }
 
-    // MARK: a lost wake-up (issue 20, item 4)
+    // MARK: a lost wake-up
 
     /// The server reads slowly and sends nothing back until it has the whole input: the
     /// client must keep writing as the kernel's queue drains, with no packet from the
@@ -118,7 +118,7 @@ struct StreamFaultTests {
         }
     }
 
-    // MARK: cancelling a download (issue 20, item 5)
+    // MARK: cancelling a download
 
     /// A cancelled download returns at once although the server answers nothing any
     /// more (its replies are held back): the handle's close is left to the session, and

@@ -4,7 +4,7 @@ import SSHKit
 import Synchronization
 import Testing
 
-/// The cancellation storm (issue 15, part 3): every kind of operation, cancelled at a
+/// The cancellation storm: every kind of operation, cancelled at a
 /// random moment, thousands of times, on one shared connection (and new connections
 /// for connect and jump hosts). Figures: cancel-to-return p50/p99/max, hangs, errors
 /// other than `cancelled`, and whether the connection still works afterwards.

@@ -7,7 +7,7 @@ import Testing
 /// second keyboard-interactive answer and an answer on a closed connection are typed
 /// errors (SSHCORE_E_INVALID_STATE), an answer after a cancel is SSHCORE_E_CANCELLED,
 /// never a second release of the connection object; an operation of another kind is
-/// SSHCORE_E_INVALID_ARGUMENT (issue 17, part 3). The callbacks answer on the worker thread itself, the
+/// SSHCORE_E_INVALID_ARGUMENT. The callbacks answer on the worker thread itself, the
 /// tightest timing there is. Under AddressSanitizer (scripts/sanitizers.sh) a
 /// use-after-free here would be a report.
 @Suite("Reliability: C API misuse", .tags(.worker), .serialized)
@@ -130,7 +130,7 @@ struct CoreMisuseTests {
         Unmanaged<Probe>.fromOpaque(ctx!).takeUnretainedValue().record("exec done", 1)
     }
 
-    /// Part 3 of issue 17: one handle type stands for every kind of operation, so
+    /// One handle type stands for every kind of operation, so
     /// each call checks the kind it takes. An exec operation handed to the calls of
     /// streams, bridges and remote forwards is refused with INVALID_ARGUMENT (and
     /// an error naming both kinds where the call has one), never read as the wrong

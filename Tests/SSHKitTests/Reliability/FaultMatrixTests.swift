@@ -3,7 +3,7 @@ import SSHKit
 import Synchronization
 import Testing
 
-/// The fault matrix (issue 15, part 1): every fault of `FaultProxy` (close, reset, bit
+/// The fault matrix: every fault of `FaultProxy` (close, reset, bit
 /// flip, stall, delay, throttle), server→client and both ways, at offsets spread over
 /// the key exchange, authentication and the transfer, under five workloads with
 /// keepalive on. Each run must end with the complete, correct result or a typed error;

@@ -2,7 +2,7 @@ import Foundation
 @testable import SSHKit
 import Testing
 
-/// Security checks (issue 15, part 8): strict key exchange with OpenSSH, a man in the
+/// Security checks: strict key exchange with OpenSSH, a man in the
 /// middle under every host key policy, planted symlinks and loose permissions.
 @Suite("Reliability: security checks", .tags(.integration), .serialized)
 struct SecurityTests {
