@@ -6,15 +6,18 @@ import Synchronization
 public struct AgentBoard: Sendable {
     public struct Agent: Sendable {
         public var record: ConversationRecord
-        /// What it is doing, asked of the host (nil: not asked, not running, or not yet
-        /// known: a first look at a screen cannot tell working from idle).
-        public var activity: AgentActivity?
-        /// The last output of its session (tmux's session activity).
+        /// What it is doing and where that was learned, asked of the host's status
+        /// watcher (nil: not asked, or not running).
+        public var status: AgentStatus?
+        /// The last output of its session (tmux's window activity).
         public var lastActivity: Date?
 
-        public init(record: ConversationRecord, activity: AgentActivity? = nil, lastActivity: Date? = nil) {
+        /// What it is doing (nil: not asked, or not running).
+        public var activity: AgentActivity? { status?.activity }
+
+        public init(record: ConversationRecord, status: AgentStatus? = nil, lastActivity: Date? = nil) {
             self.record = record
-            self.activity = activity
+            self.status = status
             self.lastActivity = lastActivity
         }
     }
@@ -31,32 +34,25 @@ public struct AgentBoard: Sendable {
     }
 
     public var rows: [Row]
+}
 
-    /// Screen inferences per conversation, kept between the rounds of a watch (a screen
-    /// that stopped changing tells an idle agent from a working one only over time).
-    public final class Inferences: Sendable {
-        private let all = Mutex<[String: AgentScreenInference]>([:])
-
-        public init() {}
-
-        func take(_ id: String) -> AgentScreenInference { all.withLock { $0[id] } ?? AgentScreenInference() }
-        func keep(_ inference: AgentScreenInference, for id: String) { all.withLock { $0[id] = inference } }
-    }
+extension AgentBoard.Row {
+    /// Whether one of its agents waits for a question to be answered or has finished a
+    /// turn nobody looked at.
+    public var needsYou: Bool { agents.contains { $0.activity?.needsYou == true } }
 }
 
 extension AgentOrchestrator {
     /// The board: the records, and with `live` each host asked (all hosts at once, one
-    /// connection each) for its agents' state and activity and its worktrees' changes;
-    /// agents found ended are recorded so. An unreachable host marks its rows with
-    /// `hostError` and keeps them.
+    /// connection each, one round trip to its status watcher) for its agents' status and
+    /// its worktrees' changes, the rows whose agents need you first; agents found ended
+    /// are recorded so. An unreachable host marks its rows with `hostError` and keeps them.
     /// - Parameters:
     ///   - projectID: only this project's tasks.
     ///   - taskIDs: only these tasks.
-    ///   - inferences: carried between the rounds of a watch.
     /// - Throws: `storage` (the records); a host's failure is in its rows.
     public func board(projectID: String? = nil, taskIDs: Set<String>? = nil, includeArchived: Bool = false,
-                      live: Bool, inferences: AgentBoard.Inferences = AgentBoard.Inferences()) async throws(AgentError)
-        -> AgentBoard
+                      live: Bool) async throws(AgentError) -> AgentBoard
     {
         let store = store
         var rows: [AgentBoard.Row] = try await stored("reading the board") {
@@ -79,27 +75,30 @@ extension AgentOrchestrator {
             for indices in byHost.values {
                 let mine = indices.map { ($0, rows[$0]) }
                 guard let host = mine.first?.1.host else { continue }
-                group.addTask { await self.refresh(mine, on: host, inferences) }
+                group.addTask { await self.refresh(mine, on: host) }
             }
             var all: [(Int, AgentBoard.Row)] = []
             for await part in group { all += part }
             return all
         }
         for (i, row) in results { rows[i] = row }
-        return AgentBoard(rows: rows)
+        // what needs you first; otherwise the store's order
+        let order = rows.indices.sorted { a, b in
+            rows[a].needsYou != rows[b].needsYou ? rows[a].needsYou : a < b
+        }
+        return AgentBoard(rows: order.map { rows[$0] })
     }
 
     /// One host's rows, asked of the host; an unreachable host marks its rows.
-    private func refresh(_ rows: [(Int, AgentBoard.Row)], on host: HostRecord,
-                         _ inferences: AgentBoard.Inferences) async -> [(Int, AgentBoard.Row)] {
+    private func refresh(_ rows: [(Int, AgentBoard.Row)], on host: HostRecord) async -> [(Int, AgentBoard.Row)] {
+        let rules = screenRules
         do throws(AgentError) {
-            let sessions = try await onHost(host) { h in try await h.tmux.sessions() }
-            let activity = Dictionary(sessions.map { ($0.name, $0.lastActivity) }, uniquingKeysWith: { a, _ in a })
+            let snapshot = try await onHost(host) { h in try await h.watcherSnapshot(rules: rules) }
             let refreshed = await withTaskGroup(of: Result<(Int, AgentBoard.Row), AgentError>.self) { group in
                 for (i, row) in rows {
                     group.addTask {
                         do throws(AgentError) {
-                            return .success((i, try await self.refresh(row, on: host, activity: activity, inferences)))
+                            return .success((i, try await self.refresh(row, on: host, snapshot)))
                         } catch {
                             return .failure(error)
                         }
@@ -121,24 +120,27 @@ extension AgentOrchestrator {
         }
     }
 
-    private func refresh(_ row: AgentBoard.Row, on host: HostRecord, activity: [String: Date],
-                         _ inferences: AgentBoard.Inferences) async throws(AgentError) -> AgentBoard.Row
+    private func refresh(_ row: AgentBoard.Row, on host: HostRecord, _ snapshot: AgentWatcherSnapshot) async throws(AgentError)
+        -> AgentBoard.Row
     {
         var row = row
         for (j, a) in row.agents.enumerated() where a.record.state == .running {
             let c = a.record
-            row.agents[j].lastActivity = activity[c.ptyID.description]
-            var inference = inferences.take(c.id)
-            let status = try await status(of: c.id, inference: &inference)
-            inferences.keep(inference, for: c.id)
-            switch status.activity {
-            case .exited, .lost:
+            let name = c.ptyID.description
+            let session = snapshot.sessions.first { $0.name == name }
+            row.agents[j].lastActivity = session?.lastActivity
+            if !c.survivesDisconnect {
+                // a plain terminal: no watcher follows it, a look of its own
+                row.agents[j].status = try await status(of: c.id)
+                if case .exited? = row.agents[j].activity { row.agents[j].record = try await refreshState(conversationID: c.id) }
+            } else if session == nil || session?.isRunning == false {
                 // ended: the record says how (one more look, only now)
                 row.agents[j].record = try await refreshState(conversationID: c.id)
-            default:
-                // a first look at a screen cannot tell working from idle yet
-                let unsure = status.source == .screen && status.activity == .starting
-                row.agents[j].activity = unsure ? nil : status.activity
+            } else if let status = snapshot.states[name] {
+                row.agents[j].status = status
+            } else {
+                // the watcher has not looked at it yet (it started a moment ago)
+                row.agents[j].status = AgentStatus(activity: .starting, source: .process, since: Date())
             }
         }
         if row.task.archivedAt == nil {

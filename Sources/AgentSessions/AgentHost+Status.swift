@@ -1,16 +1,19 @@
 import Foundation
 import SSHKit
 import ServerTransport
+import Synchronization
 
 /// Status hooks and the status of running agents.
 extension AgentHost {
     /// Where the hooks of `ptyID` append their events (relative to the home directory).
     static func statusFile(_ ptyID: AgentPTYID) -> String { "\(AgentLauncher.directory)/status/\(ptyID)" }
 
-    /// The shell command a hook runs: appends `<unix seconds> <event>` to the status file.
-    /// It reaches the agent as data (a settings file, a config value), never typed into a shell.
+    /// The shell command a hook runs: appends `<unix seconds> <event>` to the status file
+    /// and wakes the watcher. It reaches the agent as data (a settings file, a config
+    /// value), never typed into a shell, prints nothing and always succeeds.
     static func hookCommand(_ ptyID: AgentPTYID, _ event: AgentHookEvent) -> String {
-        "mkdir -p \"$HOME/\(AgentLauncher.directory)/status\" && printf '%s \(event.rawValue)\\n' \"$(date +%s)\" >> \"$HOME/\(statusFile(ptyID))\""
+        "mkdir -p \"$HOME/\(AgentLauncher.directory)/status\" && printf '%s \(event.rawValue)\\n' \"$(date +%s)\" >> \"$HOME/\(statusFile(ptyID))\"; "
+            + "s=${TMUX%%,*}; kill -USR1 \"$(cat \"$HOME/\(AgentStatusWatcher.directory)/tmux-${s##*/}/pid\" 2>/dev/null)\" 2>/dev/null; exit 0"
     }
 
     /// Claude Code's hooks for `ptyID`, as a settings document for `--settings`.
@@ -61,62 +64,148 @@ extension AgentHost {
         }
     }
 
-    /// The agent's status now: from its process when it ended, else from its hooks when
-    /// they reported anything, else inferred from its screen with `inference` (keep one
-    /// per session between calls; the first calls may answer `.starting` until a guess is
-    /// confirmed).
-    public func status(of session: AgentSession, inference: inout AgentScreenInference) async -> AgentStatus {
+    /// The agent's status now, from the host's watcher (started when it does not run,
+    /// and its first round waited for, so the answer is current); for a plain terminal,
+    /// from its process and one look at its screen with `rules`.
+    public func status(of session: AgentSession, rules: AgentScreenRules = .shipped) async -> AgentStatus {
         let now = Date()
+        if case .tmux(let name) = session.container, let snapshot = try? await watcherSnapshot(rules: rules) {
+            if let s = snapshot.states[name] { return s }
+            if let t = snapshot.sessions.first(where: { $0.name == name }), !t.isRunning {
+                let code: Int32 = t.exitStatus ?? t.exitSignal.map { 128 + $0 } ?? 0
+                return AgentStatus(activity: .exited(code), source: .process, since: now, rule: "pane-dead")
+            }
+            if !snapshot.sessions.contains(where: { $0.name == name }) {
+                return AgentStatus(activity: .lost, source: .process, since: now, rule: "gone")
+            }
+        }
         let state: AgentProcessState
         do {
             state = try await self.state(of: session)
         } catch {
-            return AgentStatus(activity: .lost, source: .process, since: now)
+            return AgentStatus(activity: .lost, source: .process, since: now, rule: "gone")
         }
         switch state {
-        case .gone: return AgentStatus(activity: .lost, source: .process, since: now)
+        case .gone: return AgentStatus(activity: .lost, source: .process, since: now, rule: "gone")
         case .exited(let code): return AgentStatus(activity: .exited(code), source: .process, since: now)
         case .signaled(let n): return AgentStatus(activity: .exited(128 + n), source: .process, since: now)
         case .running: break
         }
-        if let r = try? await run("/bin/sh", ["-c", "tail -n 5 \"$HOME/$1\" 2>/dev/null; exit 0", "sh",
-                                              Self.statusFile(session.ptyID)], what: "reading hook events"),
-           let (event, at) = AgentHookEvent.last(in: r.stdoutString)
+        if let screen = try? await screenText(session),
+           let hit = rules.classify(screen: screen, providerID: session.ptyID.providerID)
         {
-            return AgentStatus(activity: event.activity, source: .hook, since: at)
+            return AgentStatus(activity: hit.activity, source: .screen, since: now, question: hit.question, rule: hit.rule.id)
         }
-        guard let screen = try? await screenText(session) else {
-            return AgentStatus(activity: .lost, source: .process, since: now)
-        }
-        let activity = inference.observe(screen: screen, at: now) ?? .starting
-        return AgentStatus(activity: activity, source: .screen, since: now)
+        return AgentStatus(activity: .starting, source: .process, since: now)
     }
 
-    /// The agent's status as it changes: polled every `interval` until the session is
-    /// lost or has exited (that status is the last element), or the task is cancelled.
-    public func statusUpdates(of session: AgentSession, interval: Duration = .seconds(1)) -> AsyncStream<AgentStatus> {
-        AsyncStream { continuation in
-            let task = Task {
-                var inference = AgentScreenInference()
-                var last: AgentStatus?
-                while !Task.isCancelled {
-                    let s = await self.status(of: session, inference: &inference)
-                    if s.activity != last?.activity || s.source != last?.source {
-                        continuation.yield(s)
-                        last = s
-                    }
-                    switch s.activity {
-                    case .exited, .lost:
-                        continuation.finish()
-                        return
-                    default:
-                        break
-                    }
-                    try? await Task.sleep(for: interval)
+    /// What the host's watcher knows, in one round trip (two or three the first time, to
+    /// write its script and the rules): each agent session's status by session name, and
+    /// the sessions of the tmux server. The watcher is started when the server has agent
+    /// sessions and it does not run, or runs an older version.
+    func watcherSnapshot(rules: AgentScreenRules) async throws(AgentError) -> AgentWatcherSnapshot {
+        let text = rules.hostText
+        let sum = CoreDigest.sha256(Array(text.utf8)).map { String(format: "%02x", $0) }.joined()
+        for _ in 0..<3 {
+            let r = try await run("/bin/sh", ["-c", AgentStatusWatcher.ensureScript, "sh", "\(AgentStatusWatcher.version)",
+                                              tmux.socket, sum, AgentTmuxServer.sessionFormat,
+                                              AgentStatusWatcher.scriptDigest],
+                                  what: "asking the status watcher")
+            let out = r.stdoutString
+            if out.hasPrefix("N") {
+                let need = out.split(separator: "\n")[0].split(separator: " ").dropFirst()
+                if need.contains("script") {
+                    try await installWatcherFile(AgentStatusWatcher.scriptName, AgentStatusWatcher.script, sum: nil)
                 }
-                continuation.finish()
+                if need.contains("rules") { try await installWatcherFile("tmux-\(tmux.socket)/rules", text, sum: sum) }
+                continue
             }
-            continuation.onTermination = { _ in task.cancel() }
+            guard r.exitStatus == .exited(0) else {
+                throw AgentError(.tmuxFailed, "the status watcher could not be asked", detail: r.stderrString)
+            }
+            return AgentWatcherSnapshot(parsing: out)
+        }
+        throw AgentError(.tmuxFailed, "the status watcher's files could not be written on \(shell.displayName)")
+    }
+
+    private func installWatcherFile(_ name: String, _ text: String, sum: String?) async throws(AgentError) {
+        let r = try await run("/bin/sh", ["-c", AgentStatusWatcher.installScript, "sh", name, sum ?? ""], stdin: Array(text.utf8),
+                              what: "writing the status watcher")
+        guard r.exitStatus == .exited(0) else {
+            throw AgentError(.transport, "the status watcher could not be written on \(shell.displayName)", detail: r.stderrString)
+        }
+    }
+
+    /// Marks a session's turn as looked at (its log read, something sent): a `done`
+    /// becomes `idle`. Attaching does the same by itself (the watcher sees the client).
+    func markSeen(_ ptyID: AgentPTYID) async throws(AgentError) {
+        let script = """
+            w="$HOME/\(AgentStatusWatcher.directory(socket: tmux.socket))"; mkdir -p "$w/seen" && date +%s > "$w/seen/$1" || exit 1
+            pid=$(cat "$w/pid" 2>/dev/null) && kill -USR1 "$pid" 2>/dev/null
+            exit 0
+            """
+        _ = try await run("/bin/sh", ["-c", script, "sh", ptyID.description], what: "marking a turn seen")
+    }
+
+    /// The host's status events after `cursor` (from the start of its log without one),
+    /// then each new one as the watcher writes it, over one channel, until the channel
+    /// ends or the task is cancelled. The first element is the log's cursor before the
+    /// first event (`sequence` is the one before the oldest kept event, or the cursor's).
+    /// A channel that says nothing for 30 s (it says `K` every 10 s) is taken as dead.
+    func statusEvents(after cursor: AgentEventCursor?) async throws(AgentError) -> AsyncThrowingStream<AgentWatcherLine, Error> {
+        let process: TransportProcess
+        do {
+            process = try await transport.startProcess("/bin/sh", arguments: [
+                "-c", AgentStatusWatcher.readerScript, "sh", "\(cursor?.sequence ?? 0)", cursor?.log ?? "-", tmux.socket,
+            ], environment: [:])
+        } catch {
+            throw AgentError(error, while: "following the status events of \(shell.displayName)")
+        }
+        let displayName = shell.displayName
+        return AsyncThrowingStream { continuation in
+            let reader = Task {
+                var buffer: [UInt8] = []
+                var log: String?
+                let lastHeard = Mutex(ContinuousClock.now)
+                let watchdog = Task {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .seconds(5))
+                        if ContinuousClock.now - lastHeard.withLock({ $0 }) > .seconds(30) { process.cancel(); return }
+                    }
+                }
+                defer { watchdog.cancel() }
+                for await chunk in process.stdout {
+                    lastHeard.withLock { $0 = .now }
+                    buffer += chunk
+                    while let nl = buffer.firstIndex(of: 10) {
+                        let line = String(decoding: buffer[..<nl], as: UTF8.self)
+                        buffer.removeSubrange(...nl)
+                        if line == "K" { continue }
+                        if line.hasPrefix("H ") {
+                            let f = line.split(separator: " ")
+                            guard f.count >= 3, let first = Int(f[2]) else { continue }
+                            log = String(f[1])
+                            let same = cursor?.log == log
+                            continuation.yield(.start(AgentEventCursor(log: log!, sequence: same ? cursor!.sequence : first - 1)))
+                            continue
+                        }
+                        guard let log, let e = AgentStatusWatcher.parseEvent(Substring(line)) else { continue }
+                        continuation.yield(.event(AgentStatusEvent(cursor: AgentEventCursor(log: log, sequence: e.sequence),
+                                                                   session: e.session, status: e.status)))
+                    }
+                }
+                let ended = try? await process.exitStatus()
+                if Task.isCancelled {
+                    continuation.finish()
+                } else {
+                    continuation.finish(throwing: AgentError(.transport, "the status events of \(displayName) ended"
+                        + (ended.map { " (\($0))" } ?? "")))
+                }
+            }
+            continuation.onTermination = { _ in
+                reader.cancel()
+                process.cancel()
+            }
         }
     }
 
@@ -151,4 +240,44 @@ extension AgentHost {
         }
         return out
     }
+}
+
+/// What the host's watcher knows at one moment.
+struct AgentWatcherSnapshot: Sendable {
+    /// The watcher's version (0: none has run on the host).
+    var version: Int
+    var log: String
+    /// Each agent session's status, by session name.
+    var states: [String: AgentStatus]
+    var sessions: [AgentTmuxSession]
+
+    init(parsing text: String) {
+        version = 0
+        log = ""
+        states = [:]
+        sessions = []
+        for line in text.split(separator: "\n") {
+            if line.hasPrefix("W ") {
+                let f = line.split(separator: " ")
+                version = f.count > 1 ? Int(f[1]) ?? 0 : 0
+                log = f.count > 2 ? String(f[2]) : ""
+            } else if line.hasPrefix("S "), let (name, status) = AgentStatusWatcher.parseState(line) {
+                states[name] = status
+            } else if line.hasPrefix("T "), let s = AgentTmuxServer.parseSession(String(line.dropFirst(2))),
+                      s.name != AgentStatusWatcher.sessionName
+            {
+                sessions.append(s)
+            }
+        }
+        // a state the watcher kept for a session that is gone is not current
+        let names = Set(sessions.map(\.name))
+        states = states.filter { names.contains($0.key) }
+    }
+}
+
+/// A line of a host's event channel.
+enum AgentWatcherLine: Sendable {
+    /// The channel is open: the log, and where reading begins.
+    case start(AgentEventCursor)
+    case event(AgentStatusEvent)
 }

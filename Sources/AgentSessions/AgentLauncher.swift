@@ -29,7 +29,7 @@ enum AgentLauncher {
         let q = SSHShellQuoting.quote
         // the script removes itself, and the status events and exit status of an earlier run
         let exitFile = "\"$HOME/\(directory)/status/\(ptyID).exit\""
-        var s = "rm -f -- \"$0\" \"$HOME/\(directory)/status/\(ptyID)\" \(exitFile)\n"
+        var s = "rm -f -- \"$0\" \"$HOME/\(directory)/status/\(ptyID)\" \(exitFile) \"$HOME/\(directory)/status/\(ptyID).stopped\"\n"
         s += "mkdir -p \"$HOME/\(directory)/status\"\n"
         s += AgentSearchPath.shellSnippet(extra: extraSearchPath) + "\n"
         s += "cd -- \(q(workingDirectory)) || { printf 'sshkit-agents: cannot enter %s\\n' \(q(workingDirectory)); exit 1; }\n"

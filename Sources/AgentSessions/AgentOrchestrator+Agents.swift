@@ -62,6 +62,7 @@ extension AgentOrchestrator {
             } else {
                 try await h.send(Array(text.utf8), to: session)
             }
+            try? await h.markSeen(session.ptyID)
         }
     }
 
@@ -94,7 +95,11 @@ extension AgentOrchestrator {
         let c = try await refreshState(conversationID: conversationID)
         let (_, _, host, session) = try await locate(conversationID)
         if c.state == .running {
-            let text = try await onHost(host) { h in try await h.recentOutput(of: session, lines: AgentTmuxServer.historyLimit) }
+            let text = try await onHost(host) { h in
+                let text = try await h.recentOutput(of: session, lines: AgentTmuxServer.historyLimit)
+                try? await h.markSeen(session.ptyID)
+                return text
+            }
             return AgentScrollback(text: text, source: .live, conversation: c)
         }
         let paneKept: Bool
@@ -112,21 +117,20 @@ extension AgentOrchestrator {
         return AgentScrollback(text: saved.map(\.text).joined(separator: "\n"), source: .saved, conversation: c)
     }
 
-    /// What the agent is doing now (working, waiting for input, idle, …), from the best
-    /// source its provider offers. `inference` carries what the screen showed before,
-    /// between calls for one conversation (a screen that stopped changing tells idle
-    /// from working only over time).
-    public func status(of conversationID: String, inference: inout AgentScreenInference) async throws(AgentError) -> AgentStatus {
+    /// What the agent is doing now (working, waiting for input, done, idle, …), from the
+    /// best source its provider offers, as the host's status watcher has it (started when
+    /// it does not run, and its first look waited for: never a placeholder).
+    public func status(of conversationID: String) async throws(AgentError) -> AgentStatus {
         let (_, _, host, session) = try await locate(conversationID)
-        var carried = inference
-        let status = try await onHost(host) { h in
-            var i = carried
-            let s = await h.status(of: session, inference: &i)
-            carried = i
-            return s
-        }
-        inference = carried
-        return status
+        let rules = screenRules
+        return try await onHost(host) { h in await h.status(of: session, rules: rules) }
+    }
+
+    /// Marks the agent's last turn as looked at: a `done` becomes `idle`. Reading its
+    /// scrollback and sending to it do this themselves; attaching does it on the host.
+    public func markSeen(conversationID: String) async throws(AgentError) {
+        let (c, _, host, _) = try await locate(conversationID)
+        try await onHost(host) { h in try await h.markSeen(c.ptyID) }
     }
 
     // MARK: a task's changes

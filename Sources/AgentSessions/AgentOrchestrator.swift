@@ -44,6 +44,9 @@ public final class AgentOrchestrator: Sendable {
     /// Directories looked in for agents on every host before the login PATH (hosts made
     /// by `makeTransport`, and `inspectNewHost`).
     public let searchPath: [String]
+    /// What agents' screens look like in each state: the shipped rules, after the
+    /// user's own when the caller adds them (`AgentScreenRules.followed(by:)`).
+    public let screenRules: AgentScreenRules
 
     /// An engine whose hosts are reached through the transport `makeTransport` gives
     /// for each host record (its address, key paths, jump host, host-key policy; its
@@ -53,11 +56,12 @@ public final class AgentOrchestrator: Sendable {
                             providerSettings: [String: AgentProviderSettings] = [:], searchPath: [String] = [],
                             statusHooks: Bool = true, allowsPlainTerminal: Bool = false,
                             terminalSize: SSHTerminalSize = SSHTerminalSize(columns: 120, rows: 40),
+                            screenRules: AgentScreenRules = .shipped,
                             makeTransport: @escaping @Sendable (HostRecord) throws -> any ServerTransport)
     {
         self.init(store: store, connections: AgentConnections(policy: policy), providerSettings: providerSettings,
                   searchPath: searchPath, statusHooks: statusHooks, allowsPlainTerminal: allowsPlainTerminal,
-                  terminalSize: terminalSize) { record in
+                  terminalSize: terminalSize, screenRules: screenRules) { record in
             AgentHost(transport: try makeTransport(record), tmuxSocket: record.tmuxSocket, extraSearchPath: searchPath,
                       displayName: record.displayName)
         }
@@ -69,17 +73,19 @@ public final class AgentOrchestrator: Sendable {
                             providerSettings: [String: AgentProviderSettings] = [:], statusHooks: Bool = true,
                             allowsPlainTerminal: Bool = false,
                             terminalSize: SSHTerminalSize = SSHTerminalSize(columns: 120, rows: 40),
+                            screenRules: AgentScreenRules = .shipped,
                             makeHost: @escaping @Sendable (HostRecord) throws -> AgentHost)
     {
         self.init(store: store, connections: AgentConnections(policy: policy), providerSettings: providerSettings,
                   searchPath: [], statusHooks: statusHooks, allowsPlainTerminal: allowsPlainTerminal,
-                  terminalSize: terminalSize, makeHost: makeHost)
+                  terminalSize: terminalSize, screenRules: screenRules, makeHost: makeHost)
     }
 
     init(store: any AgentStore, connections: AgentConnections, providerSettings: [String: AgentProviderSettings],
          searchPath: [String], statusHooks: Bool, allowsPlainTerminal: Bool, terminalSize: SSHTerminalSize,
-         makeHost: @escaping @Sendable (HostRecord) throws -> AgentHost)
+         screenRules: AgentScreenRules, makeHost: @escaping @Sendable (HostRecord) throws -> AgentHost)
     {
+        self.screenRules = screenRules
         self.store = store
         self.connections = connections
         self.providerSettings = providerSettings
@@ -231,13 +237,13 @@ public final class AgentOrchestrator: Sendable {
         var conversation = ConversationRecord(taskID: taskID, providerID: provider.id, kind: .main, autoApprove: autoApprove)
         let settings = settings(provider.id)
         let applied = settings.applied(to: provider)
-        let size = terminalSize, statusHooks = statusHooks, ptyID = conversation.ptyID
+        let size = terminalSize, statusHooks = statusHooks, ptyID = conversation.ptyID, rules = screenRules
         let startedAt = Date()
         let made: (worktree: Worktree, session: AgentSession)
         do {
             made = try await onHost(hostRecord) { host in
                 try await checkCanStart(provider, on: host, named: hostRecord.name)
-                return try await host.createWorktreeAndStart(projectPath: project.path, title: title,
+                let made = try await host.createWorktreeAndStart(projectPath: project.path, title: title,
                                                              baseRef: baseRef ?? project.defaultBaseRef) { directory throws(AgentError) in
                     let plan: AgentResumePlan
                     do {
@@ -251,6 +257,9 @@ public final class AgentOrchestrator: Sendable {
                                             prompt: prompt, autoApprove: autoApprove, resume: plan.resume, size: size,
                                             statusHooks: statusHooks)
                 }
+                // the host's status watcher follows the new agent from its first screen
+                if made.session.survivesDisconnect { _ = try? await host.watcherSnapshot(rules: rules) }
+                return made
             }
         } catch {
             // what planning recorded for this terminal (Claude's session id) goes with it
@@ -336,6 +345,7 @@ public final class AgentOrchestrator: Sendable {
                                                                  autoApprove: conversation.autoApprove, resume: plan.resume,
                                                                  size: terminalSize, statusHooks: statusHooks))
         session.resumeMethod = plan.method
+        if session.survivesDisconnect { _ = try? await host.watcherSnapshot(rules: screenRules) }
         conversation.arguments = session.arguments
         conversation.survivesDisconnect = session.survivesDisconnect
         conversation.state = .running

@@ -2,127 +2,134 @@ import Foundation
 
 /// What an agent is doing.
 public enum AgentActivity: Sendable, Hashable {
-    /// Started, nothing shown yet.
+    /// Started, nothing to go by yet.
     case starting
-    /// Busy with a turn (it printed within the last moments, or a hook said so).
+    /// Busy with a turn.
     case working
-    /// Asking the user something (a permission, a yes/no, a setup question).
+    /// Asking the user something (a permission, a question, a usage limit to wait out);
+    /// the question is `AgentStatus.question`.
     case waitingForInput
-    /// Done with its turn, waiting for the next prompt.
+    /// A turn finished and nobody has looked since: kept until someone attaches, reads
+    /// its log or sends it something, then `idle`.
+    case done
+    /// At its prompt, waiting for the next one.
     case idle
     /// The agent process ended (a signal N is reported as 128 + N, as shells do).
     case exited(Int32)
-    /// The session is gone (stopped, the host rebooted) or the host cannot be reached.
+    /// Stopped by the engine.
+    case stopped
+    /// The session is gone without a stop (the host rebooted, someone killed it).
     case lost
+
+    /// Whether someone should look: a question waits, or a turn is done.
+    public var needsYou: Bool {
+        switch self {
+        case .waitingForInput, .done: true
+        default: false
+        }
+    }
+
+    /// The word the watcher's files and the JSON output use: `starting`, `working`,
+    /// `waiting`, `done`, `idle`, `exited`, `stopped`, `lost`.
+    public var name: String {
+        switch self {
+        case .starting: "starting"
+        case .working: "working"
+        case .waitingForInput: "waiting"
+        case .done: "done"
+        case .idle: "idle"
+        case .exited: "exited"
+        case .stopped: "stopped"
+        case .lost: "lost"
+        }
+    }
 }
 
 /// An agent's activity and where the engine learned it.
 public struct AgentStatus: Sendable, Hashable {
-    public enum Source: Sendable, Hashable {
-        /// The agent's own hooks (Claude's hooks, Codex's notify), written on the host.
+    public enum Source: String, Sendable, Hashable {
+        /// The agent's own hooks (Claude's hooks, Codex's notify, Kimi's, Vibe's and
+        /// Hermes' hooks), written on the host as they fire.
         case hook
-        /// Read off the screen: a guess, debounced, and labelled as one.
+        /// Read off the screen by the screen rules (`AgentScreenRules`).
         case screen
-        /// The process itself: it ended, or its session is gone.
+        /// The process itself: it has not shown anything yet, it ended, or its session
+        /// is gone.
         case process
     }
 
     public var activity: AgentActivity
     public var source: Source
-    /// When the activity was first seen.
+    /// When the activity began (as the host saw it).
     public var since: Date
+    /// For `waitingForInput`: the question, as the screen or the hook gave it.
+    public var question: String?
+    /// What gave the state: a hook event (`stop`, `tool`), a screen rule's id
+    /// (`shipped:42`, `user:3`; see `AgentScreenRules.rule(id:)`), `quiet` (no rule
+    /// matched: the screen changed or did not), `activity` (a first look: tmux's own
+    /// activity time), `pane-dead`, `stopped`, `gone`.
+    public var rule: String?
 
-    /// Whether the status was guessed from the screen.
+    /// Whether the status was read off the screen.
     public var isInferred: Bool { source == .screen }
 
-    public init(activity: AgentActivity, source: Source, since: Date) {
+    public init(activity: AgentActivity, source: Source, since: Date, question: String? = nil, rule: String? = nil) {
         self.activity = activity
         self.source = source
         self.since = since
+        self.question = question
+        self.rule = rule
     }
 }
 
-/// The events agent hooks write: one line `<unix seconds> <event>` each, appended to
-/// `~/.cache/sshkit-agents/status/<pty id>` on the host.
+/// Where a reader of a host's status events is: the host's log and the last event read.
+/// Kept between runs (`agent-sessions watch` stores it), so events are read on from there:
+/// none lost, none read twice.
+public struct AgentEventCursor: Sendable, Hashable, Codable {
+    /// The host's event log (a new log, after its files were removed, starts over).
+    public var log: String
+    public var sequence: Int
+
+    public init(log: String, sequence: Int) {
+        self.log = log
+        self.sequence = sequence
+    }
+}
+
+/// One change of an agent's status, as the host's watcher recorded it.
+public struct AgentStatusEvent: Sendable, Hashable {
+    /// Its place in the host's log.
+    public var cursor: AgentEventCursor
+    /// The tmux session (the PTY id) of the agent.
+    public var session: String
+    public var status: AgentStatus
+
+    public var ptyID: AgentPTYID? { AgentPTYID(parsing: session) }
+
+    public init(cursor: AgentEventCursor, session: String, status: AgentStatus) {
+        self.cursor = cursor
+        self.session = session
+        self.status = status
+    }
+}
+
+/// The events agent hooks write: one line `<unix seconds> <event> [text]` each, appended
+/// to `~/.cache/sshkit-agents/status/<pty id>` on the host, where the watcher reads them.
 public enum AgentHookEvent: String, Sendable, CaseIterable {
-    /// The session began (Claude's SessionStart).
+    /// The session began (idle at its prompt).
     case start
-    /// A prompt was submitted (UserPromptSubmit).
+    /// A prompt was submitted (working).
     case prompt
-    /// A tool is about to run (PreToolUse).
+    /// A tool is about to run, or a model call begins (working).
     case tool
-    /// The agent asks the user (Notification).
+    /// An approval was answered (working again).
+    case answered
+    /// The agent asks the user (waiting for input; the text is the question).
     case notification
-    /// The turn ended (Claude's Stop, Codex's agent-turn-complete notify).
+    /// An approval is asked (waiting for input; the text is what is to be approved).
+    case approval
+    /// The turn ended (idle, or done until someone looks).
     case stop
-
-    var activity: AgentActivity {
-        switch self {
-        case .start: .idle
-        case .prompt, .tool: .working
-        case .notification: .waitingForInput
-        case .stop: .idle
-        }
-    }
-
-    /// The last event of a status file's text, with its time.
-    static func last(in text: String) -> (AgentHookEvent, Date)? {
-        for line in text.split(separator: "\n").reversed() {
-            let f = line.split(separator: " ")
-            if f.count == 2, let t = Double(f[0]), let e = AgentHookEvent(rawValue: String(f[1])) {
-                return (e, Date(timeIntervalSince1970: t))
-            }
-        }
-        return nil
-    }
-}
-
-/// Infers an agent's activity from successive captures of its screen, for agents without
-/// hooks. A new guess is reported only after it was seen twice in a row (debounce), so a
-/// screen caught mid-redraw does not flip the status.
-public struct AgentScreenInference: Sendable {
-    /// Text near the bottom of a screen that asks the user something.
-    public static let questionMarkers = [
-        "(y/n)", "[y/n]", "[Y/n]", "[y/N]", "(Y/n)", "(y/N)", "Do you want", "Allow ", "Approve", "approve?",
-        "Press Enter", "press enter", "Continue?", "Proceed?", "Run setup now?", "Select an option", "❯ 1.", "> 1.",
-    ]
-    /// How long a screen must stay unchanged before the agent counts as idle.
-    public var quietPeriod: TimeInterval
-
-    private var lastScreen: String?
-    private var lastChange: Date?
-    private var candidate: AgentActivity?
-    private(set) public var reported: AgentActivity?
-
-    public init(quietPeriod: TimeInterval = 3) {
-        self.quietPeriod = quietPeriod
-    }
-
-    /// Takes a new capture of the visible screen; returns the activity to report now
-    /// (nil until the first guess is confirmed).
-    public mutating func observe(screen: String, at now: Date) -> AgentActivity? {
-        let text = screen.trimmingCharacters(in: .whitespacesAndNewlines)
-        if text != lastScreen {
-            lastScreen = text
-            lastChange = now
-        }
-        let guess: AgentActivity
-        if text.isEmpty {
-            guess = .starting
-        } else if Self.asksTheUser(text) {
-            guess = .waitingForInput
-        } else if let lastChange, now.timeIntervalSince(lastChange) < quietPeriod {
-            guess = .working
-        } else {
-            guess = .idle
-        }
-        if guess == candidate { reported = guess }
-        candidate = guess
-        return reported
-    }
-
-    static func asksTheUser(_ screen: String) -> Bool {
-        let tail = screen.split(separator: "\n", omittingEmptySubsequences: true).suffix(6).joined(separator: "\n")
-        return questionMarkers.contains { tail.contains($0) }
-    }
+    /// The turn ended with an error (as `stop`).
+    case failure
 }

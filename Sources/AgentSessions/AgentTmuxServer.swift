@@ -68,6 +68,7 @@ public struct AgentTmuxServer: Sendable {
             throw AgentError(.tmuxFailed, "tmux list-sessions failed", detail: r.stderrString)
         }
         return r.stdoutString.split(separator: "\n").compactMap { Self.parseSession(String($0)) }
+            .filter { $0.name != AgentStatusWatcher.sessionName }
     }
 
     /// Each session's start directory (where its agent was started), by session name;
@@ -189,10 +190,18 @@ public struct AgentTmuxServer: Sendable {
         }
     }
 
-    /// Ends the session and the agent in it (SIGHUP to the pane's processes). A session
-    /// that does not exist is fine.
+    /// Ends the session and the agent in it (SIGHUP to the pane's processes), marked as
+    /// stopped for the status watcher first (a session that goes without the mark is
+    /// lost). A session that does not exist is fine.
     public func kill(_ name: String) async throws(AgentError) {
-        let r = try await command(["kill-session", "-t", "=" + name], what: "stopping a session")
+        let script = """
+            printf 'stopped\\n' > "$HOME/\(AgentLauncher.directory)/status/$1.stopped" 2>/dev/null
+            exec tmux -L "$2" -f /dev/null kill-session -t "=$1"
+            """
+        let r = try await shell.run("/bin/sh", ["-c", script, "sh", name, socket], what: "stopping a session")
+        if r.exitStatus == .exited(127) {
+            throw AgentError(.tmuxUnavailable, "tmux is not installed on \(displayName)", detail: r.stderrString)
+        }
         let e = r.stderrString
         if r.exitStatus != .exited(0), !Self.noServer(r), !e.contains("can't find"), !e.contains("no current target") {
             throw AgentError(.tmuxFailed, "tmux could not stop \(name)", detail: r.stderrString)

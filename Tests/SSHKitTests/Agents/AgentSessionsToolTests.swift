@@ -250,12 +250,16 @@ struct AgentSessionsToolTests {
         let plain = try u.ok(["status"])
         #expect(plain.contains("Fix the flaky test") && plain.contains(task.worktree.branch) && !plain.contains("\u{1B}"), "\(plain)")
         let json = try u.ok(["status", "--json"])
-        let rows = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]])
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        #expect(document["schemaVersion"] as? Int == 2)
+        let rows = try #require(document["tasks"] as? [[String: Any]])
         #expect(rows.count == 1)
         #expect(rows.first?["filesChanged"] as? Int == 2, "\(json)")
         let agents = rows.first?["agents"] as? [[String: Any]]
         #expect(agents?.first?["agent"] as? String == "amp")
-        #expect(["running", "starting", "working", "idle", "waiting for input"].contains(agents?.first?["state"] as? String ?? ""), "\(json)")
+        // never a placeholder: the host's watcher has looked at the screen
+        #expect(["starting", "working", "idle", "done", "waiting"].contains(agents?.first?["state"] as? String ?? ""), "\(json)")
+        #expect(["screen", "process"].contains(agents?.first?["source"] as? String ?? ""), "\(json)")
 
         let stat = try u.ok(["diff", id, "--stat"])
         #expect(stat.contains("a.txt") && stat.contains("b.txt") && stat.contains("2 file(s) changed"), "\(stat)")

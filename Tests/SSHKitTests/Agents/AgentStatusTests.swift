@@ -2,150 +2,380 @@
 import Foundation
 import SSHKit
 import ServerTransport
+import Synchronization
 import Testing
 
-/// Status from the agents' hooks first, from the screen second (labelled as inferred),
-/// from the process when it ended.
-@Suite("Agent status", .tags(.integration), .serialized)
-struct AgentStatusTests {
-    @Test func screenInferenceIsDebounced() {
-        var i = AgentScreenInference(quietPeriod: 3)
-        let t0 = Date(timeIntervalSince1970: 1000)
-        #expect(i.observe(screen: "", at: t0) == nil)
-        #expect(i.observe(screen: "  \n", at: t0 + 1) == .starting)
-        #expect(i.observe(screen: "building...", at: t0 + 2) == .starting, "one sighting is not enough")
-        #expect(i.observe(screen: "building... 40%", at: t0 + 3) == .working)
-        #expect(i.observe(screen: "building... 40%", at: t0 + 5) == .working)
-        #expect(i.observe(screen: "building... 40%", at: t0 + 7) == .working, "quiet for 4 s: idle is a candidate")
-        #expect(i.observe(screen: "building... 40%", at: t0 + 8) == .idle)
-        #expect(i.observe(screen: "Edit main.swift?\n(y/n)", at: t0 + 9) == .idle)
-        #expect(i.observe(screen: "Edit main.swift?\n(y/n)", at: t0 + 10) == .waitingForInput)
+/// The status watcher's own program (`round.awk`, run by this machine's awk) over screens
+/// of the real agents recorded in a tmux pane (Tests/Fixtures/agent-screens), round by
+/// round as the watcher runs it on a host.
+struct WatcherRounds {
+    let dir: String
+    var states = ""
+    var seq = 0
+    var events: [(session: String, state: String, source: String, rule: String, question: String)] = []
+
+    init() throws {
+        dir = try TestPaths.makeTemporaryDirectory("watcher-rounds")
+        for d in ["screens", "seen", "status"] {
+            try FileManager.default.createDirectory(atPath: dir + "/" + d, withIntermediateDirectories: true)
+        }
+        let script = AgentStatusWatcher.script
+        let start = try #require(script.range(of: "cat > round.awk <<'SSHKIT_AWK'\n"))
+        let end = try #require(script.range(of: "\nSSHKIT_AWK\n", range: start.upperBound..<script.endIndex))
+        try String(script[start.upperBound..<end.lowerBound]).write(toFile: dir + "/round.awk", atomically: true, encoding: .utf8)
+        try AgentScreenRules.shipped.hostText.write(toFile: dir + "/rules", atomically: true, encoding: .utf8)
     }
 
-    @Test func hookEventsAndTheirFormats() throws {
-        #expect(AgentHookEvent.last(in: "10 start\n12 prompt\n15 notification\n")?.0 == .notification)
-        #expect(AgentHookEvent.last(in: "10 start\n12 prompt\ngarbage\n")?.0 == .prompt)
-        #expect(AgentHookEvent.last(in: "") == nil)
+    /// One round: `screen` captured for `session` (nil: not captured this round).
+    mutating func round(_ session: String, screen: String?, title: String = "", now: Int, dead: Bool = false,
+                        attached: Bool = false) throws -> String {
+        if let screen { try screen.write(toFile: "\(dir)/screens/\(session)", atomically: true, encoding: .utf8) }
+        try "\(session) \(dead ? 1 : 0) \(dead ? "0" : "-") \(now) \(attached ? 1 : 0) \(title)\n"
+            .write(toFile: dir + "/panes", atomically: true, encoding: .utf8)
+        try (screen == nil ? "" : session + "\n").write(toFile: dir + "/capture.list", atomically: true, encoding: .utf8)
+        try states.write(toFile: dir + "/states", atomically: true, encoding: .utf8)
+        let r = try TestServer.runCapturing("/usr/bin/awk", ["-v", "seq=\(seq)", "-v", "now=\(now)", "-v", "status=\(dir)/status",
+                                                            "-v", "w=\(dir)", "-f", dir + "/round.awk", dir + "/rules",
+                                                            dir + "/states", dir + "/panes", dir + "/capture.list"])
+        #expect(r.status == 0, "\(r.err)")
+        var kept: [String] = []
+        for line in r.out.split(separator: "\n") {
+            if line.hasPrefix("E ") {
+                let f = line.dropFirst(2).split(separator: " ", maxSplits: 6, omittingEmptySubsequences: false).map(String.init)
+                seq = Int(f[0]) ?? seq
+                events.append((f[2], f[3], f[4], f[5], f.count > 6 ? f[6] : ""))
+            } else {
+                kept.append(String(line))
+            }
+        }
+        states = kept.joined(separator: "\n") + "\n"
+        let mine = kept.first { $0.hasPrefix("S \(session) ") } ?? ""
+        return mine.split(separator: " ").dropFirst(2).first.map(String.init) ?? "gone"
+    }
+
+    func hook(_ session: String, _ event: String, at time: Int) throws {
+        let path = "\(dir)/status/\(session)"
+        let old = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        try (old + "\(time) \(event)\n").write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: dir) }
+
+    /// The captures of a recording: each with the pane title it had.
+    static func recording(_ name: String) throws -> [(title: String, screen: String)] {
+        let text = try String(contentsOfFile: TestServer.packageRoot + "/Tests/Fixtures/agent-screens/\(name).txt", encoding: .utf8)
+        var all: [(String, String)] = []
+        for part in text.components(separatedBy: "=== title: ").dropFirst() {
+            let nl = part.firstIndex(of: "\n") ?? part.endIndex
+            all.append((String(part[..<nl]), String(part[nl...])))
+        }
+        return all
+    }
+}
+
+/// Status from the host's watcher: the agents' hooks, the screen rules, the process.
+@Suite("Agent status: screen rules", .tags(.pure))
+struct AgentScreenRuleTests {
+    @Test func theShippedRulesParseAndAMalformedFileNamesItsLine() throws {
+        #expect(AgentScreenRules.shipped.rules.count > 40)
+        #expect(AgentScreenRules.shipped.rules.allSatisfy { $0.id.hasPrefix("shipped:") })
+        let bad: [(String, String)] = [
+            ("waiting  x", "line 1: a rule comes after an [agent] line"),
+            ("[kimi]\n\nwaitin  x", "line 3: 'waitin' is no kind of rule"),
+            ("[nosuch]", "line 1: no agent is called 'nosuch'"),
+            ("[kimi]\nworking", "line 2: the working rule has no pattern"),
+            ("[kimi]\nworking  (unclosed", "line 2: the pattern is not a POSIX extended regular expression"),
+            ("[kimi]\nlines  0", "line 2: lines takes a number from 1 to 200"),
+            ("[kimi]\nidle  a\tb", "line 2: a pattern cannot contain a tab"),
+            ("[kimi", "line 1: a section is written [agent]"),
+        ]
+        for (text, message) in bad {
+            do {
+                _ = try AgentScreenRules.parse(text, origin: "user")
+                Issue.record("\(text) parsed")
+            } catch {
+                #expect(error.code == .invalidArgument)
+                #expect(error.message.hasPrefix("user screen rules, " + message), "\(error.message)")
+            }
+        }
+        let user = try AgentScreenRules.parse("# mine\n[kimi]\nwaiting  ^Shall I\n[*]\nidle  ^\\$ $\n", origin: "user")
+        #expect(user.rules.map(\.id) == ["user:3", "user:5"])
+        let merged = user.followed(by: .shipped)
+        #expect(merged.rules.first?.id == "user:3" && merged.rule(id: "user:5")?.provider == "*")
+        #expect(merged.classify(screen: "Shall I go on?", providerID: "kimi")?.rule.id == "user:3")
+    }
+
+    @Test func hookSettingsAndTheirCommands() throws {
         let id = AgentPTYID(providerID: "claude", kind: .main, suffix: "t1")
         let json = try JSONSerialization.jsonObject(with: Data(AgentHost.claudeHookSettings(id).utf8)) as? [String: Any]
         let hooks = try #require(json?["hooks"] as? [String: [[String: Any]]])
-        #expect(Set(hooks.keys) == ["SessionStart", "UserPromptSubmit", "PreToolUse", "Notification", "Stop"])
+        #expect(Set(hooks.keys) == ["SessionStart", "UserPromptSubmit", "PreToolUse", "Notification", "Stop"], "no SubagentStop")
         let stop = try #require((hooks["Stop"]?.first?["hooks"] as? [[String: String]])?.first)
         #expect(stop["type"] == "command")
         #expect(stop["command"]?.contains("status/claude-main-t1") == true)
         let codex = AgentHost.codexNotifyOverride(AgentPTYID(providerID: "codex", kind: .main, suffix: "t2"))
         #expect(codex.hasPrefix("notify=[\"sh\", \"-c\", \"mkdir -p \\\"$HOME/"))
-        #expect(codex.hasSuffix(" stop\\\\n' \\\"$(date +%s)\\\" >> \\\"$HOME/.cache/sshkit-agents/status/codex-main-t2\\\"\", \"sh\"]"))
+        // the command appends its line and wakes the watcher of the agent's own tmux server,
+        // prints nothing and succeeds, even with no watcher and no tmux
+        let dir = try TestPaths.makeTemporaryDirectory("hook-home")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let r = try TestServer.runCapturing("/bin/sh", ["-c", AgentHost.hookCommand(id, .stop)], env: ["HOME": dir, "PATH": "/usr/bin:/bin"])
+        #expect(r.status == 0 && r.out.isEmpty && r.err.isEmpty, "\(r)")
+        let line = try String(contentsOfFile: dir + "/.cache/sshkit-agents/status/claude-main-t1", encoding: .utf8)
+        #expect(line.range(of: #"^[0-9]+ stop\n$"#, options: .regularExpression) != nil, "\(line)")
     }
 
-    @Test func claudeHooksDriveTheStatus() async throws {
-        let t = SSHTransport(configuration: TestServer.shared.configuration())
-        let host = AgentHost(transport: t, tmuxSocket: "sshkit-status-\(UInt32.random(in: 0...UInt32.max))",
+    /// Every capture of the real agents' recorded screens reads as the state it shows, in
+    /// the watcher's awk and in the engine's own look (for plain terminals) alike.
+    @Test(arguments: [
+        ("vibe-idle-x5", "mistral", "idle"), ("vibe-working-x8", "mistral", "working"),
+        ("vibe-waiting", "mistral", "waiting"), ("vibe-done", "mistral", "idle"), ("vibe-done-x5", "mistral", "idle"),
+        ("kimi-idle-x5", "kimi", "idle"), ("kimi-working-x8", "kimi", "working"), ("kimi-waiting", "kimi", "waiting"),
+        ("kimi-waiting-write", "kimi", "waiting"), ("kimi-done", "kimi", "idle"), ("kimi-done-x5", "kimi", "idle"),
+        ("hermes-idle-x5", "hermes", "idle"), ("hermes-working-x8", "hermes", "working"),
+        ("hermes-waiting", "hermes", "waiting"), ("hermes-done", "hermes", "idle"), ("hermes-done-x5", "hermes", "idle"),
+    ])
+    func recordedScreensReadAsTheirState(_ name: String, _ provider: String, _ expected: String) throws {
+        var w = try WatcherRounds()
+        defer { w.remove() }
+        let session = "\(provider)-main-t1"
+        for (i, capture) in try WatcherRounds.recording(name).enumerated() {
+            // each capture is looked at alone: a fresh watcher's first look
+            w.states = ""
+            let state = try w.round(session, screen: capture.screen, title: capture.title, now: 1000 + i)
+            #expect(state == expected, "\(name) capture \(i + 1): \(state); \(w.events.last.map { "\($0)" } ?? "")")
+            let look = AgentScreenRules.shipped.classify(screen: capture.screen, providerID: provider)
+            if capture.title.isEmpty || expected != "working" || provider != "mistral" {
+                #expect(look?.activity.name == expected, "\(name) capture \(i + 1), the engine's look: \(String(describing: look))")
+            }
+        }
+    }
+
+    @Test func theQuestionIsTheLineTheRulesName() throws {
+        var w = try WatcherRounds()
+        defer { w.remove() }
+        for (name, provider, question) in [("kimi-waiting", "kimi", "Shell is requesting approval to run command:"),
+                                          ("vibe-waiting", "mistral", "Permission for the file_system.bash tool"),
+                                          ("hermes-waiting", "hermes", "Dangerous Command")] {
+            w.states = ""
+            let capture = try #require(try WatcherRounds.recording(name).first)
+            _ = try w.round("\(provider)-main-q", screen: capture.screen, title: capture.title, now: 2000)
+            let e = try #require(w.events.last)
+            #expect(e.state == "waiting" && e.source == "screen" && e.rule.hasPrefix("shipped:"))
+            #expect(e.question.contains(question), "\(e.question)")
+        }
+    }
+
+    /// An idle agent whose logo, spinner or clock redraws is idle in every round of a
+    /// watcher that follows it: after a turn, and from a first look.
+    @Test(arguments: ["vibe-idle-x5", "kimi-idle-x5", "hermes-idle-x5", "vibe-done-x5", "hermes-done-x5", "kimi-done-x5"])
+    func aRedrawingIdleScreenIsIdleInEveryRound(_ name: String) throws {
+        var w = try WatcherRounds()
+        defer { w.remove() }
+        let provider = name.hasPrefix("vibe") ? "mistral" : String(name.prefix { $0 != "-" })
+        let session = "\(provider)-main-r"
+        let captures = try WatcherRounds.recording(name)
+        for round in 0..<12 {
+            let c = captures[round % captures.count]
+            let state = try w.round(session, screen: c.screen, title: c.title, now: 3000 + round)
+            #expect(state == "idle", "round \(round): \(state)")
+        }
+        #expect(w.events.map(\.state) == ["idle"], "\(w.events)")
+    }
+
+    /// The sources combined: a hook's state, a question on the screen over an older
+    /// hook event, a newer hook event over a question still on the screen, done until
+    /// someone looks, the process's end.
+    @Test func sourcesCombineAndDoneLastsUntilSomeoneLooks() throws {
+        var w = try WatcherRounds()
+        defer { w.remove() }
+        let s = "kimi-main-c"
+        let idle = try #require(try WatcherRounds.recording("kimi-idle-x5").first).screen
+        let asking = try #require(try WatcherRounds.recording("kimi-waiting").first).screen
+        let working = try #require(try WatcherRounds.recording("kimi-working-x8").first).screen
+        try w.hook(s, "start", at: 100)
+        #expect(try w.round(s, screen: idle, now: 100) == "idle")
+        try w.hook(s, "prompt", at: 101)
+        #expect(try w.round(s, screen: working, now: 101) == "working")
+        try w.hook(s, "tool", at: 102)
+        // the dialog, seen twice (a new screen class counts once it holds), over the
+        // older hook event that said working
+        #expect(try w.round(s, screen: asking, now: 102) == "working")
+        #expect(try w.round(s, screen: asking, now: 103) == "waiting")
+        #expect(w.events.last?.source == "screen")
+        // answered: the next hook event is newer than the question still drawn
+        try w.hook(s, "tool", at: 104)
+        #expect(try w.round(s, screen: asking, now: 104) == "working")
+        try w.hook(s, "stop", at: 106)
+        #expect(try w.round(s, screen: idle, now: 106) == "done")
+        #expect(try w.round(s, screen: nil, now: 110) == "done", "done holds while nobody looks")
+        try "111\n".write(toFile: "\(w.dir)/seen/\(s)", atomically: true, encoding: .utf8)
+        #expect(try w.round(s, screen: nil, now: 111) == "idle")
+        try w.hook(s, "prompt", at: 112)
+        try w.hook(s, "stop", at: 113)
+        #expect(try w.round(s, screen: idle, now: 112) == "idle", "the stop came before the watcher saw the work")
+        try w.hook(s, "prompt", at: 114)
+        #expect(try w.round(s, screen: working, now: 114) == "working")
+        try w.hook(s, "stop", at: 115)
+        #expect(try w.round(s, screen: idle, now: 115, attached: true) == "idle", "someone attached saw it")
+        #expect(try w.round(s, screen: nil, now: 116, dead: true) == "exited:0")
+        #expect(w.events.map(\.state) == ["idle", "working", "waiting", "working", "done", "idle", "working", "idle", "exited:0"])
+        #expect(w.events.map(\.source) == ["hook", "hook", "screen", "hook", "hook", "hook", "hook", "hook", "process"])
+        // the session goes: lost, or stopped with the engine's mark
+        _ = try w.round("kimi-main-other", screen: idle, now: 117)
+        #expect(w.events.last?.session == "kimi-main-other")
+        #expect(!w.states.contains("S kimi-main-c "))
+    }
+}
+
+/// The watcher on a real host (the fixture's sshd), with fake agents.
+@Suite("Agent status: the watcher", .tags(.integration), .serialized)
+struct AgentStatusTests {
+    struct Host {
+        let transport: SSHTransport
+        let host: AgentHost
+        init() {
+            transport = SSHTransport(configuration: TestServer.shared.configuration())
+            host = AgentHost(transport: transport, tmuxSocket: "sshkit-status-\(UInt32.random(in: 0...UInt32.max))",
                              extraSearchPath: [FakeAgents.directory])
-        defer { Task { _ = try? await t.runProcess("tmux", "-L", host.tmuxSocket, "kill-server"); await t.close() } }
-        let id = AgentPTYID(providerID: "claude", kind: .main, suffix: "hooked-\(UInt32.random(in: 0...UInt32.max))")
-        let session = try await host.startAgent(AgentSessionSpec(
-            ptyID: id, provider: try AgentProvider.named("claude"), settings: AgentProviderSettings(binary: "fake-hooked"),
-            workingDirectory: "/tmp"))
-        #expect(session.arguments.contains("--settings"))
-        var inference = AgentScreenInference()
-        func awaitStatus(_ want: AgentActivity) async -> AgentStatus? {
-            await eventually { () async -> AgentStatus? in
-                let s = await host.status(of: session, inference: &inference)
+        }
+
+        func start(_ provider: String, _ binary: String) async throws -> AgentSession {
+            let id = AgentPTYID(providerID: provider, kind: .main, suffix: "s\(UInt32.random(in: 0...UInt32.max))")
+            return try await host.startAgent(AgentSessionSpec(ptyID: id, provider: try AgentProvider.named(provider),
+                                                              settings: AgentProviderSettings(binary: binary), workingDirectory: "/tmp"))
+        }
+
+        func awaitStatus(_ session: AgentSession, _ want: AgentActivity, seconds: Double = 20) async -> AgentStatus? {
+            await eventually(seconds) { () async -> AgentStatus? in
+                let s = await host.status(of: session)
                 return s.activity == want ? s : nil
             }
         }
-        let started = await awaitStatus(.idle)
-        #expect(started?.source == .hook)
-        try await host.sendLine("work", to: session)
-        #expect(await awaitStatus(.working)?.source == .hook)
-        try await host.sendLine("ask", to: session)
-        let asking = await awaitStatus(.waitingForInput)
-        #expect(asking?.source == .hook && asking?.isInferred == false)
-        try await host.sendLine("done", to: session)
-        #expect(await awaitStatus(.idle)?.source == .hook)
-        try await host.sendLine("quit", to: session)
-        #expect(await awaitStatus(.exited(3))?.source == .process)
-        try await host.stop(session)
-        #expect(await host.status(of: session, inference: &inference).activity == .lost)
-    }
 
-    @Test func withoutHooksTheStatusIsInferredFromTheScreen() async throws {
-        let t = SSHTransport(configuration: TestServer.shared.configuration())
-        let host = AgentHost(transport: t, tmuxSocket: "sshkit-status-\(UInt32.random(in: 0...UInt32.max))",
-                             extraSearchPath: [FakeAgents.directory])
-        defer { Task { _ = try? await t.runProcess("tmux", "-L", host.tmuxSocket, "kill-server"); await t.close() } }
-        let id = AgentPTYID(providerID: "amp", kind: .main, suffix: "screen-\(UInt32.random(in: 0...UInt32.max))")
-        let session = try await host.startAgent(AgentSessionSpec(
-            ptyID: id, provider: try AgentProvider.named("amp"), settings: AgentProviderSettings(binary: "fake-tui"),
-            workingDirectory: "/tmp"))
-        #expect(session.arguments == ["fake-tui"], "amp has no hooks")
-        var inference = AgentScreenInference(quietPeriod: 1)
-        let idle = await eventually { () async -> AgentStatus? in
-            let s = await host.status(of: session, inference: &inference)
-            return s.activity == .idle ? s : nil
+        func close() async {
+            _ = try? await transport.runProcess("tmux", "-L", host.tmuxSocket, "kill-server")
+            _ = try? await transport.runProcess("/bin/sh", "-c", "rm -rf \"$HOME/.cache/sshkit-agents/watch/tmux-$1\"", "sh", host.tmuxSocket)
+            await transport.close()
         }
-        #expect(idle?.source == .screen && idle?.isInferred == true)
-        try await host.sendLine("Shall I go on? (y/n)", to: session)
-        let asking = await eventually { () async -> AgentStatus? in
-            let s = await host.status(of: session, inference: &inference)
-            return s.activity == .waitingForInput ? s : nil
+    }
+
+    @Test func claudeHooksDriveTheStatusAndDoneLastsUntilSeen() async throws {
+        let h = Host()
+        do {
+            let session = try await h.start("claude", "fake-hooked")
+            #expect(session.arguments.contains("--settings"))
+            let started = await h.awaitStatus(session, .idle)
+            #expect(started?.source == .hook && started?.rule == "start")
+            try await h.host.sendLine("work", to: session)
+            #expect(await h.awaitStatus(session, .working)?.source == .hook)
+            try await h.host.sendLine("ask", to: session)
+            let asking = await h.awaitStatus(session, .waitingForInput)
+            #expect(asking?.isInferred == false || asking?.question == "Allow this? (y/n)", "\(String(describing: asking))")
+            // answered: it works again, and its turn ends with nobody looking
+            try await h.host.sendLine("work", to: session)
+            #expect(await h.awaitStatus(session, .working)?.source == .hook)
+            try await h.host.sendLine("done", to: session)
+            let done = await h.awaitStatus(session, .done)
+            #expect(done?.source == .hook && done?.rule == "stop")
+            try await h.host.markSeen(session.ptyID)
+            let seen = await h.awaitStatus(session, .idle)
+            let files = try? await h.transport.runProcess("/bin/sh", "-c", "cd $HOME/.cache/sshkit-agents/watch/tmux-\(h.host.tmuxSocket) && cat states seen/* events")
+            #expect(seen?.source == .hook, "\(files?.stdoutString ?? "")")
+            try await h.host.sendLine("quit", to: session)
+            let exited = await h.awaitStatus(session, .exited(3))
+            #expect(exited?.source == .process)
+            try await h.host.stop(session)
+            #expect(await h.host.status(of: session).activity == .lost, "a session that is not there")
+        } catch {
+            await h.close()
+            throw error
         }
-        #expect(asking?.isInferred == true)
+        await h.close()
+    }
 
-        // the stream form ends with the process's own word
-        var seen: [AgentActivity] = []
-        let updates = host.statusUpdates(of: session, interval: .milliseconds(200))
-        try await host.sendLine("exit 4", to: session)
-        let done = await finishes(within: .seconds(20)) {
-            var all: [AgentActivity] = []
-            for await s in updates { all.append(s.activity) }
-            return all
+    @Test func withoutHooksTheScreenRulesSayWhatItDoes() async throws {
+        let h = Host()
+        do {
+            let session = try await h.start("amp", "fake-tui")
+            #expect(session.arguments == ["fake-tui"], "amp has no hooks")
+            let idle = await h.awaitStatus(session, .idle)
+            #expect(idle?.source == .screen && idle?.rule.map { ["quiet", "activity"].contains($0) } == true)
+            try await h.host.sendLine("Shall I go on? (y/n)", to: session)
+            let asking = await h.awaitStatus(session, .waitingForInput)
+            #expect(asking?.source == .screen && asking?.question == "got: Shall I go on? (y/n)", "\(String(describing: asking))")
+            #expect(AgentScreenRules.shipped.rule(id: asking?.rule ?? "")?.provider == "*")
+            try await h.host.sendLine("exit 4", to: session)
+            #expect(await h.awaitStatus(session, .exited(4))?.source == .process)
+        } catch {
+            await h.close()
+            throw error
         }
-        seen = (try? done?.get()) ?? []
-        #expect(seen.last == .exited(4), "\(seen)")
-        try await host.stop(session)
-    }
-}
-
-/// The SQL literal of the Codex thread lookup: a quote followed by a combining mark (one
-/// Swift Character) is doubled too, so a working directory cannot end the literal.
-@Suite("Agent SQL literals", .tags(.pure))
-struct AgentSQLLiteralTests {
-    @Test(arguments: ["plain", "it's", "'\u{301} OR 1=1 --", "a''b'", "ü'\u{20DD}x"])
-    func literalsRoundTripThroughSQLite(_ s: String) throws {
-        let out = try TestServer.run("/usr/bin/sqlite3", [":memory:", "SELECT \(SQL.string(s)) || '|';"])
-        #expect(Array(out.utf8) == Array((s + "|\n").utf8))
-    }
-}
-
-/// tmux control mode's output read for a text, without a host.
-@Suite("Control-mode scanner", .tags(.pure))
-struct ControlModeScannerTests {
-    static func feed(_ needle: String, _ chunks: [String]) -> Bool? {
-        var s = ControlModeScanner(needle: Array(needle.utf8))
-        for c in chunks { if let v = s.feed(Array(c.utf8)) { return v } }
-        return nil
+        await h.close()
     }
 
-    @Test func textIsFoundInRepliesAndAcrossNotificationsAndChunks() {
-        // in the reply to capture-pane
-        #expect(Self.feed("READY", ["%begin 1 2 1\n", "  READY>\n", "%end 1 2 1\n"]) == true)
-        // split over two notifications, and a notification split over two reads
-        #expect(Self.feed("AGENT-READY", ["%output %0 AGENT-", "\n%out", "put %0 READY\\015\\012\n"]) == true)
-        // escapes undone: a backslash and a newline in the text
-        #expect(Self.feed("a\\b\nc", ["%output %1 a\\134b\\012c\n"]) == true)
-        // text in another notification or in a reply's framing is not the pane's output
-        #expect(Self.feed("READY", ["%session-changed $0 READY\n"]) == nil)
-        #expect(Self.feed("x", ["%begin 1 2 1\n", "%end 1 2 1\n", "%exit\n"]) == false)
-        #expect(Self.feed("y", ["%output %0 x\n"]) == nil)
-        // the pane's program ended, as the periodic look reports it
-        #expect(Self.feed("y", ["%begin 1 3 1\n", "\(ControlModeScanner.deadMark)0\n", "%end 1 3 1\n"]) == nil)
-        #expect(Self.feed("y", ["%begin 1 3 1\n", "\(ControlModeScanner.deadMark)1\n", "%end 1 3 1\n"]) == false)
-        var s = ControlModeScanner(needle: Array("z".utf8))
-        _ = s.feed(Array("%begin 1 2 0\n%end 1 2 0\n".utf8))
-        #expect(!s.isAttached, "attached only once tmux says so")
-        _ = s.feed(Array("%session-changed $0 claude-main-x\n".utf8))
-        #expect(s.isAttached)
+    /// The events of a host read on from a cursor: none lost, none twice, across a
+    /// dropped channel and a watcher replaced by a newer version; a stop is `stopped`, a
+    /// session killed behind the engine's back `lost`.
+    @Test func eventsAreReadOnFromACursorAcrossANewWatcher() async throws {
+        let h = Host()
+        do {
+            let a = try await h.start("amp", "fake-tui")
+            let b = try await h.start("amp", "fake-tui")
+            _ = await h.awaitStatus(a, .idle)
+            _ = await h.awaitStatus(b, .idle)
+            func read(after cursor: AgentEventCursor?, until: @escaping @Sendable ([AgentStatusEvent]) -> Bool)
+                async throws -> (AgentEventCursor?, [AgentStatusEvent])
+            {
+                let lines = try await h.host.statusEvents(after: cursor)
+                let r = await finishes(within: .seconds(30)) { () async -> (AgentEventCursor?, [AgentStatusEvent]) in
+                    var start: AgentEventCursor?
+                    var all: [AgentStatusEvent] = []
+                    do {
+                        for try await line in lines {
+                            switch line {
+                            case .start(let c): start = c
+                            case .event(let e): all.append(e)
+                            }
+                            if until(all) { break }
+                        }
+                    } catch {}
+                    return (start, all)
+                }
+                return try #require(try r?.get())
+            }
+            let (start, first) = try await read(after: nil) { all in all.contains { $0.session == b.ptyID.description } }
+            #expect(start?.sequence == 0)
+            #expect(first.map(\.cursor.sequence) == Array(1...first.count), "numbered from 1, in order")
+            let cursor = try #require(first.last?.cursor)
+
+            // a newer watcher takes over (the running one says it is older)
+            _ = try await h.transport.runProcess("/bin/sh", "-c", "echo 0 > \"$HOME/.cache/sshkit-agents/watch/tmux-\(h.host.tmuxSocket)/version\"")
+            _ = try await h.host.watcherSnapshot(rules: .shipped)
+            try await h.host.sendLine("Continue? [y/N]", to: a)
+            try await h.host.stop(b)
+            let (again, more) = try await read(after: cursor) { all in
+                all.contains { $0.session == b.ptyID.description && $0.status.activity == .stopped }
+                    && all.contains { $0.status.activity == .waitingForInput }
+            }
+            #expect(again == cursor)
+            #expect(more.map(\.cursor.sequence) == Array((cursor.sequence + 1)...(cursor.sequence + more.count)), "\(more)")
+            #expect(more.filter { $0.session == a.ptyID.description }.map(\.status.activity).last == .waitingForInput,
+                    "\(more.map { ($0.session, $0.status.activity, $0.status.rule ?? "") })")
+            let pid = try await h.transport.runProcess("/bin/sh", "-c", "cat \"$HOME/.cache/sshkit-agents/watch/tmux-\(h.host.tmuxSocket)/version\"")
+            #expect(pid.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
+                    == "\(AgentStatusWatcher.version) \(AgentStatusWatcher.scriptDigest)")
+
+            // killed behind the engine's back: lost
+            let last = try #require(more.last?.cursor)
+            _ = try await h.transport.runProcess("tmux", "-L", h.host.tmuxSocket, "kill-session", "-t", "=" + a.ptyID.description)
+            let (_, gone) = try await read(after: last) { all in all.contains { $0.status.activity == .lost } }
+            #expect(gone.map(\.status.activity) == [.lost] && gone.first?.session == a.ptyID.description)
+            // the watcher ends with the last agent (after its grace period)
+        } catch {
+            await h.close()
+            throw error
+        }
+        await h.close()
     }
 }

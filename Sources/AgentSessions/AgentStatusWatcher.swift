@@ -1,0 +1,416 @@
+import Foundation
+import SSHKit
+
+/// The status watcher that lives on a host: a POSIX `sh` script (with `tmux` and `awk`,
+/// nothing else) run in the engine's own tmux server, in a session of its own, so it
+/// survives the laptop, the connection and the tool like the agents do.
+///
+/// Each second it lists the server's panes in one `tmux` call; only when something moved
+/// (output, a title, an attached client, an ended program), or a hook woke it (`SIGUSR1`),
+/// it captures the screens that changed (one more `tmux` call for all of them) and one
+/// `awk` program combines the sources: the process (an ended pane), the agents' hooks
+/// (the status files they append to), and the screen rules (`AgentScreenRules`). The
+/// current state of each session is in `states`; every change is appended to `events`
+/// as a numbered line, `<seq> <unix time> <session> <state> <source> <rule> <question>`,
+/// which the laptop follows over one channel (`AgentHost.statusEvents`). It ends 30 s
+/// after the last agent did; the engine starts it again with the next agent.
+///
+/// Its files are under `~/.cache/sshkit-agents/watch/tmux-<socket>/` (one watcher per
+/// tmux server), the script itself in `watch/`. `version` orders releases: a
+/// newer tool stops an older watcher at the end of a round (`SIGTERM` is taken between
+/// rounds) and starts its own, which goes on numbering from the log, so no event is lost
+/// or numbered twice; an older tool leaves a newer watcher alone.
+enum AgentStatusWatcher {
+    /// Raised with every change of the script (a test pins the script's digest to it).
+    static let version = 1
+
+    /// The tmux session the watcher runs in (not a PTY id, so never taken for an agent).
+    static let sessionName = "_sshkit-watch"
+
+    /// The watchers' directory, relative to the home directory: the scripts, and a
+    /// directory `tmux-<socket>` per tmux server.
+    static let directory = "\(AgentLauncher.directory)/watch"
+
+    /// The directory of the watcher of tmux server `socket`, relative to the home directory.
+    static func directory(socket: String) -> String { "\(directory)/tmux-\(socket)" }
+
+    /// The script's file name: its version and the start of its digest (a build with a
+    /// changed script never runs an older file of the same version).
+    static let scriptName = "watcher-\(version)-\(scriptDigest).sh"
+
+    static let scriptDigest = String(CoreDigest.sha256(Array(script.utf8)).map { String(format: "%02x", $0) }.joined().prefix(12))
+
+    /// The script, run as `sh watcher-<version>-<digest>.sh run <socket> <digest>`.
+    static let script: String = #"""
+# sshkit-agents status watcher (POSIX sh, tmux, awk): run SOCKET DIGEST
+# Follows the agent sessions of the engine's tmux server SOCKET, keeps each one's state
+# in $W/states and appends each change to $W/events as a numbered line.
+V=\#(version)
+D="$HOME/.cache/sshkit-agents"
+W="$D/watch/tmux-$2"
+S="$D/status"
+SOCK=$2
+mkdir -p "$W/screens" "$W/seen" "$S" || exit 1
+cd "$W" || exit 1
+cat > plan.awk <<'SSHKIT_AWK'
+# plan.awk states panes panes.new: the sessions whose screen to look at this round:
+# new ones, ones whose line changed (output, title, a client), ones not yet settled
+FILENAME == ARGV[1] { if ($1 == "S") { known[$2] = 1; settled[$2] = ($8 == $10) } next }
+FILENAME == ARGV[2] { old[$1] = $0; next }
+$2 == "0" && (!($1 in known) || old[$1] != $0 || !settled[$1]) { print $1 }
+SSHKIT_AWK
+cat > round.awk <<'SSHKIT_AWK'
+# round.awk rules states panes capture.list: the new states, and an `E ` line per change
+function trim(s) { sub(/^[ \t│┃|>]+/, "", s); sub(/[ \t│┃|]+$/, "", s); return s }
+function readhook(pty,   f, line, n, parts) {
+    f = status "/" pty; H_ev = ""; H_ts = 0; H_q = ""; H_n = 0
+    while ((getline line < f) > 0) {
+        n = split(line, parts, " ")
+        if (n >= 2 && parts[1] ~ /^[0-9]+$/) {
+            H_ts = parts[1]; H_ev = parts[2]; H_q = line; H_n++
+            sub(/^[0-9]+ [^ ]+ ?/, "", H_q)
+        }
+    }
+    close(f)
+}
+function hookstate(ev) {
+    if (ev == "prompt" || ev == "tool" || ev == "answered") return "working"
+    if (ev == "notification" || ev == "approval") return "waiting"
+    if (ev == "start" || ev == "stop" || ev == "failure") return "idle"
+    return ""
+}
+function readseen(pty,   f, line, t) {
+    f = w "/seen/" pty; t = 0
+    while ((getline line < f) > 0) if (line ~ /^[0-9]+$/) t = line
+    close(f)
+    return t
+}
+function ruleapplies(i, prov) { return R_prov[i] == prov || R_prov[i] == "*" }
+# classify the captured screen of pty: C_cls C_rule C_q, and C_changed when the screen
+# (without ignored lines) differs from the last one
+function classify(pty, prov, ttl,   f, line, n, i, j, k, kinds, region, text, prev, first, found) {
+    f = w "/screens/" pty; n = 0; text = ""
+    while ((getline line < f) > 0) {
+        sub(/[ \t]+$/, "", line)
+        if (line == "") continue
+        ign = 0
+        for (i = 1; i <= R_n; i++) if (R_kind[i] == "ignore" && ruleapplies(i, prov) && line ~ R_pat[i]) { ign = 1; break }
+        L[++n] = line; LI[n] = ign
+        if (!ign) text = text line "\n"
+    }
+    close(f)
+    prev = ""
+    while ((getline line < (f ".last")) > 0) prev = prev line "\n"
+    close(f ".last")
+    C_changed = (text != prev)
+    if (C_changed) { printf "%s", text > (f ".last"); close(f ".last") }
+    C_cls = ""; C_rule = "-"; C_q = ""
+    if (n == 0) { C_cls = "blank"; return }
+    region = 15
+    for (i = 1; i <= R_n; i++) if (R_kind[i] == "lines" && ruleapplies(i, prov)) region = R_pat[i] + 0
+    first = n - region + 1; if (first < 1) first = 1
+    split("waiting limit working idle", kinds, " ")
+    for (k = 1; k <= 4 && C_cls == ""; k++) {
+        for (i = 1; i <= R_n && C_cls == ""; i++) {
+            if (R_kind[i] == ("title-" kinds[k]) && ruleapplies(i, prov) && ttl ~ R_pat[i]) { C_cls = kinds[k]; C_rule = R_id[i]; C_q = trim(ttl) }
+        }
+        for (i = 1; i <= R_n && C_cls == ""; i++) {
+            if (R_kind[i] != kinds[k] || !ruleapplies(i, prov)) continue
+            for (j = n; j >= first; j--) if (!LI[j] && L[j] ~ R_pat[i]) { C_cls = kinds[k]; C_rule = R_id[i]; C_q = trim(L[j]); break }
+        }
+    }
+    if (C_cls == "waiting") {
+        found = 0
+        for (i = 1; i <= R_n && !found; i++) {
+            if (R_kind[i] != "question" || !ruleapplies(i, prov)) continue
+            for (j = n; j >= first; j--) if (L[j] ~ R_pat[i]) { C_q = trim(L[j]); found = 1; break }
+        }
+    }
+    if (C_cls == "") C_cls = "quiet"
+}
+function emit(pty, st, src, rule, q) {
+    seq++
+    print "E " seq " " now " " pty " " st " " src " " rule " " q
+}
+FILENAME == ARGV[1] {
+    # rules: provider TAB kind TAB id TAB pattern
+    split($0, r, "\t")
+    if (r[2] != "") { R_n++; R_prov[R_n] = r[1]; R_kind[R_n] = r[2]; R_id[R_n] = r[3]; R_pat[R_n] = r[4] }
+    next
+}
+FILENAME == ARGV[2] {
+    if ($1 != "S") next
+    p = $2; known[p] = 1
+    P_state[p] = $3; P_src[p] = $4; P_rule[p] = $5; P_since[p] = $6; P_act[p] = $7
+    P_scls[p] = $8; P_srule[p] = $9; P_ccls[p] = $10; P_chg[p] = $11; P_hmark[p] = $12
+    q = $0; for (i = 1; i <= 12; i++) sub(/^[^ ]* /, "", q); P_q[p] = (NF > 12 ? q : "")
+    next
+}
+FILENAME == ARGV[3] {
+    present[$1] = 1; dead[$1] = $2; dstatus[$1] = $3; act[$1] = $4; attached[$1] = $5
+    t = $0; for (i = 1; i <= 5; i++) sub(/^[^ ]* /, "", t); title[$1] = (NF > 5 ? t : "")
+    order[++npanes] = $1
+    next
+}
+FILENAME == ARGV[4] { captured[$1] = 1; next }
+END {
+    pending = 0
+    for (x = 1; x <= npanes; x++) {
+        p = order[x]
+        prov = p; if (match(p, /-(main|chat)-/)) prov = substr(p, 1, RSTART - 1)
+        state = P_state[p]; src = P_src[p]; rule = P_rule[p]; since = P_since[p]; q = P_q[p]
+        scls = (p in known) ? P_scls[p] : "-"; srule = (p in known) ? P_srule[p] : "-"
+        ccls = (p in known) ? P_ccls[p] : "-"; chg = (p in known) ? P_chg[p] : act[p]; hmark = (p in known) ? P_hmark[p] : 0
+        sq = (scls == "waiting" || scls == "limit") ? q : ""
+        readhook(p)
+        if (p in captured) {
+            classify(p, prov, title[p])
+            if (C_changed && (p in known)) chg = now
+            c = C_cls
+            # the hook events written before a question appeared are older than it
+            if ((c == "waiting" || c == "limit") && ccls != c && scls != c) hmark = H_n
+            # a new class counts once seen twice in a row (a screen caught mid-redraw),
+            # at once on the first look
+            if (scls == "-" || c == scls || c == ccls) { scls = c; srule = C_rule; sq = C_q }
+            ccls = c
+            if (c == scls) ccls = c
+        }
+        if (ccls != scls) pending = 1
+        # the state, from the best source
+        nq = ""
+        if (dead[p] == "1") {
+            ds = dstatus[p]
+            f = status "/" p ".exit"; if ((getline line < f) > 0 && line ~ /^[0-9]+$/) ds = line; close(f)
+            if (ds == "" || ds == "-") ds = 0
+            ns = "exited:" ds; nsrc = "process"; nrule = "pane-dead"
+        } else {
+            hs = hookstate(H_ev)
+            if ((scls == "waiting" || scls == "limit") && (H_n <= hmark || hs == "")) {
+                ns = "waiting"; nsrc = "screen"; nrule = srule; nq = (scls == "limit" ? "usage limit: " : "") sq
+            } else if (hs == "waiting") {
+                ns = "waiting"; nsrc = "hook"; nrule = H_ev; nq = H_q
+            } else if (hs != "") {
+                ns = hs; nsrc = "hook"; nrule = H_ev
+                # a turn interrupted without its end hook: the screen's own idle rule,
+                # and nothing new for a while, say it ended
+                if (hs == "working" && scls == "idle" && now - chg >= 5 && now - H_ts >= 5) { ns = "idle"; nsrc = "screen"; nrule = srule }
+            } else if (scls == "working" || scls == "idle") {
+                ns = scls; nsrc = "screen"; nrule = srule
+            } else if (scls == "quiet") {
+                # no rule matched: a screen that changed in the last moments is working
+                if (now - chg < 3) { ns = "working"; pending = 1 } else ns = "idle"
+                nsrc = "screen"; nrule = (state == "" || (state == "working" && rule == "activity")) ? "activity" : "quiet"
+            } else {
+                ns = "starting"; nsrc = "process"; nrule = "-"
+            }
+            # done: a turn ended and nobody looked since (attached, read its log, sent)
+            if (ns == "idle") {
+                seen = readseen(p)
+                if (((state == "working" && rule != "activity") || state == "done") && attached[p] == "0" && !(state == "done" && seen >= since)) ns = "done"
+            }
+            if (ns == "working" && state == "done" && nsrc == "screen" && nrule == "quiet") { ns = "done" }
+        }
+        if (ns == "done" && state == "done") { nsrc = src; nrule = rule }
+        if (ns != state) {
+            if (ns != state) since = now
+            emit(p, ns, nsrc, nrule, nq)
+        }
+        if (ns == "waiting") q = nq; else q = ""
+        out[x] = "S " p " " ns " " nsrc " " nrule " " since " " act[p] " " scls " " srule " " ccls " " chg " " (hmark + 0) (q == "" ? "" : " " q)
+        seenp[p] = 1
+    }
+    if (pending) print "pending"
+    for (x = 1; x <= npanes; x++) print out[x]
+    # sessions that went away: stopped by the engine (its mark), else lost
+    for (p in known) {
+        if (p in seenp) continue
+        if (P_state[p] ~ /^(exited|stopped|lost)/) continue
+        f = status "/" p ".stopped"
+        if ((getline line < f) >= 0) emit(p, "stopped", "process", "stopped", ""); else emit(p, "lost", "process", "gone", "")
+        close(f)
+    }
+}
+SSHKIT_AWK
+stop=0
+wake=0
+trap 'stop=1' TERM INT HUP
+trap 'wake=1' USR1
+printf '%s\n' "$$" > pid.tmp && mv -f pid.tmp pid
+printf '%s %s\n' "$V" "$3" > version
+: >> events
+: >> panes
+[ -f states ] || : > states
+quiet=0
+first=1
+tick=0
+while [ "$stop" = 0 ]; do
+    tmux -L "$SOCK" -f /dev/null list-panes -a -F '#{session_name} #{pane_dead} #{?pane_dead,#{pane_dead_status},-} #{window_activity} #{session_attached} #{pane_title}' 2>/dev/null | grep -v '^_sshkit-watch ' > panes.new
+    tick=$((tick + 1))
+    if [ "$first" = 0 ] && [ "$wake" = 0 ] && [ $((tick % 5)) != 0 ] && cmp -s panes.new panes && ! grep -q '^pending' states; then
+        :
+    else
+        wake=0
+        first=0
+        awk -f plan.awk states panes panes.new > capture.list
+        mv -f panes.new panes
+        if [ -s capture.list ]; then
+            set --
+            while read -r name; do
+                set -- "$@" capture-pane -t "=$name:" -b "sshkit-w" \; save-buffer -b "sshkit-w" "$W/screens/$name" \; delete-buffer -b "sshkit-w" \;
+            done < capture.list
+            tmux -L "$SOCK" -f /dev/null "$@" >/dev/null 2>&1
+        fi
+        seq=$(tail -n 1 events | cut -d ' ' -f 1)
+        [ -n "$seq" ] || seq=$(tail -n 1 events.1 2>/dev/null | cut -d ' ' -f 1)
+        awk -v seq="${seq:-0}" -v now="$(date +%s)" -v status="$S" -v w="$W" -f round.awk rules states panes capture.list > round.out
+        grep '^E ' round.out | cut -c 3- > round.events
+        grep -v '^E ' round.out > states.tmp
+        [ -s round.events ] && cat round.events >> events
+        mv -f states.tmp states
+        [ -f ready ] || : > ready
+        # a long log is cut in two: the reader follows the file by name
+        if [ "$(wc -l < events)" -gt 4000 ]; then mv -f events events.1 && : > events; fi
+    fi
+    # the watcher ends when no agent has run for a while
+    if grep -q '^[^ ]* 0 ' panes; then quiet=0; else quiet=$((quiet + 1)); fi
+    [ "$quiet" -lt 30 ] || break
+    sleep 1 &
+    wait $! 2>/dev/null
+done
+rm -f pid
+"""#
+
+    /// Makes sure the watcher of the tmux server `$2` runs at version `$1` or newer (the
+    /// script of digest `$5`; the same version with another digest is replaced too) with
+    /// the rules whose digest is `$3` (`$4`: the session format), and prints what it knows: `N <missing files>` when the
+    /// script or the rules must be written first; else `W <running version> <log id>`,
+    /// the `S` lines of the states and a `T` line per tmux session (the session format).
+    /// The watcher starts only when the server has an agent session, and its first round
+    /// is waited for (up to 5 s), so the states printed are current.
+    static let ensureScript = #"""
+        V=$1; SOCK=$2; SUM=$3; H=$5; W="$HOME/.cache/sshkit-agents/watch/tmux-$SOCK"
+        T() { tmux -L "$SOCK" -f /dev/null "$@"; }
+        mkdir -p "$W" || exit 1
+        need=""
+        [ -f "$W/../watcher-$V-$H.sh" ] || need="$need script"
+        [ "$(cat "$W/rules.sum" 2>/dev/null)" = "$SUM" ] || need="$need rules"
+        if [ -n "$need" ]; then echo "N$need"; exit 0; fi
+        if [ ! -f "$W/id" ]; then
+            od -An -N8 -tx1 /dev/urandom | tr -d ' \n' > "$W/id.$$" && ln "$W/id.$$" "$W/id" 2>/dev/null; rm -f "$W/id.$$"
+        fi
+        pid=$(cat "$W/pid" 2>/dev/null); rv=0; rh=
+        [ -f "$W/version" ] && read -r rv rh < "$W/version"
+        running=0
+        if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && T has-session -t =_sshkit-watch 2>/dev/null; then running=1; fi
+        if [ "$running" = 1 ] && { [ "${rv:-0}" -lt "$V" ] || { [ "$rv" = "$V" ] && [ "$rh" != "$H" ]; }; }; then
+            # an older watcher ends its round, then this one goes on from its log
+            kill -TERM "$pid"; i=0
+            while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+            running=0
+        fi
+        if [ "$running" = 0 ] && T list-sessions -F '#{session_name}' 2>/dev/null | grep -qv '^_sshkit-watch$'; then
+            rm -f "$W/ready"
+            T kill-session -t =_sshkit-watch 2>/dev/null
+            T new-session -d -s _sshkit-watch "exec sh \"\$HOME/.cache/sshkit-agents/watch/watcher-$V-$H.sh\" run $SOCK $H" \; \
+                set-option -w -t =_sshkit-watch: remain-on-exit off
+            i=0
+            while [ ! -f "$W/ready" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+            rv=$V
+        fi
+        printf 'W %s %s\n' "${rv:-0}" "$(cat "$W/id" 2>/dev/null)"
+        [ "$running" = 0 ] && [ ! -f "$W/ready" ] || cat "$W/states" 2>/dev/null
+        T list-sessions -F "T $4" 2>/dev/null
+        exit 0
+        """#
+
+    /// Writes stdin to `$1` in the watcher's directory (through a temporary file, so a
+    /// reader never sees half of it), and wakes the watcher to read it.
+    static let installScript = #"""
+        W="$HOME/.cache/sshkit-agents/watch"
+        umask 077 && mkdir -p "$(dirname "$W/$1")" && cat > "$W/$1.tmp" && mv -f "$W/$1.tmp" "$W/$1" || exit 1
+        [ -z "$2" ] || printf '%s\n' "$2" > "$W/$1.sum"
+        pid=$(cat "$(dirname "$W/$1")/pid" 2>/dev/null) && kill -USR1 "$pid" 2>/dev/null
+        exit 0
+        """#
+
+    /// Follows the event log from after sequence `$1` of log `$2` (from the start when the
+    /// log is another one, or was started again): first `H <log id> <first seq kept>`,
+    /// then the event lines, then each new one as it is written, and `K` every 10 s so a
+    /// dead channel is noticed at both ends (a write to it fails, and the follower ends).
+    static let readerScript = #"""
+        W="$HOME/.cache/sshkit-agents/watch/tmux-$3"; from=$1
+        mkdir -p "$W" && : >> "$W/events" || exit 1
+        if [ ! -f "$W/id" ]; then
+            od -An -N8 -tx1 /dev/urandom | tr -d ' \n' > "$W/id.$$" && ln "$W/id.$$" "$W/id" 2>/dev/null; rm -f "$W/id.$$"
+        fi
+        id=$(cat "$W/id")
+        [ "$2" = "$id" ] || from=0
+        first() { head -n 1 "$1" 2>/dev/null | cut -d ' ' -f 1; }
+        f1=$(first "$W/events"); f0=$(first "$W/events.1")
+        last=$(tail -n 1 "$W/events" | cut -d ' ' -f 1)
+        [ -n "$last" ] || last=$(tail -n 1 "$W/events.1" 2>/dev/null | cut -d ' ' -f 1)
+        [ "${last:-0}" -ge "$from" ] || from=0
+        printf 'H %s %s\n' "$id" "${f0:-${f1:-1}}"
+        trap '' PIPE
+        start=1
+        if [ -n "$f0" ] && { [ -z "$f1" ] || [ "$from" -lt $((f1 - 1)) ]; }; then
+            s=$((from - f0 + 2)); [ "$s" -ge 1 ] || s=1
+            tail -n +"$s" "$W/events.1"
+        elif [ -n "$f1" ]; then
+            start=$((from - f1 + 2)); [ "$start" -ge 1 ] || start=1
+        fi
+        tail -n +"$start" -F "$W/events" 2>/dev/null &
+        tp=$!
+        while kill -0 "$tp" 2>/dev/null; do
+            sleep 10
+            printf 'K\n' 2>/dev/null || break
+        done
+        kill "$tp" 2>/dev/null
+        exit 0
+        """#
+
+    /// One state or event line's fields after the prefix: the session, the status.
+    static func status(state: Substring, source: Substring, rule: Substring, since: Substring, question: String) -> AgentStatus? {
+        let activity: AgentActivity
+        switch state {
+        case "starting": activity = .starting
+        case "working": activity = .working
+        case "waiting": activity = .waitingForInput
+        case "done": activity = .done
+        case "idle": activity = .idle
+        case "stopped": activity = .stopped
+        case "lost": activity = .lost
+        default:
+            guard state.hasPrefix("exited:"), let code = Int32(state.dropFirst(7)) else { return nil }
+            activity = .exited(code)
+        }
+        let src: AgentStatus.Source
+        switch source {
+        case "hook": src = .hook
+        case "screen": src = .screen
+        case "process": src = .process
+        default: return nil
+        }
+        return AgentStatus(activity: activity, source: src, since: Date(timeIntervalSince1970: Double(since) ?? 0),
+                           question: question.isEmpty ? nil : question, rule: rule == "-" ? nil : String(rule))
+    }
+
+    /// A state line: `S <session> <state> <source> <rule> <since> <activity> <screen
+    /// class> <its rule> <candidate> <changed> <hook events before the question> [question]`.
+    static func parseState(_ line: Substring) -> (session: String, status: AgentStatus)? {
+        let f = line.split(separator: " ", maxSplits: 12, omittingEmptySubsequences: false)
+        guard f.count >= 12, f[0] == "S",
+              let s = status(state: f[2], source: f[3], rule: f[4], since: f[5], question: f.count > 12 ? String(f[12]) : "")
+        else { return nil }
+        return (String(f[1]), s)
+    }
+
+    /// An event line: `<seq> <time> <session> <state> <source> <rule> <question>`.
+    static func parseEvent(_ line: Substring) -> (sequence: Int, session: String, status: AgentStatus)? {
+        let f = line.split(separator: " ", maxSplits: 6, omittingEmptySubsequences: false)
+        guard f.count >= 6, let seq = Int(f[0]),
+              let s = status(state: f[3], source: f[4], rule: f[5], since: f[1], question: f.count > 6 ? String(f[6]) : "")
+        else { return nil }
+        return (seq, String(f[2]), s)
+    }
+}
