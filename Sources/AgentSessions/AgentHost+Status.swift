@@ -147,16 +147,20 @@ extension AgentHost {
         _ = try await run("/bin/sh", ["-c", script, "sh", ptyID.description], what: "marking a turn seen")
     }
 
-    /// The host's status events after `cursor` (from the start of its log without one),
-    /// then each new one as the watcher writes it, over one channel, until the channel
-    /// ends or the task is cancelled. The first element is the log's cursor before the
-    /// first event (`sequence` is the one before the oldest kept event, or the cursor's).
+    /// The host's status events after `cursor` (without one, from the start of its log, or
+    /// with `fromEnd` only new ones), then each new one as the watcher writes it, over one
+    /// channel, until the channel ends or the task is cancelled. The first element is the
+    /// cursor reading starts after (another log's cursor, or one past the log's end, reads
+    /// the log from its start).
     /// A channel that says nothing for 30 s (it says `K` every 10 s) is taken as dead.
-    func statusEvents(after cursor: AgentEventCursor?) async throws(AgentError) -> AsyncThrowingStream<AgentWatcherLine, Error> {
+    func statusEvents(after cursor: AgentEventCursor?, fromEnd: Bool = false) async throws(AgentError)
+        -> AsyncThrowingStream<AgentWatcherLine, Error>
+    {
         let process: TransportProcess
         do {
             process = try await transport.startProcess("/bin/sh", arguments: [
-                "-c", AgentStatusWatcher.readerScript, "sh", "\(cursor?.sequence ?? 0)", cursor?.log ?? "-", tmux.socket,
+                "-c", AgentStatusWatcher.readerScript, "sh", cursor.map { "\($0.sequence)" } ?? (fromEnd ? "end" : "0"),
+                cursor?.log ?? "-", tmux.socket,
             ], environment: [:])
         } catch {
             throw AgentError(error, while: "following the status events of \(shell.displayName)")
@@ -183,10 +187,9 @@ extension AgentHost {
                         if line == "K" { continue }
                         if line.hasPrefix("H ") {
                             let f = line.split(separator: " ")
-                            guard f.count >= 3, let first = Int(f[2]) else { continue }
+                            guard f.count >= 3, let from = Int(f[2]) else { continue }
                             log = String(f[1])
-                            let same = cursor?.log == log
-                            continuation.yield(.start(AgentEventCursor(log: log!, sequence: same ? cursor!.sequence : first - 1)))
+                            continuation.yield(.start(AgentEventCursor(log: String(f[1]), sequence: from)))
                             continue
                         }
                         guard let log, let e = AgentStatusWatcher.parseEvent(Substring(line)) else { continue }

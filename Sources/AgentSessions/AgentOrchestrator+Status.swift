@@ -15,12 +15,12 @@ public enum AgentStatusUpdate: Sendable {
 extension AgentOrchestrator {
     /// Follows the status events of `hosts` (every host in the store when nil), one
     /// channel per host on its shared connection, until the task is cancelled. Each host's
-    /// events are read on from its cursor in `cursors` (by host id; from the start of its
-    /// log without one), so a caller that keeps the cursor of the last event it handled
+    /// events are read on from its cursor in `cursors` (by host id; without one, only new
+    /// events, or with `newOnly` false, from the start of its log), so a caller that keeps the cursor of the last event it handled
     /// gets each event once across dropped connections and restarts. A host that cannot
     /// be reached is tried again; the others go on.
-    public func followStatus(hosts: [HostRecord]? = nil, from cursors: [String: AgentEventCursor] = [:])
-        -> AsyncStream<AgentStatusUpdate>
+    public func followStatus(hosts: [HostRecord]? = nil, from cursors: [String: AgentEventCursor] = [:],
+                             newOnly: Bool = true) -> AsyncStream<AgentStatusUpdate>
     {
         AsyncStream { continuation in
             let task = Task {
@@ -37,7 +37,7 @@ extension AgentOrchestrator {
                 }
                 await withTaskGroup(of: Void.self) { group in
                     for host in all {
-                        group.addTask { await self.follow(host, from: cursors[host.id], into: continuation) }
+                        group.addTask { await self.follow(host, from: cursors[host.id], newOnly: newOnly, into: continuation) }
                     }
                 }
                 continuation.finish()
@@ -46,7 +46,7 @@ extension AgentOrchestrator {
         }
     }
 
-    private func follow(_ host: HostRecord, from start: AgentEventCursor?,
+    private func follow(_ host: HostRecord, from start: AgentEventCursor?, newOnly: Bool,
                         into continuation: AsyncStream<AgentStatusUpdate>.Continuation) async
     {
         var cursor = start
@@ -58,7 +58,7 @@ extension AgentOrchestrator {
                 let lines = try await onHost(host) { h in
                     // the watcher runs when the host has agents
                     _ = try await h.watcherSnapshot(rules: rules)
-                    return try await h.statusEvents(after: cursor)
+                    return try await h.statusEvents(after: cursor, fromEnd: newOnly)
                 }
                 for try await line in lines {
                     switch line {

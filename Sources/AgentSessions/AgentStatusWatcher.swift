@@ -54,10 +54,12 @@ mkdir -p "$W/screens" "$W/seen" "$S" || exit 1
 cd "$W" || exit 1
 cat > plan.awk <<'SSHKIT_AWK'
 # plan.awk states panes panes.new: the sessions whose screen to look at this round:
-# new ones, ones whose line changed (output, title, a client), ones not yet settled
+# new ones, ones whose line changed (output, title, a client), ones not yet settled, and
+# ones with output in the last 2 s (tmux's activity time is in whole seconds: output in
+# the second of the last look moves nothing)
 FILENAME == ARGV[1] { if ($1 == "S") { known[$2] = 1; settled[$2] = ($8 == $10) } next }
 FILENAME == ARGV[2] { old[$1] = $0; next }
-$2 == "0" && (!($1 in known) || old[$1] != $0 || !settled[$1]) { print $1 }
+$2 == "0" && (!($1 in known) || old[$1] != $0 || !settled[$1] || now - $4 <= 2) { print $1 }
 SSHKIT_AWK
 cat > round.awk <<'SSHKIT_AWK'
 # round.awk rules states panes capture.list: the new states, and an `E ` line per change
@@ -243,15 +245,18 @@ printf '%s %s\n' "$V" "$3" > version
 quiet=0
 first=1
 tick=0
+recent=0
 while [ "$stop" = 0 ]; do
     tmux -L "$SOCK" -f /dev/null list-panes -a -F '#{session_name} #{pane_dead} #{?pane_dead,#{pane_dead_status},-} #{window_activity} #{session_attached} #{pane_title}' 2>/dev/null | grep -v '^_sshkit-watch ' > panes.new
     tick=$((tick + 1))
-    if [ "$first" = 0 ] && [ "$wake" = 0 ] && [ $((tick % 5)) != 0 ] && cmp -s panes.new panes && ! grep -q '^pending' states; then
+    if [ "$first" = 0 ] && [ "$wake" = 0 ] && [ $((tick % 5)) != 0 ] && [ "$recent" = 0 ] && cmp -s panes.new panes \
+        && ! grep -q '^pending' states; then
         :
     else
         wake=0
         first=0
-        awk -f plan.awk states panes panes.new > capture.list
+        now=$(date +%s)
+        awk -v now="$now" -f plan.awk states panes panes.new > capture.list
         mv -f panes.new panes
         if [ -s capture.list ]; then
             set --
@@ -262,12 +267,14 @@ while [ "$stop" = 0 ]; do
         fi
         seq=$(tail -n 1 events | cut -d ' ' -f 1)
         [ -n "$seq" ] || seq=$(tail -n 1 events.1 2>/dev/null | cut -d ' ' -f 1)
-        awk -v seq="${seq:-0}" -v now="$(date +%s)" -v status="$S" -v w="$W" -f round.awk rules states panes capture.list > round.out
+        awk -v seq="${seq:-0}" -v now="$now" -v status="$S" -v w="$W" -f round.awk rules states panes capture.list > round.out
         grep '^E ' round.out | cut -c 3- > round.events
         grep -v '^E ' round.out > states.tmp
         [ -s round.events ] && cat round.events >> events
         mv -f states.tmp states
         [ -f ready ] || : > ready
+        recent=0
+        [ -s capture.list ] && recent=1
         # a long log is cut in two: the reader follows the file by name
         if [ "$(wc -l < events)" -gt 4000 ]; then mv -f events events.1 && : > events; fi
     fi
@@ -333,8 +340,9 @@ rm -f pid
         exit 0
         """#
 
-    /// Follows the event log from after sequence `$1` of log `$2` (from the start when the
-    /// log is another one, or was started again): first `H <log id> <first seq kept>`,
+    /// Follows the event log of tmux server `$3` from after sequence `$1` of log `$2` (from
+    /// the start when the log is another one, or was started again; `$1` = `end`: from its
+    /// end): first `H <log id> <the sequence reading starts after>`,
     /// then the event lines, then each new one as it is written, and `K` every 10 s so a
     /// dead channel is noticed at both ends (a write to it fails, and the follower ends).
     static let readerScript = #"""
@@ -344,13 +352,13 @@ rm -f pid
             od -An -N8 -tx1 /dev/urandom | tr -d ' \n' > "$W/id.$$" && ln "$W/id.$$" "$W/id" 2>/dev/null; rm -f "$W/id.$$"
         fi
         id=$(cat "$W/id")
-        [ "$2" = "$id" ] || from=0
         first() { head -n 1 "$1" 2>/dev/null | cut -d ' ' -f 1; }
         f1=$(first "$W/events"); f0=$(first "$W/events.1")
         last=$(tail -n 1 "$W/events" | cut -d ' ' -f 1)
         [ -n "$last" ] || last=$(tail -n 1 "$W/events.1" 2>/dev/null | cut -d ' ' -f 1)
+        if [ "$from" = end ]; then from=${last:-0}; else [ "$2" = "$id" ] || from=0; fi
         [ "${last:-0}" -ge "$from" ] || from=0
-        printf 'H %s %s\n' "$id" "${f0:-${f1:-1}}"
+        printf 'H %s %s\n' "$id" "$from"
         trap '' PIPE
         start=1
         if [ -n "$f0" ] && { [ -z "$f1" ] || [ "$from" -lt $((f1 - 1)) ]; }; then

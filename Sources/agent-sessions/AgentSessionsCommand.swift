@@ -22,5 +22,5 @@ struct AgentSessionsCommand: AsyncParsableCommand {
             \(Exit.table)
             """,
         subcommands: [Hosts.self, Projects.self, Agents.self, Tasks.self, Chats.self, Attach.self, Send.self,
-                      Log.self, Diff.self, Status.self, Orphans.self, Store.self])
+                      Log.self, Diff.self, Status.self, Watch.self, Events.self, Orphans.self, Store.self])
 }

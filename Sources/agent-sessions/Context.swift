@@ -23,6 +23,7 @@ final class Context: Sendable {
     static let tool = "agent-sessions"
 
     let store: SQLiteAgentStore
+    let storePath: String
     let config: ToolConfiguration
     let orchestrator: AgentOrchestrator
     let environment: [String: String]
@@ -30,14 +31,31 @@ final class Context: Sendable {
     init(_ options: GlobalOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         self.environment = environment
         let path = options.storePath ?? SQLiteAgentStore.defaultPath(tool: Self.tool, environment: environment)
+        storePath = path
         store = try SQLiteAgentStore(path: path)
         config = try ToolConfiguration.load(options.configPath ?? ToolConfiguration.defaultPath(environment: environment))
         let config = config
         let environment = environment
-        orchestrator = AgentOrchestrator(store: store, providerSettings: config.providers, searchPath: config.searchPath) { record in
+        orchestrator = AgentOrchestrator(store: store, providerSettings: config.providers, searchPath: config.searchPath,
+                                         screenRules: Self.screenRules(config.screenRulesPath)) { record in
             SSHTransport(configuration: try HostConnection.configuration(for: record, environment: environment),
                          serverID: record.serverID)
         }
+    }
+
+    /// The user's screen rules before the shipped ones. A file that cannot be read or
+    /// parsed is reported (naming its line) and left out: the shipped rules still apply.
+    static func screenRules(_ path: String?) -> AgentScreenRules {
+        guard let path else { return .shipped }
+        do {
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            return try AgentScreenRules.parse(text, origin: "user").followed(by: .shipped)
+        } catch let e as AgentError {
+            note("agent-sessions: \(path): \(e.message) (\(e.detail ?? "")); using the shipped screen rules only")
+        } catch {
+            note("agent-sessions: cannot read the screen rules \(path): \(error.localizedDescription); using the shipped ones only")
+        }
+        return .shipped
     }
 
     /// Closes every connection.

@@ -12,11 +12,18 @@ import Foundation
 ///     }
 ///
 /// `searchPath`: directories looked in for agents on every host, before the login-like
-/// PATH. Per provider: `binary`, `defaultArguments`, `autoApproveFlag` ("" removes it),
+/// PATH. `notifications`: where `watch` sends transitions (`NotificationSettings`).
+/// `screenRules`: a file of the user's own screen rules (default: `screen-rules` beside
+/// this file). Per provider: `binary`, `defaultArguments`, `autoApproveFlag` ("" removes it),
 /// `resumeArguments`, `extraArguments`, `environment`.
 struct ToolConfiguration: Sendable {
     var searchPath: [String] = []
     var providers: [String: AgentProviderSettings] = [:]
+    /// Where `watch` sends transitions (see `NotificationSettings`).
+    var notifications = NotificationSettings()
+    /// The user's own screen rules (`screenRules`; default: `screen-rules` beside the
+    /// settings file, when it exists).
+    var screenRulesPath: String?
 
     /// Every provider of the registry with the user's settings applied (what detection
     /// looks for and what starts).
@@ -43,12 +50,19 @@ struct ToolConfiguration: Sendable {
         }
         var searchPath: [String]?
         var providers: [String: Provider]?
+        var notifications: NotificationSettings.File?
+        var screenRules: String?
     }
 
     /// The settings at `path`; none when the file does not exist.
     /// - Throws: `Failure` (storage) for a file that cannot be read or is not valid.
     static func load(_ path: String) throws -> ToolConfiguration {
-        guard FileManager.default.fileExists(atPath: path) else { return ToolConfiguration() }
+        let rulesBeside = (path as NSString).deletingLastPathComponent + "/screen-rules"
+        guard FileManager.default.fileExists(atPath: path) else {
+            var config = ToolConfiguration()
+            config.screenRulesPath = FileManager.default.fileExists(atPath: rulesBeside) ? rulesBeside : nil
+            return config
+        }
         let file: File
         do {
             file = try JSONDecoder().decode(File.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
@@ -57,7 +71,14 @@ struct ToolConfiguration: Sendable {
         } catch {
             throw Failure(.storage, "cannot read the settings file \(path): \(error.localizedDescription)")
         }
-        var config = ToolConfiguration(searchPath: file.searchPath ?? [])
+        var config = ToolConfiguration()
+        config.searchPath = file.searchPath ?? []
+        do {
+            config.notifications = try NotificationSettings(file.notifications)
+        } catch {
+            throw Failure(.storage, "the settings file \(path): \(error.message)")
+        }
+        config.screenRulesPath = file.screenRules ?? (FileManager.default.fileExists(atPath: rulesBeside) ? rulesBeside : nil)
         for (id, p) in file.providers ?? [:] {
             guard AgentProvider.all.contains(where: { $0.id == id }) else {
                 throw Failure(.storage, "the settings file \(path) names an unknown agent \(id)")

@@ -92,14 +92,15 @@ struct AgentSessionsToolTests {
             }
         }
 
-        func start(_ args: [String]) throws -> Running {
+        /// With `errors`, standard error goes with standard output.
+        func start(_ args: [String], errors: Bool = false) throws -> Running {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: AgentSessionsToolTests.binary)
             p.arguments = args
             p.environment = ["HOME": home, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"]
             let out = Pipe()
             p.standardOutput = out
-            p.standardError = FileHandle.nullDevice
+            p.standardError = errors ? out : FileHandle.nullDevice
             p.standardInput = FileHandle.nullDevice
             let running = Running(p, out)
             try p.run()
