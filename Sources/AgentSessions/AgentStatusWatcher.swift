@@ -205,10 +205,12 @@ END {
             } else {
                 ns = "starting"; nsrc = "process"; nrule = "-"
             }
-            # done: a turn ended and nobody looked since (attached, read its log, sent)
+            # done: a turn ended (after work, or after a question was answered) and nobody
+            # looked since (attached, read its log, sent something)
             if (ns == "idle") {
                 seen = readseen(p)
-                if (((state == "working" && rule != "activity") || state == "done") && attached[p] == "0" && !(state == "done" && seen >= since)) ns = "done"
+                if (((state == "working" && rule != "activity") || state == "waiting" || state == "done") && attached[p] == "0" \
+                    && !(state == "done" && seen >= since)) ns = "done"
             }
             if (ns == "working" && state == "done" && nsrc == "screen" && nrule == "quiet") { ns = "done" }
         }

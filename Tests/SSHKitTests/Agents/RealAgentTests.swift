@@ -254,6 +254,77 @@ struct RealAgentTests {
         try await f.orchestrator.stop(conversationID: main.id)
     }
 
+    /// The states of a real agent as the host's watcher reports them, over the events
+    /// channel: it works, asks for approval (the question seen as waiting for input, with
+    /// its text), is answered, works, finishes (done, and a redrawing idle screen never
+    /// reads as working), and exits.
+    @Test(arguments: [("mistral", "run: echo hi > ran.txt", "Permission for the"),
+                      ("kimi", "run: echo hi > ran.txt", "is requesting approval to"),
+                      ("hermes", "run: rm -rf junk", "Dangerous Command")])
+    func theWatcherFollowsARealAgentThroughApproval(_ provider: String, _ prompt: String, _ question: String) async throws {
+        let f = try await Fixture(provider)
+        do { try await statuses(f, provider, prompt, question) } catch { await f.tearDown(); throw error }
+        await f.tearDown()
+    }
+
+    func statuses(_ f: Fixture, _ provider: String, _ prompt: String, _ question: String) async throws {
+        let hostRecord = try #require(try await f.orchestrator.store.hosts().first)
+        final class Seen: Sendable {
+            let events = Mutex<[AgentStatusEvent]>([])
+            func withLock<R>(_ body: (inout [AgentStatusEvent]) -> R) -> R { events.withLock { body(&$0) } }
+        }
+        let seen = Seen()
+        let updates = f.orchestrator.followStatus(hosts: [hostRecord], newOnly: false)
+        let follower = Task {
+            for await u in updates {
+                if case .status(let e, _, _) = u { seen.withLock { $0.append(e) } }
+            }
+        }
+        defer { follower.cancel() }
+        let (task, main, _) = try await f.orchestrator.createTask(projectID: f.project.id, title: provider, providerID: provider,
+                                                                 prompt: prompt, autoApprove: false)
+        if provider == "hermes" { _ = try await f.run("mkdir -p '\(task.worktree.path)/junk'") }
+        func activities() -> [AgentActivity] {
+            seen.withLock { $0.filter { $0.session == main.ptyID.description }.map(\.status.activity) }
+        }
+        func until(_ want: AgentActivity, seconds: Double = 90) async -> AgentStatusEvent? {
+            await eventually(seconds) { () -> AgentStatusEvent? in
+                seen.withLock { $0.last { $0.session == main.ptyID.description && $0.status.activity == want } }
+            }
+        }
+        let asking = await until(.waitingForInput)
+        let screen = (try? await f.orchestrator.screen(of: main.id, lines: 40)) ?? ""
+        #expect(asking?.status.question?.contains(question) == true, "\(activities()) \(String(describing: asking))\n\(screen)")
+        // the dialog's first choice (allow once) is the selected one
+        try await f.orchestrator.send("", to: main.id)
+        let done = await until(.done)
+        let after = (try? await f.orchestrator.screen(of: main.id, lines: 40)) ?? ""
+        #expect(done != nil, "\(activities())\n\(after)")
+        // an idle agent whose screen redraws (Vibe's logo) stays done, then idle, never working
+        var rounds: [AgentActivity] = []
+        for _ in 0..<8 {
+            rounds.append(try await f.orchestrator.status(of: main.id).activity)
+            try await Task.sleep(for: .seconds(1))
+        }
+        #expect(rounds.allSatisfy { $0 == .done }, "\(rounds)")
+        try await f.orchestrator.markSeen(conversationID: main.id)
+        #expect(await eventually(10) { try? await f.orchestrator.status(of: main.id).activity == .idle ? true : nil } == true)
+        try await f.orchestrator.send("/exit", to: main.id)
+        let exited = await eventually(60) { () -> AgentActivity? in
+            activities().last.flatMap { if case .exited = $0 { return $0 } else { return nil } }
+        }
+        #expect(exited == .exited(0), "\(activities())")
+        // in order: a question, done (the work after the answer may be over before the
+        // watcher's next look), idle once looked at, the end
+        var order: [AgentActivity] = []
+        for a in activities() where order.last != a { order.append(a) }
+        let wanted: [AgentActivity] = [.waitingForInput, .done, .idle, .exited(0)]
+        var i = 0
+        for a in order where i < wanted.count && a == wanted[i] { i += 1 }
+        #expect(i == wanted.count, "\(order)")
+        _ = task
+    }
+
     /// kimi-cli 1.52 and later is a stub: with arguments it prints a notice, with none it
     /// downloads and runs another installer. Detection says so and no start runs it.
     @Test func kimisDeprecationStubIsRefusedAndNeverRun() async throws {
