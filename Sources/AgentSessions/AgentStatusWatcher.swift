@@ -223,7 +223,9 @@ END {
         out[x] = "S " p " " ns " " nsrc " " nrule " " since " " act[p] " " scls " " srule " " ccls " " chg " " (hmark + 0) (q == "" ? "" : " " q)
         seenp[p] = 1
     }
-    if (pending) print "pending"
+    live = 0
+    for (x = 1; x <= npanes; x++) if (dead[order[x]] != "1") live++
+    print "H " (pending ? 1 : 0) " " live
     for (x = 1; x <= npanes; x++) print out[x]
     # sessions that went away: stopped by the engine (its mark), else lost
     for (p in known) {
@@ -248,15 +250,28 @@ quiet=0
 first=1
 tick=0
 recent=0
+pending=1
+live=0
+old=
+F='#{session_name} #{pane_dead} #{?pane_dead,#{pane_dead_status},-} #{window_activity} #{session_attached} #{pane_title}'
+# tmux 3.2 and later filter the list themselves: one process a round while nothing moves
+if tmux -L "$SOCK" -f /dev/null list-panes -a -f 1 -F x >/dev/null 2>&1; then
+    panes() { tmux -L "$SOCK" -f /dev/null list-panes -a -f '#{!=:#{session_name},_sshkit-watch}' -F "$F" 2>/dev/null; }
+else
+    panes() { tmux -L "$SOCK" -f /dev/null list-panes -a -F "$F" 2>/dev/null | grep -v '^_sshkit-watch '; }
+fi
 while [ "$stop" = 0 ]; do
-    tmux -L "$SOCK" -f /dev/null list-panes -a -F '#{session_name} #{pane_dead} #{?pane_dead,#{pane_dead_status},-} #{window_activity} #{session_attached} #{pane_title}' 2>/dev/null | grep -v '^_sshkit-watch ' > panes.new
+    new=$(panes)
     tick=$((tick + 1))
-    if [ "$first" = 0 ] && [ "$wake" = 0 ] && [ $((tick % 5)) != 0 ] && [ "$recent" = 0 ] && cmp -s panes.new panes \
-        && ! grep -q '^pending' states; then
+    if [ "$first" = 0 ] && [ "$wake" = 0 ] && [ $((tick % 30)) != 0 ] && [ "$recent" = 0 ] && [ "$pending" = 0 ] \
+        && [ "$new" = "$old" ]; then
         :
     else
         wake=0
         first=0
+        old=$new
+        [ -z "$new" ] || printf '%s\n' "$new" > panes.new
+        [ -n "$new" ] || : > panes.new
         now=$(date +%s)
         awk -v now="$now" -f plan.awk states panes panes.new > capture.list
         mv -f panes.new panes
@@ -274,6 +289,7 @@ while [ "$stop" = 0 ]; do
         grep -v '^E ' round.out > states.tmp
         [ -s round.events ] && cat round.events >> events
         mv -f states.tmp states
+        read -r _ pending live < states
         [ -f ready ] || : > ready
         recent=0
         [ -s capture.list ] && recent=1
@@ -281,10 +297,13 @@ while [ "$stop" = 0 ]; do
         if [ "$(wc -l < events)" -gt 4000 ]; then mv -f events events.1 && : > events; fi
     fi
     # the watcher ends when no agent has run for a while
-    if grep -q '^[^ ]* 0 ' panes; then quiet=0; else quiet=$((quiet + 1)); fi
+    if [ "${live:-0}" -gt 0 ]; then quiet=0; else quiet=$((quiet + 1)); fi
     [ "$quiet" -lt 30 ] || break
+    # a hook's signal during the round cuts the pause (one during the pause ends it)
     sleep 1 &
-    wait $! 2>/dev/null
+    sp=$!
+    [ "$wake" = 0 ] || kill "$sp" 2>/dev/null
+    wait "$sp" 2>/dev/null
 done
 rm -f pid
 """#

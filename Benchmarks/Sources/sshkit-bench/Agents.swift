@@ -9,13 +9,18 @@ import ServerTransport
 let agentImplementations = ["AgentSessions", "Emdash's way (ssh)"]
 
 /// A TCP relay on 127.0.0.1 in front of sshd that can cut the network: `cut()` closes
-/// every relayed connection and refuses new ones until `restore()`.
+/// every relayed connection and refuses new ones until `restore()`. It counts the bytes
+/// it relays.
 final class CuttableRelay: @unchecked Sendable {  // safe because: the state is behind `lock`
     let port: Int
     private let target: Int
     private let lock = NSLock()
     private var isCut = false
     private var sockets: Set<Int32> = []
+    private var relayed = 0
+
+    /// Bytes relayed so far, both ways.
+    var bytes: Int { lock.withLock { relayed } }
 
     init(target: Int) throws {
         self.target = target
@@ -44,6 +49,7 @@ final class CuttableRelay: @unchecked Sendable {  // safe because: the state is 
             let n = read(from, &buf, buf.count)
             if n <= 0 { break }
             if buf.withUnsafeBytes({ send(to, $0.baseAddress!, n, Int32(MSG_NOSIGNAL)) }) != n { break }
+            lock.withLock { relayed += n }
         }
         shutdown(to, Int32(SHUT_WR))
         lock.withLock {

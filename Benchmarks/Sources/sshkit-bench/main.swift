@@ -387,6 +387,9 @@ func runBenchmarks() async -> Int32 {
         if only == nil || only == "agents" {
             reportAgents(try await benchAgents(fixture, rounds: quick ? 3 : 10))
         }
+        if only == nil || only == "status" {
+            try await benchStatus(fixture, rounds: quick ? 3 : 10)
+        }
     } catch {
         out("benchmark failed: \(error)")
         return 1
