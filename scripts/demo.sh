@@ -141,18 +141,36 @@ runuser -u "$SSHKIT_TEST_USER" -- sh -c "cd '$repo' && git init -q -b main && ec
     git -c user.name=Demo -c user.email=demo@example.com commit -q -m 'first commit'"
 ashome="$dir/agent-home"
 mkdir -p "$ashome/.config/agent-sessions"
-printf '{"searchPath": ["%s"], "providers": {"claude": {"binary": "demo-agent"}}}\n' "$agents" \
-    > "$ashome/.config/agent-sessions/config.json"
+cat > "$ashome/.config/agent-sessions/config.json" <<JSON
+{"searchPath": ["$agents"], "providers": {"claude": {"binary": "demo-agent"}},
+ "notifications": {"hold": 1, "channels": [{"type": "terminal"},
+   {"type": "command", "command": ["/bin/sh", "-c", "cat >> '$dir/notifications.jsonl'"]}]}}
+JSON
 as() { echo; printf '$ agent-sessions'; printf ' %q' "$@"; echo; env -u SSH_AUTH_SOCK HOME="$ashome" "$bin/agent-sessions" "$@"; }
 as hosts add demo "$SSHKIT_TEST_USER@127.0.0.1:$SSHKIT_TEST_PORT" --key "$dir/id_ed25519"
 as hosts list
 as projects add demo "$repo" --name app
 as agents demo
 as tasks new app "Add a greeting" --agent claude --prompt "write a greeting"
-id=$(HOME="$ashome" "$bin/agent-sessions" tasks list --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"][:8])')
+id=$(HOME="$ashome" "$bin/agent-sessions" tasks list --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["tasks"][0]["id"][:8])')
 as send "$id" "and a farewell"
 sleep 1
 as status
+
+echo; echo "== agent-sessions watch: told when an agent needs you (the host's watcher reads its screen;"
+echo "   here a command channel keeps each notification as JSON, beside the terminal's OSC 9/777 and bell)"
+echo "\$ agent-sessions watch &"
+env -u SSH_AUTH_SOCK HOME="$ashome" "$bin/agent-sessions" watch > "$dir/watch.out" 2>&1 &
+wpid=$!
+for _ in $(seq 1 100); do grep -q following "$dir/watch.out" && break; sleep 0.1; done
+as send "$id" "Shall I add a test too? (y/n)"
+for _ in $(seq 1 150); do [ -s "$dir/notifications.jsonl" ] && break; sleep 0.1; done
+sed 's/^/  | /' "$dir/watch.out" | tr -d '\007' | sed 's/\x1b[^\x07]*//g'
+echo "(the notification as the command channel got it:)"
+python3 -c 'import json,sys; e=json.loads(open(sys.argv[1]).readline()); print("  |", {k: e[k] for k in ("host", "agent", "state", "source", "question")})' "$dir/notifications.jsonl"
+kill -INT "$wpid"; wait "$wpid" || true
+as status --explain "$id"
+as send "$id" "y"
 
 echo; echo "== agent-sessions attach, in a terminal (a local tmux here); then the SSH connection is killed"
 tmux -S "$dir/tmux.sock" new-session -d -s demo -x 100 -y 12 \

@@ -161,7 +161,8 @@ public struct AgentTmuxServer: Sendable {
         return r.stdoutString
     }
 
-    /// The visible screen only, as plain text (no colours): what status inference reads.
+    /// The visible screen only, as plain text (no colours): what the engine looks at itself
+    /// when the status watcher cannot answer.
     func captureScreen(_ name: String) async throws(AgentError) -> String {
         let r = try await command(["capture-pane", "-p", "-t", Self.pane(name)], what: "capturing a screen")
         guard r.exitStatus == .exited(0) else {

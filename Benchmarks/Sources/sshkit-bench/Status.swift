@@ -129,13 +129,15 @@ func benchStatus(_ f: Fixture, rounds: Int) async throws {
     out("|---|---|---|---|")
     out("| AgentSessions (host watcher, one events channel) | \(fmt(median(watcherMs))) | \(fmt(percentile(watcherMs, 0.99))) | \(watcherMs.count) |")
     out("| capture-pane polled once a second over SSH | \(fmt(median(pollMs))) | \(fmt(percentile(pollMs, 0.99))) | \(pollMs.count) |")
+    out("status: latency measured")
     try await host.stop(session)
     await engine.shutDown()
+    out("status: latency engine shut down")
     _ = try? await run(setup, "tmux -L \(socket) kill-server 2>/dev/null; rm -rf \"$HOME/.cache/sshkit-agents/watch/tmux-\(socket)\"; exit 0")
 
     // 2. the cost of watching 1 and 10 hosts with 10 idle agents each, for a window:
     //    bytes on the wire (a counting relay), the laptop's CPU, the hosts' CPU
-    let window = Double(rounds >= 10 ? 60 : 20)
+    let window = Double(ProcessInfo.processInfo.environment["SSHKIT_BENCH_STATUS_WINDOW"].flatMap { Int($0) } ?? (rounds >= 10 ? 60 : 20))
     out()
     out("| watching idle agents, per minute | AgentSessions bytes | polling bytes | AgentSessions laptop CPU ms | polling laptop CPU ms | AgentSessions host CPU ms |")
     out("|---|---|---|---|---|---|")
@@ -170,6 +172,7 @@ func benchStatus(_ f: Fixture, rounds: Int) async throws {
         let watching = AgentOrchestrator(store: s2) { r in hostsByID[r.id]! }
         // the watchers start and settle (their first look), then the window
         for (r, first) in zip(records, firstSessions) { _ = await hostsByID[r.id]!.status(of: first) }
+        out("status: \(hostCount) host(s) ready")
         let follow = Task { for await _ in watching.followStatus(hosts: records, newOnly: true) {} }
         try await Task.sleep(for: .seconds(5))
         let watcherPIDs = try await run(setup, "cat \"$HOME\"/.cache/sshkit-agents/watch/tmux-bench-status-*/pid")
@@ -181,6 +184,7 @@ func benchStatus(_ f: Fixture, rounds: Int) async throws {
         let watchCPU = (processCPUSeconds() - cpu0) * 1000 * 60 / window
         let hostCPU = (watcherPIDs.map { treeCPUSeconds(pid: $0) }.reduce(0, +) - hostCPU0) * 1000 * 60 / window
         follow.cancel()
+        out("status: \(hostCount) host(s) watched")
 
         // the peers' way: each agent's pane captured once a second, over the same connections
         let bytes1 = relay.bytes, cpu1 = processCPUSeconds()

@@ -21,14 +21,18 @@ struct AgentWatchTests {
 
     @Test func watchSendsEachTransitionOnceAcrossADropAndARestart() async throws {
         let u = try User()
+        let repo = try await WorktreeTests.makeRepository(u.host)
+        do { try await watch(u, repo) } catch { await u.tearDown([repo]); throw error }
+        await u.tearDown([repo])
+    }
+
+    func watch(_ u: User, _ repo: String) async throws {
         let recorder = try HTTPRecorder()
         defer { recorder.stop() }
         let proxy = try FaultProxy(target: TestServer.shared.port)
         defer { proxy.stop() }
-        let repo = try await WorktreeTests.makeRepository(u.host)
         let tmux = ShellExampleTests.Tmux(socket: u.home + "/tmux.sock")
         defer { tmux.kill() }
-        defer { Task { await u.tearDown([repo]) } }
         let commandLog = u.home + "/command.log"
         let settings = """
             {"searchPath": ["\(FakeAgents.directory)"],
@@ -112,7 +116,11 @@ struct AgentWatchTests {
     @Test func eventsPrintsEveryTransitionAsJSONLines() async throws {
         let u = try User()
         let repo = try await WorktreeTests.makeRepository(u.host)
-        defer { Task { await u.tearDown([repo]) } }
+        do { try await events(u) } catch { await u.tearDown([repo]); throw error }
+        await u.tearDown([repo])
+    }
+
+    func events(_ u: User) async throws {
         try u.addHost()
         try u.ok(["projects", "add", "fixture", repo, "--name", "repo"])
         try u.ok(["tasks", "new", "repo", "Events", "--agent", "amp"])
