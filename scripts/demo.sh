@@ -165,7 +165,7 @@ wpid=$!
 for _ in $(seq 1 100); do grep -q following "$dir/watch.out" && break; sleep 0.1; done
 as send "$id" "Shall I add a test too? (y/n)"
 for _ in $(seq 1 150); do [ -s "$dir/notifications.jsonl" ] && break; sleep 0.1; done
-sed 's/^/  | /' "$dir/watch.out" | tr -d '\007' | sed 's/\x1b[^\x07]*//g'
+tr -d '\007' < "$dir/watch.out" | sed 's/\x1b[^\x07]*//g' | grep -v '^$' | sed 's/^/  | /'
 echo "(the notification as the command channel got it:)"
 python3 -c 'import json,sys; e=json.loads(open(sys.argv[1]).readline()); print("  |", {k: e[k] for k in ("host", "agent", "state", "source", "question")})' "$dir/notifications.jsonl"
 kill -INT "$wpid"; wait "$wpid" || true

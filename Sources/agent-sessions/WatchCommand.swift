@@ -65,6 +65,8 @@ struct Watch: AsyncParsableCommand {
                     sink.yield(nil)
                 }
             }
+            // a command channel that exits without reading its input must not end watch
+            signal(SIGPIPE, SIG_IGN)
             // Ctrl-C or a TERM (systemd's stop) ends the reading, lets a delivery under way
             // finish and keeps every channel's place
             signal(SIGINT, SIG_IGN)

@@ -57,7 +57,7 @@ struct AgentWatchTests {
         let watch = "env -i \"TMUX=$TMUX\" " + ["HOME=\(u.home)", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
                                                  "TERM=xterm-256color", AgentSessionsToolTests.binary, "watch"]
             .map { "'\($0)'" }.joined(separator: " ")
-        let command = "trap true INT; \(watch); echo watch-ended=$?; \(watch); echo watch-ended=$?; sleep 30"
+        let command = "trap true INT; \(watch); echo watch-ended=$?; \(watch); echo watch-ended=$?; sleep 300"
         // (a stopped watch ends with 0)
         try tmux.start(width: 160, height: 40, command: command, log: u.home + "/tmux.log")
         _ = try tmux.run(["pipe-pane", "-t", tmux.session, "-o", "cat >> '\(u.home)/pane.raw'"])
@@ -92,7 +92,7 @@ struct AgentWatchTests {
         try u.ok(["send", String(second.id.prefix(8)), "Proceed? [y/N]"])
         try await Task.sleep(for: .seconds(4))
         let resent = await eventually(40) { Self.webhookEvents(recorder).contains { $0 == (s2, "waiting") } ? true : nil }
-        #expect(resent == true, "\(Self.webhookEvents(recorder))")
+        #expect(resent == true, "\(Self.webhookEvents(recorder))\n\((try? tmux.screen()) ?? "")")
         try await Task.sleep(for: .seconds(3))
 
         // each transition once, on each channel that works; the one that is down held up nothing
@@ -116,11 +116,11 @@ struct AgentWatchTests {
     @Test func eventsPrintsEveryTransitionAsJSONLines() async throws {
         let u = try User()
         let repo = try await WorktreeTests.makeRepository(u.host)
-        do { try await events(u) } catch { await u.tearDown([repo]); throw error }
+        do { try await events(u, repo) } catch { await u.tearDown([repo]); throw error }
         await u.tearDown([repo])
     }
 
-    func events(_ u: User) async throws {
+    func events(_ u: User, _ repo: String) async throws {
         try u.addHost()
         try u.ok(["projects", "add", "fixture", repo, "--name", "repo"])
         try u.ok(["tasks", "new", "repo", "Events", "--agent", "amp"])
