@@ -34,11 +34,18 @@ struct AgentWatchTests {
         let tmux = ShellExampleTests.Tmux(socket: u.home + "/tmux.sock")
         defer { tmux.kill() }
         let commandLog = u.home + "/command.log"
+        // the desktop channel's notify-send: a stand-in that records its arguments
+        let bin = u.home + "/bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        try "#!/bin/sh\nprintf '%s|' \"$@\" >> \(u.home)/desktop.log; echo >> \(u.home)/desktop.log\n"
+            .write(toFile: bin + "/notify-send", atomically: true, encoding: .utf8)
+        chmod(bin + "/notify-send", 0o755)
         let settings = """
             {"searchPath": ["\(FakeAgents.directory)"],
              "providers": {"amp": {"binary": "fake-tui"}},
              "notifications": {"hold": 1, "channels": [
                 {"type": "terminal"},
+                {"type": "desktop"},
                 {"type": "webhook", "url": "\(recorder.url)/hook", "headers": {"X-Test": "yes"}},
                 {"type": "ntfy", "url": "\(recorder.url)/topic", "token": "tk"},
                 {"type": "webhook", "name": "down", "url": "\(recorder.url)/down"},
@@ -54,14 +61,14 @@ struct AgentWatchTests {
 
         // the terminal channel sees TMUX, as in any tmux pane; the pane's shell outlives a
         // Ctrl-C of the watch
-        let watch = "env -i \"TMUX=$TMUX\" " + ["HOME=\(u.home)", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
+        let watch = "env -i \"TMUX=$TMUX\" " + ["HOME=\(u.home)", "PATH=\(bin):/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
                                                  "TERM=xterm-256color", AgentSessionsToolTests.binary, "watch"]
             .map { "'\($0)'" }.joined(separator: " ")
         let command = "trap true INT; \(watch); echo watch-ended=$?; \(watch); echo watch-ended=$?; sleep 300"
         // (a stopped watch ends with 0)
         try tmux.start(width: 160, height: 40, command: command, log: u.home + "/tmux.log")
         _ = try tmux.run(["pipe-pane", "-t", tmux.session, "-o", "cat >> '\(u.home)/pane.raw'"])
-        try await tmux.waitFor("sending to terminal, webhook, ntfy, down, command")
+        try await tmux.waitFor("sending to terminal, desktop, webhook, ntfy, down, command")
 
         // a question: sent once it held for a second, to every channel
         try u.ok(["send", String(first.id.prefix(8)), "Continue? (y/n)"])
@@ -106,6 +113,10 @@ struct AgentWatchTests {
         #expect(topic.first?.body == "amp is waiting for input: got: Continue? (y/n)")
         let commands = (try? String(contentsOfFile: commandLog, encoding: .utf8)) ?? ""
         #expect(commands == "waiting got: Continue? (y/n)\nexited \nwaiting got: Proceed? [y/N]\n", "\(commands)")
+        let desktop = (try? String(contentsOfFile: u.home + "/desktop.log", encoding: .utf8)) ?? ""
+        #expect(desktop.split(separator: "\n").count == 3
+                && desktop.hasPrefix("--app-name=agent-sessions|--urgency=critical|fixture · repo · Watch me|amp is waiting for input"),
+                "\(desktop)")
         // the terminal: OSC 9 and OSC 777 through tmux's passthrough, and the bell
         let raw = (try? String(contentsOfFile: u.home + "/pane.raw", encoding: .utf8)) ?? ""
         #expect(raw.contains("\u{1B}Ptmux;\u{1B}\u{1B}]9;fixture · repo · Watch me: amp is waiting for input"), "\(raw.debugDescription.prefix(600))")
@@ -141,5 +152,43 @@ struct AgentWatchTests {
         #expect(all.first?["state"] as? String == "starting" || all.first?["state"] as? String == "working"
                 || all.first?["state"] as? String == "idle", "\(all)")
         #expect(all.last?["question"] as? String == "got: Shall I? (y/n)")
+    }
+
+    /// The user's screen rules come first; a malformed file is named with its line, and the
+    /// shipped rules still apply.
+    @Test func theUsersScreenRulesAndAMalformedFile() async throws {
+        let u = try User()
+        let repo = try await WorktreeTests.makeRepository(u.host)
+        do { try await rules(u, repo) } catch { await u.tearDown([repo]); throw error }
+        await u.tearDown([repo])
+    }
+
+    func rules(_ u: User, _ repo: String) async throws {
+        let rulesFile = u.home + "/.config/agent-sessions/screen-rules"
+        try "# mine\n[amp]\nwaitin  x\n".write(toFile: rulesFile, atomically: true, encoding: .utf8)
+        try u.addHost()
+        try u.ok(["projects", "add", "fixture", repo, "--name", "repo"])
+        try u.ok(["tasks", "new", "repo", "Rules", "--agent", "amp"])
+        let task = try #require(try await u.store().tasks(projectID: nil).first)
+        let id = String(task.id.prefix(8))
+        try u.ok(["send", id, "Shall I? (y/n)"])
+        let bad = await eventually(30) { () -> (status: Int32, out: String, err: String)? in
+            let r = try? u.run(["status"])
+            return r.map { $0.out.contains("waiting for input (screen): got: Shall I? (y/n)") ? $0 : nil } ?? nil
+        }
+        let r = try #require(bad)
+        #expect(r.status == 0)
+        #expect(r.err.contains("screen-rules: user screen rules, line 3: 'waitin' is no kind of rule"), "\(r.err)")
+        #expect(r.err.contains("using the shipped screen rules only"))
+
+        // a rule of the user's own, before the shipped ones, named by --explain
+        try "[amp]\nwaiting  ^got: Deploy now\nquestion  ^got: (.*)$\n".write(toFile: rulesFile, atomically: true, encoding: .utf8)
+        try u.ok(["send", id, "Deploy now"])
+        let explained = await eventually(30) { () -> String? in
+            let out = (try? u.ok(["status", "--explain", id])) ?? ""
+            return out.contains("rule user:2") ? out : nil
+        }
+        #expect(explained?.contains("source: the screen, rule user:2: [amp] waiting ^got: Deploy now") == true, "\(explained ?? "")")
+        #expect(explained?.contains("question: got: Deploy now") == true)
     }
 }
