@@ -181,9 +181,9 @@ END {
         # the state, from the best source
         nq = ""
         if (dead[p] == "1") {
-            ds = dstatus[p]
+            ds = dstatus[p]; sub(/^s/, "", ds)
             f = status "/" p ".exit"; if ((getline line < f) > 0 && line ~ /^[0-9]+$/) ds = line; close(f)
-            if (ds == "" || ds == "-") ds = 0
+            if (ds !~ /^[0-9]+$/) ds = 0
             ns = "exited:" ds; nsrc = "process"; nrule = "pane-dead"
         } else {
             hs = hookstate(H_ev)
@@ -253,7 +253,9 @@ recent=0
 pending=1
 live=0
 old=
-F='#{session_name} #{pane_dead} #{?pane_dead,#{pane_dead_status},-} #{window_activity} #{session_attached} #{pane_title}'
+# the exit status after an `s`: tmux leaves it empty when it did not record one, and an
+# empty field would shift the ones after it
+F='#{session_name} #{pane_dead} #{?pane_dead,s#{pane_dead_status},-} #{window_activity} #{session_attached} #{pane_title}'
 # tmux 3.2 and later filter the list themselves: one process a round while nothing moves
 if tmux -L "$SOCK" -f /dev/null list-panes -a -f 1 -F x >/dev/null 2>&1; then
     panes() { tmux -L "$SOCK" -f /dev/null list-panes -a -f '#{!=:#{session_name},_sshkit-watch}' -F "$F" 2>/dev/null; }

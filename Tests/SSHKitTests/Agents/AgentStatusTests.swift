@@ -30,7 +30,8 @@ struct WatcherRounds {
     mutating func round(_ session: String, screen: String?, title: String = "", now: Int, dead: Bool = false,
                         attached: Bool = false) throws -> String {
         if let screen { try screen.write(toFile: "\(dir)/screens/\(session)", atomically: true, encoding: .utf8) }
-        try "\(session) \(dead ? 1 : 0) \(dead ? "0" : "-") \(now) \(attached ? 1 : 0) \(title)\n"
+        // an ended pane whose status tmux did not record: "s" alone
+        try "\(session) \(dead ? 1 : 0) \(dead ? "s" : "-") \(now) \(attached ? 1 : 0) \(title)\n"
             .write(toFile: dir + "/panes", atomically: true, encoding: .utf8)
         try (screen == nil ? "" : session + "\n").write(toFile: dir + "/capture.list", atomically: true, encoding: .utf8)
         try states.write(toFile: dir + "/states", atomically: true, encoding: .utf8)
