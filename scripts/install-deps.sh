@@ -4,6 +4,7 @@ set -euo pipefail
 packages=(libssh-dev libssl-dev pkg-config openssh-server openssh-client dropbear-bin procps iproute2 iptables tmux curl sqlite3 libsqlite3-dev git python3 python3-venv
           zsh mksh busybox  # the shells of the quoting proof (Reliability part 7)
           netcat-openbsd socat  # ProxyCommand tests (nc and socat as ssh users run them)
+          nodejs  # the stand-in for OpenCode that loads the engine's status plugin
           clang-format-16)  # the C core's layout check (scripts/format-c.sh --check)
 SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 missing=()

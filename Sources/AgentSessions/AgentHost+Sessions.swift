@@ -102,10 +102,10 @@ extension AgentHost {
         // validates everything before anything runs on the host
         _ = try AgentLaunch.plan(spec.provider, settings: spec.settings, name: spec.ptyID.description,
                                  prompt: spec.prompt, autoApprove: spec.autoApprove, resume: spec.resume)
-        let hooks = spec.statusHooks ? try await statusHookArguments(spec) : []
+        let hooks = spec.statusHooks ? try await statusHooks(spec) : (arguments: [], environment: [:])
         let launch = try AgentLaunch.plan(spec.provider, settings: spec.settings, name: spec.ptyID.description,
                                           prompt: spec.prompt, autoApprove: spec.autoApprove, resume: spec.resume,
-                                          hookArguments: hooks)
+                                          hookArguments: hooks.arguments, hookEnvironment: hooks.environment)
         let facts = try await detectAgents()
         try AgentShells.check(facts.loginShell)
         let script = AgentLauncher.script(launch, ptyID: spec.ptyID, provider: spec.provider, workingDirectory: directory,

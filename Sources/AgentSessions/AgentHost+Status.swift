@@ -43,24 +43,127 @@ extension AgentHost {
         return "notify=[\(toml("sh")), \(toml("-c")), \(toml(hookCommand(ptyID, .stop))), \(toml("sh"))]"
     }
 
-    /// The arguments that install status hooks for the provider (empty for providers
-    /// without hooks), writing Claude's settings file on the host first.
-    func statusHookArguments(_ spec: AgentSessionSpec) async throws(AgentError) -> [String] {
-        switch spec.provider.sessionTracking {
-        case .claudeSessionID:
-            let home = try await home()
-            let path = "\(home)/\(AgentLauncher.directory)/hooks/\(spec.ptyID).json"
-            do {
-                try await transport.createDirectory("\(home)/\(AgentLauncher.directory)/hooks")
-                try await transport.writeTextFile(path, Self.claudeHookSettings(spec.ptyID))
-            } catch {
-                throw AgentError(error, while: "writing Claude's hook settings")
+    /// Gemini CLI's hooks for `ptyID`, as a settings file for `GEMINI_CLI_SYSTEM_DEFAULTS_PATH`:
+    /// `SessionStart`, `BeforeAgent` (a prompt), `BeforeTool`, `Notification` (an approval
+    /// it waits for), `AfterAgent` (the turn's end). Gemini has no event for a failed or
+    /// cancelled turn; its screen's idle rule ends those.
+    static func geminiHookSettings(_ ptyID: AgentPTYID) -> String {
+        commandHookSettings(ptyID, [
+            ("SessionStart", .start), ("BeforeAgent", .prompt), ("BeforeTool", .tool),
+            ("Notification", .notification), ("AfterAgent", .stop),
+        ])
+    }
+
+    /// Qwen Code's hooks for `ptyID`, as a settings file for `QWEN_CODE_SYSTEM_DEFAULTS_PATH`
+    /// (Claude's event names; `PreToolUse` runs once a tool is allowed, `PermissionRequest`
+    /// before its dialog, `StopFailure` for a turn an API error ended).
+    static func qwenHookSettings(_ ptyID: AgentPTYID) -> String {
+        commandHookSettings(ptyID, [
+            ("SessionStart", .start), ("UserPromptSubmit", .prompt), ("PreToolUse", .tool),
+            ("PermissionRequest", .approval), ("Notification", .notification), ("Stop", .stop),
+            ("StopFailure", .failure),
+        ])
+    }
+
+    /// `{"hooks": {Event: [{"hooks": [command]}]}}` with a named command per event (the
+    /// name keeps it apart from a user's hook of the same command) and a 5 s timeout.
+    private static func commandHookSettings(_ ptyID: AgentPTYID, _ events: [(String, AgentHookEvent)]) -> String {
+        var hooks: [String: Any] = [:]
+        for (name, event) in events {
+            hooks[name] = [["hooks": [[
+                "type": "command", "name": "sshkit-agents-status-\(event.rawValue)",
+                "command": hookCommand(ptyID, event), "timeout": 5000,
+            ] as [String: Any]]]]
+        }
+        let data = (try? JSONSerialization.data(withJSONObject: ["hooks": hooks], options: [.sortedKeys])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// The file name of OpenCode's plugin for `ptyID`: OpenCode tells plugins apart by
+    /// their file's name, so it is the engine's own.
+    static func openCodePluginName(_ ptyID: AgentPTYID) -> String { "sshkit-agents-status-\(ptyID).js" }
+
+    /// OpenCode's plugin for `ptyID`: one exported function, as OpenCode loads plugins,
+    /// whose hooks run the hook command (with `node:child_process`, which Bun and Node
+    /// both have) for a new message (`chat.message`), a tool (`tool.execute.before`) and
+    /// the events `session.idle` or an idle `session.status` (the turn's end),
+    /// `permission.asked` (`permission.updated` before OpenCode 1.1), `question.asked`,
+    /// their replies, and `session.error`. Events of sub-agents' sessions (those with a
+    /// parent) are left out, so a sub-agent's end is never taken for the session's.
+    static func openCodePlugin(_ ptyID: AgentPTYID) -> String {
+        func js(_ s: String) -> String {
+            let data = (try? JSONSerialization.data(withJSONObject: [s], options: [])) ?? Data("[\"\"]".utf8)
+            return String(String(decoding: data, as: UTF8.self).dropFirst().dropLast())
+        }
+        let commands = AgentHookEvent.allCases.map { "    \(js($0.rawValue)): \(js(hookCommand(ptyID, $0))),\n" }.joined()
+        return """
+            // agent-sessions: the status hooks of \(ptyID) (written by the engine for this session)
+            import { spawn } from "node:child_process";
+
+            const commands = {
+            \(commands)};
+            const children = new Set();
+
+            function fire(event) {
+                try {
+                    spawn("/bin/sh", ["-c", commands[event]], { stdio: "ignore" }).on("error", () => {});
+                } catch {}
             }
-            return ["--settings", path]
-        case .codexThread:
-            return ["-c", Self.codexNotifyOverride(spec.ptyID)]
-        case .none, .chosenSessionID, .recordedSession:
-            return []
+
+            export const SSHKitAgentsStatus = async () => ({
+                event: async ({ event }) => {
+                    const p = (event && event.properties) || {};
+                    if (event.type === "session.created" && p.info && p.info.parentID) children.add(p.info.id);
+                    const session = p.sessionID || (p.info && p.info.sessionID);
+                    if (session && children.has(session)) return;
+                    switch (event.type) {
+                    case "session.idle": fire("stop"); break;
+                    case "session.status": if (p.status && p.status.type === "idle") fire("stop"); break;
+                    case "permission.asked": case "permission.updated": case "permission.v2.asked": fire("approval"); break;
+                    case "question.asked": case "question.v2.asked": fire("notification"); break;
+                    case "permission.replied": case "question.replied": case "question.rejected": fire("answered"); break;
+                    case "session.error": fire("failure"); break;
+                    }
+                },
+                "chat.message": async (input) => { if (!children.has(input && input.sessionID)) fire("prompt"); },
+                "tool.execute.before": async (input) => { if (!children.has(input && input.sessionID)) fire("tool"); },
+            });
+
+            """
+    }
+
+    /// What installs the status hooks of the session's provider: arguments, variables, and
+    /// the files they name, written on the host first (empty for providers without hooks).
+    func statusHooks(_ spec: AgentSessionSpec) async throws(AgentError) -> (arguments: [String], environment: [String: String]) {
+        let id = spec.ptyID
+        let file: (name: String, text: String)
+        switch spec.provider.statusHooks {
+        case .none: return ([], [:])
+        case .codexNotify: return (["-c", Self.codexNotifyOverride(id)], [:])
+        case .claudeSettings: file = ("\(id).json", Self.claudeHookSettings(id))
+        case .geminiSystemDefaults: file = ("\(id).gemini.json", Self.geminiHookSettings(id))
+        case .qwenSystemDefaults: file = ("\(id).qwen.json", Self.qwenHookSettings(id))
+        case .openCodePlugin: file = (Self.openCodePluginName(id), Self.openCodePlugin(id))
+        }
+        let home = try await home()
+        let path = "\(home)/\(AgentLauncher.directory)/hooks/\(file.name)"
+        do {
+            try await transport.createDirectory("\(home)/\(AgentLauncher.directory)/hooks")
+            try await transport.writeTextFile(path, file.text)
+        } catch {
+            throw AgentError(error, while: "writing \(spec.provider.displayName)'s hook settings")
+        }
+        switch spec.provider.statusHooks {
+        case .claudeSettings: return (["--settings", path], [:])
+        case .geminiSystemDefaults: return ([], ["GEMINI_CLI_SYSTEM_DEFAULTS_PATH": path])
+        case .qwenSystemDefaults: return ([], ["QWEN_CODE_SYSTEM_DEFAULTS_PATH": path])
+        case .openCodePlugin:
+            let url = "file://" + path.split(separator: "/", omittingEmptySubsequences: false)
+                .map { $0.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? String($0) }.joined(separator: "/")
+            let config = ["$schema": "https://opencode.ai/config.json", "plugin": [url]] as [String: Any]
+            let data = (try? JSONSerialization.data(withJSONObject: config, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+            return ([], ["OPENCODE_CONFIG_CONTENT": String(decoding: data, as: UTF8.self)])
+        case .none, .codexNotify: return ([], [:])
         }
     }
 

@@ -36,6 +36,10 @@ public struct AgentLaunch: Sendable, Equatable {
     /// argv: `arguments[0]` is the binary.
     public var arguments: [String]
     public var environment: [String: String]
+    /// Variables that install the engine's status hooks (`GEMINI_CLI_SYSTEM_DEFAULTS_PATH`),
+    /// set only where the user's login and `environment` leave them unset, so a setting of
+    /// the user's is never replaced (the agent's status then comes from its screen).
+    public var hookEnvironment: [String: String] = [:]
     /// Bytes to type into the agent's terminal once it started (ending in a carriage
     /// return), for providers whose prompt is typed.
     public var typedInput: [UInt8]?
@@ -48,9 +52,11 @@ public struct AgentLaunch: Sendable, Equatable {
     /// - Throws: `invalidEnvironmentName`, `invalidArgument` (bad settings, a NUL in the prompt).
     /// - Parameter hookArguments: what installs the engine's status hooks (`--settings
     ///   <file>` for Claude), placed after the auto-approve flag, before the extra arguments.
+    /// - Parameter hookEnvironment: the variables that install them for the agents that
+    ///   take them from the environment (see `hookEnvironment`).
     public static func plan(_ provider: AgentProvider, settings: AgentProviderSettings = AgentProviderSettings(),
                             name: String, prompt: String?, autoApprove: Bool, resume: Resume,
-                            hookArguments: [String] = []) throws(AgentError) -> AgentLaunch
+                            hookArguments: [String] = [], hookEnvironment: [String: String] = [:]) throws(AgentError) -> AgentLaunch
     {
         try settings.validate()
         if let prompt, prompt.utf8.contains(0) { throw AgentError(.invalidArgument, "the prompt contains a NUL byte") }
@@ -67,6 +73,7 @@ public struct AgentLaunch: Sendable, Equatable {
         argv += settings.extraArguments
 
         var launch = AgentLaunch(arguments: argv, environment: settings.environment, typedInput: nil, promptFile: nil)
+        launch.hookEnvironment = hookEnvironment.filter { settings.environment[$0.key] == nil }
         guard var text = prompt, !text.isEmpty, p.acceptsPrompt else { return launch }
         if text.utf8.count > promptFileThreshold {
             let file = PromptFile(relativePath: ".emdash/prompts/\(fileSafe(name)).md", contents: text)

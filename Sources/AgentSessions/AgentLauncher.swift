@@ -37,6 +37,10 @@ enum AgentLauncher {
             // names were validated by AgentProviderSettings.validate()
             s += "\(name)=\(q(value)); export \(name)\n"
         }
+        for (name, value) in launch.hookEnvironment.sorted(by: { $0.key < $1.key }) {
+            // the engine's own names; one the user's login set is theirs and stays
+            s += "if [ -z \"${\(name)+set}\" ]; then \(name)=\(q(value)); export \(name); fi\n"
+        }
         let binary = launch.arguments[0]
         // the agent runs as a child, not exec'd: its status (128 + N for a signal) is
         // written where the engine reads it, since tmux does not always record it for a

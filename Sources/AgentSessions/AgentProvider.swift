@@ -36,6 +36,26 @@ public struct AgentProvider: Sendable, Hashable, Identifiable {
         case recordedSession(flag: String, store: RecordedSessions)
     }
 
+    /// How the engine installs its status hooks for each session, as the agent documents
+    /// it, never by rewriting the user's own files (see `AgentStatus`).
+    public enum StatusHooks: Sendable, Hashable {
+        /// None: the watcher reads the agent's screen.
+        case none
+        /// Claude Code: a settings file given with `--settings` (its hooks are added to the
+        /// user's).
+        case claudeSettings
+        /// Codex: its `notify` program, as a `-c` override.
+        case codexNotify
+        /// Gemini CLI: a settings file named by `GEMINI_CLI_SYSTEM_DEFAULTS_PATH`, the lowest
+        /// layer of its settings, whose hook lists are joined with the user's.
+        case geminiSystemDefaults
+        /// Qwen Code: a settings file named by `QWEN_CODE_SYSTEM_DEFAULTS_PATH`, likewise.
+        case qwenSystemDefaults
+        /// OpenCode: a plugin (one JavaScript file), listed in `OPENCODE_CONFIG_CONTENT`,
+        /// whose plugin list is joined with those of the user's configuration.
+        case openCodePlugin
+    }
+
     /// Where an agent records its sessions on the host.
     public enum RecordedSessions: Sendable, Hashable {
         /// Mistral Vibe: `logs/session/unified/<id>/meta.json` under `$VIBE_HOME`
@@ -75,6 +95,8 @@ public struct AgentProvider: Sendable, Hashable, Identifiable {
     /// Arguments that continue the earlier conversation (`--continue`), when it can.
     public var resumeArguments: [String]
     public var sessionTracking: SessionTracking
+    /// How the engine installs its status hooks.
+    public var statusHooks: StatusHooks
     /// How to install it, shown when it is missing on a host.
     public var installHint: String
     /// Arguments that print the version and exit (`--version`; some use `help`).
@@ -88,8 +110,8 @@ public struct AgentProvider: Sendable, Hashable, Identifiable {
 
     public init(id: String, displayName: String, binary: String, defaultArguments: [String] = [],
                 autoApproveFlag: String? = nil, promptDelivery: PromptDelivery, resumeArguments: [String] = [],
-                sessionTracking: SessionTracking = .none, installHint: String, versionArguments: [String] = ["--version"],
-                refusedBinary: RefusedBinary? = nil, readyScreen: [String] = [])
+                sessionTracking: SessionTracking = .none, statusHooks: StatusHooks = .none, installHint: String,
+                versionArguments: [String] = ["--version"], refusedBinary: RefusedBinary? = nil, readyScreen: [String] = [])
     {
         self.id = id
         self.displayName = displayName
@@ -99,6 +121,7 @@ public struct AgentProvider: Sendable, Hashable, Identifiable {
         self.promptDelivery = promptDelivery
         self.resumeArguments = resumeArguments
         self.sessionTracking = sessionTracking
+        self.statusHooks = statusHooks
         self.installHint = installHint
         self.versionArguments = versionArguments
         self.refusedBinary = refusedBinary

@@ -240,7 +240,10 @@ SSHKIT_AWK
 stop=0
 wake=0
 trap 'stop=1' TERM INT HUP
-trap 'wake=1' USR1
+# a hook's signal ends the pause: the trap kills the pause's sleep itself, for a signal
+# handled between the check below and `wait` would not interrupt the wait
+sp=
+trap 'wake=1; [ -z "$sp" ] || kill "$sp" 2>/dev/null' USR1
 printf '%s\n' "$$" > pid.tmp && mv -f pid.tmp pid
 printf '%s %s\n' "$V" "$3" > version
 : >> events
@@ -306,6 +309,7 @@ while [ "$stop" = 0 ]; do
     sp=$!
     [ "$wake" = 0 ] || kill "$sp" 2>/dev/null
     wait "$sp" 2>/dev/null
+    sp=
 done
 rm -f pid
 """#

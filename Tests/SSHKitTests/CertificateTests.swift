@@ -80,7 +80,12 @@ struct CertificateTests {
         let before = (try? String(contentsOfFile: logFile, encoding: .utf8))?.utf8.count ?? 0
         let e = await expectSSHError { try await SSHClient.connect(f.configuration(certificate: cert)) }
         #expect(e?.code == .authenticationFailed)
-        #expect(e?.message.contains(why) == true, "\(String(describing: e))")
+        // on a miss, what the certificate reads as now: a parse or a clock problem, not a guess
+        #expect(e?.message.contains(why) == true, """
+            \(String(describing: e)); read now: \(String(describing: SSHCertificate(contentsOfFile: cert))), \
+            problem now: \(String(describing: SSHCertificate(contentsOfFile: cert)?.problem(user: f.server.user))), \
+            file: \((try? String(contentsOfFile: cert, encoding: .utf8)) ?? "unreadable")
+            """)
         // the server refused that certificate, not only our reading of it
         let log = String(decoding: try String(contentsOfFile: logFile, encoding: .utf8).utf8.dropFirst(before), as: UTF8.self)
         #expect(log.contains("ertificate invalid") && !log.contains("Accepted"), "sshd said: \(log)")

@@ -96,6 +96,8 @@ func benchStatus(_ f: Fixture, rounds: Int) async throws {
     let samples = rounds * 10
     var watcherMs: [Double] = []
     var pollMs: [Double] = []
+    var hostMs: [Double] = []  // hook → the watcher's log
+    var wireMs: [Double] = []  // the log → the laptop
     for i in 1...samples {
         let before = arrivals.lock.withLock { arrivals.times.count }
         try await host.sendLine("go", to: session)
@@ -105,6 +107,10 @@ func benchStatus(_ f: Fixture, rounds: Int) async throws {
             arrived = arrivals.lock.withLock { arrivals.times.count > before ? arrivals.times.last : nil }
         }
         guard let arrived else { throw BenchError("no event for hook \(i)") }
+        // when the watcher wrote it (the log's change time on the host): splits a slow
+        // sample between the host and the way to the laptop
+        let written = Double(try await run(t, "stat -c %.9Z \"$HOME/.cache/sshkit-agents/watch/tmux-\(socket)/events\"")
+            .trimmingCharacters(in: .whitespacesAndNewlines))
         // the poller's way: capture-pane once a second until the marker shows
         let started = Date()
         var seenAt: Double?
@@ -119,6 +125,7 @@ func benchStatus(_ f: Fixture, rounds: Int) async throws {
         let fired = try await run(t, "tail -n 1 \"$HOME/bench-status/hook-times-$1\"", [pty.description])
         guard let t0 = Double(fired.trimmingCharacters(in: .whitespacesAndNewlines)) else { throw BenchError("no hook time") }
         watcherMs.append((arrived - t0) * 1000)
+        if let written { hostMs.append((written - t0) * 1000); wireMs.append((arrived - written) * 1000) }
         if let seenAt { pollMs.append((seenAt - t0) * 1000) }
         try await Task.sleep(for: .milliseconds(300))
     }
@@ -128,6 +135,8 @@ func benchStatus(_ f: Fixture, rounds: Int) async throws {
     out("| from a hook firing on the host to the laptop (ms) | p50 | p99 | samples |")
     out("|---|---|---|---|")
     out("| AgentSessions (host watcher, one events channel) | \(fmt(median(watcherMs))) | \(fmt(percentile(watcherMs, 0.99))) | \(watcherMs.count) |")
+    out("| … of which: hook → the watcher's log on the host | \(fmt(median(hostMs))) | \(fmt(percentile(hostMs, 0.99))) | \(hostMs.count) |")
+    out("| … of which: the log → the laptop | \(fmt(median(wireMs))) | \(fmt(percentile(wireMs, 0.99))) | \(wireMs.count) |")
     out("| capture-pane polled once a second over SSH | \(fmt(median(pollMs))) | \(fmt(percentile(pollMs, 0.99))) | \(pollMs.count) |")
     out("status: latency measured")
     try await host.stop(session)

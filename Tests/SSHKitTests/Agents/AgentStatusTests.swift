@@ -295,6 +295,71 @@ struct AgentStatusTests {
         await h.close()
     }
 
+    /// Gemini CLI and Qwen Code (a settings file named by an environment variable) and
+    /// OpenCode (a plugin listed in its configuration variable), with fakes that run the
+    /// hooks as each documents: the hooks drive the state, and a sub-agent's end is not the
+    /// session's.
+    @Test(arguments: [("gemini", "fake-hooked"), ("qwen", "fake-hooked"), ("opencode", "fake-opencode")])
+    func environmentHooksDriveTheStatus(_ provider: String, _ binary: String) async throws {
+        let h = Host()
+        do {
+            let session = try await h.start(provider, binary)
+            let ready = try await h.host.waitForOutput(of: session, containing: "ready \(provider == "opencode" ? "opencode 1" : provider)",
+                                                       timeout: .seconds(20))
+            let first = try await h.host.tmux.capture(session.ptyID.description)
+            #expect(ready, "the hooks were found: \(first)")
+            if provider != "opencode" {  // OpenCode's start is the screen's to tell
+                let started = await h.awaitStatus(session, .idle)
+                #expect(started?.source == .hook && started?.rule == "start")
+            }
+            try await h.host.sendLine("work", to: session)
+            #expect(await h.awaitStatus(session, .working)?.source == .hook)
+            if provider == "opencode" {
+                try await h.host.sendLine("sub", to: session)
+                #expect(try await h.host.waitForOutput(of: session, containing: "a sub-agent finished", timeout: .seconds(10)))
+                try await Task.sleep(for: .seconds(2))
+                let still = await h.host.status(of: session)
+                #expect(still.activity == .working && still.source == .hook, "\(still)")
+            }
+            try await h.host.sendLine("ask", to: session)
+            let asking = await h.awaitStatus(session, .waitingForInput)
+            #expect(asking?.source == .hook, "\(String(describing: asking))")
+            try await h.host.sendLine("work", to: session)
+            #expect(await h.awaitStatus(session, .working)?.source == .hook)
+            try await h.host.sendLine("done", to: session)
+            let done = await h.awaitStatus(session, .done)
+            #expect(done?.source == .hook && done?.rule == "stop", "\(String(describing: done))")
+            let screen = try await h.host.tmux.capture(session.ptyID.description)
+            #expect(!screen.contains("HOOK FAILED") && !screen.contains("BAD HOOK"), "\(screen)")
+        } catch {
+            await h.close()
+            throw error
+        }
+        await h.close()
+    }
+
+    /// The variables that install hooks are the engine's only while the user has not set
+    /// them: in the provider's settings (left out of the launch) or in the login (the
+    /// script keeps the login's value).
+    @Test func aHookVariableOfTheUsersIsKept() throws {
+        let provider = try AgentProvider.named("gemini")
+        let env = ["GEMINI_CLI_SYSTEM_DEFAULTS_PATH": "/home/u/.cache/sshkit-agents/hooks/x.gemini.json"]
+        let ours = try AgentLaunch.plan(provider, name: "gemini-main-x", prompt: nil, autoApprove: false, resume: .fresh,
+                                        hookEnvironment: env)
+        #expect(ours.hookEnvironment == env)
+        let theirs = try AgentLaunch.plan(provider, settings: AgentProviderSettings(environment: ["GEMINI_CLI_SYSTEM_DEFAULTS_PATH": "/etc/mine.json"]),
+                                          name: "gemini-main-x", prompt: nil, autoApprove: false, resume: .fresh, hookEnvironment: env)
+        #expect(theirs.hookEnvironment.isEmpty && theirs.environment["GEMINI_CLI_SYSTEM_DEFAULTS_PATH"] == "/etc/mine.json")
+        let script = AgentLauncher.script(ours, ptyID: AgentPTYID(providerID: "gemini", kind: .main, suffix: "x"), provider: provider,
+                                          workingDirectory: "/tmp", extraSearchPath: [])
+        let line = try #require(script.split(separator: "\n").first { $0.contains("GEMINI_CLI_SYSTEM_DEFAULTS_PATH") })
+        let probe = String(line) + "\nprintf '%s' \"$GEMINI_CLI_SYSTEM_DEFAULTS_PATH\""
+        let unset = try TestServer.runCapturing("/bin/sh", ["-c", probe], env: ["PATH": "/usr/bin:/bin"])
+        #expect(unset.out == env["GEMINI_CLI_SYSTEM_DEFAULTS_PATH"])
+        let set = try TestServer.runCapturing("/bin/sh", ["-c", probe], env: ["PATH": "/usr/bin:/bin", "GEMINI_CLI_SYSTEM_DEFAULTS_PATH": ""])
+        #expect(set.out == "", "set, even empty, is the user's")
+    }
+
     @Test func withoutHooksTheScreenRulesSayWhatItDoes() async throws {
         let h = Host()
         do {

@@ -70,28 +70,101 @@ enum FakeAgents {
             echo "STARTED $id"
             exec sleep 300
             """#,
-        // runs the hooks of a Claude settings file (--settings) as Claude would
+        // runs the hooks it was given as each agent documents them: Claude's settings file
+        // (--settings), Gemini CLI's or Qwen Code's system-defaults settings file (named by
+        // GEMINI_CLI_SYSTEM_DEFAULTS_PATH, QWEN_CODE_SYSTEM_DEFAULTS_PATH), with the event's
+        // JSON on the hook's standard input; a hook that prints anything (Gemini shows it to
+        // the model) or fails ends the agent with 9
         "fake-hooked": #"""
             #!/usr/bin/env python3
-            import json, subprocess, sys
+            import json, os, subprocess, sys
             args = sys.argv[1:]
-            settings = json.load(open(args[args.index("--settings") + 1])) if "--settings" in args else {"hooks": {}}
-            def fire(event):
-                for group in settings["hooks"].get(event, []):
-                    for hook in group["hooks"]:
-                        subprocess.run(["/bin/sh", "-c", hook["command"]], check=True)
-            fire("SessionStart")
-            print("ready", flush=True)
+            if "--settings" in args:
+                flavor, path = "claude", args[args.index("--settings") + 1]
+            elif os.environ.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH"):
+                flavor, path = "gemini", os.environ["GEMINI_CLI_SYSTEM_DEFAULTS_PATH"]
+            elif os.environ.get("QWEN_CODE_SYSTEM_DEFAULTS_PATH"):
+                flavor, path = "qwen", os.environ["QWEN_CODE_SYSTEM_DEFAULTS_PATH"]
+            else:
+                flavor, path = "none", None
+            settings = json.load(open(path)) if path else {"hooks": {}}
+            events = {
+                "claude": {"start": ["SessionStart"], "work": ["UserPromptSubmit", "PreToolUse"], "ask": ["Notification"], "done": ["Stop"], "fail": []},
+                "gemini": {"start": ["SessionStart"], "work": ["BeforeAgent", "BeforeTool"], "ask": ["Notification"], "done": ["AfterAgent"], "fail": []},
+                "qwen": {"start": ["SessionStart"], "work": ["UserPromptSubmit", "PreToolUse"], "ask": ["PermissionRequest"], "done": ["Stop"], "fail": ["StopFailure"]},
+                "none": {"start": [], "work": [], "ask": [], "done": [], "fail": []},
+            }[flavor]
+            def fire(step):
+                for event in events[step]:
+                    for group in settings["hooks"].get(event, []):
+                        for hook in group["hooks"]:
+                            if flavor != "claude" and not (hook.get("type") == "command" and hook.get("name") and isinstance(hook.get("timeout"), int)):
+                                print("BAD HOOK", hook, flush=True); sys.exit(9)
+                            data = json.dumps({"session_id": "s1", "hook_event_name": event, "cwd": os.getcwd(),
+                                               "notification_type": "ToolPermission"})
+                            r = subprocess.run(["/bin/sh", "-c", hook["command"]], input=data.encode(), capture_output=True)
+                            if r.returncode != 0 or r.stdout or r.stderr:
+                                print("HOOK FAILED", r, flush=True); sys.exit(9)
+            fire("start")
+            print("ready", flavor, flush=True)
             for line in sys.stdin:
                 line = line.strip()
                 if line == "work":
-                    fire("UserPromptSubmit"); fire("PreToolUse"); print("working on it", flush=True)
+                    fire("work"); print("working on it", flush=True)
                 elif line == "ask":
-                    fire("Notification"); print("Allow this? (y/n)", flush=True)
+                    fire("ask"); print("Allow this? (y/n)", flush=True)
                 elif line == "done":
-                    fire("Stop"); print("done.", flush=True)
+                    fire("done"); print("done.", flush=True)
+                elif line == "fail":
+                    fire("fail"); print("the model's API failed", flush=True)
                 elif line == "quit":
                     sys.exit(3)
+            """#,
+        // OpenCode as its plugins see it: loads each `file://` plugin listed in
+        // OPENCODE_CONFIG_CONTENT as an ES module (as Bun does; Node needs the .mjs name),
+        // refuses a module with an export that is not a function, and calls their hooks:
+        // `chat.message` and `tool.execute.before` for a prompt, events for the rest, and a
+        // sub-agent's session (one with a parent) that ends on its own
+        "fake-opencode": #"""
+            #!/usr/bin/env node
+            const fs = require("node:fs"), os = require("node:os"), path = require("node:path"), readline = require("node:readline");
+            (async () => {
+                const config = JSON.parse(process.env.OPENCODE_CONFIG_CONTENT || "{}");
+                const hooks = [];
+                for (const spec of config.plugin || []) {
+                    const file = decodeURIComponent(new URL(spec).pathname);
+                    const copy = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "fake-opencode-")), path.basename(file, ".js") + ".mjs");
+                    fs.copyFileSync(file, copy);
+                    const mod = await import(copy);
+                    for (const [name, fn] of Object.entries(mod)) {
+                        if (typeof fn !== "function") { console.log("Plugin export is not a function:", name); process.exit(9); }
+                        hooks.push(await fn({ client: {}, directory: process.cwd(), worktree: process.cwd(), $: undefined }));
+                    }
+                }
+                const event = (type, properties) => hooks.forEach((h) => h.event && h.event({ event: { type, properties } }));
+                const call = (name, input) => hooks.forEach((h) => h[name] && h[name](input, {}));
+                const main = "ses_main", sub = "ses_sub";
+                event("session.created", { info: { id: main } });
+                console.log("ready opencode", hooks.length);
+                const rl = readline.createInterface({ input: process.stdin });
+                for await (const raw of rl) {
+                    const line = raw.trim();
+                    if (line === "work") {
+                        call("chat.message", { sessionID: main }); event("session.status", { sessionID: main, status: { type: "busy" } });
+                        call("tool.execute.before", { tool: "bash", sessionID: main, callID: "c1" }); console.log("working on it");
+                    } else if (line === "sub") {
+                        event("session.created", { info: { id: sub, parentID: main } });
+                        call("chat.message", { sessionID: sub }); event("session.status", { sessionID: sub, status: { type: "idle" } });
+                        event("session.idle", { sessionID: sub }); console.log("a sub-agent finished");
+                    } else if (line === "ask") {
+                        event("permission.asked", { id: "p1", sessionID: main, permission: "bash" }); console.log("Allow this? (y/n)");
+                    } else if (line === "done") {
+                        event("session.status", { sessionID: main, status: { type: "idle" } }); event("session.idle", { sessionID: main }); console.log("done.");
+                    } else if (line === "quit") {
+                        process.exit(3);
+                    }
+                }
+            })();
             """#,
         // ends at once with status 7
         "fake-exit": #"""
