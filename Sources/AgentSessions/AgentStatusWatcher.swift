@@ -165,12 +165,14 @@ END {
         ccls = (p in known) ? P_ccls[p] : "-"; chg = (p in known) ? P_chg[p] : act[p]; hmark = (p in known) ? P_hmark[p] : 0
         sq = (scls == "waiting" || scls == "limit") ? q : ""
         readhook(p)
+        hs = hookstate(H_ev)
         if (p in captured) {
             classify(p, prov, title[p])
             if (C_changed && (p in known)) chg = now
             c = C_cls
-            # the hook events written before a question appeared are older than it
-            if ((c == "waiting" || c == "limit") && ccls != c && scls != c) hmark = H_n
+            # the hook events written before a question appeared are older than it; a
+            # question on the screen while the latest hook says waiting is that hook's
+            if ((c == "waiting" || c == "limit") && ((ccls != c && scls != c) || hs == "waiting")) hmark = H_n
             # a new class counts once seen twice in a row (a screen caught mid-redraw),
             # at once on the first look
             if (scls == "-" || c == scls || c == ccls) { scls = c; srule = C_rule; sq = C_q }
@@ -186,16 +188,24 @@ END {
             if (ds !~ /^[0-9]+$/) ds = 0
             ns = "exited:" ds; nsrc = "process"; nrule = "pane-dead"
         } else {
-            hs = hookstate(H_ev)
+            # a question the screen showed after the hook that said waiting (the state was
+            # the screen's), and shows no longer, was answered: no agent has a hook for
+            # that, so the watcher writes it to the hooks' log, as `answered`
+            if (hs == "waiting" && state == "waiting" && src == "screen" && scls != "waiting" && scls != "limit") {
+                f = status "/" p; printf "%s answered\n", now >> f; close(f)
+                H_ev = "answered"; H_ts = now; H_q = ""; H_n++; hs = "working"
+            }
             if ((scls == "waiting" || scls == "limit") && (H_n <= hmark || hs == "")) {
                 ns = "waiting"; nsrc = "screen"; nrule = srule; nq = (scls == "limit" ? "usage limit: " : "") sq
             } else if (hs == "waiting") {
                 ns = "waiting"; nsrc = "hook"; nrule = H_ev; nq = H_q
             } else if (hs != "") {
-                ns = hs; nsrc = "hook"; nrule = H_ev
+                ns = hs; nsrc = (H_ev == "answered" ? "screen" : "hook"); nrule = H_ev
                 # a turn interrupted without its end hook: the screen's own idle rule,
                 # and nothing new for a while, say it ended
-                if (hs == "working" && scls == "idle" && now - chg >= 5 && now - H_ts >= 5) { ns = "idle"; nsrc = "screen"; nrule = srule }
+                if (hs == "working" && scls == "idle") {
+                    if (now - chg >= 5 && now - H_ts >= 5) { ns = "idle"; nsrc = "screen"; nrule = srule } else pending = 1
+                }
             } else if (scls == "working" || scls == "idle") {
                 ns = scls; nsrc = "screen"; nrule = srule
             } else if (scls == "quiet") {

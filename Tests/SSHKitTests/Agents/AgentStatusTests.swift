@@ -227,6 +227,56 @@ struct AgentScreenRuleTests {
         #expect(w.events.last?.session == "kimi-main-other")
         #expect(!w.states.contains("S kimi-main-c "))
     }
+
+    /// No agent has a hook for "the question was answered": a question the screen showed
+    /// with or after the hook that said waiting, and shows no longer, reads as working
+    /// (then as the screen's idle once that holds); a waiting hook whose question the
+    /// screen never showed (Claude's "waiting for your input") holds.
+    @Test func aQuestionThatLeftTheScreenWasAnswered() throws {
+        var w = try WatcherRounds()
+        defer { w.remove() }
+        let s = "claude-main-a"
+        let asking = "Edit src/main.swift\nDo you want to make this edit to main.swift?\n❯ 1. Yes\n  2. No, and tell Claude what to do differently\n"
+        let running = "⏺ Update(src/main.swift)\n  ⎿  Updated src/main.swift with 2 additions\n"
+        let idle = "> \n  ? for shortcuts\n"
+        try w.hook(s, "start", at: 100)
+        #expect(try w.round(s, screen: idle, now: 100) == "idle")
+        try w.hook(s, "prompt", at: 101)
+        try w.hook(s, "tool", at: 101)
+        #expect(try w.round(s, screen: running, now: 101) == "working")
+        // the hook first, its dialog drawn a moment later
+        try w.hook(s, "notification", at: 102)
+        #expect(try w.round(s, screen: running, now: 102) == "waiting")
+        #expect(w.events.last?.source == "hook")
+        #expect(try w.round(s, screen: asking, now: 103) == "waiting")
+        #expect(try w.round(s, screen: asking, now: 104) == "waiting")
+        // answered: the dialog gone (seen twice), no hook yet
+        #expect(try w.round(s, screen: running, now: 105) == "waiting", "one look at a new screen is not enough")
+        #expect(try w.round(s, screen: running + "  ⎿  Running…\n", now: 106) == "working")
+        #expect(w.events.last.map { [$0.source, $0.rule] } == ["screen", "answered"])
+        try w.hook(s, "stop", at: 110)
+        #expect(try w.round(s, screen: idle, now: 110) == "done")
+
+        // the dialog drawn before its hook: the same
+        try w.hook(s, "prompt", at: 120)
+        #expect(try w.round(s, screen: running, now: 120) == "working")
+        #expect(try w.round(s, screen: asking, now: 121) == "working")
+        #expect(try w.round(s, screen: asking, now: 122) == "waiting")
+        try w.hook(s, "notification", at: 123)
+        #expect(try w.round(s, screen: asking, now: 123) == "waiting")
+        _ = try w.round(s, screen: idle, now: 124)
+        #expect(try w.round(s, screen: idle, now: 125) == "working", "a refusal back at the prompt: working until its idle holds")
+        #expect(try w.round(s, screen: nil, now: 131) == "done", "the idle rule held 5 s: the turn ended")
+
+        // a waiting hook whose question never showed holds, whatever the screen does
+        try "140\n".write(toFile: "\(w.dir)/seen/\(s)", atomically: true, encoding: .utf8)
+        try w.hook(s, "prompt", at: 140)
+        #expect(try w.round(s, screen: running, now: 140) == "working")
+        try w.hook(s, "notification", at: 141)
+        #expect(try w.round(s, screen: running, now: 141) == "waiting")
+        #expect(try w.round(s, screen: idle, now: 142) == "waiting")
+        #expect(try w.round(s, screen: idle, now: 150) == "waiting")
+    }
 }
 
 /// The watcher on a real host (the fixture's sshd), with fake agents.
@@ -322,8 +372,10 @@ struct AgentStatusTests {
                 #expect(still.activity == .working && still.source == .hook, "\(still)")
             }
             try await h.host.sendLine("ask", to: session)
+            // the hook says waiting; the question it drew (a rule of every agent's) is then
+            // the screen's, with its text
             let asking = await h.awaitStatus(session, .waitingForInput)
-            #expect(asking?.source == .hook, "\(String(describing: asking))")
+            #expect(asking?.source == .hook || asking?.question == "Allow this? (y/n)", "\(String(describing: asking))")
             try await h.host.sendLine("work", to: session)
             #expect(await h.awaitStatus(session, .working)?.source == .hook)
             try await h.host.sendLine("done", to: session)
