@@ -160,7 +160,8 @@ let package = Package(
         ),
         .testTarget(
             name: "SSHKitTests",
-            dependencies: ["SSHKit", "SSHCore", "ServerTransport", "AgentSessions", "AgentSessionsSQLite", "AgentSettingsExample"],
+            dependencies: ["SSHKit", "SSHCore", "ServerTransport", "AgentSessions", "AgentSessionsSQLite", "AgentSettingsExample",
+                           "TerminalSupport"],
             path: "Tests/SSHKitTests"
         ),
     ],

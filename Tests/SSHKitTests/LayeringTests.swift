@@ -60,6 +60,21 @@ struct LayeringTests {
         }
     }
 
+    /// The terminal layer (screen, renderer, keys) knows nothing of agents, so that the
+    /// example tools can use it.
+    @Test func theTerminalLayerIsIndependentOfTheAgentCode() throws {
+        let agentModules = try NSRegularExpression(pattern: "^\\s*(@[\\w.]+\\s+)*import\\s+(AgentSessions|AgentSessionsSQLite|ServerTransport)\\b")
+        let files = Self.swiftFiles(under: "Sources/TerminalSupport")
+        #expect(files.count >= 5, "\(files)")
+        for f in files {
+            #expect(try Self.lines(of: f, matching: agentModules).isEmpty, "\(f) imports the agent code")
+        }
+        // the check sees what it looks for
+        for sample in ["import AgentSessions", "@testable import ServerTransport"] {
+            #expect(agentModules.firstMatch(in: sample, range: NSRange(sample.startIndex..., in: sample)) != nil)
+        }
+    }
+
     /// The agent tool reaches the engine only through its door, `AgentOrchestrator`:
     /// no file of the command names the host type or the connection pool.
     @Test func theAgentToolReachesTheEngineOnlyThroughItsDoor() throws {
