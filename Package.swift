@@ -79,6 +79,11 @@ let package = Package(
             name: "TerminalSupport",
             dependencies: ["SSHKit"]
         ),
+        // the agent-sessions cockpit: the board, a live preview and keys, drawn with TerminalSupport
+        .target(
+            name: "AgentCockpit",
+            dependencies: ["AgentSessions", "TerminalSupport"]
+        ),
         // The fuzz targets of the reliability suite (part 6): a corpus replayer here, a
         // libFuzzer binary when scripts/fuzz.sh builds it with --sanitize=fuzzer.
         .executableTarget(
@@ -90,7 +95,7 @@ let package = Package(
         .executableTarget(
             name: "agent-sessions",
             dependencies: [
-                "AgentSessions", "AgentSessionsSQLite", "ServerTransport", "SSHKit", "TerminalSupport",
+                "AgentSessions", "AgentSessionsSQLite", "AgentCockpit", "ServerTransport", "SSHKit", "TerminalSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -161,7 +166,7 @@ let package = Package(
         .testTarget(
             name: "SSHKitTests",
             dependencies: ["SSHKit", "SSHCore", "ServerTransport", "AgentSessions", "AgentSessionsSQLite", "AgentSettingsExample",
-                           "TerminalSupport"],
+                           "TerminalSupport", "AgentCockpit"],
             path: "Tests/SSHKitTests"
         ),
     ],

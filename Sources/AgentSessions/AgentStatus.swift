@@ -48,8 +48,8 @@ public enum AgentActivity: Sendable, Hashable {
 /// An agent's activity and where the engine learned it.
 public struct AgentStatus: Sendable, Hashable {
     public enum Source: String, Sendable, Hashable {
-        /// The agent's own hooks (Claude's hooks, Codex's notify, Kimi's, Vibe's and
-        /// Hermes' hooks), written on the host as they fire.
+        /// The agent's own hooks (Claude's and Gemini's and Qwen's hooks, Codex's notify,
+        /// OpenCode's plugin), written on the host as they fire.
         case hook
         /// Read off the screen by the screen rules (`AgentScreenRules`).
         case screen

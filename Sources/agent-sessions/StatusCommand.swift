@@ -242,24 +242,3 @@ struct Status: AsyncParsableCommand {
     }
 }
 
-extension AgentBoard {
-    /// An event applied to the agent whose session it names.
-    mutating func apply(_ e: AgentStatusEvent) {
-        for i in rows.indices {
-            for j in rows[i].agents.indices where rows[i].agents[j].record.ptyID.description == e.session {
-                rows[i].agents[j].status = e.status
-                rows[i].hostError = nil
-                switch e.status.activity {
-                case .exited(let code): rows[i].agents[j].record.state = .exited(code)
-                case .stopped: rows[i].agents[j].record.state = .stopped
-                case .lost: rows[i].agents[j].record.state = .gone
-                default: break
-                }
-            }
-        }
-    }
-
-    mutating func markUnreachable(_ hostID: String, _ error: AgentError) {
-        for i in rows.indices where rows[i].host?.id == hostID { rows[i].hostError = error }
-    }
-}

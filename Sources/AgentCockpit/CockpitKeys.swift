@@ -1,0 +1,199 @@
+// The cockpit's keys: moving, tabs, scrolling, the filter and the fields change the
+// model here; what needs the engine comes back as a command for `Cockpit` to run.
+import AgentSessions
+import TerminalSupport
+
+/// Work for the engine that a key asked for.
+public enum CockpitCommand: Sendable, Equatable {
+    /// Attach to the agent full screen; detaching comes back.
+    case attach(conversationID: String)
+    /// Type a line into the agent (with Enter).
+    case send(conversationID: String, text: String)
+    case stop(taskID: String)
+    case resume(taskID: String)
+    case archive(taskID: String)
+    case delete(taskID: String, force: Bool)
+    /// The pane's text again (the selection or the tab changed).
+    case refreshPane
+    /// Every host asked afresh.
+    case refreshBoard
+    case quit
+}
+
+/// What each key does.
+public enum CockpitKeys {
+    /// For the help screen: keys and what they do.
+    public static let help: [(String, String)] = [
+        ("↑ ↓  k j", "move (PgUp PgDn, Home End: further)"),
+        ("enter  o", "attach to the agent, full screen (detach: Ctrl-] or tmux's prefix d)"),
+        ("s", "send a line to the agent without attaching"),
+        ("a", "answer the question the agent waits on"),
+        ("tab  shift-tab", "the pane: preview, diff, log"),
+        ("[ ]", "scroll the pane (shift-↑ shift-↓ too)"),
+        ("x", "stop the task's agents (asks first)"),
+        ("r", "resume the task's agents"),
+        ("A", "archive the task (asks first)"),
+        ("D", "delete the task (asks first; again to lose unpushed work)"),
+        ("/", "filter by title, host, project, agent, branch or state (esc clears)"),
+        ("g", "ask every host afresh"),
+        ("?", "this help (any key closes it)"),
+        ("q  ctrl-c", "quit (the agents keep running)"),
+    ]
+
+    /// For the status line, shortest first to fit.
+    public static let hints: [(String, String)] = [
+        ("enter", "attach"), ("s", "send"), ("a", "answer"), ("tab", "pane"), ("/", "filter"), ("x", "stop"),
+        ("D", "delete"), ("?", "help"), ("q", "quit"),
+    ]
+
+    /// Applies `press` to `model`; the engine's part, if any, comes back.
+    public static func handle(_ press: KeyPress, _ model: inout CockpitModel) -> CockpitCommand? {
+        switch model.mode {
+        case .help:
+            model.mode = .list
+            return nil
+        case .filter:
+            return filterKey(press, &model)
+        case .field(var field):
+            switch press.key {
+            case .escape:
+                model.mode = .list
+            case .enter:
+                model.mode = .list
+                let text = field.text
+                switch field.purpose {
+                case .send(let id), .answer(let id, _): return .send(conversationID: id, text: text)
+                }
+            case .backspace:
+                if !field.text.isEmpty { field.text.removeLast() }
+                model.mode = .field(field)
+            case .character(let c) where press.modifiers.subtracting(.shift).isEmpty:
+                field.text.append(c)
+                model.mode = .field(field)
+            case .character("u") where press.modifiers == .control:
+                field.text = ""
+                model.mode = .field(field)
+            case .paste(let text):
+                // one line: a pasted newline would submit half of it
+                field.text += text.split(whereSeparator: \.isNewline).joined(separator: " ")
+                model.mode = .field(field)
+            default:
+                break
+            }
+            return nil
+        case .confirm(let c):
+            guard case .character(let ch) = press.key, press.modifiers.isEmpty else {
+                if press.key == .escape { model.mode = .list }
+                return nil
+            }
+            model.mode = .list
+            guard ch == "y" || ch == "Y" else {
+                model.message = ("cancelled", false)
+                return nil
+            }
+            switch c {
+            case .stop(let id, _): return .stop(taskID: id)
+            case .archive(let id, _): return .archive(taskID: id)
+            case .delete(let id, _, let force): return .delete(taskID: id, force: force)
+            }
+        case .list:
+            model.message = nil
+            return listKey(press, &model)
+        }
+    }
+
+    private static func filterKey(_ press: KeyPress, _ model: inout CockpitModel) -> CockpitCommand? {
+        let before = model.items.compactMap { model.id(of: $0) }
+        switch press.key {
+        case .escape:
+            model.filter = ""
+            model.mode = .list
+        case .enter, .down, .up:
+            model.mode = .list
+        case .backspace:
+            if !model.filter.isEmpty { model.filter.removeLast() }
+        case .character(let c) where press.modifiers.subtracting(.shift).isEmpty:
+            model.filter.append(c)
+        default:
+            return nil
+        }
+        let was = model.selected
+        model.keepSelection(before: before)
+        return model.selected != was ? .refreshPane : nil
+    }
+
+    private static func listKey(_ press: KeyPress, _ model: inout CockpitModel) -> CockpitCommand? {
+        let was = model.selected
+        let sel = model.selection
+        let conversation = sel?.agent?.record.id
+        switch (press.key, press.modifiers) {
+        case (.character("q"), []), (.character("c"), .control):
+            return .quit
+        case (.up, []), (.character("k"), []):
+            model.move(-1)
+        case (.down, []), (.character("j"), []):
+            model.move(1)
+        case (.pageUp, _):
+            model.move(-10)
+        case (.pageDown, _):
+            model.move(10)
+        case (.home, _):
+            model.move(-Int.max / 2)
+        case (.end, _):
+            model.move(Int.max / 2)
+        case (.tab, []), (.tab, .shift):
+            let tabs = CockpitModel.Tab.allCases
+            let i = tabs.firstIndex(of: model.tab) ?? 0
+            model.tab = tabs[(i + (press.modifiers.contains(.shift) ? tabs.count - 1 : 1)) % tabs.count]
+            model.scroll = 0
+            model.pane = []
+            model.paneFor = nil
+            return .refreshPane
+        case (.character("["), []), (.up, .shift):
+            model.scroll += model.tab == .diff ? -1 : 1
+            model.scroll = max(model.tab == .diff ? 0 : 0, model.scroll)
+        case (.character("]"), []), (.down, .shift):
+            model.scroll += model.tab == .diff ? 1 : -1
+            model.scroll = max(0, model.scroll)
+        case (.character("?"), _):
+            model.mode = .help
+        case (.character("/"), []):
+            model.mode = .filter
+        case (.character("g"), []):
+            return .refreshBoard
+        case (.enter, []), (.character("o"), []):
+            guard let conversation else { return noAgent(&model) }
+            return .attach(conversationID: conversation)
+        case (.character("s"), []):
+            guard let conversation else { return noAgent(&model) }
+            model.mode = .field(.init(.send(conversationID: conversation)))
+        case (.character("a"), []):
+            guard let agent = sel?.agent else { return noAgent(&model) }
+            guard agent.activity == .waitingForInput else {
+                model.message = ("\(agent.record.providerID) is not waiting for an answer", true)
+                return nil
+            }
+            model.mode = .field(.init(.answer(conversationID: agent.record.id, question: agent.status?.question ?? "answer")))
+        case (.character("x"), []):
+            guard let row = sel?.row else { return nil }
+            model.mode = .confirm(.stop(taskID: row.task.id, title: row.task.title))
+        case (.character("r"), []):
+            guard let row = sel?.row else { return nil }
+            return .resume(taskID: row.task.id)
+        case (.character("A"), _):
+            guard let row = sel?.row else { return nil }
+            model.mode = .confirm(.archive(taskID: row.task.id, title: row.task.title))
+        case (.character("D"), _):
+            guard let row = sel?.row else { return nil }
+            model.mode = .confirm(.delete(taskID: row.task.id, title: row.task.title, force: false))
+        default:
+            return nil
+        }
+        return model.selected != was ? .refreshPane : nil
+    }
+
+    private static func noAgent(_ model: inout CockpitModel) -> CockpitCommand? {
+        model.message = ("this task has no agent", true)
+        return nil
+    }
+}

@@ -1,0 +1,184 @@
+// What the cockpit shows and where the user is in it: the board, each host's connection,
+// the selection, the filter, the tab of the preview pane and its text, and the mode
+// (the list, a one-line field, a confirmation, help). Pure data: the view draws it,
+// the keys change it, and `Cockpit` fills it from the engine.
+import AgentSessions
+import Foundation
+import TerminalSupport
+
+/// The cockpit's state.
+public struct CockpitModel: Sendable {
+    /// A host's connection, as the cockpit last heard.
+    public enum HostState: Sendable, Equatable {
+        case connected
+        case connecting
+        /// Unreachable, with why (its rows are kept, their states unknown).
+        case unreachable(String)
+    }
+
+    /// What the pane beside the list shows for the selected agent.
+    public enum Tab: String, Sendable, CaseIterable {
+        /// Its screen now, with its colours.
+        case preview
+        /// The task's changes against its base.
+        case diff
+        /// Its scrollback.
+        case log
+    }
+
+    /// A line of text the user types: a line to send, an answer, a filter.
+    public struct Field: Sendable, Equatable {
+        /// What the text is for.
+        public enum Purpose: Sendable, Equatable {
+            /// A line sent to the agent of `conversationID`, as if typed, with Enter.
+            case send(conversationID: String)
+            /// An answer to the question the agent of `conversationID` waits on.
+            case answer(conversationID: String, question: String)
+        }
+
+        public var purpose: Purpose
+        public var text = ""
+
+        /// A field for `purpose`, empty.
+        public init(_ purpose: Purpose) { self.purpose = purpose }
+    }
+
+    /// An action that needs a yes first.
+    public enum Confirmation: Sendable, Equatable {
+        /// Stop the task's agents (the worktree stays).
+        case stop(taskID: String, title: String)
+        /// Delete the task (the worktree and branch go); `force` after a refusal for
+        /// unsaved work.
+        case delete(taskID: String, title: String, force: Bool)
+        /// Archive the task (its agents stopped, its worktree kept).
+        case archive(taskID: String, title: String)
+    }
+
+    /// Where the keys go.
+    public enum Mode: Sendable, Equatable {
+        case list
+        /// Typing the filter.
+        case filter
+        case help
+        case field(Field)
+        case confirm(Confirmation)
+    }
+
+    /// One line of the list.
+    public enum Item: Sendable, Equatable {
+        /// A group's title: "needs you", or a host and project.
+        case header(String, host: String?)
+        /// An agent: the board's row and agent.
+        case agent(row: Int, agent: Int)
+        /// A task without an agent.
+        case task(row: Int)
+    }
+
+    public var board: AgentBoard
+    public var hostStates: [String: HostState] = [:]
+    public var filter = ""
+    /// The selected agent's conversation id, or a task's id when it has no agent.
+    public var selected: String?
+    public var tab: Tab = .preview
+    /// The pane's text for `paneFor` (the selected id and tab it was read for).
+    public var pane: [[StyledText]] = []
+    public var paneFor: String?
+    /// Lines scrolled up from the end (preview, log) or down from the top (diff).
+    public var scroll = 0
+    public var mode: Mode = .list
+    /// A line for the status bar, and whether it is an error.
+    public var message: (text: String, isError: Bool)?
+
+    /// A cockpit of `board`, the first item selected.
+    public init(board: AgentBoard) {
+        self.board = board
+        let first = items.compactMap { id(of: $0) }.first
+        selected = first
+    }
+
+    /// The list as drawn: a "needs you" group first, then each host and project.
+    public var items: [Item] {
+        var needs: [Item] = []
+        var groups: [String: [Item]] = [:]
+        var order: [String] = []
+        var hostOf: [String: String] = [:]
+        for (r, row) in board.rows.enumerated() where matches(row) {
+            let entries: [Item] = row.agents.isEmpty ? [.task(row: r)] : row.agents.indices.map { .agent(row: r, agent: $0) }
+            if row.needsYou {
+                needs += entries
+                continue
+            }
+            let key = "\(row.host?.name ?? "?") / \(row.project?.name ?? "?")"
+            if groups[key] == nil {
+                order.append(key)
+                hostOf[key] = row.host?.id
+            }
+            groups[key, default: []] += entries
+        }
+        var out: [Item] = []
+        if !needs.isEmpty { out += [.header("needs you", host: nil)] + needs }
+        for key in order { out += [.header(key, host: hostOf[key])] + (groups[key] ?? []) }
+        return out
+    }
+
+    /// The id an item selects (nil for a header).
+    public func id(of item: Item) -> String? {
+        switch item {
+        case .header: nil
+        case .agent(let r, let a): board.rows[r].agents[a].record.id
+        case .task(let r): board.rows[r].task.id
+        }
+    }
+
+    /// The selected item's row and agent (nil agent: a task without one).
+    public var selection: (row: AgentBoard.Row, agent: AgentBoard.Agent?)? {
+        guard let selected else { return nil }
+        for row in board.rows {
+            if row.task.id == selected && row.agents.isEmpty { return (row, nil) }
+            if let a = row.agents.first(where: { $0.record.id == selected }) { return (row, a) }
+        }
+        return nil
+    }
+
+    /// Moves the selection by `delta` items (headers skipped), staying in the list.
+    public mutating func move(_ delta: Int) {
+        let ids = items.compactMap { id(of: $0) }
+        guard !ids.isEmpty else {
+            selected = nil
+            return
+        }
+        let at = selected.flatMap { ids.firstIndex(of: $0) } ?? 0
+        let next = min(max(0, at + delta), ids.count - 1)
+        if ids[next] != selected {
+            selected = ids[next]
+            scroll = 0
+        }
+    }
+
+    /// A new board (the selection kept when its item is still there, else the nearest).
+    public mutating func replaceBoard(_ new: AgentBoard) {
+        let before = items.compactMap { id(of: $0) }
+        board = new
+        keepSelection(before: before)
+    }
+
+    /// After the board or the filter changed: the selected item, or the one nearest to
+    /// where it was.
+    public mutating func keepSelection(before: [String]) {
+        let ids = items.compactMap { id(of: $0) }
+        if let s = selected, ids.contains(s) { return }
+        let old = selected.flatMap { before.firstIndex(of: $0) } ?? 0
+        selected = ids.isEmpty ? nil : ids[min(old, ids.count - 1)]
+        scroll = 0
+    }
+
+    /// Whether a row passes the filter (words, each in the title, host, project, agent,
+    /// branch or state, any case).
+    func matches(_ row: AgentBoard.Row) -> Bool {
+        let words = filter.lowercased().split(separator: " ")
+        guard !words.isEmpty else { return true }
+        let hay = ([row.task.title, row.host?.name ?? "", row.project?.name ?? "", row.task.worktree.branch]
+            + row.agents.flatMap { [$0.record.providerID, $0.activity?.name ?? ""] }).joined(separator: " ").lowercased()
+        return words.allSatisfy { hay.contains($0) }
+    }
+}

@@ -1,0 +1,288 @@
+// The cockpit drawn into a screen buffer: a title line, the list and the pane (side by
+// side from 100 columns, one above the other below that), and a status line with the
+// keys, a field being typed, a question to confirm or a message.
+import AgentSessions
+import Foundation
+import TerminalSupport
+
+/// Draws a `CockpitModel`.
+public enum CockpitView {
+    /// Side by side from this width; above and below under it.
+    public static let sideBySideColumns = 100
+
+    /// The screen of `model` at `columns` × `rows`, and where the cursor goes (in a field).
+    public static func render(_ model: CockpitModel, columns: Int, rows: Int, now: Date = Date())
+        -> (screen: ScreenBuffer, cursor: ScreenRenderer.Cursor?)
+    {
+        var s = ScreenBuffer(columns: columns, rows: rows)
+        guard columns >= 20, rows >= 6 else {
+            s.write("agent-sessions: the terminal is too small (\(columns)×\(rows))", row: 0, column: 0)
+            return (s, nil)
+        }
+        title(model, into: &s)
+        let bodyTop = 1, bodyRows = rows - 2
+        if model.mode == .help {
+            help(into: &s, top: bodyTop, rows: bodyRows)
+        } else if columns >= sideBySideColumns {
+            let listWidth = min(max(44, columns * 9 / 20), 90)
+            list(model, into: &s, top: bodyTop, left: 0, width: listWidth, rows: bodyRows, now: now)
+            for r in bodyTop..<(bodyTop + bodyRows) { s.write("│", row: r, column: listWidth, style: Style.frame) }
+            pane(model, into: &s, top: bodyTop, left: listWidth + 1, width: columns - listWidth - 1, rows: bodyRows)
+        } else {
+            let listRows = max(3, bodyRows * 9 / 20)
+            list(model, into: &s, top: bodyTop, left: 0, width: columns, rows: listRows, now: now)
+            pane(model, into: &s, top: bodyTop + listRows, left: 0, width: columns, rows: bodyRows - listRows)
+        }
+        let cursor = statusLine(model, into: &s, row: rows - 1)
+        return (s, cursor)
+    }
+
+    enum Style {
+        static let bar = TerminalStyle(reverse: true)
+        static let frame = TerminalStyle(foreground: .indexed(8))
+        static let header = TerminalStyle(foreground: .indexed(6), bold: true)
+        static let selected = TerminalStyle(background: .indexed(236), bold: true)
+        static let dim = TerminalStyle(foreground: .indexed(8))
+        static let error = TerminalStyle(foreground: .indexed(1), bold: true)
+        static let key = TerminalStyle(bold: true)
+    }
+
+    // MARK: the parts
+
+    static func title(_ model: CockpitModel, into s: inout ScreenBuffer) {
+        s.fill(row: 0, column: 0, width: s.columns, height: 1, style: Style.bar)
+        let tasks = model.board.rows.count
+        let needs = model.board.rows.filter(\.needsYou).count
+        var left = " agent-sessions  \(tasks) task\(tasks == 1 ? "" : "s")"
+        if needs > 0 { left += " · \(needs) need\(needs == 1 ? "s" : "") you" }
+        if !model.filter.isEmpty { left += " · filter: \(model.filter)" }
+        var hosts: [String] = []
+        var seen = Set<String>()
+        for row in model.board.rows {
+            guard let h = row.host, seen.insert(h.id).inserted else { continue }
+            switch model.hostStates[h.id] {
+            case .unreachable?: hosts.append("\(h.name) unreachable")
+            case .connecting?: hosts.append("\(h.name) connecting")
+            default: break
+            }
+        }
+        let right = hosts.isEmpty ? "" : hosts.joined(separator: " · ") + " "
+        let end = s.write(left, row: 0, column: 0, style: Style.bar, limit: s.columns - TerminalWidth.of(right))
+        if !right.isEmpty, end < s.columns {
+            s.write(right, row: 0, column: max(end + 1, s.columns - TerminalWidth.of(right)), style: TerminalStyle(bold: true, reverse: true))
+        }
+    }
+
+    static func list(_ model: CockpitModel, into s: inout ScreenBuffer, top: Int, left: Int, width: Int, rows: Int, now: Date) {
+        let items = model.items
+        guard !items.isEmpty else {
+            let text = model.filter.isEmpty ? "no tasks: start one with agent-sessions tasks new" : "nothing matches the filter"
+            s.write(text, row: top + 1, column: left + 2, style: Style.dim, limit: left + width)
+            return
+        }
+        let selectedIndex = items.firstIndex { model.id(of: $0) != nil && model.id(of: $0) == model.selected } ?? 0
+        // the selection in view, with its header when there is room
+        let first = max(0, min(selectedIndex - rows / 2, items.count - rows))
+        for (k, item) in items[first..<min(items.count, first + rows)].enumerated() {
+            let r = top + k
+            switch item {
+            case .header(let title, let host):
+                var text = title
+                if let host, case .unreachable(let why)? = model.hostStates[host] { text += " · unreachable: \(why)" }
+                if let host, model.hostStates[host] == .connecting { text += " · connecting" }
+                s.write(TerminalWidth.truncate(text, to: width - 1), row: r, column: left + 1, style: Style.header, limit: left + width)
+            case .agent(let ri, let ai):
+                let row = model.board.rows[ri]
+                line(row: row, agent: row.agents[ai], first: ai == 0, model: model, into: &s, r: r, left: left, width: width, now: now)
+            case .task(let ri):
+                line(row: model.board.rows[ri], agent: nil, first: true, model: model, into: &s, r: r, left: left, width: width, now: now)
+            }
+        }
+    }
+
+    /// One agent's line: its state's mark, the task (or `chat`), the agent, the state and
+    /// what it asks, then what room is left allows: files changed, last activity.
+    static func line(row: AgentBoard.Row, agent: AgentBoard.Agent?, first: Bool, model: CockpitModel,
+                     into s: inout ScreenBuffer, r: Int, left: Int, width: Int, now: Date)
+    {
+        let id = agent?.record.id ?? row.task.id
+        let isSelected = id == model.selected
+        let base = isSelected ? Style.selected : TerminalStyle.plain
+        s.fill(row: r, column: left, width: width, height: 1, style: base)
+        let (mark, markStyle) = self.mark(agent, hostError: row.hostError != nil)
+        var c = s.write(isSelected ? "▌" : " ", row: r, column: left, style: base.with(foreground: .indexed(4)))
+        c = s.write(mark + " ", row: r, column: c, style: base.with(markStyle), limit: left + width)
+        let name = first ? row.task.title : "  ↳ chat"
+        let agentName = agent.map { $0.record.providerID } ?? "-"
+        let state = stateText(agent, row: row)
+        let changed = row.filesChanged.map { "\($0)f" } ?? ""
+        let activity = agent?.lastActivity.map { shortAgo($0, now: now) } ?? ""
+        // fixed columns first when there is room, the title takes the rest
+        let room = left + width - c
+        let tail = room >= 60 ? " \(TerminalWidth.pad(changed, to: 4)) \(TerminalWidth.pad(activity, to: 4))" : ""
+        let agentCol = room >= 40 ? " " + TerminalWidth.pad(agentName, to: 8) : ""
+        let stateWidth = min(40, max(8, room * 2 / 5))
+        let titleWidth = max(4, room - TerminalWidth.of(tail) - TerminalWidth.of(agentCol) - stateWidth - 1)
+        c = s.write(TerminalWidth.pad(name, to: titleWidth), row: r, column: c, style: base, limit: left + width)
+        c = s.write(agentCol, row: r, column: c, style: base.with(Style.dim), limit: left + width)
+        c = s.write(" " + TerminalWidth.pad(state, to: stateWidth), row: r, column: c, style: base.with(markStyle), limit: left + width)
+        s.write(tail, row: r, column: c, style: base.with(Style.dim), limit: left + width)
+    }
+
+    /// A state's mark and colour.
+    static func mark(_ agent: AgentBoard.Agent?, hostError: Bool) -> (String, TerminalStyle) {
+        if hostError { return ("?", Style.dim) }
+        switch agent?.activity {
+        case .waitingForInput?: return ("◆", TerminalStyle(foreground: .indexed(3), bold: true))
+        case .done?: return ("✓", TerminalStyle(foreground: .indexed(2), bold: true))
+        case .working?: return ("●", TerminalStyle(foreground: .indexed(4)))
+        case .starting?: return ("…", TerminalStyle(foreground: .indexed(4)))
+        case .idle?: return ("○", Style.dim)
+        case .exited(let code)?: return ("✕", code == 0 ? Style.dim : TerminalStyle(foreground: .indexed(1)))
+        case .stopped?: return ("■", Style.dim)
+        case .lost?: return ("!", TerminalStyle(foreground: .indexed(1), bold: true))
+        case nil: return (agent == nil ? "·" : "·", Style.dim)
+        }
+    }
+
+    /// "waiting: Allow bash?", "working", "exited 1", "unknown: unreachable".
+    static func stateText(_ agent: AgentBoard.Agent?, row: AgentBoard.Row) -> String {
+        if row.hostError != nil { return "unknown" }
+        guard let agent else { return "no agent" }
+        guard let status = agent.status else {
+            switch agent.record.state {
+            case .exited(let code): return "exited \(code)"
+            case .stopped: return "stopped"
+            case .gone: return "lost"
+            default: return "-"
+            }
+        }
+        switch status.activity {
+        case .waitingForInput: return status.question.map { "waiting: \($0)" } ?? "waiting"
+        case .exited(let code): return "exited \(code)"
+        default: return status.activity.name
+        }
+    }
+
+    static func shortAgo(_ date: Date, now: Date) -> String {
+        let s = max(0, Int(now.timeIntervalSince(date)))
+        if s < 60 { return "\(s)s" }
+        if s < 3600 { return "\(s / 60)m" }
+        if s < 86400 { return "\(s / 3600)h" }
+        return "\(s / 86400)d"
+    }
+
+    static func pane(_ model: CockpitModel, into s: inout ScreenBuffer, top: Int, left: Int, width: Int, rows: Int) {
+        guard rows >= 2, width >= 10 else { return }
+        // the tab bar: the tabs, and whose pane it is
+        s.fill(row: top, column: left, width: width, height: 1, style: Style.frame)
+        var c = left
+        for tab in CockpitModel.Tab.allCases {
+            let active = tab == model.tab
+            c = s.write(" \(tab.rawValue) ", row: top, column: c, style: active ? TerminalStyle(bold: true, reverse: true) : Style.frame,
+                        limit: left + width)
+        }
+        if let sel = model.selection {
+            // whose pane, and its whole state: its source and the question
+            var who = "─ " + (sel.agent.map { "\($0.record.providerID) · " } ?? "") + sel.row.task.title
+            if let status = sel.agent?.status, sel.row.hostError == nil {
+                who += " · \(status.activity.name) (\(status.source.rawValue))"
+                if status.activity == .waitingForInput, let q = status.question { who += ": " + q }
+            }
+            who += " "
+            s.write(TerminalWidth.truncate(who, to: max(0, left + width - c - 1)), row: top, column: c + 1, style: Style.frame,
+                    limit: left + width)
+        }
+        let body = rows - 1
+        let lines = model.pane
+        guard !lines.isEmpty else {
+            let text = model.selection == nil ? "" : (model.paneFor == nil ? "…" : "(empty)")
+            s.write(text, row: top + 1, column: left + 1, style: Style.dim, limit: left + width)
+            return
+        }
+        // preview and log: the end, scrolled up; diff: the start, scrolled down
+        let start: Int
+        if model.tab == .diff {
+            start = min(max(0, model.scroll), max(0, lines.count - body))
+        } else {
+            start = max(0, lines.count - body - max(0, model.scroll))
+        }
+        for k in 0..<min(body, lines.count - start) {
+            s.write(lines[start + k], row: top + 1 + k, column: left, limit: left + width)
+        }
+    }
+
+    static func help(into s: inout ScreenBuffer, top: Int, rows: Int) {
+        var r = top + 1
+        for (keys, what) in CockpitKeys.help where r < top + rows {
+            let c = s.write("  " + TerminalWidth.pad(keys, to: 16), row: r, column: 0, style: Style.key)
+            s.write(what, row: r, column: c)
+            r += 1
+        }
+    }
+
+    /// The last line; the cursor's place when a field is being typed.
+    static func statusLine(_ model: CockpitModel, into s: inout ScreenBuffer, row: Int) -> ScreenRenderer.Cursor? {
+        s.fill(row: row, column: 0, width: s.columns, height: 1)
+        func prompt(_ label: String, _ text: String) -> ScreenRenderer.Cursor {
+            let c = s.write(label, row: row, column: 0, style: Style.key)
+            // the end of what was typed stays in view
+            let room = max(1, s.columns - c - 1)
+            let shown = TerminalWidth.of(text) <= room ? text : String(text.suffix(room))
+            let end = s.write(shown, row: row, column: c)
+            return ScreenRenderer.Cursor(row: row, column: min(end, s.columns - 1))
+        }
+        switch model.mode {
+        case .filter:
+            return prompt("filter: ", model.filter)
+        case .field(let f):
+            switch f.purpose {
+            case .send: return prompt("send: ", f.text)
+            case .answer(_, let q): return prompt(TerminalWidth.truncate(q, to: max(10, s.columns / 2)) + " › ", f.text)
+            }
+        case .confirm(let c):
+            let text: String
+            switch c {
+            case .stop(_, let t): text = "Stop the agents of \"\(t)\"? (y/n)"
+            case .archive(_, let t): text = "Archive \"\(t)\" (its agents stop, its worktree stays)? (y/n)"
+            case .delete(_, let t, false): text = "Delete \"\(t)\", its worktree and branch? (y/n)"
+            case .delete(_, let t, true): text = "\"\(t)\" has work not pushed. Delete it anyway, losing it? (y/n)"
+            }
+            s.write(text, row: row, column: 0, style: Style.error)
+            return nil
+        case .list, .help:
+            if let m = model.message {
+                s.write(m.text, row: row, column: 0, style: m.isError ? Style.error : Style.key)
+                return nil
+            }
+            var c = 0
+            for (key, what) in CockpitKeys.hints {
+                let part = TerminalWidth.of(key) + TerminalWidth.of(what) + 3
+                if c + part > s.columns { break }
+                c = s.write(key, row: row, column: c, style: Style.key)
+                c = s.write(" " + what + "  ", row: row, column: c, style: Style.dim)
+            }
+            return nil
+        }
+    }
+}
+
+extension TerminalStyle {
+    /// This style with another's foreground and attributes laid over it (its background kept).
+    func with(_ other: TerminalStyle) -> TerminalStyle {
+        var s = self
+        if other.foreground != .default { s.foreground = other.foreground }
+        s.bold = s.bold || other.bold
+        s.dim = s.dim || other.dim
+        s.underline = s.underline || other.underline
+        s.reverse = s.reverse || other.reverse
+        return s
+    }
+
+    /// This style with another foreground.
+    func with(foreground: TerminalColor) -> TerminalStyle {
+        var s = self
+        s.foreground = foreground
+        return s
+    }
+}

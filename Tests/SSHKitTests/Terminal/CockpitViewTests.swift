@@ -1,0 +1,155 @@
+import Foundation
+import Testing
+@testable import AgentCockpit
+@testable import AgentSessions
+import TerminalSupport
+
+/// The cockpit's model, view and keys, without a terminal: what is drawn at each size,
+/// and what each key does.
+@Suite("Cockpit: model, view and keys", .tags(.pure))
+struct CockpitViewTests {
+    static let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    /// Two hosts: on build-1 a task whose agent asks a question and one that works (with
+    /// a chat), on build-2 an idle one and a task without an agent.
+    static func board(unreachable: Bool = false) -> AgentBoard {
+        let h1 = HostRecord(id: "h1", name: "build-1", address: "127.0.0.1", user: "me")
+        let h2 = HostRecord(id: "h2", name: "build-2", address: "127.0.0.1", user: "me")
+        let app = ProjectRecord(id: "p1", hostID: "h1", name: "app", path: "/src/app")
+        let web = ProjectRecord(id: "p2", hostID: "h2", name: "web", path: "/src/web")
+        func task(_ id: String, _ title: String, _ project: String) -> TaskRecord {
+            TaskRecord(id: id, projectID: project, title: title,
+                       worktree: Worktree(name: id, projectPath: "/src", path: "/src/wt/\(id)", branch: "agent/\(id)", baseRef: "main", baseCommit: "abc"))
+        }
+        func agent(_ id: String, _ task: String, _ provider: String, _ activity: AgentActivity, question: String? = nil,
+                   kind: AgentPTYID.Kind = .main) -> AgentBoard.Agent {
+            AgentBoard.Agent(record: ConversationRecord(id: id, taskID: task, providerID: provider, kind: kind),
+                             status: AgentStatus(activity: activity, source: .hook, since: now, question: question),
+                             lastActivity: now.addingTimeInterval(-90))
+        }
+        return AgentBoard(rows: [
+            .init(task: task("t1", "Fix the flaky test", "p1"), project: app, host: h1,
+                  agents: [agent("c1", "t1", "claude", .waitingForInput, question: "Allow bash: make test?")], filesChanged: 3,
+                  hostError: nil),
+            .init(task: task("t2", "修复测试 🧪 and more words", "p1"), project: app, host: h1,
+                  agents: [agent("c2", "t2", "codex", .working), agent("c3", "t2", "claude", .idle, kind: .chat)], filesChanged: 0,
+                  hostError: nil),
+            .init(task: task("t3", "Write the docs", "p2"), project: web, host: h2,
+                  agents: [agent("c4", "t3", "kimi", .idle)], filesChanged: nil,
+                  hostError: unreachable ? AgentError(.transport, "connection refused") : nil),
+            .init(task: task("t4", "Empty", "p2"), project: web, host: h2, agents: [], filesChanged: nil, hostError: nil),
+        ])
+    }
+
+    @Test func sideBySideFromAHundredColumnsWithWhatNeedsYouFirst() {
+        var model = CockpitModel(board: Self.board())
+        model.pane = ANSIText.lines("line 1\n\u{1B}[32mgreen prompt ❯\u{1B}[0m\n")
+        model.paneFor = "c1"
+        let (s, cursor) = CockpitView.render(model, columns: 120, rows: 30, now: Self.now)
+        #expect(cursor == nil)
+        #expect(s.text(row: 0).contains("4 tasks · 1 needs you"))
+        let lines = s.text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        #expect(lines[1].hasPrefix(" needs you"))
+        #expect(lines[2].contains("◆ Fix the flaky test") && lines[2].contains("waiting: Allow"), "\(lines[2])")
+        #expect(lines[3].contains("build-1 / app"))
+        #expect(lines[4].contains("修复测试 🧪") && lines[4].contains("working"))
+        #expect(lines[5].contains("↳ chat") && lines[5].contains("idle"))
+        #expect(lines[6].contains("build-2 / web"))
+        #expect(lines[8].contains("Empty") && lines[8].contains("no agent"))
+        // the selection is the first agent; its pane on the right, the screen's end at the bottom
+        #expect(model.selected == "c1")
+        #expect(s[2, 0].character == "▌" && s[2, 3].style.background == .indexed(236))
+        let divider = lines[1].firstIndex(of: "│").map { lines[1].distance(from: lines[1].startIndex, to: $0) }
+        #expect(divider == 54, "\(lines[1])")
+        #expect(lines[1].contains(" preview  diff  log ") && lines[1].contains("claude · Fix the flaky test · waiting"), "\(lines[1])")
+        #expect(lines[2].hasSuffix("line 1") || lines[2].contains("│line 1"), "\(lines[2])")
+        #expect(lines[3].contains("│green prompt ❯"))
+        let green = s[3, 55]
+        #expect(green.character == "g" && green.style.foreground == .indexed(2))
+        // every row fills the width exactly, wide characters and all
+        for r in 0..<s.rows { #expect(TerminalWidth.of(s.text(row: r)) == 120, "row \(r)") }
+        #expect(lines[29].contains("enter attach") && lines[29].contains("q quit"))
+    }
+
+    @Test func aboveAndBelowOnASmallTerminal() {
+        let model = CockpitModel(board: Self.board())
+        let (s, _) = CockpitView.render(model, columns: 60, rows: 20, now: Self.now)
+        let lines = s.text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        // 18 body rows: 8 for the list, the pane's tab bar under it
+        #expect(lines[9].hasPrefix(" preview  diff  log "), "\(lines)")
+        #expect(lines[2].contains("◆") && lines[2].contains("Fix the flaky"))
+        for r in 0..<s.rows { #expect(TerminalWidth.of(s.text(row: r)) == 60, "row \(r)") }
+        let tiny = CockpitView.render(model, columns: 10, rows: 3).screen
+        #expect(tiny.text(row: 0).hasPrefix("agent-ses"))
+    }
+
+    @Test func anUnreachableHostKeepsItsRowsMarked() {
+        var model = CockpitModel(board: Self.board(unreachable: true))
+        model.hostStates["h2"] = .unreachable("connection refused")
+        let (s, _) = CockpitView.render(model, columns: 120, rows: 30, now: Self.now)
+        let text = s.text
+        #expect(text.contains("build-2 / web · unreachable: connection refused"))
+        #expect(text.contains("? Write the docs"), "\(text)")
+        #expect(s.text(row: 0).contains("build-2 unreachable"))
+    }
+
+    @Test func keysMoveFilterAnswerAndConfirm() {
+        var model = CockpitModel(board: Self.board())
+        func press(_ k: Key, _ m: KeyModifiers = []) -> CockpitCommand? { CockpitKeys.handle(KeyPress(k, m), &model) }
+        #expect(press(.character("j")) == .refreshPane)
+        #expect(model.selected == "c2", "the header between is skipped")
+        #expect(press(.down) == .refreshPane && model.selected == "c3")
+        #expect(press(.end) == .refreshPane && model.selected == "t4")
+        #expect(press(.down) == nil && model.selected == "t4")
+        #expect(press(.enter) == nil && model.message?.isError == true, "no agent to attach to")
+        #expect(press(.home) == .refreshPane && model.selected == "c1")
+        #expect(press(.enter) == .attach(conversationID: "c1"))
+        // tabs
+        #expect(press(.tab) == .refreshPane && model.tab == .diff)
+        #expect(press(.tab, .shift) == .refreshPane && model.tab == .preview)
+        // answering the question
+        #expect(press(.character("a")) == nil)
+        #expect(model.mode == .field(.init(.answer(conversationID: "c1", question: "Allow bash: make test?"))))
+        let (s, cursor) = CockpitView.render(model, columns: 80, rows: 20)
+        #expect(s.text(row: 19).hasPrefix("Allow bash: make test? › ") && cursor?.row == 19)
+        for c in "yes" { _ = press(.character(c)) }
+        _ = press(.backspace)
+        _ = press(.paste("ok\nthen"))
+        #expect(press(.enter) == .send(conversationID: "c1", text: "yeok then"))
+        #expect(model.mode == .list)
+        // an agent that waits on nothing is not answered
+        _ = press(.down)
+        #expect(press(.character("a")) == nil && model.message?.text.contains("not waiting") == true)
+        // the filter narrows and esc clears it
+        #expect(press(.character("/")) == nil && model.mode == .filter)
+        for c in "docs" { _ = press(.character(c)) }
+        #expect(model.items.compactMap { model.id(of: $0) } == ["c4"] && model.selected == "c4")
+        _ = press(.escape)
+        #expect(model.filter.isEmpty && model.items.count == 8)
+        // delete asks; no cancels; yes deletes
+        #expect(press(.character("D")) == nil)
+        #expect(model.mode == .confirm(.delete(taskID: "t3", title: "Write the docs", force: false)))
+        #expect(press(.character("n")) == nil && model.mode == .list && model.message?.text == "cancelled")
+        _ = press(.character("D"))
+        #expect(press(.character("y")) == .delete(taskID: "t3", force: false))
+        // help, and any key closes it
+        _ = press(.character("?"))
+        #expect(model.mode == .help)
+        #expect(CockpitView.render(model, columns: 80, rows: 24).screen.text.contains("archive the task"))
+        _ = press(.character("z"))
+        #expect(model.mode == .list)
+        #expect(press(.character("c"), .control) == .quit && press(.character("q")) == .quit)
+    }
+
+    @Test func aNewBoardKeepsTheSelectionOrTheNearest() {
+        var model = CockpitModel(board: Self.board())
+        model.selected = "c3"
+        var next = Self.board()
+        next.rows[1].agents.removeLast()
+        model.replaceBoard(next)
+        #expect(model.selected == "c4", "the chat went: the next item in its place")
+        model.replaceBoard(AgentBoard(rows: []))
+        #expect(model.selected == nil)
+        #expect(CockpitView.render(model, columns: 80, rows: 24).screen.text.contains("no tasks: start one"))
+    }
+}
