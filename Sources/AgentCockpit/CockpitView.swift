@@ -119,10 +119,12 @@ public enum CockpitView {
         let activity = agent?.lastActivity.map { shortAgo($0, now: now) } ?? ""
         // fixed columns first when there is room, the title takes the rest
         let room = left + width - c
-        let tail = room >= 60 ? " \(TerminalWidth.pad(changed, to: 4)) \(TerminalWidth.pad(activity, to: 4))" : ""
+        let tail = room >= 50 ? " \(TerminalWidth.pad(changed, to: 4)) \(TerminalWidth.pad(activity, to: 4))" : ""
         let agentCol = room >= 40 ? " " + TerminalWidth.pad(agentName, to: 8) : ""
-        let stateWidth = min(40, max(8, room * 2 / 5))
-        let titleWidth = max(4, room - TerminalWidth.of(tail) - TerminalWidth.of(agentCol) - stateWidth - 1)
+        // the title first (two fifths of the room, up to 28), then the state and its question
+        let fixed = TerminalWidth.of(tail) + TerminalWidth.of(agentCol) + 1
+        let titleWidth = max(4, max(min(28, room * 2 / 5), room - fixed - 40))
+        let stateWidth = max(4, room - fixed - titleWidth)
         c = s.write(TerminalWidth.pad(name, to: titleWidth), row: r, column: c, style: base, limit: left + width)
         c = s.write(agentCol, row: r, column: c, style: base.with(Style.dim), limit: left + width)
         c = s.write(" " + TerminalWidth.pad(state, to: stateWidth), row: r, column: c, style: base.with(markStyle), limit: left + width)

@@ -31,9 +31,24 @@ public struct AgentBoard: Sendable {
         public var filesChanged: Int?
         /// Why the host could not be asked (live only).
         public var hostError: AgentError?
+
+        /// A row of a task and its agents.
+        public init(task: TaskRecord, project: ProjectRecord?, host: HostRecord?, agents: [Agent],
+                    filesChanged: Int? = nil, hostError: AgentError? = nil)
+        {
+            self.task = task
+            self.project = project
+            self.host = host
+            self.agents = agents
+            self.filesChanged = filesChanged
+            self.hostError = hostError
+        }
     }
 
     public var rows: [Row]
+
+    /// A board of these rows.
+    public init(rows: [Row]) { self.rows = rows }
 }
 
 extension AgentBoard.Row {

@@ -101,7 +101,7 @@ enum FullScreenState {
                 raise(sig)
             }
             sigemptyset(&action.sa_mask)
-            action.sa_flags = Int32(SA_RESETHAND)
+            action.sa_flags = Int32(bitPattern: UInt32(truncatingIfNeeded: SA_RESETHAND))
             sigaction(sig, &action, nil)
         }
         atexit {

@@ -38,19 +38,58 @@ public enum LocalTerminal {
         return source
     }
 
+    /// What is typed on standard input, as it comes. One thread reads standard input for
+    /// the whole process and hands each read to the newest stream that is still being
+    /// read, so a program inside another (an attach inside the cockpit) takes the keys
+    /// while it runs and gives them back when its stream ends; nothing typed is read by
+    /// a thread left over from an earlier stream. The streams end when input ends.
     public static func keystrokes() -> AsyncStream<[UInt8]> {
+        InputHub.shared.subscribe()
+    }
+}
+
+/// The one reader of standard input, and who gets what it reads.
+final class InputHub: @unchecked Sendable {  // safe because: state behind `lock`
+    static let shared = InputHub()
+    private let lock = NSLock()
+    private var subscribers: [(id: Int, continuation: AsyncStream<[UInt8]>.Continuation)] = []
+    private var nextID = 0
+    private var started = false
+    private var ended = false
+
+    func subscribe() -> AsyncStream<[UInt8]> {
         AsyncStream { continuation in
-            let thread = Thread {
-                var buf = [UInt8](repeating: 0, count: 4096)
-                while true {
-                    let n = read(0, &buf, buf.count)
-                    if n <= 0 { break }
-                    continuation.yield(Array(buf[0..<n]))
-                }
-                continuation.finish()
+            let id: Int = lock.withLock {
+                nextID += 1
+                subscribers.append((nextID, continuation))
+                return nextID
             }
-            thread.start()
+            continuation.onTermination = { [weak self] _ in
+                self?.lock.withLock { self?.subscribers.removeAll { $0.id == id } }
+            }
+            let (isEnded, start): (Bool, Bool) = lock.withLock {
+                defer { started = true }
+                return (ended, !started)
+            }
+            if isEnded { continuation.finish() }
+            if start { Thread { self.readLoop() }.start() }
         }
+    }
+
+    private func readLoop() {
+        var buf = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = read(0, &buf, buf.count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            let bytes = Array(buf[0..<n])
+            lock.withLock { subscribers.last?.continuation }?.yield(bytes)
+        }
+        let all: [AsyncStream<[UInt8]>.Continuation] = lock.withLock {
+            ended = true
+            return subscribers.map(\.continuation)
+        }
+        for c in all { c.finish() }
     }
 }
 

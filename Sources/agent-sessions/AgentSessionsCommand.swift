@@ -5,6 +5,7 @@
 //   agent-sessions tasks new app "Fix the flaky test" --agent claude --prompt "..."
 //   agent-sessions attach fix-the-flaky-test      (a task by its title's slug, id prefix or title)
 //   agent-sessions status --watch
+//   agent-sessions                                (the cockpit: every agent on every host, live)
 //
 // Records live in a local SQLite store (see --store); nothing secret is kept there.
 import ArgumentParser
@@ -21,6 +22,11 @@ struct AgentSessionsCommand: AsyncParsableCommand {
 
             \(Exit.table)
             """,
-        subcommands: [Hosts.self, Projects.self, Agents.self, Tasks.self, Chats.self, Attach.self, Send.self,
+        subcommands: [CockpitCommand.self, Hosts.self, Projects.self, Agents.self, Tasks.self, Chats.self, Attach.self, Send.self,
                       Log.self, Diff.self, Status.self, Watch.self, Events.self, Orphans.self, Store.self])
+
+    /// No subcommand: the cockpit on a terminal, the board when piped.
+    func run() async throws {
+        try await CockpitCommand.open(try GlobalOptions.parse([]))
+    }
 }

@@ -110,11 +110,13 @@ final class AttachedTerminal: Sendable {
         LocalTerminal.writeOut(Array("\r\n[agent-sessions: \(text)]\r\n".utf8))
     }
 
-    func run() async throws -> Outcome {
+    /// - Parameter handlesSignals: a kill or hang-up restores the terminal and ends the
+    ///   process (false inside the cockpit, whose full screen does that already).
+    func run(handlesSignals: Bool = true) async throws -> Outcome {
         let raw = LocalTerminal.enterRawMode()
         defer { raw?.restore() }
         // a kill or hang-up restores the terminal before the process ends
-        let signals = [SIGTERM, SIGHUP].map { sig in
+        let signals = (handlesSignals ? [SIGTERM, SIGHUP] : []).map { sig in
             signal(sig, SIG_IGN)
             let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             s.setEventHandler {

@@ -50,7 +50,7 @@ struct CockpitViewTests {
         #expect(s.text(row: 0).contains("4 tasks · 1 needs you"))
         let lines = s.text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         #expect(lines[1].hasPrefix(" needs you"))
-        #expect(lines[2].contains("◆ Fix the flaky test") && lines[2].contains("waiting: Allow"), "\(lines[2])")
+        #expect(lines[2].contains("◆ Fix the flaky test") && lines[2].contains("waiting"), "\(lines[2])")
         #expect(lines[3].contains("build-1 / app"))
         #expect(lines[4].contains("修复测试 🧪") && lines[4].contains("working"))
         #expect(lines[5].contains("↳ chat") && lines[5].contains("idle"))

@@ -1,0 +1,350 @@
+// The cockpit running: one loop takes every event in turn (keys, the hosts' status
+// events, boards and panes read in the background, a clock, a resize), changes the model
+// and draws what changed. Nothing the loop waits for is a host: every host is asked in
+// a task of its own, so a slow or lost one never holds the keys.
+import AgentSessions
+import Foundation
+import TerminalSupport
+
+/// The cockpit over the engine's door, on a terminal given as functions (so a test or
+/// another program can give its own).
+public final class Cockpit: Sendable {
+    /// The terminal the cockpit draws on and reads keys from.
+    public struct Terminal: Sendable {
+        /// The keys typed (raw bytes), as a new stream each time it is asked (the
+        /// cockpit asks again after an attach gave them back).
+        public var input: @Sendable () -> AsyncStream<[UInt8]>
+        /// Writes bytes to the terminal.
+        public var write: @Sendable ([UInt8]) -> Void
+        /// The size now: columns and rows.
+        public var size: @Sendable () -> (columns: Int, rows: Int)
+        /// Each change of size.
+        public var resizes: AsyncStream<Void>
+        /// The colours to draw with.
+        public var colors: TerminalColors
+
+        /// A terminal made of these functions.
+        public init(input: @escaping @Sendable () -> AsyncStream<[UInt8]>, write: @escaping @Sendable ([UInt8]) -> Void,
+                    size: @escaping @Sendable () -> (columns: Int, rows: Int), resizes: AsyncStream<Void>, colors: TerminalColors)
+        {
+            self.input = input
+            self.write = write
+            self.size = size
+            self.resizes = resizes
+            self.colors = colors
+        }
+    }
+
+    let engine: AgentOrchestrator
+    let terminal: Terminal
+    let attach: @Sendable (String) async -> (text: String, isError: Bool)?
+    /// How often the selected agent's screen is read again.
+    let previewInterval: Duration
+    /// How often every host is asked afresh (files changed, last activity).
+    let boardInterval: Duration
+
+    /// - Parameter attach: attaches the terminal to the agent of a conversation until the
+    ///   user detaches (the cockpit has given the terminal up meanwhile and draws itself
+    ///   whole after), and says how it went.
+    public init(engine: AgentOrchestrator, terminal: Terminal, previewInterval: Duration = .milliseconds(500),
+                boardInterval: Duration = .seconds(30),
+                attach: @escaping @Sendable (String) async -> (text: String, isError: Bool)?)
+    {
+        self.engine = engine
+        self.terminal = terminal
+        self.attach = attach
+        self.previewInterval = previewInterval
+        self.boardInterval = boardInterval
+    }
+
+    enum Event: Sendable {
+        case input([UInt8])
+        case inputEnded
+        case escapeTimeout
+        case update(AgentStatusUpdate)
+        case board(AgentBoard)
+        case boardFailed(String)
+        case pane(id: String, tab: CockpitModel.Tab, lines: [[StyledText]])
+        case paneFailed(id: String, tab: CockpitModel.Tab, why: String)
+        case tick
+        case resize
+        case done(String, isError: Bool, refresh: Bool)
+        case confirm(CockpitModel.Confirmation, because: String)
+    }
+
+    /// Runs until the user quits (or input ends).
+    public func run() async {
+        let (events, sink) = AsyncStream<Event>.makeStream()
+        var model = CockpitModel(board: AgentBoard(rows: []))
+        model.message = ("asking the hosts…", false)
+        var renderer = ScreenRenderer(colors: terminal.colors)
+        var decoder = KeyDecoder()
+        var paneLoading: String?
+        var boardLoading = false
+        var lastBoard = ContinuousClock.now
+        var lastPane = ContinuousClock.now - .seconds(60)
+        // until a key is pressed, the selection follows the top of the list (what needs you)
+        var touched = false
+
+        func draw() {
+            let size = terminal.size()
+            let (screen, cursor) = CockpitView.render(model, columns: size.columns, rows: size.rows)
+            let bytes = renderer.frame(screen, cursor: cursor)
+            if !bytes.isEmpty { terminal.write(bytes) }
+        }
+        func readKeys() -> Task<Void, Never> {
+            let input = terminal.input()
+            return Task {
+                for await bytes in input { sink.yield(.input(bytes)) }
+                if !Task.isCancelled { sink.yield(.inputEnded) }
+            }
+        }
+        func refreshBoard(live: Bool) {
+            guard !boardLoading || !live else { return }
+            boardLoading = boardLoading || live
+            lastBoard = .now
+            Task { [engine] in
+                do throws(AgentError) {
+                    sink.yield(.board(try await engine.board(live: live)))
+                } catch {
+                    sink.yield(.boardFailed(error.message))
+                }
+            }
+        }
+        func refreshPane() {
+            guard let sel = model.selection else {
+                model.pane = []
+                model.paneFor = nil
+                return
+            }
+            let id = sel.agent?.record.id ?? sel.row.task.id
+            let key = "\(id) \(model.tab.rawValue)"
+            guard paneLoading != key else { return }
+            paneLoading = key
+            lastPane = .now
+            let tab = model.tab, taskID = sel.row.task.id, conversation = sel.agent?.record.id
+            let running = sel.agent.map { $0.record.state == ConversationRecord.State.running } ?? false
+            Task { [engine] in
+                do throws(AgentError) {
+                    let lines = try await Self.pane(engine, tab: tab, taskID: taskID, conversationID: conversation, running: running)
+                    sink.yield(.pane(id: id, tab: tab, lines: lines))
+                } catch {
+                    sink.yield(.paneFailed(id: id, tab: tab, why: error.message))
+                }
+            }
+        }
+        func perform(_ command: CockpitCommand) async -> Bool {
+            switch command {
+            case .quit:
+                return false
+            case .refreshPane:
+                if model.paneFor != model.selected { model.pane = [] }
+                refreshPane()
+            case .refreshBoard:
+                model.message = ("asking every host…", false)
+                refreshBoard(live: true)
+            case .attach(let id):
+                keys.cancel()
+                let outcome = await attach(id)
+                keys = readKeys()
+                renderer.invalidate()
+                model.message = outcome
+                refreshPane()
+                refreshBoard(live: true)
+            case .send(let id, let text):
+                background("sent to the agent") { (engine) async throws(AgentError) in try await engine.send(text, to: id) }
+            case .stop(let id):
+                background("stopped; resume with r") { (engine) async throws(AgentError) in try await engine.stopTask(taskID: id) }
+            case .resume(let id):
+                background("resumed") { (engine) async throws(AgentError) in try await engine.resumeTask(taskID: id) }
+            case .archive(let id):
+                background("archived") { (engine) async throws(AgentError) in try await engine.archiveTask(taskID: id) }
+            case .delete(let id, let force):
+                let title = model.board.rows.first { $0.task.id == id }?.task.title ?? id
+                Task { [engine] in
+                    do throws(AgentError) {
+                        try await engine.deleteTask(taskID: id, force: force)
+                        sink.yield(.done("deleted \(title)", isError: false, refresh: true))
+                    } catch {
+                        // work that is not pushed: asked again, to lose it
+                        if !force, error.code == .worktreeHasUnsavedWork {
+                            sink.yield(.confirm(.delete(taskID: id, title: title, force: true), because: error.message))
+                        } else {
+                            sink.yield(.done(error.message, isError: true, refresh: false))
+                        }
+                    }
+                }
+            }
+            return true
+        }
+        func background(_ success: String, _ work: @escaping @Sendable (AgentOrchestrator) async throws(AgentError) -> Void) {
+            Task { [engine] in
+                do throws(AgentError) {
+                    try await work(engine)
+                    sink.yield(.done(success, isError: false, refresh: true))
+                } catch {
+                    sink.yield(.done(error.message, isError: true, refresh: true))
+                }
+            }
+        }
+
+        // the sources of events
+        var keys = readKeys()
+        let updates = Task { [engine] in
+            for await u in engine.followStatus() { sink.yield(.update(u)) }
+        }
+        let clock = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(250))
+                sink.yield(.tick)
+            }
+        }
+        let resizes = Task { [terminal] in
+            for await _ in terminal.resizes { sink.yield(.resize) }
+        }
+        defer {
+            keys.cancel()
+            updates.cancel()
+            clock.cancel()
+            resizes.cancel()
+        }
+        refreshBoard(live: false)
+        refreshBoard(live: true)
+        draw()
+
+        var escapeTimer: Task<Void, Never>?
+        loop: for await event in events {
+            switch event {
+            case .input(let bytes):
+                touched = true
+                escapeTimer?.cancel()
+                for press in decoder.decode(bytes) {
+                    guard let command = CockpitKeys.handle(press, &model) else { continue }
+                    if !(await perform(command)) { break loop }
+                }
+                if decoder.hasPending {
+                    escapeTimer = Task {
+                        try? await Task.sleep(for: .milliseconds(30))
+                        if !Task.isCancelled { sink.yield(.escapeTimeout) }
+                    }
+                }
+            case .escapeTimeout:
+                for press in decoder.flush() {
+                    guard let command = CockpitKeys.handle(press, &model) else { continue }
+                    if !(await perform(command)) { break loop }
+                }
+            case .inputEnded:
+                break loop
+            case .update(.status(let e, _, _)):
+                model.board.apply(e)
+            case .update(.hostConnected(let host, _)):
+                model.hostStates[host.id] = .connected
+            case .update(.hostUnreachable(let host, let error)):
+                model.hostStates[host.id] = .unreachable(String(error.message.split(separator: ";")[0]))
+                model.board.markUnreachable(host.id, error)
+            case .board(let board):
+                let first = model.board.rows.isEmpty
+                // a live board answers for every host it could ask
+                if board.rows.contains(where: { $0.filesChanged != nil || $0.hostError != nil }) || !first {
+                    boardLoading = false
+                    for row in board.rows {
+                        guard let h = row.host else { continue }
+                        if let e = row.hostError {
+                            model.hostStates[h.id] = .unreachable(String(e.message.split(separator: ";")[0]))
+                        } else if model.hostStates[h.id] == nil || model.hostStates[h.id] == .connecting {
+                            model.hostStates[h.id] = .connected
+                        }
+                    }
+                } else {
+                    for row in board.rows { if let h = row.host, model.hostStates[h.id] == nil { model.hostStates[h.id] = .connecting } }
+                }
+                model.replaceBoard(board)
+                if !touched, let top = model.items.lazy.compactMap({ model.id(of: $0) }).first, top != model.selected {
+                    model.selected = top
+                    model.pane = []
+                }
+                if model.message?.text.hasPrefix("asking") == true && !boardLoading { model.message = nil }
+                if first || model.paneFor != model.selected { refreshPane() }
+            case .boardFailed(let why):
+                boardLoading = false
+                model.message = (why, true)
+            case .pane(let id, let tab, let lines):
+                paneLoading = nil
+                if id == model.selected && tab == model.tab {
+                    model.pane = lines
+                    model.paneFor = id
+                }
+            case .paneFailed(let id, let tab, let why):
+                paneLoading = nil
+                if id == model.selected && tab == model.tab {
+                    model.pane = [[StyledText(why, TerminalStyle(foreground: .indexed(8)))]]
+                    model.paneFor = id
+                }
+            case .tick:
+                if model.tab == .preview, model.selection?.agent != nil, ContinuousClock.now - lastPane >= previewInterval {
+                    refreshPane()
+                }
+                if ContinuousClock.now - lastBoard >= boardInterval { refreshBoard(live: true) }
+            case .resize:
+                renderer.invalidate()
+            case .confirm(let c, let why):
+                model.mode = .confirm(c)
+                model.message = (why, true)
+            case .done(let text, let isError, let refresh):
+                model.message = (text, isError)
+                if refresh {
+                    refreshBoard(live: true)
+                    refreshPane()
+                }
+            }
+            draw()
+        }
+        escapeTimer?.cancel()
+    }
+
+    /// The pane's lines for a tab: the agent's screen (its visible part, with colours),
+    /// its scrollback, or the task's diff (each file's patch, coloured).
+    static func pane(_ engine: AgentOrchestrator, tab: CockpitModel.Tab, taskID: String, conversationID: String?,
+                     running: Bool) async throws(AgentError) -> [[StyledText]]
+    {
+        switch tab {
+        case .preview:
+            guard let conversationID else { return [[StyledText("this task has no agent")]] }
+            guard running else { return [[StyledText("not running (r resumes it)")]] }
+            // the screen's blank rows under the last text are left out: its end is what matters
+            var lines = ANSIText.lines(try await engine.screen(of: conversationID, lines: 0))
+            while let last = lines.last, last.allSatisfy({ $0.text.allSatisfy(\.isWhitespace) }) { lines.removeLast() }
+            return lines
+        case .log:
+            guard let conversationID else { return [[StyledText("this task has no agent")]] }
+            return ANSIText.lines(try await engine.scrollback(of: conversationID).text)
+        case .diff:
+            let diff = try await engine.diff(taskID: taskID)
+            if diff.files.isEmpty { return [[StyledText("no changes against the base")]] }
+            var lines: [[StyledText]] = [[StyledText("\(diff.files.count) file(s), +\(diff.totalAdded) −\(diff.totalRemoved)",
+                                                     TerminalStyle(bold: true))]]
+            for f in diff.files {
+                let counts = f.isUntracked ? "new" : "+\(f.added.map(String.init) ?? "?") −\(f.removed.map(String.init) ?? "?")"
+                lines.append([StyledText("  \(counts)  ", TerminalStyle(foreground: .indexed(8))), StyledText(f.path)])
+            }
+            for f in diff.files.prefix(20) {
+                let patch = try await engine.patch(taskID: taskID, file: f.path)
+                lines.append([])
+                for line in patch.patch.split(separator: "\n", omittingEmptySubsequences: false) {
+                    lines.append([StyledText(String(line), diffStyle(line))])
+                }
+                if patch.isTruncated { lines.append([StyledText("(cut here)", TerminalStyle(foreground: .indexed(8)))]) }
+            }
+            if diff.files.count > 20 { lines.append([StyledText("(and \(diff.files.count - 20) more files: agent-sessions diff)")]) }
+            return lines
+        }
+    }
+
+    static func diffStyle(_ line: Substring) -> TerminalStyle {
+        if line.hasPrefix("+++") || line.hasPrefix("---") || line.hasPrefix("diff ") { return TerminalStyle(bold: true) }
+        if line.hasPrefix("+") { return TerminalStyle(foreground: .indexed(2)) }
+        if line.hasPrefix("-") { return TerminalStyle(foreground: .indexed(1)) }
+        if line.hasPrefix("@@") { return TerminalStyle(foreground: .indexed(6)) }
+        return .plain
+    }
+}
