@@ -1,0 +1,133 @@
+import AgentSessions
+import Foundation
+import SSHKit
+import Testing
+
+/// The cockpit run as a user runs it: `agent-sessions` alone in a local tmux pane (keys
+/// typed with send-keys, the screen read with capture-pane), against the fixture's sshd
+/// as two hosts (one of them through a proxy that can cut it off), with fake agents.
+@Suite("agent-sessions cockpit", .tags(.process), .serialized)
+struct AgentCockpitTests {
+    typealias User = AgentSessionsToolTests.User
+
+    @Test func theCockpitFromStartToKill() async throws {
+        let u = try User()
+        let repo = try await WorktreeTests.makeRepository(u.host)
+        do { try await cockpit(u, repo) } catch { await u.tearDown([repo]); throw error }
+        await u.tearDown([repo])
+    }
+
+    func cockpit(_ u: User, _ repo: String) async throws {
+        let proxy = try FaultProxy(target: TestServer.shared.port)
+        defer { proxy.stop() }
+        let tmux = ShellExampleTests.Tmux(socket: u.home + "/tmux.sock")
+        defer { tmux.kill() }
+        try u.addHost("near")
+        try u.addHost("far", port: proxy.port)
+        try u.ok(["projects", "add", "near", repo, "--name", "app"])
+        try u.ok(["projects", "add", "far", repo, "--name", "web"])
+        try u.ok(["tasks", "new", "app", "Ask me", "--agent", "amp"])
+        try u.ok(["tasks", "new", "web", "Far away", "--agent", "amp"])
+        let tasks = try await u.store().tasks(projectID: nil)
+        let askMe = try #require(tasks.first { $0.title == "Ask me" })
+
+        let cockpit = ["HOME=\(u.home)", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "TERM=xterm-256color",
+                       AgentSessionsToolTests.binary].map { "'\($0)'" }.joined(separator: " ")
+        try tmux.start(width: 120, height: 30,
+                       command: "env -i \(cockpit); echo cockpit-ended=$?; stty -a > '\(u.home)/stty'; sleep 300",
+                       log: u.home + "/tmux.log")
+        func keys(_ k: String...) throws { _ = try tmux.run(["send-keys", "-t", tmux.session] + k) }
+        func line(containing text: String) throws -> String? { try Self.line(tmux, containing: text) }
+
+        // the list: both hosts, grouped; the selected agent's screen beside it
+        try await tmux.waitFor("2 tasks")
+        try await tmux.waitFor("near / app")
+        try await tmux.waitFor("far / web")
+        try await tmux.waitFor("│READY>")
+        #expect(try tmux.screen().split(separator: "\n")[1].contains(" preview  diff  log "))
+        // the preview follows the selection
+        func tabBar() throws -> String? { try tmux.screen().split(separator: "\n").first { $0.contains("preview  diff  log") }.map(String.init) }
+        let firstTitle = try #require(try tabBar())
+        try keys("j")
+        try await eventuallyTrue { try tmux.screen().split(separator: "\n").first { $0.contains("preview  diff  log") }.map(String.init) != firstTitle }
+
+        // a question: waiting, first in the list; answered from the cockpit
+        try keys("Home")
+        try await eventuallyTrue { try Self.line(tmux, containing: "Ask me")?.contains("▌") == true }
+        try keys("s")
+        try await tmux.waitFor("send:")
+        try keys("-l", "Continue? (y/n)")
+        try keys("Enter")
+        try await tmux.waitFor("1 needs you")
+        try await tmux.waitFor("needs you")
+        let screen = try tmux.screen()
+        #expect(try line(containing: "Ask me")?.contains("◆") == true, "\(screen)")
+        try keys("Home", "a")
+        try await tmux.waitFor("got: Continue? (y/n) ›")
+        try keys("-l", "yes")
+        try keys("Enter")
+        try await tmux.waitFor("│got: yes")
+
+        // attach full screen, and back with the detach key
+        try keys("Enter")
+        try await tmux.waitFor("detach: Ctrl-]")
+        try await eventuallyTrue { !((try? tmux.screen()) ?? "").contains("preview  diff  log") }
+        try keys("C-]")
+        try await tmux.waitFor("detached from amp of Ask me")
+        try await tmux.waitFor("preview  diff  log")
+
+        // the far host cut off: its rows kept and marked, the keys still answered
+        proxy.arm { f, _, _ in f.resetServerToClientAt = 0 }
+        try keys("g")
+        try await eventuallyTrue(seconds: 45) { ((try? tmux.screen()) ?? "").contains("far / web · unreachable") }
+        let cut = try tmux.screen()
+        #expect(try line(containing: "Far away")?.contains("unknown") == true, "\(cut)")
+        try keys("/")
+        try keys("-l", "ask")
+        try await tmux.waitFor("filter: ask")
+        #expect(try !tmux.screen().contains("Far away"))
+        try keys("Escape")
+        try await tmux.waitFor("Far away")
+        proxy.arm { f, _, _ in f.resetServerToClientAt = nil }
+
+        // a phone's size and back
+        _ = try tmux.run(["resize-window", "-t", tmux.session, "-x", "60", "-y", "20"])
+        try await eventuallyTrue { ((try? tmux.screen()) ?? "").split(separator: "\n").contains { $0.hasPrefix(" preview  diff  log ") } }
+        #expect(try tmux.screen().split(separator: "\n").allSatisfy { $0.count <= 60 })
+        _ = try tmux.run(["resize-window", "-t", tmux.session, "-x", "120", "-y", "30"])
+        try await eventuallyTrue { ((try? tmux.screen()) ?? "").contains("│READY>") || ((try? tmux.screen()) ?? "").contains("│got: yes") }
+
+        // delete: refused for work not pushed, then forced on the second yes
+        _ = try await u.transport.runProcess("/bin/sh", "-c", "echo draft > \"$1/draft.txt\"", "sh", askMe.worktree.path)
+        try keys("Home")
+        try await eventuallyTrue { try Self.line(tmux, containing: "Ask me")?.contains("▌") == true }
+        try keys("D")
+        try await tmux.waitFor("Delete \"Ask me\"")
+        try keys("y")
+        try await tmux.waitFor("has work not pushed")
+        try keys("y")
+        try await tmux.waitFor("deleted Ask me")
+        try await eventuallyTrue { try tmux.screen().split(separator: "\n").allSatisfy { !$0.contains("Ask me") || $0.hasPrefix("deleted") } }
+        #expect(try await u.store().tasks(projectID: nil).map(\.title) == ["Far away"])
+
+        // killed: the terminal as it was (the main screen, cooked mode)
+        _ = try TestServer.runCapturing("/usr/bin/pkill", ["-TERM", "-f", "^\(AgentSessionsToolTests.binary)$"])
+        try await tmux.waitFor("cockpit-ended=143")
+        #expect(try tmux.run(["display", "-p", "-t", tmux.session, "#{alternate_on}"]).hasPrefix("0"))
+        let stty = try String(contentsOfFile: u.home + "/stty", encoding: .utf8)
+        #expect(stty.contains(" icanon") && stty.contains(" echo ") && !stty.contains("-icanon"), "\(stty)")
+    }
+
+    /// The list's line with `text` (the pane's tab bar, which names the selected task, left out).
+    static func line(_ tmux: ShellExampleTests.Tmux, containing text: String) throws -> String? {
+        try tmux.screen().split(separator: "\n").first { $0.contains(text) && !$0.contains("preview  diff  log") }.map(String.init)
+    }
+
+    /// Bounded wait for `condition` (a test of the screen), recorded as a failure at the end.
+    func eventuallyTrue(seconds: Double = 20, sourceLocation: SourceLocation = #_sourceLocation,
+                        _ condition: @escaping @Sendable () throws -> Bool) async throws
+    {
+        let ok = await eventually(seconds) { ((try? condition()) ?? false) ? true : nil }
+        #expect(ok == true, "never came true", sourceLocation: sourceLocation)
+    }
+}
