@@ -70,6 +70,8 @@ public final class Cockpit: Sendable {
         case resize
         case done(String, isError: Bool, refresh: Bool)
         case confirm(CockpitModel.Confirmation, because: String)
+        case form(CockpitModel.NewAgent)
+        case detected(hostID: String, agents: Set<String>)
     }
 
     /// Runs until the user quits (or input ends).
@@ -85,6 +87,8 @@ public final class Cockpit: Sendable {
         var lastPane = ContinuousClock.now - .seconds(60)
         // until a key is pressed, the selection follows the top of the list (what needs you)
         var touched = false
+        // what each host has, as detection said (for the forms)
+        var detected: [String: Set<String>] = [:]
 
         func draw() {
             let size = terminal.size()
@@ -143,6 +147,42 @@ public final class Cockpit: Sendable {
             case .refreshBoard:
                 model.message = ("asking every host…", false)
                 refreshBoard(live: true)
+            case .openNewTask:
+                let preferred = model.selection?.agent?.record.providerID ?? "claude"
+                let selectedProject = model.selection?.row.project?.id
+                Task { [engine] in
+                    do {
+                        let hosts = Dictionary(try await engine.store.hosts().map { ($0.id, $0.name) }, uniquingKeysWith: { a, _ in a })
+                        let projects = try await engine.store.projects(hostID: nil).map {
+                            CockpitModel.NewAgent.Project(id: $0.id, name: $0.name, hostID: $0.hostID, hostName: hosts[$0.hostID] ?? "?")
+                        }
+                        var form = CockpitModel.NewAgent(projects: projects, preferred: preferred)
+                        form.project = projects.firstIndex { $0.id == selectedProject } ?? 0
+                        if projects.isEmpty { form.problem = "no project: add one with agent-sessions projects add" }
+                        sink.yield(.form(form))
+                    } catch {
+                        sink.yield(.done("the store: \(error)", isError: true, refresh: false))
+                    }
+                }
+            case .detectAgents(let hostID):
+                Task { [engine] in
+                    guard let host = try? await engine.store.host(id: hostID) else { return }
+                    do throws(AgentError) {
+                        let found = try await engine.detectAgents(on: host)
+                        sink.yield(.detected(hostID: hostID, agents: Set(found.installed.keys)))
+                    } catch {
+                        sink.yield(.done("asking \(host.name) for its agents: \(error.message)", isError: true, refresh: false))
+                    }
+                }
+            case .newTask(let projectID, let title, let providerID, let prompt):
+                model.message = ("starting \(title)…", false)
+                background("started \(title)") { (engine) async throws(AgentError) in
+                    try await engine.createTask(projectID: projectID, title: title, providerID: providerID, prompt: prompt)
+                }
+            case .addChat(let taskID, let providerID, let prompt):
+                background("started \(providerID) in the task") { (engine) async throws(AgentError) in
+                    _ = try await engine.addChat(taskID: taskID, providerID: providerID, prompt: prompt)
+                }
             case .attach(let id):
                 keys.cancel()
                 let outcome = await attach(id)
@@ -287,6 +327,21 @@ public final class Cockpit: Sendable {
                 if ContinuousClock.now - lastBoard >= boardInterval { refreshBoard(live: true) }
             case .resize:
                 renderer.invalidate()
+            case .form(var form):
+                if let h = form.hostID { form.installed = detected.filter { $0.key == h } }
+                model.mode = .form(form)
+                if let h = form.hostID, detected[h] == nil, await !perform(.detectAgents(hostID: h)) { break loop }
+            case .detected(let hostID, let agents):
+                detected[hostID] = agents
+                if case .form(var form) = model.mode {
+                    form.installed[hostID] = agents
+                    // the agent chosen is one the host has, when the one preferred is not
+                    if form.hostID == hostID, !agents.contains(form.agents[form.agent]),
+                       let i = form.agents.firstIndex(where: { agents.contains($0) }) {
+                        form.agent = i
+                    }
+                    model.mode = .form(form)
+                }
             case .confirm(let c, let why):
                 model.mode = .confirm(c)
                 model.message = (why, true)

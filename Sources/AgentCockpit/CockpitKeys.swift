@@ -1,6 +1,7 @@
 // The cockpit's keys: moving, tabs, scrolling, the filter and the fields change the
 // model here; what needs the engine comes back as a command for `Cockpit` to run.
 import AgentSessions
+import Foundation
 import TerminalSupport
 
 /// Work for the engine that a key asked for.
@@ -17,6 +18,14 @@ public enum CockpitCommand: Sendable, Equatable {
     case refreshPane
     /// Every host asked afresh.
     case refreshBoard
+    /// Open the new task's form (the projects are read first).
+    case openNewTask
+    /// Ask a host which agents it has (for the form).
+    case detectAgents(hostID: String)
+    /// Start a task: a worktree and its agent.
+    case newTask(projectID: String, title: String, providerID: String, prompt: String?)
+    /// Start another agent in a task's worktree.
+    case addChat(taskID: String, providerID: String, prompt: String?)
     case quit
 }
 
@@ -30,6 +39,8 @@ public enum CockpitKeys {
         ("a", "answer the question the agent waits on"),
         ("tab  shift-tab", "the pane: preview, diff, log"),
         ("[ ]", "scroll the pane (shift-↑ shift-↓ too)"),
+        ("n", "a new task: project, title, agent, prompt (tab: next field, ← →: choose)"),
+        ("c", "a new chat in the task: another agent in its worktree"),
         ("x", "stop the task's agents (asks first)"),
         ("r", "resume the task's agents"),
         ("A", "archive the task (asks first)"),
@@ -42,7 +53,7 @@ public enum CockpitKeys {
 
     /// For the status line, shortest first to fit.
     public static let hints: [(String, String)] = [
-        ("enter", "attach"), ("s", "send"), ("a", "answer"), ("tab", "pane"), ("/", "filter"), ("x", "stop"),
+        ("enter", "attach"), ("n", "new"), ("s", "send"), ("a", "answer"), ("tab", "pane"), ("/", "filter"), ("x", "stop"),
         ("D", "delete"), ("?", "help"), ("q", "quit"),
     ]
 
@@ -99,7 +110,98 @@ public enum CockpitKeys {
         case .list:
             model.message = nil
             return listKey(press, &model)
+        case .form(var form):
+            let command = formKey(press, &form, &model)
+            if case .form = model.mode { model.mode = .form(form) }
+            return command
         }
+    }
+
+    private static func formKey(_ press: KeyPress, _ form: inout CockpitModel.NewAgent, _ model: inout CockpitModel)
+        -> CockpitCommand?
+    {
+        let parts = form.parts
+        let at = parts.firstIndex(of: form.part) ?? 0
+        func choose(_ delta: Int) -> CockpitCommand? {
+            switch form.part {
+            case .project where !form.projects.isEmpty:
+                form.project = (form.project + delta + form.projects.count) % form.projects.count
+                form.problem = nil
+                if let h = form.hostID, form.installed[h] == nil { return .detectAgents(hostID: h) }
+            case .agent:
+                form.agent = (form.agent + delta + form.agents.count) % form.agents.count
+                form.problem = nil
+            default: break
+            }
+            return nil
+        }
+        switch (press.key, press.modifiers) {
+        case (.escape, _):
+            model.mode = .list
+        case (.tab, []), (.down, []):
+            form.part = parts[(at + 1) % parts.count]
+        case (.tab, .shift), (.up, []):
+            form.part = parts[(at + parts.count - 1) % parts.count]
+        case (.left, []):
+            return choose(-1)
+        case (.right, []):
+            return choose(1)
+        case (.enter, []):
+            if form.part != .prompt {
+                form.part = parts[(at + 1) % parts.count]
+                return nil
+            }
+            return submit(&form, &model)
+        case (.backspace, _):
+            if form.part == .title, !form.title.isEmpty { form.title.removeLast() }
+            if form.part == .prompt, !form.prompt.isEmpty { form.prompt.removeLast() }
+        case (.character(let c), let m) where m.subtracting(.shift).isEmpty:
+            switch form.part {
+            case .title: form.title.append(c)
+            case .prompt: form.prompt.append(c)
+            // typing on a choice picks the first whose name starts so
+            case .agent:
+                if let i = form.agents.firstIndex(where: { $0.hasPrefix(String(c).lowercased()) }) { form.agent = i }
+            case .project:
+                if let i = form.projects.firstIndex(where: { $0.name.lowercased().hasPrefix(String(c).lowercased()) }) {
+                    form.project = i
+                    if let h = form.hostID, form.installed[h] == nil { return .detectAgents(hostID: h) }
+                }
+            }
+            form.problem = nil
+        case (.paste(let text), _):
+            if form.part == .title { form.title += text.split(whereSeparator: \.isNewline).joined(separator: " ") }
+            if form.part == .prompt { form.prompt += text }
+        default:
+            break
+        }
+        return nil
+    }
+
+    /// The form's command, or its problem shown in it.
+    private static func submit(_ form: inout CockpitModel.NewAgent, _ model: inout CockpitModel) -> CockpitCommand? {
+        let title = form.title.trimmingCharacters(in: .whitespaces)
+        let agent = form.agents[form.agent]
+        let prompt = form.prompt.isEmpty ? nil : form.prompt
+        if form.chatIn == nil {
+            guard form.projects.indices.contains(form.project) else {
+                form.problem = "no project: add one with agent-sessions projects add"
+                return nil
+            }
+            guard !title.isEmpty else {
+                form.problem = "the task needs a title"
+                form.part = .title
+                return nil
+            }
+        }
+        if let h = form.hostID, let found = form.installed[h], !found.contains(agent) {
+            form.problem = "\(agent) is not installed on that host; choose another (← →)"
+            form.part = .agent
+            return nil
+        }
+        model.mode = .list
+        if let chat = form.chatIn { return .addChat(taskID: chat.taskID, providerID: agent, prompt: prompt) }
+        return .newTask(projectID: form.projects[form.project].id, title: title, providerID: agent, prompt: prompt)
     }
 
     private static func filterKey(_ press: KeyPress, _ model: inout CockpitModel) -> CockpitCommand? {
@@ -161,6 +263,15 @@ public enum CockpitKeys {
             model.mode = .filter
         case (.character("g"), []):
             return .refreshBoard
+        case (.character("n"), []):
+            return .openNewTask
+        case (.character("c"), []):
+            guard let row = sel?.row, let host = row.host else { return nil }
+            var form = CockpitModel.NewAgent(chatIn: row.task.id, title: row.task.title, hostID: host.id,
+                                             preferred: sel?.agent?.record.providerID ?? "claude")
+            form.part = .agent
+            model.mode = .form(form)
+            return .detectAgents(hostID: host.id)
         case (.enter, []), (.character("o"), []):
             guard let conversation else { return noAgent(&model) }
             return .attach(conversationID: conversation)

@@ -54,6 +54,74 @@ public struct CockpitModel: Sendable {
         case archive(taskID: String, title: String)
     }
 
+    /// The form of a new task (project, title, agent, prompt) or of a new chat in a task
+    /// (agent, prompt).
+    public struct NewAgent: Sendable, Equatable {
+        /// A project to choose, with its host.
+        public struct Project: Sendable, Equatable {
+            public var id: String
+            public var name: String
+            public var hostID: String
+            public var hostName: String
+
+            /// A choice of project.
+            public init(id: String, name: String, hostID: String, hostName: String) {
+                self.id = id
+                self.name = name
+                self.hostID = hostID
+                self.hostName = hostName
+            }
+        }
+
+        /// A part of the form.
+        public enum Part: Sendable, Equatable {
+            case project, title, agent, prompt
+        }
+
+        /// A chat in this task (its id, title and host) rather than a new task.
+        public var chatIn: (taskID: String, title: String, hostID: String)?
+        public var projects: [Project]
+        public var project = 0
+        public var title = ""
+        /// Provider ids, in the registry's order.
+        public var agents: [String]
+        public var agent: Int
+        public var prompt = ""
+        public var part: Part
+        /// Per host id, the agents detection found there (absent: not known yet).
+        public var installed: [String: Set<String>] = [:]
+        /// What is wrong with what was typed, shown in the form.
+        public var problem: String?
+
+        /// A new task's form over `projects`, the agent `preferred` chosen.
+        public init(projects: [Project], preferred: String = "claude") {
+            self.projects = projects
+            agents = AgentProvider.all.map(\.id)
+            agent = agents.firstIndex(of: preferred) ?? 0
+            part = .title
+        }
+
+        /// A new chat's form in a task.
+        public init(chatIn taskID: String, title: String, hostID: String, preferred: String = "claude") {
+            self.init(projects: [])
+            chatIn = (taskID, title, hostID)
+            part = .agent
+            agent = agents.firstIndex(of: preferred) ?? 0
+        }
+
+        /// The parts in order.
+        public var parts: [Part] { chatIn == nil ? [.project, .title, .agent, .prompt] : [.agent, .prompt] }
+
+        /// The host the agent starts on.
+        public var hostID: String? { chatIn?.hostID ?? (projects.indices.contains(project) ? projects[project].hostID : nil) }
+
+        public static func == (a: NewAgent, b: NewAgent) -> Bool {
+            a.chatIn?.taskID == b.chatIn?.taskID && a.projects == b.projects && a.project == b.project && a.title == b.title
+                && a.agents == b.agents && a.agent == b.agent && a.prompt == b.prompt && a.part == b.part
+                && a.installed == b.installed && a.problem == b.problem
+        }
+    }
+
     /// Where the keys go.
     public enum Mode: Sendable, Equatable {
         case list
@@ -62,6 +130,7 @@ public struct CockpitModel: Sendable {
         case help
         case field(Field)
         case confirm(Confirmation)
+        case form(NewAgent)
     }
 
     /// One line of the list.

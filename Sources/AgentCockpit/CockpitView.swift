@@ -21,20 +21,87 @@ public enum CockpitView {
         }
         title(model, into: &s)
         let bodyTop = 1, bodyRows = rows - 2
+        var formCursor: ScreenRenderer.Cursor?
+        // the pane's place: the form, when one is open
+        func paneOrForm(top: Int, left: Int, width: Int, rows: Int) {
+            if case .form(let f) = model.mode {
+                formCursor = form(f, into: &s, top: top, left: left, width: width, rows: rows)
+            } else {
+                pane(model, into: &s, top: top, left: left, width: width, rows: rows)
+            }
+        }
         if model.mode == .help {
             help(into: &s, top: bodyTop, rows: bodyRows)
         } else if columns >= sideBySideColumns {
             let listWidth = min(max(44, columns * 9 / 20), 90)
             list(model, into: &s, top: bodyTop, left: 0, width: listWidth, rows: bodyRows, now: now)
             for r in bodyTop..<(bodyTop + bodyRows) { s.write("│", row: r, column: listWidth, style: Style.frame) }
-            pane(model, into: &s, top: bodyTop, left: listWidth + 1, width: columns - listWidth - 1, rows: bodyRows)
+            paneOrForm(top: bodyTop, left: listWidth + 1, width: columns - listWidth - 1, rows: bodyRows)
+        } else if case .form = model.mode {
+            paneOrForm(top: bodyTop, left: 0, width: columns, rows: bodyRows)
         } else {
             let listRows = max(3, bodyRows * 9 / 20)
             list(model, into: &s, top: bodyTop, left: 0, width: columns, rows: listRows, now: now)
-            pane(model, into: &s, top: bodyTop + listRows, left: 0, width: columns, rows: bodyRows - listRows)
+            paneOrForm(top: bodyTop + listRows, left: 0, width: columns, rows: bodyRows - listRows)
         }
         let cursor = statusLine(model, into: &s, row: rows - 1)
-        return (s, cursor)
+        return (s, cursor ?? formCursor)
+    }
+
+    /// The new task's (or chat's) form; the cursor's place in the part being typed.
+    static func form(_ f: CockpitModel.NewAgent, into s: inout ScreenBuffer, top: Int, left: Int, width: Int, rows: Int)
+        -> ScreenRenderer.Cursor?
+    {
+        s.fill(row: top, column: left, width: width, height: 1, style: Style.frame)
+        let heading = f.chatIn.map { " a new chat in \($0.title) " } ?? " a new task "
+        s.write(TerminalWidth.truncate(heading, to: width), row: top, column: left, style: TerminalStyle(bold: true, reverse: true))
+        var cursor: ScreenRenderer.Cursor?
+        var r = top + 2
+        let labelWidth = 9
+        for part in f.parts where r < top + rows {
+            let active = part == f.part
+            let label: String
+            var value: String
+            var choice = false
+            switch part {
+            case .project:
+                label = "project"
+                value = f.projects.indices.contains(f.project)
+                    ? "\(f.projects[f.project].name) on \(f.projects[f.project].hostName)" : "(no project)"
+                choice = true
+            case .title:
+                label = "title"
+                value = f.title
+            case .agent:
+                label = "agent"
+                let id = f.agents[f.agent]
+                value = id
+                if let h = f.hostID {
+                    if let found = f.installed[h] { value += found.contains(id) ? "" : "  (not installed there)" } else { value += "  (asking the host…)" }
+                }
+                choice = true
+            case .prompt:
+                label = "prompt"
+                value = f.prompt.replacingOccurrences(of: "\n", with: " ⏎ ")
+            }
+            let c = s.write(TerminalWidth.pad(label, to: labelWidth), row: r, column: left + 2,
+                            style: active ? TerminalStyle(bold: true) : Style.dim)
+            let room = max(1, left + width - c - 1)
+            if choice {
+                s.write(TerminalWidth.truncate("‹ \(value) ›", to: room), row: r, column: c,
+                        style: active ? TerminalStyle(reverse: true) : .plain, limit: left + width)
+            } else {
+                // the end of what was typed stays in view
+                let shown = TerminalWidth.of(value) < room ? value : String(value.suffix(room - 1))
+                let end = s.write(shown, row: r, column: c, style: active ? TerminalStyle(underline: true) : .plain, limit: left + width)
+                if active { cursor = ScreenRenderer.Cursor(row: r, column: min(end, left + width - 1)) }
+            }
+            r += 2
+        }
+        if let problem = f.problem, r < top + rows {
+            s.write(TerminalWidth.truncate(problem, to: width - 2), row: r, column: left + 2, style: Style.error)
+        }
+        return cursor
     }
 
     enum Style {
@@ -251,6 +318,10 @@ public enum CockpitView {
             case .delete(_, let t, true): text = "\"\(t)\" has work not pushed. Delete it anyway, losing it? (y/n)"
             }
             s.write(text, row: row, column: 0, style: Style.error)
+            return nil
+        case .form:
+            s.write(TerminalWidth.truncate("tab next · ← → choose · enter on the prompt starts it · esc cancels", to: s.columns),
+                    row: row, column: 0, style: Style.dim)
             return nil
         case .list, .help:
             if let m = model.message {

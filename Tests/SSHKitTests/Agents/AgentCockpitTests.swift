@@ -97,6 +97,19 @@ struct AgentCockpitTests {
         _ = try tmux.run(["resize-window", "-t", tmux.session, "-x", "120", "-y", "30"])
         try await eventuallyTrue { ((try? tmux.screen()) ?? "").contains("│READY>") || ((try? tmux.screen()) ?? "").contains("│got: yes") }
 
+        // a new task from the form: the agent chosen by its first letter, an empty title refused
+        try keys("n")
+        try await tmux.waitFor("a new task")
+        try keys("Tab", "a", "Tab")  // from the title: the agent, then the prompt
+        try keys("-l", "say hi")
+        try keys("Enter")
+        try await tmux.waitFor("the task needs a title")
+        try keys("-l", "From the form")
+        try keys("Tab", "Tab", "Enter")
+        try await tmux.waitFor("started From the form")
+        try await eventuallyTrue { try Self.line(tmux, containing: "From the form")?.contains("amp") == true }
+        #expect(try await u.store().tasks(projectID: nil).contains { $0.title == "From the form" })
+
         // delete: refused for work not pushed, then forced on the second yes
         _ = try await u.transport.runProcess("/bin/sh", "-c", "echo draft > \"$1/draft.txt\"", "sh", askMe.worktree.path)
         try keys("Home")
@@ -108,7 +121,7 @@ struct AgentCockpitTests {
         try keys("y")
         try await tmux.waitFor("deleted Ask me")
         try await eventuallyTrue { try tmux.screen().split(separator: "\n").allSatisfy { !$0.contains("Ask me") || $0.hasPrefix("deleted") } }
-        #expect(try await u.store().tasks(projectID: nil).map(\.title) == ["Far away"])
+        #expect(try await u.store().tasks(projectID: nil).map(\.title).sorted() == ["Far away", "From the form"])
 
         // killed: the terminal as it was (the main screen, cooked mode)
         _ = try TestServer.runCapturing("/usr/bin/pkill", ["-TERM", "-f", "^\(AgentSessionsToolTests.binary)$"])

@@ -141,6 +141,47 @@ struct CockpitViewTests {
         #expect(press(.character("c"), .control) == .quit && press(.character("q")) == .quit)
     }
 
+    @Test func theNewTaskFormSaysWhatIsWrongInsideIt() {
+        var model = CockpitModel(board: Self.board())
+        func press(_ k: Key, _ m: KeyModifiers = []) -> CockpitCommand? { CockpitKeys.handle(KeyPress(k, m), &model) }
+        #expect(press(.character("n")) == .openNewTask)
+        model.mode = .form(CockpitModel.NewAgent(projects: [
+            .init(id: "p1", name: "app", hostID: "h1", hostName: "build-1"), .init(id: "p2", name: "web", hostID: "h2", hostName: "build-2"),
+        ]))
+        guard case .form(let opened) = model.mode else { Issue.record("no form"); return }
+        #expect(opened.part == .title && opened.agents[opened.agent] == "claude")
+        // no title: said in the form, which stays
+        _ = press(.tab)
+        _ = press(.tab)
+        #expect(press(.enter) == nil)
+        guard case .form(var f) = model.mode else { Issue.record("the form closed"); return }
+        #expect(f.problem == "the task needs a title" && f.part == .title)
+        for c in "Port the parser" { _ = press(.character(c)) }
+        _ = press(.tab, .shift)
+        #expect(press(.right) == .detectAgents(hostID: "h2"), "another host: its agents asked")
+        // an agent the host does not have: said, and the agent part chosen
+        f = { if case .form(let f) = model.mode { return f }; return f }()
+        f.installed["h2"] = ["codex"]
+        model.mode = .form(f)
+        _ = press(.tab); _ = press(.tab); _ = press(.tab)
+        for c in "go" { _ = press(.character(c)) }
+        #expect(press(.enter) == nil)
+        guard case .form(let g) = model.mode else { Issue.record("the form closed"); return }
+        #expect(g.problem?.contains("claude is not installed") == true && g.part == .agent)
+        let (screen, _) = CockpitView.render(model, columns: 120, rows: 30)
+        #expect(screen.text.contains("‹ claude  (not installed there) ›") && screen.text.contains("web on build-2"))
+        _ = press(.character("c"))
+        #expect(press(.tab) == nil)
+        #expect(press(.enter) == .newTask(projectID: "p2", title: "Port the parser", providerID: "codex", prompt: "go"))
+        #expect(model.mode == .list)
+        // a chat in the selected task, and esc closes a form
+        #expect(press(.character("c")) == .detectAgents(hostID: "h1"))
+        guard case .form(let chat) = model.mode else { Issue.record("no chat form"); return }
+        #expect(chat.parts == [.agent, .prompt] && chat.chatIn?.taskID == "t1")
+        _ = press(.escape)
+        #expect(model.mode == .list)
+    }
+
     @Test func aNewBoardKeepsTheSelectionOrTheNearest() {
         var model = CockpitModel(board: Self.board())
         model.selected = "c3"
