@@ -188,6 +188,23 @@ tmux -S "$dir/tmux.sock" send-keys -t demo C-]
 sleep 1; screen
 as log "$id" -n 4
 as diff "$id" --stat
+
+echo; echo "== the cockpit: agent-sessions alone, on a terminal (a local tmux pane here, 110x16)"
+tmux -S "$dir/tmux.sock" new-session -d -s cockpit -x 110 -y 16 \
+    "env -u SSH_AUTH_SOCK HOME='$ashome' '$bin/agent-sessions'; sleep 30"
+cockpit() { tmux -S "$dir/tmux.sock" capture-pane -p -t cockpit | sed 's/ *$//' | sed 's/^/  | /'; }
+# until the host has answered (the list first comes from the store, then from the host)
+for _ in $(seq 1 100); do
+    tmux -S "$dir/tmux.sock" capture-pane -p -t cockpit | grep -q 'READY>' \
+        && ! tmux -S "$dir/tmux.sock" capture-pane -p -t cockpit | grep -q 'asking the hosts' && break
+    sleep 0.1
+done
+cockpit
+echo "(tab: the task's diff in the pane)"
+tmux -S "$dir/tmux.sock" send-keys -t cockpit Tab
+for _ in $(seq 1 50); do tmux -S "$dir/tmux.sock" capture-pane -p -t cockpit | grep -q 'file(s)' && break; sleep 0.1; done
+cockpit | head -8
+tmux -S "$dir/tmux.sock" send-keys -t cockpit q
 set +e
 as tasks delete "$id"
 echo "(exit status $?: the worktree holds uncommitted work)"

@@ -79,14 +79,18 @@ public enum CockpitKeys {
                 if !field.text.isEmpty { field.text.removeLast() }
                 model.mode = .field(field)
             case .character(let c) where press.modifiers.subtracting(.shift).isEmpty:
+                guard !isControl(c) else {
+                    model.message = ("that key types nothing here", true)
+                    return nil
+                }
                 field.text.append(c)
                 model.mode = .field(field)
             case .character("u") where press.modifiers == .control:
                 field.text = ""
                 model.mode = .field(field)
             case .paste(let text):
-                // one line: a pasted newline would submit half of it
-                field.text += text.split(whereSeparator: \.isNewline).joined(separator: " ")
+                // one line: a pasted newline would submit half of it; no control characters
+                field.text += printable(text.split(whereSeparator: \.isNewline).joined(separator: " "))
                 model.mode = .field(field)
             default:
                 break
@@ -156,6 +160,10 @@ public enum CockpitKeys {
             if form.part == .title, !form.title.isEmpty { form.title.removeLast() }
             if form.part == .prompt, !form.prompt.isEmpty { form.prompt.removeLast() }
         case (.character(let c), let m) where m.subtracting(.shift).isEmpty:
+            if isControl(c) {
+                form.problem = "that key types nothing here"
+                return nil
+            }
             switch form.part {
             case .title: form.title.append(c)
             case .prompt: form.prompt.append(c)
@@ -170,8 +178,10 @@ public enum CockpitKeys {
             }
             form.problem = nil
         case (.paste(let text), _):
-            if form.part == .title { form.title += text.split(whereSeparator: \.isNewline).joined(separator: " ") }
-            if form.part == .prompt { form.prompt += text }
+            if form.part == .title { form.title += printable(text.split(whereSeparator: \.isNewline).joined(separator: " ")) }
+            if form.part == .prompt {
+                form.prompt += String(text.filter { $0 == "\n" || !isControl($0) })
+            }
         default:
             break
         }
@@ -302,6 +312,14 @@ public enum CockpitKeys {
         }
         return model.selected != was ? .refreshPane : nil
     }
+
+    /// A character that draws nothing (a control character).
+    static func isControl(_ c: Character) -> Bool {
+        c.unicodeScalars.contains { $0.value < 0x20 || ($0.value >= 0x7F && $0.value < 0xA0) }
+    }
+
+    /// `text` without its control characters.
+    static func printable(_ text: String) -> String { String(text.filter { !isControl($0) }) }
 
     private static func noAgent(_ model: inout CockpitModel) -> CockpitCommand? {
         model.message = ("this task has no agent", true)

@@ -79,6 +79,9 @@ struct CockpitViewTests {
         #expect(lines[9].hasPrefix(" preview  diff  log "), "\(lines)")
         #expect(lines[2].contains("◆") && lines[2].contains("Fix the flaky"))
         for r in 0..<s.rows { #expect(TerminalWidth.of(s.text(row: r)) == 60, "row \(r)") }
+        let wide = CockpitView.render(model, columns: 250, rows: 50, now: Self.now).screen
+        for r in 0..<wide.rows { #expect(TerminalWidth.of(wide.text(row: r)) == 250, "row \(r)") }
+        #expect(wide.text(row: 2).contains("3f") && wide.text(row: 2).contains("1m"), "files changed and activity: \(wide.text(row: 2))")
         let tiny = CockpitView.render(model, columns: 10, rows: 3).screen
         #expect(tiny.text(row: 0).hasPrefix("agent-ses"))
     }
@@ -114,8 +117,10 @@ struct CockpitViewTests {
         #expect(s.text(row: 19).hasPrefix("Allow bash: make test? › ") && cursor?.row == 19)
         for c in "yes" { _ = press(.character(c)) }
         _ = press(.backspace)
-        _ = press(.paste("ok\nthen"))
-        #expect(press(.enter) == .send(conversationID: "c1", text: "yeok then"))
+        _ = press(.paste("ok\nthen\u{1B}[2J"))
+        _ = press(.character("\u{7}"))
+        #expect(model.message?.text == "that key types nothing here")
+        #expect(press(.enter) == .send(conversationID: "c1", text: "yeok then[2J"), "no control character reaches the agent")
         #expect(model.mode == .list)
         // an agent that waits on nothing is not answered
         _ = press(.down)
