@@ -9,6 +9,8 @@ let package = Package(
         .library(name: "ServerTransport", targets: ["ServerTransport"]),
         .library(name: "AgentSessions", targets: ["AgentSessions"]),
         .library(name: "AgentSessionsSQLite", targets: ["AgentSessionsSQLite"]),
+        .library(name: "AgentCockpit", targets: ["AgentCockpit"]),
+        .library(name: "TerminalSupport", targets: ["TerminalSupport"]),
         .executable(name: "ssh-exec", targets: ["ssh-exec"]),
         .executable(name: "known-hosts", targets: ["known-hosts"]),
         .executable(name: "ssh-shell", targets: ["ssh-shell"]),

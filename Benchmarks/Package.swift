@@ -23,6 +23,8 @@ let package = Package(
                 .product(name: "SSHKit", package: "SSHKit"),
                 .product(name: "ServerTransport", package: "SSHKit"),
                 .product(name: "AgentSessions", package: "SSHKit"),
+                .product(name: "AgentCockpit", package: "SSHKit"),
+                .product(name: "TerminalSupport", package: "SSHKit"),
                 "LibSSHBaseline",
             ]
         ),

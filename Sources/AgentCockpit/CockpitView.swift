@@ -233,9 +233,11 @@ public enum CockpitView {
         }
     }
 
+    /// "now", "5m", "3h", "2d": minutes at the finest, so an idle screen redraws at most once
+    /// a minute.
     static func shortAgo(_ date: Date, now: Date) -> String {
         let s = max(0, Int(now.timeIntervalSince(date)))
-        if s < 60 { return "\(s)s" }
+        if s < 60 { return "now" }
         if s < 3600 { return "\(s / 60)m" }
         if s < 86400 { return "\(s / 3600)h" }
         return "\(s / 86400)d"

@@ -90,6 +90,7 @@ public struct AgentWorktrees: Sendable {
         case .exited(10): return AgentError(.notAGitRepository, "\(project) is not a git repository on \(displayName)", detail: detail)
         case .exited(11): return AgentError(.gitFailed, "\(project) has no commit to start a worktree from", detail: detail)
         case .exited(13): return AgentError(.gitFailed, "cannot add .emdash/ to the info/exclude of \(project)", detail: detail)
+        case .exited(14): return AgentError(.gitFailed, "another worktree of \(project) was being added for over a minute", detail: detail)
         case .exited(0): return AgentError(.gitFailed, "unexpected output while adding the worktree: \(r.stdoutString.prefix(200))")
         default: return AgentError(.gitFailed, "git failed while adding the worktree", detail: detail)
         }
@@ -98,7 +99,7 @@ public struct AgentWorktrees: Sendable {
     /// Arguments: project, requested base ('' for none), branch, worktree path, the
     /// default base branches (one argument, separated by spaces). Prints `base <ref>` and
     /// `commit <sha>`; exit 10 not a repository, 11 no commit, 12 `worktree add` failed,
-    /// 13 the exclude file, 127 no git. It reads nothing from its standard input (the
+    /// 13 the exclude file, 14 another add held the repository's lock for a minute, 127 no git. It reads nothing from its standard input (the
     /// launch script that may follow it in one round trip comes there). Three git calls
     /// when the base is the current branch: the checkout's facts (top level, common
     /// directory, HEAD's commit and branch) in one `rev-parse`, prune, add.
@@ -124,8 +125,19 @@ public struct AgentWorktrees: Sendable {
             done
         fi
         [ -n "$base" ] || exit 11
-        git -C "$p" worktree prune </dev/null || exit 12
         case $common in /*) ;; *) common=$p/$common ;; esac
+        # one worktree change at a time in a repository: a prune beside another add removes
+        # the entry that add is writing (a lock directory, portable; one left by a run that
+        # died is taken over after a minute)
+        lock=$common/sshkit-worktree.lock i=0
+        until mkdir "$lock" 2>/dev/null; do
+            [ -z "$(find "$lock" -maxdepth 0 -mmin +1 2>/dev/null)" ] || rmdir "$lock" 2>/dev/null
+            i=$((i + 1)); [ $i -lt 1500 ] || exit 14
+            sleep 0.05
+        done
+        trap 'rmdir "$lock" 2>/dev/null' EXIT
+        trap 'rmdir "$lock" 2>/dev/null; exit 129' HUP INT TERM
+        git -C "$p" worktree prune </dev/null || exit 12
         exclude=$common/info/exclude
         if ! grep -qxE '[[:space:]]*/?\.emdash/?[[:space:]]*' "$exclude" 2>/dev/null; then
             mkdir -p "$common/info" || exit 13

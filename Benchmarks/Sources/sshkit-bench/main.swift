@@ -387,6 +387,9 @@ func runBenchmarks() async -> Int32 {
         if only == nil || only == "agents" {
             reportAgents(try await benchAgents(fixture, rounds: quick ? 3 : 10))
         }
+        if only == nil || only == "cockpit" {
+            try await benchCockpit(fixture, rounds: quick ? 3 : 10)
+        }
         if only == nil || only == "status" {
             try await benchStatus(fixture, rounds: quick ? 3 : 10)
         }

@@ -30,6 +30,9 @@ struct AgentCockpitTests {
         try u.ok(["tasks", "new", "web", "Far away", "--agent", "amp"])
         let tasks = try await u.store().tasks(projectID: nil)
         let askMe = try #require(tasks.first { $0.title == "Ask me" })
+        // not on a terminal: the board, as status prints it
+        let piped = try u.ok([])
+        #expect(piped.contains("HOST") && piped.contains("Ask me") && piped.contains("Far away"), "\(piped)")
 
         let cockpit = ["HOME=\(u.home)", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "TERM=xterm-256color",
                        AgentSessionsToolTests.binary].map { "'\($0)'" }.joined(separator: " ")

@@ -145,6 +145,27 @@ struct WorktreeTests {
         _ = try await Self.sh(host, "rm -rf \"$1\"", project)
     }
 
+    /// Adds at once in one repository (a cockpit's and a script's, say): each waits for the
+    /// repository's lock, so no prune removes an entry another add is writing; a lock left
+    /// by a run that died is taken over once it is a minute old.
+    @Test func worktreesAddedAtOnceInOneRepositoryAllWork() async throws {
+        let t = SSHTransport(configuration: server.configuration())
+        defer { Task { await t.close() } }
+        let host = AgentHost(transport: t)
+        let project = try await Self.makeRepository(host)
+        let made = try await withThrowingTaskGroup(of: Worktree.self) { g in
+            for i in 0..<8 { g.addTask { try await host.worktrees.create(projectPath: project, title: "at once \(i)") } }
+            return try await g.reduce(into: []) { $0.append($1) }
+        }
+        #expect(Set(made.map(\.path)).count == 8)
+        #expect(try await host.worktrees.list(projectPath: project).count == 9)
+        // a lock left behind, two minutes old: taken over
+        _ = try await Self.sh(host, "mkdir \"$1/.git/sshkit-worktree.lock\" && touch -d '-2 minutes' \"$1/.git/sshkit-worktree.lock\"", project)
+        _ = try await host.worktrees.create(projectPath: project, title: "after a dead run")
+        #expect(try await Self.sh(host, "test -e \"$1/.git/sshkit-worktree.lock\" && echo left || echo gone", project).stdoutString == "gone\n")
+        _ = try await Self.sh(host, "rm -rf \"$1\"", project)
+    }
+
     @Test func aPathThatIsNotARepositoryIsATypedError() async throws {
         let t = SSHTransport(configuration: server.configuration())
         defer { Task { await t.close() } }
