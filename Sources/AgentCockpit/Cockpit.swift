@@ -62,7 +62,8 @@ public final class Cockpit: Sendable {
         case inputEnded
         case escapeTimeout
         case update(AgentStatusUpdate)
-        case board(AgentBoard)
+        /// A board read from the store alone (`live` false) or with every host asked.
+        case board(AgentBoard, live: Bool)
         case boardFailed(String)
         case pane(id: String, tab: CockpitModel.Tab, lines: [[StyledText]])
         case paneFailed(id: String, tab: CockpitModel.Tab, why: String)
@@ -83,6 +84,7 @@ public final class Cockpit: Sendable {
         var decoder = KeyDecoder()
         var paneLoading: String?
         var boardLoading = false
+        var haveLive = false
         var lastBoard = ContinuousClock.now
         var lastPane = ContinuousClock.now - .seconds(60)
         // until a key is pressed, the selection follows the top of the list (what needs you)
@@ -109,7 +111,7 @@ public final class Cockpit: Sendable {
             lastBoard = .now
             Task { [engine] in
                 do throws(AgentError) {
-                    sink.yield(.board(try await engine.board(live: live)))
+                    sink.yield(.board(try await engine.board(live: live), live: live))
                 } catch {
                     sink.yield(.boardFailed(error.message))
                 }
@@ -282,21 +284,23 @@ public final class Cockpit: Sendable {
             case .update(.hostUnreachable(let host, let error)):
                 model.hostStates[host.id] = .unreachable(String(error.message.split(separator: ";")[0]))
                 model.board.markUnreachable(host.id, error)
-            case .board(let board):
+            case .board(let board, let live):
+                // the store's board only until the hosts answered: it has no states
+                if !live && haveLive { break }
                 let first = model.board.rows.isEmpty
-                // a live board answers for every host it could ask
-                if board.rows.contains(where: { $0.filesChanged != nil || $0.hostError != nil }) || !first {
-                    boardLoading = false
-                    for row in board.rows {
-                        guard let h = row.host else { continue }
-                        if let e = row.hostError {
-                            model.hostStates[h.id] = .unreachable(String(e.message.split(separator: ";")[0]))
-                        } else if model.hostStates[h.id] == nil || model.hostStates[h.id] == .connecting {
-                            model.hostStates[h.id] = .connected
-                        }
+                for row in board.rows {
+                    guard let h = row.host else { continue }
+                    if let e = row.hostError {
+                        model.hostStates[h.id] = .unreachable(String(e.message.split(separator: ";")[0]))
+                    } else if live {
+                        model.hostStates[h.id] = .connected
+                    } else if model.hostStates[h.id] == nil {
+                        model.hostStates[h.id] = .connecting
                     }
-                } else {
-                    for row in board.rows { if let h = row.host, model.hostStates[h.id] == nil { model.hostStates[h.id] = .connecting } }
+                }
+                if live {
+                    haveLive = true
+                    boardLoading = false
                 }
                 model.replaceBoard(board)
                 if !touched, let top = model.items.lazy.compactMap({ model.id(of: $0) }).first, top != model.selected {

@@ -97,7 +97,7 @@ extension AgentHost {
         }
         let commands = AgentHookEvent.allCases.map { "    \(js($0.rawValue)): \(js(hookCommand(ptyID, $0))),\n" }.joined()
         return """
-            // agent-sessions: the status hooks of \(ptyID) (written by the engine for this session)
+            // agent-sessions: the status hooks of \(ptyID), written by the engine when it started the agent
             import { spawn } from "node:child_process";
 
             const commands = {
