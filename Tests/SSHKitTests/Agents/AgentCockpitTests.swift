@@ -130,7 +130,10 @@ struct AgentCockpitTests {
         _ = try TestServer.runCapturing("/usr/bin/pkill", ["-TERM", "-f", "^\(AgentSessionsToolTests.binary)$"])
         try await tmux.waitFor("cockpit-ended=143")
         #expect(try tmux.run(["display", "-p", "-t", tmux.session, "#{alternate_on}"]).hasPrefix("0"))
-        let stty = try String(contentsOfFile: u.home + "/stty", encoding: .utf8)
+        // the pane's shell writes it after printing the status
+        let sttyFile = u.home + "/stty"
+        try await eventuallyTrue { ((try? String(contentsOfFile: sttyFile, encoding: .utf8)) ?? "").contains("icanon") }
+        let stty = try String(contentsOfFile: sttyFile, encoding: .utf8)
         #expect(stty.contains(" icanon") && stty.contains(" echo ") && !stty.contains("-icanon"), "\(stty)")
     }
 
