@@ -68,6 +68,9 @@ public final class Cockpit: Sendable {
         case pane(id: String, tab: CockpitModel.Tab, lines: [[StyledText]])
         case paneFailed(id: String, tab: CockpitModel.Tab, why: String)
         case tick
+        /// The selected agent's screen stopped being followed (its session ended, or the
+        /// host could not be followed: the preview is then read every `previewInterval`).
+        case followEnded(id: String, failed: Bool)
         case resize
         case done(String, isError: Bool, refresh: Bool)
         case confirm(CockpitModel.Confirmation, because: String)
@@ -91,6 +94,9 @@ public final class Cockpit: Sendable {
         var touched = false
         // what each host has, as detection said (for the forms)
         var detected: [String: Set<String>] = [:]
+        // the agent whose screen is followed as it changes, and when following one failed
+        var follow: (id: String, task: Task<Void, Never>)?
+        var followFailed: [String: ContinuousClock.Instant] = [:]
 
         func draw() {
             let size = terminal.size()
@@ -117,7 +123,36 @@ public final class Cockpit: Sendable {
                 }
             }
         }
+        /// The preview of a running agent follows its screen as it changes; every other
+        /// pane (and a preview whose following failed a moment ago) is read once.
         func refreshPane() {
+            if model.tab == .preview, let agent = model.selection?.agent, agent.record.state == .running,
+               (followFailed[agent.record.id].map { ContinuousClock.now - $0 >= .seconds(10) } ?? true)
+            {
+                let id = agent.record.id
+                if follow?.id == id { return }
+                follow?.task.cancel()
+                follow = (id, Task { [engine] in
+                    var failed = false
+                    for await r in engine.followScreen(of: id) {
+                        switch r {
+                        case .success(let text):
+                            sink.yield(.pane(id: id, tab: .preview, lines: Self.screenLines(text)))
+                        case .failure:
+                            failed = true
+                        }
+                    }
+                    if !Task.isCancelled { sink.yield(.followEnded(id: id, failed: failed)) }
+                })
+                return
+            }
+            if let f = follow, f.id != model.selection?.agent?.record.id || model.tab != .preview {
+                f.task.cancel()
+                follow = nil
+            }
+            readPane()
+        }
+        func readPane() {
             guard let sel = model.selection else {
                 model.pane = []
                 model.paneFor = nil
@@ -187,6 +222,9 @@ public final class Cockpit: Sendable {
                 }
             case .attach(let id):
                 keys.cancel()
+                // nobody sees the preview while attached: it is followed again after
+                follow?.task.cancel()
+                follow = nil
                 let outcome = await attach(id)
                 keys = readKeys()
                 renderer.invalidate()
@@ -245,6 +283,7 @@ public final class Cockpit: Sendable {
             for await _ in terminal.resizes { sink.yield(.resize) }
         }
         defer {
+            follow?.task.cancel()
             keys.cancel()
             updates.cancel()
             clock.cancel()
@@ -325,10 +364,16 @@ public final class Cockpit: Sendable {
                     model.paneFor = id
                 }
             case .tick:
-                if model.tab == .preview, model.selection?.agent != nil, ContinuousClock.now - lastPane >= previewInterval {
+                if model.tab == .preview, let agent = model.selection?.agent, follow?.id != agent.record.id,
+                   ContinuousClock.now - lastPane >= previewInterval
+                {
                     refreshPane()
                 }
                 if ContinuousClock.now - lastBoard >= boardInterval { refreshBoard(live: true) }
+            case .followEnded(let id, let failed):
+                if follow?.id == id { follow = nil }
+                if failed { followFailed[id] = .now }
+                if id == model.selected { readPane() }
             case .resize:
                 renderer.invalidate()
             case .form(var form):
@@ -370,10 +415,7 @@ public final class Cockpit: Sendable {
         case .preview:
             guard let conversationID else { return [[StyledText("this task has no agent")]] }
             guard running else { return [[StyledText("not running (r resumes it)")]] }
-            // the screen's blank rows under the last text are left out: its end is what matters
-            var lines = ANSIText.lines(try await engine.screen(of: conversationID, lines: 0))
-            while let last = lines.last, last.allSatisfy({ $0.text.allSatisfy(\.isWhitespace) }) { lines.removeLast() }
-            return lines
+            return screenLines(try await engine.screen(of: conversationID, lines: 0))
         case .log:
             guard let conversationID else { return [[StyledText("this task has no agent")]] }
             return ANSIText.lines(try await engine.scrollback(of: conversationID).text)
@@ -397,6 +439,13 @@ public final class Cockpit: Sendable {
             if diff.files.count > 20 { lines.append([StyledText("(and \(diff.files.count - 20) more files: agent-sessions diff)")]) }
             return lines
         }
+    }
+
+    /// A screen's lines, without the blank rows under its last text: its end is what matters.
+    static func screenLines(_ screen: String) -> [[StyledText]] {
+        var lines = ANSIText.lines(screen)
+        while let last = lines.last, last.allSatisfy({ $0.text.allSatisfy(\.isWhitespace) }) { lines.removeLast() }
+        return lines
     }
 
     static func diffStyle(_ line: Substring) -> TerminalStyle {

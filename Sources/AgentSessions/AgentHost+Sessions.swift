@@ -198,6 +198,28 @@ extension AgentHost {
         }
     }
 
+    /// The agent's visible screen each time it changes (see `AgentTmuxServer.followScreen`),
+    /// until it ends or the task is cancelled. A plain terminal (no tmux) is read again
+    /// every half second and given when it changed.
+    /// - Throws: `sessionNotRunning`, `transport`, `cancelled`.
+    public func followScreen(of session: AgentSession, _ screen: @Sendable (String) async -> Void) async throws(AgentError) {
+        switch session.container {
+        case .tmux(let name):
+            try await tmux.followScreen(of: name, screen)
+        case .plainTerminal:
+            var last: String?
+            while !Task.isCancelled {
+                let now = try await recentOutput(of: session, lines: 0)
+                if now != last {
+                    await screen(now)
+                    last = now
+                }
+                try? await Task.sleep(for: .milliseconds(500))
+            }
+            throw AgentError(.cancelled, "following the screen of \(session.ptyID) was cancelled")
+        }
+    }
+
     /// Types into the agent without attaching (bytes as a terminal sends them).
     public func send(_ bytes: [UInt8], to session: AgentSession) async throws(AgentError) {
         switch session.container {

@@ -73,6 +73,28 @@ extension AgentOrchestrator {
         return try await onHost(host) { h in try await h.recentOutput(of: session, lines: lines) }
     }
 
+    /// A running agent's visible screen (with its escape sequences), first as it is and
+    /// then each time it changes, as the output happens on the host (a tmux control-mode
+    /// client tells when the pane printed; nothing is asked while nothing changes). The
+    /// stream ends with the agent's session, after a failure (given as its last element),
+    /// or when the consumer stops reading.
+    public func followScreen(of conversationID: String) -> AsyncStream<Result<String, AgentError>> {
+        let (stream, continuation) = AsyncStream<Result<String, AgentError>>.makeStream(bufferingPolicy: .bufferingNewest(2))
+        let task = Task {
+            do throws(AgentError) {
+                let (_, _, host, session) = try await locate(conversationID)
+                try await onHost(host) { h in
+                    try await h.followScreen(of: session) { text in continuation.yield(.success(text)) }
+                }
+            } catch where error.code != .cancelled {
+                continuation.yield(.failure(error))
+            } catch {}
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
     /// Waits until the agent's screen shows `text`, seen as its output happens (see
     /// `AgentHost.waitForOutput`): false when the agent ended or `timeout` passed first.
     public func waitForOutput(of conversationID: String, containing text: String, timeout: Duration = .seconds(30))

@@ -299,6 +299,163 @@ extension AgentTmuxServer {
     }
 }
 
+/// Following a pane's screen as it changes.
+extension AgentTmuxServer {
+    /// Gives the visible screen of the session `name` (with colours, wrapped lines joined,
+    /// as `capture(name, lines: 0)`) once at the start and again each time the pane
+    /// printed or was resized, until the session ends or the task is cancelled. One
+    /// read-only control-mode client does it all over one channel: it tells when the pane
+    /// printed (`%output`), and the screen is asked through it, so nothing is asked while
+    /// nothing changes. At most one capture is in flight and they are at least
+    /// `spacing` apart, so an agent that prints without a pause costs a screen per
+    /// `spacing`, never a capture per write.
+    /// - Throws: `sessionNotRunning` when the session is not there; `transport`; `cancelled`.
+    public func followScreen(of name: String, spacing: Duration = .milliseconds(40),
+                             _ screen: @Sendable (String) async -> Void) async throws(AgentError)
+    {
+        let process: TransportProcess
+        do {
+            process = try await shell.transport.startProcess("tmux", arguments: ["-L", socket, "-f", "/dev/null", "-C",
+                                                                          "attach-session", "-r", "-t", "=" + name],
+                                                       environment: [:])
+        } catch {
+            throw AgentError(error, while: "following the screen of \(name)")
+        }
+        defer {
+            process.input.finish()
+            process.cancel()
+        }
+        let ask = "capture-pane -p -e -J -S -0 -t \(Self.pane(name))\n"
+        var reader = ControlModeReader()
+        var attached = false
+        var asked = false // a capture is in flight
+        var dirty = false // the pane changed since the capture in flight was asked
+        var lastAsk = ContinuousClock.now - .seconds(1)
+        var later: Task<Void, Never>?
+        defer { later?.cancel() }
+        let input = process.input
+        func askNow() async throws(AgentError) {
+            asked = true
+            dirty = false
+            lastAsk = .now
+            do {
+                try await input.write(ask)
+            } catch {
+                throw AgentError(.sessionNotRunning, "the session \(name) on \(displayName) ended")
+            }
+        }
+        // a change too soon after the last capture is asked about once the spacing passed:
+        // a wake-up line sent then (`display-message` echoes it back) asks for it
+        let wake = "sshkit-follow-wake"
+        func askSoon() async throws(AgentError) {
+            if ContinuousClock.now - lastAsk >= spacing {
+                try await askNow()
+                return
+            }
+            asked = true // the wake-up stands for the capture to come
+            let wait = spacing - (ContinuousClock.now - lastAsk)
+            later = Task {
+                try? await Task.sleep(for: wait)
+                if !Task.isCancelled { try? await input.write("display-message -p \(wake)\n") }
+            }
+        }
+        for await chunk in process.stdout {
+            for event in reader.feed(chunk) {
+                switch event {
+                case .attached:
+                    attached = true
+                    try await askNow()
+                case .changed:
+                    guard attached else { continue }
+                    if asked {
+                        dirty = true
+                    } else {
+                        try await askSoon()
+                    }
+                case .reply(let lines, let failed):
+                    if lines == [wake] {
+                        try await askNow()
+                        continue
+                    }
+                    guard asked else { continue } // the attach's own reply
+                    asked = false
+                    if failed {
+                        throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(displayName)",
+                                         detail: lines.joined(separator: "\n"))
+                    }
+                    await screen(lines.joined(separator: "\n"))
+                    if dirty { try await askSoon() }
+                case .exit:
+                    if !attached {
+                        throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(displayName)")
+                    }
+                    return
+                }
+            }
+            if Task.isCancelled { throw AgentError(.cancelled, "following the screen of \(name) was cancelled") }
+        }
+        if Task.isCancelled { throw AgentError(.cancelled, "following the screen of \(name) was cancelled") }
+        if !attached {
+            throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(displayName)")
+        }
+    }
+}
+
+/// Reads tmux control mode's output as events: the client attached, the pane printed or
+/// its layout changed, a command's reply (its lines, and whether it was `%error`), the
+/// client ended. A reply ends only at the `%end` or `%error` line that carries its
+/// `%begin`'s time and number, so a pane line that looks like one does not end it.
+struct ControlModeReader {
+    enum Event: Equatable {
+        case attached
+        case changed
+        case reply([String], failed: Bool)
+        case exit
+    }
+
+    private var line: [UInt8] = []
+    private var reply: (guard: String, lines: [String])?
+
+    mutating func feed(_ chunk: [UInt8]) -> [Event] {
+        var events: [Event] = []
+        for byte in chunk {
+            guard byte == UInt8(ascii: "\n") else {
+                line.append(byte)
+                continue
+            }
+            if let e = take(String(decoding: line, as: UTF8.self)) { events.append(e) }
+            line.removeAll(keepingCapacity: true)
+        }
+        return events
+    }
+
+    private mutating func take(_ line: String) -> Event? {
+        if var open = reply {
+            // "%end|%error <time> <number> <flags>": the same time and number as its %begin
+            for (mark, failed) in [("%end ", false), ("%error ", true)] where line.hasPrefix(mark) {
+                if line.dropFirst(mark.count).hasPrefix(open.guard) {
+                    reply = nil
+                    return .reply(open.lines, failed: failed)
+                }
+            }
+            open.lines.append(line)
+            reply = open
+            return nil
+        }
+        if line.hasPrefix("%begin ") {
+            let fields = line.split(separator: " ")
+            reply = (fields.count >= 3 ? "\(fields[1]) \(fields[2]) " : "", [])
+            return nil
+        }
+        if line.hasPrefix("%output ") || line.hasPrefix("%extended-output ") || line.hasPrefix("%layout-change ") {
+            return .changed
+        }
+        if line.hasPrefix("%session-changed ") { return .attached }
+        if line.hasPrefix("%exit") { return .exit }
+        return nil
+    }
+}
+
 /// Reads tmux control mode's output for a text: in the reply to a command (between
 /// `%begin` and `%end`) line by line, in `%output` notifications as the pane's bytes
 /// (octal escapes undone) kept across notifications.

@@ -168,7 +168,7 @@ func benchCockpit(_ f: Fixture, rounds: Int) async throws {
         try await Task.sleep(for: .milliseconds(30))
     }
 
-    // 2. bytes written: an idle agent selected (its preview read twice a second, unchanged),
+    // 2. bytes written: an idle agent selected (its preview followed, nothing changing),
     //    then the ticker's live preview
     recorder.type("/idle 3 4\r")
     try await settle(3)

@@ -137,6 +137,99 @@ struct AgentCockpitTests {
         #expect(stty.contains(" icanon") && stty.contains(" echo ") && !stty.contains("-icanon"), "\(stty)")
     }
 
+    /// A real agent (Mistral's `vibe`, against the test's own model server) run from the
+    /// cockpit: started from the form, its approval dialog shown as a question that needs
+    /// you, answered from the cockpit, its work followed in the preview as it happens, the
+    /// file it wrote in the diff tab, and a second turn sent without attaching.
+    @Test func aRealAgentFromTheCockpit() async throws {
+        let vibe = try #require(RealAgentTests.binaries["mistral"])
+        try #require(FileManager.default.isExecutableFile(atPath: vibe), "\(vibe) is missing: run scripts/install-deps.sh")
+        let u = try User()
+        let model = try RealAgentTests.ModelServer()
+        let repo = try await WorktreeTests.makeRepository(u.host)
+        let agentHome = try await u.host.absolutePath("~/cockpit-vibe-\(UInt32.random(in: 0...UInt32.max))")
+        func tearDown() async {
+            // what runs in the panes' sessions ends with them (an agent may outlive its session)
+            _ = try? await u.transport.runProcess("/bin/sh", "-c", """
+                for p in $(tmux -L "$1" list-panes -a -F '#{pane_pid}' 2>/dev/null); do pkill -KILL -s "$p"; done; exit 0
+                """, "sh", u.socket)
+            await u.tearDown([repo, agentHome])
+            model.stop()
+        }
+        do {
+            try await u.transport.createDirectory(agentHome)
+            _ = try TestServer.run("/bin/bash", [TestServer.packageRoot + "/scripts/agents/configure-agents.sh", agentHome,
+                                                 "\(model.port)", TestServer.shared.user])
+            let settings = """
+                {"searchPath": ["\(FakeAgents.directory)", "\((vibe as NSString).deletingLastPathComponent)"],
+                 "providers": {"amp": {"binary": "fake-tui"},
+                               "mistral": {"environment": {"HOME": "\(agentHome)", "VIBE_HOME": "\(agentHome)/.vibe"}}}}
+                """
+            try settings.write(toFile: u.home + "/.config/agent-sessions/config.json", atomically: true, encoding: .utf8)
+            try await realAgent(u, repo)
+        } catch {
+            await tearDown()
+            throw error
+        }
+        await tearDown()
+    }
+
+    func realAgent(_ u: User, _ repo: String) async throws {
+        let tmux = ShellExampleTests.Tmux(socket: u.home + "/tmux.sock")
+        defer { tmux.kill() }
+        try u.addHost("near")
+        try u.ok(["projects", "add", "near", repo, "--name", "app"])
+        let cockpit = ["HOME=\(u.home)", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "TERM=xterm-256color",
+                       AgentSessionsToolTests.binary].map { "'\($0)'" }.joined(separator: " ")
+        try tmux.start(width: 160, height: 40, command: "env -i \(cockpit); sleep 300", log: u.home + "/tmux.log")
+        func keys(_ k: String...) throws { _ = try tmux.run(["send-keys", "-t", tmux.session] + k) }
+        try await tmux.waitFor("no tasks")
+
+        // started from the form: vibe chosen by its first letter, once detection found it
+        try keys("n")
+        try await tmux.waitFor("a new task")
+        try keys("-l", "Real work")
+        try keys("Tab")
+        try await eventuallyTrue(seconds: 30) {
+            _ = try tmux.run(["send-keys", "-t", tmux.session, "m"])
+            return try tmux.screen().contains("‹ mistral ›")
+        }
+        try keys("Tab")
+        try keys("-l", "run: echo hi > ran.txt")
+        try keys("Enter")
+        try await eventuallyTrue(seconds: 60) { ((try? tmux.screen()) ?? "").contains("started Real work") }
+
+        // its tool asks for approval: a question that needs you, the dialog in the preview
+        try await eventuallyTrue(seconds: 90) { ((try? tmux.screen()) ?? "").contains("1 needs you") }
+        try await eventuallyTrue(seconds: 30) { ((try? tmux.screen()) ?? "").contains("Permission for the") }
+        try keys("a")
+        try await tmux.waitFor("Permission for the")
+        try keys("Enter")  // the dialog's first choice: allow once
+        let task = try #require(try await u.store().tasks(projectID: nil).first { $0.title == "Real work" })
+        let ran = await eventually(90) { () async -> String? in
+            (try? await u.transport.readTextFile(task.worktree.path + "/ran.txt")) == "hi\n" ? "hi" : nil
+        }
+        #expect(ran != nil, "\((try? tmux.screen()) ?? "")")
+        // the agent's answer shows in the preview as it happens
+        try await eventuallyTrue(seconds: 60) { ((try? tmux.screen()) ?? "").contains("done: ran") }
+
+        // the diff tab: the file the agent made
+        try keys("Tab")
+        try await eventuallyTrue(seconds: 30) { ((try? tmux.screen()) ?? "").contains("ran.txt") }
+        try keys("Tab", "Tab")  // the log, then the preview again
+
+        // a second turn, sent without attaching
+        try keys("s")
+        try await tmux.waitFor("send:")
+        try keys("-l", "file: hello.txt")
+        try keys("Enter")
+        let wrote = await eventually(90) { () async -> String? in
+            (try? await u.transport.readTextFile(task.worktree.path + "/hello.txt")) == "hello from the model\n" ? "yes" : nil
+        }
+        #expect(wrote != nil, "\((try? tmux.screen()) ?? "")")
+        try keys("q")
+    }
+
     /// The list's line with `text` (the pane's tab bar, which names the selected task, left out).
     static func line(_ tmux: ShellExampleTests.Tmux, containing text: String) throws -> String? {
         try tmux.screen().split(separator: "\n").first { $0.contains(text) && !$0.contains("preview  diff  log") }.map(String.init)

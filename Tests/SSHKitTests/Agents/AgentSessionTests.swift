@@ -2,6 +2,7 @@ import AgentSessions
 import Foundation
 import SSHKit
 import ServerTransport
+import Synchronization
 import Testing
 
 /// Polls `body` every 100 ms until it returns a value, for at most `seconds` (a bound
@@ -288,6 +289,80 @@ struct AgentSessionTests {
         #expect(try await !host.waitForOutput(of: gone, containing: "x", timeout: .seconds(20)))
         #expect(ContinuousClock.now - asked < .seconds(15), "a missing session is no wait")
         try await host.stop(session)
+    }
+
+    /// Following a screen: the screen as it is at once, then each change (the ticks in
+    /// order, each screen newer than the one before), no resize of the agent's window, an
+    /// agent that prints without a pause costing at most a screen per spacing, the end of
+    /// the session ending the follow, a missing session an error at once, and no
+    /// control-mode client left behind.
+    @Test func aScreenIsFollowedAsItChangesAndTheFollowerLeavesNothing() async throws {
+        let t = SSHTransport(configuration: Self.server.configuration())
+        let host = Self.host(t, socket: Self.socketName())
+        defer { Task { await Self.killServer(host); await t.close() } }
+        let session = try await host.startAgent(try Self.spec(binary: "fake-ticker"))
+        let name = try #require(session.tmuxName)
+        let size = { () async throws -> String in
+            try await t.runProcess("tmux", "-L", host.tmuxSocket, "display-message", "-p", "-t", "=\(name):",
+                                   "#{window_width}x#{window_height}").stdoutString
+        }
+        let before = try await size()
+        let screens = Mutex<[String]>([])
+        let follower = Task {
+            try await host.followScreen(of: session) { text in screens.withLock { $0.append(text) } }
+        }
+        let seen = await eventually { screens.withLock { $0.last?.contains("tick 30") == true ? $0 : nil } }
+        let got = try #require(seen, "\(screens.withLock { $0.last ?? "no screen" })")
+        #expect(got.count >= 5, "\(got.count) screens for 30 ticks")
+        // each screen's last tick is at least the one before's
+        let lastTick = { (s: String) -> Int in
+            s.split(separator: "\n").compactMap { $0.hasPrefix("tick ") ? Int($0.dropFirst(5)) : nil }.max() ?? 0
+        }
+        #expect(zip(got, got.dropFirst()).allSatisfy { lastTick($0) <= lastTick($1) })
+        #expect(try await size() == before, "the follower resized the window")
+        follower.cancel()
+        #expect(await eventually { () async -> Bool? in
+            let r = try? await t.runProcess("tmux", "-L", host.tmuxSocket, "list-clients")
+            return r?.stdoutString.isEmpty == true ? true : nil
+        } == true, "a control-mode client was left attached")
+        try await host.stop(session)
+
+        // without a pause: a screen per spacing at most
+        let flood = try await host.startAgent(try Self.spec(binary: "fake-flood"))
+        let count = Mutex(0)
+        let start = ContinuousClock.now
+        let flooded = Task {
+            try await host.tmux.followScreen(of: try #require(flood.tmuxName), spacing: .milliseconds(100)) { _ in
+                count.withLock { $0 += 1 }
+            }
+        }
+        try await Task.sleep(for: .seconds(2))
+        flooded.cancel()
+        let elapsed = ContinuousClock.now - start
+        let n = count.withLock { $0 }
+        #expect(n >= 2 && Double(n) <= elapsed / .milliseconds(100) + 3, "\(n) screens in \(elapsed)")
+        try await host.stop(flood)
+
+        // the session ends while followed: the follow ends, without an error
+        let ending = try await host.startAgent(try Self.spec(binary: "fake-tui"))
+        let outcome = Mutex<String?>(nil)
+        let ended = Task {
+            do {
+                try await host.followScreen(of: ending) { _ in }
+                outcome.withLock { $0 = "ended" }
+            } catch {
+                outcome.withLock { $0 = "failed: \(error)" }
+            }
+        }
+        _ = await eventually { () async -> Bool? in
+            (try? await host.recentOutput(of: ending, lines: 0))?.contains("READY>") == true ? true : nil
+        }
+        try await host.stop(ending)
+        #expect(await eventually { outcome.withLock { $0 } } == "ended", "the follow outlived its session, or failed")
+        ended.cancel()
+
+        // a session that is not there
+        await #expect(throws: AgentError.self) { try await host.followScreen(of: ending) { _ in } }
     }
 
     @Test func anAgentKeepsRunningThroughADroppedConnection() async throws {

@@ -166,6 +166,12 @@ enum FakeAgents {
                 }
             })();
             """#,
+        // prints numbered lines as fast as it can, forever
+        "fake-flood": #"""
+            #!/bin/sh
+            i=0
+            while :; do i=$((i + 1)); echo "flood $i"; done
+            """#,
         // ends at once with status 7
         "fake-exit": #"""
             #!/bin/sh
