@@ -29,6 +29,20 @@ public struct AgentError: Error, Sendable, CustomStringConvertible {
         /// Removing a worktree would lose work: uncommitted changes or commits that no
         /// other branch or remote has. Pass `force` to remove it anyway.
         public static let worktreeHasUnsavedWork = Code("worktreeHasUnsavedWork")
+        /// There is nothing to land: no change to commit, or no commit over the base to
+        /// push, propose or merge.
+        public static let nothingToLand = Code("nothingToLand")
+        /// The project has no git remote to push to or to open a pull request on.
+        public static let noRemote = Code("noRemote")
+        /// A pull request cannot be made: `gh` is not on the host (or not logged in) and
+        /// the remote is not on a forge whose compare page is known.
+        public static let noForge = Code("noForge")
+        /// A merge would conflict; `detail` lists the files. Nothing was changed.
+        public static let mergeConflict = Code("mergeConflict")
+        /// A checkout that the operation would change has uncommitted changes (the base
+        /// branch's checkout on a merge, the task's worktree for work that is not
+        /// committed). Nothing was changed.
+        public static let checkoutHasChanges = Code("checkoutHasChanges")
         /// tmux is not installed on the host (sessions then do not survive a disconnect).
         public static let tmuxUnavailable = Code("tmuxUnavailable")
         /// The agent cannot start on the host: its binary is not installed there, or is

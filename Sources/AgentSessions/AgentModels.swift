@@ -90,15 +90,18 @@ public struct TaskRecord: Sendable, Hashable, Codable, Identifiable {
     public var createdAt: Date
     /// Set when archived: its agents were stopped, its worktree kept.
     public var archivedAt: Date?
+    /// The first prompt the task was started with (a pull request's body by default).
+    public var prompt: String?
 
     public init(id: String = AgentIDs.make(), projectID: String, title: String, worktree: Worktree,
-                createdAt: Date = Date(), archivedAt: Date? = nil) {
+                createdAt: Date = Date(), archivedAt: Date? = nil, prompt: String? = nil) {
         self.id = id
         self.projectID = projectID
         self.title = title
         self.worktree = worktree
         self.createdAt = createdAt
         self.archivedAt = archivedAt
+        self.prompt = prompt
     }
 }
 

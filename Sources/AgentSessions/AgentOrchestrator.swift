@@ -267,7 +267,7 @@ public final class AgentOrchestrator: Sendable {
             throw error
         }
         let (worktree, session) = made
-        let task = TaskRecord(id: taskID, projectID: project.id, title: title, worktree: worktree)
+        let task = TaskRecord(id: taskID, projectID: project.id, title: title, worktree: worktree, prompt: prompt)
         conversation.arguments = session.arguments
         conversation.survivesDisconnect = session.survivesDisconnect
         conversation.state = .running

@@ -145,6 +145,9 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
                 );
                 """)
         }
+        m.registerMigration("v2-task-prompt") { db in
+            try db.execute(sql: "ALTER TABLE task ADD COLUMN prompt TEXT")
+        }
         return m
     }
 
@@ -249,16 +252,18 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
         try await pool.write { db in
             try Self.requireParent(db, "project", task.projectID)
             try db.execute(sql: """
-                INSERT INTO task (id, projectID, title, worktreeName, projectPath, worktreePath, branch, baseRef, baseCommit, createdAt, archivedAt)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO task (id, projectID, title, worktreeName, projectPath, worktreePath, branch, baseRef, baseCommit, createdAt,
+                                  archivedAt, prompt)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(id) DO UPDATE SET
                     projectID = excluded.projectID, title = excluded.title,
                     worktreeName = excluded.worktreeName, projectPath = excluded.projectPath,
                     worktreePath = excluded.worktreePath, branch = excluded.branch,
                     baseRef = excluded.baseRef, baseCommit = excluded.baseCommit,
-                    createdAt = excluded.createdAt, archivedAt = excluded.archivedAt
+                    createdAt = excluded.createdAt, archivedAt = excluded.archivedAt, prompt = excluded.prompt
                 """, arguments: [task.id, task.projectID, task.title, w.name, w.projectPath, w.path, w.branch, w.baseRef,
-                                 w.baseCommit, task.createdAt.timeIntervalSinceReferenceDate, task.archivedAt?.timeIntervalSinceReferenceDate])
+                                 w.baseCommit, task.createdAt.timeIntervalSinceReferenceDate, task.archivedAt?.timeIntervalSinceReferenceDate,
+                                 task.prompt])
         }
     }
 
@@ -384,7 +389,7 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
         return TaskRecord(id: row["id"], projectID: row["projectID"], title: row["title"],
                           worktree: Worktree(name: row["worktreeName"], projectPath: row["projectPath"], path: row["worktreePath"],
                                              branch: row["branch"], baseRef: row["baseRef"], baseCommit: row["baseCommit"]),
-                          createdAt: date(row["createdAt"]), archivedAt: archived.map(date))
+                          createdAt: date(row["createdAt"]), archivedAt: archived.map(date), prompt: row["prompt"])
     }
 
     private static func conversation(_ row: Row) throws -> ConversationRecord {

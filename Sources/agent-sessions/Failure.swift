@@ -17,6 +17,8 @@ enum Exit: Int32 {
     case connection = 4
     /// The local store or configuration cannot be read or written.
     case storage = 5
+    /// A merge would conflict; nothing was changed.
+    case conflict = 6
     /// Bad arguments or input (a missing prompt file, an unknown agent).
     case usage = 64
     /// Interrupted (Ctrl-C).
@@ -27,9 +29,11 @@ enum Exit: Int32 {
           0    success
           1    the operation failed on the host (git, tmux, the agent)
           2    not found: no such host, project, task or chat in the store
-          3    refused: it would lose work (use --force), or a name is taken
+          3    refused: it would lose work (use --force), a checkout has uncommitted
+               changes, nothing to push or propose, or a name is taken
           4    could not connect: unreachable, authentication or host key
           5    the local store or configuration cannot be read or written
+          6    a merge would conflict (the files are listed); nothing was changed
           64   bad arguments or input
           130  interrupted
         """
@@ -59,6 +63,8 @@ struct Failure: Error, CustomStringConvertible {
         case .worktreeHasUnsavedWork:
             self.init(.refused, text + "; commit or push it, or pass --force to discard it")
         case .storage: self.init(.storage, text)
+        case .mergeConflict: self.init(.conflict, text)
+        case .checkoutHasChanges, .nothingToLand: self.init(.refused, text)
         case .cancelled: self.init(.interrupted, "interrupted")
         case .invalidArgument, .invalidEnvironmentName, .unknownProvider: self.init(.usage, text)
         case .transport:

@@ -42,8 +42,9 @@ struct PromptOptions: ParsableArguments {
 
 struct Tasks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Start, list, show, stop, resume, archive and delete tasks.",
-        subcommands: [New.self, List.self, Show.self, Stop.self, Resume.self, Archive.self, Delete.self])
+        abstract: "Start, list, show, stop, resume, archive and delete tasks; land their work (commit, push, pr, merge).",
+        subcommands: [New.self, List.self, Show.self, Stop.self, Resume.self, Archive.self, Delete.self,
+                      Commit.self, Push.self, PR.self, Merge.self])
 
     struct New: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -116,6 +117,9 @@ struct Tasks: AsyncParsableCommand {
                 print("created   \(iso8601(t.createdAt))" + (t.archivedAt.map { ", archived \(iso8601($0))" } ?? ""))
                 if let changed = row.filesChanged { print("changes   \(changed) file(s) changed against the base (agent-sessions diff \(short(t.id)) --stat)") }
                 if let error = row.hostErrorText { print("host      unreachable: \(error)") }
+                if row.hostErrorText == nil, let pr = try? await context.orchestrator.pullRequestState(taskID: t.id) {
+                    print("pull req  \(pr.summary): \(pr.url)")
+                }
                 for (i, c) in row.agents.enumerated() {
                     print("agent \(i + 1)   \(c.record.providerID) (\(c.record.kind == .main ? "main" : "chat \(short(c.record.id))")): \(c.stateText)"
                           + (c.lastActivity.map { ", last activity \(ago($0))" } ?? ""))
