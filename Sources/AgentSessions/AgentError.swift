@@ -43,6 +43,9 @@ public struct AgentError: Error, Sendable, CustomStringConvertible {
         /// branch's checkout on a merge, the task's worktree for work that is not
         /// committed). Nothing was changed.
         public static let checkoutHasChanges = Code("checkoutHasChanges")
+        /// A local repository is not a clone of the task's project (neither the same
+        /// origin nor a commit in common); pass `force` to use it anyway.
+        public static let notTheSameProject = Code("notTheSameProject")
         /// tmux is not installed on the host (sessions then do not survive a disconnect).
         public static let tmuxUnavailable = Code("tmuxUnavailable")
         /// The agent cannot start on the host: its binary is not installed there, or is

@@ -30,7 +30,8 @@ enum Exit: Int32 {
           1    the operation failed on the host (git, tmux, the agent)
           2    not found: no such host, project, task or chat in the store
           3    refused: it would lose work (use --force), a checkout has uncommitted
-               changes, nothing to push or propose, or a name is taken
+               changes, nothing to push or propose, a repository of another project
+               (use --force), or a name is taken
           4    could not connect: unreachable, authentication or host key
           5    the local store or configuration cannot be read or written
           6    a merge would conflict (the files are listed); nothing was changed
@@ -64,7 +65,7 @@ struct Failure: Error, CustomStringConvertible {
             self.init(.refused, text + "; commit or push it, or pass --force to discard it")
         case .storage: self.init(.storage, text)
         case .mergeConflict: self.init(.conflict, text)
-        case .checkoutHasChanges, .nothingToLand: self.init(.refused, text)
+        case .checkoutHasChanges, .nothingToLand, .notTheSameProject: self.init(.refused, text)
         case .cancelled: self.init(.interrupted, "interrupted")
         case .invalidArgument, .invalidEnvironmentName, .unknownProvider: self.init(.usage, text)
         case .transport:

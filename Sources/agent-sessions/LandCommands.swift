@@ -106,3 +106,28 @@ extension Tasks {
         }
     }
 }
+
+extension Tasks {
+    struct Fetch: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Bring the task's branch into the git repository here (or --into DIR), over the host's connection.",
+            discussion: """
+                The branch keeps its name and moves only forward (--force: to the task's commit whatever it \
+                was). The repository must be a clone of the same project: the same origin, or a commit in \
+                common; another is refused (exit 3) unless --force.
+                """)
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The task.") var task: String
+        @Option(help: ArgumentHelp("The local repository (default: the current directory).", valueName: "dir")) var into: String?
+        @Flag(help: "Fetch into a repository of another project, or over a branch that went elsewhere.") var force = false
+
+        func run() async throws {
+            try await Context.with(global) { context in
+                let t = try await context.task(task)
+                let f = try await context.orchestrator.fetchTask(taskID: t.id, into: into ?? FileManager.default.currentDirectoryPath,
+                                                                 force: force)
+                print("fetched \(f.branch) at \(f.commit.prefix(10)) into \(f.directory); see it: git switch \(f.branch)")
+            }
+        }
+    }
+}

@@ -44,7 +44,7 @@ struct Tasks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Start, list, show, stop, resume, archive and delete tasks; land their work (commit, push, pr, merge).",
         subcommands: [New.self, List.self, Show.self, Stop.self, Resume.self, Archive.self, Delete.self,
-                      Commit.self, Push.self, PR.self, Merge.self])
+                      Commit.self, Push.self, PR.self, Merge.self, Fetch.self])
 
     struct New: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -54,16 +54,31 @@ struct Tasks: AsyncParsableCommand {
         @Argument(help: "What the task is; names its branch.") var title: String
         @Option(help: "The agent (claude, codex, gemini, ...; see agent-sessions agents <host>).") var agent: String
         @Option(help: "The ref to branch from (default: the project's base, else its current branch).") var base: String?
+        @Option(help: ArgumentHelp("Send this local branch to the host first and branch from it.", valueName: "branch"))
+        var fromLocal: String?
+        @Option(help: ArgumentHelp("The local repository of --from-local (default: the current directory).", valueName: "dir"))
+        var fromDir: String?
+        @Flag(help: "With --from-local: send it even to a repository of another project, or over a branch that went elsewhere.")
+        var force = false
         @OptionGroup var prompt: PromptOptions
 
         func run() async throws {
             try await Context.with(global) { context in
                 let text = try prompt.text()
                 guard !title.trimmingCharacters(in: .whitespaces).isEmpty else { throw Failure.usage("the title is empty") }
+                if fromLocal != nil && base != nil { throw Failure.usage("give --base or --from-local, not both") }
+                if fromLocal == nil && (fromDir != nil || force) { throw Failure.usage("--from-dir and --force go with --from-local") }
                 let p = try await context.project(project)
                 let h = try await context.host(of: p)
+                var baseRef = base
+                if let fromLocal {
+                    let commit = try await context.orchestrator.sendLocalBranch(
+                        fromLocal, from: fromDir ?? FileManager.default.currentDirectoryPath, toProject: p.id, force: force)
+                    print("sent \(fromLocal) at \(commit.prefix(10)) to \(h.name)")
+                    baseRef = fromLocal
+                }
                 let (task, _, _) = try await context.orchestrator.createTask(
-                    projectID: p.id, title: title, providerID: agent, prompt: text, autoApprove: prompt.autoApprove, baseRef: base)
+                    projectID: p.id, title: title, providerID: agent, prompt: text, autoApprove: prompt.autoApprove, baseRef: baseRef)
                 print("started task \(short(task.id)) \"\(task.title)\" on \(h.name)")
                 print("  branch \(task.worktree.branch) from \(task.worktree.baseRef), worktree \(task.worktree.path)")
                 print("  \(agent) is running; watch it: agent-sessions attach \(short(task.id))")
