@@ -189,6 +189,9 @@ final class LocalProcessStream: ProcessBackend, Sendable {
         var buf = [UInt8](repeating: 0, count: 1 << 16)
         var reaped = false
         var killed = false
+        // once both outputs ended the child is about to exit: its exit is looked for after
+        // 1, 2, 4, … ms (up to the usual 100), not a whole period later
+        var exitWait: Int32 = 1
         while outFD >= 0 || errFD >= 0 || !reaped {
             // input: written as the child reads; EOF once finished and drained
             if stdinFD >= 0 {
@@ -208,7 +211,12 @@ final class LocalProcessStream: ProcessBackend, Sendable {
             }
             if outFD >= 0 && !out.isFull { pfds.append(pollfd(fd: outFD, events: Int16(POLLIN), revents: 0)) }
             if errFD >= 0 && !err.isFull { pfds.append(pollfd(fd: errFD, events: Int16(POLLIN), revents: 0)) }
-            _ = poll(&pfds, nfds_t(pfds.count), 100)
+            var timeout: Int32 = 100
+            if outFD < 0 && errFD < 0 {
+                timeout = exitWait
+                exitWait = min(100, exitWait * 2)
+            }
+            _ = poll(&pfds, nfds_t(pfds.count), timeout)
             for p in pfds where p.revents != 0 {
                 if p.fd == wakeRead {
                     while Glibc.read(wakeRead, &buf, buf.count) > 0 {}

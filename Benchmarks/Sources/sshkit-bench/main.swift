@@ -393,6 +393,9 @@ func runBenchmarks() async -> Int32 {
         if only == nil || only == "status" {
             try await benchStatus(fixture, rounds: quick ? 3 : 10)
         }
+        if only == nil || only == "fetch" {
+            try await benchFetch(fixture, rounds: quick ? 5 : 20)
+        }
     } catch {
         out("benchmark failed: \(error)")
         return 1
