@@ -109,7 +109,8 @@ extension AgentHost {
         let facts = try await detectAgents()
         try AgentShells.check(facts.loginShell)
         let script = AgentLauncher.script(launch, ptyID: spec.ptyID, provider: spec.provider, workingDirectory: directory,
-                                          extraSearchPath: extraSearchPath)
+                                          extraSearchPath: extraSearchPath,
+                                          setup: spec.setupCommand.map { ($0, spec.setupTimeout) })
         let nonce = AgentLauncher.makeNonce()
         let argv = AgentLauncher.paneCommand(shell: facts.loginShell, ptyID: spec.ptyID, nonce: nonce)
         let name = spec.ptyID.description

@@ -13,7 +13,7 @@ extension AgentHost {
     /// A host without tmux, and an agent that takes its prompt from a file, take the two
     /// steps one after the other.
     /// - Throws: the errors of `AgentWorktrees.create` and of `startAgent`.
-    func createWorktreeAndStart(projectPath: String, title: String, baseRef: String?,
+    func createWorktreeAndStart(projectPath: String, title: String, baseRef: String?, fetchBase: Bool = false,
                                 spec makeSpec: (_ directory: String) async throws(AgentError) -> AgentSessionSpec)
         async throws(AgentError) -> (worktree: Worktree, session: AgentSession)
     {
@@ -21,7 +21,7 @@ extension AgentHost {
         let spec = try await makeSpec(planned.path)
         let start = try await prepareStart(spec, directory: planned.path)
         guard start.hasTmux, start.launch.promptFile == nil else {
-            let worktree = try await worktrees.create(planned, baseRef: baseRef)
+            let worktree = try await worktrees.create(planned, baseRef: baseRef, fetchBase: fetchBase)
             var moved = spec
             moved.workingDirectory = worktree.path
             do {
@@ -33,10 +33,10 @@ extension AgentHost {
         }
         let launchFile = AgentLauncher.fileName(spec.ptyID, nonce: start.nonce)
         let tmuxArgs = tmux.newSessionArguments(name: start.name, directory: planned.path, size: spec.size, argv: start.argv)
-        let script = AgentWorktrees.createWorktreeScript + "\nshift 5\n" + AgentLauncher.writeThenRunScript
+        let script = AgentWorktrees.createWorktreeScript + "\nshift 6\n" + AgentLauncher.writeThenRunScript
         let r: ProcessResult
         do {
-            r = try await run("/bin/sh", ["-c", script, "sh"] + planned.arguments(baseRef: baseRef) + [launchFile, "tmux"] + tmuxArgs,
+            r = try await run("/bin/sh", ["-c", script, "sh"] + planned.arguments(baseRef: baseRef, fetchBase: fetchBase) + [launchFile, "tmux"] + tmuxArgs,
                               stdin: Array(start.script.utf8), timeout: AgentWorktrees.createTimeout, idempotent: false,
                               what: "adding the worktree and starting the agent")
         } catch {

@@ -24,7 +24,7 @@ enum AgentLauncher {
     }
 
     static func script(_ launch: AgentLaunch, ptyID: AgentPTYID, provider: AgentProvider, workingDirectory: String,
-                       extraSearchPath: [String]) -> String
+                       extraSearchPath: [String], setup: (command: String, timeout: Duration)? = nil) -> String
     {
         let q = SSHShellQuoting.quote
         // the script removes itself, and the status events and exit status of an earlier run
@@ -40,6 +40,27 @@ enum AgentLauncher {
         for (name, value) in launch.hookEnvironment.sorted(by: { $0.key < $1.key }) {
             // the engine's own names; one the user's login set is theirs and stays
             s += "if [ -z \"${\(name)+set}\" ]; then \(name)=\(q(value)); export \(name); fi\n"
+        }
+        if let setup {
+            // the project's setup, on the agent's screen, in a process group of its own so
+            // the time limit ends all of it; its outcome where the engine reads it
+            let seconds = max(1, Int(setup.timeout.components.seconds))
+            let outcome = "\"$HOME/\(directory)/status/\(ptyID).setup\""
+            s += "printf '\\033[2msshkit-agents: setting up: %s\\033[0m\\n' \(q(setup.command))\n"
+            s += "set -m\n"
+            // no input: a job of its own group that read the terminal would be stopped
+            s += "sh -c \(q(setup.command)) </dev/null & __sp=$!\n"
+            s += "( trap 'kill $__s 2>/dev/null; exit 0' TERM; sleep \(seconds) & __s=$!; wait $__s; "
+            s += "kill -TERM -$__sp 2>/dev/null || kill -TERM $__sp 2>/dev/null ) >/dev/null 2>&1 & __wp=$!\n"
+            s += "wait $__sp; __ss=$?\n"
+            s += "kill $__wp 2>/dev/null\n"
+            s += "set +m\n"
+            s += "if [ $__ss = 0 ]; then printf 'ok\\n' > \(outcome)\n"
+            s += "elif [ $__ss -ge 128 ]; then printf 'timed out after \(seconds) s\\n' > \(outcome); "
+            s += "printf '\\033[1;31msshkit-agents: the setup did not finish in \(seconds) s; the agent starts anyway\\033[0m\\n'\n"
+            s += "else printf 'failed with exit status %s\\n' \"$__ss\" > \(outcome); "
+            s += "printf '\\033[1;31msshkit-agents: the setup failed (exit status %s); the agent starts anyway\\033[0m\\n' \"$__ss\"\n"
+            s += "fi\n"
         }
         let binary = launch.arguments[0]
         // the agent runs as a child, not exec'd: its status (128 + N for a signal) is

@@ -69,15 +69,27 @@ public struct ProjectRecord: Sendable, Hashable, Codable, Identifiable {
     /// The ref new tasks start from when none is given (nil: the current branch).
     public var defaultBaseRef: String?
     public var createdAt: Date
+    /// A shell command run in each new task's worktree before its agent starts, inside
+    /// the agent's tmux session (its output is on the agent's screen), with a time limit;
+    /// a failure is reported there and the agent starts anyway.
+    public var setupCommand: String?
+    /// A shell command run in a task's worktree before it is archived or deleted.
+    public var teardownCommand: String?
+    /// Whether the base is fetched from the project's remote before a task's worktree is
+    /// made (nil: yes, when the project has a remote).
+    public var fetchesBase: Bool?
 
     public init(id: String = AgentIDs.make(), hostID: String, name: String, path: String, defaultBaseRef: String? = nil,
-                createdAt: Date = Date()) {
+                createdAt: Date = Date(), setupCommand: String? = nil, teardownCommand: String? = nil, fetchesBase: Bool? = nil) {
         self.id = id
         self.hostID = hostID
         self.name = name
         self.path = path
         self.defaultBaseRef = defaultBaseRef
         self.createdAt = createdAt
+        self.setupCommand = setupCommand
+        self.teardownCommand = teardownCommand
+        self.fetchesBase = fetchesBase
     }
 }
 
@@ -92,9 +104,12 @@ public struct TaskRecord: Sendable, Hashable, Codable, Identifiable {
     public var archivedAt: Date?
     /// The first prompt the task was started with (a pull request's body by default).
     public var prompt: String?
+    /// The task's own port on its host (`PORT` in its agents' and setup's environment),
+    /// unique there among the tasks of every project.
+    public var port: Int?
 
     public init(id: String = AgentIDs.make(), projectID: String, title: String, worktree: Worktree,
-                createdAt: Date = Date(), archivedAt: Date? = nil, prompt: String? = nil) {
+                createdAt: Date = Date(), archivedAt: Date? = nil, prompt: String? = nil, port: Int? = nil) {
         self.id = id
         self.projectID = projectID
         self.title = title
@@ -102,6 +117,7 @@ public struct TaskRecord: Sendable, Hashable, Codable, Identifiable {
         self.createdAt = createdAt
         self.archivedAt = archivedAt
         self.prompt = prompt
+        self.port = port
     }
 }
 

@@ -32,6 +32,13 @@ extension AgentOrchestrator {
         }
     }
 
+    /// How the project's setup went in the conversation's session: "ok", "failed with
+    /// exit status N", "timed out after N s"; nil while it runs or when it had none.
+    public func setupOutcome(conversationID: String) async throws(AgentError) -> String? {
+        let (_, _, host, session) = try await locate(conversationID)
+        return try await onHost(host) { h in try await h.setupOutcome(of: session) }
+    }
+
     /// The state of the task's pull request, as `gh` on the host reports it (nil when it
     /// has none, or the host has no `gh` that is logged in).
     public func pullRequestState(taskID: String) async throws(AgentError) -> PullRequestState? {

@@ -239,12 +239,19 @@ public final class AgentOrchestrator: Sendable {
         let applied = settings.applied(to: provider)
         let size = terminalSize, statusHooks = statusHooks, ptyID = conversation.ptyID, rules = screenRules
         let startedAt = Date()
-        let made: (worktree: Worktree, session: AgentSession)
+        let made: (worktree: Worktree, session: AgentSession, port: Int?)
         do {
             made = try await onHost(hostRecord) { host in
                 try await checkCanStart(provider, on: host, named: hostRecord.name)
-                let made = try await host.createWorktreeAndStart(projectPath: project.path, title: title,
-                                                             baseRef: baseRef ?? project.defaultBaseRef) { directory throws(AgentError) in
+                // the task's own port, in its agents' and its setup's environment (unless set)
+                let port = try await host.claimPort(taskID: taskID)
+                var settings = settings
+                if let port, settings.environment["PORT"] == nil { settings.environment["PORT"] = String(port) }
+                let started: (worktree: Worktree, session: AgentSession)
+                do {
+                    started = try await host.createWorktreeAndStart(projectPath: project.path, title: title,
+                                                                    baseRef: baseRef ?? project.defaultBaseRef,
+                                                                    fetchBase: project.fetchesBase ?? true) { directory throws(AgentError) in
                     let plan: AgentResumePlan
                     do {
                         plan = try await host.planResume(ptyID: ptyID, provider: applied, workingDirectory: directory, isResume: false,
@@ -255,19 +262,23 @@ public final class AgentOrchestrator: Sendable {
                     }
                     return AgentSessionSpec(ptyID: ptyID, provider: provider, settings: settings, workingDirectory: directory,
                                             prompt: prompt, autoApprove: autoApprove, resume: plan.resume, size: size,
-                                            statusHooks: statusHooks)
+                                            statusHooks: statusHooks, setupCommand: project.setupCommand)
+                    }
+                } catch {
+                    if let port { try? await host.releasePort(port, taskID: taskID) }
+                    throw error
                 }
                 // the host's status watcher follows the new agent from its first screen
-                if made.session.survivesDisconnect { _ = try? await host.watcherSnapshot(rules: rules) }
-                return made
+                if started.session.survivesDisconnect { _ = try? await host.watcherSnapshot(rules: rules) }
+                return (started.worktree, started.session, port)
             }
         } catch {
             // what planning recorded for this terminal (Claude's session id) goes with it
             _ = try? await stored("removing the session map entry") { try await store.remove(ptyID.description) }
             throw error
         }
-        let (worktree, session) = made
-        let task = TaskRecord(id: taskID, projectID: project.id, title: title, worktree: worktree, prompt: prompt)
+        let (worktree, session, port) = made
+        let task = TaskRecord(id: taskID, projectID: project.id, title: title, worktree: worktree, prompt: prompt, port: port)
         conversation.arguments = session.arguments
         conversation.survivesDisconnect = session.survivesDisconnect
         conversation.state = .running
@@ -283,6 +294,7 @@ public final class AgentOrchestrator: Sendable {
             _ = try? await onHost(hostRecord) { host in
                 try await host.stop(session)
                 try await host.worktrees.remove(worktree, force: true)
+                if let port { try await host.releasePort(port, taskID: taskID) }
             }
             _ = try? await stored("removing the task") { try await store.deleteTask(id: taskID) }
             _ = try? await stored("removing the session map entry") { try await store.remove(ptyID.description) }
@@ -479,30 +491,52 @@ public final class AgentOrchestrator: Sendable {
     }
 
     /// Stops a task's agents and marks it archived; its worktree and branch stay.
-    public func archiveTask(taskID: String) async throws(AgentError) {
+    /// - Returns: what went wrong with the project's teardown command, if it failed (the
+    ///   task is archived all the same).
+    @discardableResult
+    public func archiveTask(taskID: String) async throws(AgentError) -> String? {
         try await stopTask(taskID: taskID)
-        var task = try await record("task", taskID) { try await store.task(id: taskID) }
+        let (found, project, hostRecord) = try await context(task: taskID)
+        var task = found
+        let note = try await onHost(hostRecord) { host in try await tearDown(task, project, on: host) }
         task.archivedAt = Date()
+        task.port = nil
         let saved = task
         try await stored("archiving the task") { try await store.save(saved) }
+        return note
+    }
+
+    /// The project's teardown in the task's worktree, then its port given back.
+    func tearDown(_ task: TaskRecord, _ project: ProjectRecord, on host: AgentHost) async throws(AgentError) -> String? {
+        var note: String?
+        if let command = project.teardownCommand, !command.isEmpty {
+            note = try await host.teardown(command, in: task.worktree.path, port: task.port)
+        }
+        if let port = task.port { try await host.releasePort(port, taskID: task.id) }
+        return note
     }
 
     /// Deletes a task: kills its agents (no orphaned sessions), removes its worktree and
     /// branch, then its records and session-map entries. Refused with
     /// `worktreeHasUnsavedWork`, before anything is touched, when the worktree holds
     /// uncommitted changes or unpushed commits, unless `force`.
-    public func deleteTask(taskID: String, force: Bool = false) async throws(AgentError) {
-        let (task, _, hostRecord) = try await context(task: taskID)
+    /// - Returns: what went wrong with the project's teardown command, if it failed (the
+    ///   task is deleted all the same).
+    @discardableResult
+    public func deleteTask(taskID: String, force: Bool = false) async throws(AgentError) -> String? {
+        let (task, project, hostRecord) = try await context(task: taskID)
         let conversations = try await stored("reading conversations") { try await store.conversations(taskID: taskID) }
         let sessions = conversations.map { session(of: $0, in: task, host: hostRecord) }
-        try await onHost(hostRecord) { host in
+        let note = try await onHost(hostRecord) { host in
             if !force, let work = try await host.worktrees.unsavedWork(task.worktree) {
                 throw AgentError(.worktreeHasUnsavedWork, "the task \(task.title) has work that would be lost: \(work)")
             }
             for s in sessions { try await host.stop(s) }
+            let note = task.archivedAt == nil ? try await tearDown(task, project, on: host) : nil
             if try await host.transport.fileExists(task.worktree.path) {
                 try await host.worktrees.remove(task.worktree, force: force)
             }
+            return note
         }
         try await stored("deleting the task") {
             for c in conversations { try await store.remove(c.ptyID.description) }
@@ -510,5 +544,6 @@ public final class AgentOrchestrator: Sendable {
         }
         let running = conversations.filter { $0.state == .running }.count
         await connections.adjustLiveSessions(by: -running, on: hostRecord.serverID)
+        return note
     }
 }

@@ -15,13 +15,19 @@ public struct AgentSessionSpec: Sendable, Hashable {
     /// Install the agent's status hooks (Claude's `--settings`, Codex's `notify`) where it
     /// has them, so `status(of:)` hears from the agent instead of guessing from its screen.
     public var statusHooks: Bool
+    /// A shell command run in the working directory before the agent, in its session (its
+    /// output on the agent's screen), ended after `setupTimeout`; the agent starts
+    /// whatever its outcome, which is written where `setupOutcome` reads it.
+    public var setupCommand: String?
+    public var setupTimeout: Duration = .seconds(600)
 
     public init(ptyID: AgentPTYID, provider: AgentProvider, settings: AgentProviderSettings = AgentProviderSettings(),
                 workingDirectory: String, prompt: String? = nil, autoApprove: Bool = false,
                 resume: AgentLaunch.Resume = .fresh, size: SSHTerminalSize = SSHTerminalSize(columns: 120, rows: 40),
-                statusHooks: Bool = true)
+                statusHooks: Bool = true, setupCommand: String? = nil)
     {
         self.statusHooks = statusHooks
+        self.setupCommand = setupCommand
         self.ptyID = ptyID
         self.provider = provider
         self.settings = settings

@@ -33,9 +33,9 @@ public struct AgentWorktrees: Sendable {
     }
 
     /// Makes the worktree `planned` names.
-    func create(_ planned: PlannedWorktree, baseRef: String?) async throws(AgentError) -> Worktree {
+    func create(_ planned: PlannedWorktree, baseRef: String?, fetchBase: Bool = false) async throws(AgentError) -> Worktree {
         // one round trip: every step in one script, every value an argument of it
-        let r = try await shell.run("/bin/sh", ["-c", Self.createWorktreeScript, "sh"] + planned.arguments(baseRef: baseRef),
+        let r = try await shell.run("/bin/sh", ["-c", Self.createWorktreeScript, "sh"] + planned.arguments(baseRef: baseRef, fetchBase: fetchBase),
                                     timeout: Self.createTimeout, idempotent: false, what: "adding the worktree")
         guard let made = planned.made(by: r) else { throw worktreeFailure(r, project: planned.project) }
         return made
@@ -51,9 +51,9 @@ public struct AgentWorktrees: Sendable {
         let path: String
         let branch: String
 
-        /// The arguments of `createWorktreeScript`.
-        func arguments(baseRef: String?) -> [String] {
-            [project, baseRef ?? "", branch, path, AgentWorktrees.defaultBaseBranches.joined(separator: " ")]
+        /// The arguments of `createWorktreeScript` (six of them).
+        func arguments(baseRef: String?, fetchBase: Bool = false) -> [String] {
+            [project, baseRef ?? "", branch, path, AgentWorktrees.defaultBaseBranches.joined(separator: " "), fetchBase ? "1" : "0"]
         }
 
         /// The worktree as it will be, before git says its base (for removing what a failed
@@ -62,12 +62,15 @@ public struct AgentWorktrees: Sendable {
             Worktree(name: name, projectPath: project, path: path, branch: branch, baseRef: "", baseCommit: "")
         }
 
-        /// The worktree, when the script's first two lines say it was made.
+        /// The worktree, when the script's first two lines say it was made; the lines after
+        /// them are its notes (`note …`: the base's fetch failed, files copied).
         func made(by r: ProcessResult) -> Worktree? {
             let out = r.stdoutString.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
             guard out.count >= 2, out[0].hasPrefix("base "), out[1].hasPrefix("commit "), out[1].count >= 47 else { return nil }
-            return Worktree(name: name, projectPath: project, path: path, branch: branch,
-                            baseRef: String(out[0].dropFirst(5)), baseCommit: String(out[1].dropFirst(7)))
+            var made = Worktree(name: name, projectPath: project, path: path, branch: branch,
+                                baseRef: String(out[0].dropFirst(5)), baseCommit: String(out[1].dropFirst(7)))
+            made.notes = out.dropFirst(2).filter { $0.hasPrefix("note ") }.map { String($0.dropFirst(5)) }
+            return made
         }
     }
 
@@ -91,20 +94,36 @@ public struct AgentWorktrees: Sendable {
         case .exited(11): return AgentError(.gitFailed, "\(project) has no commit to start a worktree from", detail: detail)
         case .exited(13): return AgentError(.gitFailed, "cannot add .emdash/ to the info/exclude of \(project)", detail: detail)
         case .exited(14): return AgentError(.gitFailed, "another worktree of \(project) was being added for over a minute", detail: detail)
+        case .exited(15):
+            return AgentError(.invalidArgument, "refusing the project's .worktreeinclude, nothing was made: \(detail.split(separator: "\n").last.map(String.init) ?? detail)")
         case .exited(0): return AgentError(.gitFailed, "unexpected output while adding the worktree: \(r.stdoutString.prefix(200))")
         default: return AgentError(.gitFailed, "git failed while adding the worktree", detail: detail)
         }
     }
 
     /// Arguments: project, requested base ('' for none), branch, worktree path, the
-    /// default base branches (one argument, separated by spaces). Prints `base <ref>` and
-    /// `commit <sha>`; exit 10 not a repository, 11 no commit, 12 `worktree add` failed,
-    /// 13 the exclude file, 14 another add held the repository's lock for a minute, 127 no git. It reads nothing from its standard input (the
+    /// default base branches (one argument, separated by spaces), `1` to fetch the base
+    /// from the project's remote first. Prints `base <ref>` and `commit <sha>`, then
+    /// `note <text>` lines; exit 10 not a repository, 11 no commit, 12 `worktree add`
+    /// failed, 13 the exclude file, 14 another add held the repository's lock for a
+    /// minute, 15 a `.worktreeinclude` line or file that reaches outside the project (the
+    /// reason on stderr; nothing made), 127 no git.
+    ///
+    /// The fetch: a base that is a local branch is fetched from the branch's remote (else
+    /// `origin`), a remote-tracking base from its remote; the worktree starts from what was
+    /// fetched when the local branch is behind it (never when the local branch has
+    /// commits of its own). A failed fetch (offline, no credentials, 30 s) is a note.
+    ///
+    /// `.worktreeinclude` (the convention of Claude Code and agent-deck: gitignore
+    /// patterns, relative to the project): the untracked files of the project that match
+    /// are copied into the new worktree with their modes. A line with a `..` part, a
+    /// line naming an absolute path of the host, or a match that is a symbolic link
+    /// leading out of the project refuses the whole task before anything is made. It reads nothing from its standard input (the
     /// launch script that may follow it in one round trip comes there). Three git calls
     /// when the base is the current branch: the checkout's facts (top level, common
     /// directory, HEAD's commit and branch) in one `rev-parse`, prune, add.
     static let createWorktreeScript = #"""
-        p=$1 requested=$2 branch=$3 path=$4 defaults=$5
+        p=$1 requested=$2 branch=$3 path=$4 defaults=$5 fetch=$6
         head= current=
         if facts=$(git -C "$p" rev-parse --show-toplevel --git-common-dir 'HEAD^{commit}' --abbrev-ref HEAD 2>/dev/null </dev/null); then :
         else
@@ -126,6 +145,67 @@ public struct AgentWorktrees: Sendable {
         fi
         [ -n "$base" ] || exit 11
         case $common in /*) ;; *) common=$p/$common ;; esac
+        # the files .worktreeinclude names, checked before anything is made
+        include=$top/.worktreeinclude copies=
+        if [ -f "$include" ]; then
+            while IFS= read -r line || [ -n "$line" ]; do
+                case $line in ''|'#'*) continue ;; esac
+                case "/$line/" in */../*) echo ".worktreeinclude: '$line' reaches outside the project (..)" >&2; exit 15 ;; esac
+                case $line in
+                    '~'*) echo ".worktreeinclude: '$line' is a path outside the project" >&2; exit 15 ;;
+                    /*) plain=${line%%[*?[]*}; if [ -e "$plain" ] && [ ! -e "$top$plain" ]; then
+                            echo ".worktreeinclude: '$line' is an absolute path of the host, outside the project" >&2; exit 15
+                        fi ;;
+                esac
+            done < "$include"
+            copies=$(git -C "$top" ls-files --others --ignored --exclude-from="$include" </dev/null | grep -v '^\.emdash/') || copies=
+            if [ -n "$copies" ]; then
+                while IFS= read -r f; do
+                    if [ -L "$top/$f" ]; then
+                        target=$(readlink -f "$top/$f" 2>/dev/null) || target=
+                        case $target in
+                            "$top"/*) ;;
+                            *) echo ".worktreeinclude: $f is a symbolic link that leads out of the project" >&2; exit 15 ;;
+                        esac
+                    fi
+                done <<EOF
+        $copies
+        EOF
+            fi
+        fi
+        notes= us=$(printf '\037')
+        if [ "$fetch" = 1 ]; then
+            remote= rbranch=
+            if git -C "$p" rev-parse --verify --quiet "refs/heads/$base" >/dev/null </dev/null; then
+                remote=$(git -C "$p" config "branch.$base.remote" </dev/null)
+                [ -n "$remote" ] || { git -C "$p" remote </dev/null | grep -qx origin && remote=origin; }
+                rbranch=$base
+            elif git -C "$p" rev-parse --verify --quiet "refs/remotes/$base" >/dev/null </dev/null; then
+                remote=${base%%/*} rbranch=${base#*/}
+            fi
+            if [ -n "$remote" ] && [ "$remote" != . ]; then
+                GIT_TERMINAL_PROMPT=0 git -C "$p" fetch -q "$remote" "+refs/heads/$rbranch:refs/remotes/$remote/$rbranch" \
+                    </dev/null >/dev/null 2>"$common/sshkit-fetch.err" & fp=$!
+                # a watchdog that takes its sleep with it when stopped, and holds no output open
+                ( trap 'kill $s 2>/dev/null; exit 0' TERM; sleep 30 & s=$!; wait $s; kill -TERM $fp 2>/dev/null ) >/dev/null 2>&1 & wp=$!
+                if wait $fp; then
+                    kill $wp 2>/dev/null
+                    fetched=$(git -C "$p" rev-parse --verify --quiet "refs/remotes/$remote/$rbranch^{commit}" </dev/null)
+                    if [ -n "$fetched" ] && [ "$fetched" != "$sha" ]; then
+                        if git -C "$p" merge-base --is-ancestor "$sha" "$fetched" </dev/null; then
+                            base=$remote/$rbranch sha=$fetched
+                        else
+                            notes="${notes}note $base has commits that $remote/$rbranch lacks: the task starts from $base$us"
+                        fi
+                    fi
+                else
+                    kill $wp 2>/dev/null
+                    why=$(head -n 1 "$common/sshkit-fetch.err" 2>/dev/null)
+                    notes="${notes}note could not fetch $rbranch from $remote (${why:-no answer in 30 s}): the task starts from $base as it was$us"
+                fi
+                rm -f "$common/sshkit-fetch.err"
+            fi
+        fi
         # one worktree change at a time in a repository: a prune beside another add removes
         # the entry that add is writing (a lock directory, portable; one left by a run that
         # died is taken over after a minute)
@@ -145,7 +225,20 @@ public struct AgentWorktrees: Sendable {
             printf '.emdash/\n' >> "$exclude" || exit 13
         fi
         git -C "$p" worktree add -q -b "$branch" "$path" "$sha" >&2 </dev/null || exit 12
+        n=0
+        if [ -n "$copies" ]; then
+            while IFS= read -r f; do
+                [ -n "$f" ] || continue
+                # a file the checkout has already (tracked on the branch) is left as it is
+                [ -e "$path/$f" ] && continue
+                mkdir -p "$path/$(dirname "$f")" && cp -p "$top/$f" "$path/$f" && n=$((n + 1))
+            done <<EOF
+        $copies
+        EOF
+        fi
         printf 'base %s\ncommit %s\n' "$base" "$sha"
+        [ $n = 0 ] || printf 'note copied %s file(s) that .worktreeinclude names\n' "$n"
+        printf '%s' "$notes" | tr '\037' '\n'
         """#
 
     /// The project's worktrees (its main checkout first), from `git worktree list --porcelain`.

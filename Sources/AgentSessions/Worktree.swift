@@ -12,6 +12,11 @@ public struct Worktree: Sendable, Hashable, Codable {
     public var baseRef: String
     /// The commit `baseRef` named at creation: what diffs compare against.
     public var baseCommit: String
+    /// What happened while it was made that the user should hear of (the base could not
+    /// be fetched, files were copied); not stored.
+    public var notes: [String] = []
+
+    private enum CodingKeys: String, CodingKey { case name, projectPath, path, branch, baseRef, baseCommit }
 
     public init(name: String, projectPath: String, path: String, branch: String, baseRef: String, baseCommit: String) {
         self.name = name

@@ -148,6 +148,14 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
         m.registerMigration("v2-task-prompt") { db in
             try db.execute(sql: "ALTER TABLE task ADD COLUMN prompt TEXT")
         }
+        m.registerMigration("v3-task-environment") { db in
+            try db.execute(sql: """
+                ALTER TABLE task ADD COLUMN port INTEGER;
+                ALTER TABLE project ADD COLUMN setupCommand TEXT;
+                ALTER TABLE project ADD COLUMN teardownCommand TEXT;
+                ALTER TABLE project ADD COLUMN fetchesBase BOOLEAN;
+                """)
+        }
         return m
     }
 
@@ -220,13 +228,16 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
         try await pool.write { db in
             try Self.requireParent(db, "host", project.hostID)
             try db.execute(sql: """
-                INSERT INTO project (id, hostID, name, path, defaultBaseRef, createdAt)
-                VALUES (?, ?, ?, ?, ?, ?)
+                INSERT INTO project (id, hostID, name, path, defaultBaseRef, createdAt, setupCommand, teardownCommand, fetchesBase)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(id) DO UPDATE SET
                     hostID = excluded.hostID, name = excluded.name, path = excluded.path,
-                    defaultBaseRef = excluded.defaultBaseRef, createdAt = excluded.createdAt
+                    defaultBaseRef = excluded.defaultBaseRef, createdAt = excluded.createdAt,
+                    setupCommand = excluded.setupCommand, teardownCommand = excluded.teardownCommand,
+                    fetchesBase = excluded.fetchesBase
                 """, arguments: [project.id, project.hostID, project.name, project.path, project.defaultBaseRef,
-                                 project.createdAt.timeIntervalSinceReferenceDate])
+                                 project.createdAt.timeIntervalSinceReferenceDate, project.setupCommand, project.teardownCommand,
+                                 project.fetchesBase])
         }
     }
 
@@ -253,17 +264,18 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
             try Self.requireParent(db, "project", task.projectID)
             try db.execute(sql: """
                 INSERT INTO task (id, projectID, title, worktreeName, projectPath, worktreePath, branch, baseRef, baseCommit, createdAt,
-                                  archivedAt, prompt)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                  archivedAt, prompt, port)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(id) DO UPDATE SET
                     projectID = excluded.projectID, title = excluded.title,
                     worktreeName = excluded.worktreeName, projectPath = excluded.projectPath,
                     worktreePath = excluded.worktreePath, branch = excluded.branch,
                     baseRef = excluded.baseRef, baseCommit = excluded.baseCommit,
-                    createdAt = excluded.createdAt, archivedAt = excluded.archivedAt, prompt = excluded.prompt
+                    createdAt = excluded.createdAt, archivedAt = excluded.archivedAt, prompt = excluded.prompt,
+                    port = excluded.port
                 """, arguments: [task.id, task.projectID, task.title, w.name, w.projectPath, w.path, w.branch, w.baseRef,
                                  w.baseCommit, task.createdAt.timeIntervalSinceReferenceDate, task.archivedAt?.timeIntervalSinceReferenceDate,
-                                 task.prompt])
+                                 task.prompt, task.port])
         }
     }
 
@@ -381,7 +393,8 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
 
     private static func project(_ row: Row) -> ProjectRecord {
         ProjectRecord(id: row["id"], hostID: row["hostID"], name: row["name"], path: row["path"],
-                      defaultBaseRef: row["defaultBaseRef"], createdAt: date(row["createdAt"]))
+                      defaultBaseRef: row["defaultBaseRef"], createdAt: date(row["createdAt"]), setupCommand: row["setupCommand"],
+                      teardownCommand: row["teardownCommand"], fetchesBase: row["fetchesBase"])
     }
 
     private static func task(_ row: Row) -> TaskRecord {
@@ -389,7 +402,8 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
         return TaskRecord(id: row["id"], projectID: row["projectID"], title: row["title"],
                           worktree: Worktree(name: row["worktreeName"], projectPath: row["projectPath"], path: row["worktreePath"],
                                              branch: row["branch"], baseRef: row["baseRef"], baseCommit: row["baseCommit"]),
-                          createdAt: date(row["createdAt"]), archivedAt: archived.map(date), prompt: row["prompt"])
+                          createdAt: date(row["createdAt"]), archivedAt: archived.map(date), prompt: row["prompt"],
+                          port: row["port"])
     }
 
     private static func conversation(_ row: Row) throws -> ConversationRecord {

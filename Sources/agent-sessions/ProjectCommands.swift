@@ -5,8 +5,55 @@ import ServerTransport
 
 struct Projects: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Add, list and remove projects: git checkouts on a host.",
-        subcommands: [Add.self, List.self, Remove.self])
+        abstract: "Add, list, set up and remove projects: git checkouts on a host.",
+        subcommands: [Add.self, List.self, Set.self, Remove.self])
+
+    struct Set: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Set how a project's tasks start and end: the base, a setup and a teardown command, fetching the base.",
+            discussion: """
+                The setup command runs in each new task's worktree before its agent, inside the agent's tmux \
+                session (its output on the agent's screen; attach to watch it), for at most --setup-timeout \
+                seconds; a failure is shown there and in tasks show, and the agent starts anyway. The teardown \
+                command runs in the worktree when the task is archived or deleted. Both see PORT, the task's \
+                own port on the host. An empty value removes a setting.
+                """)
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The project (name, or host/name).") var project: String
+        @Option(help: "The ref new tasks start from.") var base: String?
+        @Option(help: ArgumentHelp("A shell command run in each new task's worktree before its agent.", valueName: "command"))
+        var setup: String?
+        @Option(help: ArgumentHelp("A shell command run in a task's worktree before it is archived or deleted.", valueName: "command"))
+        var teardown: String?
+        @Option(help: ArgumentHelp("Fetch the base from the project's remote before each new worktree (default: on).",
+                                   valueName: "on|off"))
+        var fetchBase: String?
+
+        func run() async throws {
+            try await Context.with(global) { context in
+                var p = try await context.project(project)
+                if base == nil && setup == nil && teardown == nil && fetchBase == nil {
+                    print("base        \(p.defaultBaseRef ?? "(the checkout's current branch)")")
+                    print("setup       \(p.setupCommand ?? "(none)")")
+                    print("teardown    \(p.teardownCommand ?? "(none)")")
+                    print("fetch base  \(p.fetchesBase == false ? "off" : "on")")
+                    return
+                }
+                if let base { p.defaultBaseRef = base.isEmpty ? nil : base }
+                if let setup { p.setupCommand = setup.isEmpty ? nil : setup }
+                if let teardown { p.teardownCommand = teardown.isEmpty ? nil : teardown }
+                if let fetchBase {
+                    switch fetchBase {
+                    case "on": p.fetchesBase = true
+                    case "off": p.fetchesBase = false
+                    default: throw Failure.usage("--fetch-base takes on or off, not \(fetchBase)")
+                    }
+                }
+                try await context.store.save(p)
+                print("updated project \(p.name)")
+            }
+        }
+    }
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

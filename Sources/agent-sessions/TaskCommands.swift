@@ -81,6 +81,9 @@ struct Tasks: AsyncParsableCommand {
                     projectID: p.id, title: title, providerID: agent, prompt: text, autoApprove: prompt.autoApprove, baseRef: baseRef)
                 print("started task \(short(task.id)) \"\(task.title)\" on \(h.name)")
                 print("  branch \(task.worktree.branch) from \(task.worktree.baseRef), worktree \(task.worktree.path)")
+                for note in task.worktree.notes { print("  \(note)") }
+                if let port = task.port { print("  PORT=\(port) is the task's own port on \(h.name) (agent-sessions open \(short(task.id)))") }
+                if p.setupCommand != nil { print("  the project's setup runs first, on the agent's screen") }
                 print("  \(agent) is running; watch it: agent-sessions attach \(short(task.id))")
             }
         }
@@ -130,6 +133,11 @@ struct Tasks: AsyncParsableCommand {
                 print("worktree  \(t.worktree.path)")
                 print("branch    \(t.worktree.branch) from \(t.worktree.baseRef) (\(t.worktree.baseCommit.prefix(10)))")
                 print("created   \(iso8601(t.createdAt))" + (t.archivedAt.map { ", archived \(iso8601($0))" } ?? ""))
+                if let port = t.port { print("port      \(port) (PORT on the host; agent-sessions open \(short(t.id)) forwards it here)") }
+                if row.hostErrorText == nil, let main = row.agents.first,
+                   let setup = try? await context.orchestrator.setupOutcome(conversationID: main.record.id) {
+                    print("setup     \(setup)")
+                }
                 if let changed = row.filesChanged { print("changes   \(changed) file(s) changed against the base (agent-sessions diff \(short(t.id)) --stat)") }
                 if let error = row.hostErrorText { print("host      unreachable: \(error)") }
                 if row.hostErrorText == nil, let pr = try? await context.orchestrator.pullRequestState(taskID: t.id) {
@@ -201,8 +209,9 @@ struct Tasks: AsyncParsableCommand {
         func run() async throws {
             try await Context.with(global) { context in
                 let t = try await context.task(task)
-                try await context.orchestrator.archiveTask(taskID: t.id)
+                let note = try await context.orchestrator.archiveTask(taskID: t.id)
                 print("archived task \(short(t.id)); its branch \(t.worktree.branch) stays")
+                if let note { print("note: \(note)") }
             }
         }
     }
@@ -218,8 +227,9 @@ struct Tasks: AsyncParsableCommand {
         func run() async throws {
             try await Context.with(global) { context in
                 let t = try await context.task(task)
-                try await context.orchestrator.deleteTask(taskID: t.id, force: force)
+                let note = try await context.orchestrator.deleteTask(taskID: t.id, force: force)
                 print("deleted task \(short(t.id)) with its worktree and branch \(t.worktree.branch)")
+                if let note { print("note: \(note)") }
             }
         }
     }

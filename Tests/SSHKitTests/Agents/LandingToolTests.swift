@@ -1,6 +1,7 @@
 import AgentSessions
 import Foundation
 import SSHKit
+import Synchronization
 import Testing
 
 /// Landing the work with the command, as a user runs it: one-line messages and the
@@ -119,5 +120,104 @@ struct LandingToolTests {
         #expect(started.worktree.baseCommit == localCommit && started.worktree.baseRef == "feature")
         #expect(try await u.transport.readTextFile(started.worktree.path + "/f.txt") == "f\n")
         try u.fails(["tasks", "new", "app", "x", "--agent", "amp", "--from-local", "no-such-branch", "--from-dir", local], 64)
+    }
+
+    /// A task's environment: the base fetched from origin first, the files .worktreeinclude
+    /// names copied on the host with their modes, the setup on the agent's screen (a
+    /// failing one reported, the agent started anyway), a port per task, the teardown on
+    /// delete; and .worktreeinclude lines that reach outside the project refused before
+    /// anything is made.
+    @Test func aTasksEnvironment() async throws {
+        let u = try User()
+        let repo = try await WorktreeTests.makeRepository(u.host)
+        let origin = repo + "-origin.git"
+        do { try await environment(u, repo, origin) } catch {
+            await u.tearDown([repo, origin, repo + "-other"])
+            throw error
+        }
+        await u.tearDown([repo, origin, repo + "-other"])
+    }
+
+    func environment(_ u: User, _ repo: String, _ origin: String) async throws {
+        func sh(_ script: String, _ args: String...) async throws -> String {
+            try await u.transport.runProcess("/bin/sh", arguments: ["-c", script, "sh"] + args, stdin: [], environment: [:],
+                                             timeout: .seconds(30)).check(script).stdoutString
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        // origin is ahead of the checkout: another clone pushed to it
+        let ahead = try await sh("""
+            set -e
+            git init -q --bare -b main "$2" && git -C "$1" remote add origin "$2" && git -C "$1" push -q -u origin main
+            git clone -q "$2" "$1-other" && cd "$1-other" && git config user.email o@o && git config user.name o
+            echo later > later.txt && git add later.txt && git commit -q -m later && git push -q origin main
+            git rev-parse HEAD
+            """, repo, origin)
+        // files for the worktree: a secret (0600) and a key in a folder; a tracked file too
+        _ = try await sh("""
+            set -e
+            cd "$1" && printf 'SECRET=1\n' > .env && chmod 600 .env && mkdir -p keys && echo k > keys/dev.key
+            printf '# the files a task needs\n.env\nkeys/*.key\n' > .worktreeinclude
+            """, repo)
+        try u.addHost("near")
+        try u.ok(["projects", "add", "near", repo, "--name", "app"])
+        try u.ok(["projects", "set", "app", "--setup", "echo \"setup ran on $PORT\" > setup.txt; echo visible-setup-line",
+                  "--teardown", "echo \"down $PORT\" > \"$HOME/teardown-$PORT.txt\""])
+        #expect(try u.ok(["projects", "set", "app"]).contains("fetch base  on"))
+        let out = try u.ok(["tasks", "new", "app", "Env one", "--agent", "amp"])
+        #expect(out.contains("copied 2 file(s)") && out.contains("PORT="), "\(out)")
+        let one = try #require(try await u.store().tasks(projectID: nil).first { $0.title == "Env one" })
+        #expect(one.worktree.baseRef == "origin/main" && one.worktree.baseCommit == ahead, "\(one.worktree)")
+        #expect(try await sh("cat \"$1/.env\"; stat -c %a \"$1/.env\"; cat \"$1/keys/dev.key\"", one.worktree.path)
+            == "SECRET=1\n600\nk")
+        let port = try #require(one.port)
+        #expect(AgentHost.taskPorts.contains(port))
+        // the setup ran before the agent, on its screen, with the task's port
+        let setupFile = await eventually(20) { () async -> String? in
+            (try? await u.transport.readTextFile(one.worktree.path + "/setup.txt")).flatMap { $0.isEmpty ? nil : $0 }
+        }
+        #expect(setupFile == "setup ran on \(port)\n")
+        let lastShown = Mutex("")
+        let shown = await eventually(20) { () -> String? in
+            let s = (try? u.ok(["tasks", "show", String(one.id.prefix(8))])) ?? ""
+            lastShown.withLock { $0 = s }
+            return s.contains("setup     ok") ? s : nil
+        }
+        #expect(shown?.contains("port      \(port)") == true, "\(lastShown.withLock { $0 })")
+        let screen = try await sh("tmux -L \"$1\" capture-pane -p -t \"$2\"", u.socket, "=amp-main-\(one.id):")
+        #expect(screen.contains("visible-setup-line") && screen.contains("READY>"), "\(screen)")
+
+        // a failing setup: reported, the agent started anyway; another port
+        try u.ok(["projects", "set", "app", "--setup", "exit 3"])
+        try u.ok(["tasks", "new", "app", "Env two", "--agent", "amp"])
+        let two = try #require(try await u.store().tasks(projectID: nil).first { $0.title == "Env two" })
+        #expect(two.port != nil && two.port != port)
+        let failed = await eventually(20) { () -> String? in
+            let s = (try? u.ok(["tasks", "show", String(two.id.prefix(8))])) ?? ""
+            return s.contains("setup     failed with exit status 3") ? s : nil
+        }
+        #expect(failed?.contains("agent 1   amp (main): ") == true && failed?.contains("exited") == false, "\(failed ?? "")")
+
+        // the teardown on delete, with the task's port; the port free again
+        _ = try await sh("cd \"$1\" && git add -A && git commit -q -m setup && git push -q origin HEAD", one.worktree.path)
+        try u.ok(["tasks", "delete", String(one.id.prefix(8))])
+        #expect(try await u.transport.readTextFile(try await u.host.absolutePath("~/teardown-\(port).txt")) == "down \(port)\n")
+        _ = try await sh("rm -f \"$HOME/teardown-$1.txt\"; test ! -e \"$HOME/.cache/sshkit-agents/ports/$1\"", "\(port)")
+
+        // lines that reach outside the project: refused, nothing made
+        let worktrees = try await sh("git -C \"$1\" worktree list | wc -l", repo)
+        for bad in ["../outside/.env", "/etc/hostname", "~/.ssh/id_ed25519"] {
+            _ = try await sh("printf '%s\\n' \"$2\" > \"$1/.worktreeinclude\"", repo, bad)
+            let e = try u.fails(["tasks", "new", "app", "Bad", "--agent", "amp"], 64)
+            #expect(e.contains(".worktreeinclude"), "\(bad): \(e)")
+        }
+        _ = try await sh("cd \"$1\" && ln -s /etc/hostname leak.env && printf '*.env\\n' > .worktreeinclude", repo)
+        #expect(try u.fails(["tasks", "new", "app", "Bad", "--agent", "amp"], 64).contains("symbolic link that leads out"))
+        #expect(try await sh("git -C \"$1\" worktree list | wc -l", repo) == worktrees)
+        #expect(try await u.store().tasks(projectID: nil).allSatisfy { $0.title != "Bad" })
+
+        // an origin that cannot be reached: a note, the task starts from the checkout's base
+        _ = try await sh("cd \"$1\" && rm -f leak.env .worktreeinclude && git remote set-url origin /nonexistent/repo.git", repo)
+        let offline = try u.ok(["tasks", "new", "app", "Offline", "--agent", "amp"])
+        #expect(offline.contains("could not fetch main from origin"), "\(offline)")
     }
 }

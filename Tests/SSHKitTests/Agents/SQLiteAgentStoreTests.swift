@@ -24,11 +24,12 @@ struct SQLiteAgentStoreTests {
                               authentication: .keyFiles(["~/.ssh/id_ed25519", "/keys/other"]), jumpHost: "me@bastion:22",
                               hostKeyFingerprint: "SHA256:abc", tmuxSocket: "sshkit-agents",
                               createdAt: Date(timeIntervalSince1970: 1_700_000_000.123))
-        let project = ProjectRecord(hostID: host.id, name: "app", path: "~/src/app", defaultBaseRef: "main")
+        let project = ProjectRecord(hostID: host.id, name: "app", path: "~/src/app", defaultBaseRef: "main",
+                                    setupCommand: "npm ci && cp .env.example .env", teardownCommand: "docker compose down", fetchesBase: false)
         let wt = Worktree(name: "fix-1", projectPath: "/home/me/src/app", path: "/home/me/src/app/.emdash/worktrees/fix-1",
                           branch: "emdash/fix-1", baseRef: "main", baseCommit: String(repeating: "b", count: 40))
         let task = TaskRecord(projectID: project.id, title: "Fix it", worktree: wt, archivedAt: Date(timeIntervalSince1970: 1_700_000_100),
-                              prompt: "Fix the parser; keep the \"old\" API")
+                              prompt: "Fix the parser; keep the \"old\" API", port: 3107)
         let conversation = ConversationRecord(taskID: task.id, providerID: "claude", kind: .main, autoApprove: true,
                                               arguments: ["claude", "--session-id", "x y"], survivesDisconnect: true,
                                               state: .exited(3), lastStartedAt: Date(timeIntervalSince1970: 1_700_000_050.5))
@@ -55,7 +56,7 @@ struct SQLiteAgentStoreTests {
                                                      strategy: .claudeSessionID), for: conversation.ptyID.description)
         }
         let store = try SQLiteAgentStore(path: path)
-        #expect(try await store.appliedMigrations() == ["v1", "v2-task-prompt"])
+        #expect(try await store.appliedMigrations() == ["v1", "v2-task-prompt", "v3-task-environment"])
         #expect(try await store.hosts() == [host])
         #expect(try await store.project(id: project.id) == project)
         #expect(try await store.tasks(projectID: project.id) == [task])
