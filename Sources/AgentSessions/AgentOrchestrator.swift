@@ -47,6 +47,8 @@ public final class AgentOrchestrator: Sendable {
     /// What agents' screens look like in each state: the shipped rules, after the
     /// user's own when the caller adds them (`AgentScreenRules.followed(by:)`).
     public let screenRules: AgentScreenRules
+    /// The tasks' ports forwarded here (`openPort`), closed with their task.
+    let portForwards = TaskPortForwards()
 
     /// An engine whose hosts are reached through the transport `makeTransport` gives
     /// for each host record (its address, key paths, jump host, host-key policy; its
@@ -104,6 +106,7 @@ public final class AgentOrchestrator: Sendable {
     /// for a connection, ends the event streams, and drops every host's connection (the
     /// agents run on in tmux). Calls after it fail with `invalidArgument`.
     public func shutDown() async {
+        await portForwards.closeAll()
         let hosts = await connections.hosts
         await connections.shutDown()
         for host in hosts {
@@ -496,6 +499,7 @@ public final class AgentOrchestrator: Sendable {
     @discardableResult
     public func archiveTask(taskID: String) async throws(AgentError) -> String? {
         try await stopTask(taskID: taskID)
+        await portForwards.close(taskID)
         let (found, project, hostRecord) = try await context(task: taskID)
         var task = found
         let note = try await onHost(hostRecord) { host in try await tearDown(task, project, on: host) }
@@ -531,6 +535,7 @@ public final class AgentOrchestrator: Sendable {
             if !force, let work = try await host.worktrees.unsavedWork(task.worktree) {
                 throw AgentError(.worktreeHasUnsavedWork, "the task \(task.title) has work that would be lost: \(work)")
             }
+            await portForwards.close(taskID)
             for s in sessions { try await host.stop(s) }
             let note = task.archivedAt == nil ? try await tearDown(task, project, on: host) : nil
             if try await host.transport.fileExists(task.worktree.path) {

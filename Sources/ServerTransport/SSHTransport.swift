@@ -361,6 +361,18 @@ public final class SSHTransport: ConnectedTransport, Sendable {
         }
     }
 
+    /// Local forwarding (`ssh -L`) over the transport's connection: listens on `listen`
+    /// and sends each client through a channel of its own to `target`, as the server
+    /// reaches it (see `SSHConnection.forwardLocalPort`). The forward ends with the
+    /// connection, or at `close()`.
+    /// - Throws: `hostUnreachable` and the like when the connection cannot be made;
+    ///   `other` when the address cannot be listened on (in use).
+    public func forwardLocalPort(_ listen: SSHListenAddress = .loopback(), to target: SSHForwardTarget)
+        async throws(TransportError) -> SSHPortForward
+    {
+        try await withLive(retry: true, path: nil) { live in try live.connection.forwardLocalPort(listen, to: target) }
+    }
+
     /// A streamed exec channel (`SSHConnection.startCommand`); `cancel()` sends TERM
     /// and closes the channel. It holds one of the `maxSessions` until `exitStatus()` returned,
     /// `cancel()` was called or the process was dropped.

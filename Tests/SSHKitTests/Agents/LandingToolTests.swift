@@ -220,4 +220,45 @@ struct LandingToolTests {
         let offline = try u.ok(["tasks", "new", "app", "Offline", "--agent", "amp"])
         #expect(offline.contains("could not fetch main from origin"), "\(offline)")
     }
+
+    /// `open`: the dev server the agent started on the task's port, reached here over the
+    /// host's connection, and the forward closed when the task is deleted.
+    @Test func openReachesTheTasksDevServerUntilTheTaskGoes() async throws {
+        let u = try User()
+        let repo = try await WorktreeTests.makeRepository(u.host)
+        do { try await open(u, repo) } catch {
+            await u.tearDown([repo])
+            throw error
+        }
+        await u.tearDown([repo])
+    }
+
+    func open(_ u: User, _ repo: String) async throws {
+        try """
+            {"searchPath": ["\(FakeAgents.directory)"], "providers": {"amp": {"binary": "fake-devserver"}}}
+            """.write(toFile: u.home + "/.config/agent-sessions/config.json", atomically: true, encoding: .utf8)
+        try u.addHost("near")
+        try u.ok(["projects", "add", "near", repo, "--name", "app"])
+        try u.ok(["tasks", "new", "app", "Serve", "--agent", "amp"])
+        let task = try #require(try await u.store().tasks(projectID: nil).first)
+        let port = try #require(task.port)
+        try await u.transport.writeTextFile(task.worktree.path + "/index.html", "hello from the task\n")
+        func get(_ url: String) -> String? {
+            let r = try? TestServer.runCapturing("/usr/bin/python3", ["-c", "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())", url])
+            return r?.status == 0 ? r?.out : nil
+        }
+        let running = try u.start(["open", String(task.id.prefix(8))], errors: true)
+        defer { running.stop() }
+        let line = await eventually(20) { running.output().contains("http://") ? running.output() : nil }
+        let url = try #require(line?.split(separator: " ").first.map(String.init), "\(running.output())")
+        #expect(url.hasPrefix("http://127.0.0.1:") && line?.contains(":\(port), the port of task") == true, "\(line ?? "")")
+        let page = await eventually(20) { get(url) }
+        #expect(page == "hello from the task\n")
+        // the task deleted: the forward ends with it, and the command
+        try u.ok(["tasks", "delete", String(task.id.prefix(8)), "--force"])
+        #expect(await running.exit(within: 20) == 0, "\(running.output())")
+        #expect(running.output().contains("archived or deleted"))
+        #expect(get(url) == nil, "the forward outlived its task")
+        try u.fails(["open", "no-such-task"], 2)
+    }
 }

@@ -166,6 +166,12 @@ enum FakeAgents {
                 }
             })();
             """#,
+        // a dev server on the task's port, serving its worktree
+        "fake-devserver": #"""
+            #!/bin/sh
+            echo "serving on ${PORT:-no port}"
+            exec python3 -m http.server "$PORT" --bind 127.0.0.1
+            """#,
         // prints numbered lines as fast as it can, forever
         "fake-flood": #"""
             #!/bin/sh

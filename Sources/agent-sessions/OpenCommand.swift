@@ -1,0 +1,66 @@
+import AgentSessions
+import ArgumentParser
+import Foundation
+
+/// `open TASK [PORT]`: the task's dev server on this machine, over the host's connection.
+struct Open: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Forward a port here to the task's own port on its host (its dev server), until interrupted.",
+        discussion: """
+            Each task has a port of its own on its host (PORT in its agents' and setup's environment). This \
+            listens on 127.0.0.1:PORT here (the same number when it is free, else one the system picks, or \
+            the one given) and forwards each connection over the host's connection: no second login. It \
+            prints the URL (and opens it with xdg-open with --browser), and runs until interrupted, the task \
+            is archived or deleted, or the connection ends.
+            """)
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The task.") var task: String
+    @Argument(help: "The port here (default: the task's own number, when free).") var port: Int?
+    @Flag(help: "Open the URL in the browser (xdg-open).") var browser = false
+
+    func run() async throws {
+        if let port, !(1...65535).contains(port) { throw Failure.usage("the port must be between 1 and 65535, not \(port)") }
+        try await Context.with(global) { context in
+            let t = try await context.task(task)
+            guard let p = try await context.store.project(id: t.projectID) else { throw Failure.notFound("the task's project is gone") }
+            let h = try await context.host(of: p)
+            let f = try await context.orchestrator.openPort(taskID: t.id, localPort: port)
+            print("\(f.url) is \(h.name):\(f.remotePort), the port of task \(short(t.id)) \"\(t.title)\"; Ctrl-C to stop")
+            fflush(nil)
+            if browser {
+                let p = Process()
+                p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                p.arguments = ["xdg-open", f.url]
+                p.standardOutput = FileHandle.nullDevice
+                p.standardError = FileHandle.nullDevice
+                do { try p.run() } catch { note("agent-sessions open: cannot run xdg-open: \(error.localizedDescription)") }
+            }
+            signal(SIGINT, SIG_IGN)
+            signal(SIGTERM, SIG_IGN)
+            let (stop, stopped) = AsyncStream<Void>.makeStream()
+            let signals = [SIGINT, SIGTERM].map { DispatchSource.makeSignalSource(signal: $0, queue: .global()) }
+            for source in signals {
+                source.setEventHandler { stopped.finish() }
+                source.resume()
+            }
+            defer { for source in signals { source.cancel() } }
+            // the task's end ends the forward: looked for every two seconds
+            let watcher = Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(2))
+                    // a store that cannot be read now is not a task that is gone
+                    let read: TaskRecord?
+                    do { read = try await context.store.task(id: t.id) } catch { continue }
+                    if read == nil || read?.archivedAt != nil {
+                        note("agent-sessions open: the task was archived or deleted; the forward is closed")
+                        stopped.finish()
+                        return
+                    }
+                }
+            }
+            for await _ in stop {}
+            watcher.cancel()
+            await context.orchestrator.closePort(taskID: t.id)
+        }
+    }
+}
