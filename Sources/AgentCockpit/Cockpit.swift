@@ -231,6 +231,44 @@ public final class Cockpit: Sendable {
                 model.message = outcome
                 refreshPane()
                 refreshBoard(live: true)
+            case .commit(let id):
+                report("committing…") { (engine) async throws(AgentError) -> String in
+                    do throws(AgentError) {
+                        let c = try await engine.commitTask(taskID: id)
+                        return "committed \(c.files) file(s) as \(c.commit.prefix(10))"
+                    } catch where error.code == .nothingToLand {
+                        return "nothing to commit: the worktree has no changes"
+                    }
+                }
+            case .push(let id):
+                report("pushing…") { (engine) async throws(AgentError) -> String in
+                    let p = try await engine.pushTask(taskID: id)
+                    return p.wasUpToDate ? "\(p.branch) is up to date on \(p.remote)"
+                        : "pushed \(p.commits) commit(s) to \(p.remote)" + (p.uncommittedChanges > 0 ? " (\(p.uncommittedChanges) change(s) not committed: C)" : "")
+                }
+            case .pullRequest(let id):
+                report("pushing and opening the pull request…") { (engine) async throws(AgentError) -> String in
+                    let pr = try await engine.openPullRequest(taskID: id)
+                    switch pr.outcome {
+                    case .created: return "opened \(pr.url)"
+                    case .updated: return "open already: \(pr.url)"
+                    case .compareURL: return "no gh on the host: open it at \(pr.url)"
+                    }
+                }
+            case .merge(let id):
+                report("merging…") { (engine) async throws(AgentError) -> String in
+                    let m = try await engine.mergeTask(taskID: id)
+                    switch m.outcome {
+                    case .alreadyMerged: return "\(m.base) has it all already"
+                    case .fastForward: return "merged into \(m.base) (a fast-forward)"
+                    case .mergeCommit: return "merged into \(m.base) (merge commit \(m.commit.prefix(10)))"
+                    }
+                }
+            case .openPort(let id):
+                report("forwarding the task's port…") { (engine) async throws(AgentError) -> String in
+                    let f = try await engine.openPort(taskID: id)
+                    return "\(f.url) is the task's port \(f.remotePort) (open while the cockpit runs)"
+                }
             case .send(let id, let text):
                 background("sent to the agent") { (engine) async throws(AgentError) in try await engine.send(text, to: id) }
             case .stop(let id):
@@ -256,6 +294,17 @@ public final class Cockpit: Sendable {
                 }
             }
             return true
+        }
+        /// Runs `work` in the background; what it returns is the message (the error's when it fails).
+        func report(_ doing: String, _ work: @escaping @Sendable (AgentOrchestrator) async throws(AgentError) -> String) {
+            model.message = (doing, false)
+            Task { [engine] in
+                do throws(AgentError) {
+                    sink.yield(.done(try await work(engine), isError: false, refresh: true))
+                } catch {
+                    sink.yield(.done(error.message + (error.detail.map { $0.isEmpty ? "" : ": " + $0 } ?? ""), isError: true, refresh: true))
+                }
+            }
         }
         func background(_ success: String, _ work: @escaping @Sendable (AgentOrchestrator) async throws(AgentError) -> Void) {
             Task { [engine] in
@@ -396,6 +445,7 @@ public final class Cockpit: Sendable {
                 model.message = (why, true)
             case .done(let text, let isError, let refresh):
                 model.message = (text, isError)
+                model.forwards = Dictionary(engine.openPorts.map { ($0.taskID, $0.localPort) }, uniquingKeysWith: { a, _ in a })
                 if refresh {
                     refreshBoard(live: true)
                     refreshPane()

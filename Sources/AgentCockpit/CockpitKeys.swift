@@ -26,6 +26,16 @@ public enum CockpitCommand: Sendable, Equatable {
     case newTask(projectID: String, title: String, providerID: String, prompt: String?)
     /// Start another agent in a task's worktree.
     case addChat(taskID: String, providerID: String, prompt: String?)
+    /// Commit every change of the task's worktree (its title as the message).
+    case commit(taskID: String)
+    /// Push the task's branch.
+    case push(taskID: String)
+    /// Push and open (or find) the task's pull request.
+    case pullRequest(taskID: String)
+    /// Merge the task's branch into its base.
+    case merge(taskID: String)
+    /// Forward the task's port here.
+    case openPort(taskID: String)
     case quit
 }
 
@@ -45,6 +55,11 @@ public enum CockpitKeys {
         ("r", "resume the task's agents"),
         ("A", "archive the task (asks first)"),
         ("D", "delete the task (asks first; again to lose unpushed work)"),
+        ("C", "commit every change of the task (its title as the message)"),
+        ("P", "push the task's branch to the project's remote"),
+        ("p", "push and open the pull request (gh on the host), or show the page that opens one"),
+        ("M", "merge the task into its base on the host (asks first; a conflict changes nothing)"),
+        ("O", "forward the task's port here (its dev server) while the cockpit runs"),
         ("/", "filter by title, host, project, agent, branch or state (esc clears)"),
         ("g", "ask every host afresh"),
         ("?", "this help (any key closes it)"),
@@ -110,6 +125,7 @@ public enum CockpitKeys {
             case .stop(let id, _): return .stop(taskID: id)
             case .archive(let id, _): return .archive(taskID: id)
             case .delete(let id, _, let force): return .delete(taskID: id, force: force)
+            case .merge(let id, _, _): return .merge(taskID: id)
             }
         case .list:
             model.message = nil
@@ -307,6 +323,21 @@ public enum CockpitKeys {
         case (.character("D"), _):
             guard let row = sel?.row else { return nil }
             model.mode = .confirm(.delete(taskID: row.task.id, title: row.task.title, force: false))
+        case (.character("C"), _):
+            guard let row = sel?.row else { return nil }
+            return .commit(taskID: row.task.id)
+        case (.character("P"), _):
+            guard let row = sel?.row else { return nil }
+            return .push(taskID: row.task.id)
+        case (.character("p"), []):
+            guard let row = sel?.row else { return nil }
+            return .pullRequest(taskID: row.task.id)
+        case (.character("M"), _):
+            guard let row = sel?.row else { return nil }
+            model.mode = .confirm(.merge(taskID: row.task.id, title: row.task.title, base: row.task.worktree.baseRef))
+        case (.character("O"), _):
+            guard let row = sel?.row else { return nil }
+            return .openPort(taskID: row.task.id)
         default:
             return nil
         }

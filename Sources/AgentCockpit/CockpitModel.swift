@@ -52,6 +52,8 @@ public struct CockpitModel: Sendable {
         case delete(taskID: String, title: String, force: Bool)
         /// Archive the task (its agents stopped, its worktree kept).
         case archive(taskID: String, title: String)
+        /// Merge the task's branch into its base.
+        case merge(taskID: String, title: String, base: String)
     }
 
     /// The form of a new task (project, title, agent, prompt) or of a new chat in a task
@@ -145,6 +147,8 @@ public struct CockpitModel: Sendable {
 
     public var board: AgentBoard
     public var hostStates: [String: HostState] = [:]
+    /// The tasks' ports forwarded here: task id → local port.
+    public var forwards: [String: Int] = [:]
     public var filter = ""
     /// The selected agent's conversation id, or a task's id when it has no agent.
     public var selected: String?

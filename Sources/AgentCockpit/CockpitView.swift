@@ -256,6 +256,7 @@ public enum CockpitView {
         if let sel = model.selection {
             // whose pane, and its whole state: its source and the question
             var who = "─ " + (sel.agent.map { "\($0.record.providerID) · " } ?? "") + sel.row.task.title
+            if let port = model.forwards[sel.row.task.id] { who += " · ↗ 127.0.0.1:\(port)" }
             if let status = sel.agent?.status, sel.row.hostError == nil {
                 who += " · \(status.activity.name) (\(status.source.rawValue))"
                 if status.activity == .waitingForInput, let q = status.question { who += ": " + q }
@@ -318,6 +319,7 @@ public enum CockpitView {
             case .archive(_, let t): text = "Archive \"\(t)\" (its agents stop, its worktree stays)? (y/n)"
             case .delete(_, let t, false): text = "Delete \"\(t)\", its worktree and branch? (y/n)"
             case .delete(_, let t, true): text = "\"\(t)\" has work not pushed. Delete it anyway, losing it? (y/n)"
+            case .merge(_, let t, let base): text = "Merge \"\(t)\" into \(base) on its host? (y/n)"
             }
             s.write(text, row: row, column: 0, style: Style.error)
             return nil

@@ -117,6 +117,11 @@ struct AgentCockpitTests {
         _ = try await u.transport.runProcess("/bin/sh", "-c", "echo draft > \"$1/draft.txt\"", "sh", askMe.worktree.path)
         try keys("Home")
         try await eventuallyTrue { try Self.line(tmux, containing: "Ask me")?.contains("▌") == true }
+        // committed from the cockpit: the work is a commit that is not pushed
+        try keys("C")
+        try await tmux.waitFor("committed 1 file(s)")
+        try keys("P")
+        try await tmux.waitFor("no remote to push to")
         try keys("D")
         try await tmux.waitFor("Delete \"Ask me\"")
         try keys("y")

@@ -137,6 +137,21 @@ struct CockpitViewTests {
         #expect(press(.character("n")) == nil && model.mode == .list && model.message?.text == "cancelled")
         _ = press(.character("D"))
         #expect(press(.character("y")) == .delete(taskID: "t3", force: false))
+        // landing the work: commit, push, pull request at once; a merge asks first
+        #expect(press(.character("C")) == .commit(taskID: "t3"))
+        #expect(press(.character("P")) == .push(taskID: "t3"))
+        #expect(press(.character("p")) == .pullRequest(taskID: "t3"))
+        #expect(press(.character("O")) == .openPort(taskID: "t3"))
+        #expect(press(.character("M")) == nil)
+        guard case .confirm(.merge(taskID: "t3", _, _)) = model.mode else {
+            Issue.record("M did not ask: \(model.mode)")
+            return
+        }
+        #expect(CockpitView.render(model, columns: 80, rows: 20).screen.text(row: 19).hasPrefix("Merge \"Write the docs\" into"))
+        #expect(press(.character("y")) == .merge(taskID: "t3"))
+        // an open forward is named in the pane's title
+        model.forwards["t3"] = 3107
+        #expect(CockpitView.render(model, columns: 120, rows: 20).screen.text.contains("↗ 127.0.0.1:3107"))
         // help, and any key closes it
         _ = press(.character("?"))
         #expect(model.mode == .help)
