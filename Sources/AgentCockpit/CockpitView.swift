@@ -257,6 +257,7 @@ public enum CockpitView {
             // whose pane, and its whole state: its source and the question
             var who = "─ " + (sel.agent.map { "\($0.record.providerID) · " } ?? "") + sel.row.task.title
             if let port = model.forwards[sel.row.task.id] { who += " · ↗ 127.0.0.1:\(port)" }
+            if let pr = sel.row.pullRequest { who += " · PR \(pr.summary)" }
             if let status = sel.agent?.status, sel.row.hostError == nil {
                 who += " · \(status.activity.name) (\(status.source.rawValue))"
                 if status.activity == .waitingForInput, let q = status.question { who += ": " + q }

@@ -31,6 +31,9 @@ public struct AgentBoard: Sendable {
         public var filesChanged: Int?
         /// Why the host could not be asked (live only).
         public var hostError: AgentError?
+        /// The branch's pull request, when `gh` on the host knows one (live only, read at
+        /// most once a minute per project).
+        public var pullRequest: PullRequestState?
 
         /// A row of a task and its agents.
         public init(task: TaskRecord, project: ProjectRecord?, host: HostRecord?, agents: [Agent],
@@ -109,11 +112,28 @@ extension AgentOrchestrator {
         let rules = screenRules
         do throws(AgentError) {
             let snapshot = try await onHost(host) { h in try await h.watcherSnapshot(rules: rules) }
+            // the projects' pull requests, one gh call per project (at most once a minute)
+            var pulls: [String: [String: PullRequestState]] = [:]
+            for project in Set(rows.compactMap { $0.1.project }) {
+                if let known = pullRequestCache.get(project.id) {
+                    pulls[project.id] = known
+                } else if let read = try? await onHost(host, { h in
+                    try await h.worktrees.pullRequests(projectPath: project.path, searchPath: h.extraSearchPath)
+                }) {
+                    pullRequestCache.set(project.id, read)
+                    pulls[project.id] = read
+                } else {
+                    pullRequestCache.set(project.id, [:])
+                }
+            }
+            let pullsNow = pulls
             let refreshed = await withTaskGroup(of: Result<(Int, AgentBoard.Row), AgentError>.self) { group in
                 for (i, row) in rows {
                     group.addTask {
                         do throws(AgentError) {
-                            return .success((i, try await self.refresh(row, on: host, snapshot)))
+                            var row = try await self.refresh(row, on: host, snapshot)
+                            row.pullRequest = row.project.flatMap { pullsNow[$0.id]?[row.task.worktree.branch] }
+                            return .success((i, row))
                         } catch {
                             return .failure(error)
                         }

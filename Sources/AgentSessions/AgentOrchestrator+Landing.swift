@@ -22,7 +22,8 @@ extension AgentOrchestrator {
     public func openPullRequest(taskID: String, title: String? = nil, body: String? = nil, base: String? = nil)
         async throws(AgentError) -> WorktreePullRequest
     {
-        let (task, _, host) = try await context(task: taskID)
+        let (task, project, host) = try await context(task: taskID)
+        pullRequestCache.forget(project.id)
         return try await onHost(host) { h in
             let into: String?
             if let base { into = base } else { into = try await h.worktrees.baseBranch(of: task.worktree) }

@@ -14,6 +14,22 @@ public struct TaskPortForward: Sendable, Hashable {
     public var url: String { "http://127.0.0.1:\(localPort)/" }
 }
 
+/// Each project's pull requests by branch, kept for a minute (`gh` asks the forge).
+final class PullRequestCache: Sendable {
+    private let entries = Mutex<[String: (at: ContinuousClock.Instant, byBranch: [String: PullRequestState])]>([:])
+
+    func get(_ projectID: String) -> [String: PullRequestState]? {
+        entries.withLock { e in e[projectID].flatMap { ContinuousClock.now - $0.at < .seconds(60) ? $0.byBranch : nil } }
+    }
+
+    func set(_ projectID: String, _ byBranch: [String: PullRequestState]) {
+        entries.withLock { $0[projectID] = (.now, byBranch) }
+    }
+
+    /// Forgets a project's list (after a pull request was opened).
+    func forget(_ projectID: String) { _ = entries.withLock { $0.removeValue(forKey: projectID) } }
+}
+
 /// The forwards an engine holds, per task.
 final class TaskPortForwards: Sendable {
     private let open = Mutex<[String: (forward: TaskPortForward, listener: SSHPortForward)]>([:])

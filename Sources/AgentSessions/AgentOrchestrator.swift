@@ -49,6 +49,8 @@ public final class AgentOrchestrator: Sendable {
     public let screenRules: AgentScreenRules
     /// The tasks' ports forwarded here (`openPort`), closed with their task.
     let portForwards = TaskPortForwards()
+    /// Each project's pull requests as `gh` last listed them, for a minute.
+    let pullRequestCache = PullRequestCache()
 
     /// An engine whose hosts are reached through the transport `makeTransport` gives
     /// for each host record (its address, key paths, jump host, host-key policy; its

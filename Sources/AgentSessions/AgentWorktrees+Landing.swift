@@ -239,6 +239,34 @@ extension AgentWorktrees {
         return Self.pullRequestState(json: r.stdout)
     }
 
+    /// The pull requests of a project by branch, as `gh pr list` on the host reports them
+    /// (the newest 100, of every state; an open one wins over a closed one of the same
+    /// branch); nil when the host has no `gh` that is logged in, or it failed.
+    public func pullRequests(projectPath: String, searchPath: [String]) async throws(AgentError) -> [String: PullRequestState]? {
+        let script = """
+            PATH="$2:$HOME/.local/bin:$HOME/bin:/usr/local/bin:/opt/homebrew/bin:/home/linuxbrew/.linuxbrew/bin:$PATH"
+            export GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1
+            cd "$1" || exit 41
+            command -v gh >/dev/null 2>&1 || exit 50
+            exec gh pr list --state all --limit 100 --json headRefName,url,state,isDraft,statusCheckRollup
+            """
+        let r = try await shell.run("/bin/sh", ["-c", script, "sh", projectPath, searchPath.joined(separator: ":")],
+                                    timeout: .seconds(60), what: "listing the pull requests")
+        guard r.exitStatus == .exited(0),
+              let list = try? JSONSerialization.jsonObject(with: Data(r.stdout)) as? [[String: Any]]
+        else { return nil }
+        var byBranch: [String: PullRequestState] = [:]
+        for item in list {
+            guard let branch = item["headRefName"] as? String,
+                  let data = try? JSONSerialization.data(withJSONObject: item),
+                  let state = Self.pullRequestState(json: Array(data))
+            else { continue }
+            if let have = byBranch[branch], have.state == .open { continue }
+            byBranch[branch] = state
+        }
+        return byBranch
+    }
+
     /// Merges the task's branch into `base` on the host, without a half-done state: the
     /// merge is made apart from every checkout (`git merge-tree`; with a git older than
     /// 2.38, in a temporary worktree of its own), and only a merge without conflicts moves

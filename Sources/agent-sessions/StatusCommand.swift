@@ -78,6 +78,8 @@ extension AgentBoard.Row {
                  "archived": .bool(task.archivedAt != nil),
                  "filesChanged": filesChanged.map(JSONValue.int) ?? .null,
                  "hostError": hostErrorText.map(JSONValue.string) ?? .null,
+                 "pullRequest": pullRequest.map { .object(["url": .string($0.url), "state": .string($0.state.rawValue),
+                                                          "draft": .bool($0.isDraft), "checks": .string($0.checks.rawValue)]) } ?? .null,
                  "agents": .array(agents.map(\.json))])
     }
 }
@@ -92,11 +94,14 @@ extension AgentBoard {
 
     /// The board as a table: one line per agent, the task's columns on its first line.
     func table(live: Bool) -> Table {
-        var table = Table(["ID", "HOST", "PROJECT", "TASK", "AGENT", "STATE", "BRANCH", "CHANGED", "ACTIVITY"])
+        // the pull requests' column only when gh on a host knows one
+        let pulls = rows.contains { $0.pullRequest != nil }
+        var table = Table(["ID", "HOST", "PROJECT", "TASK", "AGENT", "STATE", "BRANCH", "CHANGED", "ACTIVITY"] + (pulls ? ["PR"] : []))
         for row in rows {
             let changed = row.filesChanged.map { "\($0)" } ?? (live ? "?" : "-")
+            let pr = pulls ? [row.pullRequest?.summary ?? "-"] : []
             if row.agents.isEmpty {
-                table.add([short(row.task.id), row.hostName, row.projectName, row.task.title, "-", "no agent", row.task.worktree.branch, changed, "-"])
+                table.add([short(row.task.id), row.hostName, row.projectName, row.task.title, "-", "no agent", row.task.worktree.branch, changed, "-"] + pr)
             }
             for (k, a) in row.agents.enumerated() {
                 var state = a.stateText
@@ -105,9 +110,9 @@ extension AgentBoard {
                 let activity = a.lastActivity.map { ago($0) } ?? "-"
                 let agent = a.record.kind == .main ? a.record.providerID : a.record.providerID + " (chat)"
                 if k == 0 {
-                    table.add([short(row.task.id), row.hostName, row.projectName, row.task.title, agent, state, row.task.worktree.branch, changed, activity])
+                    table.add([short(row.task.id), row.hostName, row.projectName, row.task.title, agent, state, row.task.worktree.branch, changed, activity] + pr)
                 } else {
-                    table.add(["", "", "", "", agent, state, "", "", activity])
+                    table.add(["", "", "", "", agent, state, "", "", activity] + pr.map { _ in "" })
                 }
             }
         }

@@ -51,6 +51,7 @@ struct LandingTests {
                     "pr create") echo "https://github.com/me/app/pull/7" > "$dir/pr-open"
                         echo "Creating pull request for $4 into main"; echo "https://github.com/me/app/pull/7"; exit 0 ;;
                     "pr edit") exit 0 ;;
+                    "pr list") if [ -e "$dir/view.json" ]; then printf '['; cat "$dir/view.json"; printf ']'; else echo '[]'; fi; exit 0 ;;
                 esac
                 exit 2
                 """#
@@ -163,12 +164,16 @@ struct LandingTests {
             #expect(try await p.ghLog().last == "[pr][edit][\(w.branch)][--title][New title][--body][b]")
             // its state, checks included
             try await p.transport.writeTextFile(p.ghDirectory + "/view.json", """
-                {"url": "https://github.com/me/app/pull/7", "state": "OPEN", "isDraft": false,
+                {"url": "https://github.com/me/app/pull/7", "state": "OPEN", "isDraft": false, "headRefName": "\(w.branch)",
                  "statusCheckRollup": [{"__typename": "CheckRun", "status": "COMPLETED", "conclusion": "SUCCESS"},
                                        {"__typename": "StatusContext", "state": "FAILURE"}]}
                 """)
             let state = try #require(try await p.host.worktrees.pullRequestState(w, searchPath: [p.ghDirectory]))
             #expect(state.summary == "open, checks failing" && state.url.hasSuffix("/pull/7"))
+            // the board's way: every pull request of the project by branch, in one call
+            let listed = try #require(try await p.host.worktrees.pullRequests(projectPath: p.path, searchPath: [p.ghDirectory]))
+            #expect(listed[w.branch]?.summary == "open, checks failing", "\(listed)")
+            #expect(try await p.host.worktrees.pullRequests(projectPath: p.path, searchPath: []) == nil, "no gh: no list")
             // logged out: the compare page again
             try await p.sh("touch \"$1/logged-out\"", p.ghDirectory)
             #expect(try await p.host.worktrees.pullRequest(w, title: "t", body: "b", base: nil, update: false,
