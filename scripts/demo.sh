@@ -13,13 +13,14 @@ swift build --product agent-sessions
 bin=$(swift build --show-bin-path)
 
 dir=$(mktemp -d /tmp/sshkit-demo.XXXXXX)
-agents=; repo=
+agents=; repo=; origin=
 cleanup() {
     tmux -S "$dir/tmux.sock" kill-server 2>/dev/null || true
     if [ -n "$repo" ]; then
         runuser -u "$SSHKIT_TEST_USER" -- tmux -L agent-sessions kill-server 2>/dev/null || true
         rm -rf "$repo" "$agents"
     fi
+    [ -z "$origin" ] || rm -rf "$origin" "$origin.bundle"
     bash scripts/test-sshd.sh stop "$dir"
     rm -rf "$dir"
 }
@@ -209,5 +210,25 @@ set +e
 as tasks delete "$id"
 echo "(exit status $?: the worktree holds uncommitted work)"
 set -e
-as tasks delete "$id" --force
+
+echo; echo "== landing the work: committed, pushed to a bare origin on the server, fetched into a clone here, merged"
+origin=$(runuser -u "$SSHKIT_TEST_USER" -- mktemp -d /tmp/sshkit-demo-origin.XXXXXX)
+runuser -u "$SSHKIT_TEST_USER" -- sh -c "git -C '$repo' config user.name Demo && git -C '$repo' config user.email demo@example.com &&
+    git init -q --bare -b main '$origin' && git -C '$repo' remote add origin '$origin' &&
+    git -C '$repo' push -q origin main && git -C '$repo' bundle create -q '$origin.bundle' main && chmod 644 '$origin.bundle'"
+clone="$dir/clone"
+git clone -q -b main "$origin.bundle" "$clone"
+echo "(a clone of the project on this machine: $clone)"
+as tasks commit "$id" -m "A greeting and a farewell"
+as tasks push "$id"
+set +e
+as tasks pr "$id"
+echo "(exit status $?: no gh on the server, and the origin is a path, not a forge; with either, the pull request or its page)"
+set -e
+as tasks fetch "$id" --into "$clone"
+branch=$(git -C "$clone" for-each-ref --format='%(refname:short)' 'refs/heads/emdash/*' | head -n 1)
+echo "\$ git -C $clone log --oneline -2 $branch"
+git -C "$clone" log --oneline -2 "$branch" | sed 's/^/  | /'
+as tasks merge "$id"
+as tasks delete "$id"
 as status
