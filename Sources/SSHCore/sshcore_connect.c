@@ -362,7 +362,7 @@ out:
 }
 
 /* ---------------------------------------------------------------------- */
-/* The connect phase machine (sshcore_fsm.c), applied                     */
+/* The connect phase machine (sshcore_phase.c), applied                   */
 /* ---------------------------------------------------------------------- */
 
 bool

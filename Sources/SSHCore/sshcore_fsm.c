@@ -4,8 +4,10 @@
  * connect-phase and channel-setup machines).
  *
  * All are pure functions (state, event) -> (next state, action): no I/O, no
- * locks, no libssh. The worker performs the action. The switches have no
- * `default:` so that a new state or event is a compile-time question here.
+ * locks, no libssh. The worker applies the events and does the work itself:
+ * a returned action is checked or ignored, and only three connect-phase
+ * actions are acted on (Docs/StateMachines.md says which). The switches have
+ * no `default:` so that a new state or event is a compile-time question here.
  * Docs/StateMachines.md holds the same tables; a test checks they agree.
  */
 #include "sshcore.h"

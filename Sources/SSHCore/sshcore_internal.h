@@ -38,6 +38,7 @@
  * when the unsent bytes fall below it (see send_backlogged). */
 #define SSHCORE_SEND_BACKLOG_MAX (512 * 1024)
 
+/* A growable byte buffer; its functions are defined in sshcore_op.c. */
 typedef struct sshcore_bytes {
     uint8_t *_Nullable data;
     size_t len;
@@ -140,7 +141,7 @@ struct sshcore_conn {
     bool ssh_connect_called;
     bool lib_took_fd; /* libssh adopted lib_fd (ssh_get_fd returned it) */
     sshcore_phase
-        phase; /* the connect phase machine (sshcore_fsm.c); worker only */
+        phase; /* the connect phase machine (sshcore_phase.c); worker only */
     struct addrinfo *_Nullable ai_list;
     struct addrinfo *_Nullable ai_cur;
     int last_connect_errno;
@@ -248,7 +249,8 @@ struct sshcore_orphan {
     struct sshcore_orphan *_Nullable next;
 };
 
-/* sshcore_conn.c: references, waking the worker, queueing, the fd */
+/* sshcore_conn.c: the clock, references, waking the worker, queueing, the
+ * socket, applying the connection machine */
 int64_t sshcore_now_ms(void);
 void sshcore_conn_retain(sshcore_conn *conn);
 void sshcore_conn_unref(sshcore_conn *conn);

@@ -277,8 +277,8 @@ report_open(session_op *x, int env_fallback_used)
     }
 }
 
-/** Applies a channel-setup event (sshcore_fsm.c); a rejected one is a core bug:
- *  the operation fails with INVALID_STATE naming the step and the event. */
+/** Applies a channel-setup event (sshcore_phase.c); a rejected one is a core
+ *  bug: the operation fails with INVALID_STATE naming the step and event. */
 static bool
 setup_event(session_op *x, sshcore_setup_event event)
 {

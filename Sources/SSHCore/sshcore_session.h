@@ -78,7 +78,7 @@ typedef struct session_op {
     atomic_int starved; /* the worker stopped reading for lack of room */
 
     /* worker only */
-    sshcore_setup phase; /* the channel setup machine (sshcore_fsm.c) */
+    sshcore_setup phase; /* the channel setup machine (sshcore_phase.c) */
     bool use_fallback;
     bool env_optional; /* a refused env request is skipped */
     bool subsystem;    /* command names a subsystem */

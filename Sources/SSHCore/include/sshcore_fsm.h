@@ -1,7 +1,8 @@
 /*
- * sshcore_fsm.h - the connection and channel state machines: pure transition
- * functions. Part of the public interface of SSHCore (see sshcore.h); includes
- * no libssh.
+ * sshcore_fsm.h - the four state machines (connection, channel, connect phase,
+ * channel setup): pure transition functions, and the names of their states,
+ * events and actions. Part of the public interface of SSHCore (see
+ * sshcore.h); includes no libssh.
  */
 #ifndef SSHCORE_FSM_H
 #define SSHCORE_FSM_H
@@ -196,7 +197,8 @@ typedef enum sshcore_chan_action {
 /**
  * @brief Apply an event to a connection state.
  * @param[in,out] state the current state; replaced by the next state.
- * @return the action the caller must perform. REJECT leaves the state
+ * @return the transition's action (Docs/StateMachines.md says which actions
+ *         the core acts on and which it only checks). REJECT leaves the state
  *         unchanged and means the event is not allowed in that state.
  */
 sshcore_conn_action sshcore_conn_fsm_apply(sshcore_conn_state *state,
