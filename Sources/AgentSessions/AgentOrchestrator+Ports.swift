@@ -5,6 +5,7 @@ import Synchronization
 
 /// A task's port on its host, reachable on this machine.
 public struct TaskPortForward: Sendable, Hashable {
+    /// The task whose port it is.
     public var taskID: String
     /// The port on this machine (127.0.0.1).
     public var localPort: Int

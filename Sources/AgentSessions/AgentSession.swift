@@ -19,6 +19,7 @@ public struct AgentSessionSpec: Sendable, Hashable {
     /// output on the agent's screen), ended after `setupTimeout`; the agent starts
     /// whatever its outcome, which is written where `setupOutcome` reads it.
     public var setupCommand: String?
+    /// How long the setup may run before it is ended (its whole process group).
     public var setupTimeout: Duration = .seconds(600)
 
     public init(ptyID: AgentPTYID, provider: AgentProvider, settings: AgentProviderSettings = AgentProviderSettings(),

@@ -16,7 +16,9 @@ public struct WorktreeCommit: Sendable, Hashable {
 public struct WorktreePush: Sendable, Hashable {
     /// The remote pushed to (`origin`, …) and its URL.
     public var remote: String
+    /// The remote's URL as the project's configuration writes it.
     public var remoteURL: String
+    /// The branch pushed (the task's).
     public var branch: String
     /// The commits of the branch over the task's base.
     public var commits: Int
@@ -28,6 +30,7 @@ public struct WorktreePush: Sendable, Hashable {
 
 /// A pull request for a task's branch, or where to open one.
 public struct WorktreePullRequest: Sendable, Hashable {
+    /// What was done.
     public enum Outcome: String, Sendable, Hashable {
         /// `gh` made it.
         case created
@@ -37,7 +40,9 @@ public struct WorktreePullRequest: Sendable, Hashable {
         case compareURL
     }
 
+    /// Made, found, or only its page.
     public var outcome: Outcome
+    /// The pull request's page, or the forge's page that opens one.
     public var url: String
     /// The push that came first.
     public var push: WorktreePush
@@ -45,14 +50,22 @@ public struct WorktreePullRequest: Sendable, Hashable {
 
 /// A pull request's state as `gh` reports it.
 public struct PullRequestState: Sendable, Hashable, Codable {
+    /// Open, merged, or closed without a merge.
     public enum State: String, Sendable, Hashable, Codable { case open, merged, closed }
+    /// The checks of its head commit taken together: failing when one failed, pending
+    /// when one has not finished, passing when all passed, none when it has none.
     public enum Checks: String, Sendable, Hashable, Codable { case none, pending, passing, failing }
 
+    /// The pull request's page.
     public var url: String
+    /// Open, merged or closed.
     public var state: State
+    /// A draft (not ready for review).
     public var isDraft: Bool
+    /// Its checks, taken together.
     public var checks: Checks
 
+    /// A pull request's state as given.
     public init(url: String, state: State, isDraft: Bool, checks: Checks) {
         self.url = url
         self.state = state
@@ -70,6 +83,7 @@ public struct PullRequestState: Sendable, Hashable, Codable {
 
 /// A task's branch merged into its base.
 public struct WorktreeMerge: Sendable, Hashable {
+    /// What the merge did.
     public enum Outcome: String, Sendable, Hashable {
         /// The base moved forward to the branch.
         case fastForward
@@ -89,6 +103,7 @@ public struct WorktreeMerge: Sendable, Hashable {
         case mergeCommit
     }
 
+    /// A fast-forward, a merge commit, or nothing to do.
     public var outcome: Outcome
     /// The branch merged into.
     public var base: String
