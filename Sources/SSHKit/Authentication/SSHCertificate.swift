@@ -1,4 +1,9 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// An OpenSSH certificate (`ssh-keygen -s` makes them; PROTOCOL.certkeys): what it
 /// says about itself. Read to explain a refusal before or after the server gives
@@ -70,8 +75,28 @@ public struct SSHCertificate: Sendable, Equatable {
 
     /// The certificate in a file; nil when it cannot be read or is not one.
     public init?(contentsOfFile path: String) {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        guard let text = Self.readText(path) else { return nil }
         self.init(line: text)
+    }
+
+    /// A small file's text (up to 1 MiB), with `open` and `read` tried again when a
+    /// signal interrupts them: a child's SIGCHLD during the read must not make a
+    /// certificate look missing.
+    static func readText(_ path: String) -> String? {
+        var fd: Int32
+        repeat { fd = open(path, O_RDONLY | O_CLOEXEC) } while fd < 0 && errno == EINTR
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        while bytes.count < 1 << 20 {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { return nil }
+            if n == 0 { break }
+            bytes += chunk[0..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Why a server would refuse this certificate for `user` at `date`, or nil when it
