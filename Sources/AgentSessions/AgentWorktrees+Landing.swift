@@ -203,8 +203,7 @@ extension AgentWorktrees {
             throw AgentError(.nothingToLand, "no pull request: \(worktree.branch) has no commit over its base (commit first)")
         }
         let script = """
-            PATH="$6:$HOME/.local/bin:$HOME/bin:/usr/local/bin:/opt/homebrew/bin:/home/linuxbrew/.linuxbrew/bin:$PATH"
-            export GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1
+            \(Self.ghEnvironment("$6"))
             cd "$1" || exit 41
             command -v gh >/dev/null 2>&1 || exit 50
             gh auth status >/dev/null 2>&1 || exit 51
@@ -242,8 +241,7 @@ extension AgentWorktrees {
     /// there is none, or no `gh` that is logged in.
     public func pullRequestState(_ worktree: Worktree, searchPath: [String]) async throws(AgentError) -> PullRequestState? {
         let script = """
-            PATH="$3:$HOME/.local/bin:$HOME/bin:/usr/local/bin:/opt/homebrew/bin:/home/linuxbrew/.linuxbrew/bin:$PATH"
-            export GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1
+            \(Self.ghEnvironment("$3"))
             cd "$1" || exit 41
             command -v gh >/dev/null 2>&1 || exit 50
             exec gh pr view "$2" --json url,state,isDraft,statusCheckRollup
@@ -259,8 +257,7 @@ extension AgentWorktrees {
     /// branch); nil when the host has no `gh` that is logged in, or it failed.
     public func pullRequests(projectPath: String, searchPath: [String]) async throws(AgentError) -> [String: PullRequestState]? {
         let script = """
-            PATH="$2:$HOME/.local/bin:$HOME/bin:/usr/local/bin:/opt/homebrew/bin:/home/linuxbrew/.linuxbrew/bin:$PATH"
-            export GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1
+            \(Self.ghEnvironment("$2"))
             cd "$1" || exit 41
             command -v gh >/dev/null 2>&1 || exit 50
             exec gh pr list --state all --limit 100 --json headRefName,url,state,isDraft,statusCheckRollup
@@ -362,6 +359,16 @@ extension AgentWorktrees {
     }
 
     // MARK: helpers
+
+    /// The start of a script that runs `gh`: the search path given (`dirs`, a shell word)
+    /// and where `gh` is usually installed before the login's PATH, and no prompt, no
+    /// update notice, no colour.
+    static func ghEnvironment(_ dirs: String) -> String {
+        """
+        PATH="\(dirs):$HOME/.local/bin:$HOME/bin:/usr/local/bin:/opt/homebrew/bin:/home/linuxbrew/.linuxbrew/bin:$PATH"
+        export GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1
+        """
+    }
 
     /// The merge on the host. Arguments: the project, the base branch, the task's branch,
     /// `auto`, `ff` or `merge`, the merge commit's message. Prints `checkout <path>` (the
