@@ -109,10 +109,17 @@ extension AgentOrchestrator {
             }
             guard lines.count == 2 else { return "" } // git ended before it asked
             let service = lines[0].hasPrefix("git-receive-pack") ? "receive-pack" : "upload-pack"
-            let remote = try await onHost(record) { h in
-                try await h.transport.startProcess("/bin/sh", arguments: [
-                    "-c", #"[ -n "$1" ] && export GIT_PROTOCOL="$1"; exec git "$2" "$3""#, "sh", lines[1], service, projectPath,
-                ], environment: [:])
+            let remote: TransportProcess
+            do {
+                remote = try await onHost(record) { h in
+                    try await h.transport.startProcess("/bin/sh", arguments: [
+                        "-c", #"[ -n "$1" ] && export GIT_PROTOCOL="$1"; exec git "$2" "$3""#, "sh", lines[1], service, projectPath,
+                    ], environment: [:])
+                }
+            } catch {
+                // git waits on its "ssh" for an answer that will not come: end its input
+                intoGit.input.finish()
+                throw error
             }
             defer { remote.cancel() }
             let errors = Task { [remote] in

@@ -299,4 +299,34 @@ struct LandingTests {
             #expect(try await worktrees() == 2, "the temporary worktree was left")
         }
     }
+
+    /// A fetch whose host cannot be reached (past the project check, with force) fails
+    /// with the engine's error within a bound, the local git it started ended.
+    @Test func aFetchFromAHostThatCannotBeReachedFails() async throws {
+        let local = try TestPaths.makeTemporaryDirectory("fetch-dead")
+        defer { try? FileManager.default.removeItem(atPath: local) }
+        _ = try TestServer.runCapturing("/usr/bin/git", ["init", "-q", local])
+        let store = InMemoryAgentStore()
+        // a port nothing listens on
+        let closed = closedPort()
+        let host = HostRecord(name: "dead", address: "127.0.0.1", port: closed, user: "nobody", authentication: .keyFiles([]))
+        try await store.save(host)
+        let project = ProjectRecord(hostID: host.id, name: "app", path: "/nonexistent/app")
+        try await store.save(project)
+        let task = TaskRecord(projectID: project.id, title: "t", worktree: Worktree(
+            name: "t", projectPath: "/nonexistent/app", path: "/nonexistent/app/.emdash/worktrees/t", branch: "emdash/t",
+            baseRef: "main", baseCommit: String(repeating: "0", count: 40)))
+        try await store.save(task)
+        let engine = AgentOrchestrator(store: store, searchPath: [], statusHooks: false) { record in
+            SSHTransport(configuration: SSHConfiguration(host: "127.0.0.1", port: closed, user: "nobody",
+                                                         authentication: .password("x"), hostKeyPolicy: .insecureAcceptAnyHostKey),
+                         serverID: record.serverID)
+        }
+        let start = ContinuousClock.now
+        await #expect(throws: AgentError.self) { try await engine.fetchTask(taskID: task.id, into: local, force: true) }
+        #expect(ContinuousClock.now - start < .seconds(60), "the fetch hung")
+        let left = try TestServer.runCapturing("/usr/bin/pgrep", ["-f", "fetch --no-tags --no-write-fetch-head sshkit:/project"])
+        #expect(left.out.isEmpty, "a local git was left: \(left.out)")
+        await engine.shutDown()
+    }
 }
