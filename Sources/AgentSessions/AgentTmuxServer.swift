@@ -235,14 +235,7 @@ extension AgentTmuxServer {
     {
         let needle = Array(text.utf8)
         guard !needle.isEmpty else { return true }
-        let process: TransportProcess
-        do {
-            process = try await shell.transport.startProcess("tmux", arguments: ["-L", socket, "-f", "/dev/null", "-C",
-                                                                          "attach-session", "-r", "-t", "=" + name],
-                                                       environment: [:])
-        } catch {
-            throw AgentError(error, while: "watching the output of \(name)")
-        }
+        let process = try await controlClient(of: name, while: "watching the output of \(name)")
         defer {
             process.input.finish()
             process.cancel()
@@ -301,6 +294,19 @@ extension AgentTmuxServer {
 
 /// Following a pane's screen as it changes.
 extension AgentTmuxServer {
+    /// A read-only tmux control-mode client of the session `name` (`tmux -C attach -r`:
+    /// it neither types nor resizes): the pane's output as notifications, and commands
+    /// answered over the same channel. The caller finishes its input and cancels it.
+    func controlClient(of name: String, while what: String) async throws(AgentError) -> TransportProcess {
+        do {
+            return try await shell.transport.startProcess("tmux", arguments: ["-L", socket, "-f", "/dev/null", "-C",
+                                                                         "attach-session", "-r", "-t", "=" + name],
+                                                      environment: [:])
+        } catch {
+            throw AgentError(error, while: what)
+        }
+    }
+
     /// Gives the visible screen of the session `name` (with colours, wrapped lines joined,
     /// as `capture(name, lines: 0)`) once at the start and again each time the pane
     /// printed or was resized, until the session ends or the task is cancelled. One
@@ -313,14 +319,7 @@ extension AgentTmuxServer {
     public func followScreen(of name: String, spacing: Duration = .milliseconds(40),
                              _ screen: @Sendable (String) async -> Void) async throws(AgentError)
     {
-        let process: TransportProcess
-        do {
-            process = try await shell.transport.startProcess("tmux", arguments: ["-L", socket, "-f", "/dev/null", "-C",
-                                                                          "attach-session", "-r", "-t", "=" + name],
-                                                       environment: [:])
-        } catch {
-            throw AgentError(error, while: "following the screen of \(name)")
-        }
+        let process = try await controlClient(of: name, while: "following the screen of \(name)")
         defer {
             process.input.finish()
             process.cancel()
