@@ -105,7 +105,7 @@ let package = Package(
         .target(
             name: "ExampleSupport",
             dependencies: [
-                "SSHKit",
+                "SSHKit", "TerminalSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

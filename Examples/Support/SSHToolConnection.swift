@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import SSHKit
+import TerminalSupport
 
 /// What a tool connects with: the settings ssh_config resolved for the destination
 /// (for the parts a connection does not use by itself: environment, forwards) and
@@ -34,10 +35,14 @@ public struct SSHToolConnection: Sendable {
             try await Self.answerKeyboardInteractive($0)
         }
         let password: @Sendable (SSHPasswordRequest) async throws -> String? = { await Self.askPassword($0) }
+        let passphrase: @Sendable (SSHPassphraseRequest) async throws -> String? = {
+            await TerminalPrompt.ask($0.prompt, echo: false)
+        }
         let interaction = SSHConfigInteraction(
             confirmUnknownHostKey: ask ? confirm : nil,
             keyboardInteractive: ask ? answer : nil,
             password: ask ? password : nil,
+            passphrase: ask ? passphrase : nil,
             // the user's own configuration says so: do what ssh does with it
             allowsInsecureHostKeyChecking: true,
             logger: logger,

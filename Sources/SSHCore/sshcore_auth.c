@@ -235,6 +235,26 @@ auth_kbdint_step(sshcore_conn *conn)
     return rc;
 }
 
+static void
+wipe_secret(char *_Nullable *_Nonnull secret)
+{
+    if (*secret != NULL) {
+        explicit_bzero(*secret, strlen(*secret));
+        free(*secret);
+        *secret = NULL;
+    }
+}
+
+/** Forgets what the current method was asked for, before the next one. */
+static void
+forget_method_answers(sshcore_conn *conn)
+{
+    wipe_secret(&conn->prompted_password);
+    wipe_secret(&conn->prompted_passphrase);
+    conn->password_attempts = 0;
+    conn->passphrase_attempts = 0;
+}
+
 /**
  * A method that cannot be used: with SSHCORE_AUTH_SKIP_UNUSABLE it is noted
  * ("publickey(file) skipped: why") and the next one tried, as ssh(1) skips an
@@ -255,6 +275,7 @@ method_unusable(sshcore_conn *conn,
         snprintf(note, sizeof(note), "skipped (%s)", why);
         note_tried(conn, note);
         sshcore_auth_release(conn);
+        forget_method_answers(conn);
         conn->method_idx++;
         conn->method_started = false;
         return;
@@ -295,8 +316,84 @@ key_file_permissions_ok(sshcore_conn *conn, const sshcore_auth_method *m)
 }
 
 /**
+ * libssh asks this for the passphrase of an encrypted key imported without
+ * one: it only notes that the key is encrypted (the passphrase is asked for
+ * with the worker free, see ask_passphrase) and declines.
+ */
+static int
+note_encrypted(const char *prompt,
+               char *buf,
+               size_t len,
+               int echo,
+               int verify,
+               void *userdata)
+{
+    (void)prompt;
+    (void)echo;
+    (void)verify;
+    if (buf != NULL && len > 0) {
+        buf[0] = '\0';
+    }
+    *(bool *)userdata = true;
+    return -1;
+}
+
+/**
+ * ASK_PASSPHRASE: asks the caller for the key's passphrase through the kbdint
+ * callback (one prompt, `passphrase` set) and waits in
+ * SSHCORE_PHASE_ANSWER_WAIT; the reply lands in conn->prompted_passphrase, or
+ * skips the key.
+ */
+static void
+ask_passphrase(sshcore_conn *conn, const sshcore_auth_method *m)
+{
+    char prompt[600];
+    const char *prompts[1];
+    int echo = 0;
+    sshcore_kbdint ch;
+    const char *path = m->kind == SSHCORE_AUTH_KEY_FILE ? m->secret : NULL;
+
+    /* ssh's wording (sshconnect2.c) */
+    if (path != NULL) {
+        snprintf(prompt,
+                 sizeof(prompt),
+                 conn->passphrase_attempts == 0
+                     ? "Enter passphrase for key '%s': "
+                     : "Bad passphrase, try again for %s: ",
+                 path);
+    } else {
+        snprintf(prompt,
+                 sizeof(prompt),
+                 "%s",
+                 conn->passphrase_attempts == 0
+                     ? "Enter passphrase for the key: "
+                     : "Bad passphrase, try again: ");
+    }
+    prompts[0] = prompt;
+    memset(&ch, 0, sizeof(ch));
+    ch.name = "";
+    ch.instruction = "";
+    ch.count = 1;
+    ch.prompts = prompts;
+    ch.echo = &echo;
+    ch.passphrase = 1;
+    ch.key_path = path;
+    ch.attempt = conn->passphrase_attempts + 1;
+    if (!sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWER_ASKED)) {
+        return;
+    }
+    conn->asking_passphrase = true;
+    sshcore_conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
+    pthread_mutex_lock(&conn->mu);
+    conn->kbd_awaited = true;
+    pthread_mutex_unlock(&conn->mu);
+    conn->cb.kbdint(conn->cb.ctx, conn, &ch);
+}
+
+/**
  * Loads the method's private key (and its certificate) into conn->key.
- * Returns false when the method is unusable (handled by method_unusable).
+ * Returns false when the method is unusable (handled by method_unusable), or
+ * when the key's passphrase is being asked for (the worker waits for it).
  */
 static bool
 load_method_key(sshcore_conn *conn, const sshcore_auth_method *m)
@@ -308,28 +405,67 @@ load_method_key(sshcore_conn *conn, const sshcore_auth_method *m)
     ssh_key cert = NULL;
     bool matches;
     int irc;
+    /* a passphrase of the caller's, else one asked for */
+    bool asks =
+        m->passphrase == NULL && (m->flags & SSHCORE_AUTH_ASK_PASSPHRASE) != 0;
+    const char *passphrase =
+        m->passphrase != NULL ? m->passphrase : conn->prompted_passphrase;
+    bool encrypted = false;
+    ssh_auth_callback probe = passphrase == NULL ? note_encrypted : NULL;
+    unsigned tries = m->attempts > 0 ? m->attempts : 3;
 
     if (m->kind == SSHCORE_AUTH_KEY_FILE && !key_file_permissions_ok(conn, m)) {
         return false;
     }
     if (m->kind == SSHCORE_AUTH_KEY_FILE) {
         irc = ssh_pki_import_privkey_file(m->secret != NULL ? m->secret : "",
-                                          m->passphrase,
-                                          NULL,
-                                          NULL,
+                                          passphrase,
+                                          probe,
+                                          &encrypted,
                                           &conn->key);
     } else {
         irc = ssh_pki_import_privkey_base64(m->secret != NULL ? m->secret : "",
-                                            m->passphrase,
-                                            NULL,
-                                            NULL,
+                                            passphrase,
+                                            probe,
+                                            &encrypted,
                                             &conn->key);
     }
+    if ((irc != SSH_OK || conn->key == NULL) && asks &&
+        (encrypted || conn->prompted_passphrase != NULL)) {
+        /* encrypted: ask; a wrong answer: ask again, as ssh does */
+        if (conn->prompted_passphrase != NULL) {
+            conn->passphrase_attempts++;
+            wipe_secret(&conn->prompted_passphrase);
+        }
+        ssh_key_free(conn->key);
+        conn->key = NULL;
+        if (conn->passphrase_attempts < tries) {
+            ask_passphrase(conn, m);
+            return false;
+        }
+        snprintf(detail,
+                 sizeof(detail),
+                 "%s: wrong passphrase (asked %u times)",
+                 where,
+                 tries);
+        method_unusable(conn,
+                        m,
+                        SSHCORE_E_PRIVATE_KEY,
+                        m->kind == SSHCORE_AUTH_KEY_FILE
+                            ? "ssh_pki_import_privkey_file"
+                            : "ssh_pki_import_privkey_base64",
+                        irc,
+                        detail);
+        return false;
+    }
+    wipe_secret(&conn->prompted_passphrase); /* the key is loaded, or not */
     if (irc != SSH_OK || conn->key == NULL) {
         /* the import functions do not set the session's error text */
         snprintf(detail,
                  sizeof(detail),
-                 "%s: unreadable, unsupported format, or wrong passphrase",
+                 encrypted ? "%s: encrypted, and no passphrase was given"
+                           : "%s: unreadable, unsupported format, or wrong "
+                             "passphrase",
                  where);
         method_unusable(conn,
                         m,
@@ -387,17 +523,6 @@ load_method_key(sshcore_conn *conn, const sshcore_auth_method *m)
     return true;
 }
 
-static void
-wipe_prompted_password(sshcore_conn *conn)
-{
-    if (conn->prompted_password != NULL) {
-        explicit_bzero(conn->prompted_password,
-                       strlen(conn->prompted_password));
-        free(conn->prompted_password);
-        conn->prompted_password = NULL;
-    }
-}
-
 /**
  * PASSWORD_PROMPT: asks the caller for a password through the kbdint callback
  * (one prompt, `password` set) and waits in SSHCORE_PHASE_ANSWER_WAIT; the
@@ -440,8 +565,7 @@ static void
 next_method(sshcore_conn *conn)
 {
     sshcore_auth_release(conn);
-    wipe_prompted_password(conn);
-    conn->password_attempts = 0;
+    forget_method_answers(conn);
     conn->method_idx++;
     conn->method_started = false;
 }
@@ -544,7 +668,7 @@ sshcore_auth_method_step(sshcore_conn *conn)
             /* refused: ask again, as ssh asks NumberOfPasswordPrompts times
              * (now: nothing else would wake the worker for it) */
             conn->password_attempts++;
-            wipe_prompted_password(conn);
+            wipe_secret(&conn->prompted_password);
             ask_password(conn);
             return;
         }
@@ -555,7 +679,7 @@ sshcore_auth_method_step(sshcore_conn *conn)
     case SSH_AUTH_AGAIN:
         return;
     case SSH_AUTH_SUCCESS:
-        wipe_prompted_password(conn);
+        wipe_secret(&conn->prompted_password);
         sshcore_auth_release(conn);
         auth_succeeded(conn);
         return;
@@ -594,7 +718,9 @@ sshcore_auth_check_session(sshcore_conn *conn)
 }
 
 /**
- * Worker, in SSHCORE_PHASE_ANSWER_WAIT: the caller's reply to a password prompt
+ * Worker, in SSHCORE_PHASE_ANSWER_WAIT: the caller's reply to a passphrase
+ * prompt (the passphrase, kept until the key is loaded, or none: the key is
+ * skipped), to a password prompt
  * (the password, kept until the server answered, or none: the next method) or
  * to a keyboard- interactive round (handed to libssh). NULL answers abort
  * authentication. Takes what it keeps out of `answers`; the caller frees the
@@ -605,8 +731,29 @@ sshcore_auth_answers(sshcore_conn *conn,
                      char *_Nullable *_Nullable answers,
                      size_t count)
 {
-    if (conn->method_idx < conn->method_count &&
-        conn->methods[conn->method_idx].kind == SSHCORE_AUTH_PASSWORD_PROMPT) {
+    if (conn->asking_passphrase) {
+        conn->asking_passphrase = false;
+        if (answers == NULL) {
+            sshcore_conn_fail(conn,
+                              SSHCORE_E_AUTH_DENIED,
+                              "passphrase prompt gave no answer");
+        } else if (sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWERED)) {
+            if (count == 0) {
+                method_unusable(conn,
+                                &conn->methods[conn->method_idx],
+                                SSHCORE_E_PRIVATE_KEY,
+                                NULL,
+                                0,
+                                "encrypted, and no passphrase was given");
+            } else {
+                wipe_secret(&conn->prompted_passphrase);
+                conn->prompted_passphrase = answers[0];
+                answers[0] = NULL; /* kept until the key is loaded */
+            }
+        }
+    } else if (conn->method_idx < conn->method_count &&
+               conn->methods[conn->method_idx].kind ==
+                   SSHCORE_AUTH_PASSWORD_PROMPT) {
         if (answers == NULL) {
             sshcore_conn_fail(conn,
                               SSHCORE_E_AUTH_DENIED,
@@ -615,7 +762,7 @@ sshcore_auth_answers(sshcore_conn *conn,
             if (count == 0) {
                 next_method(conn); /* no password: the next method */
             } else {
-                wipe_prompted_password(conn);
+                wipe_secret(&conn->prompted_password);
                 conn->prompted_password = answers[0];
                 answers[0] = NULL; /* kept until the server answered */
             }

@@ -59,6 +59,12 @@ free_methods(sshcore_conn *conn)
         free(conn->prompted_password);
         conn->prompted_password = NULL;
     }
+    if (conn->prompted_passphrase != NULL) {
+        explicit_bzero(conn->prompted_passphrase,
+                       strlen(conn->prompted_passphrase));
+        free(conn->prompted_passphrase);
+        conn->prompted_passphrase = NULL;
+    }
     if (conn->methods == NULL) {
         return;
     }

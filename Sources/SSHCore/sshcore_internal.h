@@ -152,6 +152,10 @@ struct sshcore_conn {
     char *_Nullable prompted_password; /* PASSWORD_PROMPT's answer, wiped after
                                           use */
     unsigned password_attempts;        /* passwords the server refused so far */
+    char *_Nullable prompted_passphrase; /* ASK_PASSPHRASE's answer, wiped once
+                                            the key is loaded */
+    unsigned passphrase_attempts;        /* wrong passphrases so far */
+    bool asking_passphrase; /* ANSWER_WAIT is for a key's passphrase */
     ssh_key _Nullable key;
     /* libssh 0.11.0-0.11.3 only: key's Ed25519 certificate, offered through
      * an in-process agent (sshcore_cert_agent.c); worker only */

@@ -1,6 +1,7 @@
 import Foundation
 import SSHKit
 import Testing
+import Synchronization
 
 /// Every authentication method, for real, against the fixture sshd.
 @Suite("Authentication", .tags(.integration))
@@ -202,5 +203,90 @@ extension AuthenticationTests {
             #expect(throws: SSHError.self) { try cmd.resize(to: size) }
             cmd.cancel()
         }
+    }
+}
+
+/// A key given without its passphrase has it asked for when its turn comes, as ssh
+/// asks "Enter passphrase for key …", and again while it is wrong.
+extension AuthenticationTests {
+    /// The answers in order (the last repeated); the requests are logged.
+    final class Passphrases: Sendable {
+        let answers: [String?]
+        let log = Mutex<[SSHPassphraseRequest]>([])
+        init(_ answers: [String?]) { self.answers = answers }
+        var requests: [SSHPassphraseRequest] { log.withLock { $0 } }
+        func answer(_ r: SSHPassphraseRequest) -> String? {
+            log.withLock { $0.append(r) }
+            return answers[min(r.attempt, answers.count) - 1]
+        }
+    }
+
+    func authentication(_ methods: [SSHAuthentication.Method], skips: Bool = false, _ p: Passphrases)
+        -> SSHAuthentication
+    {
+        SSHAuthentication(methods, skipsUnusableMethods: skips, passphrase: { p.answer($0) })
+    }
+
+    @Test(arguments: ["id_ed25519_pass", "id_rsa_pem_pass"])
+    func anEncryptedKeysPassphraseIsAskedAndAWrongOneAskedAgain(name: String) async throws {
+        let path = server.key(name)
+        let p = Passphrases(["wrong", server.passphrase])
+        await (try await whoami(authentication([.privateKeyFile(path: path, passphrase: nil)], p))).close()
+        let asked = p.requests
+        #expect(asked.map(\.attempt) == [1, 2])
+        #expect(asked.allSatisfy { $0.keyPath == path })
+        #expect(asked.first?.prompt == "Enter passphrase for key '\(path)': ")
+        #expect(asked.last?.prompt == "Bad passphrase, try again for \(path): ")
+    }
+
+    @Test func aKeyInMemoryOrAKeyThatIsNotEncryptedIsAskedOnlyWhenEncrypted() async throws {
+        let text = try String(contentsOfFile: server.key("id_ed25519_pass"), encoding: .utf8)
+        let p = Passphrases([server.passphrase])
+        await (try await whoami(authentication([.privateKey(text, passphrase: nil)], p))).close()
+        #expect(p.requests.count == 1 && p.requests.first?.keyPath == nil)
+        let plain = Passphrases([server.passphrase])
+        await (try await whoami(authentication([.privateKeyFile(path: server.key("id_ed25519"), passphrase: nil)], plain))).close()
+        #expect(plain.requests.isEmpty, "a key that is not encrypted is never asked about")
+        // a passphrase given with the key: nobody is asked
+        let given = Passphrases(["x"])
+        await (try await whoami(authentication([.privateKeyFile(path: server.key("id_ed25519_pass"),
+                                                                passphrase: server.passphrase)], given))).close()
+        #expect(given.requests.isEmpty)
+    }
+
+    @Test func wrongPassphrasesNoAnswerOrNobodyToAskMakeTheKeyUnusable() async throws {
+        let path = server.key("id_ed25519_pass")
+        // wrong three times: the key is unusable, and the connection fails saying so
+        let wrong = Passphrases(["a", "b", "c", "d"])
+        var e = await expectSSHError {
+            try await SSHClient.connect(server.configuration(authentication([.privateKeyFile(path: path, passphrase: nil)], wrong)))
+        }
+        #expect(e?.code == .privateKeyUnreadable && "\(e!)".contains("wrong passphrase (asked 3 times)"), "\(String(describing: e))")
+        #expect(wrong.requests.count == 3)
+        // no answer (nil, or an empty line as ssh takes it): unusable at once
+        for answer in [nil, ""] as [String?] {
+            let none = Passphrases([answer])
+            e = await expectSSHError {
+                try await SSHClient.connect(server.configuration(authentication([.privateKeyFile(path: path, passphrase: nil)], none)))
+            }
+            #expect(e?.code == .privateKeyUnreadable && "\(e!)".contains("no passphrase was given"), "\(String(describing: e))")
+            #expect(none.requests.count == 1)
+        }
+        // skipped as ssh skips it, and the next method used
+        let skipped = Passphrases(["a"])
+        let conn = try await whoami(authentication([.privateKeyFile(path: path, passphrase: nil), .password(server.password)],
+                                                   skips: true, skipped))
+        await conn.close()
+        #expect(skipped.requests.count == 3)
+        // nobody to ask (no responder): unusable, as before
+        e = await expectSSHError { try await SSHClient.connect(server.configuration(.privateKey(path: path))) }
+        #expect(e?.code == .privateKeyUnreadable)
+        // a responder that throws ends authentication with its error as the cause
+        struct Refused: Error {}
+        e = await expectSSHError {
+            try await SSHClient.connect(server.configuration(SSHAuthentication([.privateKeyFile(path: path, passphrase: nil)],
+                                                                               passphrase: { _ in throw Refused() })))
+        }
+        #expect(e?.code == .authenticationFailed && e?.cause is Refused, "\(String(describing: e))")
     }
 }

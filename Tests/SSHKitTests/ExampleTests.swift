@@ -173,6 +173,20 @@ struct ExampleTests {
         #expect(setup.askpassLog.components(separatedBy: "password:").count - 1 == 2, "BatchMode asked: \(setup.askpassLog)")
     }
 
+    /// An encrypted identity's passphrase is asked through askpass, as ssh asks it; under
+    /// BatchMode the key is skipped without asking.
+    @Test func anEncryptedIdentitysPassphraseThroughAskpass() throws {
+        let setup = try ToolSetup(server, key: "id_ed25519_pass", extra: ["KbdInteractiveAuthentication no",
+                                                                         "PasswordAuthentication no"])
+        defer { setup.remove() }
+        let r = try exec(setup, ["fixture", "id", "-un"], env: try setup.askpass(answering: server.passphrase))
+        #expect(r.status == 0 && r.out == server.user + "\n", "\(r)")
+        #expect(setup.askpassLog == "Enter passphrase for key '\(server.key("id_ed25519_pass"))': \n", "\(setup.askpassLog)")
+        let batch = try exec(setup, ["-o", "BatchMode=yes", "fixture", "true"], env: try setup.askpass(answering: "x"))
+        #expect(batch.status == 255 && batch.err.contains("encrypted, and no passphrase was given"), "\(batch)")
+        #expect(setup.askpassLog.components(separatedBy: "passphrase").count - 1 == 1, "BatchMode asked: \(setup.askpassLog)")
+    }
+
     /// Without a terminal nobody can confirm an unknown key: refused, nothing recorded.
     @Test func anUnknownHostFailsClosedWithoutATerminal() throws {
         let setup = try ToolSetup(server, trusted: false)

@@ -43,6 +43,12 @@ enum {
      * agent that cannot be reached is skipped, as ssh(1) skips it, and the next
      * method tried; without it such a method fails the connection. */
     SSHCORE_AUTH_SKIP_UNUSABLE = 1 << 0,
+    /** KEY_FILE and KEY_MEMORY without a passphrase: when the key turns out to
+     *  be encrypted, its passphrase is asked for through the kbdint callback
+     *  (one prompt, `passphrase` set), up to `attempts` times while it is
+     *  wrong (ssh's NumberOfPasswordPrompts); without it such a key is
+     *  unusable. */
+    SSHCORE_AUTH_ASK_PASSPHRASE = 1 << 1,
 };
 
 /** One authentication method; methods are tried in the order given. */
@@ -55,7 +61,8 @@ typedef struct sshcore_auth_method {
      * NULL. */
     const char *_Nullable certificate;
     unsigned flags;
-    /** PASSWORD_PROMPT: how many passwords to ask for (0 counts as 1). */
+    /** PASSWORD_PROMPT: how many passwords to ask for (0 counts as 1);
+     *  ASK_PASSPHRASE: how many passphrases (0 counts as 3). */
     unsigned attempts;
 } sshcore_auth_method;
 
@@ -78,8 +85,9 @@ typedef struct sshcore_hostkey {
     uint16_t port;
 } sshcore_hostkey;
 
-/** A keyboard-interactive challenge, or a password prompt (`password` set);
- *  answer with sshcore_conn_kbdint_reply. */
+/** A keyboard-interactive challenge, a password prompt (`password` set) or a
+ *  key's passphrase prompt (`passphrase` set); answer with
+ *  sshcore_conn_kbdint_reply. */
 typedef struct sshcore_kbdint {
     const char *name;
     const char *instruction;
@@ -89,8 +97,13 @@ typedef struct sshcore_kbdint {
     /** 1 for SSHCORE_AUTH_PASSWORD_PROMPT: one prompt, answer with the password
      *  (or zero answers to skip the method); 0 for keyboard-interactive. */
     int password;
-    /** password prompts: 1 for the first, 2 after the server refused one, ...
-     */
+    /** 1 for SSHCORE_AUTH_ASK_PASSPHRASE: one prompt, answer with the key's
+     *  passphrase (or zero answers to skip the key). */
+    int passphrase;
+    /** passphrase prompts: the key file's path, or NULL for a key in memory */
+    const char *_Nullable key_path;
+    /** password prompts: 1 for the first, 2 after the server refused one, ...;
+     *  passphrase prompts: 1, then 2 after a wrong one, ... */
     unsigned attempt;
 } sshcore_kbdint;
 

@@ -37,11 +37,29 @@ public struct SSHAuthentication: Sendable {
     /// cannot be used fails the connection (`privateKeyUnreadable`, `agentUnavailable`).
     /// `OpenSSHConfig.connectionConfiguration` turns it on for ssh's default identities.
     public var skipsUnusableMethods: Bool
+    /// Asked for the passphrase of an encrypted key given without one
+    /// (`privateKeyFile` or `privateKey` with a nil passphrase) when its method is
+    /// reached, as ssh asks "Enter passphrase for key '…':", and again while the
+    /// passphrase is wrong, up to `passphraseAttempts` times. It returns the
+    /// passphrase, or nil or an empty string to go without the key (it is then
+    /// unusable: skipped under `skipsUnusableMethods`); throwing ends authentication
+    /// with `authenticationFailed` and the error as its cause. The passphrase is
+    /// wiped from memory once the key is loaded. nil (the default): such a key is
+    /// unusable.
+    public var passphrase: (@Sendable (SSHPassphraseRequest) async throws -> String?)?
+    /// How many passphrases `passphrase` is asked for per key while they are wrong
+    /// (ssh's `NumberOfPasswordPrompts`, 3).
+    public var passphraseAttempts: Int
 
-    /// Authentication with `methods`, tried in order; see `skipsUnusableMethods`.
-    public init(_ methods: [Method], skipsUnusableMethods: Bool = false) {
+    /// Authentication with `methods`, tried in order; see `skipsUnusableMethods` and
+    /// `passphrase`.
+    public init(_ methods: [Method], skipsUnusableMethods: Bool = false,
+                passphrase: (@Sendable (SSHPassphraseRequest) async throws -> String?)? = nil,
+                passphraseAttempts: Int = 3) {
         self.methods = methods
         self.skipsUnusableMethods = skipsUnusableMethods
+        self.passphrase = passphrase
+        self.passphraseAttempts = passphraseAttempts
     }
 
     /// Password authentication only.
@@ -73,6 +91,18 @@ public struct SSHPasswordRequest: Sendable {
     /// What ssh shows: `"user@host's password: "`.
     public let prompt: String
     /// 1 for the first password, 2 once the server refused it, and so on.
+    public let attempt: Int
+}
+
+/// The passphrase of an encrypted private key, asked for by
+/// `SSHAuthentication.passphrase`.
+public struct SSHPassphraseRequest: Sendable {
+    /// The key file's path; nil for a key given as text.
+    public let keyPath: String?
+    /// What ssh shows: `"Enter passphrase for key '/home/me/.ssh/id_ed25519': "`, and
+    /// `"Bad passphrase, try again for /home/me/.ssh/id_ed25519: "` after a wrong one.
+    public let prompt: String
+    /// 1 for the first passphrase, 2 once it was wrong, and so on.
     public let attempt: Int
 }
 

@@ -19,6 +19,10 @@ public struct SSHConfigInteraction: Sendable {
     /// `NumberOfPasswordPrompts` times); nil, `PasswordAuthentication no` or
     /// `BatchMode yes`: no password is asked for. Return nil to skip it.
     public var password: (@Sendable (SSHPasswordRequest) async throws -> String?)?
+    /// The passphrase of an encrypted identity file, asked when ssh would ask it
+    /// (when its turn in the order comes; `NumberOfPasswordPrompts` times while it is
+    /// wrong); nil, or `BatchMode yes`: such a key is skipped, as ssh skips it then.
+    public var passphrase: (@Sendable (SSHPassphraseRequest) async throws -> String?)?
     /// `StrictHostKeyChecking no` verifies nothing that matters: it records unknown
     /// keys and accepts changed ones. A configuration that says so is refused unless
     /// this is true (a tool that does what the user's ssh_config says may set it).
@@ -35,6 +39,7 @@ public struct SSHConfigInteraction: Sendable {
         confirmUnknownHostKey: (@Sendable (SSHHostKeyPrompt) async -> Bool)? = nil,
         keyboardInteractive: (@Sendable (SSHKeyboardInteractiveChallenge) async throws -> [String])? = nil,
         password: (@Sendable (SSHPasswordRequest) async throws -> String?)? = nil,
+        passphrase: (@Sendable (SSHPassphraseRequest) async throws -> String?)? = nil,
         allowsInsecureHostKeyChecking: Bool = false,
         logger: Logger = Logger(label: "SSHKit", factory: { _ in SwiftLogNoOpLogHandler() }),
         libsshVerbosity: Int = 0
@@ -42,6 +47,7 @@ public struct SSHConfigInteraction: Sendable {
         self.confirmUnknownHostKey = confirmUnknownHostKey
         self.keyboardInteractive = keyboardInteractive
         self.password = password
+        self.passphrase = passphrase
         self.allowsInsecureHostKeyChecking = allowsInsecureHostKeyChecking
         self.logger = logger
         self.libsshVerbosity = libsshVerbosity
@@ -171,8 +177,9 @@ extension SSHHostConfig {
 
     /// The agent first (unless `IdentitiesOnly`), then each identity file with its
     /// certificates: `CertificateFile`s (a certificate not for the key is skipped) and
-    /// `<file>-cert.pub`, then the bare key; then keyboard-interactive, then a
-    /// password prompt (ssh's `PreferredAuthentications` order).
+    /// `<file>-cert.pub`, then the bare key (an encrypted one's passphrase asked for
+    /// then); then keyboard-interactive, then a password prompt (ssh's
+    /// `PreferredAuthentications` order).
     func authentication(context: OpenSSHConfig.Context, interaction: SSHConfigInteraction,
                         keyChanged: ChangedKeyFlag) -> SSHAuthentication
     {
@@ -210,8 +217,8 @@ extension SSHHostConfig {
                 return try await responder(challenge)
             })
         }
+        let attempts = options["numberofpasswordprompts"]?.first.flatMap(Int.init) ?? 3
         if !batchMode, option("passwordauthentication", default: true), let responder = interaction.password {
-            let attempts = options["numberofpasswordprompts"]?.first.flatMap(Int.init) ?? 3
             if attempts > 0 {
                 methods.append(.passwordPrompt(attempts: attempts) { request in
                     if keyChanged.isSet {
@@ -223,7 +230,10 @@ extension SSHHostConfig {
                 })
             }
         }
-        return SSHAuthentication(methods, skipsUnusableMethods: true)
+        // ssh asks for a key's passphrase even with NumberOfPasswordPrompts 0 (once)
+        return SSHAuthentication(methods, skipsUnusableMethods: true,
+                                 passphrase: batchMode ? nil : interaction.passphrase,
+                                 passphraseAttempts: max(1, attempts))
     }
 
     /// The environment `ssh` sends with each session: the `SetEnv` pairs, and each

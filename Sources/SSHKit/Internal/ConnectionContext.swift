@@ -26,6 +26,7 @@ final class ConnectionContext: Sendable {
     let user: String
     let responder: (@Sendable (SSHKeyboardInteractiveChallenge) async throws -> [String])?
     let passwordResponder: (@Sendable (SSHPasswordRequest) async throws -> String?)?
+    let passphraseResponder: (@Sendable (SSHPassphraseRequest) async throws -> String?)?
     let logger: Logger
 
     init(configuration c: SSHConfiguration) {
@@ -40,6 +41,7 @@ final class ConnectionContext: Sendable {
         passwordResponder = c.authentication.methods.lazy.compactMap { m in
             if case .passwordPrompt(_, let r) = m { return r } else { return nil }
         }.first
+        passphraseResponder = c.authentication.passphrase
     }
 
     // MARK: connect
@@ -158,6 +160,24 @@ final class ConnectionContext: Sendable {
             do {
                 // no answer at all (not a NULL array): the core goes on to the next method
                 let answers = try await passwordResponder(request).map { [$0] } ?? []
+                try Self.checkAnswers(answers)
+                Self.reply(answers, conn: conn)
+            } catch {
+                self.abortAnswer(error, conn: conn)
+            }
+        }
+    }
+
+    /// A key's passphrase: one answer, or none (the key is not used); a throw aborts.
+    func answerPassphrase(_ request: SSHPassphraseRequest, conn: ConnPointer) {
+        guard let passphraseResponder else {
+            _ = sshcore_conn_kbdint_reply(conn.raw, nil, 0)
+            return
+        }
+        Task {
+            do {
+                // an empty passphrase is ssh's "skip this key"
+                let answers = try await passphraseResponder(request).flatMap { $0.isEmpty ? nil : [$0] } ?? []
                 try Self.checkAnswers(answers)
                 Self.reply(answers, conn: conn)
             } catch {

@@ -92,18 +92,24 @@ final class CoreConnection: Sendable {
         let strings = CStringArena()
         var methods: [sshcore_auth_method] = []
         let flags: UInt32 = config.authentication.skipsUnusableMethods ? UInt32(SSHCORE_AUTH_SKIP_UNUSABLE) : 0
+        let asks = config.authentication.passphrase != nil
         func add(_ kind: sshcore_auth_kind, _ secret: String? = nil, _ passphrase: String? = nil,
-                 certificate: String? = nil, attempts: Int = 0) {
+                 certificate: String? = nil, attempts: Int = 0, extraFlags: UInt32 = 0) {
             methods.append(.init(kind: kind, secret: strings.dup(secret), passphrase: strings.dup(passphrase),
-                                 certificate: strings.dup(certificate), flags: flags,
+                                 certificate: strings.dup(certificate), flags: flags | extraFlags,
                                  attempts: UInt32(clamping: attempts)))
         }
+        // a key given without a passphrase has it asked for, when there is someone to ask
+        let keyFlags: UInt32 = asks ? UInt32(SSHCORE_AUTH_ASK_PASSPHRASE) : 0
+        let keyAttempts = max(1, config.authentication.passphraseAttempts)
         for method in config.authentication.methods {
             switch method {
             case .password(let pw): add(SSHCORE_AUTH_PASSWORD, pw)
             case .privateKeyFile(let path, let passphrase, let certificate):
-                add(SSHCORE_AUTH_KEY_FILE, path, passphrase, certificate: certificate)
-            case .privateKey(let text, let passphrase): add(SSHCORE_AUTH_KEY_MEMORY, text, passphrase)
+                add(SSHCORE_AUTH_KEY_FILE, path, passphrase, certificate: certificate, attempts: keyAttempts,
+                    extraFlags: keyFlags)
+            case .privateKey(let text, let passphrase):
+                add(SSHCORE_AUTH_KEY_MEMORY, text, passphrase, attempts: keyAttempts, extraFlags: keyFlags)
             case .agent(let socket): add(SSHCORE_AUTH_AGENT, socket)
             case .keyboardInteractive: add(SSHCORE_AUTH_KBDINT)
             case .passwordPrompt(let attempts, _): add(SSHCORE_AUTH_PASSWORD_PROMPT, attempts: max(1, attempts))
@@ -166,6 +172,12 @@ private let coreHostKey: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer
 private let coreKbdint: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer, UnsafePointer<sshcore_kbdint>)
     -> Void = { ctx, conn, challenge in
         let c = challenge.pointee
+        if c.passphrase != 0 {
+            let request = SSHPassphraseRequest(keyPath: c.key_path.map { String(cString: $0) },
+                                               prompt: String(cString: c.prompts[0]), attempt: Int(c.attempt))
+            context(ctx).answerPassphrase(request, conn: ConnPointer(raw: conn))
+            return
+        }
         if c.password != 0 {
             let request = SSHPasswordRequest(user: context(ctx).user, host: context(ctx).host,
                                              prompt: String(cString: c.prompts[0]), attempt: Int(c.attempt))

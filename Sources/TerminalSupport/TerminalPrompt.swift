@@ -31,7 +31,10 @@ public enum TerminalPrompt {
         return terminal ? .terminal : nil
     }
 
+    /// Whether someone can be asked: a terminal, or an askpass program that will be used.
     public static var canAsk: Bool { source != nil }
+
+    private static let askLock = NSLock()
 
     /// Shows `prompt` and returns the line typed (without its newline); nil when
     /// nobody can be asked, at end of input, or on Ctrl-C. With `echo` false the
@@ -41,6 +44,9 @@ public enum TerminalPrompt {
         // a blocking read must not hold one of the concurrency pool's threads
         return await withCheckedContinuation { (c: CheckedContinuation<String?, Never>) in
             Thread {
+                // one question at a time: connections made at once ask one after the other
+                askLock.lock()
+                defer { askLock.unlock() }
                 switch source {
                 case .terminal: c.resume(returning: readTerminal(prompt, echo: echo))
                 case .askpass(let program): c.resume(returning: runAskpass(program, prompt))
