@@ -148,8 +148,20 @@ cat > "$ashome/.config/agent-sessions/config.json" <<JSON
    {"type": "command", "command": ["/bin/sh", "-c", "cat >> '$dir/notifications.jsonl'"]}]}}
 JSON
 as() { echo; printf '$ agent-sessions'; printf ' %q' "$@"; echo; env -u SSH_AUTH_SOCK HOME="$ashome" "$bin/agent-sessions" "$@"; }
-as hosts add demo "$SSHKIT_TEST_USER@127.0.0.1:$SSHKIT_TEST_PORT" --key "$dir/id_ed25519"
+# the host as ssh knows it: a Host entry of an ssh configuration, added by its name
+mkdir -p -m 700 "$ashome/.ssh"
+cat > "$dir/ssh_config" <<CONF
+Host demo
+  HostName 127.0.0.1
+  Port $SSHKIT_TEST_PORT
+  User $SSHKIT_TEST_USER
+  IdentityFile $dir/id_ed25519
+  IdentitiesOnly yes
+  UserKnownHostsFile $ashome/.ssh/known_hosts
+CONF
+as hosts add demo -F "$dir/ssh_config"
 as hosts list
+as hosts doctor demo
 as projects add demo "$repo" --name app
 as agents demo
 as tasks new app "Add a greeting" --agent claude --prompt "write a greeting"

@@ -14,6 +14,31 @@ public enum HostAuthentication: Sendable, Hashable, Codable {
     case sshAgent
     /// A password asked on the terminal when connecting, never stored.
     case passwordPrompt
+    /// What the user's OpenSSH configuration says, as `ssh` takes it: the agent
+    /// (`IdentityAgent`), each `IdentityFile` with its certificates, keyboard-interactive,
+    /// a password (for a host known by its ssh alias, `HostRecord.openSSH`).
+    case openSSH
+}
+
+/// A host known by its name in the user's OpenSSH configuration. The record keeps the
+/// name, not what it resolved to: it is resolved again at each connect, as `ssh ALIAS`
+/// resolves it, so a change to the configuration takes effect on the next connect.
+public struct OpenSSHHostReference: Sendable, Hashable, Codable {
+    /// What ssh is given: `ssh ALIAS`.
+    public var alias: String
+    /// ssh's `-F`: this file instead of `~/.ssh/config` and `/etc/ssh/ssh_config`.
+    public var configFile: String?
+    /// ssh's `-o` options, as given (`"Port=2222"`); they win over the files.
+    public var options: [String]
+    /// Whether a `Match exec` of the configuration may run its command.
+    public var allowsMatchExec: Bool
+
+    public init(alias: String, configFile: String? = nil, options: [String] = [], allowsMatchExec: Bool = false) {
+        self.alias = alias
+        self.configFile = configFile
+        self.options = options
+        self.allowsMatchExec = allowsMatchExec
+    }
 }
 
 /// A machine agents run on.
@@ -34,10 +59,18 @@ public struct HostRecord: Sendable, Hashable, Codable, Identifiable {
     /// The engine's tmux server on the host.
     public var tmuxSocket: String
     public var createdAt: Date
+    /// Set for a host known by its ssh alias: the address, user and port are then what
+    /// the configuration resolves at each connect, `address` holds the alias, and a
+    /// `user` or `port` here (non-empty, non-zero) wins over the configuration as
+    /// `ssh -l`/`-p` would. The other fields that are set (`authentication` other than
+    /// `openSSH`, `jumpHost`, `hostKeyFingerprint`) win too.
+    public var openSSH: OpenSSHHostReference?
 
     public init(id: String = AgentIDs.make(), name: String, address: String, port: Int = 22, user: String,
                 authentication: HostAuthentication = .sshAgent, jumpHost: String? = nil,
-                hostKeyFingerprint: String? = nil, tmuxSocket: String = "sshkit-agents", createdAt: Date = Date()) {
+                hostKeyFingerprint: String? = nil, tmuxSocket: String = "sshkit-agents", createdAt: Date = Date(),
+                openSSH: OpenSSHHostReference? = nil) {
+        self.openSSH = openSSH
         self.id = id
         self.name = name
         self.address = address
@@ -52,8 +85,10 @@ public struct HostRecord: Sendable, Hashable, Codable, Identifiable {
 
     public var serverID: ServerID { ServerID(id) }
 
-    /// How messages name the host: `build-1 (me@10.0.0.5:22)`.
+    /// How messages name the host: `build-1 (me@10.0.0.5:22)`, or `gpu-1 (ssh gpu-1)`
+    /// for a host known by its ssh alias.
     public var displayName: String {
+        if let openSSH { return "\(name) (ssh \(openSSH.alias))" }
         let address = self.address.contains(":") ? "[\(self.address)]" : self.address
         return "\(name) (\(user)@\(address):\(port))"
     }

@@ -156,6 +156,10 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
                 ALTER TABLE project ADD COLUMN fetchesBase BOOLEAN;
                 """)
         }
+        m.registerMigration("v4-host-openssh") { db in
+            // JSON: the ssh alias, -F file, -o options; nil for a host given by address
+            try db.execute(sql: "ALTER TABLE host ADD COLUMN openSSH TEXT")
+        }
         return m
     }
 
@@ -188,20 +192,23 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
     /// - Throws: `invalidArgument` when another host has the same name.
     public func save(_ host: HostRecord) async throws {
         let auth = String(decoding: try JSONEncoder().encode(host.authentication), as: UTF8.self)
+        let openSSH = try host.openSSH.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
         try await pool.write { db in
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM host WHERE name = ? AND id != ?", arguments: [host.name, host.id]) == true {
                 throw AgentError(.invalidArgument, "a host named \(host.name) exists already")
             }
             try db.execute(sql: """
-                INSERT INTO host (id, name, address, port, user, authentication, jumpHost, hostKeyFingerprint, tmuxSocket, createdAt)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO host (id, name, address, port, user, authentication, jumpHost, hostKeyFingerprint, tmuxSocket,
+                                  createdAt, openSSH)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(id) DO UPDATE SET
                     name = excluded.name, address = excluded.address, port = excluded.port,
                     user = excluded.user, authentication = excluded.authentication,
                     jumpHost = excluded.jumpHost, hostKeyFingerprint = excluded.hostKeyFingerprint,
-                    tmuxSocket = excluded.tmuxSocket, createdAt = excluded.createdAt
+                    tmuxSocket = excluded.tmuxSocket, createdAt = excluded.createdAt, openSSH = excluded.openSSH
                 """, arguments: [host.id, host.name, host.address, host.port, host.user, auth, host.jumpHost,
-                                 host.hostKeyFingerprint, host.tmuxSocket, host.createdAt.timeIntervalSinceReferenceDate])
+                                 host.hostKeyFingerprint, host.tmuxSocket, host.createdAt.timeIntervalSinceReferenceDate,
+                                 openSSH])
         }
     }
 
@@ -388,7 +395,10 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
         return HostRecord(id: row["id"], name: row["name"], address: row["address"], port: row["port"], user: row["user"],
                           authentication: try JSONDecoder().decode(HostAuthentication.self, from: Data(auth.utf8)),
                           jumpHost: row["jumpHost"], hostKeyFingerprint: row["hostKeyFingerprint"],
-                          tmuxSocket: row["tmuxSocket"], createdAt: date(row["createdAt"]))
+                          tmuxSocket: row["tmuxSocket"], createdAt: date(row["createdAt"]),
+                          openSSH: try (row["openSSH"] as String?).map {
+                              try JSONDecoder().decode(OpenSSHHostReference.self, from: Data($0.utf8))
+                          })
     }
 
     private static func project(_ row: Row) -> ProjectRecord {

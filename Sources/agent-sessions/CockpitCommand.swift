@@ -28,6 +28,8 @@ struct CockpitCommand: AsyncParsableCommand {
             try await status.run()
             return
         }
+        // the screen is the cockpit's: nothing is asked on it (BatchMode semantics)
+        HostConnection.asks.store(false, ordering: .relaxed)
         let detach = try Attach.byte(of: detachKey)
         try await Context.with(global) { context in
             guard let screen = FullScreen.enter() else { throw Failure(.failed, "the terminal could not be taken full screen") }

@@ -4,21 +4,26 @@ import Foundation
 import SSHKit
 import ServerTransport
 import Synchronization
+import TerminalSupport
 
 struct Hosts: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Add, list, test and remove the machines agents run on.",
-        subcommands: [Add.self, List.self, Test.self, Remove.self])
+        subcommands: [Add.self, Import.self, List.self, Test.self, Doctor.self, Remove.self])
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Add a host: connect once, check its host key and what it has installed.",
             discussion: """
-                Without --fingerprint, the host key is checked against ~/.ssh/known_hosts like ssh does; a host seen for the first time has its key recorded there (hashed) and the fingerprint shown, like StrictHostKeyChecking=accept-new. With --fingerprint, the key is pinned in the store and known_hosts is not used for it.
+                With no destination, NAME is a host of your OpenSSH configuration (~/.ssh/config, or -F): it is connected to as `ssh NAME` would (HostName, User, Port, IdentityFile and certificates, IdentityAgent, ProxyJump or ProxyCommand, known_hosts files, StrictHostKeyChecking, Match and Include). The store keeps the name, not what it resolves to: a change to the configuration takes effect on the next connect. A destination without a user (`gpu-7`) is such a name too; `user@host[:port]` is an address, and the configuration is not read for it. --key, --agent, --password, --jump and --fingerprint win over the configuration.
+
+                For an address, without --fingerprint, the host key is checked against ~/.ssh/known_hosts like ssh does; a host seen for the first time has its key recorded there (hashed) and the fingerprint shown, like StrictHostKeyChecking=accept-new. For an ssh name, the configuration's known_hosts files and StrictHostKeyChecking decide; a key it would ask about is recorded on this first connect and shown. With --fingerprint, the key is pinned in the store and known_hosts is not used for it.
                 """)
         @OptionGroup var global: GlobalOptions
-        @Argument(help: "What to call the host (letters, digits, . _ -).") var name: String
-        @Argument(help: "user@host[:port]") var destination: String
+        @Argument(help: "What to call the host (letters, digits, . _ -); without a destination, its name in your ssh configuration.")
+        var name: String
+        @Argument(help: "user@host[:port], or a host of your ssh configuration (default: NAME).") var destination: String?
+        @OptionGroup var ssh: OpenSSHOptions
         @Option(name: [.customShort("i"), .customLong("key")], help: "A private key file; repeatable, tried in order.")
         var keys: [String] = []
         @Flag(help: "Authenticate with the keys of ssh-agent (SSH_AUTH_SOCK).") var agent = false
@@ -33,59 +38,45 @@ struct Hosts: AsyncParsableCommand {
 
         func run() async throws {
             try await Context.with(global) { context in
-                guard name.range(of: #"^[A-Za-z0-9._-]{1,64}$"#, options: .regularExpression) != nil else {
-                    throw Failure.usage("\(name) is not a usable host name: use letters, digits, '.', '_' and '-'")
-                }
-                let spec = try HostSpec(parsing: destination)
-                if let jump { _ = try HostSpec(parsing: jump, defaultUser: spec.user) }
+                try Hosts.checkName(name)
                 guard tmuxSocket.range(of: #"^[A-Za-z0-9._-]{1,64}$"#, options: .regularExpression) != nil else {
                     throw Failure.usage("\(tmuxSocket) is not a usable tmux server name: use letters, digits, '.', '_' and '-'")
                 }
                 if let fingerprint, !fingerprint.hasPrefix("SHA256:") || fingerprint.count < 20 {
                     throw Failure.usage("\(fingerprint) is not a SHA-256 fingerprint (SHA256:..., see ssh-keygen -lf)")
                 }
+                let target = destination ?? name
+                let byAddress = target.contains("@")
+                if byAddress, ssh.given { throw Failure.usage("-F, -o and --allow-match-exec are for a host of your ssh configuration, not an address") }
                 if try await context.store.hosts().contains(where: { $0.name == name }) {
                     throw Failure.refused("a host named \(name) exists already; remove it first or pick another name")
                 }
-                let authentication = try chosenAuthentication(context.environment)
-                let record = HostRecord(name: name, address: spec.address, port: spec.port, user: spec.user,
+                let authentication = try chosenAuthentication(context.environment, byAddress: byAddress)
+                var record: HostRecord
+                if byAddress {
+                    let spec = try HostSpec(parsing: target)
+                    if let jump { _ = try HostSpec(parsing: jump, defaultUser: spec.user) }
+                    record = HostRecord(name: name, address: spec.address, port: spec.port, user: spec.user,
                                         authentication: authentication, jumpHost: jump, hostKeyFingerprint: fingerprint,
                                         tmuxSocket: tmuxSocket)
-                let trust = FirstUseTrust(store: HostConnection.knownHosts(environment: context.environment))
-                // the jump host's key is checked or recorded on first use even when the host's is pinned
-                let config = try HostConnection.configuration(for: record, environment: context.environment,
-                                                              hostKeyPolicy: fingerprint == nil ? trust.policy : nil,
-                                                              jumpHostKeyPolicy: trust.policy)
-                let transport = SSHTransport(configuration: config, serverID: record.serverID)
-                let detection: AgentDetection
-                do {
-                    detection = try await context.orchestrator.inspectNewHost(record, through: transport)
-                    await transport.close()
-                } catch {
-                    await transport.close()
-                    throw error
+                } else {
+                    if let jump { _ = try HostSpec(parsing: jump, defaultUser: "user") }
+                    let reference = try ssh.reference(alias: target)
+                    record = HostRecord(name: name, address: target, port: 0, user: "", authentication: authentication,
+                                        jumpHost: jump, hostKeyFingerprint: fingerprint, tmuxSocket: tmuxSocket,
+                                        openSSH: reference)
                 }
-                if !trust.firstSeen.isEmpty {
-                    // like ssh: ~/.ssh is made 0700 when missing
-                    let dir = (trust.store.path as NSString).deletingLastPathComponent
-                    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
-                                                            attributes: [.posixPermissions: 0o700])
-                }
-                for seen in trust.firstSeen {
-                    try await trust.store.add(seen.key, host: seen.host, port: seen.port)
-                    print("recorded the host key of \(SSHKnownHostsFile.lookupName(host: seen.host, port: seen.port)) in \(trust.store.path): \(seen.key.type) \(seen.key.sha256Fingerprint)")
-                }
+                let detection = try await Hosts.connectFirstTime(record, context)
                 try await context.store.save(record)
-                let trustText = fingerprint.map { "pinned \($0)" } ?? "checked against \(trust.store.path)"
-                print("added host \(name): \(spec), host key \(trustText)")
-                if detection.tmuxVersion == nil {
-                    note("warning: \(name) has no tmux; install it there: agents run in tmux so they outlive this command")
-                }
-                if !detection.hasGit { note("warning: \(name) has no git; install it there: tasks are git worktrees") }
+                let trustText = fingerprint.map { "pinned \($0)" }
+                    ?? (byAddress ? "checked against \(HostConnection.knownHosts(environment: context.environment).path)"
+                                  : "checked as the ssh configuration says")
+                print("added host \(name): \(record.destinationText), host key \(trustText)")
+                Hosts.warnings(detection, name)
             }
         }
 
-        func chosenAuthentication(_ environment: [String: String]) throws -> HostAuthentication {
+        func chosenAuthentication(_ environment: [String: String], byAddress: Bool) throws -> HostAuthentication {
             let chosen = [!keys.isEmpty, agent, password].filter { $0 }.count
             guard chosen <= 1 else { throw Failure.usage("give one of --key, --agent and --password") }
             if !keys.isEmpty {
@@ -98,8 +89,117 @@ struct Hosts: AsyncParsableCommand {
                 return .keyFiles(paths)
             }
             if password { return .passwordPrompt }
-            if agent || environment["SSH_AUTH_SOCK"] != nil { return .sshAgent }
+            if agent { return .sshAgent }
+            if !byAddress { return .openSSH }
+            if environment["SSH_AUTH_SOCK"] != nil { return .sshAgent }
             throw Failure.usage("give --key <file>, --agent or --password (no ssh-agent is running)")
+        }
+    }
+
+    static func checkName(_ name: String) throws {
+        guard name.range(of: #"^[A-Za-z0-9._-]{1,64}$"#, options: .regularExpression) != nil else {
+            throw Failure.usage("\(name) is not a usable host name: use letters, digits, '.', '_' and '-'")
+        }
+    }
+
+    /// The first connection to a new host: its key checked or recorded on first use (the
+    /// jump host's too, even when the host's is pinned), and what it has installed.
+    static func connectFirstTime(_ record: HostRecord, _ context: Context) async throws -> AgentDetection {
+        let trust = FirstUseTrust(store: HostConnection.knownHosts(environment: context.environment))
+        let recorded = Mutex<[SSHHostKeyPrompt]>([])
+        let config: SSHConfiguration
+        if record.openSSH != nil {
+            // the configuration's known_hosts files and StrictHostKeyChecking decide; a key
+            // it would ask about is recorded by this first connect
+            config = try HostConnection.configuration(for: record, environment: context.environment, firstUse: { prompt in
+                recorded.withLock { $0.append(prompt) }
+                return true
+            })
+        } else {
+            config = try HostConnection.configuration(for: record, environment: context.environment,
+                                                      hostKeyPolicy: record.hostKeyFingerprint == nil ? trust.policy : nil,
+                                                      jumpHostKeyPolicy: trust.policy)
+        }
+        let transport = SSHTransport(configuration: config, serverID: record.serverID)
+        let detection: AgentDetection
+        do {
+            detection = try await context.orchestrator.inspectNewHost(record, through: transport)
+            await transport.close()
+        } catch {
+            await transport.close()
+            throw error
+        }
+        if !trust.firstSeen.isEmpty {
+            // like ssh: ~/.ssh is made 0700 when missing
+            let dir = (trust.store.path as NSString).deletingLastPathComponent
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        }
+        for seen in trust.firstSeen {
+            try await trust.store.add(seen.key, host: seen.host, port: seen.port)
+            print("recorded the host key of \(SSHKnownHostsFile.lookupName(host: seen.host, port: seen.port)) in \(trust.store.path): \(seen.key.type) \(seen.key.sha256Fingerprint)")
+        }
+        for seen in recorded.withLock({ $0 }) {
+            let name = seen.port == 22 ? seen.hostName : "[\(seen.hostName)]:\(seen.port)"
+            print("recorded the host key of \(name) in \(seen.knownHostsFile ?? "known_hosts"): \(seen.key.type) \(seen.key.sha256Fingerprint)")
+        }
+        return detection
+    }
+
+    static func warnings(_ detection: AgentDetection, _ name: String) {
+        if detection.tmuxVersion == nil {
+            note("warning: \(name) has no tmux; install it there: agents run in tmux so they outlive this command")
+        }
+        if !detection.hasGit { note("warning: \(name) has no git; install it there: tasks are git worktrees") }
+    }
+
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add the hosts of your OpenSSH configuration whose names match a pattern.",
+            discussion: """
+                PATTERN is a list as a Host line takes it: `gpu-*,!gpu-old` (a `*`/`?` pattern each, `!` excluding). Each Host name of the configuration (Include followed) that matches, and that no host of the store has as its name yet, is added as `hosts add NAME` adds it: connected to once, its key recorded when the configuration would ask. A host that cannot be reached is reported and left out; the others are added.
+                """)
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The names to add: patterns as a Host line takes them (gpu-*,!gpu-old).") var pattern: String
+        @OptionGroup var ssh: OpenSSHOptions
+        @Option(help: "The name of the tmux server (tmux -L) the agents run in on the hosts.")
+        var tmuxSocket = "agent-sessions"
+
+        func run() async throws {
+            try await Context.with(global) { context in
+                let files = OpenSSHConfig(configFile: ssh.configFile, options: ssh.options, allowsMatchExec: ssh.allowMatchExec)
+                let names: [String]
+                do throws(SSHConfigError) {
+                    names = try files.declaredHosts(matching: pattern)
+                } catch {
+                    throw Failure.usage("the OpenSSH configuration: \(error)")
+                }
+                let where_ = ssh.configFile ?? "~/.ssh/config or /etc/ssh/ssh_config"
+                guard !names.isEmpty else { throw Failure.notFound("no Host in \(where_) matches \(pattern)") }
+                let existing = Set(try await context.store.hosts().map(\.name))
+                var added = 0, failed = 0
+                for alias in names {
+                    if existing.contains(alias) {
+                        print("\(alias): in the store already, skipped")
+                        continue
+                    }
+                    do {
+                        try Hosts.checkName(alias)
+                        let record = HostRecord(name: alias, address: alias, port: 0, user: "", authentication: .openSSH,
+                                                tmuxSocket: tmuxSocket, openSSH: try ssh.reference(alias: alias))
+                        let detection = try await Hosts.connectFirstTime(record, context)
+                        try await context.store.save(record)
+                        print("added host \(alias): \(record.destinationText)")
+                        Hosts.warnings(detection, alias)
+                        added += 1
+                    } catch {
+                        note("\(alias): not added: \(Failure.from(error).message)")
+                        failed += 1
+                    }
+                }
+                print("\(added) host(s) added" + (failed > 0 ? ", \(failed) could not be added" : ""))
+                if failed > 0 { throw ExitCode(Exit.connection.rawValue) }
+            }
         }
     }
 
@@ -183,6 +283,42 @@ struct Hosts: AsyncParsableCommand {
         }
     }
 
+    struct Doctor: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check what a host needs to run agents, with the fix for each problem.",
+            discussion: """
+                One round trip: tmux and git (and their versions), the login shell and whether agents are started under it, the PATH a login gets and the agents found on it, whether each agent has a login there (a credentials file or variable present; never its content), the free space in the home and in the host's projects, and the clock against this machine's. Exit status 0 when nothing is a problem (warnings allowed), 1 otherwise.
+                """)
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The host's name.") var name: String
+        @Flag(help: "JSON, for scripts.") var json = false
+
+        func run() async throws {
+            try await Context.with(global) { context in
+                let h = try await context.host(named: name)
+                let checkup = try await context.orchestrator.checkup(h)
+                if json {
+                    let rows: [JSONValue] = checkup.findings.map { f in
+                        .object(["subject": .string(f.subject), "level": .string(f.level.rawValue), "detail": .string(f.detail),
+                                 "fix": f.fix.map(JSONValue.string) ?? .null])
+                    }
+                    printJSON(.object(["host": .string(h.name), "level": .string(checkup.level.rawValue), "findings": .array(rows)]))
+                } else {
+                    print("\(h.name) (\(h.destination))")
+                    let width = checkup.findings.map(\.subject.count).max() ?? 0
+                    for f in checkup.findings {
+                        let mark = f.level == .ok ? "ok  " : f.level == .warning ? "warn" : "FAIL"
+                        print("  \(mark)  \(f.subject.padding(toLength: width, withPad: " ", startingAt: 0))  \(f.detail)")
+                        if let fix = f.fix, f.level != .ok {
+                            print("        \(String(repeating: " ", count: width))  fix: \(fix)")
+                        }
+                    }
+                }
+                if checkup.level == .problem { throw ExitCode(Exit.failed.rawValue) }
+            }
+        }
+    }
+
     struct Remove: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Remove a host and its projects and tasks from the store.",
@@ -212,9 +348,72 @@ struct Hosts: AsyncParsableCommand {
     }
 }
 
-/// `agents <host>`: the installed agents.
+/// `agents <host>`: the installed agents; `agents install`.
 struct Agents: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        abstract: "Show which agents are installed on a host, or install one.",
+        subcommands: [AgentsList.self, AgentsInstall.self], defaultSubcommand: AgentsList.self)
+}
+
+/// `agents install AGENT --host NAME`.
+struct AgentsInstall: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "install",
+        abstract: "Install an agent on a host, for its user, with the agent's own installer.",
+        discussion: """
+            The command is shown and asked about before it runs (--yes runs it without asking), then runs on the host in the login environment agents start in, its output shown as it comes. A command that downloads a script and pipes it into a shell is always shown and asked about, even with --yes; with nobody to ask, it is refused. npm packages go into ~/.local, Python agents into a virtualenv of their own; no root is needed. Which agents are installed is probed again after it.
+            """)
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The agent (its id, as agent-sessions agents <host> lists them).") var agent: String
+    @Option(help: "The host's name.") var host: String
+    @Flag(name: [.customShort("y"), .long], help: "Run it without asking (not for a script piped into a shell).") var yes = false
+
+    func run() async throws {
+        try await Context.with(global) { context in
+            let h = try await context.host(named: host)
+            let provider: AgentProvider
+            do { provider = try AgentProvider.named(agent) } catch { throw Failure.usage("\(agent) is not an agent agent-sessions knows (see agent-sessions agents \(host))") }
+            guard let command = provider.installCommand else {
+                throw Failure.usage("\(provider.displayName) has no install command to run: \(provider.installHint)")
+            }
+            let piped = AgentProvider.pipesDownloadIntoShell(command)
+            print("on \(h.name), in the login environment: \(command)")
+            if piped || !yes {
+                if piped { note("this command downloads a script and runs it in a shell") }
+                guard HostConnection.asks.load(ordering: .relaxed), TerminalPrompt.canAsk else {
+                    throw Failure.refused(piped ? "a script piped into a shell is run only when confirmed at a terminal; run this at one"
+                                                : "nobody to ask: give --yes to run it")
+                }
+                let answer = await TerminalPrompt.ask("Run it on \(h.name)? [y/N] ", echo: true) ?? ""
+                guard ["y", "yes"].contains(answer.trimmingCharacters(in: .whitespaces).lowercased()) else {
+                    throw Failure.refused("not installed: not confirmed")
+                }
+            }
+            let status = try await context.orchestrator.installAgent(provider.id, on: h) { chunk in
+                FileHandle.standardOutput.write(Data(chunk))
+            }
+            // the next `agents` shows what is there now
+            let providers = context.config.allProviders
+            let cache = DetectionCache(environment: context.environment, hostID: h.id,
+                                       settings: providers.map(\.binary) + context.config.searchPath)
+            let detection = try await context.orchestrator.detectAgents(on: h)
+            cache.save(detection)
+            guard status == .exited(0) else {
+                throw Failure(.failed, "the install command of \(provider.displayName) failed on \(h.name) (\(status))")
+            }
+            if let path = detection.installed[provider.id] {
+                print("installed \(provider.displayName) on \(h.name): \(path)")
+            } else {
+                throw Failure(.failed, "the install command ended well, but \(provider.binary) is not found on \(h.name)'s login PATH")
+            }
+        }
+    }
+}
+
+/// `agents <host>`: the installed agents.
+struct AgentsList: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
         abstract: "Show which agents are installed on a host.",
         discussion: "One remote command probes for every agent; the answer is reused for 5 minutes unless --refresh.")
     @OptionGroup var global: GlobalOptions
@@ -343,16 +542,53 @@ final class FirstUseTrust: Sendable {
     }
 }
 
+/// The options that say how the OpenSSH configuration is read, as ssh takes them.
+struct OpenSSHOptions: ParsableArguments {
+    @Option(name: .customShort("F"), help: ArgumentHelp("Read this ssh configuration file instead of ~/.ssh/config.", valueName: "file"))
+    var configFile: String?
+    @Option(name: .customShort("o"), help: ArgumentHelp("An ssh option, as ssh -o takes it (Port=2222); repeatable.", valueName: "option"))
+    var options: [String] = []
+    @Flag(help: "Let a `Match exec` of the configuration run its command (refused otherwise).")
+    var allowMatchExec = false
+
+    var given: Bool { configFile != nil || !options.isEmpty || allowMatchExec }
+
+    /// The reference a record keeps: the -F file made absolute (the store outlives this
+    /// directory), the -o options as given.
+    func reference(alias: String) throws -> OpenSSHHostReference {
+        var file = configFile.map { ($0 as NSString).expandingTildeInPath }
+        if let f = file, f != "none", !f.hasPrefix("/") { file = FileManager.default.currentDirectoryPath + "/" + f }
+        if let f = file, f != "none", !FileManager.default.isReadableFile(atPath: f) {
+            throw Failure.usage("cannot read the ssh configuration file \(f)")
+        }
+        guard !alias.isEmpty, !alias.contains(where: { $0.isWhitespace || $0 == "/" }) else {
+            throw Failure.usage("\(alias) is not a host name")
+        }
+        return OpenSSHHostReference(alias: alias, configFile: file, options: options, allowsMatchExec: allowMatchExec)
+    }
+}
+
 extension HostRecord {
-    var destination: String { HostSpec(user: user, address: address, port: port).description }
+    /// `user@host:port`, or the ssh name (`ssh gpu-1`) with what the record sets over it.
+    var destination: String {
+        guard let openSSH else { return HostSpec(user: user, address: address, port: port).description }
+        return "ssh " + openSSH.alias + (user.isEmpty ? "" : " -l \(user)") + (port == 0 ? "" : " -p \(port)")
+            + (openSSH.configFile.map { " -F \($0)" } ?? "")
+    }
+
+    /// What `hosts add` reports: the destination and how it is reached.
+    var destinationText: String {
+        destination + (jumpHost.map { " via \($0)" } ?? "")
+    }
 
     var authenticationText: String {
         switch authentication {
         case .keyFiles(let paths): return "key " + paths.map { ($0 as NSString).lastPathComponent }.joined(separator: ",")
         case .sshAgent: return "ssh-agent"
         case .passwordPrompt: return "password"
+        case .openSSH: return "ssh config"
         }
     }
 
-    var hostKeyText: String { hostKeyFingerprint.map { "pinned " + $0 } ?? "known_hosts" }
+    var hostKeyText: String { hostKeyFingerprint.map { "pinned " + $0 } ?? (openSSH != nil ? "ssh config" : "known_hosts") }
 }

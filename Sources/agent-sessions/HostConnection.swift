@@ -2,6 +2,7 @@ import AgentSessions
 import Foundation
 import SSHKit
 import Synchronization
+import TerminalSupport
 
 /// `user@host[:port]`, as ssh and scp take it (`[::1]:2222` for an IPv6 address).
 struct HostSpec: Equatable, CustomStringConvertible {
@@ -65,71 +66,162 @@ enum HostConnection {
         return SSHKnownHostsStore(path: home + "/.ssh/known_hosts", hostFormat: .hashed)
     }
 
-    /// Passwords typed this run, per host id (asked once; never written anywhere).
-    private static let passwords = Mutex<[String: String]>([:])
+    /// Whether a passphrase, password or keyboard-interactive answer may be asked for (on
+    /// the terminal, or through `SSH_ASKPASS`). Off where nobody is there to answer or
+    /// the screen is the tool's (the cockpit, `watch`): `BatchMode yes` semantics, a
+    /// key that needs a passphrase is skipped and no password is asked.
+    static let asks = Atomic<Bool>(true)
 
-    /// The connection's configuration: the host's pinned key, else known_hosts (strict);
-    /// its key files, ssh-agent or a password asked on the terminal; a keepalive that
-    /// notices a dead link within 15 s.
+    /// Passwords and passphrases typed this run, per host id and per key file (asked once
+    /// per run; never written anywhere).
+    private static let passwords = Mutex<[String: String]>([:])
+    private static let passphrases = Mutex<[String: String]>([:])
+
+    /// The connection's configuration.
+    ///
+    /// A host given by address: its pinned key, else known_hosts (strict); its key files
+    /// (a passphrase asked for), ssh-agent or a password asked for.
+    ///
+    /// A host known by its ssh alias: what `ssh ALIAS` would do (`OpenSSHConfig`), with the
+    /// record's own settings winning; `firstUse` answers for a host key no known_hosts file
+    /// has (when the configuration's `StrictHostKeyChecking` would ask).
+    ///
+    /// Either way, a keepalive that notices a dead link within 15 s unless the
+    /// configuration sets `ServerAliveInterval`.
     static func configuration(for record: HostRecord, environment: [String: String],
-                              hostKeyPolicy: SSHHostKeyPolicy? = nil, jumpHostKeyPolicy: SSHHostKeyPolicy? = nil)
+                              hostKeyPolicy: SSHHostKeyPolicy? = nil, jumpHostKeyPolicy: SSHHostKeyPolicy? = nil,
+                              firstUse: (@Sendable (SSHHostKeyPrompt) async -> Bool)? = nil)
         throws -> SSHConfiguration
     {
+        if let reference = record.openSSH {
+            return try openSSHConfiguration(for: record, reference, hostKeyPolicy: hostKeyPolicy,
+                                            jumpHostKeyPolicy: jumpHostKeyPolicy, firstUse: firstUse)
+        }
         let policy = hostKeyPolicy ?? (record.hostKeyFingerprint.map { .pinned([$0]) } ?? .strict(knownHosts(environment: environment)))
         var config = SSHConfiguration(host: record.address, port: record.port, user: record.user,
-                                      authentication: try authentication(for: record), hostKeyPolicy: policy,
+                                      authentication: authentication(for: record), hostKeyPolicy: policy,
                                       connectTimeout: .seconds(10))
         config.keepalive = SSHKeepalive(interval: .seconds(5), maxMissed: 3)
         if let jump = record.jumpHost {
-            let spec = try HostSpec(parsing: jump, defaultUser: record.user)
-            var hop = config
-            hop.host = spec.address
-            hop.port = spec.port
-            hop.user = spec.user
-            hop.hostKeyPolicy = jumpHostKeyPolicy ?? .strict(knownHosts(environment: environment))
-            hop.jumpHosts = []
-            config.jumpHosts = [hop]
+            config.jumpHosts = [try jumpHost(jump, of: config, policy: jumpHostKeyPolicy ?? .strict(knownHosts(environment: environment)))]
         }
         return config
     }
 
-    static func authentication(for record: HostRecord) throws -> SSHAuthentication {
+    private static func jumpHost(_ jump: String, of config: SSHConfiguration, policy: SSHHostKeyPolicy) throws
+        -> SSHConfiguration
+    {
+        let spec = try HostSpec(parsing: jump, defaultUser: config.user)
+        var hop = config
+        hop.host = spec.address
+        hop.port = spec.port
+        hop.user = spec.user
+        hop.hostKeyPolicy = policy
+        hop.jumpHosts = []
+        hop.proxyCommand = nil
+        return hop
+    }
+
+    /// The configuration `ssh ALIAS` resolves, read again now.
+    private static func openSSHConfiguration(for record: HostRecord, _ reference: OpenSSHHostReference,
+                                             hostKeyPolicy: SSHHostKeyPolicy?, jumpHostKeyPolicy: SSHHostKeyPolicy?,
+                                             firstUse: (@Sendable (SSHHostKeyPrompt) async -> Bool)?) throws
+        -> SSHConfiguration
+    {
+        let files = OpenSSHConfig(configFile: reference.configFile, options: reference.options,
+                                  allowsMatchExec: reference.allowsMatchExec)
+        let prompts = responders(for: record)
+        let interaction = SSHConfigInteraction(
+            confirmUnknownHostKey: firstUse, keyboardInteractive: prompts.keyboardInteractive,
+            password: prompts.password, passphrase: prompts.passphrase,
+            // the user's own configuration says so: do what ssh does with it
+            allowsInsecureHostKeyChecking: true)
+        let resolved: (host: SSHHostConfig, configuration: SSHConfiguration)
+        do throws(SSHConfigError) {
+            resolved = try files.resolveConnection(for: reference.alias, user: record.user.isEmpty ? nil : record.user,
+                                                   port: record.port == 0 ? nil : record.port, interaction: interaction)
+        } catch {
+            throw Failure(.usage, "\(record.name): the OpenSSH configuration for \(reference.alias): \(error)")
+        }
+        var config = resolved.configuration
+        if record.authentication != .openSSH { config.authentication = authentication(for: record) }
+        if let pinned = record.hostKeyFingerprint { config.hostKeyPolicy = .pinned([pinned]) }
+        if let hostKeyPolicy { config.hostKeyPolicy = hostKeyPolicy }
+        if let jump = record.jumpHost {
+            let policy = jumpHostKeyPolicy ?? config.hostKeyPolicy
+            config.jumpHosts = [try jumpHost(jump, of: config, policy: policy)]
+            config.proxyCommand = nil
+        }
+        if resolved.host.serverAliveInterval <= 0 {
+            config.keepalive = SSHKeepalive(interval: .seconds(5), maxMissed: 3)
+        }
+        if resolved.host.connectTimeout == nil { config.connectTimeout = .seconds(10) }
+        return config
+    }
+
+    /// A host given by address: its own choice of credentials, with what must be typed
+    /// asked for when it is needed.
+    static func authentication(for record: HostRecord) -> SSHAuthentication {
+        let prompts = responders(for: record)
         switch record.authentication {
         case .keyFiles(let paths):
-            return SSHAuthentication(paths.map { .privateKeyFile(path: ($0 as NSString).expandingTildeInPath, passphrase: nil) })
+            return SSHAuthentication(paths.map { .privateKeyFile(path: ($0 as NSString).expandingTildeInPath, passphrase: nil) },
+                                     passphrase: prompts.passphrase)
         case .sshAgent:
             return .agent()
         case .passwordPrompt:
-            if let known = passwords.withLock({ $0[record.id] }) { return .password(known) }
-            let password = try askPassword("\(record.user)@\(record.address)'s password: ")
-            passwords.withLock { $0[record.id] = password }
-            return .password(password)
+            guard let password = prompts.password else {
+                // nobody to ask: the method is there, so the failure says what was missing
+                return SSHAuthentication([.passwordPrompt(attempts: 1) { _ in throw NobodyToAsk(what: "a password") }])
+            }
+            return SSHAuthentication([.passwordPrompt(attempts: 3, password)])
+        case .openSSH:
+            return .agent()
         }
     }
 
-    /// Reads a password from the terminal (/dev/tty) without echo.
-    static func askPassword(_ prompt: String) throws -> String {
-        let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw Failure(.connection, "the host authenticates with a password and there is no terminal to ask it on")
+    struct NobodyToAsk: Error, CustomStringConvertible {
+        var what: String
+        var description: String { "\(what) is needed and there is nobody to ask (no terminal, and no SSH_ASKPASS)" }
+    }
+
+    /// What the connection asks, on the terminal or through `SSH_ASKPASS`, one question at
+    /// a time; nil each when nobody can be asked (see `asks`).
+    static func responders(for record: HostRecord) -> (
+        passphrase: (@Sendable (SSHPassphraseRequest) async throws -> String?)?,
+        password: (@Sendable (SSHPasswordRequest) async throws -> String?)?,
+        keyboardInteractive: (@Sendable (SSHKeyboardInteractiveChallenge) async throws -> [String])?
+    ) {
+        guard asks.load(ordering: .relaxed), TerminalPrompt.canAsk else { return (nil, nil, nil) }
+        let id = record.id
+        let passphrase: @Sendable (SSHPassphraseRequest) async throws -> String? = { request in
+            let key = request.keyPath ?? ""
+            if request.attempt == 1, let known = passphrases.withLock({ $0[key] }) { return known }
+            passphrases.withLock { $0[key] = nil }
+            guard let typed = await TerminalPrompt.ask(request.prompt, echo: false), !typed.isEmpty else { return nil }
+            passphrases.withLock { $0[key] = typed }
+            return typed
         }
-        defer { close(fd) }
-        var saved = termios()
-        let isTerminal = tcgetattr(fd, &saved) == 0
-        var silent = saved
-        silent.c_lflag &= ~tcflag_t(ECHO)
-        if isTerminal { tcsetattr(fd, TCSAFLUSH, &silent) }
-        defer {
-            if isTerminal { tcsetattr(fd, TCSAFLUSH, &saved) }
-            _ = Glibc.write(fd, "\n", 1)
+        let password: @Sendable (SSHPasswordRequest) async throws -> String? = { request in
+            if request.attempt == 1, let known = passwords.withLock({ $0[id] }) { return known }
+            passwords.withLock { $0[id] = nil }
+            if request.attempt > 1 { TerminalPrompt.show("Permission denied, please try again.\n") }
+            guard let typed = await TerminalPrompt.ask(request.prompt, echo: false) else { return nil }
+            passwords.withLock { $0[id] = typed }
+            return typed
         }
-        _ = prompt.withCString { Glibc.write(fd, $0, strlen($0)) }
-        var bytes: [UInt8] = []
-        var c: UInt8 = 0
-        while read(fd, &c, 1) == 1, c != UInt8(ascii: "\n"), c != UInt8(ascii: "\r") {
-            bytes.append(c)
-            if bytes.count > 4096 { break }
+        let keyboardInteractive: @Sendable (SSHKeyboardInteractiveChallenge) async throws -> [String] = { challenge in
+            if !challenge.name.isEmpty { TerminalPrompt.show(challenge.name + "\n") }
+            if !challenge.instruction.isEmpty { TerminalPrompt.show(challenge.instruction + "\n") }
+            var answers: [String] = []
+            for prompt in challenge.prompts {
+                guard let answer = await TerminalPrompt.ask(prompt.text, echo: prompt.echo) else {
+                    throw NobodyToAsk(what: "an answer to \"\(prompt.text)\"")
+                }
+                answers.append(answer)
+            }
+            return answers
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return (passphrase, password, keyboardInteractive)
     }
 }

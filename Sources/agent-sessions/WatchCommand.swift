@@ -41,6 +41,8 @@ struct Watch: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // runs unattended: nothing is asked (BatchMode semantics)
+        HostConnection.asks.store(false, ordering: .relaxed)
         try await Context.with(global) { context in
             var settings = context.config.notifications
             if let hold { settings.hold = .milliseconds(Int(hold * 1000)) }

@@ -1,4 +1,5 @@
-import AgentSessions
+import Foundation
+@testable import AgentSessions
 import Testing
 
 /// The provider registry and the names the engine gives things: pure functions, checked
@@ -215,5 +216,64 @@ struct AgentRegistryTests {
         for bad in ["/bin/tcsh", "/usr/bin/dash", "/tmp/bash", "bash", "", "/usr/bin/nu"] {
             #expect(throws: AgentError.self) { try AgentShells.check(bad) }
         }
+    }
+}
+
+/// What `agents install` runs and what `hosts doctor` looks for, per provider; and how
+/// the check-up reads a host's answers.
+@Suite("Agent installers and host check-up", .tags(.pure))
+struct AgentInstallTests {
+    @Test func everyAgentButRovoHasAnInstallCommandForItsUserAndScriptsPipedIntoAShellAreKnown() {
+        for p in AgentProvider.all {
+            guard let command = p.installCommand else {
+                #expect(p.id == "rovo", "\(p.id) has no install command")
+                continue
+            }
+            #expect(!command.contains("sudo"), "\(p.id): no root")
+            if command.hasPrefix("npm ") { #expect(command.contains("--prefix \"$HOME/.local\""), "\(p.id)") }
+            let piped = AgentProvider.pipesDownloadIntoShell(command)
+            #expect(piped == (command.hasPrefix("curl ")), "\(p.id): \(command)")
+        }
+        #expect(AgentProvider.pipesDownloadIntoShell("wget -qO- https://x | sudo bash"))
+        #expect(AgentProvider.pipesDownloadIntoShell("curl -fsSL x|sh"))
+        #expect(AgentProvider.pipesDownloadIntoShell("curl x | env A=1 /usr/bin/zsh -s"))
+        #expect(!AgentProvider.pipesDownloadIntoShell("npm install -g x | shasum"))
+        #expect(!AgentProvider.pipesDownloadIntoShell("uv tool install kimi-cli==1.51.0"))
+    }
+
+    @Test func credentialFilesAreUnderTheHomeAndVariablesAreNames() {
+        for p in AgentProvider.all {
+            for f in p.credentials.files { #expect(!f.hasPrefix("/") && !f.hasPrefix("~") && !f.contains(".."), "\(p.id): \(f)") }
+            for v in p.credentials.variables {
+                #expect(v.range(of: #"^[A-Z_][A-Z0-9_]*$"#, options: .regularExpression) != nil, "\(p.id): \(v)")
+            }
+        }
+        #expect(AgentProvider.all.filter { !$0.credentials.isKnown }.map(\.id) == ["rovo"])
+    }
+
+    @Test func theCheckupReadsVersionsShellsDiskAndClockIntoLevels() throws {
+        let providers = [try AgentProvider.named("codex"), try AgentProvider.named("amp")]
+        let now = Date()
+        func run(_ lines: [String], skew: Double = 0) -> [String: AgentHostCheckup.Finding] {
+            let out = (["now\t\(now.timeIntervalSince1970 + skew)"] + lines).joined(separator: "\n")
+            let c = AgentHostCheckup.evaluate(out, providers: providers, directories: ["~/", "/srv/app"], sent: now, received: now)
+            return Dictionary(c.findings.map { ($0.subject, $0) }, uniquingKeysWith: { a, _ in a })
+        }
+        let good = run(["shell\t/bin/bash", "tmux\ttmux 3.3a", "git\tgit version 2.39.5", "loginrc\t0", "loginpath\t/usr/bin:/bin",
+                        "agent\tcodex\t/h/.local/bin/codex", "file\t.codex/auth.json", "agent\tamp\t/h/bin/amp", "var\tAMP_API_KEY",
+                        "disk\t~/\t99999999", "disk\t/srv/app\t99999999"])
+        #expect(good.values.allSatisfy { $0.level == .ok }, "\(good.values.filter { $0.level != .ok })")
+        #expect(good["agent codex"]?.detail.contains("~/.codex/auth.json") == true)
+        #expect(good["agent amp"]?.detail.contains("AMP_API_KEY") == true)
+        let bad = run(["shell\t/usr/bin/tcsh", "tmux\ttmux 2.6", "git\tgit version 2.11.0", "loginrc\t124", "loginpath\t",
+                       "agent\tcodex\t/h/codex", "disk\t~/\t100", "disk\t/srv/app\t1500000"], skew: 120)
+        #expect(bad["tmux"]?.level == .warning && bad["git"]?.level == .problem && bad["login shell"]?.level == .problem)
+        #expect(bad["login PATH"]?.level == .warning && bad["agent codex"]?.level == .warning)
+        #expect(bad["disk ~/"]?.level == .problem && bad["disk /srv/app"]?.level == .warning)
+        #expect(bad["clock"]?.level == .problem && bad["clock"]?.fix != nil)
+        #expect(bad.values.filter { $0.level != .ok }.allSatisfy { $0.fix != nil || $0.subject == "disk ~/" || $0.level == .warning })
+        let none = run(["shell\t/bin/sh", "loginrc\t0", "loginpath\t/bin"], skew: 8)
+        #expect(none["tmux"]?.level == .problem && none["git"]?.level == .problem)
+        #expect(none["agents"]?.level == .warning && none["clock"]?.level == .warning)
     }
 }

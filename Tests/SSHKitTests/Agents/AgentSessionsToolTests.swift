@@ -35,21 +35,23 @@ struct AgentSessionsToolTests {
 
         var destination: String { "\(server.user)@\(server.host):\(server.port)" }
 
-        /// Runs the tool; a run that takes over 60 s is killed (and fails the test).
-        func run(_ args: [String], stdin: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws
+        /// Runs the tool (with `env` added to its environment); a run that takes over
+        /// `timeout` seconds is killed (and fails the test).
+        func run(_ args: [String], stdin: String? = nil, env: [String: String] = [:], timeout: Double = 60,
+                 sourceLocation: SourceLocation = #_sourceLocation) throws
             -> (status: Int32, out: String, err: String)
         {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: AgentSessionsToolTests.binary)
             p.arguments = args
-            p.environment = ["HOME": home, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"]
+            p.environment = ["HOME": home, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"].merging(env) { $1 }
             let input = Pipe(), out = Pipe(), err = Pipe()
             p.standardInput = input
             p.standardOutput = out
             p.standardError = err
             try p.run()
             let watchdog = DispatchWorkItem { if p.isRunning { p.terminate() } }
-            DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: watchdog)
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
             if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
             try input.fileHandleForWriting.close()
             let o = out.fileHandleForReading.readDataToEndOfFile()
@@ -57,7 +59,7 @@ struct AgentSessionsToolTests {
             p.waitUntilExit()
             watchdog.cancel()
             if p.terminationReason == .uncaughtSignal {
-                Issue.record("agent-sessions \(args) did not end within 60 s", sourceLocation: sourceLocation)
+                Issue.record("agent-sessions \(args) did not end within \(Int(timeout)) s", sourceLocation: sourceLocation)
             }
             return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
         }
@@ -206,7 +208,9 @@ struct AgentSessionsToolTests {
         let notInstalled = try u.fails(["tasks", "new", "repo", "t", "--agent", "codex"], 1)
         #expect(notInstalled.contains("not installed"), "\(notInstalled)")
         try u.fails(["hosts", "add", "fixture", u.destination, "--key", u.server.key("id_ed25519")], 3)
-        try u.fails(["hosts", "add", "x", "no-user-here", "--key", u.server.key("id_ed25519")], 64)
+        // without a user it is a name of the ssh configuration, which has no such host
+        let unknownName = try u.fails(["hosts", "add", "x", "no-such-name", "--key", u.server.key("id_ed25519")], 4)
+        #expect(unknownName.contains("(ssh no-such-name)"), "\(unknownName)")
         try u.fails(["hosts", "add", "x", u.destination + "0000", "--key", u.server.key("id_ed25519")], 64)
         try u.fails(["hosts", "add", "x", u.destination, "--key", u.home + "/no-key"], 64)
         let unreachable = try u.fails(["hosts", "add", "down", "\(u.server.user)@127.0.0.1:1", "--key", u.server.key("id_ed25519")], 4)

@@ -23,7 +23,9 @@ struct SQLiteAgentStoreTests {
         let host = HostRecord(name: "build-1", address: "10.0.0.5", port: 2222, user: "me",
                               authentication: .keyFiles(["~/.ssh/id_ed25519", "/keys/other"]), jumpHost: "me@bastion:22",
                               hostKeyFingerprint: "SHA256:abc", tmuxSocket: "sshkit-agents",
-                              createdAt: Date(timeIntervalSince1970: 1_700_000_000.123))
+                              createdAt: Date(timeIntervalSince1970: 1_700_000_000.123),
+                              openSSH: OpenSSHHostReference(alias: "build-1", configFile: "/etc/agents/ssh_config",
+                                                            options: ["Port=2222"], allowsMatchExec: true))
         let project = ProjectRecord(hostID: host.id, name: "app", path: "~/src/app", defaultBaseRef: "main",
                                     setupCommand: "npm ci && cp .env.example .env", teardownCommand: "docker compose down", fetchesBase: false)
         let wt = Worktree(name: "fix-1", projectPath: "/home/me/src/app", path: "/home/me/src/app/.emdash/worktrees/fix-1",
@@ -56,7 +58,7 @@ struct SQLiteAgentStoreTests {
                                                      strategy: .claudeSessionID), for: conversation.ptyID.description)
         }
         let store = try SQLiteAgentStore(path: path)
-        #expect(try await store.appliedMigrations() == ["v1", "v2-task-prompt", "v3-task-environment"])
+        #expect(try await store.appliedMigrations() == ["v1", "v2-task-prompt", "v3-task-environment", "v4-host-openssh"])
         #expect(try await store.hosts() == [host])
         #expect(try await store.project(id: project.id) == project)
         #expect(try await store.tasks(projectID: project.id) == [task])
