@@ -181,7 +181,7 @@ public struct AgentHostCheckup: Sendable {
         // the clock, against this machine's at the middle of the round trip
         if let remote = facts["now"]?.first.flatMap({ Double($0) ?? Double($0.prefix { $0 != "." }) }) {
             let middle = (sent.timeIntervalSince1970 + received.timeIntervalSince1970) / 2
-            let skew = remote - middle
+            let skew = abs(remote - middle) < 0.05 ? 0 : remote - middle
             let text = String(format: "%+.1f s from this machine's", skew)
             if abs(skew) > clockSkewWarning * 10 {
                 out.append(Finding("clock", .problem, text, fix: "turn on time synchronisation on the host (timedatectl set-ntp true)"))

@@ -141,10 +141,7 @@ extension AgentWorktrees {
             throw AgentError(.nothingToLand, "nothing to commit: the worktree has no changes")
         case .exited(44):
             let e = r.stderrString
-            if e.contains("Please tell me who you are") || e.contains("identity unknown") {
-                throw AgentError(.gitFailed, "git on \(shell.displayName) has no identity to commit with: set user.name and user.email there (git config --global)",
-                                 detail: Self.trim(e))
-            }
+            try checkIdentity(e, for: "to commit with")
             throw AgentError(.gitFailed, "git could not commit in \(worktree.path)", detail: Self.trim(e))
         default:
             throw AgentError(.gitFailed, "git could not commit in \(worktree.path) (\(r.exitStatus))", detail: Self.trim(r.stderrString))
@@ -335,10 +332,7 @@ extension AgentWorktrees {
             throw AgentError(.invalidArgument, "the task's branch \(worktree.branch) is gone from \(worktree.projectPath)")
         case .exited(25):
             let e = r.stderrString
-            if e.contains("Please tell me who you are") || e.contains("identity unknown") {
-                throw AgentError(.gitFailed, "git on \(shell.displayName) has no identity for the merge commit: set user.name and user.email there (git config --global)",
-                                 detail: Self.trim(e))
-            }
+            try checkIdentity(e, for: "for the merge commit")
             throw AgentError(.gitFailed, "git could not make the merge commit", detail: Self.trim(e))
         default:
             throw AgentError(.gitFailed, "git failed merging \(worktree.branch) into \(base) (\(r.exitStatus))",
@@ -535,5 +529,13 @@ extension AgentWorktrees {
             }
         }
         return PullRequestState(url: url, state: s, isDraft: o["isDraft"] as? Bool ?? false, checks: checks)
+    }
+
+    /// git's refusal for want of `user.name`/`user.email`, as what to do on the host.
+    private func checkIdentity(_ stderr: String, for what: String) throws(AgentError) {
+        if stderr.contains("Please tell me who you are") || stderr.contains("identity unknown") {
+            throw AgentError(.gitFailed, "git on \(shell.displayName) has no identity \(what): set user.name and user.email there (git config --global)",
+                             detail: Self.trim(stderr))
+        }
     }
 }
