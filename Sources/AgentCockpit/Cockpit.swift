@@ -272,7 +272,7 @@ public final class Cockpit: Sendable {
             case .send(let id, let text):
                 background("sent to the agent") { (engine) async throws(AgentError) in try await engine.send(text, to: id) }
             case .stop(let id):
-                background("stopped; resume with r") { (engine) async throws(AgentError) in try await engine.stopTask(taskID: id) }
+                background("stopped; resume with r") { (engine) async throws(AgentError) in try await engine.stop(taskID: id) }
             case .resume(let id):
                 background("resumed") { (engine) async throws(AgentError) in try await engine.resumeTask(taskID: id) }
             case .archive(let id):

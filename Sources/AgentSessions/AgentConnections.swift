@@ -137,7 +137,7 @@ actor AgentConnections {
     /// Stops the health checks and the retries, sends away the calls waiting for a
     /// connection slot (`cancelled`) and ends every event stream. Connections stay with
     /// their transports (close those).
-    func shutDown() {
+    func close() {
         isShutDown = true
         healthLoop?.cancel()
         healthLoop = nil
@@ -188,7 +188,7 @@ actor AgentConnections {
     // MARK: events
 
     /// Every state change from now on, after one event with the current state of each
-    /// host. Ends at `shutDown`.
+    /// host. Ends at `close`.
     func events() -> AsyncStream<AgentConnectionEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: AgentConnectionEvent.self,
                                                             bufferingPolicy: .bufferingNewest(1024))
@@ -328,8 +328,8 @@ actor AgentConnections {
     }
 
     static func isConnectionLoss(_ e: AgentError) -> Bool {
-        guard e.code == .transport, let t = e.transport, !t.isCancellation else { return false }
-        return t.code == .hostUnreachable || t.code == .timeout
+        guard e.code == .transport, let t = e.cause as? TransportError, !t.isCancellation else { return false }
+        return t.code == .hostUnreachable || t.code == .timedOut
     }
 
     // MARK: connecting
@@ -471,11 +471,11 @@ actor AgentConnections {
             case .failure: break // the connection answered (tmux failed, or the host has none)
             case nil:
                 failure = AgentError(.transport, "the health check of \(name(id)) got no answer in \(policy.healthCheckTimeout)",
-                                     transport: TransportError(.timeout, "no answer in \(policy.healthCheckTimeout)"))
+                                     cause: TransportError(.timedOut, "no answer in \(policy.healthCheckTimeout)"))
             }
         } else {
             failure = AgentError(.transport, "the connection to \(name(id)) dropped",
-                                 transport: TransportError(.hostUnreachable, "the connection dropped"))
+                                 cause: TransportError(.hostUnreachable, "the connection dropped"))
         }
         guard update(id, { $0.leases -= 1 }) != nil else { return }
         if let failure {

@@ -73,23 +73,24 @@ public struct AgentError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// Output of the failing remote command (git's or tmux's stderr), trimmed.
     public var detail: String?
-    /// The transport's error, for `transport`.
-    public var transport: TransportError?
+    /// The underlying error: the `TransportError` of a `transport` failure (or of a
+    /// cancelled call, or of a terminal that no longer takes input).
+    public var cause: (any Error & Sendable)?
 
-    public init(_ code: Code, _ message: String, detail: String? = nil, transport: TransportError? = nil) {
+    public init(_ code: Code, _ message: String, detail: String? = nil, cause: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message
         self.detail = detail
-        self.transport = transport
+        self.cause = cause
     }
 
     /// A transport failure while doing `what` ("connecting to build-1 (me@10.0.0.5:22)");
     /// a cancelled call stays `cancelled`.
     public init(_ error: TransportError, while what: String) {
         if error.isCancellation {
-            self.init(.cancelled, "cancelled while \(what)", transport: error)
+            self.init(.cancelled, "cancelled while \(what)", cause: error)
         } else {
-            self.init(.transport, "\(what): \(error.message)", transport: error)
+            self.init(.transport, "\(what): \(error.message)", cause: error)
         }
     }
 

@@ -67,7 +67,7 @@ extension AgentHost {
         do {
             r = try await shell.transport.runProcess("/bin/sh", arguments: ["-c", script, "sh", directory, command, port.map(String.init) ?? ""],
                                                      stdin: [], environment: [:], timeout: timeout)
-        } catch where error.code == .timeout {
+        } catch where error.code == .timedOut {
             return "the teardown did not finish in \(timeout)"
         } catch {
             throw AgentError(error, while: "running the teardown")

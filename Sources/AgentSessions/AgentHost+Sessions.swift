@@ -231,7 +231,7 @@ extension AgentHost {
             do {
                 try await plain.terminal.input.write(bytes)
             } catch {
-                throw AgentError(.sessionNotRunning, "\(session.ptyID) no longer takes input", transport: error)
+                throw AgentError(.sessionNotRunning, "\(session.ptyID) no longer takes input", cause: error)
             }
         case .tmux(let name):
             try await tmux.send(name, bytes: bytes)
@@ -251,7 +251,7 @@ extension AgentHost {
             let plain = plainSessions.withLock { $0.removeValue(forKey: session.ptyID.description) }
             plain?.terminal.cancel()
         case .tmux(let name):
-            try await tmux.kill(name)
+            try await tmux.stop(name)
         }
     }
 

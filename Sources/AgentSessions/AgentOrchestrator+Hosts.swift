@@ -194,7 +194,7 @@ extension AgentOrchestrator {
         try await onHost(host) { h in
             var outcomes: [AgentOrphanOutcome] = []
             for s in found.sessions {
-                try await h.tmux.kill(s.session.name)
+                try await h.tmux.stop(s.session.name)
                 outcomes.append(.stoppedSession(name: s.session.name))
             }
             for orphan in found.worktrees {

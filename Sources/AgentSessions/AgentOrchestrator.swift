@@ -23,7 +23,7 @@ import ServerTransport
 ///                                                   providerID: "claude", prompt: "make it pass")
 /// try await engine.send("and add a test", to: main.id)
 /// let board = try await engine.board(live: true)
-/// await engine.shutDown()
+/// await engine.close()
 /// ```
 public final class AgentOrchestrator: Sendable {
     public let store: any AgentStore
@@ -107,10 +107,10 @@ public final class AgentOrchestrator: Sendable {
     /// Ends the engine: stops the health checks and reconnects, sends away calls waiting
     /// for a connection, ends the event streams, and drops every host's connection (the
     /// agents run on in tmux). Calls after it fail with `invalidArgument`.
-    public func shutDown() async {
+    public func close() async {
         await portForwards.closeAll()
         let hosts = await connections.hosts
-        await connections.shutDown()
+        await connections.close()
         for host in hosts {
             await (host.transport as? any ConnectedTransport)?.disconnect()
         }
@@ -118,7 +118,7 @@ public final class AgentOrchestrator: Sendable {
 
     /// The hosts' connection states as events: the current state of each host first,
     /// then every change (connecting, connected, lost and retried, given up). Ends at
-    /// `shutDown`.
+    /// `close`.
     public func connectionEvents() async -> AsyncStream<AgentConnectionEvent> { await connections.events() }
 
     /// Where the host's connection is now; nil for a host not used yet.
@@ -489,7 +489,7 @@ public final class AgentOrchestrator: Sendable {
     }
 
     /// Stops every agent of a task (its worktree stays).
-    public func stopTask(taskID: String) async throws(AgentError) {
+    public func stop(taskID: String) async throws(AgentError) {
         for c in try await stored("reading conversations", { try await store.conversations(taskID: taskID) }) {
             try await stop(conversationID: c.id)
         }
@@ -500,7 +500,7 @@ public final class AgentOrchestrator: Sendable {
     ///   task is archived all the same).
     @discardableResult
     public func archiveTask(taskID: String) async throws(AgentError) -> String? {
-        try await stopTask(taskID: taskID)
+        try await stop(taskID: taskID)
         await portForwards.close(taskID)
         let (found, project, hostRecord) = try await context(task: taskID)
         var task = found

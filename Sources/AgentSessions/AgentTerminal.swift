@@ -3,7 +3,7 @@ import ServerTransport
 import Synchronization
 
 /// An agent's terminal attached to this program: its screen as bytes, keystrokes,
-/// resizes. Detaching leaves the agent running.
+/// resizes. Cancelling the attach (tmux's detach) leaves the agent running.
 ///
 /// For a tmux session this is `tmux attach` on a PTY channel of the host's shared
 /// connection: tmux redraws the whole screen on attach and on every resize. When the
@@ -53,16 +53,17 @@ public final class AgentTerminal: Sendable {
     /// session ends, or when the connection drops.
     public let output: AsyncStream<[UInt8]>
 
-    /// Keystrokes, as a terminal sends them.
-    /// - Throws: `sessionNotRunning` when the terminal ended.
-    public func write(_ bytes: [UInt8]) async throws(AgentError) {
+    /// Keystrokes go in through `input.write(_:)`.
+    public var input: AgentTerminalInput { AgentTerminalInput(terminal: self) }
+
+    func sendKeys(_ bytes: [UInt8]) async throws(AgentError) {
         do {
             switch backend {
             case .attached(let t): try await t.input.write(bytes)
             case .plain(let p): try await p.terminal.input.write(bytes)
             }
         } catch {
-            throw AgentError(.sessionNotRunning, "the terminal of \(session.ptyID) no longer takes input", transport: error)
+            throw AgentError(.sessionNotRunning, "the terminal of \(session.ptyID) no longer takes input", cause: error)
         }
     }
 
@@ -74,17 +75,29 @@ public final class AgentTerminal: Sendable {
             case .plain(let p): try p.terminal.resize(to: size)
             }
         } catch {
-            throw AgentError(.sessionNotRunning, "cannot resize the terminal of \(session.ptyID)", transport: error)
+            throw AgentError(.sessionNotRunning, "cannot resize the terminal of \(session.ptyID)", cause: error)
         }
     }
 
-    /// Stops showing the agent here; the agent runs on. Idempotent.
-    public func detach() {
+    /// Ends this attach now (tmux's detach): never blocks, idempotent; `output` ends, and
+    /// the agent runs on.
+    public func cancel() {
         switch backend {
         case .attached(let t): t.cancel()
         case .plain(let p): p.unsubscribe()
         }
         end.fire()
+    }
+}
+
+/// What an attached agent reads: keystrokes, as a terminal sends them.
+public struct AgentTerminalInput: Sendable {
+    let terminal: AgentTerminal
+
+    /// Returns once the bytes were handed to the terminal.
+    /// - Throws: `sessionNotRunning` when the terminal ended.
+    public func write(_ bytes: [UInt8]) async throws(AgentError) {
+        try await terminal.sendKeys(bytes)
     }
 }
 

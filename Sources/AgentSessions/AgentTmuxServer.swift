@@ -194,7 +194,7 @@ public struct AgentTmuxServer: Sendable {
     /// Ends the session and the agent in it (SIGHUP to the pane's processes), marked as
     /// stopped for the status watcher first (a session that goes without the mark is
     /// lost). A session that does not exist is fine.
-    public func kill(_ name: String) async throws(AgentError) {
+    public func stop(_ name: String) async throws(AgentError) {
         let script = """
             printf 'stopped\\n' > "$HOME/\(AgentLauncher.directory)/status/$1.stopped" 2>/dev/null
             exec tmux -L "$2" -f /dev/null kill-session -t "=$1"

@@ -6,7 +6,7 @@
 /// number of hosts connected and to replace a connection that stopped answering.
 public protocol ConnectedTransport: ServerTransport {
     /// Connects now unless connected; concurrent calls share one connect.
-    /// - Throws: `hostUnreachable`, `authenticationFailed`, `hostKeyMismatch`, …
+    /// - Throws: `hostUnreachable`, `authenticationFailed`, `hostKeyRejected`, …
     func connect() async throws(TransportError)
     /// Drops the current connection (calls running on it fail); the next call connects
     /// again. Drop only a connection nothing is using.

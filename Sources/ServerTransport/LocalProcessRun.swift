@@ -137,7 +137,7 @@ final class LocalProcessRun: Sendable {
         pid.withLock { $0 = 0 }
         while waitpid(child, &status, 0) < 0 && errno == EINTR {}
         if timedOut {
-            var e = TransportError.timeout(after: timeout!, partialStdout: out, stderr: String(decoding: err, as: UTF8.self))
+            var e = TransportError.timedOut(after: timeout!, partialStdout: out, stderr: String(decoding: err, as: UTF8.self))
             e.message = "\(executable) ran longer than \(timeout!) and was stopped"
             return .failure(e)
         }

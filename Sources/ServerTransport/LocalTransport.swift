@@ -248,7 +248,7 @@ public struct LocalTransport: ServerTransport {
     /// `posix_spawnp` (a name without a slash is looked up in `PATH`; `~/` is the home) in
     /// a process group of its own, with `environment` added to this process's. A program
     /// that cannot be started is exit status 127. On timeout or cancellation the group gets
-    /// TERM, then KILL a second later; a cancelled call throws `other` (`isCancellation`).
+    /// TERM, then KILL a second later; a cancelled call throws `cancelled`.
     public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
                            environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
         try TransportError.checkProcess(executable, arguments, environment)

@@ -8,7 +8,7 @@ import Synchronization
 /// behaves the same on a real one. Every call is recorded in `calls`.
 public final class MockTransport: ServerTransport, Sendable {
     /// Answers `runProcess`: the invocation in, a result out. Throwing `TransportError`
-    /// (e.g. `.timeout`) is how a script simulates failures.
+    /// (e.g. `.timedOut`) is how a script simulates failures.
     public typealias ProcessScript = @Sendable (ProcessInvocation) throws(TransportError) -> ProcessResult
 
     /// What a script is asked to run.
@@ -23,7 +23,7 @@ public final class MockTransport: ServerTransport, Sendable {
         /// The extra environment variables the caller gave.
         public var environment: [String: String]
         /// The caller's timeout (nil for `startProcess`): a script simulating a slow
-        /// program throws `TransportError.timeout(after:partialStdout:)` with it.
+        /// program throws `TransportError.timedOut(after:partialStdout:)` with it.
         public var timeout: Duration?
         /// The executable and arguments as one line, e.g. "git status --short".
         public var commandLine: String { ([executable] + arguments).joined(separator: " ") }
@@ -210,7 +210,7 @@ public final class MockTransport: ServerTransport, Sendable {
 
     /// Records the call, then asks the script with a `ProcessInvocation` (with `timeout`):
     /// what it returns or throws is the answer. Nothing times out by itself: a script
-    /// simulates a timeout by throwing `TransportError.timeout(after:partialStdout:stderr:)`.
+    /// simulates a timeout by throwing `TransportError.timedOut(after:partialStdout:stderr:)`.
     public func runProcess(_ executable: String, arguments: [String], stdin: [UInt8],
                            environment: [String: String], timeout: Duration?) async throws(TransportError) -> ProcessResult {
         try TransportError.checkProcess(executable, arguments, environment)

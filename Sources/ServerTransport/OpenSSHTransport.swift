@@ -99,10 +99,10 @@ public struct OpenSSHTransport: ServerTransport {
     public init(destination: String, options: Options = Options(), serverID: ServerID? = nil,
                 secrets: SecretFiles = SecretFiles(), cache: SnapshotCache = .standard) throws(TransportError) {
         guard !destination.isEmpty, !destination.hasPrefix("-"), !destination.contains(where: \.isWhitespace) else {
-            throw TransportError(.other, "invalid ssh destination \(SSHShellQuoting.quote(destination))")
+            throw TransportError(.invalidArgument, "invalid ssh destination \(SSHShellQuoting.quote(destination))")
         }
         guard options.maxSessions >= 2 else {
-            throw TransportError(.other, "maxSessions must be at least 2 (one is kept for stopping commands)")
+            throw TransportError(.invalidArgument, "maxSessions must be at least 2 (one is kept for stopping commands)")
         }
         self.destination = destination
         self.options = options
@@ -191,7 +191,7 @@ public struct OpenSSHTransport: ServerTransport {
         case .failure(var e):
             // a timeout before the command printed anything (process commands print their
             // group first) may be ssh failing to connect; after that, it is the command's
-            if e.code == .timeout, e.partialStdout?.isEmpty ?? true, let text = e.stderr, let ssh = Self.classify(text) {
+            if e.code == .timedOut, e.partialStdout?.isEmpty ?? true, let text = e.stderr, let ssh = Self.classify(text) {
                 e = ssh
             }
             throw e
@@ -205,7 +205,7 @@ public struct OpenSSHTransport: ServerTransport {
         let code: TransportError.Code
         if text.contains("Host key verification failed") || text.contains("REMOTE HOST IDENTIFICATION HAS CHANGED")
             || text.contains("host key for") && text.contains("has changed") {
-            code = .hostKeyMismatch
+            code = .hostKeyRejected
         } else if text.contains("Permission denied (") || text.contains("Too many authentication failures") {
             code = .authenticationFailed
         } else if text.contains("open refused by peer") || text.contains("session request failed") {
@@ -259,7 +259,7 @@ public struct OpenSSHTransport: ServerTransport {
 
     /// `cat` on the server. A missing file is `fileIO` with reason `noSuchFile` (read from
     /// `cat`'s C-locale message); `ssh`'s own failures are classified (`hostUnreachable`,
-    /// `authenticationFailed`, `hostKeyMismatch`).
+    /// `authenticationFailed`, `hostKeyRejected`).
     public func readFile(_ path: String) async throws(TransportError) -> [UInt8] {
         try TransportError.checkPath(path)
         return try await fileCommand("exec cat -- \(Self.word(path))", path, "read").stdout
@@ -381,7 +381,7 @@ public struct OpenSSHTransport: ServerTransport {
         var line = ""
         for (name, value) in environment.sorted(by: { $0.key < $1.key }) {
             guard SSHShellQuoting.isValidEnvironmentName(name) else {
-                throw TransportError(.other, "invalid environment variable name \(SSHShellQuoting.quote(name))")
+                throw TransportError(.invalidArgument, "invalid environment variable name \(SSHShellQuoting.quote(name))")
             }
             line += "export \(name)=\(SSHShellQuoting.quote(value)); "
         }
@@ -426,11 +426,11 @@ public struct OpenSSHTransport: ServerTransport {
             return r
         } catch {
             // a timeout or a cancel stopped the local ssh: stop the command on the server too
-            guard error.code == .timeout || error.isCancellation, let partial = error.partialStdout else { throw error }
+            guard error.code == .timedOut || error.isCancellation, let partial = error.partialStdout else { throw error }
             var e = error
             let (group, rest) = Self.splitGroup(partial)
             if let group { await stopRemoteGroup(group) }
-            e.partialStdout = e.code == .timeout ? rest : nil
+            e.partialStdout = e.code == .timedOut ? rest : nil
             throw e
         }
     }

@@ -336,7 +336,7 @@ public final class SSHTransport: ConnectedTransport, Sendable {
                 await fed
                 return ProcessResult(exitStatus: status, stdout: out, stderr: await errors)
             } catch let failure as SSHError where failure.code == .timedOut {
-                var e = TransportError.timeout(after: timeout, partialStdout: out,
+                var e = TransportError.timedOut(after: timeout, partialStdout: out,
                                                stderr: String(decoding: await errors, as: UTF8.self))
                 e.message = "\(command) ran longer than \(timeout) and was stopped"
                 await fed

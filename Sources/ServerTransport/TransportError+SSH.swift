@@ -13,9 +13,13 @@ extension TransportError {
         case .authenticationFailed, .privateKeyUnreadable, .agentUnavailable:
             code = .authenticationFailed
         case .hostKeyRejected:
-            code = .hostKeyMismatch
+            code = .hostKeyRejected
         case .timedOut:
-            code = .timeout
+            code = .timedOut
+        case .cancelled:
+            code = .cancelled
+        case .invalidArgument:
+            code = .invalidArgument
         case .noSuchFile:
             (code, reason) = (.fileIO, .noSuchFile)
         case .permissionDenied:
@@ -29,17 +33,16 @@ extension TransportError {
         default:
             code = .other
         }
-        let cause: any Error & Sendable = error.code == .cancelled ? CancellationError() : error
-        self.init(code, error.message, path: path ?? error.sftp?.path?.string, cause: cause)
+        self.init(code, error.message, path: path ?? error.sftp?.path?.string, cause: error)
         self.reason = reason
         self.systemErrno = error.systemErrno
     }
 
     /// The transport's error for a cancelled call (the same for every transport).
-    static var cancelled: TransportError { TransportError(.other, "cancelled", cause: CancellationError()) }
+    static var cancelled: TransportError { TransportError(.cancelled, "cancelled", cause: CancellationError()) }
 
-    /// Whether the task was cancelled.
-    public var isCancellation: Bool { cause is CancellationError }
+    /// Whether the calling task was cancelled (`code == .cancelled`).
+    public var isCancellation: Bool { code == .cancelled }
 
     static func fileError(_ message: String, _ path: String, _ reason: FileIOReason) -> TransportError {
         var e = TransportError(.fileIO, message, path: path)

@@ -15,15 +15,21 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         /// The server accepted none of the credentials, or a key or the agent could not be used.
         public static let authenticationFailed = Code("authenticationFailed")
         /// The server's host key was refused (the host key policy or known_hosts).
-        public static let hostKeyMismatch = Code("hostKeyMismatch")
+        public static let hostKeyRejected = Code("hostKeyRejected")
         /// A process exited non-zero where success was required (`exitCode`, `stderr`).
         public static let commandFailed = Code("commandFailed")
         /// A file operation failed (`path`; `reason` says why).
         public static let fileIO = Code("fileIO")
-        /// A process ran past its timeout (`seconds`, `partialStdout`).
-        public static let timeout = Code("timeout")
-        /// Anything else: a cancelled call (`isCancellation`), a closed transport, a server
-        /// without SFTP, an unsafe control directory, … (`message`, `cause`).
+        /// A process ran past its timeout (`timeout`, `partialStdout`).
+        public static let timedOut = Code("timedOut")
+        /// The calling task was cancelled (`isCancellation`); the operation may have
+        /// happened (a process may still run, see the call).
+        public static let cancelled = Code("cancelled")
+        /// An argument the transport refuses before acting: a NUL byte in a command, an
+        /// invalid environment variable name, a destination ssh would misread.
+        public static let invalidArgument = Code("invalidArgument")
+        /// Anything else: a closed transport, a server without SFTP, an unsafe control
+        /// directory, … (`message`, `cause`).
         public static let other = Code("other")
     }
 
@@ -60,16 +66,17 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     /// nil when a signal ended it.
     public var exitCode: Int32?
     /// What the process, or `ssh` itself, wrote to standard error (`commandFailed`,
-    /// `timeout`, `fileIO` over OpenSSH, and failures classified from `ssh`'s messages).
+    /// `timedOut`, `fileIO` over OpenSSH, and failures classified from `ssh`'s messages).
     public var stderr: String?
-    /// For `timeout`: the timeout that passed, in seconds.
-    public var seconds: Double?
-    /// For `timeout`: what the process wrote to standard output before it was stopped.
+    /// For `timedOut`: the timeout that passed.
+    public var timeout: Duration?
+    /// For `timedOut` (and `cancelled`, where the transport kept it): what the process
+    /// wrote to standard output before it was stopped.
     public var partialStdout: [UInt8]?
     /// For `fileIO` on this machine: the errno.
     public var systemErrno: Int32?
-    /// The underlying error: the `SSHError` an SSHKit failure came from, or a
-    /// `CancellationError` for a cancelled call (see `isCancellation`).
+    /// The underlying error: the `SSHError` an SSHKit failure came from, or the
+    /// `CancellationError` of a cancelled call.
     public var cause: (any Error & Sendable)?
 
     /// An error with `code` and `message`; set the other fields the code calls for.
@@ -82,9 +89,9 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
 
     /// A process stopped after `after`, having printed `partialStdout` (what every
     /// transport throws; for scripts of `MockTransport` too).
-    public static func timeout(after: Duration, partialStdout: [UInt8] = [], stderr: String = "") -> TransportError {
-        var e = TransportError(.timeout, "the process ran longer than \(after) and was stopped")
-        e.seconds = Double(after.components.seconds) + Double(after.components.attoseconds) / 1e18
+    public static func timedOut(after: Duration, partialStdout: [UInt8] = [], stderr: String = "") -> TransportError {
+        var e = TransportError(.timedOut, "the process ran longer than \(after) and was stopped")
+        e.timeout = after
         e.partialStdout = partialStdout
         e.stderr = stderr
         return e
@@ -111,15 +118,15 @@ extension TransportError {
         throw e
     }
 
-    /// The same for a process's executable, arguments and environment (`other`).
+    /// The same for a process's executable, arguments and environment (`invalidArgument`).
     static func checkProcess(_ executable: String, _ arguments: [String], _ environment: [String: String]) throws(TransportError) {
         let parts = [executable] + arguments + environment.flatMap { [$0.key, $0.value] }
         if parts.contains(where: { $0.utf8.contains(0) }) {
-            throw TransportError(.other, "\(executable.debugDescription): an argument or environment entry contains a NUL byte")
+            throw TransportError(.invalidArgument, "\(executable.debugDescription): an argument or environment entry contains a NUL byte")
         }
         // the remote transports pass names through a shell: every transport takes the same ones
         if let bad = environment.keys.first(where: { !SSHShellQuoting.isValidEnvironmentName($0) }) {
-            throw TransportError(.other, "invalid environment variable name \(bad.debugDescription)")
+            throw TransportError(.invalidArgument, "invalid environment variable name \(bad.debugDescription)")
         }
     }
 }

@@ -102,7 +102,7 @@ final class AttachedTerminal: Sendable {
     /// Leaves the agent running: ends the current terminal's output.
     private func detach() {
         detached.withLock { $0 = true }
-        current.withLock { $0 }?.detach()
+        current.withLock { $0 }?.cancel()
     }
 
     /// A message on the terminal (which is in raw mode: \r\n).
@@ -134,12 +134,12 @@ final class AttachedTerminal: Sendable {
         let keys = Task { [self] in
             for await bytes in LocalTerminal.keystrokes() {
                 if let d = detachByte, let i = bytes.firstIndex(of: d) {
-                    if i > 0 { try? await current.withLock { $0 }?.write(Array(bytes[..<i])) }
+                    if i > 0 { try? await current.withLock { $0 }?.input.write(Array(bytes[..<i])) }
                     detach()
                     return
                 }
                 // typed while reconnecting: dropped, as a terminal with no session would
-                try? await current.withLock { $0 }?.write(bytes)
+                try? await current.withLock { $0 }?.input.write(bytes)
             }
             detach() // standard input ended (not a terminal): nothing more will be typed
         }
@@ -148,7 +148,7 @@ final class AttachedTerminal: Sendable {
         var terminal = try await context.orchestrator.attach(conversationID: conversation.id, size: LocalTerminal.size())
         while true {
             current.withLock { $0 = terminal }
-            if isDetached { terminal.detach() }
+            if isDetached { terminal.cancel() }
             var tail: [UInt8] = []
             for await chunk in terminal.output {
                 LocalTerminal.writeOut(chunk)

@@ -60,7 +60,7 @@ final class Context: Sendable {
 
     /// Closes every connection.
     func close() async {
-        await orchestrator.shutDown()
+        await orchestrator.close()
     }
 
     /// Opens the context, runs `body`, closes the connections; failures become one line

@@ -69,7 +69,7 @@ struct Failure: Error, CustomStringConvertible {
         case .cancelled: self.init(.interrupted, "interrupted")
         case .invalidArgument, .invalidEnvironmentName, .unknownProvider: self.init(.usage, text)
         case .transport:
-            if let t = error.transport {
+            if let t = error.cause as? TransportError {
                 self.init(transport: t, context: error.message)
             } else {
                 self.init(.failed, text)
@@ -84,11 +84,11 @@ struct Failure: Error, CustomStringConvertible {
     init(transport t: TransportError, context: String? = nil) {
         let text = Self.oneLine(context ?? t.message)
         switch t.code {
-        case .hostUnreachable, .timeout:
+        case .hostUnreachable, .timedOut:
             self.init(.connection, text + "; check that the host is up and reachable (agent-sessions hosts test)")
         case .authenticationFailed:
             self.init(.connection, text + "; check the key, ssh-agent or password of the host")
-        case .hostKeyMismatch:
+        case .hostKeyRejected:
             self.init(.connection, text + "; if the host was reinstalled, remove its old key from known_hosts")
         default:
             self.init(t.isCancellation ? .interrupted : .failed, text)

@@ -166,7 +166,7 @@ struct Tasks: AsyncParsableCommand {
                     try await context.orchestrator.stop(conversationID: c.id)
                     print("stopped \(c.providerID) of task \(short(t.id))")
                 } else {
-                    try await context.orchestrator.stopTask(taskID: t.id)
+                    try await context.orchestrator.stop(taskID: t.id)
                     print("stopped the agents of task \(short(t.id))")
                 }
             }

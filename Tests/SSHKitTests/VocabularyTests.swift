@@ -1,3 +1,4 @@
+import AgentSessions
 import Foundation
 import SSHKit
 import ServerTransport
@@ -10,9 +11,12 @@ struct VocabularyTests {
     /// Verbs that end or wait for things under another name than the table's. A public
     /// function spelled so in SSHKit or ServerTransport fails this test.
     static let synonyms: Set<String> = [
-        "terminate", "hangUp", "stop", "kill", "shutdown", "sendEOF", "finishInput", "wait", "closed",
-        "waitUntilStopped", "waitUntilFinished", "waitForExit", "end", "abort", "dispose", "teardown",
+        "terminate", "hangUp", "stop", "kill", "shutdown", "shutDown", "sendEOF", "finishInput", "wait", "closed",
+        "waitUntilStopped", "waitUntilFinished", "waitForExit", "end", "abort", "dispose", "teardown", "detach",
     ]
+    /// The agent engine has one verb more: `stop` ends an agent's process and keeps what it
+    /// made, to be resumed (the table's row "stop").
+    static let agentSynonyms = synonyms.subtracting(["stop"])
 
     static func publicFunctionNames(_ file: String) -> [String] {
         let text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
@@ -33,6 +37,16 @@ struct VocabularyTests {
             }
         }
         #expect(seen > 150)
+        let agentFiles = LayeringTests.swiftFiles(under: "Sources/AgentSessions")
+        #expect(agentFiles.count > 30)
+        var agentSeen = 0
+        for f in agentFiles {
+            for name in Self.publicFunctionNames(f) {
+                agentSeen += 1
+                #expect(!Self.agentSynonyms.contains(name), "\(f): public func \(name) — use the verbs of Docs/Architecture.md")
+            }
+        }
+        #expect(agentSeen > 100)
     }
 
     /// The table's spellings, type by type: this does not compile when one is renamed,
@@ -55,7 +69,14 @@ struct VocabularyTests {
             ("SSHConnection.close", SSHConnection.close), ("SFTPClient.close", SFTPClient.close),
             ("SFTPFile.close", SFTPFile.close), ("SSHPortForward.close", SSHPortForward.close),
             ("SSHRemoteForward.close", SSHRemoteForward.close), ("SSHTransport.close", SSHTransport.close),
-            ("OpenSSHTransport.close", OpenSSHTransport.close),
+            ("OpenSSHTransport.close", OpenSSHTransport.close), ("AgentOrchestrator.close", AgentOrchestrator.close),
+        ]
+        let agents: [(String, Any)] = [
+            ("AgentTerminal.input", \AgentTerminal.input), ("AgentTerminalInput.write", AgentTerminalInput.write),
+            ("AgentTerminal.cancel", AgentTerminal.cancel),
+            ("AgentOrchestrator.stop", AgentOrchestrator.stop(conversationID:)),
+            ("AgentOrchestrator.stop", AgentOrchestrator.stop(taskID:)),
+            ("AgentHost.stop", AgentHost.stop), ("AgentTmuxServer.stop", AgentTmuxServer.stop),
         ]
         let inputs: [(String, Any)] = [
             ("SSHCommand.input", \SSHCommand.input), ("SSHShell.input", \SSHShell.input),
@@ -67,11 +88,95 @@ struct VocabularyTests {
         let start = try #require(doc.range(of: "## One vocabulary"))
         let table = doc[start.upperBound...].prefix { _ in true }.split(separator: "\n## ", maxSplits: 1).first ?? ""
         let rows = table.split(separator: "\n").filter { $0.hasPrefix("|") }
-        for (name, _) in cancels + waits + closes + inputs {
+        for (name, _) in cancels + waits + closes + inputs + agents {
             let parts = name.split(separator: ".")
             let (type, verb) = (String(parts[0]), String(parts[1]))
             let row = rows.first { ($0.contains("`\(verb)") || $0.contains(".\(verb)(")) && $0.contains("`\(type)`") }
             #expect(row != nil, "the vocabulary table has no row naming `\(verb)` on `\(type)`")
         }
+    }
+
+    // MARK: error codes
+
+    /// The code names an error type declares (`static let name = Code("name")`, or the
+    /// cases of an enum `Code`).
+    static func codeNames(_ file: String) -> [String] {
+        let text = (try? String(contentsOfFile: TestServer.packageRoot + "/" + file, encoding: .utf8)) ?? ""
+        let lets = try! NSRegularExpression(pattern: #"static let (\w+) = Code\("(\w+)"\)"#)
+        var names = lets.matches(in: text, range: NSRange(text.startIndex..., in: text)).map { m -> String in
+            let name = String(text[Range(m.range(at: 1), in: text)!])
+            #expect(name == String(text[Range(m.range(at: 2), in: text)!]), "\(file): \(name) is spelled otherwise in its text")
+            return name
+        }
+        if let start = text.range(of: "public enum Code") {
+            // up to the enum's closing brace, alone on its line (comments may hold braces)
+            let lines = text[start.upperBound...].split(separator: "\n").dropFirst()
+                .prefix { $0.trimmingCharacters(in: .whitespaces) != "}" }
+            names += lines.compactMap { line in
+                let t = line.trimmingCharacters(in: .whitespaces)
+                return t.hasPrefix("case ") ? String(t.dropFirst(5)) : nil
+            }
+        }
+        return names
+    }
+
+    static let errorFiles = ["Sources/SSHKit/SSHError.swift", "Sources/SSHKit/Config/SSHConfigError.swift",
+                             "Sources/ServerTransport/TransportError.swift", "Sources/AgentSessions/AgentError.swift"]
+
+    /// The word each meaning has in every error type, and the words it must not have.
+    static let codeSynonyms: [String: [String]] = [
+        "timedOut": ["timeout", "timeOut", "timedout", "expired", "deadlineExceeded"],
+        "hostKeyRejected": ["hostKeyMismatch", "hostKeyChanged", "hostKeyUnknown", "badHostKey"],
+        "cancelled": ["canceled", "cancellation", "interrupted", "aborted"],
+        "invalidArgument": ["badArgument", "invalidArguments", "invalidInput", "badInput", "illegalArgument"],
+        "authenticationFailed": ["authFailed", "permissionDeniedAuth", "accessDenied", "loginFailed"],
+        "hostUnreachable": ["unreachable", "connectionFailed", "noRoute"],
+    ]
+
+    @Test func everyErrorTypeUsesOneWordForOneMeaning() {
+        var all: [String: [String]] = [:]
+        for f in Self.errorFiles {
+            let names = Self.codeNames(f)
+            #expect(names.count >= 4, "\(f): its codes were not found")
+            all[f] = names
+            for (word, others) in Self.codeSynonyms {
+                for name in names where others.contains(name) {
+                    Issue.record("\(f): the code \(name) means what the others call \(word)")
+                }
+            }
+        }
+        // cancellation is a code wherever a call can be cancelled
+        for f in Self.errorFiles where !f.hasSuffix("SSHConfigError.swift") {
+            #expect(all[f]?.contains("cancelled") == true, "\(f): no cancelled code")
+        }
+        #expect(all["Sources/ServerTransport/TransportError.swift"]?.contains("timedOut") == true)
+        #expect(all["Sources/ServerTransport/TransportError.swift"]?.contains("hostKeyRejected") == true)
+    }
+
+    /// The wrapped error is `cause` in every error type, and a length of time a `Duration`.
+    @Test func theWrappedErrorIsTheCauseAndTimeIsADuration() throws {
+        let wrapped = try NSRegularExpression(pattern: #"public var (\w+): \(?(any Error|SSHError|TransportError|AgentError)"#)
+        let seconds = try NSRegularExpression(pattern: #"public var (\w+): (Double|TimeInterval|Int)\?"#)
+        for f in Self.errorFiles {
+            let text = try String(contentsOfFile: TestServer.packageRoot + "/" + f, encoding: .utf8)
+            for m in wrapped.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                let name = String(text[Range(m.range(at: 1), in: text)!])
+                #expect(name == "cause", "\(f): the wrapped error is called \(name)")
+            }
+            for m in seconds.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                let name = String(text[Range(m.range(at: 1), in: text)!])
+                #expect(!name.lowercased().contains("second") && !name.lowercased().contains("timeout"),
+                        "\(f): \(name) is a number of seconds; use Duration")
+            }
+        }
+        // the spellings, compiled: renaming one breaks this test
+        let t = TransportError.timedOut(after: .milliseconds(1500))
+        #expect(t.code == .timedOut && t.timeout == .milliseconds(1500))
+        let a = AgentError(t, while: "running")
+        #expect(a.code == .transport && (a.cause as? TransportError)?.code == .timedOut)
+        let c = AgentError(TransportError(SSHError(.cancelled, "cancelled")), while: "waiting")
+        #expect(c.code == .cancelled && (c.cause as? TransportError)?.isCancellation == true)
+        #expect(TransportError(SSHError(.hostKeyRejected, "no")).code == .hostKeyRejected)
+        #expect(TransportError(SSHError(.invalidArgument, "no")).code == .invalidArgument)
     }
 }

@@ -209,12 +209,12 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
                 try await Task.sleep(for: .milliseconds(300))
                 for timed in [false] + Array(repeating: true, count: 50) {
                     let s = now()
-                    try await term.write([0x78])
+                    try await term.input.write([0x78])
                     keys += 1
                     guard await next(&it, containing: "k\(keys);") else { throw BenchError("the key did not come back") }
                     if timed { keystroke.samples[impl, default: []].append(now() - s) }
                 }
-                term.detach()
+                term.cancel()
             } else {
                 guard let p = PipedProcess(f.sshArgs(["-tt", "-o", "ControlPath=\(ctl)"],
                                                      command: "tmux -L \(socket) attach-session -t '=\(echoSession.tmuxName!)'"))
@@ -277,13 +277,13 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
             relay.restore()
             let s = now()
             if impl == agentImplementations[0] {
-                terminal?.detach()
+                terminal?.cancel()
                 // what a client does after a drop: attach again (the transport reconnects),
                 // retried every 50 ms
                 while true {
                     if let term = try? await rhost.attach(session) {
-                        if await readUntil(term, "tick") { term.detach(); break }
-                        term.detach()
+                        if await readUntil(term, "tick") { term.cancel(); break }
+                        term.cancel()
                     }
                     try await Task.sleep(for: .milliseconds(50))
                 }
@@ -308,7 +308,7 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
     _ = try? await t.runProcess("/bin/rm", "-rf", "bench-agents", ".local/bin/bench-agent", ".local/bin/bench-ticker",
                                 ".local/bin/claude", ".local/bin/codex", ".local/bin/gemini",
                                 ".local/bin/bench-echo")
-    await orchestrator.shutDown()
+    await orchestrator.close()
     await rt.close()
     await t.close()
     return [detect, detectParallel, create, keystroke, reattach]

@@ -227,7 +227,7 @@ func benchCockpit(_ f: Fixture, rounds: Int) async throws {
     out("| a live preview (a new line every 0.7 s) | \(fmt(liveBytes)) |")
 
     for t in try await store.tasks(projectID: nil) { try? await engine.deleteTask(taskID: t.id, force: true) }
-    await engine.shutDown()
+    await engine.close()
     _ = try? await run(setup, """
         for i in 0 1 2 3 4 5 6 7 8 9; do tmux -L bench-ck-$i kill-server 2>/dev/null; rm -rf "$HOME/.cache/sshkit-agents/watch/tmux-bench-ck-$i"; done
         rm -rf "$HOME/bench-cockpit" "$HOME/.local/bin/bench-ck-idle" "$HOME/.local/bin/bench-ck-ticker"; exit 0

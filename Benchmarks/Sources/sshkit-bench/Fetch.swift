@@ -99,7 +99,7 @@ func benchFetch(_ f: Fixture, rounds: Int) async throws {
             if round >= 0 { samples[impl, default: []].append(ms) }
         }
     }
-    await engine.shutDown()
+    await engine.close()
     _ = try? await run(setup, "rm -rf \"$HOME/bench-fetch\"")
     await setup.close()
 

@@ -140,7 +140,7 @@ func benchStatus(_ f: Fixture, rounds: Int) async throws {
     out("| capture-pane polled once a second over SSH | \(fmt(median(pollMs))) | \(fmt(percentile(pollMs, 0.99))) | \(pollMs.count) |")
     out("status: latency measured")
     try await host.stop(session)
-    await engine.shutDown()
+    await engine.close()
     out("status: latency engine shut down")
     _ = try? await run(setup, "tmux -L \(socket) kill-server 2>/dev/null; rm -rf \"$HOME/.cache/sshkit-agents/watch/tmux-\(socket)\"; exit 0")
 
@@ -218,7 +218,7 @@ func benchStatus(_ f: Fixture, rounds: Int) async throws {
         let pollBytes = Double(relay.bytes - bytes1) * 60 / window
         let pollCPU = (processCPUSeconds() - cpu1) * 1000 * 60 / window
         out("| \(hostCount) host(s) × 10 agents | \(Int(watchBytes)) | \(Int(pollBytes)) (\(String(format: "%.0fx", pollBytes / max(watchBytes, 1)))) | \(fmt(watchCPU)) | \(fmt(pollCPU)) | \(fmt(hostCPU)) |")
-        await watching.shutDown()
+        await watching.close()
         for (h, tr) in transports.enumerated() {
             _ = try? await run(setup, "tmux -L bench-status-\(h) kill-server 2>/dev/null; rm -rf \"$HOME/.cache/sshkit-agents/watch/tmux-bench-status-\(h)\"; exit 0")
             await tr.close()

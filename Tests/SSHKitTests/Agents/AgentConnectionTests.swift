@@ -48,7 +48,7 @@ struct AgentConnectionTests {
     @Test func aHostConnectsOnFirstUseAndItsStatesAreEvents() async throws {
         let monitor = AgentConnections(policy: Self.quickPolicy())
         let (host, t) = Self.host("a")
-        defer { Task { await monitor.shutDown(); await t.close() } }
+        defer { Task { await monitor.close(); await t.close() } }
         await monitor.add(host)
         let recorder = await Recorder(monitor)
         #expect(await monitor.state(of: host.serverID) == .disconnected)
@@ -84,7 +84,7 @@ struct AgentConnectionTests {
         c.port = 1
         let t = SSHTransport(configuration: c, serverID: ServerID("5f0e6a1c-id-nobody-knows"))
         let host = AgentHost(transport: t, displayName: "build-1 (me@127.0.0.1:1)")
-        defer { Task { await monitor.shutDown(); await t.close() } }
+        defer { Task { await monitor.close(); await t.close() } }
         await monitor.add(host)
         let e = await #expect(throws: AgentError.self) { try await monitor.withHost(host.serverID) { h in try await h.home() } }
         #expect(e?.message == "connecting to build-1 (me@127.0.0.1:1): connection refused", "\(String(describing: e))")
@@ -94,7 +94,7 @@ struct AgentConnectionTests {
         let monitor = AgentConnections(policy: Self.quickPolicy(maxHosts: 2))
         let hosts = ["a", "b", "c"].map { Self.host($0) }
         let (a, b, c) = (hosts[0].0, hosts[1].0, hosts[2].0)
-        defer { Task { await monitor.shutDown(); for (_, t) in hosts { await t.close() } } }
+        defer { Task { await monitor.close(); for (_, t) in hosts { await t.close() } } }
         for (h, _) in hosts { await monitor.add(h) }
 
         for h in [a, b, c] {
@@ -122,7 +122,7 @@ struct AgentConnectionTests {
         let (b, tb) = Self.host("b")
         defer {
             Task {
-                await monitor.shutDown()
+                await monitor.close()
                 _ = try? await ta.runProcess("tmux", "-L", a.tmuxSocket, "kill-server")
                 await ta.close()
                 await tb.close()
@@ -145,7 +145,7 @@ struct AgentConnectionTests {
         #expect(await monitor.connectedHosts == [a.serverID])
         #expect(await ta.isConnected)
 
-        terminal.detach()
+        terminal.cancel()
         let home = await finishes(within: .seconds(20)) { try await waiting.value }
         #expect(try home?.get().hasPrefix("/") == true, "b connected once a was detached")
         #expect(await monitor.connectedHosts == [b.serverID])
@@ -186,7 +186,7 @@ struct AgentConnectionTests {
         #expect((b1?.error as? AgentError)?.code == .cancelled, "\(String(describing: b1))")
         #expect(await monitor.connectedHosts == [a.serverID], "a kept its slot")
 
-        await monitor.shutDown()
+        await monitor.close()
         let c1 = await finishes(within: .seconds(5)) { try await waitingC.value }
         #expect((c1?.error as? AgentError)?.code == .cancelled, "\(String(describing: c1))")
         let bConnected = await tb.isConnected, cConnected = await tc.isConnected
@@ -200,7 +200,7 @@ struct AgentConnectionTests {
         defer { proxy.stop() }
         let monitor = AgentConnections(policy: Self.quickPolicy())
         let (host, t) = Self.host("lost", port: proxy.port)
-        defer { Task { await monitor.shutDown(); await t.close() } }
+        defer { Task { await monitor.close(); await t.close() } }
         await monitor.add(host)
         let recorder = await Recorder(monitor)
         let id = host.serverID
@@ -232,7 +232,7 @@ struct AgentConnectionTests {
         defer { proxy.stop() }
         let monitor = AgentConnections(policy: Self.quickPolicy(health: .milliseconds(300)))
         let (host, t) = Self.host("live", port: proxy.port)
-        defer { Task { await monitor.shutDown(); await t.close() } }
+        defer { Task { await monitor.close(); await t.close() } }
         await monitor.add(host)
         let recorder = await Recorder(monitor)
         let id = host.serverID

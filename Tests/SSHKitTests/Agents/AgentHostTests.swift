@@ -75,9 +75,9 @@ struct AgentHostTests {
         }
         #expect(out?.contains("ARGS: [hello]") == true)
         let terminal = try await host.attach(session)
-        try await terminal.write(Array("typed\r".utf8))
+        try await terminal.input.write(Array("typed\r".utf8))
         #expect(await read(terminal, until: "got: typed").contains("got: typed"))
-        terminal.detach()
+        terminal.cancel()
         try await host.sendLine("exit 5", to: session)
         #expect(await eventually { () async -> AgentProcessState? in
             let s = try? await host.state(of: session)

@@ -65,7 +65,7 @@ struct AgentOrchestratorTests {
         }
 
         func tearDown() async {
-            await orchestrator.connections.shutDown()
+            await orchestrator.connections.close()
             _ = try? await transport.runProcess("tmux", "-L", host.tmuxSocket, "kill-server")
             _ = try? await transport.runProcess("/bin/rm", "-rf", project.path)
             await transport.close()
@@ -286,9 +286,9 @@ struct AgentOrchestratorTests {
         #expect(await f.output(session, contains: "got: hello there") != nil)
         // attached through the monitor: the screen, and keys typed here
         let terminal = try await f.orchestrator.attach(conversationID: main.id)
-        try await terminal.write(Array("from here\r".utf8))
+        try await terminal.input.write(Array("from here\r".utf8))
         #expect(await read(terminal, until: "got: from here").contains("got: from here"))
-        terminal.detach()
+        terminal.cancel()
         do {
             _ = try await f.orchestrator.attach(conversationID: "no-such-conversation")
             Issue.record("attached to a conversation that does not exist")

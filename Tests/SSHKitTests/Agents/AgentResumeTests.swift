@@ -218,10 +218,10 @@ struct AgentBadInputTests {
             settings: AgentProviderSettings(binary: "fake-tui"), workingDirectory: "/tmp", statusHooks: false))
         let terminal = try await host.attach(session, size: SSHTerminalSize(columns: 90, rows: 30))
         #expect(await read(terminal, until: "READY>").contains("READY>"))
-        try await terminal.write(Array("local keys\r".utf8))
+        try await terminal.input.write(Array("local keys\r".utf8))
         #expect(await read(terminal, until: "got: local keys").contains("got: local keys"))
         try terminal.resize(to: SSHTerminalSize(columns: 100, rows: 35))
-        terminal.detach()
+        terminal.cancel()
         try await Task.sleep(for: .milliseconds(300))
         #expect(try await host.state(of: session) == .running, "detaching left the agent running")
 

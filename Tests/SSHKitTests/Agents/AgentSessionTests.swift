@@ -193,17 +193,17 @@ struct AgentSessionTests {
         let session = try await host.startAgent(try Self.spec(binary: "fake-tui"))
         let terminal = try await host.attach(session, size: SSHTerminalSize(columns: 90, rows: 20))
         #expect(await read(terminal, until: "READY>").contains("READY>"))
-        try await terminal.write(Array("abc\r".utf8))
+        try await terminal.input.write(Array("abc\r".utf8))
         #expect(await read(terminal, until: "got: abc").contains("got: abc"))
         try terminal.resize(to: SSHTerminalSize(columns: 70, rows: 15))
-        terminal.detach()
+        terminal.cancel()
         // the agent runs on; a new attach redraws its screen
         #expect(try await host.state(of: session) == .running)
         let again = try await host.attach(session)
         #expect(await read(again, until: "got: abc").contains("got: abc"))
-        try await again.write(Array("second\r".utf8))
+        try await again.input.write(Array("second\r".utf8))
         #expect(await read(again, until: "got: second").contains("got: second"))
-        again.detach()
+        again.cancel()
         try await host.stop(session)
 
         let gone = await #expect(throws: AgentError.self) { _ = try await host.attach(session) }
@@ -222,10 +222,10 @@ struct AgentSessionTests {
         let session = try await host.startAgent(try Self.spec(binary: "fake-tui"))
         let terminal = try await host.attach(session, size: SSHTerminalSize(columns: 90, rows: 20))
         #expect(await read(terminal, until: "READY>").contains("READY>"))
-        try await terminal.write(Array("box\r".utf8))
+        try await terminal.input.write(Array("box\r".utf8))
         let screen = await read(terminal, until: "END")
         #expect(screen.contains("BOX ┌─┐ ⠿ END"), "\(screen.suffix(300))")
-        terminal.detach()
+        terminal.cancel()
         try await host.stop(session)
     }
 
@@ -395,7 +395,7 @@ struct AgentSessionTests {
         #expect(ticks == Array(1...(ticks.max() ?? 0)), "the history has every tick, in order")
         let back = try await host.attach(session)
         #expect(await read(back, until: "tick").contains("tick"))
-        back.detach()
+        back.cancel()
         try await host.stop(session)
     }
 
@@ -412,7 +412,7 @@ struct AgentSessionTests {
         defer { Task { await Self.killServer(second); await t2.close() } }
         let found = try await second.tmux.sessions()
         #expect(Set(found.compactMap(\.ptyID)) == [s1.ptyID, s2.ptyID])
-        for s in found { try await second.tmux.kill(s.name) }
+        for s in found { try await second.tmux.stop(s.name) }
         #expect(try await second.tmux.sessions().isEmpty)
         // the user's own tmux server (default socket) is never listed or touched
         let other = try await second.transport.runProcess("tmux", "-L", "default", "has-session", "-t", "=orphan-1")

@@ -50,20 +50,20 @@ struct HermesAgentTests {
         // attach: the screen comes through the PTY, the answer goes back
         let terminal = try await host.attach(session, size: SSHTerminalSize(columns: 120, rows: 40))
         #expect(await read(terminal, until: "Run setup now?").contains("Run setup now?"))
-        try await terminal.write(Array("y\r".utf8))
+        try await terminal.input.write(Array("y\r".utf8))
         #expect(await Self.screen(host, session, shows: "How would you like to set up Hermes?") != nil)
         #expect(await Self.screen(host, session, shows: "→ (●) Quick Setup") != nil)
         // the arrow key moves its menu
-        try await terminal.write([0x1B, 0x5B, 0x42])
+        try await terminal.input.write([0x1B, 0x5B, 0x42])
         #expect(await Self.screen(host, session, shows: "→ (○) Full setup") != nil)
 
         // detach: Hermes waits on, unchanged; reattach redraws it
-        terminal.detach()
+        terminal.cancel()
         try await Task.sleep(for: .milliseconds(500))
         #expect(try await host.state(of: session) == .running)
         let again = try await host.attach(session, size: SSHTerminalSize(columns: 100, rows: 30))
         #expect(await read(again, until: "Full setup").contains("Full setup"))
-        again.detach()
+        again.cancel()
 
         // stop: the session and Hermes are gone
         try await host.stop(session)

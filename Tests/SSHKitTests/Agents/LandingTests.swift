@@ -327,6 +327,6 @@ struct LandingTests {
         #expect(ContinuousClock.now - start < .seconds(60), "the fetch hung")
         let left = try TestServer.runCapturing("/usr/bin/pgrep", ["-f", "fetch --no-tags --no-write-fetch-head sshkit:/project"])
         #expect(left.out.isEmpty, "a local git was left: \(left.out)")
-        await engine.shutDown()
+        await engine.close()
     }
 }

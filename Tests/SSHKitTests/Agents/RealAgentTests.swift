@@ -112,7 +112,7 @@ struct RealAgentTests {
         }
 
         func tearDown() async {
-            await orchestrator.connections.shutDown()
+            await orchestrator.connections.close()
             // an agent may outlive its tmux session for seconds (Hermes does): what runs in
             // the panes' sessions is ended too, and nothing of another test's
             let stop = """
@@ -220,7 +220,7 @@ struct RealAgentTests {
         // locale; the attach tells tmux the terminal is UTF-8)
         let terminal = try await f.agentHost.attach(resumed, size: SSHTerminalSize(columns: 120, rows: 40))
         let attached = await read(terminal, until: "── input")
-        terminal.detach()
+        terminal.cancel()
         #expect(attached.contains("── input") && !attached.contains("qqqq"), "\(attached.suffix(400))")
         try await f.orchestrator.stop(conversationID: main.id)
     }

@@ -78,13 +78,13 @@ struct AgentSettingsServiceTests {
             #expect(error.code == .commandFailed && error.exitCode == 2 && error.stderr == "config error\n")
         }
         let (hanging, _) = try await self.service { run throws(TransportError) in
-            throw TransportError.timeout(after: run.timeout ?? .zero, partialStdout: Array("agent".utf8))
+            throw TransportError.timedOut(after: run.timeout ?? .zero, partialStdout: Array("agent".utf8))
         }
         do {
             _ = try await hanging.installedVersion()
             Issue.record("no timeout")
         } catch {
-            #expect(error.code == .timeout && error.seconds == 10)
+            #expect(error.code == .timedOut && error.timeout == .seconds(10))
         }
     }
 

@@ -56,7 +56,7 @@ struct OpenSSHTransportTests {
                                        environment: [:], timeout: .seconds(1))
             Issue.record("no timeout")
         } catch {
-            #expect(error.code == .timeout && error.partialStdout == Array("first\n".utf8), "\(error)")
+            #expect(error.code == .timedOut && error.partialStdout == Array("first\n".utf8), "\(error)")
         }
         for i in 0..<10 {
             #expect(try await t.runProcess("/bin/echo", "\(i)").stdoutString == "\(i)\n")
@@ -96,7 +96,7 @@ struct OpenSSHTransportTests {
             ("client_loop: send disconnect: Broken pipe", .hostUnreachable),
             ("mux_client_request_session: session request failed: Session open refused by peer", .other),
             ("user@127.0.0.1: Permission denied (publickey,password).", .authenticationFailed),
-            ("Host key verification failed.", .hostKeyMismatch),
+            ("Host key verification failed.", .hostKeyRejected),
             ("grep: pattern: No such file or directory", nil),
         ]
         for (stderr, code) in cases {
@@ -122,7 +122,7 @@ struct OpenSSHTransportTests {
             _ = try await mismatch.runProcess("/bin/true")
             Issue.record("connected despite a changed host key")
         } catch {
-            #expect(error.code == .hostKeyMismatch, "\(error)")
+            #expect(error.code == .hostKeyRejected, "\(error)")
         }
         // a key the server does not take
         let badAuth = try OpenSSHTransport(destination: server.host, options: .init(

@@ -170,7 +170,7 @@ struct SSHTransportTests {
         do {
             _ = try await wrongKey.readFile("~/x")
         } catch {
-            #expect(error.code == .hostKeyMismatch, "\(error)")
+            #expect(error.code == .hostKeyRejected, "\(error)")
         }
         // a key the server does not accept
         let wrongAuth = SSHTransport(configuration: server.configuration(.privateKey(path: server.key("id_unauthorized"))))
@@ -218,7 +218,7 @@ struct SSHTransportTests {
                 return nil
             }
         }
-        #expect(error?.code == .timeout && error?.seconds == 0.3, "\(String(describing: error))")
+        #expect(error?.code == .timedOut && error?.timeout == .milliseconds(300), "\(String(describing: error))")
         #expect(error?.partialStdout == Array("partial\n".utf8))
         #expect(seconds < 10)
         // TERM reached the command (exec'd by the shell): nothing is left on the server

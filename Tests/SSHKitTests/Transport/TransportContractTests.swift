@@ -94,7 +94,7 @@ struct TransportContractTests {
             return ProcessResult(exitStatus: .exited(code), stdout: [], stderr: Array("oops\n".utf8))
         case ("/bin/sh", "-c") where arguments.count > 1 && arguments[1].hasPrefix("echo started; sleep"):
             guard let timeout = run.timeout else { return ProcessResult(exitStatus: .exited(0), stdout: [], stderr: []) }
-            throw TransportError.timeout(after: timeout, partialStdout: Array("started\n".utf8))
+            throw TransportError.timedOut(after: timeout, partialStdout: Array("started\n".utf8))
         default:
             return ProcessResult(exitStatus: .exited(127), stdout: [], stderr: Array("not found\n".utf8))
         }
@@ -172,13 +172,13 @@ struct TransportContractTests {
             await refused("createDirectory", .fileIO) { try await t.createDirectory(bad) }
             await refused("removeFile", .fileIO) { try await t.removeFile(bad) }
             await refused("snapshotSQLite", .fileIO) { _ = try await t.snapshotSQLite(bad) }
-            await refused("runProcess", .other) { _ = try await t.runProcess("/bin/echo", "a\u{0}b") }
-            await refused("startProcess", .other) {
+            await refused("runProcess", .invalidArgument) { _ = try await t.runProcess("/bin/echo", "a\u{0}b") }
+            await refused("startProcess", .invalidArgument) {
                 _ = try await t.startProcess("/bin/cat", arguments: [], environment: ["X": "a\u{0}b"])
             }
             // names a shell could not take are refused by every transport, not set locally
             for name in ["A=B", "1X", "", "A B"] {
-                await refused("environment name \(name.debugDescription)", .other) {
+                await refused("environment name \(name.debugDescription)", .invalidArgument) {
                     _ = try await t.runProcess("/bin/true", arguments: [], stdin: [], environment: [name: "x"], timeout: nil)
                 }
             }
@@ -277,7 +277,7 @@ struct TransportContractTests {
                                            environment: [:], timeout: .milliseconds(500))
                 Issue.record("no timeout")
             } catch let error as TransportError {
-                #expect(error.code == .timeout && error.seconds == 0.5, "\(error)")
+                #expect(error.code == .timedOut && error.timeout == .milliseconds(500), "\(error)")
                 #expect(error.partialStdout.map { String(decoding: $0, as: UTF8.self) } == "started\n")
             }
             // stopped where it ran, not only on this side (the fixture sshd runs here too)
@@ -717,7 +717,7 @@ struct LocalTransportTests {
                 return nil
             }
         }
-        #expect(error?.cause is CancellationError, "\(String(describing: error))")
+        #expect(error?.code == .cancelled, "\(String(describing: error))")
         #expect(seconds < 5) // the shell ignores TERM: KILL follows a second later
         // the whole process group is gone
         let left = try TestServer.runCapturing("/usr/bin/pgrep", ["-f", "^sleep 37\\.(25|5)$"])
