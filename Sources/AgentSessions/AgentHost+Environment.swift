@@ -9,29 +9,50 @@ extension AgentHost {
 
     /// Claims the first port of `taskPorts` that no task of this user on the host holds
     /// and nothing listens on (a directory per port under the engine's cache, made
-    /// atomically, so two engines never claim one port).
+    /// atomically, so two engines never claim one port). The claim names the task and its
+    /// worktree: a claim whose worktree is gone (its task was deleted without giving the
+    /// port back: a lost store, a crash) is taken over. The held ports are listed once,
+    /// so a host with many claims is scanned without a process per port.
     /// - Returns: the port, or nil when all are taken.
-    func claimPort(taskID: String) async throws(AgentError) -> Int? {
+    func claimPort(taskID: String, worktree: String) async throws(AgentError) -> Int? {
         let script = #"""
             d="$HOME/.cache/sshkit-agents/ports"; mkdir -p "$d" || exit 1
+            held=" $(cd "$d" && echo *) "
             p=$2
             while [ "$p" -le "$3" ]; do
+                case "$held" in
+                *" $p "*)
+                    # held: taken over only when its worktree is gone
+                    w=; [ -f "$d/$p/worktree" ] && read -r w < "$d/$p/worktree"
+                    if [ -z "$w" ] || [ -d "$w" ] || ! rm -rf "$d/$p"; then p=$((p + 1)); continue; fi ;;
+                esac
                 if mkdir "$d/$p" 2>/dev/null; then
                     h=$(printf '%04X' "$p")
                     if [ -r /proc/net/tcp ] && awk -v h=":$h" '$4 == "0A" && substr($2, length($2) - 4) == h { f = 1 } END { exit !f }' \
                         /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
                         rmdir "$d/$p"   # something listens there already
                     else
-                        printf '%s\n' "$1" > "$d/$p/task"; echo "$p"; exit 0
+                        printf '%s\n' "$1" > "$d/$p/task"; printf '%s\n' "$4" > "$d/$p/worktree"; echo "$p"; exit 0
                     fi
                 fi
                 p=$((p + 1))
             done
             exit 3
             """#
-        let r = try await run("/bin/sh", ["-c", script, "sh", taskID, "\(Self.taskPorts.lowerBound)", "\(Self.taskPorts.upperBound)"],
+        let r = try await run("/bin/sh", ["-c", script, "sh", taskID, "\(Self.taskPorts.lowerBound)", "\(Self.taskPorts.upperBound)",
+                                          worktree],
                               idempotent: false, what: "claiming a port for the task")
         return r.exitStatus == .exited(0) ? Int(r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)) : nil
+    }
+
+    /// Records where the task holding `port` made its worktree, when it is not where the
+    /// claim said.
+    func movePortClaim(_ port: Int, taskID: String, worktree: String) async throws(AgentError) {
+        let script = #"""
+            f="$HOME/.cache/sshkit-agents/ports/$1"
+            [ "$(cat "$f/task" 2>/dev/null)" = "$2" ] && printf '%s\n' "$3" > "$f/worktree"; exit 0
+            """#
+        _ = try await run("/bin/sh", ["-c", script, "sh", "\(port)", taskID, worktree], what: "recording the task's port")
     }
 
     /// Gives a task's port back (only when that task holds it).

@@ -13,11 +13,13 @@ extension AgentHost {
     /// A host without tmux, and an agent that takes its prompt from a file, take the two
     /// steps one after the other.
     /// - Throws: the errors of `AgentWorktrees.create` and of `startAgent`.
-    func createWorktreeAndStart(projectPath: String, title: String, baseRef: String?, fetchBase: Bool = false,
+    func createWorktreeAndStart(projectPath: String, title: String, unixMilliseconds: Int64? = nil, baseRef: String?,
+                                fetchBase: Bool = false,
                                 spec makeSpec: (_ directory: String) async throws(AgentError) -> AgentSessionSpec)
         async throws(AgentError) -> (worktree: Worktree, session: AgentSession)
     {
-        let planned = try await worktrees.plannedWorktree(projectPath: projectPath, title: title)
+        let planned = try await worktrees.plannedWorktree(projectPath: projectPath, title: title,
+                                                          unixMilliseconds: unixMilliseconds)
         let spec = try await makeSpec(planned.path)
         let start = try await prepareStart(spec, directory: planned.path)
         guard start.hasTmux, start.launch.promptFile == nil else {

@@ -248,13 +248,18 @@ public final class AgentOrchestrator: Sendable {
         do {
             made = try await onHost(hostRecord) { host in
                 try await checkCanStart(provider, on: host, named: hostRecord.name)
-                // the task's own port, in its agents' and its setup's environment (unless set)
-                let port = try await host.claimPort(taskID: taskID)
+                // the task's own port, in its agents' and its setup's environment (unless set),
+                // claimed for the worktree about to be made
+                let when = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+                let planned = try await host.worktrees.plannedWorktree(projectPath: project.path, title: title,
+                                                                       unixMilliseconds: when)
+                let port = try await host.claimPort(taskID: taskID, worktree: planned.path)
                 var settings = settings
                 if let port, settings.environment["PORT"] == nil { settings.environment["PORT"] = String(port) }
                 let started: (worktree: Worktree, session: AgentSession)
                 do {
                     started = try await host.createWorktreeAndStart(projectPath: project.path, title: title,
+                                                                    unixMilliseconds: when,
                                                                     baseRef: baseRef ?? project.defaultBaseRef,
                                                                     fetchBase: project.fetchesBase ?? true) { directory throws(AgentError) in
                     let plan: AgentResumePlan
@@ -272,6 +277,9 @@ public final class AgentOrchestrator: Sendable {
                 } catch {
                     if let port { try? await host.releasePort(port, taskID: taskID) }
                     throw error
+                }
+                if let port, started.worktree.path != planned.path {
+                    try? await host.movePortClaim(port, taskID: taskID, worktree: started.worktree.path)
                 }
                 // the host's status watcher follows the new agent from its first screen
                 if started.session.survivesDisconnect { _ = try? await host.watcherSnapshot(rules: rules) }

@@ -1,4 +1,4 @@
-import AgentSessions
+@testable import AgentSessions
 import Foundation
 import SSHKit
 import ServerTransport
@@ -8,6 +8,23 @@ import Testing
 /// round trip, a host without tmux, a login shell it does not start agents under.
 @Suite("Agent hosts", .tags(.integration), .serialized)
 struct AgentHostTests {
+    /// A task's port is held while its worktree exists; a claim whose worktree is gone (a
+    /// task deleted without giving it back) is taken over by the next task.
+    @Test func aPortClaimWhoseWorktreeIsGoneIsTakenOver() async throws {
+        let ssh = SSHTransport(configuration: TestServer.shared.configuration())
+        defer { Task { await ssh.close() } }
+        let host = AgentHost(transport: ssh)
+        let live = try #require(try await host.claimPort(taskID: "live-task", worktree: "/tmp"))
+        let lost = try #require(try await host.claimPort(taskID: "lost-task", worktree: "/nonexistent/worktree-\(UUID())"))
+        #expect(lost != live, "a claim whose worktree exists is kept")
+        let next = try #require(try await host.claimPort(taskID: "next-task", worktree: "/tmp"))
+        #expect(next == lost, "the claim of a worktree that is gone is taken over")
+        let owner = try await ssh.runProcess("/bin/sh", "-c", "cat \"$HOME/.cache/sshkit-agents/ports/$1/task\"", "sh", "\(next)")
+        #expect(owner.stdoutString == "next-task\n")
+        try await host.releasePort(live, taskID: "live-task")
+        try await host.releasePort(next, taskID: "next-task")
+    }
+
     @Test func detectionIsOneRoundTripCachedAndRefreshable() async throws {
         let ssh = SSHTransport(configuration: TestServer.shared.configuration())
         let counting = CountingTransport(ssh)
