@@ -316,6 +316,43 @@ key_file_permissions_ok(sshcore_conn *conn, const sshcore_auth_method *m)
 }
 
 /**
+ * Hands one prompt to the caller through the kbdint callback (`passphrase`:
+ * a key's, at `key_path`; else a password) and waits in
+ * SSHCORE_PHASE_ANSWER_WAIT for sshcore_conn_kbdint_reply.
+ */
+static void
+ask_caller_once(sshcore_conn *conn,
+                const char *prompt,
+                bool passphrase,
+                const char *_Nullable key_path,
+                unsigned attempt)
+{
+    const char *prompts[1] = {prompt};
+    int echo = 0;
+    sshcore_kbdint ch;
+
+    memset(&ch, 0, sizeof(ch));
+    ch.name = "";
+    ch.instruction = "";
+    ch.count = 1;
+    ch.prompts = prompts;
+    ch.echo = &echo;
+    ch.password = passphrase ? 0 : 1;
+    ch.passphrase = passphrase ? 1 : 0;
+    ch.key_path = key_path;
+    ch.attempt = attempt;
+    if (!sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWER_ASKED)) {
+        return;
+    }
+    conn->asking_passphrase = passphrase;
+    sshcore_conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
+    pthread_mutex_lock(&conn->mu);
+    conn->kbd_awaited = true;
+    pthread_mutex_unlock(&conn->mu);
+    conn->cb.kbdint(conn->cb.ctx, conn, &ch);
+}
+
+/**
  * libssh asks this for the passphrase of an encrypted key imported without
  * one: it only notes that the key is encrypted (the passphrase is asked for
  * with the worker free, see ask_passphrase) and declines.
@@ -348,9 +385,6 @@ static void
 ask_passphrase(sshcore_conn *conn, const sshcore_auth_method *m)
 {
     char prompt[600];
-    const char *prompts[1];
-    int echo = 0;
-    sshcore_kbdint ch;
     const char *path = m->kind == SSHCORE_AUTH_KEY_FILE ? m->secret : NULL;
 
     /* ssh's wording (sshconnect2.c) */
@@ -369,25 +403,7 @@ ask_passphrase(sshcore_conn *conn, const sshcore_auth_method *m)
                      ? "Enter passphrase for the key: "
                      : "Bad passphrase, try again: ");
     }
-    prompts[0] = prompt;
-    memset(&ch, 0, sizeof(ch));
-    ch.name = "";
-    ch.instruction = "";
-    ch.count = 1;
-    ch.prompts = prompts;
-    ch.echo = &echo;
-    ch.passphrase = 1;
-    ch.key_path = path;
-    ch.attempt = conn->passphrase_attempts + 1;
-    if (!sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWER_ASKED)) {
-        return;
-    }
-    conn->asking_passphrase = true;
-    sshcore_conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
-    pthread_mutex_lock(&conn->mu);
-    conn->kbd_awaited = true;
-    pthread_mutex_unlock(&conn->mu);
-    conn->cb.kbdint(conn->cb.ctx, conn, &ch);
+    ask_caller_once(conn, prompt, true, path, conn->passphrase_attempts + 1);
 }
 
 /**
@@ -443,30 +459,24 @@ load_method_key(sshcore_conn *conn, const sshcore_auth_method *m)
             ask_passphrase(conn, m);
             return false;
         }
-        snprintf(detail,
-                 sizeof(detail),
-                 "%s: wrong passphrase (asked %u times)",
-                 where,
-                 tries);
-        method_unusable(conn,
-                        m,
-                        SSHCORE_E_PRIVATE_KEY,
-                        m->kind == SSHCORE_AUTH_KEY_FILE
-                            ? "ssh_pki_import_privkey_file"
-                            : "ssh_pki_import_privkey_base64",
-                        irc,
-                        detail);
-        return false;
     }
     wipe_secret(&conn->prompted_passphrase); /* the key is loaded, or not */
     if (irc != SSH_OK || conn->key == NULL) {
         /* the import functions do not set the session's error text */
-        snprintf(detail,
-                 sizeof(detail),
-                 encrypted ? "%s: encrypted, and no passphrase was given"
-                           : "%s: unreadable, unsupported format, or wrong "
-                             "passphrase",
-                 where);
+        if (conn->passphrase_attempts > 0) {
+            snprintf(detail,
+                     sizeof(detail),
+                     "%s: wrong passphrase (asked %u times)",
+                     where,
+                     tries);
+        } else {
+            snprintf(detail,
+                     sizeof(detail),
+                     encrypted ? "%s: encrypted, and no passphrase was given"
+                               : "%s: unreadable, unsupported format, or wrong "
+                                 "passphrase",
+                     where);
+        }
         method_unusable(conn,
                         m,
                         SSHCORE_E_PRIVATE_KEY,
@@ -532,32 +542,13 @@ static void
 ask_password(sshcore_conn *conn)
 {
     char prompt[300];
-    const char *prompts[1];
-    int echo = 0;
-    sshcore_kbdint ch;
 
     snprintf(prompt,
              sizeof(prompt),
              "%s@%s's password: ",
              conn->user,
              conn->host);
-    prompts[0] = prompt;
-    memset(&ch, 0, sizeof(ch));
-    ch.name = "";
-    ch.instruction = "";
-    ch.count = 1;
-    ch.prompts = prompts;
-    ch.echo = &echo;
-    ch.password = 1;
-    ch.attempt = conn->password_attempts + 1;
-    if (!sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWER_ASKED)) {
-        return;
-    }
-    sshcore_conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
-    pthread_mutex_lock(&conn->mu);
-    conn->kbd_awaited = true;
-    pthread_mutex_unlock(&conn->mu);
-    conn->cb.kbdint(conn->cb.ctx, conn, &ch);
+    ask_caller_once(conn, prompt, false, NULL, conn->password_attempts + 1);
 }
 
 /** The next method, after the current one was refused or skipped. */

@@ -152,32 +152,27 @@ final class ConnectionContext: Sendable {
 
     /// A password prompt: one answer, or none (the next method); a throw aborts.
     func answerPassword(_ request: SSHPasswordRequest, conn: ConnPointer) {
-        guard let passwordResponder else {
-            _ = sshcore_conn_kbdint_reply(conn.raw, nil, 0)
-            return
-        }
-        Task {
-            do {
-                // no answer at all (not a NULL array): the core goes on to the next method
-                let answers = try await passwordResponder(request).map { [$0] } ?? []
-                try Self.checkAnswers(answers)
-                Self.reply(answers, conn: conn)
-            } catch {
-                self.abortAnswer(error, conn: conn)
-            }
-        }
+        answerOne(request, passwordResponder, conn: conn, skipsEmpty: false)
     }
 
-    /// A key's passphrase: one answer, or none (the key is not used); a throw aborts.
+    /// A key's passphrase: one answer, or none (the key is not used; an empty passphrase
+    /// is ssh's "skip this key"); a throw aborts.
     func answerPassphrase(_ request: SSHPassphraseRequest, conn: ConnPointer) {
-        guard let passphraseResponder else {
+        answerOne(request, passphraseResponder, conn: conn, skipsEmpty: true)
+    }
+
+    /// One answer from `responder`, or none at all (not a NULL array: the core goes on
+    /// without it); no responder, or a throw, aborts.
+    private func answerOne<Request: Sendable>(_ request: Request,
+                                              _ responder: (@Sendable (Request) async throws -> String?)?,
+                                              conn: ConnPointer, skipsEmpty: Bool) {
+        guard let responder else {
             _ = sshcore_conn_kbdint_reply(conn.raw, nil, 0)
             return
         }
         Task {
             do {
-                // an empty passphrase is ssh's "skip this key"
-                let answers = try await passphraseResponder(request).flatMap { $0.isEmpty ? nil : [$0] } ?? []
+                let answers = try await responder(request).flatMap { skipsEmpty && $0.isEmpty ? nil : [$0] } ?? []
                 try Self.checkAnswers(answers)
                 Self.reply(answers, conn: conn)
             } catch {
