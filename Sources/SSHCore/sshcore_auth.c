@@ -235,8 +235,8 @@ auth_kbdint_step(sshcore_conn *conn)
     return rc;
 }
 
-static void
-wipe_secret(char *_Nullable *_Nonnull secret)
+void
+sshcore_wipe_secret(char *_Nullable *_Nonnull secret)
 {
     if (*secret != NULL) {
         explicit_bzero(*secret, strlen(*secret));
@@ -249,8 +249,8 @@ wipe_secret(char *_Nullable *_Nonnull secret)
 static void
 forget_method_answers(sshcore_conn *conn)
 {
-    wipe_secret(&conn->prompted_password);
-    wipe_secret(&conn->prompted_passphrase);
+    sshcore_wipe_secret(&conn->prompted_password);
+    sshcore_wipe_secret(&conn->prompted_passphrase);
     conn->password_attempts = 0;
     conn->passphrase_attempts = 0;
 }
@@ -260,13 +260,13 @@ forget_method_answers(sshcore_conn *conn)
  * ("publickey(file) skipped: why") and the next one tried, as ssh(1) skips an
  * identity it cannot load; otherwise the connection fails with `code`.
  */
-static void
-method_unusable(sshcore_conn *conn,
-                const sshcore_auth_method *m,
-                int code,
-                const char *function,
-                int lib_code,
-                const char *why)
+void
+sshcore_auth_method_unusable(sshcore_conn *conn,
+                             const sshcore_auth_method *m,
+                             int code,
+                             const char *function,
+                             int lib_code,
+                             const char *why)
 {
     sshcore_error err;
     char note[200];
@@ -289,43 +289,16 @@ method_unusable(sshcore_conn *conn,
 }
 
 /**
- * Like ssh(1): a private key file of ours that others may read or write is
- * refused (OpenSSH's "UNPROTECTED PRIVATE KEY FILE"), before anything reads it.
- * libssh itself does not look. Returns false (the method is unusable) then.
- */
-static bool
-key_file_permissions_ok(sshcore_conn *conn, const sshcore_auth_method *m)
-{
-    struct stat st;
-    char detail[400];
-    const char *path = m->secret;
-
-    if (path == NULL || stat(path, &st) != 0 || st.st_uid != geteuid() ||
-        (st.st_mode & 077) == 0) {
-        return true; /* a missing file fails in the import, with its own text */
-    }
-    snprintf(detail,
-             sizeof(detail),
-             "%s: permissions %04o are too open: a private key must not be "
-             "accessible to others "
-             "(chmod 600), as ssh requires",
-             path,
-             (unsigned)(st.st_mode & 07777));
-    method_unusable(conn, m, SSHCORE_E_PRIVATE_KEY, NULL, 0, detail);
-    return false;
-}
-
-/**
  * Hands one prompt to the caller through the kbdint callback (`passphrase`:
  * a key's, at `key_path`; else a password) and waits in
  * SSHCORE_PHASE_ANSWER_WAIT for sshcore_conn_kbdint_reply.
  */
-static void
-ask_caller_once(sshcore_conn *conn,
-                const char *prompt,
-                bool passphrase,
-                const char *_Nullable key_path,
-                unsigned attempt)
+void
+sshcore_auth_ask_caller_once(sshcore_conn *conn,
+                             const char *prompt,
+                             bool passphrase,
+                             const char *_Nullable key_path,
+                             unsigned attempt)
 {
     const char *prompts[1] = {prompt};
     int echo = 0;
@@ -353,187 +326,6 @@ ask_caller_once(sshcore_conn *conn,
 }
 
 /**
- * libssh asks this for the passphrase of an encrypted key imported without
- * one: it only notes that the key is encrypted (the passphrase is asked for
- * with the worker free, see ask_passphrase) and declines.
- */
-static int
-note_encrypted(const char *prompt,
-               char *buf,
-               size_t len,
-               int echo,
-               int verify,
-               void *userdata)
-{
-    (void)prompt;
-    (void)echo;
-    (void)verify;
-    if (buf != NULL && len > 0) {
-        buf[0] = '\0';
-    }
-    *(bool *)userdata = true;
-    return -1;
-}
-
-/**
- * ASK_PASSPHRASE: asks the caller for the key's passphrase through the kbdint
- * callback (one prompt, `passphrase` set) and waits in
- * SSHCORE_PHASE_ANSWER_WAIT; the reply lands in conn->prompted_passphrase, or
- * skips the key.
- */
-static void
-ask_passphrase(sshcore_conn *conn, const sshcore_auth_method *m)
-{
-    char prompt[600];
-    const char *path = m->kind == SSHCORE_AUTH_KEY_FILE ? m->secret : NULL;
-
-    /* ssh's wording (sshconnect2.c) */
-    if (path != NULL) {
-        snprintf(prompt,
-                 sizeof(prompt),
-                 conn->passphrase_attempts == 0
-                     ? "Enter passphrase for key '%s': "
-                     : "Bad passphrase, try again for %s: ",
-                 path);
-    } else {
-        snprintf(prompt,
-                 sizeof(prompt),
-                 "%s",
-                 conn->passphrase_attempts == 0
-                     ? "Enter passphrase for the key: "
-                     : "Bad passphrase, try again: ");
-    }
-    ask_caller_once(conn, prompt, true, path, conn->passphrase_attempts + 1);
-}
-
-/**
- * Loads the method's private key (and its certificate) into conn->key.
- * Returns false when the method is unusable (handled by method_unusable), or
- * when the key's passphrase is being asked for (the worker waits for it).
- */
-static bool
-load_method_key(sshcore_conn *conn, const sshcore_auth_method *m)
-{
-    char detail[400];
-    const char *where = m->kind == SSHCORE_AUTH_KEY_FILE
-                            ? (m->secret != NULL ? m->secret : "")
-                            : "key given in memory";
-    ssh_key cert = NULL;
-    bool matches;
-    int irc;
-    /* a passphrase of the caller's, else one asked for */
-    bool asks =
-        m->passphrase == NULL && (m->flags & SSHCORE_AUTH_ASK_PASSPHRASE) != 0;
-    const char *passphrase =
-        m->passphrase != NULL ? m->passphrase : conn->prompted_passphrase;
-    bool encrypted = false;
-    ssh_auth_callback probe = passphrase == NULL ? note_encrypted : NULL;
-    unsigned tries = m->attempts > 0 ? m->attempts : 3;
-
-    if (m->kind == SSHCORE_AUTH_KEY_FILE && !key_file_permissions_ok(conn, m)) {
-        return false;
-    }
-    if (m->kind == SSHCORE_AUTH_KEY_FILE) {
-        irc = ssh_pki_import_privkey_file(m->secret != NULL ? m->secret : "",
-                                          passphrase,
-                                          probe,
-                                          &encrypted,
-                                          &conn->key);
-    } else {
-        irc = ssh_pki_import_privkey_base64(m->secret != NULL ? m->secret : "",
-                                            passphrase,
-                                            probe,
-                                            &encrypted,
-                                            &conn->key);
-    }
-    if ((irc != SSH_OK || conn->key == NULL) && asks &&
-        (encrypted || conn->prompted_passphrase != NULL)) {
-        /* encrypted: ask; a wrong answer: ask again, as ssh does */
-        if (conn->prompted_passphrase != NULL) {
-            conn->passphrase_attempts++;
-            wipe_secret(&conn->prompted_passphrase);
-        }
-        ssh_key_free(conn->key);
-        conn->key = NULL;
-        if (conn->passphrase_attempts < tries) {
-            ask_passphrase(conn, m);
-            return false;
-        }
-    }
-    wipe_secret(&conn->prompted_passphrase); /* the key is loaded, or not */
-    if (irc != SSH_OK || conn->key == NULL) {
-        /* the import functions do not set the session's error text */
-        if (conn->passphrase_attempts > 0) {
-            snprintf(detail,
-                     sizeof(detail),
-                     "%s: wrong passphrase (asked %u times)",
-                     where,
-                     tries);
-        } else {
-            snprintf(detail,
-                     sizeof(detail),
-                     encrypted ? "%s: encrypted, and no passphrase was given"
-                               : "%s: unreadable, unsupported format, or wrong "
-                                 "passphrase",
-                     where);
-        }
-        method_unusable(conn,
-                        m,
-                        SSHCORE_E_PRIVATE_KEY,
-                        m->kind == SSHCORE_AUTH_KEY_FILE
-                            ? "ssh_pki_import_privkey_file"
-                            : "ssh_pki_import_privkey_base64",
-                        irc,
-                        detail);
-        return false;
-    }
-    if (m->certificate == NULL) {
-        return true;
-    }
-    irc = ssh_pki_import_cert_file(m->certificate, &cert);
-    if (irc != SSH_OK || cert == NULL) {
-        snprintf(detail,
-                 sizeof(detail),
-                 "%s: certificate unreadable or not an OpenSSH certificate",
-                 m->certificate);
-        method_unusable(conn,
-                        m,
-                        SSHCORE_E_PRIVATE_KEY,
-                        "ssh_pki_import_cert_file",
-                        irc,
-                        detail);
-        return false;
-    }
-    matches = sshcore_cert_matches_key(cert, conn->key);
-    irc = matches ? ssh_pki_copy_cert_to_privkey(cert, conn->key) : SSH_ERROR;
-    if ((irc != SSH_OK || sshcore_cert_agent_forced()) && matches &&
-        ssh_key_type(conn->key) == SSH_KEYTYPE_ED25519) {
-        /* libssh 0.11.0-0.11.3: ssh_key_cmp(cert, key) refuses every Ed25519
-         * pair (fixed upstream in 0.11.4), so the certificate cannot be
-         * attached; ssh_userauth_agent gets it from an agent of ours */
-        conn->cert_agent =
-            sshcore_cert_agent_start(conn->session, cert, conn->key);
-        irc = conn->cert_agent != NULL ? SSH_OK : SSH_ERROR;
-    }
-    ssh_key_free(cert);
-    if (irc != SSH_OK) {
-        snprintf(detail,
-                 sizeof(detail),
-                 "%s: certificate is not for the key %s",
-                 m->certificate,
-                 where);
-        method_unusable(conn,
-                        m,
-                        SSHCORE_E_PRIVATE_KEY,
-                        "ssh_pki_copy_cert_to_privkey",
-                        irc,
-                        detail);
-        return false;
-    }
-    return true;
-}
-
-/**
  * PASSWORD_PROMPT: asks the caller for a password through the kbdint callback
  * (one prompt, `password` set) and waits in SSHCORE_PHASE_ANSWER_WAIT; the
  * reply lands in conn->prompted_password, or skips the method.
@@ -548,7 +340,11 @@ ask_password(sshcore_conn *conn)
              "%s@%s's password: ",
              conn->user,
              conn->host);
-    ask_caller_once(conn, prompt, false, NULL, conn->password_attempts + 1);
+    sshcore_auth_ask_caller_once(conn,
+                                 prompt,
+                                 false,
+                                 NULL,
+                                 conn->password_attempts + 1);
 }
 
 /** The next method, after the current one was refused or skipped. */
@@ -592,7 +388,7 @@ sshcore_auth_method_step(sshcore_conn *conn)
         break;
     case SSHCORE_AUTH_KEY_FILE:
     case SSHCORE_AUTH_KEY_MEMORY:
-        if (conn->key == NULL && !load_method_key(conn, m)) {
+        if (conn->key == NULL && !sshcore_auth_load_key(conn, m)) {
             return;
         }
         rc = conn->cert_agent != NULL
@@ -601,7 +397,7 @@ sshcore_auth_method_step(sshcore_conn *conn)
         break;
     case SSHCORE_AUTH_AGENT:
         if (m->secret == NULL && getenv("SSH_AUTH_SOCK") == NULL) {
-            method_unusable(
+            sshcore_auth_method_unusable(
                 conn,
                 m,
                 SSHCORE_E_AGENT,
@@ -620,19 +416,24 @@ sshcore_auth_method_step(sshcore_conn *conn)
                          "agent unreachable: %s: %s",
                          path,
                          strerror(errno));
-                method_unusable(conn, m, SSHCORE_E_AGENT, NULL, 0, why);
+                sshcore_auth_method_unusable(conn,
+                                             m,
+                                             SSHCORE_E_AGENT,
+                                             NULL,
+                                             0,
+                                             why);
                 return;
             }
         }
         rc = ssh_userauth_agent(conn->session, NULL);
         if (rc == SSH_AUTH_ERROR && sshcore_session_usable(conn)) {
             if ((m->flags & SSHCORE_AUTH_SKIP_UNUSABLE) != 0) {
-                method_unusable(conn,
-                                m,
-                                SSHCORE_E_AGENT,
-                                NULL,
-                                0,
-                                "agent unreachable");
+                sshcore_auth_method_unusable(conn,
+                                             m,
+                                             SSHCORE_E_AGENT,
+                                             NULL,
+                                             0,
+                                             "agent unreachable");
             } else {
                 sshcore_conn_fail_lib(conn,
                                       SSHCORE_E_AGENT,
@@ -659,7 +460,7 @@ sshcore_auth_method_step(sshcore_conn *conn)
             /* refused: ask again, as ssh asks NumberOfPasswordPrompts times
              * (now: nothing else would wake the worker for it) */
             conn->password_attempts++;
-            wipe_secret(&conn->prompted_password);
+            sshcore_wipe_secret(&conn->prompted_password);
             ask_password(conn);
             return;
         }
@@ -670,7 +471,7 @@ sshcore_auth_method_step(sshcore_conn *conn)
     case SSH_AUTH_AGAIN:
         return;
     case SSH_AUTH_SUCCESS:
-        wipe_secret(&conn->prompted_password);
+        sshcore_wipe_secret(&conn->prompted_password);
         sshcore_auth_release(conn);
         auth_succeeded(conn);
         return;
@@ -730,14 +531,15 @@ sshcore_auth_answers(sshcore_conn *conn,
                               "passphrase prompt gave no answer");
         } else if (sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWERED)) {
             if (count == 0) {
-                method_unusable(conn,
-                                &conn->methods[conn->method_idx],
-                                SSHCORE_E_PRIVATE_KEY,
-                                NULL,
-                                0,
-                                "encrypted, and no passphrase was given");
+                sshcore_auth_method_unusable(
+                    conn,
+                    &conn->methods[conn->method_idx],
+                    SSHCORE_E_PRIVATE_KEY,
+                    NULL,
+                    0,
+                    "encrypted, and no passphrase was given");
             } else {
-                wipe_secret(&conn->prompted_passphrase);
+                sshcore_wipe_secret(&conn->prompted_passphrase);
                 conn->prompted_passphrase = answers[0];
                 answers[0] = NULL; /* kept until the key is loaded */
             }
@@ -753,7 +555,7 @@ sshcore_auth_answers(sshcore_conn *conn,
             if (count == 0) {
                 next_method(conn); /* no password: the next method */
             } else {
-                wipe_secret(&conn->prompted_password);
+                sshcore_wipe_secret(&conn->prompted_password);
                 conn->prompted_password = answers[0];
                 answers[0] = NULL; /* kept until the server answered */
             }

@@ -347,6 +347,28 @@ void sshcore_auth_check_session(sshcore_conn *conn);
 void sshcore_auth_answers(sshcore_conn *conn,
                           char *_Nullable *_Nullable answers,
                           size_t count);
+/* a method that cannot be used: skipped (SKIP_UNUSABLE) or the connection
+ * fails with `code` */
+void sshcore_auth_method_unusable(sshcore_conn *conn,
+                                  const sshcore_auth_method *m,
+                                  int code,
+                                  const char *_Nullable function,
+                                  int lib_code,
+                                  const char *why);
+/* one prompt (a password, or a key's passphrase at `key_path`) handed to the
+ * caller; the worker waits in ANSWER_WAIT */
+void sshcore_auth_ask_caller_once(sshcore_conn *conn,
+                                  const char *prompt,
+                                  bool passphrase,
+                                  const char *_Nullable key_path,
+                                  unsigned attempt);
+/* wipes and frees a secret string, leaving NULL */
+void sshcore_wipe_secret(char *_Nullable *_Nonnull secret);
+
+/* sshcore_auth_key.c (worker) */
+/* loads the method's key (and certificate) into conn->key; false when the
+ * method is unusable (handled) or its passphrase is being asked for */
+bool sshcore_auth_load_key(sshcore_conn *conn, const sshcore_auth_method *m);
 
 /* sshcore_keys.c */
 bool sshcore_cert_matches_key(ssh_key cert, ssh_key key);
