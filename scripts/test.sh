@@ -13,11 +13,12 @@ swift build --build-tests
 swift package generate-documentation --target SSHKit --target ServerTransport --warnings-as-errors
 # Two runs (Docs/TestFixture.md, "Tiers"). First the tests that need the machine to
 # themselves (they count this process's fds, threads, sockets or memory), one at a time;
-# then the rest, two at a time by default (about half the time of one at a time;
-# SSHKIT_TEST_WIDTH=1 runs them one by one). The width is Swift Testing's experimental
-# setting; the toolchain is pinned (6.3.1).
+# then the rest, one at a time by default: SSHKIT_TEST_WIDTH=2 runs two at once (about
+# half the time), but on two cores the cockpit's terminal test still fails now and then
+# at that width (TestFixture.md). The width is Swift Testing's experimental setting; the
+# toolchain is pinned (6.3.1).
 status=0
 swift test --skip-build --no-parallel --filter /Exclusive/ || status=$?
-SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SSHKIT_TEST_WIDTH:-2}" \
+SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SSHKIT_TEST_WIDTH:-1}" \
     swift test --skip-build --skip /Exclusive/ || status=$?
 exit $status
