@@ -278,10 +278,6 @@ sshcore_connect_handshake(sshcore_conn *conn)
     (void)fcntl(conn->sock_fd,
                 F_SETFL,
                 fcntl(conn->sock_fd, F_GETFL) | O_NONBLOCK);
-    /* whether libssh took our dup (it may fail before, e.g. applying options)
-     */
-    conn->lib_took_fd =
-        conn->lib_took_fd || ssh_get_fd(conn->session) == conn->lib_fd;
     if (rc == SSH_AGAIN) {
         return;
     }

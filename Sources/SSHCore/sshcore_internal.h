@@ -139,7 +139,6 @@ struct sshcore_conn {
     ssh_event _Nullable event;
     int lib_fd; /* dup handed to libssh */
     bool ssh_connect_called;
-    bool lib_took_fd; /* libssh adopted lib_fd (ssh_get_fd returned it) */
     sshcore_phase
         phase; /* the connect phase machine (sshcore_phase.c); worker only */
     struct addrinfo *_Nullable ai_list;

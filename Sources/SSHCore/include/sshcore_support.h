@@ -43,6 +43,15 @@ void sshcore_set_thread_name(const char *name);
 void sshcore_testing_force_cert_agent(int on);
 
 /**
+ * @brief Tests only: called by every worker at teardown with libssh's fd
+ * number, once libssh is done with the session and before the worker decides
+ * whether that fd is still its own to close. A probe may open a file at that
+ * number when it is free, as another thread of the process may. NULL (the
+ * default) calls nothing.
+ */
+void sshcore_testing_set_teardown_probe(void (*_Nullable probe)(int lib_fd));
+
+/**
  * @brief Parse a public key given as type name and base64 blob and write its
  * SHA256 fingerprint ("SHA256:...") into out.
  * @return SSHCORE_E_OK, or INVALID_ARGUMENT when the key does not parse.

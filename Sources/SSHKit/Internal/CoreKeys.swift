@@ -47,4 +47,12 @@ package enum CoreDigest {
     public static func offerEd25519CertificatesThroughAgent(_ on: Bool) {
         sshcore_testing_force_cert_agent(on ? 1 : 0)
     }
+
+    /// Calls `probe` in every connection's worker at teardown with libssh's fd number,
+    /// once libssh is done with it and before the worker decides whether that fd is
+    /// still its own to close; nil calls nothing. Only for tests that run alone: a
+    /// probe may open a file at that number, as another thread might.
+    public static func setTeardownProbe(_ probe: (@convention(c) (Int32) -> Void)?) {
+        sshcore_testing_set_teardown_probe(probe)
+    }
 }

@@ -1,6 +1,6 @@
 import Foundation
 import SSHCore
-import SSHKit
+@_spi(Testing) import SSHKit
 import Synchronization
 import Testing
 
@@ -168,5 +168,43 @@ extension ChurnTests {
             }
             await conn.close()
         }
+
+        /// libssh closes its own fd when the goodbye of `ssh_disconnect` cannot be
+        /// written (after a refused login the core has shut the socket down), and
+        /// another thread of the process may be given that number at once. The probe
+        /// takes the number the way such a thread would; the worker must leave it open.
+        @Test func anFdNumberLibsshClosedAndAnotherThreadReusedIsNotClosedAgain() async throws {
+            let server = try TestServer.start(name: "fd-reuse")
+            defer { server.stop() }
+            FdReuseProbe.taken.store(-1, ordering: .sequentiallyConsistent)
+            SSHCoreTesting.setTeardownProbe { fd in
+                guard fcntl(fd, F_GETFD) == -1 && errno == EBADF else { return } // still libssh's
+                let file = open("/dev/null", O_RDONLY | O_CLOEXEC)
+                guard file >= 0 else { return }
+                if file != fd {
+                    dup2(file, fd)
+                    close(file)
+                }
+                FdReuseProbe.taken.store(fd, ordering: .sequentiallyConsistent)
+            }
+            defer { SSHCoreTesting.setTeardownProbe(nil) }
+            let e = await expectSSHError {
+                try await SSHClient.connect(server.configuration(.password("not the password")))
+            }
+            #expect(e?.code == .authenticationFailed)
+            // the worker has ended: the connect returns after its teardown
+            let fd = FdReuseProbe.taken.load(ordering: .sequentiallyConsistent)
+            #expect(fd >= 0, "libssh closed its fd in ssh_disconnect, as this test expects")
+            guard fd >= 0 else { return }
+            var st = stat()
+            #expect(fstat(fd, &st) == 0, "the file opened at the number libssh freed was closed by the worker")
+            #expect(st.st_mode & S_IFMT == S_IFCHR, "fd \(fd) is no longer /dev/null")
+            close(fd)
+        }
     }
+}
+
+/// What the teardown probe of the fd-reuse test took (a C callback captures nothing).
+enum FdReuseProbe {
+    static let taken = Atomic<Int32>(-1)
 }
