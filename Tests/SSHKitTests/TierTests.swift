@@ -19,7 +19,7 @@ struct TierTests {
             let text = try String(contentsOfFile: f, encoding: .utf8)
             for line in text.split(separator: "\n") where line.trimmingCharacters(in: .whitespaces).hasPrefix("@Suite(") {
                 suites += 1
-                let named = Self.tiers.filter { line.contains(".tags(.\($0))") }
+                let named = Self.tiers.filter { line.contains(".tags(.\($0))") || line.contains(".tags(.\($0), .paced)") }
                 if line.contains(".tags(.exclusive)") {
                     #expect(line.contains("(alone)"), "\(f): \(line)")
                 } else {
@@ -28,6 +28,26 @@ struct TierTests {
             }
         }
         #expect(suites > 60)
+    }
+
+    /// scripts/test.sh finds the paced suites by a top-level `@Suite` line with `.paced`
+    /// followed by `struct Name`, and runs them apart: a paced suite written any other way
+    /// would run with the rest, two at once.
+    @Test func everyPacedSuiteIsATopLevelStructTheTestScriptFinds() throws {
+        var paced: [String] = []
+        for f in Self.testFiles {
+            let lines = try String(contentsOfFile: f, encoding: .utf8).components(separatedBy: "\n")
+            for (i, line) in lines.enumerated()
+            where line.trimmingCharacters(in: .whitespaces).hasPrefix("@Suite(") && line.contains(".paced") {
+                #expect(line.hasPrefix("@Suite("), "\(f): a paced suite is a top-level one: \(line)")
+                let next = i + 1 < lines.count ? lines[i + 1] : ""
+                #expect(next.hasPrefix("struct "), "\(f): the line after a paced @Suite is its struct: \(next)")
+                paced.append(next)
+            }
+        }
+        #expect(paced.count >= 3, "the cockpit, the watcher and watch are paced: \(paced)")
+        let script = try String(contentsOfFile: "scripts/test.sh", encoding: .utf8)
+        #expect(script.contains("\\.paced") && script.contains("--skip \"/Exclusive/|"))
     }
 
     /// A test's body: from its `@Test` line to the first line that closes at its indentation.

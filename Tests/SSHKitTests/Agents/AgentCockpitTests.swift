@@ -6,7 +6,7 @@ import Testing
 /// The cockpit run as a user runs it: `agent-sessions` alone in a local tmux pane (keys
 /// typed with send-keys, the screen read with capture-pane), against the fixture's sshd
 /// as two hosts (one of them through a proxy that can cut it off), with fake agents.
-@Suite("agent-sessions cockpit", .tags(.process), .serialized)
+@Suite("agent-sessions cockpit", .tags(.process, .paced), .serialized)
 struct AgentCockpitTests {
     typealias User = AgentSessionsToolTests.User
 

@@ -280,7 +280,7 @@ struct AgentScreenRuleTests {
 }
 
 /// The watcher on a real host (the fixture's sshd), with fake agents.
-@Suite("Agent status: the watcher", .tags(.integration), .serialized)
+@Suite("Agent status: the watcher", .tags(.integration, .paced), .serialized)
 struct AgentStatusTests {
     struct Host {
         let transport: SSHTransport

@@ -6,7 +6,7 @@ import Testing
 /// `agent-sessions watch` and `events`, run as a user runs them, against the fixture's
 /// sshd (through a proxy that can drop the connection), with the fake agents, a local
 /// HTTP server as the webhook and ntfy server, and a tmux pane as the terminal.
-@Suite("agent-sessions watch", .tags(.process), .serialized)
+@Suite("agent-sessions watch", .tags(.process, .paced), .serialized)
 struct AgentWatchTests {
     typealias User = AgentSessionsToolTests.User
 

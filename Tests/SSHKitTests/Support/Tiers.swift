@@ -1,7 +1,8 @@
 import Testing
 
 /// The test tiers (Docs/TestFixture.md, "Tiers"). Every suite carries one of the first
-/// four; a test that needs the machine to itself carries `exclusive` as well.
+/// four; a test that needs the machine to itself carries `exclusive` as well, and one that
+/// depends on timing under load `paced`.
 extension Tag {
     /// No server and no child process: parsers, tables, models, checks of the sources.
     @Tag static var pure: Self
@@ -15,4 +16,8 @@ extension Tag {
     /// or stops every session of a shared server. Runs alone, before the others run in
     /// parallel (scripts/test.sh).
     @Tag static var exclusive: Self
+    /// Depends on timing under load: drives a terminal program, or waits for a watcher to
+    /// see an agent's screen change. Runs one at a time, apart from the rest, which run two
+    /// at once (scripts/test.sh). Set on a top-level suite, beside its tier.
+    @Tag static var paced: Self
 }
