@@ -120,6 +120,21 @@ public struct SSHError: Error, Sendable, CustomStringConvertible {
         public var message: String
     }
 
+    /// What a failure carries beside its code and message. Each case belongs to the
+    /// code it is named after; `sftp` to the codes of SFTP requests (`noSuchFile`,
+    /// `permissionDenied`, `sftpFailure`, `sftpProtocolError`, and a read over its limit).
+    public enum Context: Sendable {
+        /// Nothing beyond the message and the general fields.
+        case none
+        /// `hostKeyRejected`: what the host key policy expected (fingerprints), when it
+        /// said.
+        case hostKeyRejected(expected: [String])
+        /// `authenticationFailed`: the methods the server offers.
+        case authenticationFailed(offered: SSHAuthMethods)
+        /// An SFTP request's failure: the operation, path and server status.
+        case sftp(SFTPContext)
+    }
+
     /// What went wrong; stable, so compare it with `==` or `switch` over it.
     public var code: Code
     /// A description for people; match on `code`, not on this text.
@@ -135,21 +150,36 @@ public struct SSHError: Error, Sendable, CustomStringConvertible {
     public var port: Int?
     /// The key the server presented, when the failure happened after key exchange.
     public var presentedHostKey: SSHHostKey?
-    /// What the host key policy expected (fingerprints), for `hostKeyRejected`.
-    public var expectedHostKeys: [String]
-    /// The methods the server offers, for `authenticationFailed`.
-    public var offeredAuthMethods: SSHAuthMethods?
+    /// What this code carries: what a rejected host key was expected to be, the methods
+    /// a server offers when authentication failed, an SFTP request's operation and path.
+    public var context: Context
     /// The underlying error, e.g. what a policy closure or responder threw.
     public var cause: (any Error & Sendable)?
-    /// For SFTP errors: the operation, path and server status.
-    public var sftp: SFTPContext?
 
-    /// An error with `code`, `message` and, optionally, the underlying `cause`; the other
-    /// properties start empty.
-    public init(_ code: Code, _ message: String, cause: (any Error & Sendable)? = nil) {
+    /// What the host key policy expected (fingerprints), for `hostKeyRejected`.
+    public var expectedHostKeys: [String] {
+        if case .hostKeyRejected(let expected) = context { return expected }
+        return []
+    }
+
+    /// The methods the server offers, for `authenticationFailed`.
+    public var offeredAuthMethods: SSHAuthMethods? {
+        if case .authenticationFailed(let offered) = context { return offered }
+        return nil
+    }
+
+    /// For SFTP errors: the operation, path and server status.
+    public var sftp: SFTPContext? {
+        if case .sftp(let sftp) = context { return sftp }
+        return nil
+    }
+
+    /// An error with `code`, `message`, what the code carries and, optionally, the
+    /// underlying `cause`; the other properties start empty.
+    public init(_ code: Code, _ message: String, context: Context = .none, cause: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message
-        self.expectedHostKeys = []
+        self.context = context
         self.cause = cause
     }
 

@@ -145,7 +145,7 @@ final class LocalProcessRun: Sendable {
             // what it printed, for a caller that needs it (the OpenSSH transport reads the
             // remote process group from it)
             var e = TransportError.cancelled
-            e.partialStdout = out
+            e.context = .cancelled(partialStdout: out)
             return .failure(e)
         }
         let exit = LocalSpawn.exitStatus(status)

@@ -27,9 +27,7 @@ public struct LocalTransport: ServerTransport {
     }
 
     static func ioError(_ what: String, _ path: String, _ e: Int32) -> TransportError {
-        var err = TransportError(.fileIO, "\(what): \(String(cString: strerror(e)))", path: path)
-        err.systemErrno = e
-        err.reason = switch e {
+        let reason: TransportError.FileIOReason = switch e {
         case ENOENT: .noSuchFile
         case EACCES, EPERM, EROFS: .permissionDenied
         case ENOTDIR: .notADirectory
@@ -39,7 +37,8 @@ public struct LocalTransport: ServerTransport {
         case ENOSPC, EDQUOT: .noSpace
         default: .other
         }
-        return err
+        return TransportError(.fileIO, "\(what): \(String(cString: strerror(e)))", path: path,
+                              context: .fileIO(reason: reason, systemErrno: e))
     }
 
     func readFileBlocking(_ path: String) throws(TransportError) -> [UInt8] {
@@ -71,9 +70,7 @@ public struct LocalTransport: ServerTransport {
         let dir = slash.map { String(p[..<$0]) } ?? "."
         let name = slash.map { String(p[p.index(after: $0)...]) } ?? p
         guard !name.isEmpty else {
-            var e = TransportError(.fileIO, "not a file name", path: path)
-            e.reason = .isADirectory
-            throw e
+            throw TransportError(.fileIO, "not a file name", path: path, context: .fileIO(reason: .isADirectory))
         }
         var template = Array("\(dir.isEmpty ? "" : dir)/.\(name).tmp-XXXXXX".utf8CString)
         // close-on-exec from the start: a process spawned meanwhile must not inherit it
@@ -171,9 +168,8 @@ public struct LocalTransport: ServerTransport {
         }
         var st = Glibc.stat()
         guard followingStat(p, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
-            var e = TransportError(.fileIO, "exists and is not a directory", path: path)
-            e.reason = .notADirectory
-            throw e
+            throw TransportError(.fileIO, "exists and is not a directory", path: path,
+                                 context: .fileIO(reason: .notADirectory))
         }
     }
 

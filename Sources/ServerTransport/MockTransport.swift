@@ -102,9 +102,7 @@ public final class MockTransport: ServerTransport, Sendable {
     }
 
     private static func fileError(_ message: String, _ path: String, _ reason: TransportError.FileIOReason) -> TransportError {
-        var e = TransportError(.fileIO, message, path: path)
-        e.reason = reason
-        return e
+        TransportError(.fileIO, message, path: path, context: .fileIO(reason: reason))
     }
 
     /// Runs `body` under the lock after recording the call and checking reachability.

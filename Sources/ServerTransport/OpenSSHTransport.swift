@@ -210,9 +210,8 @@ public struct OpenSSHTransport: ServerTransport {
             code = .authenticationFailed
         } else if text.contains("open refused by peer") || text.contains("session request failed") {
             // the master is up, the server refused one more session (MaxSessions)
-            var e = TransportError(.other, "ssh: the server refused another session (its MaxSessions): \(text.prefix(300))")
-            e.stderr = stderr
-            return e
+            return TransportError(.other, "ssh: the server refused another session (its MaxSessions): \(text.prefix(300))",
+                                  context: .ssh(stderr: stderr))
         } else if ["Could not resolve hostname", "Connection refused", "No route to host", "Connection timed out",
                    "Network is unreachable", "Connection closed by", "closed by remote host", "client_loop:",
                    "Connection reset", "Broken pipe",
@@ -222,9 +221,7 @@ public struct OpenSSHTransport: ServerTransport {
         } else {
             return nil
         }
-        var e = TransportError(code, "ssh: \(text.prefix(500))")
-        e.stderr = stderr
-        return e
+        return TransportError(code, "ssh: \(text.prefix(500))", context: .ssh(stderr: stderr))
     }
 
     /// A file command's failure as `fileIO`, with the reason read from the C-locale message.
@@ -239,11 +236,10 @@ public struct OpenSSHTransport: ServerTransport {
             else if text.contains("Directory not empty") { .directoryNotEmpty }
             else if text.contains("No space left") || text.contains("Disk quota exceeded") { .noSpace }
             else { .other }
-        var e = TransportError.fileError("\(what): \(text.trimmingCharacters(in: .whitespacesAndNewlines).prefix(300))",
-                                         path, reason)
-        e.stderr = text
-        if case .exited(let c) = r.exitStatus { e.exitCode = c }
-        return e
+        var exitCode: Int32?
+        if case .exited(let c) = r.exitStatus { exitCode = c }
+        return TransportError(.fileIO, "\(what): \(text.trimmingCharacters(in: .whitespacesAndNewlines).prefix(300))",
+                              path: path, context: .fileIO(reason: reason, exitCode: exitCode, stderr: text))
     }
 
     /// Runs a file command in the C locale; a non-zero exit is `fileIO`.
@@ -430,7 +426,11 @@ public struct OpenSSHTransport: ServerTransport {
             var e = error
             let (group, rest) = Self.splitGroup(partial)
             if let group { await stopRemoteGroup(group) }
-            e.partialStdout = e.code == .timedOut ? rest : nil
+            if case .timedOut(let after, _, let stderr) = e.context {
+                e.context = .timedOut(after: after, partialStdout: rest, stderr: stderr)
+            } else {
+                e.context = .none // a cancel: the output was only for the group
+            }
             throw e
         }
     }

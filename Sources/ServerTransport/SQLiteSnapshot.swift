@@ -110,11 +110,10 @@ enum RemoteSQLiteSnapshot {
                                                   environment: ["LC_ALL": "C"], timeout: .seconds(300))
         guard made.exitStatus == .exited(0), !made.stdout.isEmpty else {
             if made.exitStatus == .exited(2) { throw OpenSSHTransport.fileFailure(made, path, "snapshot") }
-            var e = TransportError(.commandFailed, "snapshot of \(path) failed: \(made.stderrString.prefix(300))",
-                                   path: path)
-            if case .exited(let c) = made.exitStatus { e.exitCode = c }
-            e.stderr = made.stderrString
-            throw e
+            var exitCode: Int32?
+            if case .exited(let c) = made.exitStatus { exitCode = c }
+            throw TransportError(.commandFailed, "snapshot of \(path) failed: \(made.stderrString.prefix(300))",
+                                 path: path, context: .commandFailed(exitCode: exitCode, stderr: made.stderrString))
         }
         return made.stdoutString
     }

@@ -170,9 +170,9 @@ public struct ProcessResult: Sendable, Equatable {
     @discardableResult
     public func check(_ what: String = "the command") throws(TransportError) -> ProcessResult {
         if exitStatus == .exited(0) { return self }
-        var e = TransportError(.commandFailed, "\(what) ended with \(exitStatus): \(stderrString.prefix(500))")
-        if case .exited(let code) = exitStatus { e.exitCode = code }
-        e.stderr = stderrString
-        throw e
+        var exitCode: Int32?
+        if case .exited(let code) = exitStatus { exitCode = code }
+        throw TransportError(.commandFailed, "\(what) ended with \(exitStatus): \(stderrString.prefix(500))",
+                             context: .commandFailed(exitCode: exitCode, stderr: stderrString))
     }
 }

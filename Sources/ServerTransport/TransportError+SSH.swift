@@ -33,9 +33,8 @@ extension TransportError {
         default:
             code = .other
         }
-        self.init(code, error.message, path: path ?? error.sftp?.path?.string, cause: error)
-        self.reason = reason
-        self.systemErrno = error.systemErrno
+        self.init(code, error.message, path: path ?? error.sftp?.path?.string,
+                  context: reason.map { .fileIO(reason: $0, systemErrno: error.systemErrno) } ?? .none, cause: error)
     }
 
     /// The transport's error for a cancelled call (the same for every transport).
@@ -45,8 +44,6 @@ extension TransportError {
     public var isCancellation: Bool { code == .cancelled }
 
     static func fileError(_ message: String, _ path: String, _ reason: FileIOReason) -> TransportError {
-        var e = TransportError(.fileIO, message, path: path)
-        e.reason = reason
-        return e
+        TransportError(.fileIO, message, path: path, context: .fileIO(reason: reason))
     }
 }

@@ -54,47 +54,103 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         case other
     }
 
+    /// What a failure carries beside its code and message. Each case belongs to the code
+    /// it is named after; `ssh` to the codes classified from `ssh`'s own messages.
+    public enum Context: Sendable, Equatable {
+        /// Nothing beyond the message (and `cause`).
+        case none
+        /// `fileIO`: why; on this machine, the errno of the call that failed; for a file
+        /// command run on a host (the OpenSSH transport), how it ended and its stderr.
+        case fileIO(reason: FileIOReason, systemErrno: Int32? = nil, exitCode: Int32? = nil, stderr: String? = nil)
+        /// `commandFailed`: the exit code (nil when a signal ended the process) and what
+        /// it wrote to standard error.
+        case commandFailed(exitCode: Int32?, stderr: String)
+        /// `timedOut`: the timeout that passed, and what the process wrote before it was
+        /// stopped.
+        case timedOut(after: Duration, partialStdout: [UInt8], stderr: String)
+        /// `cancelled`, where the transport kept it: what the process wrote to standard
+        /// output before it was stopped.
+        case cancelled(partialStdout: [UInt8])
+        /// A failure of `ssh` itself (it exited 255; `hostUnreachable`,
+        /// `authenticationFailed`, `hostKeyRejected`, or `other` for a refused session):
+        /// what it wrote to standard error.
+        case ssh(stderr: String)
+    }
+
     /// What kind of failure; what a UI acts on.
     public var code: Code
     /// What happened, for people.
     public var message: String
-    /// For `fileIO`: why.
-    public var reason: FileIOReason?
     /// The path the failure is about (for `fileIO`, as it was given to the call).
     public var path: String?
-    /// The exit code of the process that failed (`commandFailed`; `fileIO` over OpenSSH);
-    /// nil when a signal ended it.
-    public var exitCode: Int32?
-    /// What the process, or `ssh` itself, wrote to standard error (`commandFailed`,
-    /// `timedOut`, `fileIO` over OpenSSH, and failures classified from `ssh`'s messages).
-    public var stderr: String?
-    /// For `timedOut`: the timeout that passed.
-    public var timeout: Duration?
-    /// For `timedOut` (and `cancelled`, where the transport kept it): what the process
-    /// wrote to standard output before it was stopped.
-    public var partialStdout: [UInt8]?
-    /// For `fileIO` on this machine: the errno.
-    public var systemErrno: Int32?
+    /// What this code carries: the reason of a `fileIO`, the exit code of a
+    /// `commandFailed`, the partial output of a `timedOut`.
+    public var context: Context
     /// The underlying error: the `SSHError` an SSHKit failure came from, or the
     /// `CancellationError` of a cancelled call.
     public var cause: (any Error & Sendable)?
 
-    /// An error with `code` and `message`; set the other fields the code calls for.
-    public init(_ code: Code, _ message: String, path: String? = nil, cause: (any Error & Sendable)? = nil) {
+    /// An error with `code`, `message` and what the code carries.
+    public init(_ code: Code, _ message: String, path: String? = nil, context: Context = .none,
+                cause: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message
         self.path = path
+        self.context = context
         self.cause = cause
     }
 
     /// A process stopped after `after`, having printed `partialStdout` (what every
     /// transport throws; for scripts of `MockTransport` too).
     public static func timedOut(after: Duration, partialStdout: [UInt8] = [], stderr: String = "") -> TransportError {
-        var e = TransportError(.timedOut, "the process ran longer than \(after) and was stopped")
-        e.timeout = after
-        e.partialStdout = partialStdout
-        e.stderr = stderr
-        return e
+        TransportError(.timedOut, "the process ran longer than \(after) and was stopped",
+                       context: .timedOut(after: after, partialStdout: partialStdout, stderr: stderr))
+    }
+
+    /// For `fileIO`: why.
+    public var reason: FileIOReason? {
+        if case .fileIO(let reason, _, _, _) = context { return reason }
+        return nil
+    }
+
+    /// For `fileIO` on this machine: the errno.
+    public var systemErrno: Int32? {
+        if case .fileIO(_, let errno, _, _) = context { return errno }
+        return nil
+    }
+
+    /// The exit code of the process that failed (`commandFailed`; `fileIO` over OpenSSH);
+    /// nil when a signal ended it, or for other codes.
+    public var exitCode: Int32? {
+        switch context {
+        case .fileIO(_, _, let exitCode, _), .commandFailed(let exitCode, _): exitCode
+        default: nil
+        }
+    }
+
+    /// What the process, or `ssh` itself, wrote to standard error (`commandFailed`,
+    /// `timedOut`, `fileIO` over OpenSSH, and failures classified from `ssh`'s messages).
+    public var stderr: String? {
+        switch context {
+        case .fileIO(_, _, _, let stderr): stderr
+        case .commandFailed(_, let stderr), .timedOut(_, _, let stderr), .ssh(let stderr): stderr
+        case .none, .cancelled: nil
+        }
+    }
+
+    /// For `timedOut`: the timeout that passed.
+    public var timeout: Duration? {
+        if case .timedOut(let after, _, _) = context { return after }
+        return nil
+    }
+
+    /// For `timedOut` (and `cancelled`, where the transport kept it): what the process
+    /// wrote to standard output before it was stopped.
+    public var partialStdout: [UInt8]? {
+        switch context {
+        case .timedOut(_, let out, _), .cancelled(let out): out
+        default: nil
+        }
     }
 
     /// Whether a missing file caused it.
@@ -113,9 +169,8 @@ extension TransportError {
     /// another file. Every transport refuses it (`fileIO`, reason `other`) before it acts.
     static func checkPath(_ path: String) throws(TransportError) {
         guard path.utf8.contains(0) else { return }
-        var e = TransportError(.fileIO, "the path \(path.debugDescription) contains a NUL byte", path: path)
-        e.reason = .other
-        throw e
+        throw TransportError(.fileIO, "the path \(path.debugDescription) contains a NUL byte", path: path,
+                             context: .fileIO(reason: .other))
     }
 
     /// The same for a process's executable, arguments and environment (`invalidArgument`).

@@ -51,7 +51,7 @@ struct ErrorMappingTests {
         #expect(TransportError(output).code == .other)
         #expect(TransportError(output).reason == nil)
         var read = SSHError(.outputLimitExceeded, "read /etc/big: more than 10 bytes")
-        read.sftp = SSHError.SFTPContext(operation: "read", path: SFTPPath("/etc/big"))
+        read.context = .sftp(SSHError.SFTPContext(operation: "read", path: SFTPPath("/etc/big")))
         #expect(TransportError(read).code == .fileIO)
         #expect(TransportError(read).reason == .other)
         #expect(TransportError(read).path == "/etc/big")

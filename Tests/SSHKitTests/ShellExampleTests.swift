@@ -67,7 +67,8 @@ struct ShellExampleTests {
         defer { setup.remove() }
         let shell = [Self.binary, "-F", setup.config, "fixture"].map { "'\($0)'" }.joined(separator: " ")
         // after ssh-shell: its exit status and the local terminal's settings, for the checks below
-        let script = "env -u SSH_AUTH_SOCK \(shell); echo status=$? > \(dir)/status; stty -a > \(dir)/stty; sleep 30"
+        // (the settings first: the status file appearing means both are written)
+        let script = "env -u SSH_AUTH_SOCK \(shell); s=$?; stty -a > \(dir)/stty; echo status=$s > \(dir)/status; sleep 30"
         try tmux.start(width: 100, height: 30, command: script, log: dir + "/tmux.log")
         try await tmux.waitFor("$")
         _ = try tmux.run(["send-keys", "-t", tmux.session, "echo typed-$((6*7))", "Enter"])

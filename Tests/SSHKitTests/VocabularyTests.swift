@@ -182,4 +182,57 @@ struct VocabularyTests {
         #expect(TransportError(SSHError(.hostKeyRejected, "no")).code == .hostKeyRejected)
         #expect(TransportError(SSHError(.invalidArgument, "no")).code == .invalidArgument)
     }
+
+    /// The cases of `public enum Context` in an error type's file.
+    static func contextCases(_ text: String) -> [String] {
+        guard let start = text.range(of: "public enum Context") else { return [] }
+        let lines = text[start.upperBound...].split(separator: "\n").dropFirst()
+            .prefix { $0.trimmingCharacters(in: .whitespaces) != "}" }
+        return lines.compactMap { line in
+            let t = line.trimmingCharacters(in: .whitespaces)
+            guard t.hasPrefix("case ") else { return nil }
+            return String(t.dropFirst(5).prefix { $0.isLetter || $0.isNumber })
+        }
+    }
+
+    /// The stored public properties of a type's body (`public var name: Type` with no body).
+    static func storedProperties(_ text: String, of type: String) -> [String] {
+        guard let start = text.range(of: "public struct \(type)") else { return [] }
+        let stored = try! NSRegularExpression(pattern: #"^    public var (\w+): [^{\n]*$"#, options: .anchorsMatchLines)
+        let body = String(text[start.upperBound...])
+        return stored.matches(in: body, range: NSRange(body.startIndex..., in: body)).map {
+            String(body[Range($0.range(at: 1), in: body)!])
+        }
+    }
+
+    /// What only one code carries is the error's `context`, in a case named after that code;
+    /// the stored fields are the ones that apply to many codes.
+    @Test func whatOneCodeCarriesIsItsContextNamedAfterTheCode() throws {
+        let general = [
+            "Sources/SSHKit/SSHError.swift": ("SSHError", ["code", "message", "libssh", "systemErrno", "host", "port",
+                                                           "presentedHostKey", "context", "cause"]),
+            "Sources/ServerTransport/TransportError.swift": ("TransportError", ["code", "message", "path", "context",
+                                                                              "cause"]),
+        ]
+        for (f, (type, fields)) in general {
+            let text = try String(contentsOfFile: TestServer.packageRoot + "/" + f, encoding: .utf8)
+            let codes = Self.codeNames(f)
+            let cases = Self.contextCases(text)
+            #expect(cases.count >= 3 && cases.contains("none"), "\(f): the context's cases were not found")
+            for c in cases where !["none", "ssh", "sftp"].contains(c) {
+                #expect(codes.contains(c), "\(f): the context case \(c) is named after no code")
+            }
+            #expect(Self.storedProperties(text, of: type).sorted() == fields.sorted(),
+                    "\(f): a field for one code belongs in its context")
+        }
+        // and the readers follow the context
+        let missing = TransportError(.fileIO, "gone", path: "/x", context: .fileIO(reason: .noSuchFile, systemErrno: 2))
+        #expect(missing.isNoSuchFile && missing.systemErrno == 2 && missing.exitCode == nil && missing.timeout == nil)
+        let failed = TransportError(.commandFailed, "exit 3", context: .commandFailed(exitCode: 3, stderr: "no"))
+        #expect(failed.exitCode == 3 && failed.stderr == "no" && failed.reason == nil)
+        let sftp = TransportError(SSHError(.noSuchFile, "no such file"), path: "/y")
+        #expect(sftp.context == .fileIO(reason: .noSuchFile) && sftp.path == "/y")
+        let refused = SSHError(.authenticationFailed, "no", context: .authenticationFailed(offered: .publicKey))
+        #expect(refused.offeredAuthMethods == .publicKey && refused.expectedHostKeys.isEmpty && refused.sftp == nil)
+    }
 }

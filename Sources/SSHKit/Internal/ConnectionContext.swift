@@ -89,14 +89,15 @@ final class ConnectionContext: Sendable {
                 e.presentedHostKey = s.presentedKey
                 if e.code == .hostKeyRejected, let r = s.rejection {
                     e.message = "host key rejected: \(r.reason)"
-                    e.expectedHostKeys = r.expected
+                    e.context = .hostKeyRejected(expected: r.expected)
                     e.cause = r.cause
                 }
                 if e.code == .authenticationFailed {
                     e.cause = e.cause ?? s.responderError
                     // the core is attached long before authentication can fail
                     if let core = s.core {
-                        e.offeredAuthMethods = SSHAuthMethods(rawValue: sshcore_conn_offered_methods(core.pointer.raw))
+                        e.context = .authenticationFailed(
+                            offered: SSHAuthMethods(rawValue: sshcore_conn_offered_methods(core.pointer.raw)))
                     }
                 }
                 outcome = .failure(e)

@@ -10,7 +10,7 @@ extension SFTPClient {
         while let e = try await it.next() {
             if entries.count == limit {
                 var err = SSHError(.invalidArgument, "readdir \(path): more than \(limit) entries")
-                err.sftp = SSHError.SFTPContext(operation: "readdir", path: path)
+                err.context = .sftp(SSHError.SFTPContext(operation: "readdir", path: path))
                 throw err
             }
             entries.append(e)

@@ -45,7 +45,7 @@ extension SFTPClient {
         for entry in try await listDirectory(at: remote) {
             guard entry.name.isPlainName else {
                 var e = SSHError(.sftpProtocolError, "the server listed an unsafe name \(entry.name.bytes) in \(remote)")
-                e.sftp = SSHError.SFTPContext(operation: "readdir", path: remote)
+                e.context = .sftp(SSHError.SFTPContext(operation: "readdir", path: remote))
                 throw e
             }
             // a name that is not UTF-8 has no faithful local String path here: skipped

@@ -49,7 +49,7 @@ extension SFTPClient {
             attrs = try await file.attributes()
             guard attrs.kind == .regular || attrs.kind == .unknown else {
                 var e = SSHError(.invalidArgument, "download \(remote): not a regular file (\(attrs.kind))")
-                e.sftp = SSHError.SFTPContext(operation: "download", path: remote)
+                e.context = .sftp(SSHError.SFTPContext(operation: "download", path: remote))
                 throw e
             }
         } catch {
@@ -111,7 +111,7 @@ extension SFTPClient {
         try options.validate()
         guard limit >= 0 else {
             var e = SSHError(.invalidArgument, "read \(path): a limit of \(limit) bytes is negative")
-            e.sftp = SSHError.SFTPContext(operation: "read", path: path)
+            e.context = .sftp(SSHError.SFTPContext(operation: "read", path: path))
             throw e
         }
         let chunk = await chunkSize(options, reading: true)
@@ -148,7 +148,7 @@ extension SFTPClient {
 
     private static func tooBig(_ path: SFTPPath, _ limit: Int) -> SSHError {
         var e = SSHError(.outputLimitExceeded, "read \(path): more than \(limit) bytes")
-        e.sftp = SSHError.SFTPContext(operation: "read", path: path)
+        e.context = .sftp(SSHError.SFTPContext(operation: "read", path: path))
         return e
     }
 
@@ -214,7 +214,7 @@ extension SFTPClient {
         let end = eof ?? next
         guard coverage.contiguous >= end else {
             var e = SSHError(.sftpProtocolError, "read \(file.path): the server's replies left a gap at \(coverage.contiguous)")
-            e.sftp = SSHError.SFTPContext(operation: "read", path: file.path)
+            e.context = .sftp(SSHError.SFTPContext(operation: "read", path: file.path))
             throw e
         }
         return end

@@ -65,7 +65,7 @@ extension SFTPClient {
             // never write through whatever else may sit at that name (a planted symlink)
             if let a = try? await linkAttributes(at: temp), a.kind != .regular {
                 var e = SSHError(.sftpFailure, "upload: \(temp) exists and is not a regular file")
-                e.sftp = SSHError.SFTPContext(operation: "upload", path: temp)
+                e.context = .sftp(SSHError.SFTPContext(operation: "upload", path: temp))
                 throw e
             }
             file = try await openFile(temp, flags: [.write, .create], permissions: createMode)

@@ -94,7 +94,7 @@ public final class SFTPClient: Sendable {
             return reply
         } catch {
             var e = error
-            if e.sftp == nil { e.sftp = SSHError.SFTPContext(operation: op, path: path) }
+            if e.sftp == nil { e.context = .sftp(SSHError.SFTPContext(operation: op, path: path)) }
             throw e
         }
     }
@@ -104,7 +104,7 @@ public final class SFTPClient: Sendable {
     static func checkSendable(_ path: SFTPPath, op: String) throws(SSHError) {
         guard !path.bytes.contains(0) else {
             var e = SSHError(.invalidArgument, "\(op): the path \(path.string.debugDescription) contains a NUL byte")
-            e.sftp = SSHError.SFTPContext(operation: op, path: path)
+            e.context = .sftp(SSHError.SFTPContext(operation: op, path: path))
             throw e
         }
     }
@@ -131,20 +131,20 @@ public final class SFTPClient: Sendable {
         default: (code, what) = (.sftpFailure, "failed with status \(status)")
         }
         var e = SSHError(code, "\(op)\(path.map { " \($0)" } ?? ""): \(what)\(message.isEmpty ? "" : " (\(message))")")
-        e.sftp = SSHError.SFTPContext(operation: op, path: path, status: status, serverMessage: message)
+        e.context = .sftp(SSHError.SFTPContext(operation: op, path: path, status: status, serverMessage: message))
         return e
     }
 
     static func unexpected(_ reply: SFTPReply, op: String, path: SFTPPath?) -> SSHError {
         var e = SSHError(.sftpProtocolError, "\(op): unexpected reply \(reply.kindName)")
-        e.sftp = SSHError.SFTPContext(operation: op, path: path)
+        e.context = .sftp(SSHError.SFTPContext(operation: op, path: path))
         return e
     }
 
     func requireExtension(_ name: String, op: String, path: SFTPPath?) throws(SSHError) {
         guard supports(extension: name) else {
             var e = SSHError(.unsupported, "\(op): the server does not offer \(name)")
-            e.sftp = SSHError.SFTPContext(operation: op, path: path)
+            e.context = .sftp(SSHError.SFTPContext(operation: op, path: path))
             throw e
         }
     }
@@ -313,7 +313,7 @@ public final class SFTPClient: Sendable {
     func replaceWithMove(_ source: SFTPPath, _ destination: SFTPPath) async throws(SSHError) {
         guard source.isValidUTF8, destination.isValidUTF8 else {
             var e = SSHError(.unsupported, "rename: no posix-rename on the server, and the names are not UTF-8 for mv")
-            e.sftp = SSHError.SFTPContext(operation: "rename", path: source)
+            e.context = .sftp(SSHError.SFTPContext(operation: "rename", path: source))
             throw e
         }
         let q = SSHShellQuoting.quote
@@ -324,14 +324,14 @@ public final class SFTPClient: Sendable {
             "if [ -d \(dst) ]; then echo \(q(destination.string + ": is a directory")) >&2; exit 1; fi; mv -f -- \(src) \(dst)")
         guard result.exitStatus == .exited(0) else {
             var e = SSHError(.sftpFailure, "rename \(source): mv failed: \(result.stderrString)")
-            e.sftp = SSHError.SFTPContext(operation: "rename", path: source, serverMessage: result.stderrString)
+            e.context = .sftp(SSHError.SFTPContext(operation: "rename", path: source, serverMessage: result.stderrString))
             throw e
         }
         // a server that runs no commands (ForceCommand internal-sftp) can end the exec
         // with status 0 and move nothing
         if (try? await linkAttributes(at: source)) != nil {
             var e = SSHError(.sftpFailure, "rename \(source): the server's mv left it in place")
-            e.sftp = SSHError.SFTPContext(operation: "rename", path: source)
+            e.context = .sftp(SSHError.SFTPContext(operation: "rename", path: source))
             throw e
         }
     }

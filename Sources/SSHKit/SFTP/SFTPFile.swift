@@ -44,7 +44,7 @@ public final class SFTPFile: Sendable {
     private func requireOpen(_ op: String) throws(SSHError) {
         if closed.withLock({ $0 }) {
             var e = SSHError(.invalidState, "\(op): the file \(path) is closed")
-            e.sftp = SSHError.SFTPContext(operation: op, path: path)
+            e.context = .sftp(SSHError.SFTPContext(operation: op, path: path))
             throw e
         }
     }
@@ -55,7 +55,7 @@ public final class SFTPFile: Sendable {
         try requireOpen("read")
         guard count >= 0 && count <= Int(UInt32.max) else {
             var e = SSHError(.invalidArgument, "read: a count of \(count) bytes is out of range")
-            e.sftp = SSHError.SFTPContext(operation: "read", path: path)
+            e.context = .sftp(SSHError.SFTPContext(operation: "read", path: path))
             throw e
         }
         let reply = try await client.call(SFTPType.read, "read", path: path) {

@@ -370,9 +370,10 @@ struct AgentSessionsToolTests {
 
         let tool = ["env", "-i", "HOME=\(u.home)", "PATH=/usr/local/bin:/usr/bin:/bin", "TERM=xterm-256color", Self.binary,
                     "attach", id, "--reconnect-timeout", "60"].map { "'\($0)'" }.joined(separator: " ")
+        // (the settings first: the status file appearing means both are written)
         func attach(_ n: Int, in tmux: ShellExampleTests.Tmux) throws {
             try tmux.start(width: 100, height: 30,
-                           command: "\(tool); echo status=$? > \(u.home)/status\(n); stty -a > \(u.home)/stty\(n); sleep 30",
+                           command: "\(tool); s=$?; stty -a > \(u.home)/stty\(n); echo status=$s > \(u.home)/status\(n); sleep 30",
                            log: u.home + "/tmux.log")
         }
         func finished(_ n: Int) async -> String {
