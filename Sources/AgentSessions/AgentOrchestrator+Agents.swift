@@ -66,6 +66,50 @@ extension AgentOrchestrator {
         }
     }
 
+    /// Queues `text` on the agent's host: the host's watcher pastes it, then Enter, when
+    /// the agent is idle or done and the prompt sent before it started a turn, so a queue
+    /// drains while this machine is asleep or offline. With `whenIdle` it goes at the
+    /// next idle, ahead of the queue.
+    /// - Throws: as `send`; `terminalUnsupported` for an agent that does not run in the
+    ///   host's tmux (nothing there would send it); `invalidArgument` for empty text.
+    @discardableResult
+    public func queue(_ text: String, for conversationID: String, whenIdle: Bool = false) async throws(AgentError)
+        -> AgentQueuedPrompt
+    {
+        let (_, host, session) = try await running(conversationID)
+        guard session.survivesDisconnect else {
+            throw AgentError(.terminalUnsupported, "\(session.ptyID) does not run in the host's tmux: nothing there would send a queued prompt")
+        }
+        return try await onHost(host) { h in
+            let prompt = try await h.enqueue(text, for: session.ptyID, whenIdle: whenIdle)
+            _ = try await h.watcherSnapshot(rules: screenRules) // the watcher drains the queue
+            return prompt
+        }
+    }
+
+    /// The prompts still queued for an agent, in the order they go.
+    public func queuedPrompts(of conversationID: String) async throws(AgentError) -> [AgentQueuedPrompt] {
+        let (c, task, host, _) = try await locate(conversationID)
+        let session = session(of: c, in: task, host: host)
+        return try await onHost(host) { h in try await h.queuedPrompts(of: session.ptyID) }
+    }
+
+    /// Removes a queued prompt; false when it is no longer queued (it was sent).
+    /// - Throws: `invalidArgument` for an id that no queue gives.
+    public func removeQueuedPrompt(_ id: String, of conversationID: String) async throws(AgentError) -> Bool {
+        let (c, task, host, _) = try await locate(conversationID)
+        let session = session(of: c, in: task, host: host)
+        return try await onHost(host) { h in try await h.removeQueuedPrompt(id, of: session.ptyID) }
+    }
+
+    /// Empties an agent's queue; how many prompts it held.
+    @discardableResult
+    public func clearQueue(of conversationID: String) async throws(AgentError) -> Int {
+        let (c, task, host, _) = try await locate(conversationID)
+        let session = session(of: c, in: task, host: host)
+        return try await onHost(host) { h in try await h.clearQueue(of: session.ptyID) }
+    }
+
     /// The last `lines` lines of a running agent's terminal (history and screen, with
     /// its escape sequences); the records are not asked to follow.
     public func screen(of conversationID: String, lines: Int = 2000) async throws(AgentError) -> String {

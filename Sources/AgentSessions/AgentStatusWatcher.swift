@@ -15,6 +15,10 @@ import SSHKit
 /// which the laptop follows over one channel (`AgentHost.statusEvents`). It ends 30 s
 /// after the last agent did; the engine starts it again with the next agent.
 ///
+/// It also drains the prompt queues (`AgentHost.enqueue`): a session's next queued prompt is
+/// pasted, then Enter, when its agent is idle or done and the prompt sent before started a
+/// turn, so a queue goes on while nobody is connected.
+///
 /// Its files are under `~/.cache/sshkit-agents/watch/tmux-<socket>/` (one watcher per
 /// tmux server), the script itself in `watch/`. `version` orders releases: a
 /// newer tool stops an older watcher at the end of a round (`SIGTERM` is taken between
@@ -22,7 +26,7 @@ import SSHKit
 /// or numbered twice; an older tool leaves a newer watcher alone.
 enum AgentStatusWatcher {
     /// Raised with every change of the script (a test pins the script's digest to it).
-    static let version = 1
+    static let version = 2
 
     /// The tmux session the watcher runs in (not a PTY id, so never taken for an agent).
     static let sessionName = "_sshkit-watch"
@@ -275,6 +279,50 @@ if tmux -L "$SOCK" -f /dev/null list-panes -a -f 1 -F x >/dev/null 2>&1; then
 else
     panes() { tmux -L "$SOCK" -f /dev/null list-panes -a -F "$F" 2>/dev/null | grep -v '^_sshkit-watch '; }
 fi
+# The prompt queues, queue/SESSION/NAME (names in the order they go): a session's next
+# prompt is pasted, then Enter, when its agent is idle or done and the prompt sent before
+# started a turn: the agent was seen busy since, or its hook log grew and ends with the end
+# of a turn. queue/SESSION.sent holds the hook log's length at the send and whether the
+# agent was seen busy since; queue/sent.log a line per prompt sent.
+drain() {
+    for q in queue/*/; do
+        [ -d "$q" ] || continue
+        p=${q#queue/}; p=${p%/}
+        line=$(grep "^S $p " states) || continue
+        st=$(printf '%s\n' "$line" | cut -d ' ' -f 3)
+        n=0; [ ! -f "$S/$p" ] || n=$(wc -l < "$S/$p")
+        if [ -f "queue/$p.sent" ]; then
+            read -r sn busy < "queue/$p.sent"
+            case "$st" in
+            working|waiting|starting) [ "$busy" = 1 ] || printf '%s 1\n' "$sn" > "queue/$p.sent"; continue ;;
+            idle|done)
+                ev=$(tail -n 1 "$S/$p" 2>/dev/null | cut -d ' ' -f 2)
+                if [ "$busy" = 1 ] || { [ "$n" -gt "${sn:-0}" ] && case "$ev" in stop|start|failure) true ;; *) false ;; esac; }; then
+                    rm -f "queue/$p.sent"
+                else
+                    continue
+                fi ;;
+            *) continue ;;
+            esac
+        fi
+        case "$st" in idle|done) ;; *) continue ;; esac
+        next=$(ls "$q" | grep -v '\.tmp$' | sort | head -n 1)
+        [ -n "$next" ] || continue
+        mv -f "$q$next" "queue/$p.sending" || continue
+        printf '%s 0\n' "$n" > "queue/$p.sent"
+        if tmux -L "$SOCK" -f /dev/null load-buffer -b sshkit-q "queue/$p.sending" \; \
+            paste-buffer -p -r -d -b sshkit-q -t "=$p:" >/dev/null 2>&1; then
+            sleep 0.2
+            tmux -L "$SOCK" -f /dev/null send-keys -t "=$p:" Enter >/dev/null 2>&1
+            printf '%s %s %s\n' "$(date +%s)" "$p" "$next" >> queue/sent.log
+            rm -f "queue/$p.sending"
+        else
+            # not pasted (the session went away): the prompt stays first in its queue
+            rm -f "queue/$p.sent"
+            mv -f "queue/$p.sending" "$q$next"
+        fi
+    done
+}
 while [ "$stop" = 0 ]; do
     new=$(panes)
     tick=$((tick + 1))
@@ -311,6 +359,7 @@ while [ "$stop" = 0 ]; do
         # a long log is cut in two: the reader follows the file by name
         if [ "$(wc -l < events)" -gt 4000 ]; then mv -f events events.1 && : > events; fi
     fi
+    [ ! -d queue ] || drain
     # the watcher ends when no agent has run for a while
     if [ "${live:-0}" -gt 0 ]; then quiet=0; else quiet=$((quiet + 1)); fi
     [ "$quiet" -lt 30 ] || break

@@ -22,7 +22,7 @@ struct AgentSessionsCommand: AsyncParsableCommand {
 
             \(Exit.table)
             """,
-        subcommands: [CockpitCommand.self, Hosts.self, Projects.self, Agents.self, Tasks.self, Chats.self, Attach.self, Send.self,
+        subcommands: [CockpitCommand.self, Hosts.self, Projects.self, Agents.self, Tasks.self, Chats.self, Attach.self, Send.self, Queue.self,
                       Open.self, Log.self, Diff.self, Status.self, Watch.self, Events.self, Orphans.self, Store.self])
 
     /// No subcommand: the cockpit on a terminal, the board when piped.

@@ -25,6 +25,14 @@ struct Send: AsyncParsableCommand {
     @Argument(help: "What to type ('-': read it from standard input).") var text: [String]
     @Option(help: "Type into this chat (its number, id or agent) rather than the main agent.") var chat: String?
     @Flag(help: "Do not press Enter after the text.") var noEnter = false
+    @Flag(help: "Queue it on the host: sent when the agent has finished its turn and the prompts queued before it went (see 'queue').")
+    var queue = false
+    @Flag(help: "Send it on the host at the agent's next idle, ahead of the queue.") var whenIdle = false
+
+    func validate() throws {
+        if queue && whenIdle { throw ValidationError("--queue and --when-idle are one or the other") }
+        if (queue || whenIdle) && noEnter { throw ValidationError("a queued prompt is always submitted: no --no-enter") }
+    }
 
     func run() async throws {
         try await Context.with(global) { context in
@@ -37,8 +45,83 @@ struct Send: AsyncParsableCommand {
             let t = try await context.task(task)
             let c = try await context.conversation(of: t, chat)
             try await context.whileRunning(t, c) {
-                try await context.orchestrator.send(typed, to: c.id, pressEnter: !noEnter)
+                if queue || whenIdle {
+                    let prompt = try await context.orchestrator.queue(typed, for: c.id, whenIdle: whenIdle)
+                    note("queued \(prompt.id) for \(c.providerID) of task \(short(t.id))")
+                } else {
+                    try await context.orchestrator.send(typed, to: c.id, pressEnter: !noEnter)
+                }
             }
+        }
+    }
+}
+
+struct Queue: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "An agent's prompt queue on its host (send --queue adds to it).",
+        discussion: """
+            The host sends the first prompt when the agent is idle or done and the one sent before it started a turn, so the queue drains while this machine is asleep or offline. A prompt from send --when-idle goes first.
+            """,
+        subcommands: [QueueList.self, QueueRemove.self, QueueClear.self], defaultSubcommand: QueueList.self)
+}
+
+struct QueueList: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "The prompts still queued, in the order they go.")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The task.") var task: String
+    @Option(help: "This chat (its number, id or agent) rather than the main agent.") var chat: String?
+    @Flag(help: "One JSON array.") var json = false
+
+    func run() async throws {
+        try await Context.with(global) { context in
+            let t = try await context.task(task)
+            let c = try await context.conversation(of: t, chat)
+            let prompts = try await context.orchestrator.queuedPrompts(of: c.id)
+            if json {
+                printJSON(.array(prompts.map {
+                    .object(["id": .string($0.id), "text": .string($0.text), "whenIdle": .bool($0.whenIdle)])
+                }))
+                return
+            }
+            if prompts.isEmpty { note("nothing queued for \(c.providerID) of task \(short(t.id))") }
+            for p in prompts {
+                let first = p.text.split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init) ?? ""
+                print("\(p.id)\(p.whenIdle ? " (when idle)" : "")  \(first)\(p.text.contains("\n") ? " …" : "")")
+            }
+        }
+    }
+}
+
+struct QueueRemove: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "rm", abstract: "Remove one queued prompt (its id from 'queue list').")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The task.") var task: String
+    @Argument(help: "The prompt's id.") var id: String
+    @Option(help: "This chat (its number, id or agent) rather than the main agent.") var chat: String?
+
+    func run() async throws {
+        try await Context.with(global) { context in
+            let t = try await context.task(task)
+            let c = try await context.conversation(of: t, chat)
+            guard try await context.orchestrator.removeQueuedPrompt(id, of: c.id) else {
+                throw Failure(.notFound, "\(id) is not queued for \(c.providerID) of task \(short(t.id)) (sent already, or removed)")
+            }
+        }
+    }
+}
+
+struct QueueClear: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "clear", abstract: "Remove every queued prompt of an agent.")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The task.") var task: String
+    @Option(help: "This chat (its number, id or agent) rather than the main agent.") var chat: String?
+
+    func run() async throws {
+        try await Context.with(global) { context in
+            let t = try await context.task(task)
+            let c = try await context.conversation(of: t, chat)
+            let n = try await context.orchestrator.clearQueue(of: c.id)
+            note("removed \(n) queued prompt\(n == 1 ? "" : "s")")
         }
     }
 }

@@ -285,10 +285,9 @@ struct AgentStatusTests {
     struct Host {
         let transport: SSHTransport
         let host: AgentHost
-        init() {
+        init(socket: String = "sshkit-status-\(UInt32.random(in: 0...UInt32.max))") {
             transport = SSHTransport(configuration: TestServer.shared.configuration())
-            host = AgentHost(transport: transport, tmuxSocket: "sshkit-status-\(UInt32.random(in: 0...UInt32.max))",
-                             extraSearchPath: [FakeAgents.directory])
+            host = AgentHost(transport: transport, tmuxSocket: socket, extraSearchPath: [FakeAgents.directory])
         }
 
         func start(_ provider: String, _ binary: String) async throws -> AgentSession {
@@ -343,6 +342,64 @@ struct AgentStatusTests {
             throw error
         }
         await h.close()
+    }
+
+    /// A queue of three prompts drains on the host while no client is connected: each goes
+    /// when the turn of the one before has ended (its Stop hook), once, in order; a
+    /// when-idle prompt goes ahead of the queue; a prompt can be removed before it goes.
+    @Test func aQueueDrainsOnTheHostWhileNobodyIsConnected() async throws {
+        let h = Host()
+        var current = h
+        do {
+            let session = try await h.start("claude", "fake-turns")
+            #expect(await h.awaitStatus(session, .idle)?.rule == "start")
+            func turns(_ host: Host) async -> [String] {
+                let text = (try? await host.host.screenText(session)) ?? ""
+                return text.split(separator: "\n").filter { $0.hasPrefix("turn ") }.map(String.init)
+            }
+            // queued while the agent works, so that nothing goes before the list is read
+            try await h.host.sendLine("warm up", to: session)
+            #expect(await h.awaitStatus(session, .working) != nil)
+            for text in ["first prompt", "second prompt", "third prompt"] {
+                _ = try await h.host.enqueue(text, for: session.ptyID, whenIdle: false)
+            }
+            let gone = try await h.host.enqueue("never sent", for: session.ptyID, whenIdle: false)
+            let queued = try await h.host.queuedPrompts(of: session.ptyID)
+            #expect(queued.map(\.text) == ["first prompt", "second prompt", "third prompt", "never sent"])
+            #expect(try await h.host.removeQueuedPrompt(gone.id, of: session.ptyID))
+            #expect(try await h.host.removeQueuedPrompt(gone.id, of: session.ptyID) == false)
+            await #expect(throws: AgentError.self) { try await h.host.removeQueuedPrompt("../pid", of: session.ptyID) }
+            // nobody connected while the queue drains (four turns of 1.5 s)
+            await h.transport.close()
+            try await Task.sleep(for: .seconds(9))
+            let again = Host(socket: h.host.tmuxSocket)
+            current = again
+            let drained = await eventually(20) { () async -> [String]? in
+                let t = await turns(again)
+                return t.count >= 4 ? t : nil
+            }
+            let screen = (try? await again.host.screenText(session)) ?? ""
+            #expect(drained == ["turn 1: warm up", "turn 2: first prompt", "turn 3: second prompt", "turn 4: third prompt"],
+                    "\(screen)")
+            #expect(try await again.host.queuedPrompts(of: session.ptyID).isEmpty)
+            // a prompt for the next idle goes ahead of the ones queued before it
+            #expect(await again.awaitStatus(session, .done) != nil)
+            try await again.host.sendLine("busy now", to: session)
+            #expect(await again.awaitStatus(session, .working) != nil)
+            _ = try await again.host.enqueue("after the queue", for: session.ptyID, whenIdle: false)
+            _ = try await again.host.enqueue("at the next idle", for: session.ptyID, whenIdle: true)
+            let order = await eventually(20) { () async -> [String]? in
+                let t = await turns(again)
+                return t.count >= 7 ? t : nil
+            }
+            #expect(order?.suffix(3) == ["turn 5: busy now", "turn 6: at the next idle", "turn 7: after the queue"],
+                    "\(String(describing: order))")
+            #expect(try await again.host.clearQueue(of: session.ptyID) == 0)
+        } catch {
+            await current.close()
+            throw error
+        }
+        await current.close()
     }
 
     /// Gemini CLI and Qwen Code (a settings file named by an environment variable) and

@@ -120,6 +120,31 @@ enum FakeAgents {
                 elif line == "quit":
                     sys.exit(3)
             """#,
+        // Claude Code's hooks around whole turns: each line typed is a prompt, a turn of
+        // 1.5 s between its UserPromptSubmit and its Stop, numbered on the screen
+        "fake-turns": #"""
+            #!/usr/bin/env python3
+            import json, subprocess, sys, time
+            args = sys.argv[1:]
+            settings = json.load(open(args[args.index("--settings") + 1]))
+            def fire(event):
+                for group in settings["hooks"].get(event, []):
+                    for hook in group["hooks"]:
+                        subprocess.run(["/bin/sh", "-c", hook["command"]], input=b"{}", capture_output=True)
+            fire("SessionStart")
+            print("ready", flush=True)
+            n = 0
+            for line in sys.stdin:
+                line = line.strip()
+                if not line:
+                    continue
+                n += 1
+                fire("UserPromptSubmit")
+                print(f"turn {n}: {line}", flush=True)
+                time.sleep(1.5)
+                fire("Stop")
+                print(f"end of turn {n}", flush=True)
+            """#,
         // OpenCode as its plugins see it: loads each `file://` plugin listed in
         // OPENCODE_CONFIG_CONTENT as an ES module (as Bun does; Node needs the .mjs name),
         // refuses a module with an export that is not a function, and calls their hooks:

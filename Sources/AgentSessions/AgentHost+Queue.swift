@@ -1,0 +1,110 @@
+import Foundation
+import ServerTransport
+
+/// A prompt that waits on the host for its agent to finish a turn.
+public struct AgentQueuedPrompt: Sendable, Equatable {
+    /// Its name in the queue, in the order the prompts go (`a-…` for one sent at the next
+    /// idle, ahead of the others; `b-…` in the order they were queued).
+    public var id: String
+    /// What is typed (pasted, then Enter).
+    public var text: String
+    /// Whether it goes at the agent's next idle, ahead of the queue (`send --when-idle`).
+    public var whenIdle: Bool { id.hasPrefix("a-") }
+}
+
+/// The prompt queues live on the host, beside the status watcher that drains them
+/// (`AgentStatusWatcher`): one directory per agent session, a file per prompt, written
+/// through a temporary file so the watcher never pastes half of one. The watcher pastes the
+/// first prompt when the agent is idle or done and the one sent before it started a turn,
+/// so a queue drains while the laptop is asleep or offline.
+extension AgentHost {
+    /// The queue directory of `ptyID`, relative to the home directory.
+    func queueDirectory(_ ptyID: AgentPTYID) -> String {
+        "\(AgentStatusWatcher.directory(socket: tmux.socket))/queue/\(ptyID)"
+    }
+
+    /// Adds `text` to the queue of `ptyID` (first, for the next idle, when `whenIdle`),
+    /// and wakes the watcher.
+    func enqueue(_ text: String, for ptyID: AgentPTYID, whenIdle: Bool) async throws(AgentError) -> AgentQueuedPrompt {
+        guard !text.isEmpty, !text.utf8.contains(0) else {
+            throw AgentError(.invalidArgument, "a queued prompt must be text without NUL bytes")
+        }
+        let ms = UInt64(max(0, Date().timeIntervalSince1970 * 1000))
+        let id = (whenIdle ? "a-" : "b-") + String(format: "%013llu", ms) + "-"
+            + String(format: "%04x", UInt16.random(in: 0...UInt16.max))
+        let script = """
+            w="$HOME/\(AgentStatusWatcher.directory(socket: tmux.socket))"
+            umask 077 && mkdir -p "$w/queue/$1" && cat > "$w/queue/$1/$2.tmp" && mv -f "$w/queue/$1/$2.tmp" "$w/queue/$1/$2" \
+                || exit 1
+            pid=$(cat "$w/pid" 2>/dev/null) && kill -USR1 "$pid" 2>/dev/null
+            exit 0
+            """
+        let r = try await run("/bin/sh", ["-c", script, "sh", ptyID.description, id], stdin: Array(text.utf8),
+                              idempotent: false, what: "queueing a prompt")
+        guard r.exitStatus == .exited(0) else {
+            throw AgentError(.transport, "the prompt could not be queued on \(shell.displayName)", detail: r.stderrString)
+        }
+        return AgentQueuedPrompt(id: id, text: text)
+    }
+
+    /// The prompts still waiting in the queue of `ptyID`, in the order they go.
+    func queuedPrompts(of ptyID: AgentPTYID) async throws(AgentError) -> [AgentQueuedPrompt] {
+        let script = """
+            d="$HOME/\(queueDirectory(ptyID))"
+            for f in "$d"/a-* "$d"/b-*; do
+                case "$f" in *.tmp) continue ;; esac
+                [ -f "$f" ] || continue
+                printf 'Q %s %s\\n' "${f##*/}" "$(wc -c < "$f" | tr -d ' ')"
+                cat "$f"
+            done
+            exit 0
+            """
+        let r = try await run("/bin/sh", ["-c", script], what: "listing the prompt queue")
+        guard r.exitStatus == .exited(0) else {
+            throw AgentError(.transport, "the prompt queue could not be read on \(shell.displayName)", detail: r.stderrString)
+        }
+        return Self.parseQueue(r.stdout)
+    }
+
+    /// `Q <id> <length>` lines, each followed by that many bytes of text.
+    static func parseQueue(_ bytes: [UInt8]) -> [AgentQueuedPrompt] {
+        var out: [AgentQueuedPrompt] = []
+        var i = 0
+        while i < bytes.count {
+            guard let nl = bytes[i...].firstIndex(of: UInt8(ascii: "\n")) else { break }
+            let header = String(decoding: bytes[i..<nl], as: UTF8.self).split(separator: " ")
+            guard header.count == 3, header[0] == "Q", let n = Int(header[2]), nl + 1 + n <= bytes.count else { break }
+            out.append(AgentQueuedPrompt(id: String(header[1]),
+                                         text: String(decoding: bytes[(nl + 1)..<(nl + 1 + n)], as: UTF8.self)))
+            i = nl + 1 + n
+        }
+        return out
+    }
+
+    /// Removes one prompt from the queue of `ptyID`; false when it is no longer there
+    /// (it was sent, or removed).
+    func removeQueuedPrompt(_ id: String, of ptyID: AgentPTYID) async throws(AgentError) -> Bool {
+        guard id.count > 2, id.hasPrefix("a-") || id.hasPrefix("b-"),
+              id.allSatisfy({ $0.isASCII && ($0.isHexDigit || $0 == "-") }) else {
+            throw AgentError(.invalidArgument, "\(id.debugDescription) is not the id of a queued prompt")
+        }
+        let script = """
+            f="$HOME/\(queueDirectory(ptyID))/$1"
+            [ -f "$f" ] || { echo gone; exit 0; }
+            rm -f "$f" && echo removed
+            """
+        let r = try await run("/bin/sh", ["-c", script, "sh", id], what: "removing a queued prompt")
+        return r.stdoutString.hasPrefix("removed")
+    }
+
+    /// Empties the queue of `ptyID`; how many prompts it held.
+    func clearQueue(of ptyID: AgentPTYID) async throws(AgentError) -> Int {
+        let script = """
+            d="$HOME/\(queueDirectory(ptyID))"; n=0
+            for f in "$d"/a-* "$d"/b-*; do [ -f "$f" ] && rm -f "$f" && n=$((n + 1)); done
+            echo "$n"
+            """
+        let r = try await run("/bin/sh", ["-c", script], what: "clearing the prompt queue")
+        return Int(r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+    }
+}
