@@ -107,4 +107,32 @@ extension AgentHost {
         let r = try await run("/bin/sh", ["-c", script], what: "clearing the prompt queue")
         return Int(r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
     }
+
+    /// Whether the agent of `ptyID` is sent "continue" once after a usage limit: `wait`
+    /// after the reset time its message names (nil: it is not). The host's watcher reads
+    /// the message and sends it, so it happens while nobody is connected.
+    func setContinueAfterLimit(_ wait: Duration?, for ptyID: AgentPTYID) async throws(AgentError) {
+        let seconds = wait.map { String(max(0, $0.components.seconds)) } ?? ""
+        let script = """
+            w="$HOME/\(AgentStatusWatcher.directory(socket: tmux.socket))"
+            mkdir -p "$w/queue" || exit 1
+            if [ -n "$2" ]; then printf '%s\\n' "$2" > "$w/queue/$1.continue" || exit 1
+            else rm -f "$w/queue/$1.continue" "$w/queue/$1.limit"; fi
+            pid=$(cat "$w/pid" 2>/dev/null) && kill -USR1 "$pid" 2>/dev/null
+            exit 0
+            """
+        let r = try await run("/bin/sh", ["-c", script, "sh", ptyID.description, seconds], what: "setting continue after a limit")
+        guard r.exitStatus == .exited(0) else {
+            throw AgentError(.transport, "the setting could not be written on \(shell.displayName)", detail: r.stderrString)
+        }
+    }
+
+    /// How long after a usage limit's reset the agent of `ptyID` is sent "continue"; nil
+    /// when it is not.
+    func continueAfterLimit(of ptyID: AgentPTYID) async throws(AgentError) -> Duration? {
+        let r = try await run("/bin/sh", ["-c", "cat \"$HOME/$1\" 2>/dev/null; exit 0",
+                                          "sh", "\(AgentStatusWatcher.directory(socket: tmux.socket))/queue/\(ptyID).continue"],
+                              what: "reading continue after a limit")
+        return Int64(r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)).map { .seconds($0) }
+    }
 }

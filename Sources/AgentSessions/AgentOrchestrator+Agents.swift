@@ -110,6 +110,19 @@ extension AgentOrchestrator {
         return try await onHost(host) { h in try await h.clearQueue(of: session.ptyID) }
     }
 
+    /// Sets whether a task's agents (its main agent and its chats) are sent "continue" once
+    /// after a usage limit: `wait` after the reset time the agent's message names (nil: they
+    /// are not; the default). The host's watcher reads the message (a screen rule of kind
+    /// `limit`) and sends it, so it happens while this machine is asleep or offline.
+    public func continueAfterLimit(_ wait: Duration?, taskID: String) async throws(AgentError) {
+        let (task, _, host) = try await context(task: taskID)
+        let conversations = try await stored("reading conversations") { try await store.conversations(taskID: task.id) }
+        try await onHost(host) { h in
+            for c in conversations { try await h.setContinueAfterLimit(wait, for: c.ptyID) }
+            _ = try await h.watcherSnapshot(rules: screenRules)
+        }
+    }
+
     /// The last `lines` lines of a running agent's terminal (history and screen, with
     /// its escape sequences); the records are not asked to follow.
     public func screen(of conversationID: String, lines: Int = 2000) async throws(AgentError) -> String {

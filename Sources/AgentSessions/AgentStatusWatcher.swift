@@ -17,7 +17,9 @@ import SSHKit
 ///
 /// It also drains the prompt queues (`AgentHost.enqueue`): a session's next queued prompt is
 /// pasted, then Enter, when its agent is idle or done and the prompt sent before started a
-/// turn, so a queue goes on while nobody is connected.
+/// turn, so a queue goes on while nobody is connected. For an agent set to continue after
+/// a usage limit (`AgentHost.setContinueAfterLimit`), it reads the reset time from the
+/// limit's message and types `continue` once, a while after it.
 ///
 /// Its files are under `~/.cache/sshkit-agents/watch/tmux-<socket>/` (one watcher per
 /// tmux server), the script itself in `watch/`. `version` orders releases: a
@@ -323,6 +325,49 @@ drain() {
         fi
     done
 }
+# The reset time a usage-limit message names, as a Unix time (GNU date reads the time):
+# Claude's "limit reached|<unix time>", "resets 3pm", "resets Dec 1, 2pm (America/Chicago)",
+# Codex's "try again at 3:05 PM." or "try again in 2 hours 5 minutes", Gemini's "resets at
+# 3:05 PM". A time of day more than an hour past is tomorrow's.
+resetat() {
+    case "$1" in *"limit reached|"[0-9]*) printf '%s\n' "${1##*|}" | tr -cd '0-9'; echo; return 0 ;; esac
+    tz=$(printf '%s\n' "$1" | sed -n 's/.*(\([A-Za-z_+-]*\(\/[A-Za-z_+-]*\)*\)).*/\1/p')
+    rel=$(printf '%s\n' "$1" | sed -n 's/.*[Tt]ry again in \([0-9][0-9a-z ]*[a-z]\).*/\1/p')
+    if [ -n "$rel" ]; then date -d "now + $rel" +%s 2>/dev/null; return; fi
+    when=$(printf '%s\n' "$1" | sed -n -e 's/.*[Rr]esets\( at\)\{0,1\} \([^()]*\).*/\2/p' -e 's/.*[Tt]ry again at \([^()]*\).*/\1/p' \
+        | head -n 1 | sed -e 's/\([0-9]\)\(st\|nd\|rd\|th\)/\1/g' -e 's/,//g' -e 's/[.]* *$//')
+    [ -n "$when" ] || return 1
+    if [ -n "$tz" ]; then at=$(TZ="$tz" date -d "$when" +%s 2>/dev/null); else at=$(date -d "$when" +%s 2>/dev/null); fi
+    [ -n "$at" ] || return 1
+    [ "$at" -ge $(($(date +%s) - 3600)) ] || at=$((at + 86400))
+    printf '%s\n' "$at"
+}
+# After a usage limit, for a session whose agent is to go on (queue/SESSION.continue, which
+# holds the seconds to wait after the reset): "continue" is typed once, that long after the
+# reset its message names. queue/SESSION.limit holds the reset time, then whether it was sent;
+# it goes when the session is no longer held by a limit.
+limits() {
+    for c in queue/*.continue; do
+        [ -f "$c" ] || continue
+        p=${c#queue/}; p=${p%.continue}
+        line=$(grep "^S $p waiting " states) || { rm -f "queue/$p.limit"; continue; }
+        q=$(printf '%s\n' "$line" | cut -d ' ' -f 13-)
+        case "$q" in "usage limit: "*) ;; *) rm -f "queue/$p.limit"; continue ;; esac
+        if [ ! -f "queue/$p.limit" ]; then
+            at=$(resetat "${q#usage limit: }") || continue
+            [ -n "$at" ] || continue
+            printf '%s\n' "$at" > "queue/$p.limit"
+        fi
+        read -r at sent < "queue/$p.limit"
+        [ -z "$sent" ] || continue
+        read -r wait < "$c"
+        [ "$(date +%s)" -ge $((at + ${wait:-60})) ] || continue
+        printf '%s sent\n' "$at" > "queue/$p.limit"
+        tmux -L "$SOCK" -f /dev/null send-keys -t "=$p:" -l continue >/dev/null 2>&1 && sleep 0.2 \
+            && tmux -L "$SOCK" -f /dev/null send-keys -t "=$p:" Enter >/dev/null 2>&1 \
+            && printf '%s %s continue\n' "$(date +%s)" "$p" >> queue/sent.log
+    done
+}
 while [ "$stop" = 0 ]; do
     new=$(panes)
     tick=$((tick + 1))
@@ -359,7 +404,7 @@ while [ "$stop" = 0 ]; do
         # a long log is cut in two: the reader follows the file by name
         if [ "$(wc -l < events)" -gt 4000 ]; then mv -f events events.1 && : > events; fi
     fi
-    [ ! -d queue ] || drain
+    [ ! -d queue ] || { drain; limits; }
     # the watcher ends when no agent has run for a while
     if [ "${live:-0}" -gt 0 ]; then quiet=0; else quiet=$((quiet + 1)); fi
     [ "$quiet" -lt 30 ] || break

@@ -44,7 +44,7 @@ struct Tasks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Start, list, show, stop, resume, archive and delete tasks; land their work (commit, push, pr, merge).",
         subcommands: [New.self, List.self, Show.self, Stop.self, Resume.self, Archive.self, Delete.self,
-                      Commit.self, Push.self, PR.self, Merge.self, Fetch.self])
+                      Commit.self, Push.self, PR.self, Merge.self, Fetch.self, ContinueAfterLimit.self])
 
     struct New: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -147,6 +147,32 @@ struct Tasks: AsyncParsableCommand {
                     print("agent \(i + 1)   \(c.record.providerID) (\(c.record.kind == .main ? "main" : "chat \(short(c.record.id))")): \(c.stateText)"
                           + (c.lastActivity.map { ", last activity \(ago($0))" } ?? ""))
                 }
+            }
+        }
+    }
+
+    struct ContinueAfterLimit: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "continue",
+            abstract: "Have the host type 'continue' once after an agent's usage limit resets (off by default).",
+            discussion: """
+                The host reads the reset time from the agent's message (Claude's "resets 3pm (Europe/Paris)", Codex's "try again at 3:05 PM" or "in 2 hours", Gemini's "resets at 3:05 PM PST"; GNU date on the host reads it) and types continue --wait seconds after it, once, while nobody needs to be connected. --off turns it off.
+                """)
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The task.") var task: String
+        @Option(help: "Seconds to wait after the reset (the clocks may differ).") var wait: Int = 60
+        @Flag(help: "Do not continue after a limit.") var off = false
+
+        func validate() throws {
+            if wait < 0 || wait > 86_400 { throw ValidationError("--wait is 0 to 86400 seconds") }
+        }
+
+        func run() async throws {
+            try await Context.with(global) { context in
+                let t = try await context.task(task)
+                try await context.orchestrator.continueAfterLimit(off ? nil : .seconds(wait), taskID: t.id)
+                print(off ? "task \(short(t.id)) waits out a usage limit for you"
+                          : "task \(short(t.id)) continues \(wait) s after a usage limit resets")
             }
         }
     }

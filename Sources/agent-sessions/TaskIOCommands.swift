@@ -29,13 +29,10 @@ struct Send: AsyncParsableCommand {
     var queue = false
     @Flag(help: "Send it on the host at the agent's next idle, ahead of the queue.") var whenIdle = false
 
-    func validate() throws {
-        if queue && whenIdle { throw ValidationError("--queue and --when-idle are one or the other") }
-        if (queue || whenIdle) && noEnter { throw ValidationError("a queued prompt is always submitted: no --no-enter") }
-    }
-
     func run() async throws {
         try await Context.with(global) { context in
+            if queue && whenIdle { throw Failure.usage("--queue and --when-idle are one or the other") }
+            if (queue || whenIdle) && noEnter { throw Failure.usage("a queued prompt is always submitted: no --no-enter") }
             var typed = text.joined(separator: " ")
             if text == ["-"] {
                 typed = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)

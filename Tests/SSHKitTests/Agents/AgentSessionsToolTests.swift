@@ -225,6 +225,42 @@ struct AgentSessionsToolTests {
         #expect(try await u.host.tmux.sessions().isEmpty)
     }
 
+    /// The prompt queue from the command line: a queued prompt reaches the agent once it
+    /// is idle, the queue can be listed, and the bad cases are refused with their status.
+    @Test func aQueuedPromptFromTheCommandLine() async throws {
+        let u = try User()
+        let repo = try await WorktreeTests.makeRepository(u.host)
+        defer { Task { await u.tearDown([repo]) } }
+        try u.addHost()
+        try u.ok(["projects", "add", "fixture", repo, "--name", "repo"])
+        try u.ok(["tasks", "new", "repo", "Queue things", "--agent", "amp"])
+        let task = try #require(try await u.store().tasks(projectID: nil).first)
+        let id = String(task.id.prefix(8))
+
+        try u.fails(["send", "--queue", "--when-idle", id, "both"], 64)
+        try u.fails(["send", "--queue", "--no-enter", id, "half"], 64)
+        let queued = try u.run(["send", "--queue", id, "queued line"])
+        #expect(queued.status == 0 && queued.err.contains("queued b-"), "\(queued.err)")
+        let log = await eventually(30) { () -> String? in
+            let out = (try? u.ok(["log", id])) ?? ""
+            return out.contains("got: queued line") ? out : nil
+        }
+        #expect(log != nil, "the host sent the queued prompt once the agent was idle")
+        let listed = try u.ok(["queue", "list", id, "--json"])
+        #expect((try? JSONSerialization.jsonObject(with: Data(listed.utf8)) as? [Any])?.isEmpty == true, "\(listed)")
+        try u.fails(["queue", "rm", id, "b-0000000000000-0000"], 2)
+        try u.fails(["queue", "rm", id, "../pid"], 64)
+        #expect(try u.run(["queue", "clear", id]).err.contains("removed 0 queued prompts"))
+
+        // an agent that has exited takes no queued prompt
+        try u.ok(["send", id, "quit"])
+        _ = await eventually(20) { () -> Bool? in
+            ((try? u.ok(["status", "--json"])) ?? "").contains("exited") ? true : nil
+        }
+        let refused = try u.fails(["send", "--queue", id, "too late"], 1)
+        #expect(refused.contains("is not running"), "\(refused)")
+    }
+
     @Test func aTaskFromStartToDelete() async throws {
         let u = try User()
         let repo = try await WorktreeTests.makeRepository(u.host)

@@ -402,6 +402,57 @@ struct AgentStatusTests {
         await current.close()
     }
 
+    /// A task set to continue after a usage limit is sent "continue" once, after the reset
+    /// its message names and the wait; a message whose time cannot be read sends nothing.
+    @Test func aUsageLimitIsWaitedOutThenContinuedOnce() async throws {
+        let h = Host()
+        do {
+            let session = try await h.start("claude", "fake-turns")
+            #expect(await h.awaitStatus(session, .idle)?.rule == "start")
+            #expect(try await h.host.continueAfterLimit(of: session.ptyID) == nil)
+            try await h.host.setContinueAfterLimit(.seconds(1), for: session.ptyID)
+            #expect(try await h.host.continueAfterLimit(of: session.ptyID) == .seconds(1))
+            _ = try await h.host.watcherSnapshot(rules: .shipped)
+            func sent() async -> [Substring] {
+                let r = try? await h.transport.runProcess("/bin/sh", "-c", "cat \"$HOME/$1/queue/sent.log\" 2>/dev/null",
+                                                          "sh", AgentStatusWatcher.directory(socket: h.host.tmuxSocket))
+                return (r?.stdoutString ?? "").split(separator: "\n").filter { $0.hasSuffix(" continue") }
+            }
+            // a reset 3 s ahead, then a second: "continue" once
+            try await h.host.sendLine("limit", to: session)
+            let limited = await eventually(20) { () async -> AgentStatus? in
+                let s = await h.host.status(of: session)
+                return s.question?.contains("limit reached|") == true ? s : nil
+            }
+            #expect(limited?.activity == .waitingForInput)
+            let reset = limited?.question.flatMap { Int($0.split(separator: "|").last ?? "") } ?? 0
+            #expect(reset > 0, "\(String(describing: limited))")
+            let continued = await eventually(30) { () async -> String? in
+                let text = (try? await h.host.screenText(session)) ?? ""
+                return text.contains("turn 1: continue") ? text : nil
+            }
+            #expect(continued != nil, "the host typed continue")
+            let lines = await sent()
+            #expect(lines.count == 1, "\(lines)")
+            let at = lines.first.flatMap { Int($0.split(separator: " ")[0]) } ?? 0
+            #expect(at >= reset + 1, "sent at \(at), the reset at \(reset) and a second's wait")
+            #expect(await h.awaitStatus(session, .done) != nil)
+            // a limit whose time cannot be read: waiting for the user, nothing more is sent
+            try await h.host.sendLine("limit-no-time", to: session)
+            let vague = await eventually(20) { () async -> AgentStatus? in
+                let s = await h.host.status(of: session)
+                return s.question?.contains("resets whenever") == true ? s : nil
+            }
+            #expect(vague?.activity == .waitingForInput, "\(String(describing: vague))")
+            try await Task.sleep(for: .seconds(3))
+            #expect(await sent().count == 1, "continue is sent once, and not for a time it cannot read")
+        } catch {
+            await h.close()
+            throw error
+        }
+        await h.close()
+    }
+
     /// Gemini CLI and Qwen Code (a settings file named by an environment variable) and
     /// OpenCode (a plugin listed in its configuration variable), with fakes that run the
     /// hooks as each documents: the hooks drive the state, and a sub-agent's end is not the

@@ -121,7 +121,8 @@ enum FakeAgents {
                     sys.exit(3)
             """#,
         // Claude Code's hooks around whole turns: each line typed is a prompt, a turn of
-        // 1.5 s between its UserPromptSubmit and its Stop, numbered on the screen
+        // 1.5 s between its UserPromptSubmit and its Stop, numbered on the screen; `limit`
+        // and `limit-no-time` print a usage limit's message instead, which `continue` clears
         "fake-turns": #"""
             #!/usr/bin/env python3
             import json, subprocess, sys, time
@@ -138,6 +139,18 @@ enum FakeAgents {
                 line = line.strip()
                 if not line:
                     continue
+                if line == "limit":
+                    # Claude's usage-limit message with its reset time, 3 s ahead
+                    fire("UserPromptSubmit")
+                    print(f"Claude AI usage limit reached|{int(time.time()) + 3}", flush=True)
+                    continue
+                if line == "limit-no-time":
+                    fire("UserPromptSubmit")
+                    print("5-hour limit reached - resets whenever", flush=True)
+                    continue
+                if line == "continue":
+                    # the limit's message goes, as Claude redraws its screen
+                    print("\033[2J\033[H", end="", flush=True)
                 n += 1
                 fire("UserPromptSubmit")
                 print(f"turn {n}: {line}", flush=True)
