@@ -362,6 +362,7 @@ struct AgentWatcherSnapshot: Sendable {
         log = ""
         states = [:]
         sessions = []
+        var limits: [String: Date] = [:]
         for line in text.split(separator: "\n") {
             if line.hasPrefix("W ") {
                 let f = line.split(separator: " ")
@@ -369,12 +370,16 @@ struct AgentWatcherSnapshot: Sendable {
                 log = f.count > 2 ? String(f[2]) : ""
             } else if line.hasPrefix("S "), let (name, status) = AgentStatusWatcher.parseState(line) {
                 states[name] = status
+            } else if line.hasPrefix("L ") {
+                let f = line.split(separator: " ")
+                if f.count == 3, let at = Double(f[2]) { limits[String(f[1])] = Date(timeIntervalSince1970: at) }
             } else if line.hasPrefix("T "), let s = AgentTmuxServer.parseSession(String(line.dropFirst(2))),
                       s.name != AgentStatusWatcher.sessionName
             {
                 sessions.append(s)
             }
         }
+        for (name, at) in limits where states[name]?.activity == .waitingForInput { states[name]?.limitedUntil = at }
         // a state the watcher kept for a session that is gone is not current
         let names = Set(sessions.map(\.name))
         states = states.filter { names.contains($0.key) }

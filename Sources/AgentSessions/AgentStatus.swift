@@ -69,6 +69,9 @@ public struct AgentStatus: Sendable, Hashable {
     /// matched: the screen changed or did not), `activity` (a first look: tmux's own
     /// activity time), `pane-dead`, `stopped`, `gone`.
     public var rule: String?
+    /// For `waitingForInput` on a usage limit: when it resets, as the host read it from the
+    /// agent's message; nil when the message names no time it can read, and in events.
+    public var limitedUntil: Date?
 
     /// Whether the status was read off the screen.
     public var isInferred: Bool { source == .screen }

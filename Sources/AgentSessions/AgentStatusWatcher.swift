@@ -342,27 +342,27 @@ resetat() {
     [ "$at" -ge $(($(date +%s) - 3600)) ] || at=$((at + 86400))
     printf '%s\n' "$at"
 }
-# After a usage limit, for a session whose agent is to go on (queue/SESSION.continue, which
-# holds the seconds to wait after the reset): "continue" is typed once, that long after the
-# reset its message names. queue/SESSION.limit holds the reset time, then whether it was sent;
-# it goes when the session is no longer held by a limit.
+# A session held by a usage limit has its reset time in queue/SESSION.limit (then "sent"
+# once "continue" went), read from the limit's message; the file goes when the limit does.
+# For a session whose agent is to go on after a limit (queue/SESSION.continue, which holds
+# the seconds to wait after the reset), "continue" is typed once, that long after it.
 limits() {
-    for c in queue/*.continue; do
-        [ -f "$c" ] || continue
-        p=${c#queue/}; p=${p%.continue}
-        line=$(grep "^S $p waiting " states) || { rm -f "queue/$p.limit"; continue; }
-        q=$(printf '%s\n' "$line" | cut -d ' ' -f 13-)
-        case "$q" in "usage limit: "*) ;; *) rm -f "queue/$p.limit"; continue ;; esac
-        if [ ! -f "queue/$p.limit" ]; then
-            at=$(resetat "${q#usage limit: }") || continue
-            [ -n "$at" ] || continue
-            printf '%s\n' "$at" > "queue/$p.limit"
-        fi
-        read -r at sent < "queue/$p.limit"
+    grep '^S [^ ]* waiting ' states | while read -r _ p _ _ _ _ _ _ _ _ _ _ q; do
+        case "$q" in "usage limit: "*) ;; *) continue ;; esac
+        [ ! -f "queue/$p.limit" ] || continue
+        at=$(resetat "${q#usage limit: }") || continue
+        [ -n "$at" ] && mkdir -p queue && printf '%s\n' "$at" > "queue/$p.limit"
+    done
+    for l in queue/*.limit; do
+        [ -f "$l" ] || continue
+        p=${l#queue/}; p=${p%.limit}
+        grep -q "^S $p waiting .* usage limit: " states || { rm -f "$l"; continue; }
+        [ -f "queue/$p.continue" ] || continue
+        read -r at sent < "$l"
         [ -z "$sent" ] || continue
-        read -r wait < "$c"
+        read -r wait < "queue/$p.continue"
         [ "$(date +%s)" -ge $((at + ${wait:-60})) ] || continue
-        printf '%s sent\n' "$at" > "queue/$p.limit"
+        printf '%s sent\n' "$at" > "$l"
         tmux -L "$SOCK" -f /dev/null send-keys -t "=$p:" -l continue >/dev/null 2>&1 && sleep 0.2 \
             && tmux -L "$SOCK" -f /dev/null send-keys -t "=$p:" Enter >/dev/null 2>&1 \
             && printf '%s %s continue\n' "$(date +%s)" "$p" >> queue/sent.log
@@ -404,7 +404,8 @@ while [ "$stop" = 0 ]; do
         # a long log is cut in two: the reader follows the file by name
         if [ "$(wc -l < events)" -gt 4000 ]; then mv -f events events.1 && : > events; fi
     fi
-    [ ! -d queue ] || { drain; limits; }
+    [ ! -d queue ] || drain
+    limits
     # the watcher ends when no agent has run for a while
     if [ "${live:-0}" -gt 0 ]; then quiet=0; else quiet=$((quiet + 1)); fi
     [ "$quiet" -lt 30 ] || break
@@ -422,7 +423,8 @@ rm -f pid
     /// script of digest `$5`; the same version with another digest is replaced too) with
     /// the rules whose digest is `$3` (`$4`: the session format), and prints what it knows: `N <missing files>` when the
     /// script or the rules must be written first; else `W <running version> <log id>`,
-    /// the `S` lines of the states and a `T` line per tmux session (the session format).
+    /// the `S` lines of the states, an `L <session> <unix time>` line per session held by
+    /// a usage limit (when it resets) and a `T` line per tmux session (the session format).
     /// The watcher starts only when the server has an agent session, and its first round
     /// is waited for (up to 5 s), so the states printed are current.
     static let ensureScript = #"""
@@ -456,7 +458,13 @@ rm -f pid
             rv=$V
         fi
         printf 'W %s %s\n' "${rv:-0}" "$(cat "$W/id" 2>/dev/null)"
-        [ "$running" = 0 ] && [ ! -f "$W/ready" ] || cat "$W/states" 2>/dev/null
+        if [ "$running" = 1 ] || [ -f "$W/ready" ]; then
+            cat "$W/states" 2>/dev/null
+            for f in "$W"/queue/*.limit; do
+                [ -f "$f" ] || continue
+                n=${f##*/}; read -r at _ < "$f" && printf 'L %s %s\n' "${n%.limit}" "$at"
+            done
+        fi
         T list-sessions -F "T $4" 2>/dev/null
         exit 0
         """#

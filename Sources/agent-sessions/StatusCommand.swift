@@ -29,6 +29,7 @@ extension AgentBoard.Agent {
         o["source"] = status.map { .string($0.source.rawValue) } ?? .null
         o["rule"] = status?.rule.map(JSONValue.string) ?? .null
         o["question"] = status?.question.map(JSONValue.string) ?? .null
+        o["limitedUntil"] = status?.limitedUntil.map(JSONValue.date) ?? .null
         o["since"] = status.map { .date($0.since) } ?? .null
         return .object(o)
     }
@@ -52,7 +53,14 @@ extension AgentStatus {
         switch activity {
         case .starting: s = "starting"
         case .working: s = "working"
-        case .waitingForInput: s = "waiting for input"
+        case .waitingForInput:
+            if let until = limitedUntil {
+                let f = DateFormatter()
+                f.dateFormat = Calendar.current.isDate(until, inSameDayAs: Date()) ? "HH:mm" : "MMM d HH:mm"
+                s = "limited until \(f.string(from: until))"
+            } else {
+                s = "waiting for input"
+            }
         case .done: s = "done"
         case .idle: s = "idle"
         case .exited(let code): return "exited \(code)"

@@ -427,6 +427,9 @@ struct AgentStatusTests {
             #expect(limited?.activity == .waitingForInput)
             let reset = limited?.question.flatMap { Int($0.split(separator: "|").last ?? "") } ?? 0
             #expect(reset > 0, "\(String(describing: limited))")
+            // the board's "limited until": the reset the host read
+            let until = await eventually(10) { () async -> Date? in await h.host.status(of: session).limitedUntil }
+            #expect(until.map { Int($0.timeIntervalSince1970) } == reset, "\(String(describing: until)) against \(reset)")
             let continued = await eventually(30) { () async -> String? in
                 let text = (try? await h.host.screenText(session)) ?? ""
                 return text.contains("turn 1: continue") ? text : nil
@@ -443,7 +446,7 @@ struct AgentStatusTests {
                 let s = await h.host.status(of: session)
                 return s.question?.contains("resets whenever") == true ? s : nil
             }
-            #expect(vague?.activity == .waitingForInput, "\(String(describing: vague))")
+            #expect(vague?.activity == .waitingForInput && vague?.limitedUntil == nil, "\(String(describing: vague))")
             try await Task.sleep(for: .seconds(3))
             #expect(await sent().count == 1, "continue is sent once, and not for a time it cannot read")
         } catch {
