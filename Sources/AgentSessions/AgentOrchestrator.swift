@@ -281,7 +281,11 @@ public final class AgentOrchestrator: Sendable {
                 if let port, started.worktree.path != planned.path {
                     try? await host.movePortClaim(port, taskID: taskID, worktree: started.worktree.path)
                 }
-                // the host's status watcher follows the new agent from its first screen
+                // the provider's setting for a usage limit, then the host's status watcher,
+                // which follows the new agent from its first screen
+                if started.session.survivesDisconnect, let wait = settings.continueAfterLimit {
+                    try? await host.setContinueAfterLimit(wait, for: ptyID)
+                }
                 if started.session.survivesDisconnect { _ = try? await host.watcherSnapshot(rules: rules) }
                 return (started.worktree, started.session, port)
             }
@@ -370,6 +374,10 @@ public final class AgentOrchestrator: Sendable {
                                                                  autoApprove: conversation.autoApprove, resume: plan.resume,
                                                                  size: terminalSize, statusHooks: statusHooks))
         session.resumeMethod = plan.method
+        // a new chat takes its provider's setting for a usage limit; a resumed agent keeps its task's
+        if session.survivesDisconnect, !isResume, let wait = settings.continueAfterLimit {
+            try? await host.setContinueAfterLimit(wait, for: id)
+        }
         if session.survivesDisconnect { _ = try? await host.watcherSnapshot(rules: screenRules) }
         conversation.arguments = session.arguments
         conversation.survivesDisconnect = session.survivesDisconnect

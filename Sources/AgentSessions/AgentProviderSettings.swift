@@ -14,11 +14,16 @@ public struct AgentProviderSettings: Sendable, Hashable {
     public var extraArguments: [String]
     /// Exported before the agent starts. Names must match `^[A-Za-z_][A-Za-z0-9_]*$`.
     public var environment: [String: String]
+    /// For its new tasks and chats: "continue" is typed once this long after a usage
+    /// limit resets (nil, the default: they wait for the user). A task's own setting is
+    /// `AgentOrchestrator.continueAfterLimit(_:taskID:)`.
+    public var continueAfterLimit: Duration?
 
     public init(binary: String? = nil, defaultArguments: [String]? = nil, autoApproveFlag: String? = nil,
                 promptDelivery: AgentProvider.PromptDelivery? = nil, resumeArguments: [String]? = nil,
-                extraArguments: [String] = [], environment: [String: String] = [:])
+                extraArguments: [String] = [], environment: [String: String] = [:], continueAfterLimit: Duration? = nil)
     {
+        self.continueAfterLimit = continueAfterLimit
         self.binary = binary
         self.defaultArguments = defaultArguments
         self.autoApproveFlag = autoApproveFlag
@@ -34,6 +39,9 @@ public struct AgentProviderSettings: Sendable, Hashable {
         for name in environment.keys.sorted() where !SSHShellQuoting.isValidEnvironmentName(name) {
             throw AgentError(.invalidEnvironmentName,
                              "'\(name)' is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+        }
+        if let wait = continueAfterLimit, wait < .zero || wait > .seconds(86_400) {
+            throw AgentError(.invalidArgument, "continueAfterLimit is 0 to 86400 seconds, got \(wait)")
         }
         if let binary, binary.isEmpty || binary.contains(where: \.isWhitespace) {
             throw AgentError(.invalidArgument, "the agent binary must be one word, got '\(binary)'")

@@ -15,7 +15,8 @@ import Foundation
 /// PATH. `notifications`: where `watch` sends transitions (`NotificationSettings`).
 /// `screenRules`: a file of the user's own screen rules (default: `screen-rules` beside
 /// this file). Per provider: `binary`, `defaultArguments`, `autoApproveFlag` ("" removes it),
-/// `resumeArguments`, `extraArguments`, `environment`.
+/// `resumeArguments`, `extraArguments`, `environment`, `continueAfterLimit` (seconds after a
+/// usage limit resets that new tasks type "continue"; absent: they wait for the user).
 struct ToolConfiguration: Sendable {
     var searchPath: [String] = []
     var providers: [String: AgentProviderSettings] = [:]
@@ -47,6 +48,7 @@ struct ToolConfiguration: Sendable {
             var resumeArguments: [String]?
             var extraArguments: [String]?
             var environment: [String: String]?
+            var continueAfterLimit: Int?
         }
         var searchPath: [String]?
         var providers: [String: Provider]?
@@ -85,7 +87,8 @@ struct ToolConfiguration: Sendable {
             }
             let settings = AgentProviderSettings(binary: p.binary, defaultArguments: p.defaultArguments,
                                                  autoApproveFlag: p.autoApproveFlag, resumeArguments: p.resumeArguments,
-                                                 extraArguments: p.extraArguments ?? [], environment: p.environment ?? [:])
+                                                 extraArguments: p.extraArguments ?? [], environment: p.environment ?? [:],
+                                                 continueAfterLimit: p.continueAfterLimit.map { .seconds($0) })
             do {
                 try settings.validate()
             } catch {

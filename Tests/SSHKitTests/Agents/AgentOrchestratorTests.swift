@@ -104,6 +104,33 @@ struct AgentOrchestratorTests {
         #expect("\(anew.resumeMethod)" == "started anew: this agent cannot resume")
     }
 
+    /// Continuing after a usage limit: a provider's setting reaches the new task's agent and
+    /// its new chats; the task's own setting turns it off and on for all of them, and a
+    /// resume keeps what the task says; a wait out of range is refused.
+    @Test func continueAfterALimitFromTheProviderAndThenTheTask() async throws {
+        let f = try await Fixture(settings: [
+            "cursor": AgentProviderSettings(binary: "fake-tui", continueAfterLimit: .seconds(90)),
+            "codebuff": AgentProviderSettings(binary: "fake-tui"),
+        ])
+        defer { Task { await f.tearDown() } }
+        let (task, main, _) = try await f.orchestrator.createTask(projectID: f.project.id, title: "limits",
+                                                                 providerID: "cursor", prompt: "go")
+        #expect(try await f.agentHost.continueAfterLimit(of: main.ptyID) == .seconds(90))
+        let (chat, _) = try await f.orchestrator.addChat(taskID: task.id, providerID: "codebuff")
+        #expect(try await f.agentHost.continueAfterLimit(of: chat.ptyID) == nil, "codebuff's setting is off")
+        try await f.orchestrator.continueAfterLimit(.seconds(5), taskID: task.id)
+        #expect(try await f.agentHost.continueAfterLimit(of: main.ptyID) == .seconds(5))
+        #expect(try await f.agentHost.continueAfterLimit(of: chat.ptyID) == .seconds(5))
+        try await f.orchestrator.continueAfterLimit(nil, taskID: task.id)
+        #expect(try await f.agentHost.continueAfterLimit(of: main.ptyID) == nil)
+        try await f.orchestrator.stop(conversationID: main.id)
+        _ = try await f.orchestrator.resume(conversationID: main.id)
+        #expect(try await f.agentHost.continueAfterLimit(of: main.ptyID) == nil, "a resume keeps the task's setting")
+        #expect(throws: AgentError.self) {
+            try AgentProviderSettings(continueAfterLimit: .seconds(-1)).validate()
+        }
+    }
+
     /// Two agents started on one host at once count two live sessions (the count was read,
     /// then set after an await, so concurrent starts could count one).
     @Test func concurrentStartsOnOneHostCountEveryLiveSession() async throws {
