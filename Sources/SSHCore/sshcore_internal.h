@@ -401,6 +401,9 @@ void sshcore_keepalive_check(sshcore_conn *conn);
 /* sshcore_worker.c */
 void *_Nullable sshcore_conn_worker_main(void *arg);
 
+/* sshcore_teardown.c (worker) */
+void sshcore_conn_teardown(sshcore_conn *conn);
+
 /* sshcore_keepalive.c: the global-request slot (keepalive probes and remote
  * forwards share it) */
 enum {
