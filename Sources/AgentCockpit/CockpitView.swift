@@ -214,7 +214,7 @@ public enum CockpitView {
         }
     }
 
-    /// "waiting: Allow bash?", "working", "exited 1", "unknown: unreachable".
+    /// "waiting: Allow bash?", "limited until 14:05", "working", "exited 1", "unknown".
     static func stateText(_ agent: AgentBoard.Agent?, row: AgentBoard.Row) -> String {
         if row.hostError != nil { return "unknown" }
         guard let agent else { return "no agent" }
@@ -227,7 +227,9 @@ public enum CockpitView {
             }
         }
         switch status.activity {
-        case .waitingForInput: return status.question.map { "waiting: \($0)" } ?? "waiting"
+        case .waitingForInput:
+            if let limit = status.limitText { return limit }
+            return status.question.map { "waiting: \($0)" } ?? "waiting"
         case .exited(let code): return "exited \(code)"
         default: return status.activity.name
         }

@@ -73,6 +73,15 @@ public struct AgentStatus: Sendable, Hashable {
     /// agent's message; nil when the message names no time it can read, and in events.
     public var limitedUntil: Date?
 
+    /// "limited until 14:05" (or "limited until Dec 1 14:05" on another day, in this
+    /// machine's time zone) for an agent held by a usage limit whose reset is known.
+    public var limitText: String? {
+        guard activity == .waitingForInput, let until = limitedUntil else { return nil }
+        let f = DateFormatter()
+        f.dateFormat = Calendar.current.isDate(until, inSameDayAs: Date()) ? "HH:mm" : "MMM d HH:mm"
+        return "limited until \(f.string(from: until))"
+    }
+
     /// Whether the status was read off the screen.
     public var isInferred: Bool { source == .screen }
 

@@ -53,14 +53,7 @@ extension AgentStatus {
         switch activity {
         case .starting: s = "starting"
         case .working: s = "working"
-        case .waitingForInput:
-            if let until = limitedUntil {
-                let f = DateFormatter()
-                f.dateFormat = Calendar.current.isDate(until, inSameDayAs: Date()) ? "HH:mm" : "MMM d HH:mm"
-                s = "limited until \(f.string(from: until))"
-            } else {
-                s = "waiting for input"
-            }
+        case .waitingForInput: s = limitText ?? "waiting for input"
         case .done: s = "done"
         case .idle: s = "idle"
         case .exited(let code): return "exited \(code)"

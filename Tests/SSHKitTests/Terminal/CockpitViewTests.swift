@@ -71,6 +71,26 @@ struct CockpitViewTests {
         #expect(lines[29].contains("enter attach") && lines[29].contains("q quit"))
     }
 
+    /// An agent held by a usage limit whose reset the host read says until when, on the
+    /// board and in the cockpit alike; without the time, the limit's message is the question.
+    @Test func aUsageLimitSaysUntilWhen() {
+        let reset = Date().addingTimeInterval(600)
+        var status = AgentStatus(activity: .waitingForInput, source: .screen, since: Self.now,
+                                 question: "usage limit: 5-hour limit reached ∙ resets 3pm")
+        let row = Self.board().rows[0]
+        let plain = AgentBoard.Agent(record: ConversationRecord(id: "c9", taskID: "t1", providerID: "claude", kind: .main),
+                                     status: status, lastActivity: Self.now)
+        #expect(CockpitView.stateText(plain, row: row) == "waiting: usage limit: 5-hour limit reached ∙ resets 3pm")
+        status.limitedUntil = reset
+        let f = DateFormatter()
+        f.dateFormat = Calendar.current.isDate(reset, inSameDayAs: Date()) ? "HH:mm" : "MMM d HH:mm"
+        #expect(status.limitText == "limited until \(f.string(from: reset))")
+        let limited = AgentBoard.Agent(record: plain.record, status: status, lastActivity: Self.now)
+        #expect(CockpitView.stateText(limited, row: row) == status.limitText)
+        status.activity = .working
+        #expect(status.limitText == nil, "only a waiting agent is limited")
+    }
+
     @Test func aboveAndBelowOnASmallTerminal() {
         let model = CockpitModel(board: Self.board())
         let (s, _) = CockpitView.render(model, columns: 60, rows: 20, now: Self.now)
