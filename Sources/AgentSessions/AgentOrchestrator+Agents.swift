@@ -89,24 +89,21 @@ extension AgentOrchestrator {
 
     /// The prompts still queued for an agent, in the order they go.
     public func queuedPrompts(of conversationID: String) async throws(AgentError) -> [AgentQueuedPrompt] {
-        let (c, task, host, _) = try await locate(conversationID)
-        let session = session(of: c, in: task, host: host)
+        let (_, _, host, session) = try await locate(conversationID)
         return try await onHost(host) { h in try await h.queuedPrompts(of: session.ptyID) }
     }
 
     /// Removes a queued prompt; false when it is no longer queued (it was sent).
     /// - Throws: `invalidArgument` for an id that no queue gives.
     public func removeQueuedPrompt(_ id: String, of conversationID: String) async throws(AgentError) -> Bool {
-        let (c, task, host, _) = try await locate(conversationID)
-        let session = session(of: c, in: task, host: host)
+        let (_, _, host, session) = try await locate(conversationID)
         return try await onHost(host) { h in try await h.removeQueuedPrompt(id, of: session.ptyID) }
     }
 
     /// Empties an agent's queue; how many prompts it held.
     @discardableResult
     public func clearQueue(of conversationID: String) async throws(AgentError) -> Int {
-        let (c, task, host, _) = try await locate(conversationID)
-        let session = session(of: c, in: task, host: host)
+        let (_, _, host, session) = try await locate(conversationID)
         return try await onHost(host) { h in try await h.clearQueue(of: session.ptyID) }
     }
 
