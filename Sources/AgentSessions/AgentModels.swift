@@ -142,9 +142,14 @@ public struct TaskRecord: Sendable, Hashable, Codable, Identifiable {
     /// The task's own port on its host (`PORT` in its agents' and setup's environment),
     /// unique there among the tasks of every project.
     public var port: Int?
+    /// Set when the task is one of several attempts at the same work (see
+    /// `AgentOrchestrator.createAttempts`).
+    public var attempt: TaskAttempt?
 
     public init(id: String = AgentIDs.make(), projectID: String, title: String, worktree: Worktree,
-                createdAt: Date = Date(), archivedAt: Date? = nil, prompt: String? = nil, port: Int? = nil) {
+                createdAt: Date = Date(), archivedAt: Date? = nil, prompt: String? = nil, port: Int? = nil,
+                attempt: TaskAttempt? = nil) {
+        self.attempt = attempt
         self.id = id
         self.projectID = projectID
         self.title = title
@@ -153,6 +158,50 @@ public struct TaskRecord: Sendable, Hashable, Codable, Identifiable {
         self.archivedAt = archivedAt
         self.prompt = prompt
         self.port = port
+    }
+}
+
+extension TaskRecord {
+    /// The title, with the attempt's label for one of several attempts not picked
+    /// (`Fix the flaky test [claude-2]`).
+    public var displayTitle: String {
+        guard let attempt, attempt.pickedAt == nil else { return title }
+        return "\(title) [\(attempt.label)]"
+    }
+}
+
+/// One of several attempts at the same work: its own task (worktree, branch, agent, on
+/// its own host), started from the same base commit as the others of its group.
+public struct TaskAttempt: Sendable, Hashable, Codable {
+    /// The id the attempts of one piece of work share.
+    public var group: String
+    /// Which attempt it is: its agent and number (`claude-2`), unique in the group.
+    public var label: String
+    /// When it was picked as the work's result (`AgentOrchestrator.pickAttempt`); at most
+    /// one attempt of a group is picked.
+    public var pickedAt: Date?
+
+    public init(group: String, label: String, pickedAt: Date? = nil) {
+        self.group = group
+        self.label = label
+        self.pickedAt = pickedAt
+    }
+    /// Whether attempt `a` comes before `b` in lists: by agent, then by number
+    /// (`claude-2` before `claude-10`).
+    public static func inOrder(_ a: String, _ b: String) -> Bool {
+        func parts(_ l: String) -> (String, Int) {
+            guard let dash = l.lastIndex(of: "-"), let n = Int(l[l.index(after: dash)...]) else { return (l, 0) }
+            return (String(l[..<dash]), n)
+        }
+        let (x, y) = (parts(a), parts(b))
+        return x.0 != y.0 ? x.0 < y.0 : x.1 < y.1
+    }
+}
+
+extension [TaskRecord] {
+    /// The attempts among these tasks in their label order (see `TaskAttempt.inOrder`).
+    public var inAttemptOrder: [TaskRecord] {
+        sorted { TaskAttempt.inOrder($0.attempt?.label ?? "", $1.attempt?.label ?? "") }
     }
 }
 

@@ -238,7 +238,21 @@ public final class AgentOrchestrator: Sendable {
         let store = store
         let project = try await record("project", projectID) { try await store.project(id: projectID) }
         let hostRecord = try await record("host", project.hostID) { try await store.host(id: project.hostID) }
+        return try await makeTask(project: project, on: hostRecord, title: title, provider: provider, prompt: prompt,
+                                  autoApprove: autoApprove, baseRef: baseRef ?? project.defaultBaseRef,
+                                  fetchBase: project.fetchesBase ?? true)
+    }
+
+    /// What `createTask` does once the project and host are read; for an attempt
+    /// (`attempt` set) the worktree is named after `title` and the attempt's label, and
+    /// the record says `baseName` as the base (the base is given as a commit).
+    func makeTask(project: ProjectRecord, on hostRecord: HostRecord, title: String, provider: AgentProvider, prompt: String?,
+                  autoApprove: Bool, baseRef: String?, fetchBase: Bool, attempt: TaskAttempt? = nil, baseName: String? = nil)
+        async throws(AgentError) -> (task: TaskRecord, conversation: ConversationRecord, session: AgentSession)
+    {
+        let store = store
         let taskID = AgentIDs.make()
+        let worktreeTitle = attempt.map { "\(title) \($0.label)" } ?? title
         var conversation = ConversationRecord(taskID: taskID, providerID: provider.id, kind: .main, autoApprove: autoApprove)
         let settings = settings(provider.id)
         let applied = settings.applied(to: provider)
@@ -251,17 +265,16 @@ public final class AgentOrchestrator: Sendable {
                 // the task's own port, in its agents' and its setup's environment (unless set),
                 // claimed for the worktree about to be made
                 let when = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
-                let planned = try await host.worktrees.plannedWorktree(projectPath: project.path, title: title,
+                let planned = try await host.worktrees.plannedWorktree(projectPath: project.path, title: worktreeTitle,
                                                                        unixMilliseconds: when)
                 let port = try await host.claimPort(taskID: taskID, worktree: planned.path)
                 var settings = settings
                 if let port, settings.environment["PORT"] == nil { settings.environment["PORT"] = String(port) }
                 let started: (worktree: Worktree, session: AgentSession)
                 do {
-                    started = try await host.createWorktreeAndStart(projectPath: project.path, title: title,
-                                                                    unixMilliseconds: when,
-                                                                    baseRef: baseRef ?? project.defaultBaseRef,
-                                                                    fetchBase: project.fetchesBase ?? true) { directory throws(AgentError) in
+                    started = try await host.createWorktreeAndStart(projectPath: project.path, title: worktreeTitle,
+                                                                    unixMilliseconds: when, baseRef: baseRef,
+                                                                    fetchBase: fetchBase) { directory throws(AgentError) in
                     let plan: AgentResumePlan
                     do {
                         plan = try await host.planResume(ptyID: ptyID, provider: applied, workingDirectory: directory, isResume: false,
@@ -294,8 +307,10 @@ public final class AgentOrchestrator: Sendable {
             _ = try? await stored("removing the session map entry") { try await store.remove(ptyID.description) }
             throw error
         }
-        let (worktree, session, port) = made
-        let task = TaskRecord(id: taskID, projectID: project.id, title: title, worktree: worktree, prompt: prompt, port: port)
+        var (worktree, session, port) = made
+        if let baseName { worktree.baseRef = baseName }
+        let task = TaskRecord(id: taskID, projectID: project.id, title: title, worktree: worktree, prompt: prompt, port: port,
+                              attempt: attempt)
         conversation.arguments = session.arguments
         conversation.survivesDisconnect = session.survivesDisconnect
         conversation.state = .running

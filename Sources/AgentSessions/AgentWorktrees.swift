@@ -41,6 +41,22 @@ public struct AgentWorktrees: Sendable {
         return made
     }
 
+    /// The base a new task of the project would start from, as `create` chooses it
+    /// (fetched first with `fetchBase`), without making anything: its name, its commit and
+    /// the notes (a failed fetch).
+    /// - Throws: as `create`.
+    func resolveBase(projectPath: String, baseRef: String?, fetchBase: Bool) async throws(AgentError)
+        -> (ref: String, commit: String, notes: [String])
+    {
+        var project = try await absolutePath(projectPath)
+        if project.count > 1 && project.hasSuffix("/") { project.removeLast() }
+        let asked = PlannedWorktree(project: project, name: "", path: "", branch: "")
+        let r = try await shell.run("/bin/sh", ["-c", Self.createWorktreeScript, "sh"] + asked.arguments(baseRef: baseRef, fetchBase: fetchBase),
+                                    timeout: .seconds(120), what: "reading the base")
+        guard r.exitStatus == .exited(0), let base = asked.made(by: r) else { throw worktreeFailure(r, project: project) }
+        return (base.baseRef, base.baseCommit, base.notes)
+    }
+
     /// How long adding a worktree may take: a checkout of a large repository is slow.
     static let createTimeout: Duration = .seconds(600)
 
@@ -206,6 +222,12 @@ public struct AgentWorktrees: Sendable {
                 rm -f "$common/sshkit-fetch.err"
             fi
         fi
+        # no path: only the base is asked for (the attempts of one piece of work share it)
+        if [ -z "$path" ]; then
+            printf 'base %s\ncommit %s\n' "$base" "$sha"
+            printf '%s' "$notes" | tr '\037' '\n'
+            exit 0
+        fi
         # one worktree change at a time in a repository: a prune beside another add removes
         # the entry that add is writing (a lock directory, portable; one left by a run that
         # died is taken over after a minute)
@@ -265,6 +287,26 @@ public struct AgentWorktrees: Sendable {
             throw AgentError(.gitFailed, "cannot count the changes of \(worktree.path)", detail: r.stderrString)
         }
         return n
+    }
+
+    /// How much the worktree changed against its base commit, committed or not, new
+    /// files included (their lines counted as added), in one round trip.
+    public func changeSummary(_ worktree: Worktree) async throws(AgentError)
+        -> (files: Int, linesAdded: Int, linesRemoved: Int)
+    {
+        let script = #"""
+            cd "$1" || exit 3
+            git diff --numstat "$2" -- </dev/null | awk '{ if ($1 != "-") a += $1; if ($2 != "-") r += $2; n++ } END { printf "%d %d %d\n", n, a, r }' || exit 4
+            git ls-files -z --others --exclude-standard </dev/null | xargs -0 -r cat -- 2>/dev/null | wc -l
+            git ls-files --others --exclude-standard </dev/null | wc -l
+            """#
+        let r = try await shell.run("/bin/sh", ["-c", script, "sh", worktree.path, worktree.baseCommit], what: "counting the changes")
+        let numbers = r.stdoutString.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Int($0) }
+        guard r.exitStatus == .exited(0), numbers.count == 5 else {
+            throw AgentError(.gitFailed, "cannot count the changes of \(worktree.path)",
+                             detail: r.stderrString.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        return (numbers[0] + numbers[4], numbers[1] + numbers[3], numbers[2])
     }
 
     /// What the worktree changed against its base commit, committed or not, with the

@@ -160,6 +160,14 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
             // JSON: the ssh alias, -F file, -o options; nil for a host given by address
             try db.execute(sql: "ALTER TABLE host ADD COLUMN openSSH TEXT")
         }
+        m.registerMigration("v5-task-attempt") { db in
+            try db.execute(sql: """
+                ALTER TABLE task ADD COLUMN attemptGroup TEXT;
+                ALTER TABLE task ADD COLUMN attemptLabel TEXT;
+                ALTER TABLE task ADD COLUMN attemptPickedAt DOUBLE;
+                CREATE INDEX task_attempt_group ON task(attemptGroup);
+                """)
+        }
         return m
     }
 
@@ -271,18 +279,20 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
             try Self.requireParent(db, "project", task.projectID)
             try db.execute(sql: """
                 INSERT INTO task (id, projectID, title, worktreeName, projectPath, worktreePath, branch, baseRef, baseCommit, createdAt,
-                                  archivedAt, prompt, port)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                  archivedAt, prompt, port, attemptGroup, attemptLabel, attemptPickedAt)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(id) DO UPDATE SET
                     projectID = excluded.projectID, title = excluded.title,
                     worktreeName = excluded.worktreeName, projectPath = excluded.projectPath,
                     worktreePath = excluded.worktreePath, branch = excluded.branch,
                     baseRef = excluded.baseRef, baseCommit = excluded.baseCommit,
                     createdAt = excluded.createdAt, archivedAt = excluded.archivedAt, prompt = excluded.prompt,
-                    port = excluded.port
+                    port = excluded.port, attemptGroup = excluded.attemptGroup, attemptLabel = excluded.attemptLabel,
+                    attemptPickedAt = excluded.attemptPickedAt
                 """, arguments: [task.id, task.projectID, task.title, w.name, w.projectPath, w.path, w.branch, w.baseRef,
                                  w.baseCommit, task.createdAt.timeIntervalSinceReferenceDate, task.archivedAt?.timeIntervalSinceReferenceDate,
-                                 task.prompt, task.port])
+                                 task.prompt, task.port, task.attempt?.group, task.attempt?.label,
+                                 task.attempt?.pickedAt?.timeIntervalSinceReferenceDate])
         }
     }
 
@@ -409,11 +419,13 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
 
     private static func task(_ row: Row) -> TaskRecord {
         let archived: Double? = row["archivedAt"]
+        let group: String? = row["attemptGroup"], label: String? = row["attemptLabel"], picked: Double? = row["attemptPickedAt"]
+        let attempt = group.flatMap { g in label.map { TaskAttempt(group: g, label: $0, pickedAt: picked.map(date)) } }
         return TaskRecord(id: row["id"], projectID: row["projectID"], title: row["title"],
                           worktree: Worktree(name: row["worktreeName"], projectPath: row["projectPath"], path: row["worktreePath"],
                                              branch: row["branch"], baseRef: row["baseRef"], baseCommit: row["baseCommit"]),
                           createdAt: date(row["createdAt"]), archivedAt: archived.map(date), prompt: row["prompt"],
-                          port: row["port"])
+                          port: row["port"], attempt: attempt)
     }
 
     private static func conversation(_ row: Row) throws -> ConversationRecord {

@@ -111,16 +111,54 @@ final class Context: Sendable {
 
     /// A task by id, unique id prefix (4 characters or more), exact title, worktree name,
     /// or the title's slug (`fix-the-flaky-test`, the worktree name without its time).
+    /// One of several attempts is named `WORK/LABEL` (`fix-the-flaky-test/claude-2`); the
+    /// work alone names its picked attempt.
     func task(_ ref: String) async throws -> TaskRecord {
         let all = try await store.tasks(projectID: nil)
         if let t = all.first(where: { $0.id == ref }) { return t }
-        var matches = ref.count >= 4 ? all.filter { $0.id.hasPrefix(ref.lowercased()) } : []
-        if matches.isEmpty { matches = all.filter { $0.worktree.name == ref || $0.title == ref } }
-        if matches.isEmpty { matches = all.filter { AgentNaming.slug($0.title) == ref } }
+        if let slash = ref.lastIndex(of: "/"), slash != ref.startIndex {
+            let label = String(ref[ref.index(after: slash)...])
+            let work = Self.matches(String(ref[..<slash]), in: all)
+            let groups = Set(work.compactMap { $0.attempt?.group })
+            if groups.count == 1, let t = all.first(where: { $0.attempt?.group == groups.first && $0.attempt?.label == label }) {
+                return t
+            }
+        }
+        var matches = Self.matches(ref, in: all).inAttemptOrder
         if matches.count > 1 { matches = matches.filter { $0.archivedAt == nil } }
+        if matches.count > 1, let group = matches[0].attempt?.group, matches.allSatisfy({ $0.attempt?.group == group }) {
+            if let picked = matches.first(where: { $0.attempt?.pickedAt != nil }) { return picked }
+            let labels = matches.compactMap { $0.attempt?.label }
+            throw Failure.usage("\(ref) names the \(labels.count) attempts of \"\(matches[0].title)\" (\(labels.joined(separator: ", "))); say which, as \(ref)/\(labels[0])")
+        }
         if matches.count == 1 { return matches[0] }
         if matches.isEmpty { throw Failure.notFound("no task \(ref); see agent-sessions tasks list") }
         throw Failure.usage("\(ref) names \(matches.count) tasks; give more of the id")
+    }
+
+    /// The tasks `ref` may name: by id prefix, by the id of a group of attempts (or its
+    /// prefix), else by worktree name or title, else by the title's slug.
+    private static func matches(_ ref: String, in all: [TaskRecord]) -> [TaskRecord] {
+        let lower = ref.lowercased()
+        var matches = ref.count >= 4 ? all.filter { $0.id.hasPrefix(lower) || $0.attempt?.group.hasPrefix(lower) == true } : []
+        if matches.isEmpty { matches = all.filter { $0.worktree.name == ref || $0.title == ref } }
+        if matches.isEmpty { matches = all.filter { AgentNaming.slug($0.title) == ref } }
+        return matches
+    }
+
+    /// The attempts `ref` names: a group's id (or prefix), one of its attempts, or a title
+    /// that only its attempts have.
+    func attempts(_ ref: String) async throws -> [TaskRecord] {
+        let all = try await store.tasks(projectID: nil)
+        var matches = all.first(where: { $0.id == ref }).map { [$0] } ?? Self.matches(ref, in: all)
+        if matches.isEmpty, let slash = ref.lastIndex(of: "/") { matches = Self.matches(String(ref[..<slash]), in: all) }
+        if matches.isEmpty { throw Failure.notFound("no task \(ref); see agent-sessions tasks list") }
+        let groups = Set(matches.compactMap { $0.attempt?.group })
+        if groups.isEmpty {
+            throw Failure.refused("the task \(matches[0].title) is not one of several attempts (tasks new --agents makes them)")
+        }
+        if groups.count > 1 { throw Failure.usage("\(ref) names tasks of \(groups.count) different works; give more of the id") }
+        return all.filter { $0.attempt?.group == groups.first }.inAttemptOrder
     }
 
     /// A task's conversation: the main one, or a chat by id prefix, provider or number (1 = main).

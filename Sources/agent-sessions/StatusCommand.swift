@@ -81,6 +81,8 @@ extension AgentBoard.Row {
                  "hostError": hostErrorText.map(JSONValue.string) ?? .null,
                  "pullRequest": pullRequest.map { .object(["url": .string($0.url), "state": .string($0.state.rawValue),
                                                           "draft": .bool($0.isDraft), "checks": .string($0.checks.rawValue)]) } ?? .null,
+                 "attempt": task.attempt.map { .object(["group": .string($0.group), "label": .string($0.label),
+                                                        "pickedAt": $0.pickedAt.map(JSONValue.date) ?? .null]) } ?? .null,
                  "agents": .array(agents.map(\.json))])
     }
 }
@@ -102,7 +104,7 @@ extension AgentBoard {
             let changed = row.filesChanged.map { "\($0)" } ?? (live ? "?" : "-")
             let pr = pulls ? [row.pullRequest?.summary ?? "-"] : []
             if row.agents.isEmpty {
-                table.add([short(row.task.id), row.hostName, row.projectName, row.task.title, "-", "no agent", row.task.worktree.branch, changed, "-"] + pr)
+                table.add([short(row.task.id), row.hostName, row.projectName, row.task.displayTitle, "-", "no agent", row.task.worktree.branch, changed, "-"] + pr)
             }
             for (k, a) in row.agents.enumerated() {
                 var state = a.stateText
@@ -111,7 +113,7 @@ extension AgentBoard {
                 let activity = a.lastActivity.map { ago($0) } ?? "-"
                 let agent = a.record.kind == .main ? a.record.providerID : a.record.providerID + " (chat)"
                 if k == 0 {
-                    table.add([short(row.task.id), row.hostName, row.projectName, row.task.title, agent, state, row.task.worktree.branch, changed, activity] + pr)
+                    table.add([short(row.task.id), row.hostName, row.projectName, row.task.displayTitle, agent, state, row.task.worktree.branch, changed, activity] + pr)
                 } else {
                     table.add(["", "", "", "", agent, state, "", "", activity] + pr.map { _ in "" })
                 }

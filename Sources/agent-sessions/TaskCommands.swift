@@ -44,7 +44,8 @@ struct Tasks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Start, list, show, stop, resume, archive and delete tasks; land their work (commit, push, pr, merge).",
         subcommands: [New.self, List.self, Show.self, Stop.self, Resume.self, Archive.self, Delete.self,
-                      Commit.self, Push.self, PR.self, Merge.self, Fetch.self, ContinueAfterLimit.self])
+                      Commit.self, Push.self, PR.self, Merge.self, Fetch.self, ContinueAfterLimit.self,
+                      Attempts.Compare.self, Attempts.Pick.self])
 
     struct New: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -52,7 +53,13 @@ struct Tasks: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The project (name, or host/name).") var project: String
         @Argument(help: "What the task is; names its branch.") var title: String
-        @Option(help: "The agent (claude, codex, gemini, ...; see agent-sessions agents <host>).") var agent: String
+        @Option(help: "The agent (claude, codex, gemini, ...; see agent-sessions agents <host>).") var agent: String?
+        @Option(help: ArgumentHelp("Several attempts at the task, each in its own worktree from the same base: agents and counts.",
+                                   valueName: "claude:2,codex:1"))
+        var agents: String?
+        @Option(help: ArgumentHelp("With --agents: spread the attempts over these hosts (default: the project's).", valueName: "a,b"))
+        var hosts: String?
+        @Flag(help: "With --hosts: clone the project's origin on a host that has no checkout of it.") var clone = false
         @Option(help: "The ref to branch from (default: the project's base, else its current branch).") var base: String?
         @Option(help: ArgumentHelp("Send this local branch to the host first and branch from it.", valueName: "branch"))
         var fromLocal: String?
@@ -68,8 +75,18 @@ struct Tasks: AsyncParsableCommand {
                 guard !title.trimmingCharacters(in: .whitespaces).isEmpty else { throw Failure.usage("the title is empty") }
                 if fromLocal != nil && base != nil { throw Failure.usage("give --base or --from-local, not both") }
                 if fromLocal == nil && (fromDir != nil || force) { throw Failure.usage("--from-dir and --force go with --from-local") }
+                if (agent == nil) == (agents == nil) { throw Failure.usage("give --agent, or --agents for several attempts") }
+                if agents == nil && (hosts != nil || clone) { throw Failure.usage("--hosts and --clone go with --agents") }
+                if hosts == nil && clone { throw Failure.usage("--clone goes with --hosts") }
+                let counts = try agents.map { text throws(AgentError) in try AttemptAgents.parse(text) }
                 let p = try await context.project(project)
                 let h = try await context.host(of: p)
+                var hostIDs: [String] = []
+                for name in (hosts ?? "").split(separator: ",", omittingEmptySubsequences: false) where hosts != nil {
+                    let trimmed = name.trimmingCharacters(in: .whitespaces)
+                    guard !trimmed.isEmpty else { throw Failure.usage("--hosts '\(hosts!)' names an empty host") }
+                    hostIDs.append(try await context.host(named: trimmed).id)
+                }
                 var baseRef = base
                 if let fromLocal {
                     let commit = try await context.orchestrator.sendLocalBranch(
@@ -77,6 +94,14 @@ struct Tasks: AsyncParsableCommand {
                     print("sent \(fromLocal) at \(commit.prefix(10)) to \(h.name)")
                     baseRef = fromLocal
                 }
+                if let counts {
+                    let launch = try await context.orchestrator.createAttempts(
+                        projectID: p.id, title: title, agents: counts, hostIDs: hostIDs, prompt: text,
+                        autoApprove: prompt.autoApprove, baseRef: baseRef, cloneWhereMissing: clone)
+                    try await Attempts.report(launch, title: title, context: context)
+                    return
+                }
+                guard let agent else { return }
                 let (task, _, _) = try await context.orchestrator.createTask(
                     projectID: p.id, title: title, providerID: agent, prompt: text, autoApprove: prompt.autoApprove, baseRef: baseRef)
                 print("started task \(short(task.id)) \"\(task.title)\" on \(h.name)")

@@ -58,7 +58,7 @@ struct SQLiteAgentStoreTests {
                                                      strategy: .claudeSessionID), for: conversation.ptyID.description)
         }
         let store = try SQLiteAgentStore(path: path)
-        #expect(try await store.appliedMigrations() == ["v1", "v2-task-prompt", "v3-task-environment", "v4-host-openssh"])
+        #expect(try await store.appliedMigrations() == ["v1", "v2-task-prompt", "v3-task-environment", "v4-host-openssh", "v5-task-attempt"])
         #expect(try await store.hosts() == [host])
         #expect(try await store.project(id: project.id) == project)
         #expect(try await store.tasks(projectID: project.id) == [task])

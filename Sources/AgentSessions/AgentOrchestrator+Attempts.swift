@@ -1,0 +1,514 @@
+import Foundation
+import SSHKit
+import ServerTransport
+
+/// How many attempts of one agent: `claude:2` in `--agents claude:2,codex:1`.
+public struct AttemptAgents: Sendable, Hashable {
+    public var providerID: String
+    public var count: Int
+
+    public init(providerID: String, count: Int) {
+        self.providerID = providerID
+        self.count = count
+    }
+
+    /// The most attempts one piece of work may have.
+    public static let maximumTotal = 32
+
+    /// Reads `claude:2,codex:1` (a count of 1 may be left out: `claude,codex:2`).
+    /// - Throws: `invalidArgument` (an empty list, a count that is not a whole number from
+    ///   1, more than `maximumTotal` in all, an agent named twice), `unknownProvider`.
+    public static func parse(_ text: String) throws(AgentError) -> [AttemptAgents] {
+        var out: [AttemptAgents] = []
+        for part in text.split(separator: ",", omittingEmptySubsequences: false) {
+            let item = part.trimmingCharacters(in: .whitespaces)
+            let pieces = item.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            guard let id = pieces.first, !id.isEmpty else {
+                throw AgentError(.invalidArgument, "'\(text)' is not a list of agents like claude:2,codex:1")
+            }
+            var count = 1
+            if pieces.count == 2 {
+                guard let n = Int(pieces[1]), n >= 1 else {
+                    throw AgentError(.invalidArgument, "'\(item)': the number of attempts is a whole number from 1")
+                }
+                count = n
+            }
+            let provider = try AgentProvider.named(id)
+            guard !out.contains(where: { $0.providerID == provider.id }) else {
+                throw AgentError(.invalidArgument, "\(provider.id) is named twice in '\(text)'")
+            }
+            out.append(AttemptAgents(providerID: provider.id, count: count))
+        }
+        let total = out.reduce(0) { $0 + $1.count }
+        guard total <= maximumTotal else {
+            throw AgentError(.invalidArgument, "\(total) attempts asked; at most \(maximumTotal)")
+        }
+        return out
+    }
+}
+
+/// The attempts `createAttempts` started, and those it could not.
+public struct AttemptLaunch: Sendable {
+    /// An attempt that did not start, and why.
+    public struct Failure: Sendable {
+        public var label: String
+        public var hostName: String
+        public var error: AgentError
+    }
+
+    /// The id the attempts share (`TaskAttempt.group`).
+    public var group: String
+    /// The base every attempt started from: as named on the project's host, and its commit.
+    public var baseRef: String
+    public var baseCommit: String
+    /// The attempts that run, in label order.
+    public var started: [TaskRecord]
+    public var failed: [Failure]
+    /// What was done to make the hosts ready: a base fetched or sent, a clone made.
+    public var notes: [String]
+}
+
+/// A check command's run in an attempt's worktree.
+public struct AttemptCheck: Sendable, Equatable {
+    public enum Outcome: Sendable, Equatable {
+        case exited(SSHExitStatus)
+        /// Stopped at the time limit.
+        case timedOut
+    }
+
+    public var command: String
+    public var outcome: Outcome
+    /// From the start of the command to its end, as this machine timed it.
+    public var duration: Duration
+    /// The last lines it printed (standard output and error together).
+    public var output: String
+
+    /// Whether it exited with status 0.
+    public var passed: Bool { outcome == .exited(.exited(0)) }
+
+    public init(command: String, outcome: Outcome, duration: Duration, output: String) {
+        self.command = command
+        self.outcome = outcome
+        self.duration = duration
+        self.output = output
+    }
+
+    /// The last 20 lines of `text`.
+    static func tail(_ text: String) -> String {
+        text.split(separator: "\n", omittingEmptySubsequences: false).suffix(21).joined(separator: "\n")
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+/// One attempt as `compareAttempts` sees it.
+public struct AttemptComparison: Sendable {
+    public var task: TaskRecord
+    public var label: String
+    public var hostName: String
+    /// The main agent, with its status now (nil status: the host could not be asked, or
+    /// the agent does not run).
+    public var agent: AgentBoard.Agent?
+    /// The main agent's provider.
+    public var providerID: String? { agent?.record.providerID }
+    /// The main agent's status now.
+    public var status: AgentStatus? { agent?.status }
+    /// From the attempt's start to the end of its agent's last turn (or of its process),
+    /// when it is done, idle or ended.
+    public var timeToDone: Duration?
+    /// Against the base: files changed, lines added and removed, committed or not, new
+    /// files included (nil: the worktree could not be read).
+    public var filesChanged: Int?
+    public var linesAdded: Int?
+    public var linesRemoved: Int?
+    /// The check command's run, when one was given.
+    public var check: AttemptCheck?
+    /// What went wrong while asking (the host, git, the check).
+    public var problem: AgentError?
+}
+
+/// What `pickAttempt` did.
+public struct PickedAttempt: Sendable {
+    /// The kept attempt: the work's task from now on.
+    public var task: TaskRecord
+    /// The labels of the other attempts archived or deleted.
+    public var archived: [String]
+    public var deleted: [String]
+    /// What went wrong in a project's teardown (the others were archived or deleted all the same).
+    public var notes: [String]
+}
+
+/// What becomes of the attempts not picked.
+public enum AttemptDisposal: Sendable, Hashable {
+    /// Stopped and archived; their worktrees and branches stay.
+    case archive
+    /// Deleted with their worktrees and branches (refused when one holds work that would be
+    /// lost, unless forced).
+    case delete
+}
+
+extension AgentOrchestrator {
+    /// Starts several attempts at one piece of work: a task per attempt (its own worktree,
+    /// branch and agent), every one from the same base commit, spread over `hostIDs` (the
+    /// project's host when empty) and started at once.
+    ///
+    /// - The base is chosen on the project's host as `createTask` chooses it (fetched from
+    ///   the project's remote first, unless the project says not to).
+    /// - On each other host, the project of the same repository is the one whose origin is
+    ///   the same (as forge and path) or, without origins, that shares a root commit. A
+    ///   host without one gets a clone of the origin in the user's home, under the
+    ///   checkout's folder name (`-2` … `-9` added when that exists), recorded as a project
+    ///   of the same name, when `cloneWhereMissing`; else it is refused.
+    /// - A host whose checkout lacks the base commit is sent it, as a git bundle that
+    ///   carries only the commits it lacks, through this machine.
+    /// - Attempts go to the hosts where their agent can start, each to the host with the
+    ///   fewest so far (ties: the order of `hostIDs`); they are labelled by agent and
+    ///   number (`claude-1`, `claude-2`, `codex-1`).
+    ///
+    /// Everything about the hosts is checked before any attempt is started; an attempt
+    /// that fails to start is reported in the result, the others run on. When none starts,
+    /// the first failure is thrown.
+    /// - Throws: `invalidArgument`, `unknownProvider`, `notFound` (a project, a host, or a
+    ///   host without the repository), `noRemote` (no origin to clone), `agentUnavailable`
+    ///   (an agent no host can start), `tmuxUnavailable`, the base's and the transfer's
+    ///   `gitFailed`, `transport`.
+    public func createAttempts(projectID: String, title: String, agents: [AttemptAgents], hostIDs: [String] = [],
+                               prompt: String? = nil, autoApprove: Bool = false, baseRef: String? = nil,
+                               cloneWhereMissing: Bool = false) async throws(AgentError) -> AttemptLaunch
+    {
+        let total = agents.reduce(0) { $0 + max(0, $1.count) }
+        guard total >= 1, agents.allSatisfy({ $0.count >= 1 }) else {
+            throw AgentError(.invalidArgument, "an attempt needs an agent and a count from 1")
+        }
+        guard total <= AttemptAgents.maximumTotal else {
+            throw AgentError(.invalidArgument, "\(total) attempts asked; at most \(AttemptAgents.maximumTotal)")
+        }
+        var providers: [AgentProvider] = []
+        for a in agents { providers.append(try AgentProvider.named(a.providerID)) }
+        let store = store
+        let project = try await record("project", projectID) { try await store.project(id: projectID) }
+        let home = try await record("host", project.hostID) { try await store.host(id: project.hostID) }
+        var hosts: [HostRecord] = []
+        for id in hostIDs.isEmpty ? [home.id] : hostIDs where !hosts.contains(where: { $0.id == id }) {
+            hosts.append(try await record("host", id) { try await store.host(id: id) })
+        }
+
+        // the base, on the project's host, and the project's identity there
+        let wanted = baseRef ?? project.defaultBaseRef, fetch = project.fetchesBase ?? true
+        let (base, projectPath, identity) = try await onHost(home) { h in
+            let base = try await h.worktrees.resolveBase(projectPath: project.path, baseRef: wanted, fetchBase: fetch)
+            let path = try await h.worktrees.checkout(project.path)
+            let identity = try await h.repositoryIdentities([path])[path] ?? AgentHost.RepositoryIdentity(origin: "", roots: [])
+            return (base, path, identity)
+        }
+        var notes = base.notes
+
+        // each host's project of the repository, with the base commit there
+        let prepared = await withTaskGroup(of: (Int, Result<(ProjectRecord, [String]), AgentError>).self) { group in
+            for (i, host) in hosts.enumerated() {
+                group.addTask {
+                    do throws(AgentError) {
+                        return (i, .success(try await self.prepareForAttempts(host, project: project, home: home, projectPath: projectPath,
+                                                                              identity: identity, commit: base.commit,
+                                                                              cloneWhereMissing: cloneWhereMissing)))
+                    } catch {
+                        return (i, .failure(error))
+                    }
+                }
+            }
+            var out: [Int: Result<(ProjectRecord, [String]), AgentError>] = [:]
+            for await (i, r) in group { out[i] = r }
+            return out
+        }
+        var projects: [ProjectRecord] = []
+        for i in hosts.indices {
+            switch prepared[i]! {
+            case .success(let (p, said)):
+                projects.append(p)
+                notes += said
+            case .failure(let e): throw e
+            }
+        }
+
+        // which host can start which agent, then each attempt to the least busy of those
+        var usable: [[Bool]] = Array(repeating: [], count: hosts.count)
+        var refusals: [String: AgentError] = [:]
+        for (i, host) in hosts.enumerated() {
+            usable[i] = try await onHost(host) { h in
+                var can: [Bool] = []
+                for p in providers {
+                    do throws(AgentError) {
+                        try await checkCanStart(p, on: h, named: host.name)
+                        can.append(true)
+                    } catch {
+                        if refusals[p.id] == nil { refusals[p.id] = error }
+                        can.append(false)
+                    }
+                }
+                return can
+            }
+        }
+        var load = Array(repeating: 0, count: hosts.count)
+        var plan: [(label: String, provider: AgentProvider, host: Int)] = []
+        for (k, a) in agents.enumerated() {
+            let candidates = hosts.indices.filter { usable[$0][k] }
+            guard !candidates.isEmpty else {
+                throw refusals[providers[k].id] ?? AgentError(.agentUnavailable, "no host can start \(providers[k].displayName)")
+            }
+            for n in 1 ... a.count {
+                let i = candidates.min { load[$0] != load[$1] ? load[$0] < load[$1] : $0 < $1 }!
+                load[i] += 1
+                plan.append(("\(providers[k].id)-\(n)", providers[k], i))
+            }
+        }
+
+        // every attempt at once (the hosts' connections and their MaxSessions bound it)
+        let group = AgentIDs.make(), chosen = projects, targets = hosts
+        let results = await withTaskGroup(of: (Int, Result<TaskRecord, AgentError>).self) { tasks in
+            for (n, item) in plan.enumerated() {
+                tasks.addTask {
+                    do throws(AgentError) {
+                        let made = try await self.makeTask(project: chosen[item.host], on: targets[item.host], title: title,
+                                                           provider: item.provider, prompt: prompt, autoApprove: autoApprove,
+                                                           baseRef: base.commit, fetchBase: false,
+                                                           attempt: TaskAttempt(group: group, label: item.label), baseName: base.ref)
+                        return (n, .success(made.task))
+                    } catch {
+                        return (n, .failure(error))
+                    }
+                }
+            }
+            var out: [(Int, Result<TaskRecord, AgentError>)] = []
+            for await r in tasks { out.append(r) }
+            return out.sorted { $0.0 < $1.0 }
+        }
+        var launch = AttemptLaunch(group: group, baseRef: base.ref, baseCommit: base.commit, started: [], failed: [], notes: notes)
+        for (n, r) in results {
+            switch r {
+            case .success(let t): launch.started.append(t)
+            case .failure(let e): launch.failed.append(.init(label: plan[n].label, hostName: hosts[plan[n].host].name, error: e))
+            }
+        }
+        if launch.started.isEmpty, let first = launch.failed.first { throw first.error }
+        return launch
+    }
+
+    /// The host's project of the repository (found, or cloned), with `commit` there (sent
+    /// from the project's host when missing); and what was done.
+    private func prepareForAttempts(_ host: HostRecord, project: ProjectRecord, home: HostRecord, projectPath: String,
+                                    identity: AgentHost.RepositoryIdentity, commit: String, cloneWhereMissing: Bool)
+        async throws(AgentError) -> (ProjectRecord, [String])
+    {
+        if host.id == home.id { return (project, []) }
+        let store = store
+        let candidates = try await stored("reading projects") { try await store.projects(hostID: host.id) }
+        var notes: [String] = []
+        var found: (ProjectRecord, String)? = try await onHost(host) { h in
+            var paths: [(ProjectRecord, String)] = []
+            for c in candidates { paths.append((c, try await h.absolutePath(c.path))) }
+            let identities = try await h.repositoryIdentities(paths.map(\.1))
+            return paths.first { identities[$0.1]?.isSameRepository(as: identity) == true }
+        }
+        if found == nil {
+            guard !identity.origin.isEmpty else {
+                throw AgentError(.noRemote, "\(host.name) has no project of this repository, and the project has no origin to clone there")
+            }
+            guard cloneWhereMissing else {
+                throw AgentError(.notFound, "\(host.name) has no project of this repository (origin \(identity.origin)); add one there, or have the origin cloned (--clone)")
+            }
+            let folder = (projectPath as NSString).lastPathComponent
+            let path = try await onHost(host) { h in try await h.clone(identity.origin, folder: folder) }
+            let made = ProjectRecord(hostID: host.id, name: project.name, path: path, defaultBaseRef: project.defaultBaseRef,
+                                     setupCommand: project.setupCommand, teardownCommand: project.teardownCommand,
+                                     fetchesBase: project.fetchesBase)
+            try await stored("saving the cloned project") { try await store.save(made) }
+            notes.append("cloned \(identity.origin) to \(path) on \(host.name)")
+            found = (made, path)
+        }
+        let (target, path) = found!
+        if try await onHost(host, { h in try await h.hasCommit(commit, in: path) }) { return (target, notes) }
+        try await sendCommit(commit, from: home, projectPath: projectPath, to: host, projectPath: path)
+        notes.append("sent the base \(commit.prefix(10)) to \(host.name)")
+        return (target, notes)
+    }
+
+    /// Sends `commit` (and what it needs that the target lacks) from one host's checkout
+    /// to another's, as a git bundle streamed through this machine.
+    func sendCommit(_ commit: String, from source: HostRecord, projectPath: String, to target: HostRecord,
+                    projectPath targetPath: String) async throws(AgentError)
+    {
+        let known = try await onHost(target) { h in try await h.branchTips(in: targetPath) }
+        let bundle = try await onHost(source) { h in try await h.startBundle(of: commit, in: projectPath, known: known) }
+        defer { bundle.cancel() }
+        let unbundle: TransportProcess
+        do {
+            unbundle = try await onHost(target) { h in try await h.startUnbundle(into: targetPath) }
+        }
+        defer { unbundle.cancel() }
+        async let bundleErrors = Self.collect(bundle.stderr)
+        async let unbundleErrors = Self.collect(unbundle.stderr)
+        do {
+            for await chunk in bundle.stdout { try await unbundle.input.write(chunk) }
+        } catch {}
+        unbundle.input.finish()
+        let made: SSHExitStatus, taken: SSHExitStatus
+        do {
+            made = try await bundle.exitStatus()
+            taken = try await unbundle.exitStatus()
+        } catch {
+            throw AgentError(error, while: "sending the base from \(source.name) to \(target.name)")
+        }
+        let (said, heard) = await (bundleErrors, unbundleErrors)
+        guard made == .exited(0), taken == .exited(0) else {
+            throw AgentError(.gitFailed, "cannot send the base \(commit.prefix(10)) from \(source.name) to \(target.name)",
+                             detail: Self.lastLines(said + "\n" + heard))
+        }
+    }
+
+    private static func collect(_ stream: ProcessOutput) async -> String {
+        var text = ""
+        for await chunk in stream { text += String(decoding: chunk, as: UTF8.self) }
+        return text
+    }
+
+    /// The attempts of the work `taskID` is one of (the task's id or the group's), in
+    /// label order.
+    /// - Throws: `notFound` (no such task or group), `invalidArgument` (a task that is not
+    ///   an attempt).
+    public func attempts(of taskID: String) async throws(AgentError) -> [TaskRecord] {
+        let store = store
+        let all = try await stored("reading tasks") { try await store.tasks(projectID: nil) }
+        let group: String
+        if let t = all.first(where: { $0.id == taskID }) {
+            guard let g = t.attempt?.group else {
+                throw AgentError(.invalidArgument, "the task \(t.title) is not one of several attempts")
+            }
+            group = g
+        } else if all.contains(where: { $0.attempt?.group == taskID }) {
+            group = taskID
+        } else {
+            throw AgentError(.notFound, "no task \(taskID) in the store")
+        }
+        return all.filter { $0.attempt?.group == group }.inAttemptOrder
+    }
+
+    /// The attempts side by side: each one's state, time to done, files and lines changed
+    /// and, with `check`, the command's exit status and time, run in every attempt's
+    /// worktree at once (`sh -c` in the user's login environment, `PORT` set to the
+    /// task's port). A host that cannot be asked marks its attempts with `problem`.
+    /// - Throws: as `attempts(of:)`, `invalidArgument` (an empty check), `storage`.
+    public func compareAttempts(of taskID: String, check: String? = nil, checkTimeout: Duration = .seconds(600))
+        async throws(AgentError) -> [AttemptComparison]
+    {
+        if let check, check.trimmingCharacters(in: .whitespaces).isEmpty {
+            throw AgentError(.invalidArgument, "the check command is empty")
+        }
+        let tasks = try await attempts(of: taskID)
+        let board = try await board(taskIDs: Set(tasks.map(\.id)), includeArchived: true, live: true)
+        let providers = providers
+        let rows = tasks.compactMap { t in board.rows.first { $0.task.id == t.id } }
+        return await withTaskGroup(of: (Int, AttemptComparison).self) { group in
+            for (i, row) in rows.enumerated() {
+                group.addTask {
+                    let main = row.agents.first { $0.record.kind == .main } ?? row.agents.first
+                    var c = AttemptComparison(task: row.task, label: row.task.attempt?.label ?? "", hostName: row.host?.name ?? "?",
+                                              agent: main)
+                    if let status = main?.status {
+                        switch status.activity {
+                        case .done, .idle, .exited: c.timeToDone = .seconds(max(0, status.since.timeIntervalSince(row.task.createdAt)))
+                        default: break
+                        }
+                    }
+                    guard let host = row.host else {
+                        c.problem = AgentError(.notFound, "the host of \(c.label) is gone from the store")
+                        return (i, c)
+                    }
+                    if let e = row.hostError {
+                        c.problem = e
+                        return (i, c)
+                    }
+                    do throws(AgentError) {
+                        try await self.onHost(host) { h in
+                            let summary = try await h.worktrees.changeSummary(row.task.worktree)
+                            (c.filesChanged, c.linesAdded, c.linesRemoved) = (summary.files, summary.linesAdded, summary.linesRemoved)
+                            if let check {
+                                let shell = try await h.detectAgents(providers).loginShell
+                                c.check = try await h.runCheck(check, in: row.task.worktree.path, port: row.task.port,
+                                                               timeout: checkTimeout, loginShell: shell)
+                            }
+                        }
+                    } catch {
+                        c.problem = error
+                    }
+                    return (i, c)
+                }
+            }
+            var out: [(Int, AttemptComparison)] = []
+            for await r in group { out.append(r) }
+            return out.sorted { $0.0 < $1.0 }.map(\.1)
+        }
+    }
+
+    /// Keeps one attempt as the work's result: it is marked picked (its branch is the one
+    /// to push, open a pull request for or merge), and the others are archived (their
+    /// agents stopped, worktrees and branches kept) or, with `.delete`, deleted. Deleting
+    /// is refused, before anything is touched, when another attempt holds work that
+    /// would be lost (uncommitted changes, commits not pushed), unless `force`.
+    /// - Parameters:
+    ///   - attempt: the attempt's label (`claude-2`) or its task's id (or a unique prefix
+    ///     of 4 characters or more).
+    /// - Throws: as `attempts(of:)`; `notFound` (no such attempt), `invalidArgument`
+    ///   (another attempt was picked already), `worktreeHasUnsavedWork`, the archive's and
+    ///   the delete's errors.
+    @discardableResult
+    public func pickAttempt(_ attempt: String, of taskID: String, others: AttemptDisposal = .archive, force: Bool = false)
+        async throws(AgentError) -> PickedAttempt
+    {
+        let all = try await attempts(of: taskID)
+        let byLabel = all.filter { $0.attempt?.label == attempt }
+        let byID = attempt.count >= 4 ? all.filter { $0.id.hasPrefix(attempt.lowercased()) } : []
+        guard var chosen = byLabel.first ?? (byID.count == 1 ? byID.first : nil) else {
+            let labels = all.compactMap { $0.attempt?.label }.joined(separator: ", ")
+            throw AgentError(.notFound, "no attempt \(attempt) of \(all.first?.title ?? taskID); its attempts are \(labels)")
+        }
+        if let other = all.first(where: { $0.attempt?.pickedAt != nil && $0.id != chosen.id }) {
+            throw AgentError(.invalidArgument, "\(other.attempt!.label) was picked already")
+        }
+        guard chosen.archivedAt == nil else {
+            throw AgentError(.invalidArgument, "the attempt \(chosen.attempt!.label) is archived")
+        }
+        let rest = all.filter { $0.id != chosen.id }
+        if others == .delete && !force {
+            var lost: [String] = []
+            for t in rest {
+                let (_, _, hostRecord) = try await context(task: t.id)
+                let work = try await onHost(hostRecord) { h -> String? in
+                    guard try await h.transport.fileExists(t.worktree.path) else { return nil }
+                    return try await h.worktrees.unsavedWork(t.worktree)
+                }
+                if let work { lost.append("\(t.attempt!.label): \(work)") }
+            }
+            if !lost.isEmpty {
+                throw AgentError(.worktreeHasUnsavedWork,
+                                 "the other attempts have work that would be lost (nothing was done): " + lost.joined(separator: "; "))
+            }
+        }
+        var picked = PickedAttempt(task: chosen, archived: [], deleted: [], notes: [])
+        for t in rest {
+            let label = t.attempt!.label
+            switch others {
+            case .archive:
+                guard t.archivedAt == nil else { continue }
+                if let note = try await archiveTask(taskID: t.id) { picked.notes.append("\(label): \(note)") }
+                picked.archived.append(label)
+            case .delete:
+                if let note = try await deleteTask(taskID: t.id, force: force) { picked.notes.append("\(label): \(note)") }
+                picked.deleted.append(label)
+            }
+        }
+        chosen.attempt!.pickedAt = Date()
+        let saved = chosen
+        try await stored("recording the pick") { try await store.save(saved) }
+        picked.task = chosen
+        return picked
+    }
+}
