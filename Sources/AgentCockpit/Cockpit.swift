@@ -76,6 +76,8 @@ public final class Cockpit: Sendable {
         case confirm(CockpitModel.Confirmation, because: String)
         case form(CockpitModel.NewAgent)
         case detected(hostID: String, agents: Set<String>)
+        /// A check ran in the attempts of a work: its command, and each attempt's run by task id.
+        case checked(group: String, command: String, results: [String: AttemptCheck], text: String)
     }
 
     /// Runs until the user quits (or input ends).
@@ -163,11 +165,12 @@ public final class Cockpit: Sendable {
             guard paneLoading != key else { return }
             paneLoading = key
             lastPane = .now
-            let tab = model.tab, taskID = sel.row.task.id, conversation = sel.agent?.record.id
+            let tab = model.tab, taskID = sel.row.task.id, conversation = sel.agent?.record.id, checks = model.checks
             let running = sel.agent.map { $0.record.state == ConversationRecord.State.running } ?? false
             Task { [engine] in
                 do throws(AgentError) {
-                    let lines = try await Self.pane(engine, tab: tab, taskID: taskID, conversationID: conversation, running: running)
+                    let lines = try await Self.pane(engine, tab: tab, taskID: taskID, conversationID: conversation, running: running,
+                                                    checks: checks)
                     sink.yield(.pane(id: id, tab: tab, lines: lines))
                 } catch {
                     sink.yield(.paneFailed(id: id, tab: tab, why: error.message))
@@ -263,6 +266,27 @@ public final class Cockpit: Sendable {
                     case .fastForward: return "merged into \(m.base) (a fast-forward)"
                     case .mergeCommit: return "merged into \(m.base) (merge commit \(m.commit.prefix(10)))"
                     }
+                }
+            case .check(let id, let command):
+                model.message = ("running \(command) in every attempt…", false)
+                Task { [engine] in
+                    do throws(AgentError) {
+                        let rows = try await engine.compareAttempts(of: id, check: command)
+                        var results: [String: AttemptCheck] = [:]
+                        for r in rows { if let c = r.check { results[r.task.id] = c } }
+                        let passed = results.values.filter(\.passed).count
+                        sink.yield(.checked(group: rows.first?.task.attempt?.group ?? "", command: command, results: results,
+                                            text: "\(command): passed in \(passed) of \(rows.count) attempts"))
+                    } catch {
+                        sink.yield(.done(error.message, isError: true, refresh: false))
+                    }
+                }
+            case .pick(let id):
+                let label = model.board.rows.first { $0.task.id == id }?.task.attempt?.label ?? id
+                report("keeping \(label)…") { (engine) async throws(AgentError) -> String in
+                    let p = try await engine.pickAttempt(id, of: id)
+                    return "kept \(label)" + (p.archived.isEmpty ? "" : "; archived \(p.archived.joined(separator: ", "))")
+                        + (p.notes.isEmpty ? "" : " (\(p.notes.joined(separator: "; ")))")
                 }
             case .openPort(let id):
                 report("forwarding the task's port…") { (engine) async throws(AgentError) -> String in
@@ -440,6 +464,14 @@ public final class Cockpit: Sendable {
                     }
                     model.mode = .form(form)
                 }
+            case .checked(let group, let command, let results, let text):
+                model.checkCommands[group] = command
+                model.checks.merge(results) { _, new in new }
+                model.message = (text, false)
+                model.tab = .compare
+                model.pane = []
+                model.paneFor = nil
+                refreshPane()
             case .confirm(let c, let why):
                 model.mode = .confirm(c)
                 model.message = (why, true)
@@ -459,9 +491,16 @@ public final class Cockpit: Sendable {
     /// The pane's lines for a tab: the agent's screen (its visible part, with colours),
     /// its scrollback, or the task's diff (each file's patch, coloured).
     static func pane(_ engine: AgentOrchestrator, tab: CockpitModel.Tab, taskID: String, conversationID: String?,
-                     running: Bool) async throws(AgentError) -> [[StyledText]]
+                     running: Bool, checks: [String: AttemptCheck] = [:]) async throws(AgentError) -> [[StyledText]]
     {
         switch tab {
+        case .compare:
+            guard let task = try? await engine.store.task(id: taskID), task.attempt != nil else {
+                return [[StyledText("one attempt only: agent-sessions tasks new --agents claude:2,codex:1 starts several")]]
+            }
+            var rows = try await engine.compareAttempts(of: taskID)
+            for i in rows.indices { rows[i].check = checks[rows[i].task.id] }
+            return CockpitView.comparison(rows, selected: taskID)
         case .preview:
             guard let conversationID else { return [[StyledText("this task has no agent")]] }
             guard running else { return [[StyledText("not running (r resumes it)")]] }

@@ -36,6 +36,10 @@ public enum CockpitCommand: Sendable, Equatable {
     case merge(taskID: String)
     /// Forward the task's port here.
     case openPort(taskID: String)
+    /// Run a check command in every attempt of the work the task is one of.
+    case check(taskID: String, command: String)
+    /// Keep this attempt of its work; the others are archived.
+    case pick(taskID: String)
     case quit
 }
 
@@ -60,6 +64,8 @@ public enum CockpitKeys {
         ("p", "push and open the pull request (gh on the host), or show the page that opens one"),
         ("M", "merge the task into its base on the host (asks first; a conflict changes nothing)"),
         ("O", "forward the task's port here (its dev server) while the cockpit runs"),
+        ("=", "attempts: run a check command in every attempt of the work (the compare tab shows it)"),
+        ("K", "attempts: keep this one (asks first); the others are archived, their branches kept"),
         ("/", "filter by title, host, project, agent, branch or state (esc clears)"),
         ("g", "ask every host afresh"),
         ("?", "this help (any key closes it)"),
@@ -89,6 +95,12 @@ public enum CockpitKeys {
                 let text = field.text
                 switch field.purpose {
                 case .send(let id), .answer(let id, _): return .send(conversationID: id, text: text)
+                case .check(let id):
+                    guard !text.trimmingCharacters(in: .whitespaces).isEmpty else {
+                        model.message = ("no check command: nothing was run", true)
+                        return nil
+                    }
+                    return .check(taskID: id, command: text)
                 }
             case .backspace:
                 if !field.text.isEmpty { field.text.removeLast() }
@@ -126,6 +138,7 @@ public enum CockpitKeys {
             case .archive(let id, _): return .archive(taskID: id)
             case .delete(let id, _, let force): return .delete(taskID: id, force: force)
             case .merge(let id, _, _): return .merge(taskID: id)
+            case .pick(let id, _): return .pick(taskID: id)
             }
         case .list:
             model.message = nil
@@ -270,7 +283,7 @@ public enum CockpitKeys {
         case (.end, _):
             model.move(Int.max / 2)
         case (.tab, []), (.tab, .shift):
-            let tabs = CockpitModel.Tab.allCases
+            let tabs = model.tabs
             let i = tabs.firstIndex(of: model.tab) ?? 0
             model.tab = tabs[(i + (press.modifiers.contains(.shift) ? tabs.count - 1 : 1)) % tabs.count]
             model.scroll = 0
@@ -338,6 +351,14 @@ public enum CockpitKeys {
         case (.character("O"), _):
             guard let row = sel?.row else { return nil }
             return .openPort(taskID: row.task.id)
+        case (.character("="), _):
+            guard let row = sel?.row, let attempt = row.task.attempt else { return notAnAttempt(&model) }
+            var field = CockpitModel.Field(.check(taskID: row.task.id))
+            field.text = model.checkCommands[attempt.group] ?? ""
+            model.mode = .field(field)
+        case (.character("K"), _):
+            guard let row = sel?.row, let attempt = row.task.attempt else { return notAnAttempt(&model) }
+            model.mode = .confirm(.pick(taskID: row.task.id, label: attempt.label))
         default:
             return nil
         }
@@ -351,6 +372,11 @@ public enum CockpitKeys {
 
     /// `text` without its control characters.
     static func printable(_ text: String) -> String { String(text.filter { !isControl($0) }) }
+
+    private static func notAnAttempt(_ model: inout CockpitModel) -> CockpitCommand? {
+        model.message = ("this task is not one of several attempts (agent-sessions tasks new --agents starts them)", true)
+        return nil
+    }
 
     private static func noAgent(_ model: inout CockpitModel) -> CockpitCommand? {
         model.message = ("this task has no agent", true)

@@ -24,6 +24,8 @@ public struct CockpitModel: Sendable {
         case diff
         /// Its scrollback.
         case log
+        /// The attempts of its work side by side (for one of several attempts).
+        case compare
     }
 
     /// A line of text the user types: a line to send, an answer, a filter.
@@ -34,6 +36,8 @@ public struct CockpitModel: Sendable {
             case send(conversationID: String)
             /// An answer to the question the agent of `conversationID` waits on.
             case answer(conversationID: String, question: String)
+            /// A check command run in every attempt of the work `taskID` is one of.
+            case check(taskID: String)
         }
 
         public var purpose: Purpose
@@ -54,6 +58,8 @@ public struct CockpitModel: Sendable {
         case archive(taskID: String, title: String)
         /// Merge the task's branch into its base.
         case merge(taskID: String, title: String, base: String)
+        /// Keep this attempt of its work and archive the others.
+        case pick(taskID: String, label: String)
     }
 
     /// The form of a new task (project, title, agent, prompt) or of a new chat in a task
@@ -161,6 +167,10 @@ public struct CockpitModel: Sendable {
     public var mode: Mode = .list
     /// A line for the status bar, and whether it is an error.
     public var message: (text: String, isError: Bool)?
+    /// The last check run in the attempts, by task id (shown in the compare tab), and
+    /// the command, by work (offered again).
+    public var checks: [String: AttemptCheck] = [:]
+    public var checkCommands: [String: String] = [:]
 
     /// A cockpit of `board`, the first item selected.
     public init(board: AgentBoard) {
@@ -169,7 +179,8 @@ public struct CockpitModel: Sendable {
         selected = first
     }
 
-    /// The list as drawn: a "needs you" group first, then each host and project.
+    /// The list as drawn: a "needs you" group first, then each host and project; the
+    /// attempts of one work not yet picked together under their title, whatever their hosts.
     public var items: [Item] {
         var needs: [Item] = []
         var groups: [String: [Item]] = [:]
@@ -181,7 +192,8 @@ public struct CockpitModel: Sendable {
                 needs += entries
                 continue
             }
-            let key = "\(row.host?.name ?? "?") / \(row.project?.name ?? "?")"
+            var key = "\(row.host?.name ?? "?") / \(row.project?.name ?? "?")"
+            if isOpenAttempt(row) { key = "attempts · \(row.task.title) · \(row.task.attempt!.group.prefix(8))" }
             if groups[key] == nil {
                 order.append(key)
                 hostOf[key] = row.host?.id
@@ -213,6 +225,20 @@ public struct CockpitModel: Sendable {
         return nil
     }
 
+    /// The pane's tabs for the selection: compare only for one of several attempts.
+    public var tabs: [Tab] {
+        selection?.row.task.attempt == nil ? Tab.allCases.filter { $0 != .compare } : Tab.allCases
+    }
+
+    /// Back to the preview when the selection has no such tab.
+    mutating func keepTab() {
+        if !tabs.contains(tab) {
+            tab = .preview
+            pane = []
+            paneFor = nil
+        }
+    }
+
     /// Moves the selection by `delta` items (headers skipped), staying in the list.
     public mutating func move(_ delta: Int) {
         let ids = items.compactMap { id(of: $0) }
@@ -225,6 +251,7 @@ public struct CockpitModel: Sendable {
         if ids[next] != selected {
             selected = ids[next]
             scroll = 0
+            keepTab()
         }
     }
 
@@ -243,6 +270,13 @@ public struct CockpitModel: Sendable {
         let old = selected.flatMap { before.firstIndex(of: $0) } ?? 0
         selected = ids.isEmpty ? nil : ids[min(old, ids.count - 1)]
         scroll = 0
+        keepTab()
+    }
+
+    /// Whether the row is one of several attempts whose work has none picked yet.
+    public func isOpenAttempt(_ row: AgentBoard.Row) -> Bool {
+        guard let a = row.task.attempt else { return false }
+        return !board.rows.contains { $0.task.attempt?.group == a.group && $0.task.attempt?.pickedAt != nil }
     }
 
     /// Whether a row passes the filter (words, each in the title, host, project, agent,
@@ -250,7 +284,7 @@ public struct CockpitModel: Sendable {
     func matches(_ row: AgentBoard.Row) -> Bool {
         let words = filter.lowercased().split(separator: " ")
         guard !words.isEmpty else { return true }
-        let hay = ([row.task.title, row.host?.name ?? "", row.project?.name ?? "", row.task.worktree.branch]
+        let hay = ([row.task.displayTitle, row.host?.name ?? "", row.project?.name ?? "", row.task.worktree.branch]
             + row.agents.flatMap { [$0.record.providerID, $0.activity?.name ?? ""] }).joined(separator: " ").lowercased()
         return words.allSatisfy { hay.contains($0) }
     }

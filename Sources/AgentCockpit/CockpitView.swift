@@ -179,7 +179,8 @@ public enum CockpitView {
         let (mark, markStyle) = self.mark(agent, hostError: row.hostError != nil)
         var c = s.write(isSelected ? "▌" : " ", row: r, column: left, style: base.with(foreground: .indexed(4)))
         c = s.write(mark + " ", row: r, column: c, style: base.with(markStyle), limit: left + width)
-        let name = first ? row.task.title : "  ↳ chat"
+        let name = !first ? "  ↳ chat" : model.isOpenAttempt(row) ? "\(row.task.attempt!.label) @ \(row.host?.name ?? "?")"
+            : row.task.title
         let agentName = agent.map { $0.record.providerID } ?? "-"
         let state = stateText(agent, row: row)
         let changed = row.filesChanged.map { "\($0)f" } ?? ""
@@ -235,6 +236,58 @@ public enum CockpitView {
         }
     }
 
+    /// The compare tab: the attempts of one work, a line each (the selected one marked):
+    /// label, host, state, time to done, files and lines changed, the last check's run.
+    static func comparison(_ rows: [AttemptComparison], selected: String) -> [[StyledText]] {
+        guard let first = rows.first else { return [[StyledText("no attempts")]] }
+        let w = first.task.worktree
+        var lines: [[StyledText]] = [[StyledText("\(rows.count) attempts at \"\(first.task.title)\" from \(w.baseRef) (\(w.baseCommit.prefix(10)))",
+                                                 TerminalStyle(bold: true))],
+                                     [StyledText("= runs a check in each · K keeps the selected one", Style.dim)], []]
+        let labelWidth = max(8, rows.map { TerminalWidth.of($0.label) }.max() ?? 0)
+        let hostWidth = max(4, rows.map { TerminalWidth.of($0.hostName) }.max() ?? 0)
+        for r in rows {
+            let fake = AgentBoard.Row(task: r.task, project: nil, host: nil, agents: r.agent.map { [$0] } ?? [], hostError: r.problem)
+            var state = stateText(r.agent, row: fake)
+            if r.task.archivedAt != nil { state = "archived" }
+            if r.task.attempt?.pickedAt != nil { state = "kept" }
+            let (mark, markStyle) = self.mark(r.agent, hostError: r.problem != nil)
+            let done = r.timeToDone.map { d in
+                let s = Int(d.components.seconds)
+                return s < 60 ? "\(s)s" : s < 3600 ? "\(s / 60)m\(s % 60)s" : "\(s / 3600)h\(s % 3600 / 60)m"
+            } ?? "-"
+            let changes = r.filesChanged.map { "\($0)f +\(r.linesAdded ?? 0) −\(r.linesRemoved ?? 0)" } ?? "?"
+            var line = [StyledText(r.task.id == selected ? "▸ " : "  ", TerminalStyle(foreground: .indexed(4))),
+                        StyledText(mark + " ", markStyle),
+                        StyledText(TerminalWidth.pad(r.label, to: labelWidth) + " ", TerminalStyle(bold: true)),
+                        StyledText(TerminalWidth.pad(r.hostName, to: hostWidth) + " ", Style.dim),
+                        StyledText(TerminalWidth.pad(state, to: 10) + " "),
+                        StyledText(TerminalWidth.pad(done, to: 7) + " ", Style.dim),
+                        StyledText(TerminalWidth.pad(changes, to: 14) + " ")]
+            if let c = r.check {
+                let secs = Double(c.duration.components.seconds) + Double(c.duration.components.attoseconds) / 1e18
+                let time = String(format: "%.1fs", secs)
+                switch c.outcome {
+                case .exited(.exited(0)): line.append(StyledText("✓ \(time)", TerminalStyle(foreground: .indexed(2))))
+                case .exited(.exited(let n)): line.append(StyledText("✕ exit \(n) \(time)", TerminalStyle(foreground: .indexed(1))))
+                case .exited(let other): line.append(StyledText("✕ \(other)", TerminalStyle(foreground: .indexed(1))))
+                case .timedOut: line.append(StyledText("✕ timed out", TerminalStyle(foreground: .indexed(1))))
+                }
+            }
+            lines.append(line)
+        }
+        // the failed checks' last lines
+        for r in rows {
+            guard let c = r.check, !c.passed, !c.output.isEmpty else { continue }
+            lines.append([])
+            lines.append([StyledText("\(r.label): \(c.command)", TerminalStyle(bold: true))])
+            for l in c.output.split(separator: "\n", omittingEmptySubsequences: false).suffix(5) {
+                lines.append([StyledText("  " + l, Style.dim)])
+            }
+        }
+        return lines
+    }
+
     /// "now", "5m", "3h", "2d": minutes at the finest, so an idle screen redraws at most once
     /// a minute.
     static func shortAgo(_ date: Date, now: Date) -> String {
@@ -250,14 +303,14 @@ public enum CockpitView {
         // the tab bar: the tabs, and whose pane it is
         s.fill(row: top, column: left, width: width, height: 1, style: Style.frame)
         var c = left
-        for tab in CockpitModel.Tab.allCases {
+        for tab in model.tabs {
             let active = tab == model.tab
             c = s.write(" \(tab.rawValue) ", row: top, column: c, style: active ? TerminalStyle(bold: true, reverse: true) : Style.frame,
                         limit: left + width)
         }
         if let sel = model.selection {
             // whose pane, and its whole state: its source and the question
-            var who = "─ " + (sel.agent.map { "\($0.record.providerID) · " } ?? "") + sel.row.task.title
+            var who = "─ " + (sel.agent.map { "\($0.record.providerID) · " } ?? "") + sel.row.task.displayTitle
             if let port = model.forwards[sel.row.task.id] { who += " · ↗ 127.0.0.1:\(port)" }
             if let pr = sel.row.pullRequest { who += " · PR \(pr.summary)" }
             if let status = sel.agent?.status, sel.row.hostError == nil {
@@ -314,6 +367,7 @@ public enum CockpitView {
             switch f.purpose {
             case .send: return prompt("send: ", f.text)
             case .answer(_, let q): return prompt(TerminalWidth.truncate(q, to: max(10, s.columns / 2)) + " › ", f.text)
+            case .check: return prompt("check in every attempt: ", f.text)
             }
         case .confirm(let c):
             let text: String
@@ -323,6 +377,7 @@ public enum CockpitView {
             case .delete(_, let t, false): text = "Delete \"\(t)\", its worktree and branch? (y/n)"
             case .delete(_, let t, true): text = "\"\(t)\" has work not pushed. Delete it anyway, losing it? (y/n)"
             case .merge(_, let t, let base): text = "Merge \"\(t)\" into \(base) on its host? (y/n)"
+            case .pick(_, let label): text = "Keep \(label) and archive the other attempts (their branches stay)? (y/n)"
             }
             s.write(text, row: row, column: 0, style: Style.error)
             return nil

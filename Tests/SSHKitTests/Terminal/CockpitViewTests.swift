@@ -91,6 +91,70 @@ struct CockpitViewTests {
         #expect(status.limitText == nil, "only a waiting agent is limited")
     }
 
+    /// The attempts of a work not yet picked are listed together under its title, each
+    /// with its label and host; = runs a check in them, K keeps one after a yes; the compare
+    /// tab shows them side by side with the last check.
+    @Test func attemptsOfOneWorkAreListedTogetherWithKeysToCheckAndKeep() {
+        var board = Self.board()
+        let h1 = board.rows[0].host!, h2 = board.rows[2].host!
+        for (i, (label, host)) in [("claude-1", h1), ("codex-1", h2)].enumerated() {
+            let task = TaskRecord(id: "a\(i)", projectID: host.id == "h1" ? "p1" : "p2", title: "Speed it up",
+                                  worktree: Worktree(name: "w\(i)", projectPath: "/src", path: "/src/wt/a\(i)", branch: "emdash/a\(i)",
+                                                     baseRef: "main", baseCommit: "abcdef1234567"),
+                                  attempt: TaskAttempt(group: "g0123456789", label: label))
+            let agent = AgentBoard.Agent(record: ConversationRecord(id: "ac\(i)", taskID: task.id, providerID: String(label.prefix(5)), kind: .main),
+                                         status: AgentStatus(activity: i == 0 ? .idle : .working, source: .hook, since: Self.now))
+            board.rows.append(.init(task: task, project: board.rows[i == 0 ? 0 : 2].project, host: host, agents: [agent],
+                                    filesChanged: i, hostError: nil))
+        }
+        var model = CockpitModel(board: board)
+        let (s, _) = CockpitView.render(model, columns: 120, rows: 30, now: Self.now)
+        let lines = s.text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let header = try! #require(lines.firstIndex { $0.contains("attempts · Speed it up · g0123456") }, "\(s.text)")
+        #expect(lines[header + 1].contains("claude-1 @ build-1") && lines[header + 2].contains("codex-1 @ build-2"), "\(s.text)")
+        #expect(!lines.contains { $0.contains("build-2 / web") && $0.contains("codex-1") })
+
+        // = on a task that is not an attempt says so
+        #expect(CockpitKeys.handle(KeyPress(.character("=")), &model) == nil)
+        #expect(model.message?.isError == true && model.message!.text.contains("not one of several attempts"))
+        #expect(!CockpitView.render(model, columns: 120, rows: 30, now: Self.now).screen.text.contains(" compare "),
+                "a task that is not an attempt has no compare tab")
+        model.selected = "ac1"
+        #expect(CockpitView.render(model, columns: 120, rows: 30, now: Self.now).screen.text.contains(" preview  diff  log  compare "))
+        #expect(CockpitKeys.handle(KeyPress(.character("=")), &model) == nil)
+        #expect(model.mode == .field(.init(.check(taskID: "a1"))))
+        #expect(CockpitKeys.handle(KeyPress(.enter), &model) == nil, "an empty check runs nothing")
+        model.mode = .field(.init(.check(taskID: "a1")))
+        for c in "make test" { _ = CockpitKeys.handle(KeyPress(.character(c)), &model) }
+        #expect(CockpitKeys.handle(KeyPress(.enter), &model) == .check(taskID: "a1", command: "make test"))
+        // a command typed once is offered again for the same work
+        model.checkCommands["g0123456789"] = "make test"
+        _ = CockpitKeys.handle(KeyPress(.character("=")), &model)
+        if case .field(let f) = model.mode { #expect(f.text == "make test") } else { Issue.record("no field") }
+        model.mode = .list
+        // K keeps after a yes, and only then
+        #expect(CockpitKeys.handle(KeyPress(.character("K"), .shift), &model) == nil)
+        #expect(model.mode == .confirm(.pick(taskID: "a1", label: "codex-1")))
+        #expect(CockpitKeys.handle(KeyPress(.character("n")), &model) == nil && model.mode == .list)
+        _ = CockpitKeys.handle(KeyPress(.character("K"), .shift), &model)
+        #expect(CockpitKeys.handle(KeyPress(.character("y")), &model) == .pick(taskID: "a1"))
+
+        // the compare tab: a line per attempt, the failed check's last lines after
+        let rows = board.rows.suffix(2).enumerated().map { i, row in
+            AttemptComparison(task: row.task, label: row.task.attempt!.label, hostName: row.host!.name, agent: row.agents[0],
+                              timeToDone: i == 0 ? .seconds(252) : nil, filesChanged: i, linesAdded: 10 * i, linesRemoved: 0,
+                              check: AttemptCheck(command: "make test", outcome: .exited(.exited(i == 0 ? 0 : 2)), duration: .milliseconds(1500),
+                                                  output: i == 0 ? "ok" : "FAIL: speed_test"))
+        }
+        let text = CockpitView.comparison(Array(rows), selected: "a1").map { $0.map(\.text).joined() }
+        #expect(text[0] == "2 attempts at \"Speed it up\" from main (abcdef1234)")
+        let first = try! #require(text.first { $0.contains("claude-1") }), second = try! #require(text.first { $0.contains("codex-1") })
+        #expect(first.contains("idle") && first.contains("4m12s") && first.contains("0f +0 −0") && first.contains("✓ 1.5s"), "\(first)")
+        #expect(second.hasPrefix("▸") && second.contains("working") && second.contains("1f +10 −0") && second.contains("✕ exit 2 1.5s"), "\(second)")
+        #expect(text.suffix(2) == ["codex-1: make test", "  FAIL: speed_test"], "\(text)")
+        #expect(!text.contains { $0.contains("claude-1: make test") }, "a passed check's output is not repeated")
+    }
+
     @Test func aboveAndBelowOnASmallTerminal() {
         let model = CockpitModel(board: Self.board())
         let (s, _) = CockpitView.render(model, columns: 60, rows: 20, now: Self.now)
