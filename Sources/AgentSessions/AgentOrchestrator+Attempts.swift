@@ -203,49 +203,59 @@ extension AgentOrchestrator {
         var notes = base.notes
 
         // each host's project of the repository, with the base commit there
-        let prepared = await withTaskGroup(of: (Int, Result<(ProjectRecord, [String]), AgentError>).self) { group in
+        var prepared: [(Int, Result<(ProjectRecord, [String]), AgentError>)] = []
+        await withTaskGroup(of: (Int, Result<(ProjectRecord, [String]), AgentError>).self) { group in
             for (i, host) in hosts.enumerated() {
                 group.addTask {
-                    do throws(AgentError) {
-                        return (i, .success(try await self.prepareForAttempts(host, project: project, home: home, projectPath: projectPath,
-                                                                              identity: identity, commit: base.commit,
-                                                                              cloneWhereMissing: cloneWhereMissing)))
-                    } catch {
-                        return (i, .failure(error))
-                    }
+                    await (i, Self.outcome { () async throws(AgentError) -> (ProjectRecord, [String]) in
+                        try await self.prepareForAttempts(host, project: project, home: home, projectPath: projectPath,
+                                                          identity: identity, commit: base.commit, cloneWhereMissing: cloneWhereMissing)
+                    })
                 }
             }
-            var out: [Int: Result<(ProjectRecord, [String]), AgentError>] = [:]
-            for await (i, r) in group { out[i] = r }
-            return out
+            for await r in group { prepared.append(r) }
         }
         var projects: [ProjectRecord] = []
-        for i in hosts.indices {
-            switch prepared[i]! {
+        for (_, r) in prepared.sorted(by: { $0.0 < $1.0 }) {
+            switch r {
             case .success(let (p, said)):
                 projects.append(p)
                 notes += said
             case .failure(let e): throw e
             }
         }
+        guard projects.count == hosts.count else { throw AgentError(.invalidArgument, "a host was not prepared") }
 
         // which host can start which agent, then each attempt to the least busy of those
+        var checked: [(Int, Result<[AgentError?], AgentError>)] = []
+        let wantedProviders = providers
+        await withTaskGroup(of: (Int, Result<[AgentError?], AgentError>).self) { group in
+            for (i, host) in hosts.enumerated() {
+                group.addTask {
+                    await (i, Self.outcome { () async throws(AgentError) -> [AgentError?] in
+                        try await self.onHost(host) { h in
+                            var refusals: [AgentError?] = []
+                            for p in wantedProviders {
+                                do throws(AgentError) {
+                                    try await self.checkCanStart(p, on: h, named: host.name)
+                                    refusals.append(nil)
+                                } catch {
+                                    refusals.append(error)
+                                }
+                            }
+                            return refusals
+                        }
+                    })
+                }
+            }
+            for await r in group { checked.append(r) }
+        }
         var usable: [[Bool]] = Array(repeating: [], count: hosts.count)
         var refusals: [String: AgentError] = [:]
-        for (i, host) in hosts.enumerated() {
-            usable[i] = try await onHost(host) { h in
-                var can: [Bool] = []
-                for p in providers {
-                    do throws(AgentError) {
-                        try await checkCanStart(p, on: h, named: host.name)
-                        can.append(true)
-                    } catch {
-                        if refusals[p.id] == nil { refusals[p.id] = error }
-                        can.append(false)
-                    }
-                }
-                return can
-            }
+        for (i, r) in checked.sorted(by: { $0.0 < $1.0 }) {
+            let each = try r.get()
+            usable[i] = each.map { $0 == nil }
+            for (k, e) in each.enumerated() where e != nil && refusals[providers[k].id] == nil { refusals[providers[k].id] = e }
         }
         var load = Array(repeating: 0, count: hosts.count)
         var plan: [(label: String, provider: AgentProvider, host: Int)] = []
@@ -263,24 +273,21 @@ extension AgentOrchestrator {
 
         // every attempt at once (the hosts' connections and their MaxSessions bound it)
         let group = AgentIDs.make(), chosen = projects, targets = hosts
-        let results = await withTaskGroup(of: (Int, Result<TaskRecord, AgentError>).self) { tasks in
+        var results: [(Int, Result<TaskRecord, AgentError>)] = []
+        await withTaskGroup(of: (Int, Result<TaskRecord, AgentError>).self) { tasks in
             for (n, item) in plan.enumerated() {
                 tasks.addTask {
-                    do throws(AgentError) {
-                        let made = try await self.makeTask(project: chosen[item.host], on: targets[item.host], title: title,
-                                                           provider: item.provider, prompt: prompt, autoApprove: autoApprove,
-                                                           baseRef: base.commit, fetchBase: false,
-                                                           attempt: TaskAttempt(group: group, label: item.label), baseName: base.ref)
-                        return (n, .success(made.task))
-                    } catch {
-                        return (n, .failure(error))
-                    }
+                    await (n, Self.outcome { () async throws(AgentError) -> TaskRecord in
+                        try await self.makeTask(project: chosen[item.host], on: targets[item.host], title: title,
+                                                provider: item.provider, prompt: prompt, autoApprove: autoApprove,
+                                                baseRef: base.commit, fetchBase: false,
+                                                attempt: TaskAttempt(group: group, label: item.label), baseName: base.ref).task
+                    })
                 }
             }
-            var out: [(Int, Result<TaskRecord, AgentError>)] = []
-            for await r in tasks { out.append(r) }
-            return out.sorted { $0.0 < $1.0 }
+            for await r in tasks { results.append(r) }
         }
+        results.sort { $0.0 < $1.0 }
         var launch = AttemptLaunch(group: group, baseRef: base.ref, baseCommit: base.commit, started: [], failed: [], notes: notes)
         for (n, r) in results {
             switch r {
@@ -361,6 +368,15 @@ extension AgentOrchestrator {
         guard made == .exited(0), taken == .exited(0) else {
             throw AgentError(.gitFailed, "cannot send the base \(commit.prefix(10)) from \(source.name) to \(target.name)",
                              detail: Self.lastLines(said + "\n" + heard))
+        }
+    }
+
+    /// What `body` returned or threw.
+    static func outcome<T>(_ body: () async throws(AgentError) -> T) async -> Result<T, AgentError> {
+        do throws(AgentError) {
+            return .success(try await body())
+        } catch {
+            return .failure(error)
         }
     }
 

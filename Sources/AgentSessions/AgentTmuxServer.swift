@@ -216,72 +216,63 @@ public struct AgentTmuxServer: Sendable {
     }
 }
 
-/// Watching a pane's output as it happens.
+/// Watching a pane from the host: a loop there asks tmux for the pane's screen every few
+/// milliseconds and says only what matters (found, changed, ended), over one channel.
+///
+/// Not a tmux control-mode client: tmux (3.3a and later releases alike) crashes its whole
+/// server, every session with it, when a control-mode notification (a session made or
+/// closed, another client detaching) reaches a control client that has connected but not
+/// yet finished identifying itself. Clients that only run a command, as these loops do,
+/// never get those notifications.
 extension AgentTmuxServer {
-    /// Waits until the pane of the session `name` shows `text`, seen as the output happens rather
-    /// than by asking again and again: a read-only tmux control-mode client
-    /// (`tmux -C attach -r`, which neither types nor resizes) streams the pane's output
-    /// over one channel, and the screen is asked through the same client once it is
-    /// attached, so nothing printed before is missed. Text split across
-    /// two writes of the agent is found too.
-    /// The screen and whether the pane's program ended are asked again every second
-    /// through the same client: text drawn with escape sequences inside it is found on
-    /// the screen, and an agent that ended ends the wait.
+    /// Arguments: the socket, the pane, the text, the most polls. Exit 0: shown; 3: no such
+    /// session; 4: the pane's program ended; 5: polled out. The first 50 polls 10 ms
+    /// apart, then 50 ms; the screen and the last 2,000 lines above it are looked in, so
+    /// text that scrolled away between two polls is found too. It ends when its input
+    /// ends (the channel closed: a background `cat` of it, given it explicitly, as an
+    /// asynchronous list's own input is /dev/null).
+    static let waitScript = #"""
+        S=$1 P=$2 N=$3 most=$4 n=0
+        exec 3<&0; { cat <&3 >/dev/null 2>&1; kill $$ 2>/dev/null; } & exec 3<&-
+        while [ $n -lt "$most" ]; do
+            out=$(tmux -L "$S" -f /dev/null capture-pane -p -J -S -2000 -t "$P" \; display-message -p -t "$P" 'sshkit-pane-dead:#{pane_dead}' 2>/dev/null) || exit 3
+            case $out in *"$N"*) exit 0 ;; esac
+            case $out in *'sshkit-pane-dead:1') exit 4 ;; esac
+            n=$((n + 1))
+            if [ $n -lt 50 ]; then sleep 0.01; else sleep 0.05; fi
+        done
+        exit 5
+        """#
+
+    /// Waits until the pane of the session `name` shows `text` (on its screen, or in the
+    /// 2,000 lines above it), looked at on the host every 10 ms at first, then every
+    /// 50 ms, over one channel. Text split across two writes of the agent is found.
     /// - Returns: true once shown; false when the agent ended, the session is not there,
-    ///   or `timeout` passed first. The client is gone when this returns.
+    ///   or `timeout` passed first. Nothing of the wait runs on the host when this returns.
     /// - Throws: `transport`; `cancelled`.
     public func waitForOutput(of name: String, containing text: String, timeout: Duration = .seconds(30))
         async throws(AgentError) -> Bool
     {
-        let needle = Array(text.utf8)
-        guard !needle.isEmpty else { return true }
-        let process = try await controlClient(of: name, while: "watching the output of \(name)")
+        guard !text.isEmpty else { return true }
+        let most = Int(timeout.components.seconds) * 20 + 60
+        let process: TransportProcess
+        do {
+            process = try await shell.transport.startProcess("/bin/sh", arguments: ["-c", Self.waitScript, "sh", socket, Self.pane(name),
+                                                                                    text, String(most)], environment: [:])
+        } catch {
+            throw AgentError(error, while: "watching the output of \(name)")
+        }
         defer {
             process.input.finish()
             process.cancel()
         }
-        let pane = Self.pane(name)
-        let look = "capture-pane -p -J -t \(pane)\ndisplay-message -p -t \(pane) '\(ControlModeScanner.deadMark)#{pane_dead}'\n"
         let seen = await Deadline.run(timeout) { () async throws(AgentError) -> Bool in
-            await withTaskGroup(of: Bool?.self) { group in
-                group.addTask {
-                    var scanner = ControlModeScanner(needle: needle)
-                    var asked = false
-                    for await chunk in process.stdout {
-                        if let found = scanner.feed(chunk) { return found }
-                        if scanner.isAttached && !asked {
-                            // the screen is asked once attached: asked before, it could miss what
-                            // the agent printed between the answer and the attach
-                            asked = true
-                            do {
-                                try await process.input.write(look)
-                            } catch {
-                                return false // the client ended
-                            }
-                        }
-                    }
-                    return false
-                }
-                group.addTask {
-                    // again every second: text drawn with escape sequences inside it is found on
-                    // the screen only, and a pane whose agent ended says nothing in control mode
-                    while true {
-                        try? await Task.sleep(for: .seconds(1))
-                        if Task.isCancelled { return nil }
-                        do {
-                            try await process.input.write(look)
-                        } catch {
-                            return nil
-                        }
-                    }
-                }
-                for await r in group {
-                    if let r {
-                        group.cancelAll()
-                        return r
-                    }
-                }
-                return false
+            do {
+                return try await process.exitStatus() == .exited(0)
+            } catch let e as TransportError {
+                throw AgentError(e, while: "watching the output of \(name)")
+            } catch {
+                throw AgentError(.cancelled, "watching the output of \(name) was cancelled")
             }
         }
         switch seen {
@@ -294,247 +285,85 @@ extension AgentTmuxServer {
 
 /// Following a pane's screen as it changes.
 extension AgentTmuxServer {
-    /// A read-only tmux control-mode client of the session `name` (`tmux -C attach -r`:
-    /// it neither types nor resizes): the pane's output as notifications, and commands
-    /// answered over the same channel. The caller finishes its input and cancels it.
-    func controlClient(of name: String, while what: String) async throws(AgentError) -> TransportProcess {
-        do {
-            return try await shell.transport.startProcess("tmux", arguments: ["-L", socket, "-f", "/dev/null", "-C",
-                                                                         "attach-session", "-r", "-t", "=" + name],
-                                                      environment: [:])
-        } catch {
-            throw AgentError(error, while: what)
-        }
-    }
+    /// Arguments: the socket, the pane, the spacing in seconds. Prints `sshkit-screen N`,
+    /// then the screen's N bytes and a newline, at once and after each change; asks every
+    /// spacing while the screen changed in the last second, else every 200 ms. Exit 3: no
+    /// such session (the first time: it was never there). It ends when its input ends.
+    static let followScript = #"""
+        S=$1 P=$2 fast=$3 prev= idle=0 first=1
+        export LC_ALL=C
+        exec 3<&0; { cat <&3 >/dev/null 2>&1; kill $$ 2>/dev/null; } & exec 3<&-
+        while :; do
+            cur=$(tmux -L "$S" -f /dev/null capture-pane -p -e -J -S -0 -t "$P" 2>/dev/null) || exit 3
+            if [ "$first" = 1 ] || [ "$cur" != "$prev" ]; then
+                printf 'sshkit-screen %s\n%s\n' "${#cur}" "$cur" || exit 0
+                prev=$cur idle=0 first=0
+            else
+                idle=$((idle + 1))
+            fi
+            if [ "$idle" -lt 25 ]; then sleep "$fast"; else sleep 0.2; fi
+        done
+        """#
 
     /// Gives the visible screen of the session `name` (with colours, wrapped lines joined,
-    /// as `capture(name, lines: 0)`) once at the start and again each time the pane
-    /// printed or was resized, until the session ends or the task is cancelled. One
-    /// read-only control-mode client does it all over one channel: it tells when the pane
-    /// printed (`%output`), and the screen is asked through it, so nothing is asked while
-    /// nothing changes. At most one capture is in flight and they are at least
-    /// `spacing` apart, so an agent that prints without a pause costs a screen per
-    /// `spacing`, never a capture per write.
+    /// as `capture(name, lines: 0)`) once at the start and again each time it changed,
+    /// until the session ends or the task is cancelled. A loop on the host compares each
+    /// screen with the last and sends only a changed one, over one channel: nothing
+    /// crosses the network while the screen stays as it is. It looks every `spacing`
+    /// while the screen changes, every 200 ms once it was still for a second.
     /// - Throws: `sessionNotRunning` when the session is not there; `transport`; `cancelled`.
     public func followScreen(of name: String, spacing: Duration = .milliseconds(40),
                              _ screen: @Sendable (String) async -> Void) async throws(AgentError)
     {
-        let process = try await controlClient(of: name, while: "following the screen of \(name)")
+        let seconds = Double(spacing.components.seconds) + Double(spacing.components.attoseconds) / 1e18
+        let process: TransportProcess
+        do {
+            process = try await shell.transport.startProcess("/bin/sh", arguments: ["-c", Self.followScript, "sh", socket, Self.pane(name),
+                                                                                    String(format: "%.3f", max(0.01, seconds))],
+                                                             environment: [:])
+        } catch {
+            throw AgentError(error, while: "following the screen of \(name)")
+        }
         defer {
             process.input.finish()
             process.cancel()
         }
-        let ask = "capture-pane -p -e -J -S -0 -t \(Self.pane(name))\n"
-        var reader = ControlModeReader()
-        var attached = false
-        var asked = false // a capture is in flight
-        var dirty = false // the pane changed since the capture in flight was asked
-        var lastAsk = ContinuousClock.now - .seconds(1)
-        var later: Task<Void, Never>?
-        defer { later?.cancel() }
-        let input = process.input
-        func askNow() async throws(AgentError) {
-            asked = true
-            dirty = false
-            lastAsk = .now
-            do {
-                try await input.write(ask)
-            } catch {
-                throw AgentError(.sessionNotRunning, "the session \(name) on \(displayName) ended")
-            }
-        }
-        // a change too soon after the last capture is asked about once the spacing passed:
-        // a wake-up line sent then (`display-message` echoes it back) asks for it
-        let wake = "sshkit-follow-wake"
-        func askSoon() async throws(AgentError) {
-            if ContinuousClock.now - lastAsk >= spacing {
-                try await askNow()
-                return
-            }
-            asked = true // the wake-up stands for the capture to come
-            let wait = spacing - (ContinuousClock.now - lastAsk)
-            later = Task {
-                try? await Task.sleep(for: wait)
-                if !Task.isCancelled { try? await input.write("display-message -p \(wake)\n") }
-            }
-        }
+        var reader = ScreenFrameReader()
+        var shown = false
         for await chunk in process.stdout {
-            for event in reader.feed(chunk) {
-                switch event {
-                case .attached:
-                    attached = true
-                    try await askNow()
-                case .changed:
-                    guard attached else { continue }
-                    if asked {
-                        dirty = true
-                    } else {
-                        try await askSoon()
-                    }
-                case .reply(let lines, let failed):
-                    if lines == [wake] {
-                        try await askNow()
-                        continue
-                    }
-                    guard asked else { continue } // the attach's own reply
-                    asked = false
-                    if failed {
-                        throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(displayName)",
-                                         detail: lines.joined(separator: "\n"))
-                    }
-                    await screen(lines.joined(separator: "\n"))
-                    if dirty { try await askSoon() }
-                case .exit:
-                    if !attached {
-                        throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(displayName)")
-                    }
-                    return
-                }
+            for frame in reader.feed(chunk) {
+                shown = true
+                await screen(frame)
             }
             if Task.isCancelled { throw AgentError(.cancelled, "following the screen of \(name) was cancelled") }
         }
         if Task.isCancelled { throw AgentError(.cancelled, "following the screen of \(name) was cancelled") }
-        if !attached {
+        if !shown {
             throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(displayName)")
         }
     }
 }
 
-/// Reads tmux control mode's output as events: the client attached, the pane printed or
-/// its layout changed, a command's reply (its lines, and whether it was `%error`), the
-/// client ended. A reply ends only at the `%end` or `%error` line that carries its
-/// `%begin`'s time and number, so a pane line that looks like one does not end it.
-struct ControlModeReader {
-    enum Event: Equatable {
-        case attached
-        case changed
-        case reply([String], failed: Bool)
-        case exit
-    }
+/// Reads the frames `followScript` prints: `sshkit-screen N`, then N bytes of screen and a
+/// newline. The byte count, not a closing line, ends a screen, so any text on it is
+/// taken as it is; frames split across reads are joined.
+struct ScreenFrameReader {
+    private var buffer: [UInt8] = []
 
-    private var line: [UInt8] = []
-    private var reply: (guard: String, lines: [String])?
-
-    mutating func feed(_ chunk: [UInt8]) -> [Event] {
-        var events: [Event] = []
-        for byte in chunk {
-            guard byte == UInt8(ascii: "\n") else {
-                line.append(byte)
+    mutating func feed(_ chunk: [UInt8]) -> [String] {
+        buffer += chunk
+        var frames: [String] = []
+        while let nl = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+            let header = String(decoding: buffer[..<nl], as: UTF8.self)
+            guard header.hasPrefix("sshkit-screen "), let n = Int(header.dropFirst(14)), n >= 0 else {
+                buffer.removeSubrange(...nl) // not a header: skipped
                 continue
             }
-            if let e = take(String(decoding: line, as: UTF8.self)) { events.append(e) }
-            line.removeAll(keepingCapacity: true)
+            let start = nl + 1
+            guard buffer.count >= start + n + 1 else { break }
+            frames.append(String(decoding: buffer[start ..< start + n], as: UTF8.self))
+            buffer.removeSubrange(..<(start + n + 1))
         }
-        return events
-    }
-
-    private mutating func take(_ line: String) -> Event? {
-        if var open = reply {
-            // "%end|%error <time> <number> <flags>": the same time and number as its %begin
-            for (mark, failed) in [("%end ", false), ("%error ", true)] where line.hasPrefix(mark) {
-                if line.dropFirst(mark.count).hasPrefix(open.guard) {
-                    reply = nil
-                    return .reply(open.lines, failed: failed)
-                }
-            }
-            open.lines.append(line)
-            reply = open
-            return nil
-        }
-        if line.hasPrefix("%begin ") {
-            let fields = line.split(separator: " ")
-            reply = (fields.count >= 3 ? "\(fields[1]) \(fields[2]) " : "", [])
-            return nil
-        }
-        if line.hasPrefix("%output ") || line.hasPrefix("%extended-output ") || line.hasPrefix("%layout-change ") {
-            return .changed
-        }
-        if line.hasPrefix("%session-changed ") { return .attached }
-        if line.hasPrefix("%exit") { return .exit }
-        return nil
-    }
-}
-
-/// Reads tmux control mode's output for a text: in the reply to a command (between
-/// `%begin` and `%end`) line by line, in `%output` notifications as the pane's bytes
-/// (octal escapes undone) kept across notifications.
-struct ControlModeScanner {
-    let needle: [UInt8]
-    private var line: [UInt8] = []
-    private var inReply = false
-    private var output: [UInt8] = []
-    /// The line a reply carries when the pane's program ended (`#{pane_dead}` after it).
-    static let deadMark = "sshkit-pane-dead:"
-    /// The client is attached (tmux said `%session-changed`): from here on, every byte the
-    /// pane prints comes as `%output`.
-    private(set) var isAttached = false
-
-    init(needle: [UInt8]) { self.needle = needle }
-
-    /// Feeds a chunk: true once the text was seen, false when the client ended (`%exit`)
-    /// or a reply says the pane's program ended, nil to read on.
-    mutating func feed(_ chunk: [UInt8]) -> Bool? {
-        for byte in chunk {
-            guard byte == UInt8(ascii: "\n") else {
-                line.append(byte)
-                continue
-            }
-            defer { line.removeAll(keepingCapacity: true) }
-            if let verdict = take(line) { return verdict }
-        }
-        return nil
-    }
-
-    private mutating func take(_ line: [UInt8]) -> Bool? {
-        if line.starts(with: Array("%begin ".utf8)) {
-            inReply = true
-        } else if line.starts(with: Array("%end ".utf8)) || line.starts(with: Array("%error ".utf8)) {
-            inReply = false
-        } else if inReply {
-            if Self.contains(line, needle) { return true }
-            if line.elementsEqual(Array((Self.deadMark + "1").utf8)) { return false }
-        } else if line.starts(with: Array("%output ".utf8)) {
-            // %output %<pane> <escaped bytes>
-            guard let space = line.dropFirst(8).firstIndex(of: UInt8(ascii: " ")) else { return nil }
-            output += Self.unescape(line[(space + 1)...])
-            if Self.contains(output, needle) { return true }
-            if output.count > 65536 + needle.count { output.removeFirst(output.count - needle.count) }
-        } else if line.starts(with: Array("%session-changed ".utf8)) {
-            isAttached = true
-        } else if line.starts(with: Array("%exit".utf8)) {
-            return false
-        }
-        return nil
-    }
-
-    /// tmux escapes bytes below space, and the backslash, as `\ooo`.
-    static func unescape(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
-        var i = bytes.startIndex
-        while i < bytes.endIndex {
-            let b = bytes[i]
-            if b == UInt8(ascii: "\\"), bytes.distance(from: i, to: bytes.endIndex) >= 4 {
-                let digits = bytes[(i + 1)...(i + 3)]
-                if digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "7") }) {
-                    out.append(digits.reduce(0) { $0 &* 8 &+ ($1 - UInt8(ascii: "0")) })
-                    i += 4
-                    continue
-                }
-            }
-            out.append(b)
-            i += 1
-        }
-        return out
-    }
-
-    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
-        guard needle.count <= haystack.count else { return false }
-        var i = 0
-        while i + needle.count <= haystack.count {
-            if haystack[i] == needle[0] && haystack[i..<(i + needle.count)].elementsEqual(needle) { return true }
-            i += 1
-        }
-        return false
+        return frames
     }
 }

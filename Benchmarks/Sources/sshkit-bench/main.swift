@@ -396,6 +396,9 @@ func runBenchmarks() async -> Int32 {
         if only == nil || only == "fetch" {
             try await benchFetch(fixture, rounds: quick ? 5 : 20)
         }
+        if only == nil || only == "attempts" {
+            try await benchAttempts(fixture, rounds: quick ? 3 : 10)
+        }
     } catch {
         out("benchmark failed: \(error)")
         return 1

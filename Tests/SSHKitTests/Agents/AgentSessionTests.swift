@@ -73,6 +73,52 @@ struct AgentSessionTests {
     }
 
     /// Stops the private tmux server of a test.
+    /// Whether, within a few seconds, no loop of the host's watching (`marker`: a word of its
+    /// script, which is in its command line with the tmux socket) runs on the host.
+    static func nothingLeft(_ marker: String, _ host: AgentHost, _ t: SSHTransport) async -> Bool {
+        await eventually(10) { () async -> Bool? in
+            let r = try? await t.runProcess("/bin/sh", "-c", "pgrep -f -- \"$1.* sh $2 \" | wc -l", "sh", marker, host.tmuxSocket)
+            return r?.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines) == "0" ? true : nil
+        } == true
+    }
+
+    /// The host's tmux server survives its sessions being made and closed while screens
+    /// are followed and outputs waited for, over and over (tmux crashes its server when a
+    /// control-mode client that is still identifying itself is told of such a change; the
+    /// watching here uses none).
+    @Test func theTmuxServerSurvivesSessionsComingAndGoingWhileScreensAreWatched() async throws {
+        let t = SSHTransport(configuration: Self.server.configuration())
+        let host = Self.host(t, socket: Self.socketName())
+        defer { Task { await Self.killServer(host); await t.close() } }
+        let keeper = try await host.startAgent(try Self.spec(binary: "fake-ticker"))
+        let name = try #require(keeper.tmuxName)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                // sessions made and closed, and clients attaching and detaching
+                for i in 0..<40 {
+                    _ = try await t.runProcess("/bin/sh", "-c", #"tmux -L "$1" -f /dev/null new-session -d -s "churn-$2" sleep 60 \; kill-session -t "=churn-$2""#,
+                                               "sh", host.tmuxSocket, "\(i)")
+                }
+            }
+            for _ in 0..<3 {
+                group.addTask {
+                    for _ in 0..<8 {
+                        let follow = Task { try await host.tmux.followScreen(of: name) { _ in } }
+                        _ = try await host.waitForOutput(of: keeper, containing: "tick", timeout: .seconds(10))
+                        try await Task.sleep(for: .milliseconds(Int.random(in: 5...40)))
+                        follow.cancel()
+                        _ = await follow.result
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await host.tmux.session(named: name) != nil, "the tmux server (and its agent) is gone")
+        #expect(await Self.nothingLeft("sshkit-screen", host, t))
+        #expect(await Self.nothingLeft("sshkit-pane-dead", host, t))
+        try await host.stop(keeper)
+    }
+
     static func killServer(_ host: AgentHost) async {
         _ = try? await host.transport.runProcess("tmux", "-L", host.tmuxSocket, "kill-server")
     }
@@ -245,9 +291,9 @@ struct AgentSessionTests {
         try await host.stop(session)
     }
 
-    /// The first output of an agent, seen as it happens through a read-only control-mode
-    /// client: what was on the screen before it attached, output to come, a text that
-    /// never shows (false at the deadline), and no client left behind either way.
+    /// The first output of an agent, looked for on the host: what was on the screen
+    /// before, output to come, a text that never shows (false at the deadline), and
+    /// nothing of the wait left running on the host either way.
     @Test func outputIsSeenAsItHappensAndTheWatcherLeavesNothing() async throws {
         let t = SSHTransport(configuration: Self.server.configuration())
         let host = Self.host(t, socket: Self.socketName())
@@ -288,14 +334,15 @@ struct AgentSessionTests {
         let asked = ContinuousClock.now
         #expect(try await !host.waitForOutput(of: gone, containing: "x", timeout: .seconds(20)))
         #expect(ContinuousClock.now - asked < .seconds(15), "a missing session is no wait")
+        #expect(await Self.nothingLeft("sshkit-pane-dead", host, t), "a wait's loop was left running on the host")
         try await host.stop(session)
     }
 
     /// Following a screen: the screen as it is at once, then each change (the ticks in
     /// order, each screen newer than the one before), no resize of the agent's window, an
     /// agent that prints without a pause costing at most a screen per spacing, the end of
-    /// the session ending the follow, a missing session an error at once, and no
-    /// control-mode client left behind.
+    /// the session ending the follow, a missing session an error at once, and nothing of
+    /// it left running on the host.
     @Test func aScreenIsFollowedAsItChangesAndTheFollowerLeavesNothing() async throws {
         let t = SSHTransport(configuration: Self.server.configuration())
         let host = Self.host(t, socket: Self.socketName())
@@ -321,10 +368,7 @@ struct AgentSessionTests {
         #expect(zip(got, got.dropFirst()).allSatisfy { lastTick($0) <= lastTick($1) })
         #expect(try await size() == before, "the follower resized the window")
         follower.cancel()
-        #expect(await eventually { () async -> Bool? in
-            let r = try? await t.runProcess("tmux", "-L", host.tmuxSocket, "list-clients")
-            return r?.stdoutString.isEmpty == true ? true : nil
-        } == true, "a control-mode client was left attached")
+        #expect(await Self.nothingLeft("sshkit-screen", host, t), "the follow's loop was left running on the host")
         try await host.stop(session)
 
         // without a pause: a screen per spacing at most

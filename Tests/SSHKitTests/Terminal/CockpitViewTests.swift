@@ -298,19 +298,15 @@ struct CockpitViewTests {
         #expect(CockpitView.render(model, columns: 80, rows: 24).screen.text.contains("no tasks: start one"))
     }
 
-    /// The control-mode reader the preview follows a screen with: a reply ends only at the
-    /// `%end` of its own `%begin` (a screen line that looks like one stays in the screen),
-    /// `%error` marks a failed reply, output and layout changes are changes, and lines
-    /// split across reads are joined.
-    @Test func controlModeRepliesEndOnlyAtTheirOwnEnd() {
-        var reader = ControlModeReader()
-        var events = reader.feed(Array("%begin 100 1 0\n%end 100 1 0\n%session-changed $0 main\n".utf8))
-        #expect(events == [.reply([], failed: false), .attached])
-        events = reader.feed(Array("%output %0 hello\\015\\012\n%begin 101 2 1\nfirst line\n%end 99 7 1\nthi".utf8))
-        #expect(events == [.changed])
-        events = reader.feed(Array("rd\n%end 101 2 1\n%layout-change @0 abcd,80x24,0,0,0 abcd,80x24,0,0,0 *\n".utf8))
-        #expect(events == [.reply(["first line", "%end 99 7 1", "third"], failed: false), .changed])
-        events = reader.feed(Array("%begin 102 3 1\ncan't find pane: %9\n%error 102 3 1\n%exit\n".utf8))
-        #expect(events == [.reply(["can't find pane: %9"], failed: true), .exit])
+    /// The frames of the host's loop the preview follows a screen with: a byte count ends
+    /// a screen (a line in it that looks like a header stays in it), frames split across
+    /// reads are joined, and an empty screen is a frame too.
+    @Test func screenFramesEndAtTheirByteCount() {
+        var reader = ScreenFrameReader()
+        #expect(reader.feed(Array("sshkit-screen 5\nhello\nsshkit-scr".utf8)) == ["hello"])
+        #expect(reader.feed(Array("een 31\nline\nsshkit-screen 3\n\u{1B}[1mxy".utf8)) == [])
+        #expect(reader.feed(Array("z\u{1B}[0\nsshkit-screen 0\n\n".utf8))
+                == ["line\nsshkit-screen 3\n\u{1B}[1mxyz\u{1B}[0", ""])
+        #expect(reader.feed(Array("noise\nsshkit-screen 2\nok\n".utf8)) == ["ok"])
     }
 }
