@@ -128,8 +128,8 @@ extension AgentOrchestrator {
     }
 
     /// A running agent's visible screen (with its escape sequences), first as it is and
-    /// then each time it changes, as the output happens on the host (a tmux control-mode
-    /// client tells when the pane printed; nothing is asked while nothing changes). The
+    /// then each time it changes (a loop on the host compares each screen with the last
+    /// and sends only a changed one; see `AgentTmuxServer.followScreen`). The
     /// stream ends with the agent's session, after a failure (given as its last element),
     /// or when the consumer stops reading.
     public func followScreen(of conversationID: String) -> AsyncStream<Result<String, AgentError>> {

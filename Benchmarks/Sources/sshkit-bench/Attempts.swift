@@ -151,6 +151,15 @@ func benchAttempts(_ f: Fixture, rounds: Int) async throws {
             }
         }
     }
+    // what compare does besides the check: each attempt's status (the hosts' watchers) and
+    // changes against the base
+    var bare: [Double] = []
+    for round in -1..<rounds {
+        let s = now()
+        let rows = try await engine.compareAttempts(of: kept[0].id)
+        guard rows.count == attemptCount, rows.allSatisfy({ $0.filesChanged != nil }) else { throw BenchError("compare failed") }
+        if round >= 0 { bare.append(now() - s) }
+    }
     try await clear()
     await engine.close()
     _ = try? await run(setup, "for s in 0 1 2 3; do tmux -L bench-attempts-$s kill-server 2>/dev/null; done; rm -rf \"$HOME/bench-attempts\"")
@@ -175,6 +184,7 @@ func benchAttempts(_ f: Fixture, rounds: Int) async throws {
             out("| \(name): \(impl) | \(fmt(median(xs))) | \(fmt(percentile(xs, 0.9))) | \(String(format: "%.2fx", median(xs) / base)) |")
         }
     }
+    out("compareAttempts without a check (status and changes of the \(attemptCount) attempts): median \(fmt(median(bare))) ms, p90 \(fmt(percentile(bare, 0.9)))")
     out("\(rounds) rounds, implementations alternating")
     out("attempts: done")
 }

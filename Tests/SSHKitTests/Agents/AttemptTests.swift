@@ -112,6 +112,9 @@ import Testing
         #expect(try json(try u.ok(["tasks", "show", "Fix it", "--json"]))["id"] as? String == second.id)
         let again = try u.fails(["tasks", "pick", String(group.prefix(8)), "amp-1"], 64)
         #expect(again.contains("amp-2 was picked already"), "\(again)")
+        // the agents' servers go now, not when the process happens to end
+        _ = try? await u.transport.runProcess("tmux", "-L", u.socket + "-b", "kill-server")
+        _ = try? await u.transport.runProcess("tmux", "-L", u.socket, "kill-server")
     }
 
     @Test func badAttemptsAreRefusedBeforeAnythingIsMade() async throws {
@@ -156,6 +159,8 @@ import Testing
         let single = try u.fails(["tasks", "compare", "single"], 3)
         #expect(single.contains("not one of several attempts"), "\(single)")
         try u.fails(["tasks", "compare", "t", "--check", " "], 64)
+        _ = try? await u.transport.runProcess("tmux", "-L", u.socket + "-b", "kill-server")
+        _ = try? await u.transport.runProcess("tmux", "-L", u.socket, "kill-server")
     }
 }
 
