@@ -17,8 +17,10 @@ struct TierTests {
         var suites = 0
         for f in Self.testFiles {
             let text = try String(contentsOfFile: f, encoding: .utf8)
-            for line in text.split(separator: "\n") where line.trimmingCharacters(in: .whitespaces).hasPrefix("@Suite(") {
+            for line in text.split(separator: "\n") where line.trimmingCharacters(in: .whitespaces).hasPrefix("@Suite") {
                 suites += 1
+                // a bare `@Suite` names no tier at all
+                #expect(line.trimmingCharacters(in: .whitespaces).hasPrefix("@Suite("), "\(f): a suite names its tier: \(line)")
                 let named = Self.tiers.filter { line.contains(".tags(.\($0))") || line.contains(".tags(.\($0), .paced)") }
                 if line.contains(".tags(.exclusive)") {
                     #expect(line.contains("(alone)"), "\(f): \(line)")

@@ -238,6 +238,63 @@ struct AgentCockpitTests {
         try keys("q")
     }
 
+    /// Attempts in the cockpit: listed together under their work, each with its label and
+    /// host; `=` runs a check typed in the field in every attempt, the compare tab shows
+    /// where it passed; `K` keeps the selected attempt after a yes and archives the other.
+    @Test func attemptsAreComparedAndOneIsKeptFromTheCockpit() async throws {
+        let u = try User()
+        let repo = try await WorktreeTests.makeRepository(u.host)
+        do { try await attempts(u, repo) } catch { await u.tearDown([repo]); throw error }
+        await u.tearDown([repo])
+    }
+
+    func attempts(_ u: User, _ repo: String) async throws {
+        let tmux = ShellExampleTests.Tmux(socket: u.home + "/tmux.sock")
+        defer { tmux.kill() }
+        try u.addHost("near")
+        try u.ok(["projects", "add", "near", repo, "--name", "app"])
+        try u.ok(["tasks", "new", "app", "Race", "--agents", "amp:2"])
+        let store = try u.store()
+        let second = try #require(try await store.tasks(projectID: nil).first { $0.attempt?.label == "amp-2" })
+        _ = try await WorktreeTests.sh(u.host, #"echo made > "$1/ok""#, second.worktree.path)
+
+        let cockpit = ["HOME=\(u.home)", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "TERM=xterm-256color",
+                       AgentSessionsToolTests.binary].map { "'\($0)'" }.joined(separator: " ")
+        try tmux.start(width: 120, height: 30, command: "env -i \(cockpit); echo cockpit-ended=$?; sleep 300",
+                       log: u.home + "/tmux.log")
+        func keys(_ k: String...) throws { _ = try tmux.run(["send-keys", "-t", tmux.session] + k) }
+        try await tmux.waitFor("attempts · Race · \(second.attempt!.group.prefix(8))")
+        try await tmux.waitFor("amp-1 @ near")
+        try await tmux.waitFor("amp-2 @ near")
+        // to the second attempt; its pane has a compare tab
+        for _ in 0..<4 where try Self.line(tmux, containing: "amp-2 @ near")?.contains("▌") != true {
+            try keys("j")
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        let shown = (try? tmux.screen()) ?? ""
+        #expect(try Self.line(tmux, containing: "amp-2 @ near")?.contains("▌") == true, "\(shown)")
+        try await tmux.waitFor(" preview  diff  log  compare ")
+        try keys("=")
+        try await tmux.waitFor("check in every attempt:")
+        try keys("-l", "test -f ok")
+        try keys("Enter")
+        try await tmux.waitFor("test -f ok: passed in 1 of 2 attempts")
+        try await tmux.waitFor("2 attempts at \"Race\" from main")
+        try await eventuallyTrue {
+            let screen = try tmux.screen()
+            return screen.contains("✕ exit 1") && screen.contains("✓ ")
+        }
+        try keys("K")
+        try await tmux.waitFor("Keep amp-2 and archive the other attempts")
+        try keys("y")
+        try await tmux.waitFor("kept amp-2; archived amp-1")
+        let after = try await store.tasks(projectID: nil)
+        #expect(after.first { $0.attempt?.label == "amp-2" }?.attempt?.pickedAt != nil)
+        #expect(after.first { $0.attempt?.label == "amp-1" }?.archivedAt != nil)
+        try keys("q")
+        try await tmux.waitFor("cockpit-ended=0")
+    }
+
     /// The list's line with `text` (the pane's tab bar, which names the selected task, left out).
     static func line(_ tmux: ShellExampleTests.Tmux, containing text: String) throws -> String? {
         try tmux.screen().split(separator: "\n").first { $0.contains(text) && !$0.contains("preview  diff  log") }.map(String.init)

@@ -8,7 +8,8 @@ import Testing
 /// Several attempts at one task, through `agent-sessions`, against the test sshd: two
 /// host records on it, each with its own tmux server and its own checkout of one
 /// repository.
-@Suite struct AttemptTests {
+@Suite("agent-sessions: attempts", .tags(.process), .serialized)
+struct AttemptTests {
     typealias User = AgentSessionsToolTests.User
 
     /// A repository with an origin (a bare clone), a clone of that origin elsewhere, and
