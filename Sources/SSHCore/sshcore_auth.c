@@ -46,30 +46,30 @@ auth_succeeded(sshcore_conn *conn)
 {
     sshcore_error ok;
 
-    if (sshcore_conn_apply(conn, SSHCORE_CONN_EV_AUTH_OK) !=
+    if (sshcore__conn_apply(conn, SSHCORE_CONN_EV_AUTH_OK) !=
         SSHCORE_CONN_ACT_REPORT_READY) {
-        sshcore_conn_fail(conn,
-                          SSHCORE_E_INVALID_STATE,
-                          "authentication finished in a wrong state");
+        sshcore__conn_fail(conn,
+                           SSHCORE_E_INVALID_STATE,
+                           "authentication finished in a wrong state");
         return;
     }
     conn->event = ssh_event_new();
     if (conn->event == NULL ||
         ssh_event_add_session(conn->event, conn->session) != SSH_OK) {
-        sshcore_conn_fail_lib(conn,
-                              SSHCORE_E_OUT_OF_MEMORY,
-                              "ssh_event_add_session");
+        sshcore__conn_fail_lib(conn,
+                               SSHCORE_E_OUT_OF_MEMORY,
+                               "ssh_event_add_session");
         return;
     }
     conn->deadline_ms = 0;
-    if (!sshcore_conn_phase(conn, SSHCORE_PHASE_EV_AUTHENTICATED)) {
+    if (!sshcore__conn_phase(conn, SSHCORE_PHASE_EV_AUTHENTICATED)) {
         return;
     }
     conn->ka_seen_packets = conn->packet_counter.in_packets;
-    conn->ka_last_rx_ms = sshcore_now_ms();
+    conn->ka_last_rx_ms = sshcore__now_ms();
     conn->ka_probes = 0;
-    sshcore_error_set(&ok, SSHCORE_E_OK, NULL);
-    sshcore_conn_connect_complete(conn, &ok);
+    sshcore__error_set(&ok, SSHCORE_E_OK, NULL);
+    sshcore__conn_connect_complete(conn, &ok);
 }
 
 static const char *
@@ -138,11 +138,11 @@ auth_denied(sshcore_conn *conn)
              (m & SSHCORE_METHOD_HOSTBASED) ? " hostbased" : "",
              (m & SSHCORE_METHOD_GSSAPI) ? " gssapi-with-mic" : "",
              conn->methods_tried[0] != '\0' ? conn->methods_tried : "nothing");
-    sshcore_conn_fail(conn, SSHCORE_E_AUTH_DENIED, detail);
+    sshcore__conn_fail(conn, SSHCORE_E_AUTH_DENIED, detail);
 }
 
 void
-sshcore_auth_none(sshcore_conn *conn)
+sshcore__auth_none(sshcore_conn *conn)
 {
     int rc = ssh_userauth_none(conn->session, NULL);
 
@@ -160,12 +160,12 @@ sshcore_auth_none(sshcore_conn *conn)
             methods_from_libssh(ssh_userauth_list(conn->session, NULL)));
         conn->method_idx = 0;
         conn->method_started = false;
-        (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_METHODS_LISTED);
+        (void)sshcore__conn_phase(conn, SSHCORE_PHASE_EV_METHODS_LISTED);
         return;
     default:
-        sshcore_conn_fail_lib(conn,
-                              sshcore_conn_failure_code(conn),
-                              "ssh_userauth_none");
+        sshcore__conn_fail_lib(conn,
+                               sshcore__conn_failure_code(conn),
+                               "ssh_userauth_none");
         return;
     }
 }
@@ -203,10 +203,10 @@ ask_kbdint_round(sshcore_conn *conn, int n)
     ch.count = (size_t)n;
     ch.prompts = prompts;
     ch.echo = echo;
-    if (!sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWER_ASKED)) {
+    if (!sshcore__conn_phase(conn, SSHCORE_PHASE_EV_ANSWER_ASKED)) {
         goto out;
     }
-    sshcore_conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
+    sshcore__conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
     pthread_mutex_lock(&conn->mu);
     conn->kbd_awaited = true;
     pthread_mutex_unlock(&conn->mu);
@@ -236,7 +236,7 @@ auth_kbdint_step(sshcore_conn *conn)
 }
 
 void
-sshcore_wipe_secret(char *_Nullable *_Nonnull secret)
+sshcore__wipe_secret(char *_Nullable *_Nonnull secret)
 {
     if (*secret != NULL) {
         explicit_bzero(*secret, strlen(*secret));
@@ -249,8 +249,8 @@ sshcore_wipe_secret(char *_Nullable *_Nonnull secret)
 static void
 forget_method_answers(sshcore_conn *conn)
 {
-    sshcore_wipe_secret(&conn->prompted_password);
-    sshcore_wipe_secret(&conn->prompted_passphrase);
+    sshcore__wipe_secret(&conn->prompted_password);
+    sshcore__wipe_secret(&conn->prompted_passphrase);
     conn->password_attempts = 0;
     conn->passphrase_attempts = 0;
 }
@@ -261,12 +261,12 @@ forget_method_answers(sshcore_conn *conn)
  * identity it cannot load; otherwise the connection fails with `code`.
  */
 void
-sshcore_auth_method_unusable(sshcore_conn *conn,
-                             const sshcore_auth_method *m,
-                             int code,
-                             const char *function,
-                             int lib_code,
-                             const char *why)
+sshcore__auth_method_unusable(sshcore_conn *conn,
+                              const sshcore_auth_method *m,
+                              int code,
+                              const char *function,
+                              int lib_code,
+                              const char *why)
 {
     sshcore_error err;
     char note[200];
@@ -274,18 +274,18 @@ sshcore_auth_method_unusable(sshcore_conn *conn,
     if ((m->flags & SSHCORE_AUTH_SKIP_UNUSABLE) != 0) {
         snprintf(note, sizeof(note), "skipped (%s)", why);
         note_tried(conn, note);
-        sshcore_auth_release(conn);
+        sshcore__auth_release(conn);
         forget_method_answers(conn);
         conn->method_idx++;
         conn->method_started = false;
         return;
     }
-    sshcore_error_set(&err, code, why);
+    sshcore__error_set(&err, code, why);
     if (function != NULL) {
-        sshcore_copy_str(err.lib_function, sizeof(err.lib_function), function);
+        sshcore__copy_str(err.lib_function, sizeof(err.lib_function), function);
         err.lib_code = lib_code;
     }
-    sshcore_conn_fail_with(conn, &err);
+    sshcore__conn_fail_with(conn, &err);
 }
 
 /**
@@ -294,11 +294,11 @@ sshcore_auth_method_unusable(sshcore_conn *conn,
  * SSHCORE_PHASE_ANSWER_WAIT for sshcore_conn_kbdint_reply.
  */
 void
-sshcore_auth_ask_caller_once(sshcore_conn *conn,
-                             const char *prompt,
-                             bool passphrase,
-                             const char *_Nullable key_path,
-                             unsigned attempt)
+sshcore__auth_ask_caller_once(sshcore_conn *conn,
+                              const char *prompt,
+                              bool passphrase,
+                              const char *_Nullable key_path,
+                              unsigned attempt)
 {
     const char *prompts[1] = {prompt};
     int echo = 0;
@@ -314,11 +314,11 @@ sshcore_auth_ask_caller_once(sshcore_conn *conn,
     ch.passphrase = passphrase ? 1 : 0;
     ch.key_path = key_path;
     ch.attempt = attempt;
-    if (!sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWER_ASKED)) {
+    if (!sshcore__conn_phase(conn, SSHCORE_PHASE_EV_ANSWER_ASKED)) {
         return;
     }
     conn->asking_passphrase = passphrase;
-    sshcore_conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
+    sshcore__conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
     pthread_mutex_lock(&conn->mu);
     conn->kbd_awaited = true;
     pthread_mutex_unlock(&conn->mu);
@@ -340,25 +340,25 @@ ask_password(sshcore_conn *conn)
              "%s@%s's password: ",
              conn->user,
              conn->host);
-    sshcore_auth_ask_caller_once(conn,
-                                 prompt,
-                                 false,
-                                 NULL,
-                                 conn->password_attempts + 1);
+    sshcore__auth_ask_caller_once(conn,
+                                  prompt,
+                                  false,
+                                  NULL,
+                                  conn->password_attempts + 1);
 }
 
 /** The next method, after the current one was refused or skipped. */
 static void
 next_method(sshcore_conn *conn)
 {
-    sshcore_auth_release(conn);
+    sshcore__auth_release(conn);
     forget_method_answers(conn);
     conn->method_idx++;
     conn->method_started = false;
 }
 
 void
-sshcore_auth_method_step(sshcore_conn *conn)
+sshcore__auth_method_step(sshcore_conn *conn)
 {
     const sshcore_auth_method *m = NULL;
     unsigned offered = atomic_load(&conn->offered_methods);
@@ -388,7 +388,7 @@ sshcore_auth_method_step(sshcore_conn *conn)
         break;
     case SSHCORE_AUTH_KEY_FILE:
     case SSHCORE_AUTH_KEY_MEMORY:
-        if (conn->key == NULL && !sshcore_auth_load_key(conn, m)) {
+        if (conn->key == NULL && !sshcore__auth_load_key(conn, m)) {
             return;
         }
         rc = conn->cert_agent != NULL
@@ -397,7 +397,7 @@ sshcore_auth_method_step(sshcore_conn *conn)
         break;
     case SSHCORE_AUTH_AGENT:
         if (m->secret == NULL && getenv("SSH_AUTH_SOCK") == NULL) {
-            sshcore_auth_method_unusable(
+            sshcore__auth_method_unusable(
                 conn,
                 m,
                 SSHCORE_E_AGENT,
@@ -410,34 +410,34 @@ sshcore_auth_method_step(sshcore_conn *conn)
             const char *path =
                 m->secret != NULL ? m->secret : getenv("SSH_AUTH_SOCK");
             char why[300];
-            if (!sshcore_agent_connect(conn, path)) {
+            if (!sshcore__agent_connect(conn, path)) {
                 snprintf(why,
                          sizeof(why),
                          "agent unreachable: %s: %s",
                          path,
                          strerror(errno));
-                sshcore_auth_method_unusable(conn,
-                                             m,
-                                             SSHCORE_E_AGENT,
-                                             NULL,
-                                             0,
-                                             why);
+                sshcore__auth_method_unusable(conn,
+                                              m,
+                                              SSHCORE_E_AGENT,
+                                              NULL,
+                                              0,
+                                              why);
                 return;
             }
         }
         rc = ssh_userauth_agent(conn->session, NULL);
-        if (rc == SSH_AUTH_ERROR && sshcore_session_usable(conn)) {
+        if (rc == SSH_AUTH_ERROR && sshcore__conn_libssh_usable(conn)) {
             if ((m->flags & SSHCORE_AUTH_SKIP_UNUSABLE) != 0) {
-                sshcore_auth_method_unusable(conn,
-                                             m,
-                                             SSHCORE_E_AGENT,
-                                             NULL,
-                                             0,
-                                             "agent unreachable");
+                sshcore__auth_method_unusable(conn,
+                                              m,
+                                              SSHCORE_E_AGENT,
+                                              NULL,
+                                              0,
+                                              "agent unreachable");
             } else {
-                sshcore_conn_fail_lib(conn,
-                                      SSHCORE_E_AGENT,
-                                      "ssh_userauth_agent");
+                sshcore__conn_fail_lib(conn,
+                                       SSHCORE_E_AGENT,
+                                       "ssh_userauth_agent");
             }
             return;
         }
@@ -460,7 +460,7 @@ sshcore_auth_method_step(sshcore_conn *conn)
             /* refused: ask again, as ssh asks NumberOfPasswordPrompts times
              * (now: nothing else would wake the worker for it) */
             conn->password_attempts++;
-            sshcore_wipe_secret(&conn->prompted_password);
+            sshcore__wipe_secret(&conn->prompted_password);
             ask_password(conn);
             return;
         }
@@ -471,8 +471,8 @@ sshcore_auth_method_step(sshcore_conn *conn)
     case SSH_AUTH_AGAIN:
         return;
     case SSH_AUTH_SUCCESS:
-        sshcore_wipe_secret(&conn->prompted_password);
-        sshcore_auth_release(conn);
+        sshcore__wipe_secret(&conn->prompted_password);
+        sshcore__auth_release(conn);
         auth_succeeded(conn);
         return;
     case SSH_AUTH_PARTIAL:
@@ -484,9 +484,9 @@ sshcore_auth_method_step(sshcore_conn *conn)
         next_method(conn);
         return;
     default:
-        sshcore_conn_fail_lib(conn,
-                              sshcore_conn_failure_code(conn),
-                              "ssh_userauth");
+        sshcore__conn_fail_lib(conn,
+                               sshcore__conn_failure_code(conn),
+                               "ssh_userauth");
         return;
     }
 }
@@ -498,14 +498,14 @@ sshcore_auth_method_step(sshcore_conn *conn)
  * with what happened.
  */
 void
-sshcore_auth_check_session(sshcore_conn *conn)
+sshcore__auth_check_session(sshcore_conn *conn)
 {
     if ((conn->phase == SSHCORE_PHASE_AUTH_NONE ||
          conn->phase == SSHCORE_PHASE_AUTH_METHOD) &&
-        !sshcore_session_usable(conn)) {
-        sshcore_conn_fail_lib(conn,
-                              sshcore_conn_failure_code(conn),
-                              "ssh_userauth");
+        !sshcore__conn_libssh_usable(conn)) {
+        sshcore__conn_fail_lib(conn,
+                               sshcore__conn_failure_code(conn),
+                               "ssh_userauth");
     }
 }
 
@@ -519,19 +519,19 @@ sshcore_auth_check_session(sshcore_conn *conn)
  * rest.
  */
 void
-sshcore_auth_answers(sshcore_conn *conn,
-                     char *_Nullable *_Nullable answers,
-                     size_t count)
+sshcore__auth_answers(sshcore_conn *conn,
+                      char *_Nullable *_Nullable answers,
+                      size_t count)
 {
     if (conn->asking_passphrase) {
         conn->asking_passphrase = false;
         if (answers == NULL) {
-            sshcore_conn_fail(conn,
-                              SSHCORE_E_AUTH_DENIED,
-                              "passphrase prompt gave no answer");
-        } else if (sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWERED)) {
+            sshcore__conn_fail(conn,
+                               SSHCORE_E_AUTH_DENIED,
+                               "passphrase prompt gave no answer");
+        } else if (sshcore__conn_phase(conn, SSHCORE_PHASE_EV_ANSWERED)) {
             if (count == 0) {
-                sshcore_auth_method_unusable(
+                sshcore__auth_method_unusable(
                     conn,
                     &conn->methods[conn->method_idx],
                     SSHCORE_E_PRIVATE_KEY,
@@ -539,7 +539,7 @@ sshcore_auth_answers(sshcore_conn *conn,
                     0,
                     "encrypted, and no passphrase was given");
             } else {
-                sshcore_wipe_secret(&conn->prompted_passphrase);
+                sshcore__wipe_secret(&conn->prompted_passphrase);
                 conn->prompted_passphrase = answers[0];
                 answers[0] = NULL; /* kept until the key is loaded */
             }
@@ -548,14 +548,14 @@ sshcore_auth_answers(sshcore_conn *conn,
                conn->methods[conn->method_idx].kind ==
                    SSHCORE_AUTH_PASSWORD_PROMPT) {
         if (answers == NULL) {
-            sshcore_conn_fail(conn,
-                              SSHCORE_E_AUTH_DENIED,
-                              "password prompt gave no answer");
-        } else if (sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWERED)) {
+            sshcore__conn_fail(conn,
+                               SSHCORE_E_AUTH_DENIED,
+                               "password prompt gave no answer");
+        } else if (sshcore__conn_phase(conn, SSHCORE_PHASE_EV_ANSWERED)) {
             if (count == 0) {
                 next_method(conn); /* no password: the next method */
             } else {
-                sshcore_wipe_secret(&conn->prompted_password);
+                sshcore__wipe_secret(&conn->prompted_password);
                 conn->prompted_password = answers[0];
                 answers[0] = NULL; /* kept until the server answered */
             }
@@ -563,22 +563,23 @@ sshcore_auth_answers(sshcore_conn *conn,
     } else {
         size_t i;
         if (answers == NULL) {
-            sshcore_conn_fail(conn,
-                              SSHCORE_E_AUTH_DENIED,
-                              "keyboard-interactive responder gave no answers");
+            sshcore__conn_fail(
+                conn,
+                SSHCORE_E_AUTH_DENIED,
+                "keyboard-interactive responder gave no answers");
         } else {
             for (i = 0; i < count; i++) {
                 if (ssh_userauth_kbdint_setanswer(conn->session,
                                                   (unsigned)i,
                                                   answers[i]) < 0) {
-                    sshcore_conn_fail_lib(conn,
-                                          SSHCORE_E_AUTH_DENIED,
-                                          "ssh_userauth_kbdint_setanswer");
+                    sshcore__conn_fail_lib(conn,
+                                           SSHCORE_E_AUTH_DENIED,
+                                           "ssh_userauth_kbdint_setanswer");
                     break;
                 }
             }
             if (conn->phase == SSHCORE_PHASE_ANSWER_WAIT) {
-                (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ANSWERED);
+                (void)sshcore__conn_phase(conn, SSHCORE_PHASE_EV_ANSWERED);
             }
         }
     }

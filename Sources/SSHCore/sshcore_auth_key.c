@@ -35,12 +35,12 @@ key_file_permissions_ok(sshcore_conn *conn, const sshcore_auth_method *m)
              "(chmod 600), as ssh requires",
              path,
              (unsigned)(st.st_mode & 07777));
-    sshcore_auth_method_unusable(conn,
-                                 m,
-                                 SSHCORE_E_PRIVATE_KEY,
-                                 NULL,
-                                 0,
-                                 detail);
+    sshcore__auth_method_unusable(conn,
+                                  m,
+                                  SSHCORE_E_PRIVATE_KEY,
+                                  NULL,
+                                  0,
+                                  detail);
     return false;
 }
 
@@ -95,11 +95,11 @@ ask_passphrase(sshcore_conn *conn, const sshcore_auth_method *m)
                      ? "Enter passphrase for the key: "
                      : "Bad passphrase, try again: ");
     }
-    sshcore_auth_ask_caller_once(conn,
-                                 prompt,
-                                 true,
-                                 path,
-                                 conn->passphrase_attempts + 1);
+    sshcore__auth_ask_caller_once(conn,
+                                  prompt,
+                                  true,
+                                  path,
+                                  conn->passphrase_attempts + 1);
 }
 
 /**
@@ -108,7 +108,7 @@ ask_passphrase(sshcore_conn *conn, const sshcore_auth_method *m)
  * when the key's passphrase is being asked for (the worker waits for it).
  */
 bool
-sshcore_auth_load_key(sshcore_conn *conn, const sshcore_auth_method *m)
+sshcore__auth_load_key(sshcore_conn *conn, const sshcore_auth_method *m)
 {
     char detail[400];
     const char *where = m->kind == SSHCORE_AUTH_KEY_FILE
@@ -147,7 +147,7 @@ sshcore_auth_load_key(sshcore_conn *conn, const sshcore_auth_method *m)
         /* encrypted: ask; a wrong answer: ask again, as ssh does */
         if (conn->prompted_passphrase != NULL) {
             conn->passphrase_attempts++;
-            sshcore_wipe_secret(&conn->prompted_passphrase);
+            sshcore__wipe_secret(&conn->prompted_passphrase);
         }
         ssh_key_free(conn->key);
         conn->key = NULL;
@@ -156,7 +156,7 @@ sshcore_auth_load_key(sshcore_conn *conn, const sshcore_auth_method *m)
             return false;
         }
     }
-    sshcore_wipe_secret(
+    sshcore__wipe_secret(
         &conn->prompted_passphrase); /* the key is loaded, or not */
     if (irc != SSH_OK || conn->key == NULL) {
         /* the import functions do not set the session's error text */
@@ -174,14 +174,14 @@ sshcore_auth_load_key(sshcore_conn *conn, const sshcore_auth_method *m)
                                  "passphrase",
                      where);
         }
-        sshcore_auth_method_unusable(conn,
-                                     m,
-                                     SSHCORE_E_PRIVATE_KEY,
-                                     m->kind == SSHCORE_AUTH_KEY_FILE
-                                         ? "ssh_pki_import_privkey_file"
-                                         : "ssh_pki_import_privkey_base64",
-                                     irc,
-                                     detail);
+        sshcore__auth_method_unusable(conn,
+                                      m,
+                                      SSHCORE_E_PRIVATE_KEY,
+                                      m->kind == SSHCORE_AUTH_KEY_FILE
+                                          ? "ssh_pki_import_privkey_file"
+                                          : "ssh_pki_import_privkey_base64",
+                                      irc,
+                                      detail);
         return false;
     }
     if (m->certificate == NULL) {
@@ -193,23 +193,23 @@ sshcore_auth_load_key(sshcore_conn *conn, const sshcore_auth_method *m)
                  sizeof(detail),
                  "%s: certificate unreadable or not an OpenSSH certificate",
                  m->certificate);
-        sshcore_auth_method_unusable(conn,
-                                     m,
-                                     SSHCORE_E_PRIVATE_KEY,
-                                     "ssh_pki_import_cert_file",
-                                     irc,
-                                     detail);
+        sshcore__auth_method_unusable(conn,
+                                      m,
+                                      SSHCORE_E_PRIVATE_KEY,
+                                      "ssh_pki_import_cert_file",
+                                      irc,
+                                      detail);
         return false;
     }
-    matches = sshcore_cert_matches_key(cert, conn->key);
+    matches = sshcore__cert_matches_key(cert, conn->key);
     irc = matches ? ssh_pki_copy_cert_to_privkey(cert, conn->key) : SSH_ERROR;
-    if ((irc != SSH_OK || sshcore_cert_agent_forced()) && matches &&
+    if ((irc != SSH_OK || sshcore__cert_agent_forced()) && matches &&
         ssh_key_type(conn->key) == SSH_KEYTYPE_ED25519) {
         /* libssh 0.11.0-0.11.3: ssh_key_cmp(cert, key) refuses every Ed25519
          * pair (fixed upstream in 0.11.4), so the certificate cannot be
          * attached; ssh_userauth_agent gets it from an agent of ours */
         conn->cert_agent =
-            sshcore_cert_agent_start(conn->session, cert, conn->key);
+            sshcore__cert_agent_start(conn->session, cert, conn->key);
         irc = conn->cert_agent != NULL ? SSH_OK : SSH_ERROR;
     }
     ssh_key_free(cert);
@@ -219,12 +219,12 @@ sshcore_auth_load_key(sshcore_conn *conn, const sshcore_auth_method *m)
                  "%s: certificate is not for the key %s",
                  m->certificate,
                  where);
-        sshcore_auth_method_unusable(conn,
-                                     m,
-                                     SSHCORE_E_PRIVATE_KEY,
-                                     "ssh_pki_copy_cert_to_privkey",
-                                     irc,
-                                     detail);
+        sshcore__auth_method_unusable(conn,
+                                      m,
+                                      SSHCORE_E_PRIVATE_KEY,
+                                      "ssh_pki_copy_cert_to_privkey",
+                                      irc,
+                                      detail);
         return false;
     }
     return true;

@@ -25,9 +25,9 @@
  * many bytes went.
  */
 size_t
-sshcore_session_bridge_send_direct(session_op *x,
-                                   const uint8_t *data,
-                                   size_t len)
+sshcore__session_bridge_send_direct(session_op *x,
+                                    const uint8_t *data,
+                                    size_t len)
 {
     size_t sent = 0;
 
@@ -65,7 +65,7 @@ sshcore_session_bridge_send_direct(session_op *x,
 /* ---------------------------------------------------------------------- */
 
 bool
-sshcore_session_bridge_out_pending(const session_op *x)
+sshcore__session_bridge_out_pending(const session_op *x)
 {
     return x->bridged && !x->fd_dead && x->fdout_off < x->fdout.len;
 }
@@ -73,7 +73,7 @@ sshcore_session_bridge_out_pending(const session_op *x)
 /** Socket to channel, within the window; the socket's EOF becomes the
  * channel's. */
 bool
-sshcore_session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
+sshcore__session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
 {
     size_t budget = WRITE_CHUNK;
 
@@ -81,15 +81,15 @@ sshcore_session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
         ssize_t n = 0;
         size_t want = 0;
 
-        if (!sshcore_session_can_write(x) || ssh_channel_is_closed(x->ch)) {
+        if (!sshcore__session_can_write(x) || ssh_channel_is_closed(x->ch)) {
             return true;
         }
         if (x->fdin_off < x->fdin.len) {
-            long rc = sshcore_session_channel_send(conn,
-                                                   x,
-                                                   x->fdin.data + x->fdin_off,
-                                                   x->fdin.len - x->fdin_off,
-                                                   &budget);
+            long rc = sshcore__session_channel_send(conn,
+                                                    x,
+                                                    x->fdin.data + x->fdin_off,
+                                                    x->fdin.len - x->fdin_off,
+                                                    &budget);
             if (rc < 0) {
                 return false;
             }
@@ -107,9 +107,9 @@ sshcore_session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
         }
         if (x->fd_read_eof) {
             /* everything read went out: the client's EOF follows it */
-            return x->eof_sent || sshcore_session_send_channel_eof(conn, x);
+            return x->eof_sent || sshcore__session_send_channel_eof(conn, x);
         }
-        if (!x->fd_readable || sshcore_session_send_backlogged(conn)) {
+        if (!x->fd_readable || sshcore__session_send_backlogged(conn)) {
             return true;
         }
         want = ssh_channel_window_size(x->ch);
@@ -118,8 +118,8 @@ sshcore_session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
         if (want == 0) {
             return true;
         }
-        if (sshcore_bytes_reserve(&x->fdin, want) != 0) {
-            sshcore_session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        if (sshcore__bytes_reserve(&x->fdin, want) != 0) {
+            sshcore__session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
             return false;
         }
         n = recv(x->fd, x->fdin.data, want, 0);
@@ -148,7 +148,7 @@ sshcore_session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
 /** Channel to socket; after the channel's EOF, the socket's write side closes.
  */
 void
-sshcore_session_bridge_out(session_op *x, bool *again)
+sshcore__session_bridge_out(session_op *x, bool *again)
 {
     while (x->fdout_off < x->fdout.len && !x->fd_dead && x->fd_writable) {
         ssize_t n = send(x->fd,
@@ -164,8 +164,8 @@ sshcore_session_bridge_out(session_op *x, bool *again)
                 &before,
                 before >= (size_t)n ? before - (size_t)n : 0)) {
             }
-            if (sshcore_session_output_pending(x)) {
-                *again = true; /* sshcore_session_room for held output */
+            if (sshcore__session_output_pending(x)) {
+                *again = true; /* sshcore__session_room for held output */
             }
             continue;
         }
@@ -196,9 +196,9 @@ sshcore_session_bridge_out(session_op *x, bool *again)
 }
 
 int
-sshcore_session_bridge_poll_fd(sshcore_conn *conn,
-                               sshcore_op *op,
-                               short *events)
+sshcore__session_bridge_poll_fd(sshcore_conn *conn,
+                                sshcore_op *op,
+                                short *events)
 {
     session_op *x = (session_op *)op;
     short ev = 0;
@@ -209,7 +209,7 @@ sshcore_session_bridge_poll_fd(sshcore_conn *conn,
         return -1;
     }
     if (!x->fd_readable && !x->fd_read_eof && x->fdin_off == x->fdin.len &&
-        sshcore_session_can_write(x) && ssh_channel_window_size(x->ch) > 0) {
+        sshcore__session_can_write(x) && ssh_channel_window_size(x->ch) > 0) {
         ev |= POLLIN;
     }
     if (!x->fd_writable && x->fdout_off < x->fdout.len) {
@@ -220,7 +220,7 @@ sshcore_session_bridge_poll_fd(sshcore_conn *conn,
 }
 
 void
-sshcore_session_bridge_poll_event(sshcore_op *op, short revents)
+sshcore__session_bridge_poll_event(sshcore_op *op, short revents)
 {
     session_op *x = (session_op *)op;
 
@@ -245,14 +245,14 @@ static session_op *_Nullable direct_new(const sshcore_stream_spec *spec,
         (tcp && (spec->target_port < 1 || spec->target_port > 65535)) ||
         spec->originator_port < 0 || spec->originator_port > 65535 ||
         spec->buffer_limit == 0 || spec->timeout_ms < 0) {
-        sshcore_error_set(err,
-                          SSHCORE_E_INVALID_ARGUMENT,
-                          "incomplete direct channel spec");
+        sshcore__error_set(err,
+                           SSHCORE_E_INVALID_ARGUMENT,
+                           "incomplete direct channel spec");
         return NULL;
     }
-    x = sshcore_session_new("", NULL, NULL, 0);
+    x = sshcore__session_new("", NULL, NULL, 0);
     if (x == NULL) {
-        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         return NULL;
     }
     x->kind = spec->kind;
@@ -262,8 +262,8 @@ static session_op *_Nullable direct_new(const sshcore_stream_spec *spec,
                                                          : "127.0.0.1");
     x->originator_port = spec->originator_port;
     if (x->target == NULL || x->originator == NULL) {
-        sshcore_session_destroy(&x->base); /* frees x */
-        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        sshcore__session_destroy(&x->base); /* frees x */
+        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         return NULL;
     }
     x->streamed = true;
@@ -272,7 +272,7 @@ static session_op *_Nullable direct_new(const sshcore_stream_spec *spec,
 }
 
 /** A direct channel as a byte stream for the caller: no requests. */
-sshcore_op *_Nullable sshcore_session_direct_start(
+sshcore_op *_Nullable sshcore__session_direct_start(
     sshcore_conn *conn,
     const sshcore_stream_spec *spec,
     const sshcore_stream_callbacks *callbacks,
@@ -284,9 +284,9 @@ sshcore_op *_Nullable sshcore_session_direct_start(
 
     if (callbacks->data == NULL || callbacks->started == NULL ||
         callbacks->released == NULL) {
-        sshcore_error_set(err,
-                          SSHCORE_E_INVALID_ARGUMENT,
-                          "incomplete direct channel callbacks");
+        sshcore__error_set(err,
+                           SSHCORE_E_INVALID_ARGUMENT,
+                           "incomplete direct channel callbacks");
         return NULL;
     }
     x = direct_new(spec, err);
@@ -294,7 +294,7 @@ sshcore_op *_Nullable sshcore_session_direct_start(
         return NULL;
     }
     x->cb = *callbacks;
-    return sshcore_session_submit(conn, x, done, ctx, spec->timeout_ms, err);
+    return sshcore__session_submit(conn, x, done, ctx, spec->timeout_ms, err);
 }
 
 sshcore_op *
@@ -314,10 +314,10 @@ sshcore_bridge_start(sshcore_conn *conn,
     if (fd < 0 || flags < 0 || callbacks->opened == NULL ||
         callbacks->failed == NULL || callbacks->released == NULL ||
         (first_len > 0 && first_data == NULL)) {
-        sshcore_error_set(err,
-                          SSHCORE_E_INVALID_ARGUMENT,
-                          fd < 0 || flags < 0 ? "bad socket for a bridge"
-                                              : "incomplete bridge callbacks");
+        sshcore__error_set(err,
+                           SSHCORE_E_INVALID_ARGUMENT,
+                           fd < 0 || flags < 0 ? "bad socket for a bridge"
+                                               : "incomplete bridge callbacks");
         goto fail;
     }
     x = direct_new(spec, err);
@@ -325,8 +325,8 @@ sshcore_bridge_start(sshcore_conn *conn,
         goto fail;
     }
     if (first_len > 0 &&
-        sshcore_bytes_append(&x->fdin, first_data, first_len) != 0) {
-        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        sshcore__bytes_append(&x->fdin, first_data, first_len) != 0) {
+        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         goto fail;
     }
     (void)fcntl(fd, F_SETFL, flags | O_NONBLOCK);
@@ -335,12 +335,12 @@ sshcore_bridge_start(sshcore_conn *conn,
     x->fd_readable = true; /* try once; EAGAIN hands over to poll() */
     x->fd_writable = true;
     x->bcb = *callbacks;
-    return sshcore_session_submit(conn, x, done, ctx, spec->timeout_ms, err);
+    return sshcore__session_submit(conn, x, done, ctx, spec->timeout_ms, err);
 
 fail:
     /* the socket was handed over: it is closed on every refusal */
     if (x != NULL) {
-        sshcore_session_destroy(&x->base); /* frees x */
+        sshcore__session_destroy(&x->base); /* frees x */
     }
     if (fd >= 0) {
         close(fd);
@@ -357,10 +357,10 @@ sshcore_bridge_get_counts(sshcore_op *op,
 
     *to_socket = 0;
     *from_socket = 0;
-    if (!sshcore_op_is(op,
-                       SSHCORE_OP_BRIDGE,
-                       "sshcore_bridge_get_counts",
-                       NULL)) {
+    if (!sshcore__op_is(op,
+                        SSHCORE_OP_BRIDGE,
+                        "sshcore_bridge_get_counts",
+                        NULL)) {
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;
@@ -370,29 +370,29 @@ sshcore_bridge_get_counts(sshcore_op *op,
 }
 
 /** An op for a waiting forwarded-tcpip connection of `forward`. */
-session_op *_Nullable sshcore_session_adopted_new(sshcore_op *forward,
-                                                  uint64_t id,
-                                                  size_t buffer_limit,
-                                                  sshcore_error *err)
+session_op *_Nullable sshcore__session_adopted_new(sshcore_op *forward,
+                                                   uint64_t id,
+                                                   size_t buffer_limit,
+                                                   sshcore_error *err)
 {
     session_op *x = NULL;
 
     if (buffer_limit == 0) {
-        sshcore_error_set(err,
-                          SSHCORE_E_INVALID_ARGUMENT,
-                          "buffer limit must be positive");
+        sshcore__error_set(err,
+                           SSHCORE_E_INVALID_ARGUMENT,
+                           "buffer limit must be positive");
         return NULL;
     }
-    x = sshcore_session_new("", NULL, NULL, 0);
+    x = sshcore__session_new("", NULL, NULL, 0);
     if (x == NULL) {
-        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         return NULL;
     }
     x->kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests, no
                                                exit status */
     x->streamed = true;
     x->limit = buffer_limit;
-    sshcore_op_retain(forward);
+    sshcore__op_retain(forward);
     x->adopt_parent = forward;
     x->adopt_id = id;
     return x;
@@ -411,10 +411,10 @@ sshcore_rforward_bridge(sshcore_op *forward,
     session_op *x = NULL;
     int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
 
-    if (!sshcore_op_is(forward,
-                       SSHCORE_OP_RFORWARD,
-                       "sshcore_rforward_bridge",
-                       err)) {
+    if (!sshcore__op_is(forward,
+                        SSHCORE_OP_RFORWARD,
+                        "sshcore_rforward_bridge",
+                        err)) {
         if (fd >= 0) {
             close(fd);
         }
@@ -425,12 +425,12 @@ sshcore_rforward_bridge(sshcore_op *forward,
         if (fd >= 0) {
             close(fd);
         }
-        sshcore_error_set(err,
-                          SSHCORE_E_INVALID_ARGUMENT,
-                          "bad socket or callbacks for a bridge");
+        sshcore__error_set(err,
+                           SSHCORE_E_INVALID_ARGUMENT,
+                           "bad socket or callbacks for a bridge");
         return NULL;
     }
-    x = sshcore_session_adopted_new(forward, id, buffer_limit, err);
+    x = sshcore__session_adopted_new(forward, id, buffer_limit, err);
     if (x == NULL) {
         close(fd);
         return NULL;
@@ -441,7 +441,7 @@ sshcore_rforward_bridge(sshcore_op *forward,
     x->fd_readable = true;
     x->fd_writable = true;
     x->bcb = *callbacks;
-    return sshcore_session_submit(forward->conn, x, done, ctx, 0, err);
+    return sshcore__session_submit(forward->conn, x, done, ctx, 0, err);
 }
 
 static void
@@ -473,7 +473,7 @@ agent_bridge_done(void *_Nullable ctx, sshcore_op *op)
 }
 
 ssh_channel
-sshcore_agent_channel_open(sshcore_conn *conn, ssh_session session)
+sshcore__agent_channel_open(sshcore_conn *conn, ssh_session session)
 {
     static const sshcore_bridge_callbacks callbacks = {
         .ctx = NULL,
@@ -500,7 +500,7 @@ sshcore_agent_channel_open(sshcore_conn *conn, ssh_session session)
         goto fail; /* a local agent answers at once or not at all */
     }
     ch = ssh_channel_new(session);
-    x = sshcore_session_new("", NULL, NULL, 0);
+    x = sshcore__session_new("", NULL, NULL, 0);
     if (ch == NULL || x == NULL) {
         goto fail;
     }
@@ -514,9 +514,9 @@ sshcore_agent_channel_open(sshcore_conn *conn, ssh_session session)
     x->fd_readable = true;
     x->fd_writable = true;
     x->bcb = callbacks;
-    op = sshcore_session_submit(conn, x, agent_bridge_done, NULL, 0, &err);
+    op = sshcore__session_submit(conn, x, agent_bridge_done, NULL, 0, &err);
     if (op == NULL) {
-        /* sshcore_session_submit freed x and closed fd; the channel is still
+        /* sshcore__session_submit freed x and closed fd; the channel is still
          * ours */
         x = NULL;
         fd = -1;
@@ -530,7 +530,7 @@ fail:
         ssh_channel_free(ch);
     }
     if (x != NULL) {
-        sshcore_session_destroy(&x->base);
+        sshcore__session_destroy(&x->base);
     }
     if (fd >= 0) {
         close(fd);

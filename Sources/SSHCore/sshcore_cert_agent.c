@@ -13,7 +13,7 @@
  * on its own thread because libssh blocks on the agent socket.
  *
  * Also here: the socket of an ssh-agent method, which the core opens itself and
- * lends to libssh (see sshcore_auth_release), and the tests' switch.
+ * lends to libssh (see sshcore__auth_release), and the tests' switch.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -309,7 +309,7 @@ serve(void *arg)
 }
 
 sshcore_cert_agent *
-sshcore_cert_agent_start(ssh_session session, ssh_key cert, ssh_key key)
+sshcore__cert_agent_start(ssh_session session, ssh_key cert, ssh_key key)
 {
     struct sshcore_cert_agent *a = calloc(1, sizeof(*a));
     char *b64 = NULL;
@@ -353,7 +353,7 @@ fail:
 }
 
 void
-sshcore_cert_agent_stop(ssh_session session, sshcore_cert_agent *a)
+sshcore__cert_agent_stop(ssh_session session, sshcore_cert_agent *a)
 {
     if (a == NULL) {
         return;
@@ -377,7 +377,7 @@ sshcore_cert_agent_stop(ssh_session session, sshcore_cert_agent *a)
 static atomic_int force_cert_agent;
 
 bool
-sshcore_cert_agent_forced(void)
+sshcore__cert_agent_forced(void)
 {
     return atomic_load(&force_cert_agent) != 0;
 }
@@ -397,10 +397,10 @@ sshcore_testing_force_cert_agent(int on)
  * forgets it, closing nothing) before closing it.
  */
 void
-sshcore_auth_release(sshcore_conn *conn)
+sshcore__auth_release(sshcore_conn *conn)
 {
     if (conn->cert_agent != NULL) {
-        sshcore_cert_agent_stop(conn->session, conn->cert_agent);
+        sshcore__cert_agent_stop(conn->session, conn->cert_agent);
         conn->cert_agent = NULL;
     }
     if (conn->agent_fd >= 0) {
@@ -421,7 +421,7 @@ sshcore_auth_release(sshcore_conn *conn)
  * and hands the socket to libssh; false with errno set when it cannot.
  */
 bool
-sshcore_agent_connect(sshcore_conn *conn, const char *path)
+sshcore__agent_connect(sshcore_conn *conn, const char *path)
 {
     struct sockaddr_un addr;
     int fd = -1;

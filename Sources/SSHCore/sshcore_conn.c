@@ -35,7 +35,7 @@ sshcore_debug_live_connections(void)
 }
 
 int64_t
-sshcore_now_ms(void)
+sshcore__now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -105,7 +105,7 @@ free_kbd_answers(sshcore_conn *conn)
 }
 
 void
-sshcore_free_answers(char *_Nullable *_Nullable answers, size_t n)
+sshcore__free_answers(char *_Nullable *_Nullable answers, size_t n)
 {
     size_t i;
     if (answers == NULL) {
@@ -145,7 +145,7 @@ conn_free(sshcore_conn *conn)
     free(conn->user);
     free(conn->op_pfds);
     free(conn->op_pfd_ops);
-    sshcore_global_free_all(conn);
+    sshcore__global_free_all(conn);
     pthread_mutex_destroy(&conn->mu);
     free(conn);
     atomic_fetch_sub(&live_connections, 1);
@@ -155,13 +155,13 @@ conn_free(sshcore_conn *conn)
 }
 
 void
-sshcore_conn_retain(sshcore_conn *conn)
+sshcore__conn_retain(sshcore_conn *conn)
 {
     atomic_fetch_add(&conn->refs, 1);
 }
 
 void
-sshcore_conn_unref(sshcore_conn *conn)
+sshcore__conn_unref(sshcore_conn *conn)
 {
     if (atomic_fetch_sub(&conn->refs, 1) == 1) {
         conn_free(conn);
@@ -169,7 +169,7 @@ sshcore_conn_unref(sshcore_conn *conn)
 }
 
 void
-sshcore_conn_wake(sshcore_conn *conn)
+sshcore__conn_wake(sshcore_conn *conn)
 {
     uint64_t one = 1;
 
@@ -183,7 +183,7 @@ sshcore_conn_wake(sshcore_conn *conn)
 
 /** Shut the socket down from any thread; safe against fd reuse (rule 2). */
 void
-sshcore_conn_shutdown_socket(sshcore_conn *conn)
+sshcore__conn_shutdown_socket(sshcore_conn *conn)
 {
     pthread_mutex_lock(&conn->mu);
     if (conn->sock_fd >= 0) {
@@ -194,7 +194,7 @@ sshcore_conn_shutdown_socket(sshcore_conn *conn)
 
 /** Worker: take the socket fd out under the lock, then close it, once. */
 void
-sshcore_conn_close_socket(sshcore_conn *conn)
+sshcore__conn_close_socket(sshcore_conn *conn)
 {
     int fd;
 
@@ -223,7 +223,7 @@ void
 sshcore_conn_server_banner(sshcore_conn *conn, char *buf, size_t len)
 {
     /* written once by the worker before `connected` reports success */
-    sshcore_copy_str(buf, len, conn->banner);
+    sshcore__copy_str(buf, len, conn->banner);
 }
 
 void
@@ -241,7 +241,7 @@ sshcore_conn_debug_fds(sshcore_conn *conn, int *socket_fd, int *wake_fd)
 
 /** Worker: apply a connection event; returns the action. */
 sshcore_conn_action
-sshcore_conn_apply(sshcore_conn *conn, sshcore_conn_event ev)
+sshcore__conn_apply(sshcore_conn *conn, sshcore_conn_event ev)
 {
     sshcore_conn_action act = sshcore_conn_fsm_apply(&conn->state, ev);
     atomic_store(&conn->state_snapshot, (int)conn->state);
@@ -281,9 +281,9 @@ sshcore_conn_start(const sshcore_config *config,
          config->keepalive_max_missed < 1) ||
         callbacks->connected == NULL || callbacks->hostkey == NULL ||
         callbacks->kbdint == NULL) {
-        sshcore_error_set(err,
-                          SSHCORE_E_INVALID_ARGUMENT,
-                          "incomplete configuration");
+        sshcore__error_set(err,
+                           SSHCORE_E_INVALID_ARGUMENT,
+                           "incomplete configuration");
         if (config->connected_fd >= 0) {
             close(config->connected_fd);
         }
@@ -291,7 +291,7 @@ sshcore_conn_start(const sshcore_config *config,
     }
     conn = calloc(1, sizeof(*conn));
     if (conn == NULL) {
-        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         if (config->connected_fd >= 0) {
             close(config->connected_fd);
         }
@@ -352,10 +352,10 @@ sshcore_conn_start(const sshcore_config *config,
     conn->ka_max_missed = config->keepalive_max_missed;
     conn->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (!ok || conn->wake_fd < 0) {
-        sshcore_error_set(err,
-                          conn->wake_fd < 0 ? SSHCORE_E_SYSTEM
-                                            : SSHCORE_E_OUT_OF_MEMORY,
-                          NULL);
+        sshcore__error_set(err,
+                           conn->wake_fd < 0 ? SSHCORE_E_SYSTEM
+                                             : SSHCORE_E_OUT_OF_MEMORY,
+                           NULL);
         err->sys_errno = errno;
         goto fail;
     }
@@ -363,12 +363,12 @@ sshcore_conn_start(const sshcore_config *config,
     /* counted and registered before the thread exists: an exit right after sees
      * it */
     atomic_fetch_add(&sshcore_live_workers, 1);
-    sshcore_conn_registry_add(conn);
-    if (pthread_create(&conn->thread, NULL, sshcore_conn_worker_main, conn) !=
+    sshcore__conn_registry_add(conn);
+    if (pthread_create(&conn->thread, NULL, sshcore__conn_worker_main, conn) !=
         0) {
-        sshcore_conn_registry_remove(conn);
+        sshcore__conn_registry_remove(conn);
         atomic_fetch_sub(&sshcore_live_workers, 1);
-        sshcore_error_set(err, SSHCORE_E_SYSTEM, "pthread_create failed");
+        sshcore__error_set(err, SSHCORE_E_SYSTEM, "pthread_create failed");
         conn->cb.released = NULL; /* the caller keeps ownership of ctx */
         goto fail;
     }
@@ -403,14 +403,14 @@ sshcore_conn_cancel_connect(sshcore_conn *conn)
     pthread_mutex_unlock(&conn->mu);
     /* Complete first: once the socket is shut down, the worker sees an error
      * and would otherwise report that instead of the cancellation. */
-    sshcore_error_set(&err, SSHCORE_E_CANCELLED, NULL);
-    if (sshcore_conn_connect_complete(conn, &err)) {
+    sshcore__error_set(&err, SSHCORE_E_CANCELLED, NULL);
+    if (sshcore__conn_connect_complete(conn, &err)) {
         /* break any wait on the network at once; the attempt is over anyway.
          * Only when the cancel won: a connection that just became ready stays.
          */
-        sshcore_conn_shutdown_socket(conn);
+        sshcore__conn_shutdown_socket(conn);
     }
-    sshcore_conn_wake(conn);
+    sshcore__conn_wake(conn);
 }
 
 /**
@@ -444,15 +444,15 @@ sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept, const char *reason)
     }
     conn->verdict_ready = true;
     conn->verdict_accept = accept != 0;
-    sshcore_copy_str(conn->verdict_reason,
-                     sizeof(conn->verdict_reason),
-                     reason);
+    sshcore__copy_str(conn->verdict_reason,
+                      sizeof(conn->verdict_reason),
+                      reason);
 
 out:
     pthread_mutex_unlock(&conn->mu);
     if (code != SSHCORE_E_INVALID_STATE) {
-        sshcore_conn_wake(conn);
-        sshcore_conn_unref(conn);
+        sshcore__conn_wake(conn);
+        sshcore__conn_unref(conn);
     }
     return code;
 }
@@ -485,7 +485,7 @@ sshcore_conn_kbdint_reply(sshcore_conn *conn,
             ok = copy[i] != NULL;
         }
         if (!ok) {
-            sshcore_free_answers(copy, count);
+            sshcore__free_answers(copy, count);
             copy = NULL;
         }
     }
@@ -495,8 +495,8 @@ sshcore_conn_kbdint_reply(sshcore_conn *conn,
     conn->kbd_answers = copy;
     conn->kbd_count = copy != NULL ? count : 0;
     pthread_mutex_unlock(&conn->mu);
-    sshcore_conn_wake(conn);
-    sshcore_conn_unref(conn);
+    sshcore__conn_wake(conn);
+    sshcore__conn_unref(conn);
     if (code != SSHCORE_E_OK) {
         return code;
     }
@@ -510,7 +510,7 @@ sshcore_conn_close(sshcore_conn *conn)
     pthread_mutex_lock(&conn->mu);
     conn->close_requested = true;
     pthread_mutex_unlock(&conn->mu);
-    sshcore_conn_wake(conn);
+    sshcore__conn_wake(conn);
 }
 
 void
@@ -534,11 +534,11 @@ sshcore_conn_release(sshcore_conn *conn)
     if (join) {
         pthread_join(conn->thread, NULL);
     }
-    sshcore_conn_unref(conn);
+    sshcore__conn_unref(conn);
 }
 
 int
-sshcore_conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err)
+sshcore__conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err)
 {
     int st = atomic_load(&conn->state_snapshot);
     int code = SSHCORE_E_OK;
@@ -569,9 +569,9 @@ sshcore_conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err)
                  "connection is %s",
                  st == SSHCORE_CONN_READY ? "closing"
                                           : sshcore_conn_state_name(st));
-        sshcore_error_set(err, code, detail);
+        sshcore__error_set(err, code, detail);
         return -1;
     }
-    sshcore_conn_wake(conn);
+    sshcore__conn_wake(conn);
     return 0;
 }

@@ -1,5 +1,5 @@
 /*
- * sshcore_conn_fail.c - how a connection ends (worker): the connect outcome
+ * sshcore__conn_fail.c - how a connection ends (worker): the connect outcome
  * reported exactly once, the first failure kept as the code later calls
  * report, every active operation completed, and whether libssh's session can
  * still be used.
@@ -15,7 +15,7 @@
 /** Reports the connect outcome exactly once; returns false if already reported.
  */
 bool
-sshcore_conn_connect_complete(sshcore_conn *conn, const sshcore_error *err)
+sshcore__conn_connect_complete(sshcore_conn *conn, const sshcore_error *err)
 {
     int expected = 0;
 
@@ -27,9 +27,9 @@ sshcore_conn_connect_complete(sshcore_conn *conn, const sshcore_error *err)
 }
 
 void
-sshcore_conn_fail_ops(sshcore_conn *conn,
-                      sshcore_op *_Nullable list,
-                      const sshcore_error *err)
+sshcore__conn_fail_ops(sshcore_conn *conn,
+                       sshcore_op *_Nullable list,
+                       const sshcore_error *err)
 {
     sshcore_op *op = list;
     sshcore_op *next = NULL;
@@ -37,7 +37,7 @@ sshcore_conn_fail_ops(sshcore_conn *conn,
     while (op != NULL) {
         next = op->next;
         op->next = NULL;
-        (void)sshcore_op_complete(op, err);
+        (void)sshcore__op_complete(op, err);
         op->vt->abort(conn, op);
         sshcore_op_release(op);
         op = next;
@@ -46,7 +46,7 @@ sshcore_conn_fail_ops(sshcore_conn *conn,
 
 /** Worker: the connection failed or was closed; everything goes down. */
 void
-sshcore_conn_fail_with(sshcore_conn *conn, const sshcore_error *err)
+sshcore__conn_fail_with(sshcore_conn *conn, const sshcore_error *err)
 {
     sshcore_conn_action act;
     sshcore_error op_err = *err;
@@ -55,7 +55,7 @@ sshcore_conn_fail_with(sshcore_conn *conn, const sshcore_error *err)
 
     /* the first failure is what later calls on this connection report */
     (void)atomic_compare_exchange_strong(&conn->fail_code, &none, err->code);
-    act = sshcore_conn_apply(conn, SSHCORE_CONN_EV_FAILURE);
+    act = sshcore__conn_apply(conn, SSHCORE_CONN_EV_FAILURE);
     if (act != SSHCORE_CONN_ACT_TEAR_DOWN) {
         return;
     }
@@ -64,16 +64,16 @@ sshcore_conn_fail_with(sshcore_conn *conn, const sshcore_error *err)
          * gone (the teardown that closes the socket comes later): a caller
          * that counts connections at once (a fleet's handshake limit, sshd's
          * MaxStartups) never has one more open than it counted. */
-        sshcore_conn_shutdown_socket(conn);
+        sshcore__conn_shutdown_socket(conn);
     }
-    sshcore_conn_connect_complete(conn, err);
-    sshcore_conn_fail_ops(conn, conn->active, &op_err);
+    sshcore__conn_connect_complete(conn, err);
+    sshcore__conn_fail_ops(conn, conn->active, &op_err);
     conn->active = NULL;
-    (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ENDED);
+    (void)sshcore__conn_phase(conn, SSHCORE_PHASE_EV_ENDED);
 }
 
 bool
-sshcore_session_usable(sshcore_conn *conn)
+sshcore__conn_libssh_usable(sshcore_conn *conn)
 {
     return conn->session != NULL && ssh_is_connected(conn->session) &&
            (ssh_get_status(conn->session) & SSH_CLOSED_ERROR) == 0;
@@ -84,19 +84,19 @@ sshcore_session_usable(sshcore_conn *conn)
 /* ---------------------------------------------------------------------- */
 
 void
-sshcore_conn_fail(sshcore_conn *conn, int code, const char *_Nullable detail)
+sshcore__conn_fail(sshcore_conn *conn, int code, const char *_Nullable detail)
 {
     sshcore_error err;
-    sshcore_error_set(&err, code, detail);
-    sshcore_conn_fail_with(conn, &err);
+    sshcore__error_set(&err, code, detail);
+    sshcore__conn_fail_with(conn, &err);
 }
 
 void
-sshcore_conn_fail_lib(sshcore_conn *conn,
-                      int code,
-                      const char *_Nullable function)
+sshcore__conn_fail_lib(sshcore_conn *conn,
+                       int code,
+                       const char *_Nullable function)
 {
     sshcore_error err;
-    sshcore_error_from_session(&err, code, conn->session, function);
-    sshcore_conn_fail_with(conn, &err);
+    sshcore__error_from_session(&err, code, conn->session, function);
+    sshcore__conn_fail_with(conn, &err);
 }

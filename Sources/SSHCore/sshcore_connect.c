@@ -23,11 +23,11 @@ static enum ssh_options_e algo_option(sshcore_algo_kind kind);
 static ssh_channel
 on_agent_channel(ssh_session session, void *userdata)
 {
-    return sshcore_agent_channel_open((sshcore_conn *)userdata, session);
+    return sshcore__agent_channel_open((sshcore_conn *)userdata, session);
 }
 
 void
-sshcore_connect_resolve(sshcore_conn *conn)
+sshcore__connect_resolve(sshcore_conn *conn)
 {
     struct addrinfo hints;
     char port[8];
@@ -43,31 +43,31 @@ sshcore_connect_resolve(sshcore_conn *conn)
     atomic_store(&conn->resolving, 0);
     if (rc != 0) {
         sshcore_error err;
-        sshcore_error_set(&err, SSHCORE_E_NAME_RESOLUTION, gai_strerror(rc));
+        sshcore__error_set(&err, SSHCORE_E_NAME_RESOLUTION, gai_strerror(rc));
         err.sys_errno = rc;
-        sshcore_conn_fail_with(conn, &err);
+        sshcore__conn_fail_with(conn, &err);
         return;
     }
     conn->ai_cur = conn->ai_list;
-    (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_RESOLVED);
+    (void)sshcore__conn_phase(conn, SSHCORE_PHASE_EV_RESOLVED);
 }
 
 void
-sshcore_connect_tcp_start(sshcore_conn *conn)
+sshcore__connect_tcp_start(sshcore_conn *conn)
 {
     bool in_progress = false;
     int fd;
 
     while (conn->ai_cur != NULL) {
-        fd = sshcore_socket_connect_start(conn->ai_cur, &in_progress);
+        fd = sshcore__socket_connect_start(conn->ai_cur, &in_progress);
         if (fd >= 0) {
             pthread_mutex_lock(&conn->mu);
             conn->sock_fd = fd;
             pthread_mutex_unlock(&conn->mu);
-            (void)sshcore_conn_phase(conn,
-                                     in_progress
-                                         ? SSHCORE_PHASE_EV_TCP_PENDING
-                                         : SSHCORE_PHASE_EV_TCP_CONNECTED);
+            (void)sshcore__conn_phase(conn,
+                                      in_progress
+                                          ? SSHCORE_PHASE_EV_TCP_PENDING
+                                          : SSHCORE_PHASE_EV_TCP_CONNECTED);
             return;
         }
         conn->last_connect_errno = errno;
@@ -75,27 +75,27 @@ sshcore_connect_tcp_start(sshcore_conn *conn)
     }
     {
         sshcore_error err;
-        sshcore_error_set(&err,
-                          sshcore_errno_to_code(conn->last_connect_errno),
-                          strerror(conn->last_connect_errno));
+        sshcore__error_set(&err,
+                           sshcore__errno_to_code(conn->last_connect_errno),
+                           strerror(conn->last_connect_errno));
         err.sys_errno = conn->last_connect_errno;
-        sshcore_conn_fail_with(conn, &err);
+        sshcore__conn_fail_with(conn, &err);
     }
 }
 
 void
-sshcore_connect_tcp_wait(sshcore_conn *conn)
+sshcore__connect_tcp_wait(sshcore_conn *conn)
 {
-    int e = sshcore_socket_connect_result(conn->sock_fd);
+    int e = sshcore__socket_connect_result(conn->sock_fd);
 
     if (e == 0) {
-        (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_TCP_CONNECTED);
+        (void)sshcore__conn_phase(conn, SSHCORE_PHASE_EV_TCP_CONNECTED);
         return;
     }
     conn->last_connect_errno = e;
-    sshcore_conn_close_socket(conn);
+    sshcore__conn_close_socket(conn);
     conn->ai_cur = conn->ai_cur != NULL ? conn->ai_cur->ai_next : NULL;
-    (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_TCP_RETRY);
+    (void)sshcore__conn_phase(conn, SSHCORE_PHASE_EV_TCP_RETRY);
 }
 
 static int
@@ -224,22 +224,22 @@ sshcore_conn_negotiated(sshcore_conn *conn, sshcore_negotiated *out)
 }
 
 void
-sshcore_conn_pause_deadline(sshcore_conn *conn)
+sshcore__conn_pause_deadline(sshcore_conn *conn)
 {
-    conn->paused_at_ms = sshcore_now_ms();
+    conn->paused_at_ms = sshcore__now_ms();
 }
 
 void
-sshcore_conn_resume_deadline(sshcore_conn *conn)
+sshcore__conn_resume_deadline(sshcore_conn *conn)
 {
     if (conn->paused_at_ms != 0 && conn->deadline_ms != 0) {
-        conn->deadline_ms += sshcore_now_ms() - conn->paused_at_ms;
+        conn->deadline_ms += sshcore__now_ms() - conn->paused_at_ms;
     }
     conn->paused_at_ms = 0;
 }
 
 void
-sshcore_connect_handshake(sshcore_conn *conn)
+sshcore__connect_handshake(sshcore_conn *conn)
 {
     ssh_key key = NULL;
     unsigned char *hash = NULL;
@@ -252,21 +252,21 @@ sshcore_connect_handshake(sshcore_conn *conn)
     int rc;
 
     if (conn->session == NULL) {
-        sshcore_socket_tune(conn->sock_fd, conn->backstop_timeout_s * 1000);
+        sshcore__socket_tune(conn->sock_fd, conn->backstop_timeout_s * 1000);
         int crc = session_create(conn);
         if (crc < 0) {
             sshcore_error err;
-            sshcore_error_set(&err,
-                              SSHCORE_E_SYSTEM,
-                              "dup() of the socket failed");
+            sshcore__error_set(&err,
+                               SSHCORE_E_SYSTEM,
+                               "dup() of the socket failed");
             err.sys_errno = -crc;
-            sshcore_conn_fail_with(conn, &err);
+            sshcore__conn_fail_with(conn, &err);
             return;
         }
         if (crc != 0) {
-            sshcore_conn_fail_lib(conn,
-                                  SSHCORE_E_INVALID_ARGUMENT,
-                                  "ssh_options_set");
+            sshcore__conn_fail_lib(conn,
+                                   SSHCORE_E_INVALID_ARGUMENT,
+                                   "ssh_options_set");
             return;
         }
     }
@@ -282,33 +282,33 @@ sshcore_connect_handshake(sshcore_conn *conn)
         return;
     }
     if (rc != SSH_OK) {
-        sshcore_conn_fail_lib(conn,
-                              sshcore_handshake_failure_code(conn),
-                              "ssh_connect");
+        sshcore__conn_fail_lib(conn,
+                               sshcore__handshake_failure_code(conn),
+                               "ssh_connect");
         return;
     }
     banner = ssh_get_serverbanner(conn->session);
-    sshcore_copy_str(conn->banner, sizeof(conn->banner), banner);
-    sshcore_copy_str(conn->negotiated.kex,
-                     sizeof(conn->negotiated.kex),
-                     ssh_get_kex_algo(conn->session));
-    sshcore_copy_str(conn->negotiated.cipher_c2s,
-                     sizeof(conn->negotiated.cipher_c2s),
-                     ssh_get_cipher_out(conn->session));
-    sshcore_copy_str(conn->negotiated.cipher_s2c,
-                     sizeof(conn->negotiated.cipher_s2c),
-                     ssh_get_cipher_in(conn->session));
-    sshcore_copy_str(conn->negotiated.mac_c2s,
-                     sizeof(conn->negotiated.mac_c2s),
-                     ssh_get_hmac_out(conn->session));
-    sshcore_copy_str(conn->negotiated.mac_s2c,
-                     sizeof(conn->negotiated.mac_s2c),
-                     ssh_get_hmac_in(conn->session));
+    sshcore__copy_str(conn->banner, sizeof(conn->banner), banner);
+    sshcore__copy_str(conn->negotiated.kex,
+                      sizeof(conn->negotiated.kex),
+                      ssh_get_kex_algo(conn->session));
+    sshcore__copy_str(conn->negotiated.cipher_c2s,
+                      sizeof(conn->negotiated.cipher_c2s),
+                      ssh_get_cipher_out(conn->session));
+    sshcore__copy_str(conn->negotiated.cipher_s2c,
+                      sizeof(conn->negotiated.cipher_s2c),
+                      ssh_get_cipher_in(conn->session));
+    sshcore__copy_str(conn->negotiated.mac_c2s,
+                      sizeof(conn->negotiated.mac_c2s),
+                      ssh_get_hmac_out(conn->session));
+    sshcore__copy_str(conn->negotiated.mac_s2c,
+                      sizeof(conn->negotiated.mac_s2c),
+                      ssh_get_hmac_in(conn->session));
 
     if (ssh_get_server_publickey(conn->session, &key) != SSH_OK) {
-        sshcore_conn_fail_lib(conn,
-                              SSHCORE_E_KEY_EXCHANGE,
-                              "ssh_get_server_publickey");
+        sshcore__conn_fail_lib(conn,
+                               SSHCORE_E_KEY_EXCHANGE,
+                               "ssh_get_server_publickey");
         return;
     }
     if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &hlen) !=
@@ -317,9 +317,9 @@ sshcore_connect_handshake(sshcore_conn *conn)
              ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, hlen)) ==
             NULL ||
         ssh_pki_export_pubkey_base64(key, &b64) != SSH_OK) {
-        sshcore_conn_fail_lib(conn,
-                              SSHCORE_E_KEY_EXCHANGE,
-                              "ssh_get_publickey_hash");
+        sshcore__conn_fail_lib(conn,
+                               SSHCORE_E_KEY_EXCHANGE,
+                               "ssh_get_publickey_hash");
         goto out;
     }
     type = ssh_key_type(key) == SSH_KEYTYPE_ECDSA_P256 ||
@@ -328,17 +328,17 @@ sshcore_connect_handshake(sshcore_conn *conn)
                ? ssh_pki_key_ecdsa_name(key)
                : ssh_key_type_to_char(ssh_key_type(key));
     hk.type = type != NULL ? type : "unknown";
-    sshcore_copy_str(conn->negotiated.hostkey,
-                     sizeof(conn->negotiated.hostkey),
-                     hk.type);
+    sshcore__copy_str(conn->negotiated.hostkey,
+                      sizeof(conn->negotiated.hostkey),
+                      hk.type);
     hk.sha256 = fp;
     hk.base64 = b64;
     hk.host = conn->host;
     hk.port = conn->port;
-    if (!sshcore_conn_phase(conn, SSHCORE_PHASE_EV_HOSTKEY_ASKED)) {
+    if (!sshcore__conn_phase(conn, SSHCORE_PHASE_EV_HOSTKEY_ASKED)) {
         goto out;
     }
-    sshcore_conn_retain(conn); /* dropped by sshcore_conn_hostkey_verdict */
+    sshcore__conn_retain(conn); /* dropped by sshcore_conn_hostkey_verdict */
     pthread_mutex_lock(&conn->mu);
     conn->verdict_awaited = true;
     pthread_mutex_unlock(&conn->mu);
@@ -362,19 +362,19 @@ out:
 /* ---------------------------------------------------------------------- */
 
 bool
-sshcore_conn_phase(sshcore_conn *conn, sshcore_phase_event event)
+sshcore__conn_phase(sshcore_conn *conn, sshcore_phase_event event)
 {
     sshcore_phase before = conn->phase;
     char detail[160];
 
     switch (sshcore_phase_fsm_apply(&conn->phase, event)) {
     case SSHCORE_PHASE_ACT_ASK_CALLER:
-        sshcore_conn_pause_deadline(
+        sshcore__conn_pause_deadline(
             conn); /* the caller's time is not the network's */
         return true;
     case SSHCORE_PHASE_ACT_AUTHENTICATE:
     case SSHCORE_PHASE_ACT_TRY_METHOD:
-        sshcore_conn_resume_deadline(conn); /* no-op unless paused */
+        sshcore__conn_resume_deadline(conn); /* no-op unless paused */
         return true;
     case SSHCORE_PHASE_ACT_NONE:
     case SSHCORE_PHASE_ACT_CONNECT_TCP:
@@ -393,6 +393,6 @@ sshcore_conn_phase(sshcore_conn *conn, sshcore_phase_event event)
              "connect phase %s: event %s not allowed (a core bug)",
              sshcore_phase_name((int)before),
              sshcore_phase_event_name((int)event));
-    sshcore_conn_fail(conn, SSHCORE_E_INVALID_STATE, detail);
+    sshcore__conn_fail(conn, SSHCORE_E_INVALID_STATE, detail);
     return false;
 }

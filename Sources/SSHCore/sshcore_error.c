@@ -14,7 +14,7 @@
 #include "sshcore_internal.h"
 
 void
-sshcore_copy_str(char *dst, size_t cap, const char *_Nullable src)
+sshcore__copy_str(char *dst, size_t cap, const char *_Nullable src)
 {
     if (cap == 0) {
         return;
@@ -23,27 +23,27 @@ sshcore_copy_str(char *dst, size_t cap, const char *_Nullable src)
 }
 
 void
-sshcore_error_set(sshcore_error *err, int code, const char *detail)
+sshcore__error_set(sshcore_error *err, int code, const char *detail)
 {
     memset(err, 0, sizeof(*err));
     err->code = code;
-    sshcore_copy_str(err->detail, sizeof(err->detail), detail);
+    sshcore__copy_str(err->detail, sizeof(err->detail), detail);
 }
 
 void
-sshcore_error_from_session(sshcore_error *err,
-                           int code,
-                           ssh_session session,
-                           const char *function)
+sshcore__error_from_session(sshcore_error *err,
+                            int code,
+                            ssh_session session,
+                            const char *function)
 {
     memset(err, 0, sizeof(*err));
     err->code = code;
-    sshcore_copy_str(err->lib_function, sizeof(err->lib_function), function);
+    sshcore__copy_str(err->lib_function, sizeof(err->lib_function), function);
     if (session != NULL) {
         err->lib_code = ssh_get_error_code(session);
-        sshcore_copy_str(err->lib_message,
-                         sizeof(err->lib_message),
-                         ssh_get_error(session));
+        sshcore__copy_str(err->lib_message,
+                          sizeof(err->lib_message),
+                          ssh_get_error(session));
     }
 }
 
@@ -59,7 +59,7 @@ static const char *const integrity_failures[] = {
 };
 
 int
-sshcore_conn_failure_code(sshcore_conn *conn)
+sshcore__conn_failure_code(sshcore_conn *conn)
 {
     int status;
     const char *msg = NULL;
@@ -105,10 +105,10 @@ sshcore_conn_failure_code(sshcore_conn *conn)
  * key exchange's failure.
  */
 int
-sshcore_handshake_failure_code(sshcore_conn *conn)
+sshcore__handshake_failure_code(sshcore_conn *conn)
 {
     const char *msg = ssh_get_error(conn->session);
-    int code = sshcore_conn_failure_code(conn);
+    int code = sshcore__conn_failure_code(conn);
 
     if (msg == NULL) {
         return SSHCORE_E_KEY_EXCHANGE;
@@ -141,17 +141,17 @@ static const char *const err_names[] = {SSHCORE_ERROR_MAP(SSHCORE_ERR_NAME)};
 static const char *const err_messages[] = {SSHCORE_ERROR_MAP(SSHCORE_ERR_MSG)};
 
 int
-sshcore_err_count(void)
+sshcore_code_count(void)
 {
     return (int)(sizeof(err_names) / sizeof(err_names[0]));
 }
 const char *
-sshcore_err_name(int code)
+sshcore_code_name(int code)
 {
     return NAME_LOOKUP(err_names, code);
 }
 const char *
-sshcore_err_message(int code)
+sshcore_code_message(int code)
 {
     return NAME_LOOKUP(err_messages, code);
 }

@@ -17,10 +17,10 @@
 
 #include "sshcore_session.h"
 
-session_op *_Nullable sshcore_session_new(const char *_Nullable command,
-                                          const char *_Nullable fallback,
-                                          const sshcore_env_var *_Nullable env,
-                                          size_t env_count)
+session_op *_Nullable sshcore__session_new(const char *_Nullable command,
+                                           const char *_Nullable fallback,
+                                           const sshcore_env_var *_Nullable env,
+                                           size_t env_count)
 {
     session_op *x = calloc(1, sizeof(*x));
     bool ok = true;
@@ -58,7 +58,7 @@ session_op *_Nullable sshcore_session_new(const char *_Nullable command,
         }
     }
     if (!ok) {
-        sshcore_session_destroy(&x->base);
+        sshcore__session_destroy(&x->base);
         return NULL;
     }
     return x;
@@ -78,15 +78,15 @@ sshcore_exec_start(sshcore_conn *conn,
     if (spec->command == NULL ||
         (spec->stdin_len > 0 && spec->stdin_data == NULL) ||
         (spec->env_count > 0 && spec->env == NULL)) {
-        sshcore_error_set(err,
-                          SSHCORE_E_INVALID_ARGUMENT,
-                          "incomplete exec spec");
+        sshcore__error_set(err,
+                           SSHCORE_E_INVALID_ARGUMENT,
+                           "incomplete exec spec");
         return NULL;
     }
-    x = sshcore_session_new(spec->command,
-                            spec->fallback_command,
-                            spec->env,
-                            spec->env_count);
+    x = sshcore__session_new(spec->command,
+                             spec->fallback_command,
+                             spec->env,
+                             spec->env_count);
     eof = calloc(1, sizeof(*eof));
     if (spec->stdin_len > 0) {
         input = calloc(1, sizeof(*input));
@@ -102,9 +102,9 @@ sshcore_exec_start(sshcore_conn *conn,
         free(input);
         free(eof);
         if (x != NULL) {
-            sshcore_session_destroy(&x->base);
+            sshcore__session_destroy(&x->base);
         }
-        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         return NULL;
     }
     x->limit = spec->output_limit;
@@ -112,12 +112,12 @@ sshcore_exec_start(sshcore_conn *conn,
     if (input != NULL) {
         memcpy(input->data, spec->stdin_data, spec->stdin_len);
         input->len = spec->stdin_len;
-        sshcore_session_enqueue(x, input);
+        sshcore__session_enqueue(x, input);
     }
     eof->eof = true;
-    sshcore_session_enqueue(x, eof);
+    sshcore__session_enqueue(x, eof);
     x->eof_queued = true;
-    return sshcore_session_submit(conn, x, done, ctx, 0, err);
+    return sshcore__session_submit(conn, x, done, ctx, 0, err);
 }
 
 sshcore_op *
@@ -131,25 +131,25 @@ sshcore_rforward_stream(sshcore_op *forward,
 {
     session_op *x = NULL;
 
-    if (!sshcore_op_is(forward,
-                       SSHCORE_OP_RFORWARD,
-                       "sshcore_rforward_stream",
-                       err)) {
+    if (!sshcore__op_is(forward,
+                        SSHCORE_OP_RFORWARD,
+                        "sshcore_rforward_stream",
+                        err)) {
         return NULL;
     }
     if (callbacks->data == NULL || callbacks->started == NULL ||
         callbacks->released == NULL) {
-        sshcore_error_set(err,
-                          SSHCORE_E_INVALID_ARGUMENT,
-                          "incomplete stream callbacks");
+        sshcore__error_set(err,
+                           SSHCORE_E_INVALID_ARGUMENT,
+                           "incomplete stream callbacks");
         return NULL;
     }
-    x = sshcore_session_adopted_new(forward, id, buffer_limit, err);
+    x = sshcore__session_adopted_new(forward, id, buffer_limit, err);
     if (x == NULL) {
         return NULL;
     }
     x->cb = *callbacks;
-    return sshcore_session_submit(forward->conn, x, done, ctx, 0, err);
+    return sshcore__session_submit(forward->conn, x, done, ctx, 0, err);
 }
 
 sshcore_op *
@@ -163,12 +163,12 @@ sshcore_stream_start(sshcore_conn *conn,
     session_op *x = NULL;
 
     if (spec->kind != SSHCORE_CHANNEL_SESSION) {
-        return sshcore_session_direct_start(conn,
-                                            spec,
-                                            callbacks,
-                                            done,
-                                            ctx,
-                                            err);
+        return sshcore__session_direct_start(conn,
+                                             spec,
+                                             callbacks,
+                                             done,
+                                             ctx,
+                                             err);
     }
     if ((spec->env_count > 0 && spec->env == NULL) || spec->buffer_limit == 0 ||
         spec->timeout_ms < 0 || callbacks->data == NULL ||
@@ -176,17 +176,17 @@ sshcore_stream_start(sshcore_conn *conn,
         (spec->pty != NULL &&
          (spec->pty->term == NULL || spec->pty->cols == 0 ||
           spec->pty->rows == 0 || strlen(spec->pty->term) >= 64))) {
-        sshcore_error_set(err,
-                          SSHCORE_E_INVALID_ARGUMENT,
-                          "incomplete stream spec");
+        sshcore__error_set(err,
+                           SSHCORE_E_INVALID_ARGUMENT,
+                           "incomplete stream spec");
         return NULL;
     }
-    x = sshcore_session_new(spec->command,
-                            spec->fallback_command,
-                            spec->env,
-                            spec->env_count);
+    x = sshcore__session_new(spec->command,
+                             spec->fallback_command,
+                             spec->env,
+                             spec->env_count);
     if (x == NULL) {
-        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         return NULL;
     }
     x->streamed = true;
@@ -200,7 +200,7 @@ sshcore_stream_start(sshcore_conn *conn,
         x->cols = spec->pty->cols;
         x->rows = spec->pty->rows;
     }
-    return sshcore_session_submit(conn, x, done, ctx, spec->timeout_ms, err);
+    return sshcore__session_submit(conn, x, done, ctx, spec->timeout_ms, err);
 }
 
 int
@@ -209,10 +209,10 @@ sshcore_stream_get_exit(sshcore_op *op, sshcore_exit_info *info)
     session_op *x = NULL;
 
     memset(info, 0, sizeof(*info));
-    if (!sshcore_op_is(op,
-                       SSHCORE_OP_STREAM,
-                       "sshcore_stream_get_exit",
-                       NULL)) {
+    if (!sshcore__op_is(op,
+                        SSHCORE_OP_STREAM,
+                        "sshcore_stream_get_exit",
+                        NULL)) {
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;
@@ -232,7 +232,7 @@ sshcore_exec_get_result(sshcore_op *op, sshcore_exec_result *r)
     session_op *x = NULL;
 
     memset(r, 0, sizeof(*r));
-    if (!sshcore_op_is(op, SSHCORE_OP_EXEC, "sshcore_exec_get_result", NULL)) {
+    if (!sshcore__op_is(op, SSHCORE_OP_EXEC, "sshcore_exec_get_result", NULL)) {
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;

@@ -45,10 +45,10 @@ typedef struct sshcore_bytes {
     size_t cap;
 } sshcore_bytes;
 
-int sshcore_bytes_append(sshcore_bytes *b, const void *p, size_t n);
+int sshcore__bytes_append(sshcore_bytes *b, const void *p, size_t n);
 /** Makes room for `n` more bytes after `len`; 0 or -1 (out of memory). */
-int sshcore_bytes_reserve(sshcore_bytes *b, size_t n);
-void sshcore_bytes_free(sshcore_bytes *b);
+int sshcore__bytes_reserve(sshcore_bytes *b, size_t n);
+void sshcore__bytes_free(sshcore_bytes *b);
 
 /** Operation kinds plug into the worker through this table. */
 typedef struct sshcore_op_vtable {
@@ -126,7 +126,7 @@ struct sshcore_conn {
     _Atomic unsigned offered_methods;
     atomic_int connect_done;
     atomic_int resolving; /* the worker is inside getaddrinfo */
-    /* a request came (sshcore_conn_wake) since the worker last took them: a
+    /* a request came (sshcore__conn_wake) since the worker last took them: a
      * read pass ends early so that a keystroke is not sent after 512 KiB */
     atomic_int woken;
 
@@ -254,61 +254,62 @@ struct sshcore_orphan {
 
 /* sshcore_conn.c: the clock, references, waking the worker, queueing, the
  * socket, applying the connection machine */
-int64_t sshcore_now_ms(void);
-void sshcore_conn_retain(sshcore_conn *conn);
-void sshcore_conn_unref(sshcore_conn *conn);
-void sshcore_conn_wake(sshcore_conn *conn);
+int64_t sshcore__now_ms(void);
+void sshcore__conn_retain(sshcore_conn *conn);
+void sshcore__conn_unref(sshcore_conn *conn);
+void sshcore__conn_wake(sshcore_conn *conn);
 /** Queue an operation (any thread); fails unless the connection is ready. */
-int sshcore_conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err);
-void sshcore_free_answers(char *_Nullable *_Nullable answers, size_t n);
-void sshcore_conn_close_socket(sshcore_conn *conn);
-void sshcore_conn_shutdown_socket(sshcore_conn *conn);
-sshcore_conn_action sshcore_conn_apply(sshcore_conn *conn,
-                                       sshcore_conn_event ev);
+int
+sshcore__conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err);
+void sshcore__free_answers(char *_Nullable *_Nullable answers, size_t n);
+void sshcore__conn_close_socket(sshcore_conn *conn);
+void sshcore__conn_shutdown_socket(sshcore_conn *conn);
+sshcore_conn_action sshcore__conn_apply(sshcore_conn *conn,
+                                        sshcore_conn_event ev);
 
 /* sshcore_error.c */
 /** Fill err from the session's last libssh error (worker only). */
-void sshcore_error_from_session(sshcore_error *err,
-                                int code,
-                                ssh_session _Nullable session,
-                                const char *function);
+void sshcore__error_from_session(sshcore_error *err,
+                                 int code,
+                                 ssh_session _Nullable session,
+                                 const char *function);
 void
-sshcore_error_set(sshcore_error *err, int code, const char *_Nullable detail);
+sshcore__error_set(sshcore_error *err, int code, const char *_Nullable detail);
 /** Classify the session's failure after libssh reported an error. */
-int sshcore_conn_failure_code(sshcore_conn *conn);
-void sshcore_copy_str(char *dst, size_t cap, const char *_Nullable src);
-int sshcore_handshake_failure_code(sshcore_conn *conn);
+int sshcore__conn_failure_code(sshcore_conn *conn);
+void sshcore__copy_str(char *dst, size_t cap, const char *_Nullable src);
+int sshcore__handshake_failure_code(sshcore_conn *conn);
 
-/* sshcore_conn_fail.c: failing a connection and its operations */
+/* sshcore__conn_fail.c: failing a connection and its operations */
 /** Worker: whether the session can still carry packets: connected, and not
  *  in libssh's error state (which a failed MAC or decryption sets while
  *  ssh_is_connected() stays true). Use it, never ssh_is_connected() alone. */
-bool sshcore_session_usable(sshcore_conn *conn);
-bool sshcore_conn_connect_complete(sshcore_conn *conn,
-                                   const sshcore_error *err);
-void sshcore_conn_fail_ops(sshcore_conn *conn,
-                           sshcore_op *_Nullable list,
-                           const sshcore_error *err);
-void sshcore_conn_fail_with(sshcore_conn *conn, const sshcore_error *err);
+bool sshcore__conn_libssh_usable(sshcore_conn *conn);
+bool sshcore__conn_connect_complete(sshcore_conn *conn,
+                                    const sshcore_error *err);
+void sshcore__conn_fail_ops(sshcore_conn *conn,
+                            sshcore_op *_Nullable list,
+                            const sshcore_error *err);
+void sshcore__conn_fail_with(sshcore_conn *conn, const sshcore_error *err);
 void
-sshcore_conn_fail(sshcore_conn *conn, int code, const char *_Nullable detail);
-void sshcore_conn_fail_lib(sshcore_conn *conn,
-                           int code,
-                           const char *_Nullable function);
+sshcore__conn_fail(sshcore_conn *conn, int code, const char *_Nullable detail);
+void sshcore__conn_fail_lib(sshcore_conn *conn,
+                            int code,
+                            const char *_Nullable function);
 
 /* sshcore_orphan.c (worker): channels closed properly after their op ended */
 /** Worker: keep a channel whose open is pending until the server answers,
  *  then close it properly. */
-void sshcore_conn_adopt_opening_channel(sshcore_conn *conn, ssh_channel ch);
+void sshcore__conn_adopt_opening_channel(sshcore_conn *conn, ssh_channel ch);
 /* Takes a channel whose exec (`exec`, with `command`) or shell request is
  * pending: once answered, what it started gets TERM (when `signal`), then
  * EOF and CLOSE. `pty`: the channel has a terminal (see below). */
-void sshcore_conn_adopt_starting_channel(sshcore_conn *conn,
-                                         ssh_channel ch,
-                                         const char *_Nullable command,
-                                         bool exec,
-                                         bool signal,
-                                         bool pty);
+void sshcore__conn_adopt_starting_channel(sshcore_conn *conn,
+                                          ssh_channel ch,
+                                          const char *_Nullable command,
+                                          bool exec,
+                                          bool signal,
+                                          bool pty);
 /* Takes a channel whose process is to stop: TERM now and again every 100 ms
  * until the server reports the end (EOF or CLOSE); then EOF and CLOSE. (sshd
  * answers an exec before its child made its process group: a TERM that early
@@ -316,93 +317,93 @@ void sshcore_conn_adopt_starting_channel(sshcore_conn *conn,
  * stops such a process, and a loaded server may start it seconds late. With
  * one (`pty`) for up to 2 s: the close hangs the terminal up, which ends what
  * TERM does not (a shell ignores it). */
-void sshcore_conn_adopt_stopping_channel(sshcore_conn *conn,
-                                         ssh_channel ch,
-                                         bool pty);
+void sshcore__conn_adopt_stopping_channel(sshcore_conn *conn,
+                                          ssh_channel ch,
+                                          bool pty);
 /* The earliest time an orphan needs the worker, or -1. */
-int64_t sshcore_conn_orphans_due_ms(const sshcore_conn *conn);
+int64_t sshcore__conn_orphans_due_ms(const sshcore_conn *conn);
 
 /* sshcore_registry.c: the running workers and the exit handler */
-void sshcore_conn_registry_add(sshcore_conn *conn);
-void sshcore_conn_registry_remove(sshcore_conn *conn);
+void sshcore__conn_registry_add(sshcore_conn *conn);
+void sshcore__conn_registry_remove(sshcore_conn *conn);
 extern atomic_long sshcore_live_workers;
 
 /* sshcore_connect.c (worker) */
 /** Worker: applies a connect-phase event and acts on its action (the connect
  *  deadline pauses while the caller is asked, and resumes with the answer); a
  *  rejected event fails the connection with INVALID_STATE naming both. */
-bool sshcore_conn_phase(sshcore_conn *conn, sshcore_phase_event event);
-void sshcore_connect_resolve(sshcore_conn *conn);
-void sshcore_connect_tcp_start(sshcore_conn *conn);
-void sshcore_connect_tcp_wait(sshcore_conn *conn);
-void sshcore_conn_pause_deadline(sshcore_conn *conn);
-void sshcore_conn_resume_deadline(sshcore_conn *conn);
-void sshcore_connect_handshake(sshcore_conn *conn);
+bool sshcore__conn_phase(sshcore_conn *conn, sshcore_phase_event event);
+void sshcore__connect_resolve(sshcore_conn *conn);
+void sshcore__connect_tcp_start(sshcore_conn *conn);
+void sshcore__connect_tcp_wait(sshcore_conn *conn);
+void sshcore__conn_pause_deadline(sshcore_conn *conn);
+void sshcore__conn_resume_deadline(sshcore_conn *conn);
+void sshcore__connect_handshake(sshcore_conn *conn);
 
 /* sshcore_auth.c (worker) */
-void sshcore_auth_none(sshcore_conn *conn);
-void sshcore_auth_method_step(sshcore_conn *conn);
-void sshcore_auth_check_session(sshcore_conn *conn);
-void sshcore_auth_answers(sshcore_conn *conn,
-                          char *_Nullable *_Nullable answers,
-                          size_t count);
+void sshcore__auth_none(sshcore_conn *conn);
+void sshcore__auth_method_step(sshcore_conn *conn);
+void sshcore__auth_check_session(sshcore_conn *conn);
+void sshcore__auth_answers(sshcore_conn *conn,
+                           char *_Nullable *_Nullable answers,
+                           size_t count);
 /* a method that cannot be used: skipped (SKIP_UNUSABLE) or the connection
  * fails with `code` */
-void sshcore_auth_method_unusable(sshcore_conn *conn,
-                                  const sshcore_auth_method *m,
-                                  int code,
-                                  const char *_Nullable function,
-                                  int lib_code,
-                                  const char *why);
+void sshcore__auth_method_unusable(sshcore_conn *conn,
+                                   const sshcore_auth_method *m,
+                                   int code,
+                                   const char *_Nullable function,
+                                   int lib_code,
+                                   const char *why);
 /* one prompt (a password, or a key's passphrase at `key_path`) handed to the
  * caller; the worker waits in ANSWER_WAIT */
-void sshcore_auth_ask_caller_once(sshcore_conn *conn,
-                                  const char *prompt,
-                                  bool passphrase,
-                                  const char *_Nullable key_path,
-                                  unsigned attempt);
+void sshcore__auth_ask_caller_once(sshcore_conn *conn,
+                                   const char *prompt,
+                                   bool passphrase,
+                                   const char *_Nullable key_path,
+                                   unsigned attempt);
 /* wipes and frees a secret string, leaving NULL */
-void sshcore_wipe_secret(char *_Nullable *_Nonnull secret);
+void sshcore__wipe_secret(char *_Nullable *_Nonnull secret);
 
 /* sshcore_auth_key.c (worker) */
 /* loads the method's key (and certificate) into conn->key; false when the
  * method is unusable (handled) or its passphrase is being asked for */
-bool sshcore_auth_load_key(sshcore_conn *conn, const sshcore_auth_method *m);
+bool sshcore__auth_load_key(sshcore_conn *conn, const sshcore_auth_method *m);
 
 /* sshcore_keys.c */
-bool sshcore_cert_matches_key(ssh_key cert, ssh_key key);
+bool sshcore__cert_matches_key(ssh_key cert, ssh_key key);
 
 /* sshcore_cert_agent.c (worker): an Ed25519 key's certificate offered through
  * an in-process agent, for libssh 0.11.0-0.11.3, whose
  * ssh_pki_copy_cert_to_privkey refuses every Ed25519 certificate */
 typedef struct sshcore_cert_agent sshcore_cert_agent;
-sshcore_cert_agent *_Nullable sshcore_cert_agent_start(ssh_session session,
-                                                       ssh_key cert,
-                                                       ssh_key key);
+sshcore_cert_agent *_Nullable sshcore__cert_agent_start(ssh_session session,
+                                                        ssh_key cert,
+                                                        ssh_key key);
 /* frees what the current auth method holds: its key, its certificate agent,
  * the agent socket lent to libssh (worker) */
-void sshcore_auth_release(sshcore_conn *conn);
+void sshcore__auth_release(sshcore_conn *conn);
 /* whether tests forced the certificate agent (sshcore_testing_force_cert_agent)
  */
-bool sshcore_cert_agent_forced(void);
+bool sshcore__cert_agent_forced(void);
 /* connects to the agent at `path` and lends the socket to libssh (worker) */
-bool sshcore_agent_connect(sshcore_conn *conn, const char *path);
-void sshcore_cert_agent_stop(ssh_session session,
-                             sshcore_cert_agent *_Nullable agent);
+bool sshcore__agent_connect(sshcore_conn *conn, const char *path);
+void sshcore__cert_agent_stop(ssh_session session,
+                              sshcore_cert_agent *_Nullable agent);
 
 /* sshcore_orphan.c (worker) */
-void sshcore_orphans_reap(sshcore_conn *conn);
-void sshcore_orphans_free(sshcore_conn *conn);
+void sshcore__orphans_reap(sshcore_conn *conn);
+void sshcore__orphans_free(sshcore_conn *conn);
 
 /* sshcore_keepalive.c (worker) */
-int64_t sshcore_keepalive_due_ms(const sshcore_conn *conn);
-void sshcore_keepalive_check(sshcore_conn *conn);
+int64_t sshcore__keepalive_due_ms(const sshcore_conn *conn);
+void sshcore__keepalive_check(sshcore_conn *conn);
 
 /* sshcore_worker.c */
-void *_Nullable sshcore_conn_worker_main(void *arg);
+void *_Nullable sshcore__conn_worker_main(void *arg);
 
 /* sshcore_teardown.c (worker) */
-void sshcore_conn_teardown(sshcore_conn *conn);
+void sshcore__conn_teardown(sshcore_conn *conn);
 
 /* sshcore_keepalive.c: the global-request slot (keepalive probes and remote
  * forwards share it) */
@@ -422,17 +423,17 @@ struct sshcore_gcancel {
 /** Worker: whether the slot is free for a new question. An answer nobody waits
  *  for is collected first (an abandoned forward's success queues its cancel).
  */
-bool sshcore_global_slot_free(sshcore_conn *conn);
+bool sshcore__global_slot_free(sshcore_conn *conn);
 /** Worker: sends queued cancel-tcpip-forward requests when the slot is free. */
-void sshcore_global_service(sshcore_conn *conn);
+void sshcore__global_service(sshcore_conn *conn);
 /** Any thread at teardown: frees the slot's bookkeeping. */
-void sshcore_global_free_all(sshcore_conn *conn);
+void sshcore__global_free_all(sshcore_conn *conn);
 
 /* sshcore_rforward.c */
 /** Worker: removes waiting connection `id` from a remote forward op and
  *  returns its open channel (NULL when it is gone: timed out, rejected, the
  *  forward ended). */
-ssh_channel _Nullable sshcore_rforward_take(sshcore_op *forward, uint64_t id);
+ssh_channel _Nullable sshcore__rforward_take(sshcore_op *forward, uint64_t id);
 
 /* sshcore_bridge.c (worker) */
 /**
@@ -441,34 +442,34 @@ ssh_channel _Nullable sshcore_rforward_take(sshcore_op *forward, uint64_t id);
  * conn->agent_socket; NULL (libssh refuses the open) when the agent cannot be
  * reached or the connection is ending.
  */
-ssh_channel _Nullable sshcore_agent_channel_open(sshcore_conn *conn,
-                                                 ssh_session session);
+ssh_channel _Nullable sshcore__agent_channel_open(sshcore_conn *conn,
+                                                  ssh_session session);
 
 /* sshcore_op.c */
-void sshcore_op_init(sshcore_op *op,
-                     const sshcore_op_vtable *vt,
-                     sshcore_op_kind kind,
-                     sshcore_conn *conn,
-                     sshcore_op_done_fn done,
-                     void *_Nullable ctx);
+void sshcore__op_init(sshcore_op *op,
+                      const sshcore_op_vtable *vt,
+                      sshcore_op_kind kind,
+                      sshcore_conn *conn,
+                      sshcore_op_done_fn done,
+                      void *_Nullable ctx);
 /** Whether `op` is of `kind`; otherwise false, with `err` (when given) set to
  *  INVALID_ARGUMENT naming `call` and both kinds. */
-bool sshcore_op_is(sshcore_op *op,
-                   sshcore_op_kind kind,
-                   const char *call,
-                   sshcore_error *_Nullable err);
+bool sshcore__op_is(sshcore_op *op,
+                    sshcore_op_kind kind,
+                    const char *call,
+                    sshcore_error *_Nullable err);
 /** Complete exactly once; returns false if someone else already did. */
-bool sshcore_op_complete(sshcore_op *op, const sshcore_error *err);
-void sshcore_op_retain(sshcore_op *op);
+bool sshcore__op_complete(sshcore_op *op, const sshcore_error *err);
+void sshcore__op_retain(sshcore_op *op);
 
 /* sshcore_socket.c */
 /** Start a non-blocking TCP connect to ai; returns fd or -1 (errno set). */
-int sshcore_socket_connect_start(const struct addrinfo *ai, bool *in_progress);
+int sshcore__socket_connect_start(const struct addrinfo *ai, bool *in_progress);
 /** After POLLOUT: 0 when connected, else the errno of the failure. */
-int sshcore_socket_connect_result(int fd);
+int sshcore__socket_connect_result(int fd);
 /** TCP_NODELAY, TCP_USER_TIMEOUT, keepalive options on a connected socket. */
-void sshcore_socket_tune(int fd, int user_timeout_ms);
-int sshcore_errno_to_code(int e);
+void sshcore__socket_tune(int fd, int user_timeout_ms);
+int sshcore__errno_to_code(int e);
 
 #pragma clang assume_nonnull end
 

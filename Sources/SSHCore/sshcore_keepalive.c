@@ -31,7 +31,7 @@
 /* ---------------------------------------------------------------------- */
 
 bool
-sshcore_global_slot_free(sshcore_conn *conn)
+sshcore__global_slot_free(sshcore_conn *conn)
 {
     int rc;
 
@@ -66,9 +66,9 @@ sshcore_global_slot_free(sshcore_conn *conn)
 }
 
 void
-sshcore_global_service(sshcore_conn *conn)
+sshcore__global_service(sshcore_conn *conn)
 {
-    while (conn->gcancels != NULL && sshcore_global_slot_free(conn)) {
+    while (conn->gcancels != NULL && sshcore__global_slot_free(conn)) {
         struct sshcore_gcancel *c = conn->gcancels;
         int rc;
 
@@ -85,7 +85,7 @@ sshcore_global_service(sshcore_conn *conn)
 }
 
 void
-sshcore_global_free_all(sshcore_conn *conn)
+sshcore__global_free_all(sshcore_conn *conn)
 {
     while (conn->gcancels != NULL) {
         struct sshcore_gcancel *c = conn->gcancels;
@@ -116,7 +116,7 @@ keepalive_grace_ms(const sshcore_conn *conn)
  * moment the connection counts as lost. -1 when keepalive is off.
  */
 int64_t
-sshcore_keepalive_due_ms(const sshcore_conn *conn)
+sshcore__keepalive_due_ms(const sshcore_conn *conn)
 {
     int64_t interval = conn->ka_interval_ms;
 
@@ -144,7 +144,7 @@ keepalive_probe(sshcore_conn *conn)
     /* libssh has one global-request slot. While a question is out (an earlier
      * probe, a forward request or its cancel) nothing is sent: its answer makes
      * a live server talk just as well, and a probe would take it as its own. */
-    if (!sshcore_global_slot_free(conn)) {
+    if (!sshcore__global_slot_free(conn)) {
         return;
     }
     (void)ssh_send_keepalive(conn->session);
@@ -158,7 +158,7 @@ keepalive_probe(sshcore_conn *conn)
  * (whose kernel still ACKs, so TCP alone never notices) look the same here.
  */
 void
-sshcore_keepalive_check(sshcore_conn *conn)
+sshcore__keepalive_check(sshcore_conn *conn)
 {
     int64_t now;
     int64_t due;
@@ -166,13 +166,13 @@ sshcore_keepalive_check(sshcore_conn *conn)
     if (conn->ka_interval_ms <= 0 || conn->phase != SSHCORE_PHASE_READY) {
         return;
     }
-    now = sshcore_now_ms();
+    now = sshcore__now_ms();
     if (conn->packet_counter.in_packets != conn->ka_seen_packets) {
         conn->ka_seen_packets = conn->packet_counter.in_packets;
         conn->ka_last_rx_ms = now;
         conn->ka_probes = 0;
     }
-    due = sshcore_keepalive_due_ms(conn);
+    due = sshcore__keepalive_due_ms(conn);
     if (now < due) {
         return;
     }
@@ -186,7 +186,7 @@ sshcore_keepalive_check(sshcore_conn *conn)
                  conn->ka_probes,
                  conn->ka_probes == 1 ? "" : "s",
                  conn->ka_interval_ms);
-        sshcore_conn_fail(conn, SSHCORE_E_CONNECTION_LOST, detail);
+        sshcore__conn_fail(conn, SSHCORE_E_CONNECTION_LOST, detail);
         return;
     }
     conn->ka_probes++;

@@ -67,7 +67,7 @@ skip_string(const unsigned char *blob, long len, long at)
  * not check.
  */
 bool
-sshcore_cert_matches_key(ssh_key cert, ssh_key key)
+sshcore__cert_matches_key(ssh_key cert, ssh_key key)
 {
     char *cert_b64 = NULL;
     char *key_b64 = NULL;
@@ -134,7 +134,7 @@ sshcore_key_fingerprint_sha256(const char *type,
     if (fp == NULL) {
         goto out;
     }
-    sshcore_copy_str(out, out_len, fp);
+    sshcore__copy_str(out, out_len, fp);
     rc = SSHCORE_E_OK;
 out:
     if (fp != NULL) {

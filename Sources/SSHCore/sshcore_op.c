@@ -9,12 +9,12 @@
 #include "sshcore_internal.h"
 
 void
-sshcore_op_init(sshcore_op *op,
-                const sshcore_op_vtable *vt,
-                sshcore_op_kind kind,
-                sshcore_conn *conn,
-                sshcore_op_done_fn done,
-                void *ctx)
+sshcore__op_init(sshcore_op *op,
+                 const sshcore_op_vtable *vt,
+                 sshcore_op_kind kind,
+                 sshcore_conn *conn,
+                 sshcore_op_done_fn done,
+                 void *ctx)
 {
     atomic_init(&op->refs, 2); /* the caller's and the worker's */
     atomic_init(&op->claimed, 0);
@@ -23,7 +23,7 @@ sshcore_op_init(sshcore_op *op,
     op->vt = vt;
     op->kind = kind;
     op->conn = conn;
-    sshcore_conn_retain(conn);
+    sshcore__conn_retain(conn);
     op->done_fn = done;
     op->ctx = ctx;
     memset(&op->err, 0, sizeof(op->err));
@@ -32,7 +32,7 @@ sshcore_op_init(sshcore_op *op,
 }
 
 bool
-sshcore_op_complete(sshcore_op *op, const sshcore_error *err)
+sshcore__op_complete(sshcore_op *op, const sshcore_error *err)
 {
     int expected = 0;
 
@@ -48,7 +48,7 @@ sshcore_op_complete(sshcore_op *op, const sshcore_error *err)
 }
 
 void
-sshcore_op_retain(sshcore_op *op)
+sshcore__op_retain(sshcore_op *op)
 {
     atomic_fetch_add(&op->refs, 1);
 }
@@ -63,7 +63,7 @@ sshcore_op_release(sshcore_op *op)
     }
     conn = op->conn;
     op->vt->destroy(op);
-    sshcore_conn_unref(conn);
+    sshcore__conn_unref(conn);
 }
 
 void
@@ -75,12 +75,12 @@ sshcore_op_cancel(sshcore_op *op)
      * connection, not the op, across it. */
     sshcore_conn *conn = op->conn;
 
-    sshcore_conn_retain(conn);
+    sshcore__conn_retain(conn);
     atomic_store(&op->cancel_requested, 1);
-    sshcore_error_set(&err, SSHCORE_E_CANCELLED, NULL);
-    (void)sshcore_op_complete(op, &err);
-    sshcore_conn_wake(conn);
-    sshcore_conn_unref(conn);
+    sshcore__error_set(&err, SSHCORE_E_CANCELLED, NULL);
+    (void)sshcore__op_complete(op, &err);
+    sshcore__conn_wake(conn);
+    sshcore__conn_unref(conn);
 }
 
 const sshcore_error *
@@ -112,10 +112,10 @@ kind_name(sshcore_op_kind kind)
 }
 
 bool
-sshcore_op_is(sshcore_op *op,
-              sshcore_op_kind kind,
-              const char *call,
-              sshcore_error *err)
+sshcore__op_is(sshcore_op *op,
+               sshcore_op_kind kind,
+               const char *call,
+               sshcore_error *err)
 {
     char detail[160];
 
@@ -129,13 +129,13 @@ sshcore_op_is(sshcore_op *op,
                  call,
                  kind_name(kind),
                  kind_name(op->kind));
-        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, detail);
+        sshcore__error_set(err, SSHCORE_E_INVALID_ARGUMENT, detail);
     }
     return false;
 }
 
 int
-sshcore_bytes_reserve(sshcore_bytes *b, size_t n)
+sshcore__bytes_reserve(sshcore_bytes *b, size_t n)
 {
     uint8_t *grown = NULL;
     size_t cap = 0;
@@ -157,12 +157,12 @@ sshcore_bytes_reserve(sshcore_bytes *b, size_t n)
 }
 
 int
-sshcore_bytes_append(sshcore_bytes *b, const void *p, size_t n)
+sshcore__bytes_append(sshcore_bytes *b, const void *p, size_t n)
 {
     if (n == 0) {
         return 0;
     }
-    if (sshcore_bytes_reserve(b, n) != 0) {
+    if (sshcore__bytes_reserve(b, n) != 0) {
         return -1;
     }
     memcpy(b->data + b->len, p, n);
@@ -171,7 +171,7 @@ sshcore_bytes_append(sshcore_bytes *b, const void *p, size_t n)
 }
 
 void
-sshcore_bytes_free(sshcore_bytes *b)
+sshcore__bytes_free(sshcore_bytes *b)
 {
     free(b->data);
     b->data = NULL;

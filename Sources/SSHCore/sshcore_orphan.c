@@ -43,7 +43,7 @@ static struct sshcore_orphan *_Nullable orphan_new(
 }
 
 void
-sshcore_conn_adopt_opening_channel(sshcore_conn *conn, ssh_channel ch)
+sshcore__conn_adopt_opening_channel(sshcore_conn *conn, ssh_channel ch)
 {
     if (orphan_new(conn, ch, SSHCORE_ORPHAN_OPENING) == NULL) {
         ssh_channel_free(ch); /* out of memory: the server keeps the channel */
@@ -51,12 +51,12 @@ sshcore_conn_adopt_opening_channel(sshcore_conn *conn, ssh_channel ch)
 }
 
 void
-sshcore_conn_adopt_starting_channel(sshcore_conn *conn,
-                                    ssh_channel ch,
-                                    const char *command,
-                                    bool exec,
-                                    bool signal,
-                                    bool pty)
+sshcore__conn_adopt_starting_channel(sshcore_conn *conn,
+                                     ssh_channel ch,
+                                     const char *command,
+                                     bool exec,
+                                     bool signal,
+                                     bool pty)
 {
     char *start = strdup(exec && command != NULL ? command : "shell");
     struct sshcore_orphan *o =
@@ -174,7 +174,7 @@ orphan_drain(struct sshcore_orphan *o)
 static void
 orphan_stop(struct sshcore_orphan *o)
 {
-    int64_t now = sshcore_now_ms();
+    int64_t now = sshcore__now_ms();
 
     orphan_watch(o);
     orphan_drain(o);
@@ -187,9 +187,9 @@ orphan_stop(struct sshcore_orphan *o)
 }
 
 void
-sshcore_conn_adopt_stopping_channel(sshcore_conn *conn,
-                                    ssh_channel ch,
-                                    bool pty)
+sshcore__conn_adopt_stopping_channel(sshcore_conn *conn,
+                                     ssh_channel ch,
+                                     bool pty)
 {
     struct sshcore_orphan *o = orphan_new(conn, ch, SSHCORE_ORPHAN_STOPPING);
 
@@ -204,7 +204,7 @@ sshcore_conn_adopt_stopping_channel(sshcore_conn *conn,
 }
 
 int64_t
-sshcore_conn_orphans_due_ms(const sshcore_conn *conn)
+sshcore__conn_orphans_due_ms(const sshcore_conn *conn)
 {
     const struct sshcore_orphan *o = NULL;
     int64_t due = -1;
@@ -243,7 +243,7 @@ orphan_step(struct sshcore_orphan *o)
         orphan_stop(o);
         return false;
     case SSHCORE_ORPHAN_STOPPING:
-        now = sshcore_now_ms();
+        now = sshcore__now_ms();
         if (o->exited || ssh_channel_is_closed(o->ch) ||
             ssh_channel_is_eof(o->ch) || now >= o->give_up_ms) {
             /* ended: close now, without waiting for output still owed */
@@ -264,7 +264,7 @@ orphan_step(struct sshcore_orphan *o)
 /** Worker: finish the pending exchange of each orphaned channel, then close it.
  */
 void
-sshcore_orphans_reap(sshcore_conn *conn)
+sshcore__orphans_reap(sshcore_conn *conn)
 {
     struct sshcore_orphan **link = &conn->orphans;
     struct sshcore_orphan *o = NULL;
@@ -284,7 +284,7 @@ sshcore_orphans_reap(sshcore_conn *conn)
             (void)ssh_channel_send_eof(o->ch);
         }
         ssh_channel_free(o->ch); /* open: sends CLOSE; refused: just frees */
-        conn->channel_closed_ms = sshcore_now_ms();
+        conn->channel_closed_ms = sshcore__now_ms();
         *link = o->next;
         free(o->start);
         free(o);
@@ -292,7 +292,7 @@ sshcore_orphans_reap(sshcore_conn *conn)
 }
 
 void
-sshcore_orphans_free(sshcore_conn *conn)
+sshcore__orphans_free(sshcore_conn *conn)
 {
     struct sshcore_orphan *o = conn->orphans;
     struct sshcore_orphan *next = NULL;

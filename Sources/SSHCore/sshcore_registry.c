@@ -46,8 +46,9 @@ close_workers_at_exit(void)
         sshcore_conn_close(c);
     }
     pthread_mutex_unlock(&registry_mu);
-    until = sshcore_now_ms() + EXIT_WAIT_MS;
-    while (atomic_load(&sshcore_live_workers) > 0 && sshcore_now_ms() < until) {
+    until = sshcore__now_ms() + EXIT_WAIT_MS;
+    while (atomic_load(&sshcore_live_workers) > 0 &&
+           sshcore__now_ms() < until) {
         struct timespec pause = {0, 1000000};
         nanosleep(&pause, NULL);
     }
@@ -71,7 +72,7 @@ install_exit_handler(void)
 }
 
 void
-sshcore_conn_registry_add(sshcore_conn *conn)
+sshcore__conn_registry_add(sshcore_conn *conn)
 {
     pthread_once(&exit_handler_once, install_exit_handler);
     pthread_mutex_lock(&registry_mu);
@@ -85,7 +86,7 @@ sshcore_conn_registry_add(sshcore_conn *conn)
 }
 
 void
-sshcore_conn_registry_remove(sshcore_conn *conn)
+sshcore__conn_registry_remove(sshcore_conn *conn)
 {
     pthread_mutex_lock(&registry_mu);
     if (conn->reg_prev != NULL) {

@@ -57,8 +57,8 @@ static void
 complete_code(rforward_op *x, int code, const char *_Nullable detail)
 {
     sshcore_error err;
-    sshcore_error_set(&err, code, detail);
-    (void)sshcore_op_complete(&x->base, &err);
+    sshcore__error_set(&err, code, detail);
+    (void)sshcore__op_complete(&x->base, &err);
 }
 
 /* Ports tried for port 0: below Linux's ephemeral range (32768...60999), from
@@ -73,7 +73,7 @@ random_port(void)
 {
     uint32_t r = 0;
     if (getrandom(&r, sizeof(r), 0) != sizeof(r)) {
-        r = (uint32_t)sshcore_now_ms();
+        r = (uint32_t)sshcore__now_ms();
     }
     return RANDOM_PORT_MIN + (int)(r % (RANDOM_PORT_MAX - RANDOM_PORT_MIN + 1));
 }
@@ -125,7 +125,7 @@ accept_incoming(sshcore_conn *conn)
         }
         w->id = ++owner->next_id;
         w->ch = ch;
-        w->deadline_ms = sshcore_now_ms() + owner->accept_timeout_ms;
+        w->deadline_ms = sshcore__now_ms() + owner->accept_timeout_ms;
         w->next = owner->waiting_head;
         owner->waiting_head = w;
         owner->cb.incoming(owner->cb.ctx,
@@ -137,7 +137,7 @@ accept_incoming(sshcore_conn *conn)
 }
 
 ssh_channel
-sshcore_rforward_take(sshcore_op *forward, uint64_t id)
+sshcore__rforward_take(sshcore_op *forward, uint64_t id)
 {
     rforward_op *x = (rforward_op *)forward;
     waiting **link = &x->waiting_head;
@@ -165,7 +165,7 @@ sweep_waiting(rforward_op *x)
     uint64_t *rejects = NULL;
     size_t count = 0;
     size_t i;
-    int64_t now = sshcore_now_ms();
+    int64_t now = sshcore__now_ms();
 
     pthread_mutex_lock(&x->mu);
     rejects = x->rejects;
@@ -175,7 +175,7 @@ sweep_waiting(rforward_op *x)
     x->reject_cap = 0;
     pthread_mutex_unlock(&x->mu);
     for (i = 0; i < count; i++) {
-        ssh_channel ch = sshcore_rforward_take(&x->base, rejects[i]);
+        ssh_channel ch = sshcore__rforward_take(&x->base, rejects[i]);
         if (ch != NULL) {
             close_waiting_channel(ch);
         }
@@ -237,20 +237,20 @@ request_step(sshcore_conn *conn, rforward_op *x)
     }
     if (conn->gcancels != NULL) {
         /* cancels go first: the port may be one being given back */
-        sshcore_global_service(conn);
+        sshcore__global_service(conn);
         return false;
     }
-    if (!sshcore_global_slot_free(conn)) {
+    if (!sshcore__global_slot_free(conn)) {
         return false; /* another question is out; its answer wakes us */
     }
     rc = ssh_channel_listen_forward(s, x->address, x->port, NULL);
-    if (!sshcore_session_usable(conn)) {
+    if (!sshcore__conn_libssh_usable(conn)) {
         sshcore_error err;
-        sshcore_error_from_session(&err,
-                                   sshcore_conn_failure_code(conn),
-                                   s,
-                                   "ssh_channel_listen_forward");
-        (void)sshcore_op_complete(&x->base, &err);
+        sshcore__error_from_session(&err,
+                                    sshcore__conn_failure_code(conn),
+                                    s,
+                                    "ssh_channel_listen_forward");
+        (void)sshcore__op_complete(&x->base, &err);
         return false;
     }
     x->phase = RF_WAIT;
@@ -277,13 +277,13 @@ finish_request(sshcore_conn *conn, rforward_op *x, int rc)
         x->cb.listening(x->cb.ctx, x->port);
         return true;
     }
-    if (!sshcore_session_usable(conn)) {
+    if (!sshcore__conn_libssh_usable(conn)) {
         sshcore_error err;
-        sshcore_error_from_session(&err,
-                                   sshcore_conn_failure_code(conn),
-                                   s,
-                                   "ssh_channel_listen_forward");
-        (void)sshcore_op_complete(&x->base, &err);
+        sshcore__error_from_session(&err,
+                                    sshcore__conn_failure_code(conn),
+                                    s,
+                                    "ssh_channel_listen_forward");
+        (void)sshcore__op_complete(&x->base, &err);
         return false;
     }
     if (x->asked_port == 0 && ++x->tries < RANDOM_PORT_TRIES) {
@@ -293,17 +293,17 @@ finish_request(sshcore_conn *conn, rforward_op *x, int rc)
     }
     {
         sshcore_error err;
-        sshcore_error_from_session(&err,
-                                   SSHCORE_E_FORWARD_REFUSED,
-                                   s,
-                                   "ssh_channel_listen_forward");
+        sshcore__error_from_session(&err,
+                                    SSHCORE_E_FORWARD_REFUSED,
+                                    s,
+                                    "ssh_channel_listen_forward");
         snprintf(err.detail,
                  sizeof(err.detail),
                  "tcpip-forward %s:%d%s",
                  x->address != NULL ? x->address : "",
                  x->port,
                  x->asked_port == 0 ? " (and other random ports)" : "");
-        (void)sshcore_op_complete(&x->base, &err);
+        (void)sshcore__op_complete(&x->base, &err);
     }
     return false;
 }
@@ -370,14 +370,14 @@ rforward_abort(sshcore_conn *conn, sshcore_op *op)
         conn->gslot_orphan_address =
             strdup(x->address != NULL ? x->address : "");
         conn->gslot_orphan_port = x->port;
-    } else if (x->phase == RF_LISTEN && sshcore_session_usable(conn)) {
+    } else if (x->phase == RF_LISTEN && sshcore__conn_libssh_usable(conn)) {
         struct sshcore_gcancel *c = calloc(1, sizeof(*c));
         if (c != NULL) {
             c->address = strdup(x->address != NULL ? x->address : "");
             c->port = x->port;
             c->next = conn->gcancels;
             conn->gcancels = c;
-            sshcore_global_service(conn); /* now if the slot is free */
+            sshcore__global_service(conn); /* now if the slot is free */
         }
     }
     release_callbacks(x);
@@ -416,16 +416,16 @@ sshcore_rforward_start(sshcore_conn *conn,
     if (port < 0 || port > 65535 || accept_timeout_ms <= 0 ||
         callbacks->listening == NULL || callbacks->incoming == NULL ||
         callbacks->released == NULL) {
-        sshcore_error_set(err,
-                          SSHCORE_E_INVALID_ARGUMENT,
-                          "incomplete remote forward spec");
+        sshcore__error_set(err,
+                           SSHCORE_E_INVALID_ARGUMENT,
+                           "incomplete remote forward spec");
         return NULL;
     }
     x = calloc(1, sizeof(*x));
     if (x == NULL ||
         (bind_address != NULL && (x->address = strdup(bind_address)) == NULL)) {
         free(x);
-        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         return NULL;
     }
     pthread_mutex_init(&x->mu, NULL);
@@ -434,17 +434,17 @@ sshcore_rforward_start(sshcore_conn *conn,
     x->port = port != 0 ? port : random_port();
     x->accept_timeout_ms = accept_timeout_ms;
     x->phase = RF_REQUEST;
-    sshcore_op_init(&x->base,
-                    &rforward_vtable,
-                    SSHCORE_OP_RFORWARD,
-                    conn,
-                    done,
-                    ctx);
-    if (sshcore_conn_submit(conn, &x->base, err) != 0) {
+    sshcore__op_init(&x->base,
+                     &rforward_vtable,
+                     SSHCORE_OP_RFORWARD,
+                     conn,
+                     done,
+                     ctx);
+    if (sshcore__conn_submit(conn, &x->base, err) != 0) {
         sshcore_conn *c = x->base.conn;
         x->released = true; /* the caller learns it from NULL */
         rforward_destroy(&x->base);
-        sshcore_conn_unref(c);
+        sshcore__conn_unref(c);
         return NULL;
     }
     return &x->base;
@@ -456,10 +456,10 @@ sshcore_rforward_reject(sshcore_op *forward, uint64_t id)
     rforward_op *x = NULL;
     int rc = SSHCORE_E_OK;
 
-    if (!sshcore_op_is(forward,
-                       SSHCORE_OP_RFORWARD,
-                       "sshcore_rforward_reject",
-                       NULL)) {
+    if (!sshcore__op_is(forward,
+                        SSHCORE_OP_RFORWARD,
+                        "sshcore_rforward_reject",
+                        NULL)) {
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (rforward_op *)forward;
@@ -479,7 +479,7 @@ sshcore_rforward_reject(sshcore_op *forward, uint64_t id)
 out:
     pthread_mutex_unlock(&x->mu);
     if (rc == SSHCORE_E_OK) {
-        sshcore_conn_wake(forward->conn);
+        sshcore__conn_wake(forward->conn);
     }
     return rc;
 }

@@ -75,13 +75,13 @@ on_exit_signal(ssh_session session,
 }
 
 void
-sshcore_session_complete_code(session_op *x,
-                              int code,
-                              const char *_Nullable detail)
+sshcore__session_complete_code(session_op *x,
+                               int code,
+                               const char *_Nullable detail)
 {
     sshcore_error err;
-    sshcore_error_set(&err, code, detail);
-    (void)sshcore_op_complete(&x->base, &err);
+    sshcore__error_set(&err, code, detail);
+    (void)sshcore__op_complete(&x->base, &err);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -90,24 +90,24 @@ sshcore_session_complete_code(session_op *x,
 
 /** A libssh call on the channel failed: blame the connection if it is gone. */
 void
-sshcore_session_fail_call(sshcore_conn *conn,
-                          session_op *x,
-                          int channel_code,
-                          const char *fn)
+sshcore__session_fail_call(sshcore_conn *conn,
+                           session_op *x,
+                           int channel_code,
+                           const char *fn)
 {
     int code = channel_code;
     sshcore_error err;
 
-    if (!sshcore_session_usable(conn)) {
-        code = sshcore_conn_failure_code(conn);
+    if (!sshcore__conn_libssh_usable(conn)) {
+        code = sshcore__conn_failure_code(conn);
     }
-    sshcore_error_from_session(&err, code, conn->session, fn);
-    (void)sshcore_op_complete(&x->base, &err);
+    sshcore__error_from_session(&err, code, conn->session, fn);
+    (void)sshcore__op_complete(&x->base, &err);
 }
 
 /** Apply a channel event; a rejected transition is a bug in this file. */
 sshcore_chan_action
-sshcore_session_chan_event(session_op *x, sshcore_chan_event ev)
+sshcore__session_chan_event(session_op *x, sshcore_chan_event ev)
 {
     sshcore_chan_state before = x->cstate;
     sshcore_chan_action act = sshcore_chan_fsm_apply(&x->cstate, ev);
@@ -119,7 +119,7 @@ sshcore_session_chan_event(session_op *x, sshcore_chan_event ev)
                  "channel event %s in state %s",
                  sshcore_chan_event_name(ev),
                  sshcore_chan_state_name(before));
-        sshcore_session_complete_code(x, SSHCORE_E_INVALID_STATE, detail);
+        sshcore__session_complete_code(x, SSHCORE_E_INVALID_STATE, detail);
     }
     return act;
 }
@@ -131,7 +131,7 @@ report_eof(session_op *x)
 {
     if (x->streamed && !x->bridged && x->cb.eof != NULL &&
         atomic_load(&x->base.done) == 0) {
-        sshcore_session_flush_batch(x);
+        sshcore__session_flush_batch(x);
         x->cb.eof(x->cb.ctx);
     }
 }
@@ -142,10 +142,10 @@ session_io(sshcore_conn *conn, session_op *x)
 {
     bool again;
 
-    sshcore_session_flush_batch(
+    sshcore__session_flush_batch(
         x); /* output that arrived while other channels were stepped */
     again = session_io_pass(conn, x);
-    sshcore_session_flush_batch(x);
+    sshcore__session_flush_batch(x);
     return again;
 }
 
@@ -155,22 +155,22 @@ session_io_pass(sshcore_conn *conn, session_op *x)
     ssh_session s = conn->session;
     bool again = false;
 
-    if (!sshcore_session_send_controls(conn, x)) {
+    if (!sshcore__session_send_controls(conn, x)) {
         return false;
     }
-    if (!sshcore_session_write_input(conn, x, &again)) {
+    if (!sshcore__session_write_input(conn, x, &again)) {
         return false;
     }
     if (x->bridged) {
-        sshcore_session_bridge_out(
+        sshcore__session_bridge_out(
             x,
-            &again); /* first: frees sshcore_session_room for held output */
-        if (!sshcore_session_bridge_in(conn, x, &again)) {
+            &again); /* first: frees sshcore__session_room for held output */
+        if (!sshcore__session_bridge_in(conn, x, &again)) {
             return false;
         }
     }
-    if (sshcore_session_output_pending(x) &&
-        !sshcore_session_read_held(conn, x, &again)) {
+    if (sshcore__session_output_pending(x) &&
+        !sshcore__session_read_held(conn, x, &again)) {
         return false;
     }
     if (atomic_load(&x->base.done) != 0) {
@@ -178,8 +178,8 @@ session_io_pass(sshcore_conn *conn, session_op *x)
     }
     /* Processing may have flushed libssh's pending output without a packet
      * to announce it: if stdin waits only for that, take another turn. */
-    if (sshcore_session_can_write(x) &&
-        !sshcore_session_send_backlogged(conn) &&
+    if (sshcore__session_can_write(x) &&
+        !sshcore__session_send_backlogged(conn) &&
         ssh_channel_window_size(x->ch) > 0) {
         pthread_mutex_lock(
             &x->mu); /* the inbox: callers append under mu (TSan) */
@@ -187,63 +187,63 @@ session_io_pass(sshcore_conn *conn, session_op *x)
         pthread_mutex_unlock(&x->mu);
     }
 
-    if (!x->eof_seen && !sshcore_session_output_pending(x) &&
+    if (!x->eof_seen && !sshcore__session_output_pending(x) &&
         ssh_channel_is_eof(x->ch)) {
         x->eof_seen = true;
         if ((x->cstate == SSHCORE_CHAN_OPEN ||
              x->cstate == SSHCORE_CHAN_EOF_SENT) &&
-            sshcore_session_chan_event(x, SSHCORE_CHAN_EV_RECV_EOF) ==
+            sshcore__session_chan_event(x, SSHCORE_CHAN_EV_RECV_EOF) ==
                 SSHCORE_CHAN_ACT_REJECT) {
             return false;
         }
         report_eof(x);
     }
     if (x->bridged) {
-        sshcore_session_bridge_out(x,
-                                   &again); /* what sshcore_session_read_held
-                                               delivered; the EOF's shutdown */
+        sshcore__session_bridge_out(x,
+                                    &again); /* what sshcore__session_read_held
+                                                delivered; the EOF's shutdown */
         if (x->fd_dead) {
             /* the client went away: nothing more to carry either way */
-            sshcore_session_complete_code(x, SSHCORE_E_OK, NULL);
+            sshcore__session_complete_code(x, SSHCORE_E_OK, NULL);
             return false;
         }
     }
 
     if (ssh_channel_is_closed(x->ch)) {
-        if (!sshcore_session_usable(conn)) {
+        if (!sshcore__conn_libssh_usable(conn)) {
             sshcore_error err;
-            sshcore_error_from_session(&err,
-                                       sshcore_conn_failure_code(conn),
-                                       s,
-                                       "ssh_channel_is_closed");
-            (void)sshcore_op_complete(&x->base, &err);
+            sshcore__error_from_session(&err,
+                                        sshcore__conn_failure_code(conn),
+                                        s,
+                                        "ssh_channel_is_closed");
+            (void)sshcore__op_complete(&x->base, &err);
             return false;
         }
-        if (sshcore_session_output_pending(x) ||
-            sshcore_session_bridge_out_pending(x)) {
+        if (sshcore__session_output_pending(x) ||
+            sshcore__session_bridge_out_pending(x)) {
             return again; /* closed with output still held:
-                             sshcore_session_deliver it first */
+                             sshcore__session_deliver it first */
         }
         /* The command exited without reading all of its stdin: what is left
          * has nowhere to go. Not an error for collected exec (stdin given up
          * front); a streamed writer learns that the channel is closed. */
-        sshcore_session_fail_writes(x,
-                                    x->streamed ? SSHCORE_E_CHANNEL_CLOSED
-                                                : SSHCORE_E_OK);
+        sshcore__session_fail_writes(x,
+                                     x->streamed ? SSHCORE_E_CHANNEL_CLOSED
+                                                 : SSHCORE_E_OK);
         if (!x->eof_seen) {
             x->eof_seen = true;
             if ((x->cstate == SSHCORE_CHAN_OPEN ||
                  x->cstate == SSHCORE_CHAN_EOF_SENT) &&
-                sshcore_session_chan_event(x, SSHCORE_CHAN_EV_RECV_EOF) ==
+                sshcore__session_chan_event(x, SSHCORE_CHAN_EV_RECV_EOF) ==
                     SSHCORE_CHAN_ACT_REJECT) {
                 return false;
             }
             report_eof(x);
         }
-        if (sshcore_session_chan_event(x, SSHCORE_CHAN_EV_RECV_CLOSE) ==
+        if (sshcore__session_chan_event(x, SSHCORE_CHAN_EV_RECV_CLOSE) ==
             SSHCORE_CHAN_ACT_FINISH) {
-            sshcore_session_flush_batch(x); /* every byte before the end */
-            sshcore_session_complete_code(x, SSHCORE_E_OK, NULL);
+            sshcore__session_flush_batch(x); /* every byte before the end */
+            sshcore__session_complete_code(x, SSHCORE_E_OK, NULL);
         }
         return false;
     }
@@ -255,7 +255,7 @@ set_channel_callbacks(session_op *x)
 {
     memset(&x->cbs, 0, sizeof(x->cbs));
     x->cbs.userdata = x;
-    x->cbs.channel_data_function = sshcore_session_on_data;
+    x->cbs.channel_data_function = sshcore__session_on_data;
     x->cbs.channel_exit_status_function = on_exit_status;
     x->cbs.channel_exit_signal_function = on_exit_signal;
     ssh_callbacks_init(&x->cbs);
@@ -293,14 +293,14 @@ setup_event(session_op *x, sshcore_setup_event event)
              "channel setup %s: event %s not allowed (a core bug)",
              sshcore_setup_name((int)before),
              sshcore_setup_event_name((int)event));
-    sshcore_session_complete_code(x, SSHCORE_E_INVALID_STATE, detail);
+    sshcore__session_complete_code(x, SSHCORE_E_INVALID_STATE, detail);
     return false;
 }
 
 /**
  * Takes over a forwarded-tcpip channel a remote forward op holds open. What
  * arrived before our callbacks were set waits in libssh's buffer: it is
- * counted as held, so sshcore_session_read_held() delivers it first.
+ * counted as held, so sshcore__session_read_held() delivers it first.
  */
 static bool
 adopt_channel(sshcore_conn *conn, session_op *x)
@@ -313,11 +313,11 @@ adopt_channel(sshcore_conn *conn, session_op *x)
         x->ch = x->preset_ch;
         x->preset_ch = NULL;
     } else {
-        x->ch = sshcore_rforward_take(x->adopt_parent, x->adopt_id);
+        x->ch = sshcore__rforward_take(x->adopt_parent, x->adopt_id);
     }
     if (x->ch == NULL) {
-        (void)sshcore_session_chan_event(x, SSHCORE_CHAN_EV_OPEN_FAILED);
-        sshcore_session_complete_code(
+        (void)sshcore__session_chan_event(x, SSHCORE_CHAN_EV_OPEN_FAILED);
+        sshcore__session_complete_code(
             x,
             SSHCORE_E_CHANNEL_CLOSED,
             "the forwarded connection is gone (rejected, timed out, or its "
@@ -326,13 +326,13 @@ adopt_channel(sshcore_conn *conn, session_op *x)
     }
     set_channel_callbacks(x);
     held_before = x->held[0];
-    /* with an empty buffer this processes packets, and sshcore_session_on_data
+    /* with an empty buffer this processes packets, and sshcore__session_on_data
      * counts them */
     n = ssh_channel_poll(x->ch, 0);
     if (n > 0 && x->held[0] == held_before) {
-        sshcore_session_hold(x, 0, (size_t)n);
+        sshcore__session_hold(x, 0, (size_t)n);
     }
-    if (sshcore_session_chan_event(x, SSHCORE_CHAN_EV_OPEN_OK) !=
+    if (sshcore__session_chan_event(x, SSHCORE_CHAN_EV_OPEN_OK) !=
         SSHCORE_CHAN_ACT_START_IO) {
         return false;
     }
@@ -363,7 +363,7 @@ adopt_channel(sshcore_conn *conn, session_op *x)
 static bool
 open_retry_later(sshcore_conn *conn, session_op *x)
 {
-    int64_t now = sshcore_now_ms();
+    int64_t now = sshcore__now_ms();
     int pause = OPEN_RETRY_FIRST_PAUSE_MS;
     bool closing = conn->orphans != NULL ||
                    (conn->channel_closed_ms != 0 &&
@@ -404,17 +404,17 @@ session_step(sshcore_conn *conn, sshcore_op *op)
         }
         if (x->ch == NULL) {
             if (x->base.wake_ms != 0) {
-                if (sshcore_now_ms() < x->base.wake_ms) {
+                if (sshcore__now_ms() < x->base.wake_ms) {
                     return false; /* a refused open waits to go again */
                 }
                 x->base.wake_ms = 0;
             }
             x->ch = ssh_channel_new(s);
             if (x->ch == NULL) {
-                sshcore_session_fail_call(conn,
-                                          x,
-                                          SSHCORE_E_OUT_OF_MEMORY,
-                                          "ssh_channel_new");
+                sshcore__session_fail_call(conn,
+                                           x,
+                                           SSHCORE_E_OUT_OF_MEMORY,
+                                           "ssh_channel_new");
                 return false;
             }
             set_channel_callbacks(x);
@@ -446,18 +446,18 @@ session_step(sshcore_conn *conn, sshcore_op *op)
             return false;
         }
         if (rc != SSH_OK) {
-            (void)sshcore_session_chan_event(x, SSHCORE_CHAN_EV_OPEN_FAILED);
-            sshcore_session_fail_call(conn,
-                                      x,
-                                      SSHCORE_E_CHANNEL_OPEN_REFUSED,
-                                      x->kind == SSHCORE_CHANNEL_SESSION
-                                          ? "ssh_channel_open_session"
-                                      : x->kind == SSHCORE_CHANNEL_DIRECT_TCPIP
-                                          ? "ssh_channel_open_forward"
-                                          : "ssh_channel_open_forward_unix");
+            (void)sshcore__session_chan_event(x, SSHCORE_CHAN_EV_OPEN_FAILED);
+            sshcore__session_fail_call(conn,
+                                       x,
+                                       SSHCORE_E_CHANNEL_OPEN_REFUSED,
+                                       x->kind == SSHCORE_CHANNEL_SESSION
+                                           ? "ssh_channel_open_session"
+                                       : x->kind == SSHCORE_CHANNEL_DIRECT_TCPIP
+                                           ? "ssh_channel_open_forward"
+                                           : "ssh_channel_open_forward_unix");
             return false;
         }
-        if (sshcore_session_chan_event(x, SSHCORE_CHAN_EV_OPEN_OK) !=
+        if (sshcore__session_chan_event(x, SSHCORE_CHAN_EV_OPEN_OK) !=
             SSHCORE_CHAN_ACT_START_IO) {
             return false;
         }
@@ -490,17 +490,17 @@ session_step(sshcore_conn *conn, sshcore_op *op)
             return false;
         }
         if (rc != SSH_OK) {
-            if (sshcore_session_usable(conn) && x->fallback == NULL &&
+            if (sshcore__conn_libssh_usable(conn) && x->fallback == NULL &&
                 x->env_optional) {
                 x->env_idx++; /* refused by AcceptEnv: left unset, as ssh does
                                */
                 return true;
             }
-            if (!sshcore_session_usable(conn) || x->fallback == NULL) {
-                sshcore_session_fail_call(conn,
-                                          x,
-                                          SSHCORE_E_CHANNEL_REQUEST_FAILED,
-                                          "ssh_channel_request_env");
+            if (!sshcore__conn_libssh_usable(conn) || x->fallback == NULL) {
+                sshcore__session_fail_call(conn,
+                                           x,
+                                           SSHCORE_E_CHANNEL_REQUEST_FAILED,
+                                           "ssh_channel_request_env");
                 return false;
             }
             x->use_fallback = true; /* the server's AcceptEnv refused it */
@@ -520,10 +520,10 @@ session_step(sshcore_conn *conn, sshcore_op *op)
             return false;
         }
         if (rc != SSH_OK) {
-            sshcore_session_fail_call(conn,
-                                      x,
-                                      SSHCORE_E_CHANNEL_REQUEST_FAILED,
-                                      "ssh_channel_request_pty_size");
+            sshcore__session_fail_call(conn,
+                                       x,
+                                       SSHCORE_E_CHANNEL_REQUEST_FAILED,
+                                       "ssh_channel_request_pty_size");
             return false;
         }
         return setup_event(x, SSHCORE_SETUP_EV_PTY_DONE);
@@ -542,7 +542,7 @@ session_step(sshcore_conn *conn, sshcore_op *op)
             return false;
         }
         if (rc != SSH_OK) {
-            sshcore_session_fail_call(
+            sshcore__session_fail_call(
                 conn,
                 x,
                 SSHCORE_E_CHANNEL_REQUEST_FAILED,
@@ -566,45 +566,45 @@ session_step(sshcore_conn *conn, sshcore_op *op)
 
 static const sshcore_op_vtable session_vtable = {
     .step = session_step,
-    .abort = sshcore_session_abort,
-    .destroy = sshcore_session_destroy,
+    .abort = sshcore__session_abort,
+    .destroy = sshcore__session_destroy,
 };
 
 static const sshcore_op_vtable bridge_vtable = {
     .step = session_step,
-    .abort = sshcore_session_abort,
-    .destroy = sshcore_session_destroy,
-    .poll_fd = sshcore_session_bridge_poll_fd,
-    .poll_event = sshcore_session_bridge_poll_event,
+    .abort = sshcore__session_abort,
+    .destroy = sshcore__session_destroy,
+    .poll_fd = sshcore__session_bridge_poll_fd,
+    .poll_event = sshcore__session_bridge_poll_event,
 };
 
 /* ---------------------------------------------------------------------- */
 /* Creation                                                                */
 /* ---------------------------------------------------------------------- */
 
-sshcore_op *_Nullable sshcore_session_submit(sshcore_conn *conn,
-                                             session_op *x,
-                                             sshcore_op_done_fn done,
-                                             void *_Nullable ctx,
-                                             int timeout_ms,
-                                             sshcore_error *err)
+sshcore_op *_Nullable sshcore__session_submit(sshcore_conn *conn,
+                                              session_op *x,
+                                              sshcore_op_done_fn done,
+                                              void *_Nullable ctx,
+                                              int timeout_ms,
+                                              sshcore_error *err)
 {
-    sshcore_op_init(&x->base,
-                    x->bridged ? &bridge_vtable : &session_vtable,
-                    x->bridged    ? SSHCORE_OP_BRIDGE
-                    : x->streamed ? SSHCORE_OP_STREAM
-                                  : SSHCORE_OP_EXEC,
-                    conn,
-                    done,
-                    ctx);
+    sshcore__op_init(&x->base,
+                     x->bridged ? &bridge_vtable : &session_vtable,
+                     x->bridged    ? SSHCORE_OP_BRIDGE
+                     : x->streamed ? SSHCORE_OP_STREAM
+                                   : SSHCORE_OP_EXEC,
+                     conn,
+                     done,
+                     ctx);
     if (timeout_ms > 0) {
-        x->base.deadline_ms = sshcore_now_ms() + timeout_ms;
+        x->base.deadline_ms = sshcore__now_ms() + timeout_ms;
     }
-    if (sshcore_conn_submit(conn, &x->base, err) != 0) {
+    if (sshcore__conn_submit(conn, &x->base, err) != 0) {
         sshcore_conn *c = x->base.conn;
         x->released = true; /* the caller learns it from NULL: no callback */
-        sshcore_session_destroy(&x->base);
-        sshcore_conn_unref(c);
+        sshcore__session_destroy(&x->base);
+        sshcore__conn_unref(c);
         return NULL;
     }
     return &x->base;

@@ -142,82 +142,82 @@ typedef struct session_op {
 } session_op;
 
 /* sshcore_session.c */
-void sshcore_session_complete_code(session_op *x,
-                                   int code,
-                                   const char *_Nullable detail);
-void sshcore_session_fail_call(sshcore_conn *conn,
-                               session_op *x,
-                               int channel_code,
-                               const char *fn);
-sshcore_chan_action sshcore_session_chan_event(session_op *x,
-                                               sshcore_chan_event ev);
+void sshcore__session_complete_code(session_op *x,
+                                    int code,
+                                    const char *_Nullable detail);
+void sshcore__session_fail_call(sshcore_conn *conn,
+                                session_op *x,
+                                int channel_code,
+                                const char *fn);
+sshcore_chan_action sshcore__session_chan_event(session_op *x,
+                                                sshcore_chan_event ev);
 /* sshcore_session_close.c: how a session channel ends (the vtables' abort and
  * destroy). */
-void sshcore_session_abort(sshcore_conn *conn, sshcore_op *op);
-void sshcore_session_destroy(sshcore_op *op);
-session_op *_Nullable sshcore_session_new(const char *_Nullable command,
-                                          const char *_Nullable fallback,
-                                          const sshcore_env_var *_Nullable env,
-                                          size_t env_count);
-sshcore_op *_Nullable sshcore_session_submit(sshcore_conn *conn,
-                                             session_op *x,
-                                             sshcore_op_done_fn done,
-                                             void *_Nullable ctx,
-                                             int timeout_ms,
-                                             sshcore_error *err);
+void sshcore__session_abort(sshcore_conn *conn, sshcore_op *op);
+void sshcore__session_destroy(sshcore_op *op);
+session_op *_Nullable sshcore__session_new(const char *_Nullable command,
+                                           const char *_Nullable fallback,
+                                           const sshcore_env_var *_Nullable env,
+                                           size_t env_count);
+sshcore_op *_Nullable sshcore__session_submit(sshcore_conn *conn,
+                                              session_op *x,
+                                              sshcore_op_done_fn done,
+                                              void *_Nullable ctx,
+                                              int timeout_ms,
+                                              sshcore_error *err);
 
 /* sshcore_session_output.c */
-size_t sshcore_session_room(session_op *x);
-bool sshcore_session_output_pending(const session_op *x);
-void sshcore_session_flush_batch(session_op *x);
+size_t sshcore__session_room(session_op *x);
+bool sshcore__session_output_pending(const session_op *x);
+void sshcore__session_flush_batch(session_op *x);
 bool
-sshcore_session_deliver(session_op *x, int stream, const uint8_t *p, size_t n);
-void sshcore_session_hold(session_op *x, int stream, size_t n);
-int sshcore_session_on_data(ssh_session session,
-                            ssh_channel channel,
-                            void *data,
-                            uint32_t len,
-                            int is_stderr,
-                            void *userdata);
-bool sshcore_session_read_held(sshcore_conn *conn, session_op *x, bool *again);
+sshcore__session_deliver(session_op *x, int stream, const uint8_t *p, size_t n);
+void sshcore__session_hold(session_op *x, int stream, size_t n);
+int sshcore__session_on_data(ssh_session session,
+                             ssh_channel channel,
+                             void *data,
+                             uint32_t len,
+                             int is_stderr,
+                             void *userdata);
+bool sshcore__session_read_held(sshcore_conn *conn, session_op *x, bool *again);
 
 /* sshcore_session_input.c */
-bool sshcore_session_can_write(const session_op *x);
-bool sshcore_session_send_controls(sshcore_conn *conn, session_op *x);
-bool sshcore_session_send_backlogged(sshcore_conn *conn);
-long sshcore_session_channel_send(sshcore_conn *conn,
-                                  session_op *x,
-                                  const uint8_t *p,
-                                  size_t len,
-                                  size_t *budget);
-bool sshcore_session_send_channel_eof(sshcore_conn *conn, session_op *x);
+bool sshcore__session_can_write(const session_op *x);
+bool sshcore__session_send_controls(sshcore_conn *conn, session_op *x);
+bool sshcore__session_send_backlogged(sshcore_conn *conn);
+long sshcore__session_channel_send(sshcore_conn *conn,
+                                   session_op *x,
+                                   const uint8_t *p,
+                                   size_t len,
+                                   size_t *budget);
+bool sshcore__session_send_channel_eof(sshcore_conn *conn, session_op *x);
 bool
-sshcore_session_write_input(sshcore_conn *conn, session_op *x, bool *again);
-void sshcore_session_fail_writes(session_op *x, int code);
-void sshcore_session_enqueue(session_op *x, wreq *w);
+sshcore__session_write_input(sshcore_conn *conn, session_op *x, bool *again);
+void sshcore__session_fail_writes(session_op *x, int code);
+void sshcore__session_enqueue(session_op *x, wreq *w);
 
 /* sshcore_bridge.c */
-size_t sshcore_session_bridge_send_direct(session_op *x,
-                                          const uint8_t *data,
-                                          size_t len);
-bool sshcore_session_bridge_out_pending(const session_op *x);
-bool sshcore_session_bridge_in(sshcore_conn *conn, session_op *x, bool *again);
-void sshcore_session_bridge_out(session_op *x, bool *again);
-int sshcore_session_bridge_poll_fd(sshcore_conn *conn,
-                                   sshcore_op *op,
-                                   short *events);
-void sshcore_session_bridge_poll_event(sshcore_op *op, short revents);
-sshcore_op *_Nullable sshcore_session_direct_start(
+size_t sshcore__session_bridge_send_direct(session_op *x,
+                                           const uint8_t *data,
+                                           size_t len);
+bool sshcore__session_bridge_out_pending(const session_op *x);
+bool sshcore__session_bridge_in(sshcore_conn *conn, session_op *x, bool *again);
+void sshcore__session_bridge_out(session_op *x, bool *again);
+int sshcore__session_bridge_poll_fd(sshcore_conn *conn,
+                                    sshcore_op *op,
+                                    short *events);
+void sshcore__session_bridge_poll_event(sshcore_op *op, short revents);
+sshcore_op *_Nullable sshcore__session_direct_start(
     sshcore_conn *conn,
     const sshcore_stream_spec *spec,
     const sshcore_stream_callbacks *callbacks,
     sshcore_op_done_fn done,
     void *ctx,
     sshcore_error *err);
-session_op *_Nullable sshcore_session_adopted_new(sshcore_op *forward,
-                                                  uint64_t id,
-                                                  size_t buffer_limit,
-                                                  sshcore_error *err);
+session_op *_Nullable sshcore__session_adopted_new(sshcore_op *forward,
+                                                   uint64_t id,
+                                                   size_t buffer_limit,
+                                                   sshcore_error *err);
 
 #pragma clang assume_nonnull end
 

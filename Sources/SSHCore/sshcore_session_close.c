@@ -21,7 +21,7 @@ static void release_callbacks(session_op *x);
 static void close_channel(sshcore_conn *conn, session_op *x);
 
 void
-sshcore_session_abort(sshcore_conn *conn, sshcore_op *op)
+sshcore__session_abort(sshcore_conn *conn, sshcore_op *op)
 {
     session_op *x = (session_op *)op;
     int code =
@@ -30,7 +30,7 @@ sshcore_session_abort(sshcore_conn *conn, sshcore_op *op)
     pthread_mutex_lock(&x->mu);
     x->inbox_closed = true;
     pthread_mutex_unlock(&x->mu);
-    sshcore_session_fail_writes(x, code);
+    sshcore__session_fail_writes(x, code);
     if (x->preset_ch != NULL) {
         /* an agent channel never taken: close it with the op */
         if (conn->session != NULL) {
@@ -42,7 +42,7 @@ sshcore_session_abort(sshcore_conn *conn, sshcore_op *op)
     if (x->ch == NULL && x->adopt_parent != NULL && conn->session != NULL) {
         /* ended before taking its forwarded connection: close it now, not at
          * the forward's accept timeout */
-        ssh_channel ch = sshcore_rforward_take(x->adopt_parent, x->adopt_id);
+        ssh_channel ch = sshcore__rforward_take(x->adopt_parent, x->adopt_id);
         if (ch != NULL) {
             (void)ssh_channel_close(ch);
             ssh_channel_free(ch);
@@ -94,13 +94,13 @@ close_channel(sshcore_conn *conn, session_op *x)
      * arrives and would still call our callbacks, whose struct lives in this
      * op: unregister them before letting go */
     ssh_remove_channel_callbacks(x->ch, &x->cbs);
-    conn->channel_closed_ms = sshcore_now_ms();
-    if (sshcore_session_usable(conn)) {
+    conn->channel_closed_ms = sshcore__now_ms();
+    if (sshcore__conn_libssh_usable(conn)) {
         if (x->phase == SSHCORE_SETUP_OPEN) {
             /* Still opening: freed now, libssh would forget the channel and
              * the server's later confirmation would leave it open on the
              * server for good (counting against MaxSessions). */
-            sshcore_conn_adopt_opening_channel(conn, x->ch);
+            sshcore__conn_adopt_opening_channel(conn, x->ch);
             x->ch = NULL;
             (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
             return;
@@ -111,7 +111,7 @@ close_channel(sshcore_conn *conn, session_op *x)
              * other request on the channel before its reply (a signal now
              * would be swallowed): the worker waits for that reply, stops
              * what it started, then closes. A subsystem gets no signal. */
-            sshcore_conn_adopt_starting_channel(
+            sshcore__conn_adopt_starting_channel(
                 conn,
                 x->ch,
                 x->use_fallback ? x->fallback : x->command,
@@ -133,7 +133,7 @@ close_channel(sshcore_conn *conn, session_op *x)
              * Never a subsystem (SFTP): it has no process of the caller's to
              * stop, EOF and CLOSE end it; OpenSSH refuses such a signal and
              * logs it, asyncssh drops the whole connection. */
-            sshcore_conn_adopt_stopping_channel(conn, x->ch, x->want_pty);
+            sshcore__conn_adopt_stopping_channel(conn, x->ch, x->want_pty);
             x->ch = NULL;
             (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
             return;
@@ -145,14 +145,14 @@ close_channel(sshcore_conn *conn, session_op *x)
     /* sends CLOSE (once) unless the session is gone */
     ssh_channel_free(x->ch);
     x->ch = NULL;
-    if (sshcore_session_usable(conn)) {
+    if (sshcore__conn_libssh_usable(conn)) {
         (void)sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CLOSE);
     } else if (sshcore_chan_fsm_apply(&x->cstate, SSHCORE_CHAN_EV_CONN_LOST) ==
                SSHCORE_CHAN_ACT_FAIL) {
         /* the connection went first: the op ends with the connection's failure
          * (a no-op when teardown already completed it with that code) */
         int code = atomic_load(&conn->fail_code);
-        sshcore_session_complete_code(
+        sshcore__session_complete_code(
             x,
             code != SSHCORE_E_OK ? code : SSHCORE_E_CONNECTION_LOST,
             NULL);
@@ -160,20 +160,20 @@ close_channel(sshcore_conn *conn, session_op *x)
 }
 
 void
-sshcore_session_destroy(sshcore_op *op)
+sshcore__session_destroy(sshcore_op *op)
 {
     session_op *x = (session_op *)op;
     size_t i;
 
-    sshcore_session_fail_writes(
+    sshcore__session_fail_writes(
         x,
         SSHCORE_E_CLOSED); /* never started: nothing was queued */
     release_callbacks(x);
     if (x->fd >= 0) {
         close(x->fd); /* never reached a worker */
     }
-    sshcore_bytes_free(&x->fdin);
-    sshcore_bytes_free(&x->fdout);
+    sshcore__bytes_free(&x->fdin);
+    sshcore__bytes_free(&x->fdout);
     if (x->adopt_parent != NULL) {
         sshcore_op_release(x->adopt_parent);
     }
@@ -187,10 +187,10 @@ sshcore_session_destroy(sshcore_op *op)
     }
     free(x->env_names);
     free(x->env_values);
-    sshcore_bytes_free(&x->out[0]);
-    sshcore_bytes_free(&x->out[1]);
-    sshcore_bytes_free(&x->batch);
-    sshcore_bytes_free(&x->stash);
+    sshcore__bytes_free(&x->out[0]);
+    sshcore__bytes_free(&x->out[1]);
+    sshcore__bytes_free(&x->batch);
+    sshcore__bytes_free(&x->stash);
     pthread_mutex_destroy(&x->mu);
     free(x);
 }

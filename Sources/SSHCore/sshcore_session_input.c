@@ -19,7 +19,7 @@
 #include "sshcore_session.h"
 
 bool
-sshcore_session_can_write(const session_op *x)
+sshcore__session_can_write(const session_op *x)
 {
     return x->cstate == SSHCORE_CHAN_OPEN ||
            x->cstate == SSHCORE_CHAN_EOF_RECEIVED;
@@ -38,7 +38,7 @@ finish_wreq(wreq *w, int code)
 
 /** Signals and a resize that arrived from other threads. */
 bool
-sshcore_session_send_controls(sshcore_conn *conn, session_op *x)
+sshcore__session_send_controls(sshcore_conn *conn, session_op *x)
 {
     char signals[SIGNALS_MAX][16];
     size_t count = 0;
@@ -63,21 +63,21 @@ sshcore_session_send_controls(sshcore_conn *conn, session_op *x)
     for (i = 0; i < count; i++) {
         /* no reply is asked for: libssh sends it and returns */
         if (ssh_channel_request_send_signal(x->ch, signals[i]) == SSH_ERROR &&
-            !sshcore_session_usable(conn)) {
-            sshcore_session_fail_call(conn,
-                                      x,
-                                      SSHCORE_E_PROTOCOL,
-                                      "ssh_channel_request_send_signal");
+            !sshcore__conn_libssh_usable(conn)) {
+            sshcore__session_fail_call(conn,
+                                       x,
+                                       SSHCORE_E_PROTOCOL,
+                                       "ssh_channel_request_send_signal");
             return false;
         }
     }
     if (resize && x->want_pty &&
         ssh_channel_change_pty_size(x->ch, (int)cols, (int)rows) == SSH_ERROR &&
-        !sshcore_session_usable(conn)) {
-        sshcore_session_fail_call(conn,
-                                  x,
-                                  SSHCORE_E_PROTOCOL,
-                                  "ssh_channel_change_pty_size");
+        !sshcore__conn_libssh_usable(conn)) {
+        sshcore__session_fail_call(conn,
+                                   x,
+                                   SSHCORE_E_PROTOCOL,
+                                   "ssh_channel_change_pty_size");
         return false;
     }
     return true;
@@ -99,7 +99,7 @@ sshcore_session_send_controls(sshcore_conn *conn, session_op *x)
  * server that reads slowly and answers only at the end stalled for good.
  */
 bool
-sshcore_session_send_backlogged(sshcore_conn *conn)
+sshcore__session_send_backlogged(sshcore_conn *conn)
 {
     int unsent = 0;
 
@@ -120,17 +120,17 @@ sshcore_session_send_backlogged(sshcore_conn *conn)
  * go now; a WINDOW_ADJUST or the next pass retries), or -1 when the op ended.
  */
 long
-sshcore_session_channel_send(sshcore_conn *conn,
-                             session_op *x,
-                             const uint8_t *p,
-                             size_t len,
-                             size_t *budget)
+sshcore__session_channel_send(sshcore_conn *conn,
+                              session_op *x,
+                              const uint8_t *p,
+                              size_t len,
+                              size_t *budget)
 {
     size_t n = len;
     int rc = 0;
 
     /* without piling up in libssh's output buffer */
-    if (*budget == 0 || sshcore_session_send_backlogged(conn)) {
+    if (*budget == 0 || sshcore__session_send_backlogged(conn)) {
         return 0;
     }
     if (n > ssh_channel_window_size(x->ch)) {
@@ -144,11 +144,11 @@ sshcore_session_channel_send(sshcore_conn *conn,
     }
     rc = ssh_channel_write(x->ch, p, (uint32_t)n);
     if (rc < 0) {
-        if (!sshcore_session_usable(conn)) {
-            sshcore_session_fail_call(conn,
-                                      x,
-                                      SSHCORE_E_PROTOCOL,
-                                      "ssh_channel_write");
+        if (!sshcore__conn_libssh_usable(conn)) {
+            sshcore__session_fail_call(conn,
+                                       x,
+                                       SSHCORE_E_PROTOCOL,
+                                       "ssh_channel_write");
             return -1;
         }
         return 0; /* closing: the close path deals with what is left */
@@ -161,24 +161,24 @@ sshcore_session_channel_send(sshcore_conn *conn,
 
 /** Sends the channel's EOF; false when the op ended. */
 bool
-sshcore_session_send_channel_eof(sshcore_conn *conn, session_op *x)
+sshcore__session_send_channel_eof(sshcore_conn *conn, session_op *x)
 {
     /* SSH_AGAIN: the EOF is queued, only the flush is pending */
     if (ssh_channel_send_eof(x->ch) == SSH_ERROR) {
-        sshcore_session_fail_call(conn,
-                                  x,
-                                  SSHCORE_E_PROTOCOL,
-                                  "ssh_channel_send_eof");
+        sshcore__session_fail_call(conn,
+                                   x,
+                                   SSHCORE_E_PROTOCOL,
+                                   "ssh_channel_send_eof");
         return false;
     }
     x->eof_sent = true;
-    return sshcore_session_chan_event(x, SSHCORE_CHAN_EV_SEND_EOF) !=
+    return sshcore__session_chan_event(x, SSHCORE_CHAN_EV_SEND_EOF) !=
            SSHCORE_CHAN_ACT_REJECT;
 }
 
 /** Queued stdin and EOF, in order, within the peer's window. */
 bool
-sshcore_session_write_input(sshcore_conn *conn, session_op *x, bool *again)
+sshcore__session_write_input(sshcore_conn *conn, session_op *x, bool *again)
 {
     size_t budget = WRITE_CHUNK;
 
@@ -201,11 +201,11 @@ sshcore_session_write_input(sshcore_conn *conn, session_op *x, bool *again)
         if (w == NULL) {
             return true;
         }
-        if (!sshcore_session_can_write(x) || ssh_channel_is_closed(x->ch)) {
+        if (!sshcore__session_can_write(x) || ssh_channel_is_closed(x->ch)) {
             return true; /* the close path fails what is left */
         }
         if (w->eof) {
-            if (!sshcore_session_send_channel_eof(conn, x)) {
+            if (!sshcore__session_send_channel_eof(conn, x)) {
                 return false;
             }
             pthread_mutex_lock(&x->mu);
@@ -217,11 +217,11 @@ sshcore_session_write_input(sshcore_conn *conn, session_op *x, bool *again)
             finish_wreq(w, SSHCORE_E_OK);
             continue;
         }
-        rc = sshcore_session_channel_send(conn,
-                                          x,
-                                          w->data + w->off,
-                                          w->len - w->off,
-                                          &budget);
+        rc = sshcore__session_channel_send(conn,
+                                           x,
+                                           w->data + w->off,
+                                           w->len - w->off,
+                                           &budget);
         if (rc < 0) {
             return false;
         }
@@ -235,7 +235,7 @@ sshcore_session_write_input(sshcore_conn *conn, session_op *x, bool *again)
 
 /** Fails the writes still queued (the channel or the op ended). */
 void
-sshcore_session_fail_writes(session_op *x, int code)
+sshcore__session_fail_writes(session_op *x, int code)
 {
     wreq *list = NULL;
 
@@ -253,7 +253,7 @@ sshcore_session_fail_writes(session_op *x, int code)
 
 /** Appends a request to the inbox (caller holds mu). */
 void
-sshcore_session_enqueue(session_op *x, wreq *w)
+sshcore__session_enqueue(session_op *x, wreq *w)
 {
     w->id = x->next_id++;
     if (x->wq_tail != NULL) {
@@ -277,7 +277,7 @@ inbox_open(session_op *x, sshcore_error *err)
         if (atomic_load(&x->base.done) == 0 || code == SSHCORE_E_OK) {
             code = SSHCORE_E_CHANNEL_CLOSED;
         }
-        sshcore_error_set(err, code, NULL);
+        sshcore__error_set(err, code, NULL);
         return false;
     }
     return true;
@@ -296,14 +296,14 @@ sshcore_stream_write(sshcore_op *op,
     wreq *w = NULL;
     int rc = SSHCORE_E_OK;
 
-    if (!sshcore_op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_write", err)) {
+    if (!sshcore__op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_write", err)) {
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;
     w = calloc(1, sizeof(*w));
     if (w == NULL || (len > 0 && (w->data = malloc(len)) == NULL)) {
         free(w);
-        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         return err->code;
     }
     if (len > 0) {
@@ -315,14 +315,14 @@ sshcore_stream_write(sshcore_op *op,
     pthread_mutex_lock(&x->mu);
     if (!inbox_open(x, err) || x->eof_queued) {
         if (x->eof_queued && atomic_load(&op->done) == 0 && !x->inbox_closed) {
-            sshcore_error_set(err,
-                              SSHCORE_E_INVALID_STATE,
-                              "stdin was already finished (EOF)");
+            sshcore__error_set(err,
+                               SSHCORE_E_INVALID_STATE,
+                               "stdin was already finished (EOF)");
         }
         rc = err->code;
         goto out;
     }
-    sshcore_session_enqueue(x, w);
+    sshcore__session_enqueue(x, w);
     *id = w->id;
     w = NULL; /* the inbox owns it */
 
@@ -333,7 +333,7 @@ out:
         free(w);
     }
     if (rc == SSHCORE_E_OK) {
-        sshcore_conn_wake(op->conn);
+        sshcore__conn_wake(op->conn);
     }
     return rc;
 }
@@ -345,10 +345,10 @@ sshcore_stream_write_cancel(sshcore_op *op, uint64_t id)
     wreq *w = NULL;
     bool found = false;
 
-    if (!sshcore_op_is(op,
-                       SSHCORE_OP_STREAM,
-                       "sshcore_stream_write_cancel",
-                       NULL)) {
+    if (!sshcore__op_is(op,
+                        SSHCORE_OP_STREAM,
+                        "sshcore_stream_write_cancel",
+                        NULL)) {
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;
@@ -362,7 +362,7 @@ sshcore_stream_write_cancel(sshcore_op *op, uint64_t id)
     }
     pthread_mutex_unlock(&x->mu);
     if (found) {
-        sshcore_conn_wake(op->conn);
+        sshcore__conn_wake(op->conn);
     }
     return SSHCORE_E_OK;
 }
@@ -374,13 +374,16 @@ sshcore_stream_send_eof(sshcore_op *op, sshcore_error *err)
     wreq *w = NULL;
     int rc = SSHCORE_E_OK;
 
-    if (!sshcore_op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_send_eof", err)) {
+    if (!sshcore__op_is(op,
+                        SSHCORE_OP_STREAM,
+                        "sshcore_stream_send_eof",
+                        err)) {
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;
     w = calloc(1, sizeof(*w));
     if (w == NULL) {
-        sshcore_error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         return err->code;
     }
     w->eof = true;
@@ -393,13 +396,13 @@ sshcore_stream_send_eof(sshcore_op *op, sshcore_error *err)
         goto out; /* idempotent: nothing to wake for */
     }
     x->eof_queued = true;
-    sshcore_session_enqueue(x, w);
+    sshcore__session_enqueue(x, w);
     w = NULL; /* the inbox owns it */
 
 out:
     pthread_mutex_unlock(&x->mu);
     if (w == NULL) {
-        sshcore_conn_wake(op->conn);
+        sshcore__conn_wake(op->conn);
     }
     free(w);
     return rc;
@@ -411,13 +414,13 @@ sshcore_stream_signal(sshcore_op *op, const char *name, sshcore_error *err)
     session_op *x = NULL;
     int rc = SSHCORE_E_OK;
 
-    if (!sshcore_op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_signal", err)) {
+    if (!sshcore__op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_signal", err)) {
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;
     if (name == NULL || name[0] == '\0' ||
         strlen(name) >= sizeof(x->signals[0])) {
-        sshcore_error_set(err, SSHCORE_E_INVALID_ARGUMENT, "bad signal name");
+        sshcore__error_set(err, SSHCORE_E_INVALID_ARGUMENT, "bad signal name");
         return err->code;
     }
     pthread_mutex_lock(&x->mu);
@@ -426,9 +429,9 @@ sshcore_stream_signal(sshcore_op *op, const char *name, sshcore_error *err)
         goto out;
     }
     if (x->signal_count == SIGNALS_MAX) {
-        sshcore_error_set(err,
-                          SSHCORE_E_INVALID_STATE,
-                          "too many signals waiting to be sent");
+        sshcore__error_set(err,
+                           SSHCORE_E_INVALID_STATE,
+                           "too many signals waiting to be sent");
         rc = err->code;
         goto out;
     }
@@ -438,7 +441,7 @@ sshcore_stream_signal(sshcore_op *op, const char *name, sshcore_error *err)
 out:
     pthread_mutex_unlock(&x->mu);
     if (rc == SSHCORE_E_OK) {
-        sshcore_conn_wake(op->conn);
+        sshcore__conn_wake(op->conn);
     }
     return rc;
 }
@@ -456,14 +459,14 @@ sshcore_stream_resize(sshcore_op *op,
     (void)px_width; /* libssh 0.10 sends 0 pixels */
     (void)px_height;
 
-    if (!sshcore_op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_resize", err)) {
+    if (!sshcore__op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_resize", err)) {
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;
     if (cols == 0 || rows == 0 || cols > 0x7fffffff || rows > 0x7fffffff) {
-        sshcore_error_set(err,
-                          SSHCORE_E_INVALID_ARGUMENT,
-                          "terminal size out of range");
+        sshcore__error_set(err,
+                           SSHCORE_E_INVALID_ARGUMENT,
+                           "terminal size out of range");
         return err->code;
     }
     pthread_mutex_lock(&x->mu);
@@ -472,9 +475,9 @@ sshcore_stream_resize(sshcore_op *op,
         goto out;
     }
     if (!x->want_pty) {
-        sshcore_error_set(err,
-                          SSHCORE_E_INVALID_STATE,
-                          "the channel has no PTY");
+        sshcore__error_set(err,
+                           SSHCORE_E_INVALID_STATE,
+                           "the channel has no PTY");
         rc = err->code;
         goto out;
     }
@@ -485,7 +488,7 @@ sshcore_stream_resize(sshcore_op *op,
 out:
     pthread_mutex_unlock(&x->mu);
     if (rc == SSHCORE_E_OK) {
-        sshcore_conn_wake(op->conn);
+        sshcore__conn_wake(op->conn);
     }
     return rc;
 }

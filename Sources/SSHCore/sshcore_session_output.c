@@ -26,23 +26,23 @@
 
 /** Room left under the streamed buffer limit. */
 size_t
-sshcore_session_room(session_op *x)
+sshcore__session_room(session_op *x)
 {
     size_t used = atomic_load(&x->unconsumed);
     return used >= x->limit ? 0 : x->limit - used;
 }
 
-/** Output that arrived but waits for sshcore_session_room: in libssh or in the
+/** Output that arrived but waits for sshcore__session_room: in libssh or in the
  * stash. */
 bool
-sshcore_session_output_pending(const session_op *x)
+sshcore__session_output_pending(const session_op *x)
 {
     return x->held_count > 0 || x->stash_off < x->stash.len;
 }
 
 /** Hands the batched output to the caller (worker). */
 void
-sshcore_session_flush_batch(session_op *x)
+sshcore__session_flush_batch(session_op *x)
 {
     if (x->cb.flush != NULL) {
         /* the caller gathered the packets: tell it the pass is over */
@@ -66,7 +66,7 @@ sshcore_session_flush_batch(session_op *x)
  * Returns false when the op ended because of it (output limit, memory).
  */
 bool
-sshcore_session_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
+sshcore__session_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
 {
     if (n == 0) {
         return true;
@@ -78,11 +78,11 @@ sshcore_session_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
                      sizeof(detail),
                      "more than %zu bytes of output",
                      x->limit);
-            sshcore_session_complete_code(x, SSHCORE_E_OUTPUT_LIMIT, detail);
+            sshcore__session_complete_code(x, SSHCORE_E_OUTPUT_LIMIT, detail);
             return false;
         }
-        if (sshcore_bytes_append(&x->out[stream], p, n) != 0) {
-            sshcore_session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        if (sshcore__bytes_append(&x->out[stream], p, n) != 0) {
+            sshcore__session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
             return false;
         }
         return true;
@@ -90,10 +90,10 @@ sshcore_session_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
     /* counted at once: batched bytes are in memory as much as delivered ones */
     atomic_fetch_add(&x->unconsumed, n);
     if (x->bridged) {
-        /* the socket is the consumer: sshcore_session_bridge_out writes it and
-         * frees the sshcore_session_room */
-        if (sshcore_bytes_append(&x->fdout, p, n) != 0) {
-            sshcore_session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        /* the socket is the consumer: sshcore__session_bridge_out writes it and
+         * frees the sshcore__session_room */
+        if (sshcore__bytes_append(&x->fdout, p, n) != 0) {
+            sshcore__session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
             return false;
         }
         return true;
@@ -111,14 +111,14 @@ sshcore_session_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
     }
     if (x->batch.len > 0 &&
         (x->batch_stream != stream || x->batch.len + n > BATCH_MAX)) {
-        sshcore_session_flush_batch(x);
+        sshcore__session_flush_batch(x);
     }
     if (x->batch.len == 0 && n >= BATCH_MAX) {
         x->cb.data(x->cb.ctx, stream, p, n); /* big enough alone: no copy */
         return true;
     }
-    if (sshcore_bytes_append(&x->batch, p, n) != 0) {
-        sshcore_session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
+    if (sshcore__bytes_append(&x->batch, p, n) != 0) {
+        sshcore__session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
         return false;
     }
     x->batch_stream = stream;
@@ -127,7 +127,7 @@ sshcore_session_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
 
 /** Remembers that `n` new bytes of `stream` stay in libssh's buffer. */
 void
-sshcore_session_hold(session_op *x, int stream, size_t n)
+sshcore__session_hold(session_op *x, int stream, size_t n)
 {
     size_t tail = 0;
 
@@ -164,12 +164,12 @@ sshcore_session_hold(session_op *x, int stream, size_t n)
  * stream (older held bytes first). Returns how many bytes we took.
  */
 int
-sshcore_session_on_data(ssh_session session,
-                        ssh_channel channel,
-                        void *data,
-                        uint32_t len,
-                        int is_stderr,
-                        void *userdata)
+sshcore__session_on_data(ssh_session session,
+                         ssh_channel channel,
+                         void *data,
+                         uint32_t len,
+                         int is_stderr,
+                         void *userdata)
 {
     session_op *x = userdata;
     int stream = is_stderr ? 1 : 0;
@@ -184,52 +184,53 @@ sshcore_session_on_data(ssh_session session,
     fresh = len >= x->held[stream] ? len - x->held[stream] : 0;
     if (!x->streamed) {
         /* collected output takes everything at once */
-        if (!sshcore_session_deliver(x, stream, data, len)) {
+        if (!sshcore__session_deliver(x, stream, data, len)) {
             return (int)len;
         }
         x->held[stream] = 0;
         return (int)len;
     }
-    if (sshcore_session_output_pending(x)) {
+    if (sshcore__session_output_pending(x)) {
         /* older output is held: the new bytes queue behind it */
-        sshcore_session_hold(x, stream, fresh);
+        sshcore__session_hold(x, stream, fresh);
         return 0;
     }
     if (x->bridged) {
-        size_t sent = sshcore_session_bridge_send_direct(x, data, len);
+        size_t sent = sshcore__session_bridge_send_direct(x, data, len);
         if (sent == len) {
             x->held[stream] = 0;
             return (int)len;
         }
         data = (uint8_t *)data + sent;
         len -= (uint32_t)sent;
-        /* the rest waits in fdout, within the sshcore_session_room, as below */
-        take = sshcore_session_room(x);
+        /* the rest waits in fdout, within the sshcore__session_room, as below
+         */
+        take = sshcore__session_room(x);
         take = take < len ? take : len;
-        (void)sshcore_session_deliver(x, stream, data, take);
+        (void)sshcore__session_deliver(x, stream, data, take);
         x->held[stream] = 0;
-        sshcore_session_hold(x, stream, len - take);
+        sshcore__session_hold(x, stream, len - take);
         return (int)(sent + take);
     }
-    /* Mark starvation before looking at the sshcore_session_room: a consumer
-     * that frees sshcore_session_room after this store sees the mark and wakes
+    /* Mark starvation before looking at the sshcore__session_room: a consumer
+     * that frees sshcore__session_room after this store sees the mark and wakes
      * the worker (see consumed). */
     atomic_store(&x->starved, 1);
-    take = sshcore_session_room(x);
+    take = sshcore__session_room(x);
     if (take >= len) {
         take = len;
         atomic_store(&x->starved, 0);
     }
-    (void)sshcore_session_deliver(x, stream, data, take);
+    (void)sshcore__session_deliver(x, stream, data, take);
     /* libssh keeps what we did not take; with nothing held before, that is
      * the tail of this packet */
     x->held[stream] = 0;
-    sshcore_session_hold(x, stream, len - take);
+    sshcore__session_hold(x, stream, len - take);
     return (int)take;
 }
 
 /**
- * Held output, oldest first, as far as the consumer has sshcore_session_room.
+ * Held output, oldest first, as far as the consumer has sshcore__session_room.
  *
  * Every ssh_channel_read() in libssh 0.10 re-opens the channel window to
  * 1.28 MB when it has fallen below half, however much libssh still buffers.
@@ -241,7 +242,7 @@ sshcore_session_on_data(ssh_session session,
  * window re-opening per segment, and at most about two windows in memory.
  */
 bool
-sshcore_session_read_held(sshcore_conn *conn, session_op *x, bool *again)
+sshcore__session_read_held(sshcore_conn *conn, session_op *x, bool *again)
 {
     while (atomic_load(&x->base.done) == 0) {
         if (x->stash_off < x->stash.len) {
@@ -250,8 +251,8 @@ sshcore_session_read_held(sshcore_conn *conn, session_op *x, bool *again)
                 size_t r = 0;
                 atomic_store(
                     &x->starved,
-                    1); /* before the look, as in sshcore_session_on_data */
-                r = sshcore_session_room(x);
+                    1); /* before the look, as in sshcore__session_on_data */
+                r = sshcore__session_room(x);
                 if (r == 0) {
                     return true;
                 }
@@ -260,10 +261,10 @@ sshcore_session_read_held(sshcore_conn *conn, session_op *x, bool *again)
                     want = r;
                 }
             }
-            if (!sshcore_session_deliver(x,
-                                         x->stash_stream,
-                                         x->stash.data + x->stash_off,
-                                         want)) {
+            if (!sshcore__session_deliver(x,
+                                          x->stash_stream,
+                                          x->stash.data + x->stash_off,
+                                          want)) {
                 return false;
             }
             x->stash_off += want;
@@ -281,8 +282,8 @@ sshcore_session_read_held(sshcore_conn *conn, session_op *x, bool *again)
         size_t want = seg->len > UINT32_MAX ? UINT32_MAX : seg->len;
         int n = 0;
 
-        if (sshcore_bytes_reserve(&x->stash, want) != 0) {
-            sshcore_session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        if (sshcore__bytes_reserve(&x->stash, want) != 0) {
+            sshcore__session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
             return false;
         }
         n = ssh_channel_read_nonblocking(x->ch,
@@ -290,10 +291,10 @@ sshcore_session_read_held(sshcore_conn *conn, session_op *x, bool *again)
                                          (uint32_t)want,
                                          seg->stream);
         if (n == SSH_ERROR) {
-            sshcore_session_fail_call(conn,
-                                      x,
-                                      SSHCORE_E_PROTOCOL,
-                                      "ssh_channel_read_nonblocking");
+            sshcore__session_fail_call(conn,
+                                       x,
+                                       SSHCORE_E_PROTOCOL,
+                                       "ssh_channel_read_nonblocking");
             return false;
         }
         if (n <= 0) {
@@ -323,10 +324,10 @@ sshcore_stream_consumed(sshcore_op *op, size_t n)
     session_op *x = NULL;
     size_t before = 0;
 
-    if (!sshcore_op_is(op,
-                       SSHCORE_OP_STREAM,
-                       "sshcore_stream_consumed",
-                       NULL)) {
+    if (!sshcore__op_is(op,
+                        SSHCORE_OP_STREAM,
+                        "sshcore_stream_consumed",
+                        NULL)) {
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;
@@ -337,7 +338,7 @@ sshcore_stream_consumed(sshcore_op *op, size_t n)
                                          before >= n ? before - n : 0)) {
     }
     if (atomic_exchange(&x->starved, 0) != 0) {
-        sshcore_conn_wake(op->conn);
+        sshcore__conn_wake(op->conn);
     }
     return SSHCORE_E_OK;
 }

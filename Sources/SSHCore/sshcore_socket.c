@@ -16,7 +16,7 @@
 #include "sshcore_internal.h"
 
 int
-sshcore_socket_connect_start(const struct addrinfo *ai, bool *in_progress)
+sshcore__socket_connect_start(const struct addrinfo *ai, bool *in_progress)
 {
     int fd = -1;
     int rc;
@@ -47,7 +47,7 @@ sshcore_socket_connect_start(const struct addrinfo *ai, bool *in_progress)
 }
 
 int
-sshcore_socket_connect_result(int fd)
+sshcore__socket_connect_result(int fd)
 {
     int soerr = 0;
     socklen_t len = sizeof(soerr);
@@ -59,7 +59,7 @@ sshcore_socket_connect_result(int fd)
 }
 
 void
-sshcore_socket_tune(int fd, int user_timeout_ms)
+sshcore__socket_tune(int fd, int user_timeout_ms)
 {
     int one = 1;
     int lowat = 2 * SSHCORE_SEND_BACKLOG_MAX;
@@ -77,7 +77,7 @@ sshcore_socket_tune(int fd, int user_timeout_ms)
 }
 
 int
-sshcore_errno_to_code(int e)
+sshcore__errno_to_code(int e)
 {
     switch (e) {
     case ECONNREFUSED:

@@ -44,7 +44,7 @@ sshcore_testing_set_teardown_probe(void (*probe)(int lib_fd))
 }
 
 void
-sshcore_conn_teardown(sshcore_conn *conn)
+sshcore__conn_teardown(sshcore_conn *conn)
 {
     void (*probe)(int) = NULL;
 
@@ -55,8 +55,8 @@ sshcore_conn_teardown(sshcore_conn *conn)
         ssh_event_free(conn->event);
         conn->event = NULL;
     }
-    sshcore_auth_release(conn); /* while the session still exists */
-    sshcore_orphans_free(
+    sshcore__auth_release(conn); /* while the session still exists */
+    sshcore__orphans_free(
         conn); /* before ssh_disconnect, which frees every channel */
     if (conn->session != NULL) {
         if (conn->ssh_connect_called &&
@@ -76,7 +76,7 @@ sshcore_conn_teardown(sshcore_conn *conn)
         close(conn->lib_fd);
     }
     conn->lib_fd = -1;
-    sshcore_conn_close_socket(conn);
+    sshcore__conn_close_socket(conn);
     if (conn->ai_list != NULL) {
         freeaddrinfo(conn->ai_list);
         conn->ai_list = NULL;

@@ -58,7 +58,7 @@ take_requests(sshcore_conn *conn, conn_requests *rq)
     if (conn->verdict_ready) {
         rq->verdict = true;
         rq->accept = conn->verdict_accept;
-        sshcore_copy_str(rq->reason, sizeof(rq->reason), conn->verdict_reason);
+        sshcore__copy_str(rq->reason, sizeof(rq->reason), conn->verdict_reason);
         conn->verdict_ready = false;
     }
     if (conn->kbd_ready) {
@@ -81,39 +81,39 @@ handle_requests(sshcore_conn *conn, conn_requests *rq)
 
     if (rq->cancel && conn->phase != SSHCORE_PHASE_DONE &&
         conn->state != SSHCORE_CONN_READY) {
-        sshcore_conn_fail(conn, SSHCORE_E_CANCELLED, NULL);
+        sshcore__conn_fail(conn, SSHCORE_E_CANCELLED, NULL);
     }
     if (rq->close && conn->phase != SSHCORE_PHASE_DONE) {
         if (conn->state != SSHCORE_CONN_READY) {
-            sshcore_error_set(&err,
-                              SSHCORE_E_CANCELLED,
-                              "closed while connecting");
-            sshcore_conn_connect_complete(conn, &err);
+            sshcore__error_set(&err,
+                               SSHCORE_E_CANCELLED,
+                               "closed while connecting");
+            sshcore__conn_connect_complete(conn, &err);
         }
-        if (sshcore_conn_apply(conn, SSHCORE_CONN_EV_CLOSE) ==
+        if (sshcore__conn_apply(conn, SSHCORE_CONN_EV_CLOSE) ==
             SSHCORE_CONN_ACT_TEAR_DOWN) {
-            sshcore_error_set(&err, SSHCORE_E_CLOSED, NULL);
-            sshcore_conn_fail_ops(conn, conn->active, &err);
+            sshcore__error_set(&err, SSHCORE_E_CLOSED, NULL);
+            sshcore__conn_fail_ops(conn, conn->active, &err);
             conn->active = NULL;
-            (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_ENDED);
+            (void)sshcore__conn_phase(conn, SSHCORE_PHASE_EV_ENDED);
         }
     }
     if (rq->verdict && conn->phase == SSHCORE_PHASE_HOSTKEY_WAIT) {
         if (!rq->accept) {
-            sshcore_conn_fail(conn, SSHCORE_E_HOST_KEY_REJECTED, rq->reason);
-        } else if (sshcore_conn_apply(conn, SSHCORE_CONN_EV_HANDSHAKE_DONE) ==
+            sshcore__conn_fail(conn, SSHCORE_E_HOST_KEY_REJECTED, rq->reason);
+        } else if (sshcore__conn_apply(conn, SSHCORE_CONN_EV_HANDSHAKE_DONE) ==
                    SSHCORE_CONN_ACT_AUTHENTICATE) {
-            (void)sshcore_conn_phase(conn, SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED);
+            (void)sshcore__conn_phase(conn, SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED);
         } else {
-            sshcore_conn_fail(conn,
-                              SSHCORE_E_INVALID_STATE,
-                              "host key verdict in a wrong state");
+            sshcore__conn_fail(conn,
+                               SSHCORE_E_INVALID_STATE,
+                               "host key verdict in a wrong state");
         }
     }
     if (rq->kbd && conn->phase == SSHCORE_PHASE_ANSWER_WAIT) {
-        sshcore_auth_answers(conn, rq->answers, rq->answer_count);
+        sshcore__auth_answers(conn, rq->answers, rq->answer_count);
     }
-    sshcore_free_answers(rq->answers, rq->answer_count);
+    sshcore__free_answers(rq->answers, rq->answer_count);
     rq->answers = NULL;
 
     /* newly submitted operations join the active list in FIFO order */
@@ -126,11 +126,11 @@ handle_requests(sshcore_conn *conn, conn_requests *rq)
             continue;
         }
         if (conn->phase != SSHCORE_PHASE_READY ||
-            sshcore_conn_apply(conn, SSHCORE_CONN_EV_OPEN_CHANNEL) !=
+            sshcore__conn_apply(conn, SSHCORE_CONN_EV_OPEN_CHANNEL) !=
                 SSHCORE_CONN_ACT_OPEN_CHANNEL) {
             int code = atomic_load(&conn->fail_code);
-            sshcore_error_set(&err, code != 0 ? code : SSHCORE_E_CLOSED, NULL);
-            sshcore_conn_fail_ops(conn, op, &err);
+            sshcore__error_set(&err, code != 0 ? code : SSHCORE_E_CLOSED, NULL);
+            sshcore__conn_fail_ops(conn, op, &err);
             continue;
         }
         if (conn->active == NULL) {
@@ -159,10 +159,10 @@ step_ops(sshcore_conn *conn)
 
     while ((op = *link) != NULL) {
         if (op->deadline_ms != 0 && atomic_load(&op->done) == 0 &&
-            sshcore_now_ms() >= op->deadline_ms) {
+            sshcore__now_ms() >= op->deadline_ms) {
             sshcore_error err;
-            sshcore_error_set(&err, SSHCORE_E_TIMED_OUT, NULL);
-            (void)sshcore_op_complete(op, &err);
+            sshcore__error_set(&err, SSHCORE_E_TIMED_OUT, NULL);
+            (void)sshcore__op_complete(op, &err);
         }
         if (atomic_load(&op->cancel_requested) == 0 &&
             atomic_load(&op->done) == 0) {
@@ -187,26 +187,26 @@ advance(sshcore_conn *conn)
 {
     switch (conn->phase) {
     case SSHCORE_PHASE_RESOLVE:
-        sshcore_connect_resolve(conn);
+        sshcore__connect_resolve(conn);
         return conn->phase != SSHCORE_PHASE_RESOLVE;
     case SSHCORE_PHASE_TCP_START:
-        sshcore_connect_tcp_start(conn);
+        sshcore__connect_tcp_start(conn);
         return conn->phase == SSHCORE_PHASE_HANDSHAKE;
     case SSHCORE_PHASE_TCP_WAIT:
         return false;
     case SSHCORE_PHASE_HANDSHAKE:
-        sshcore_connect_handshake(conn);
+        sshcore__connect_handshake(conn);
         return false;
     case SSHCORE_PHASE_HOSTKEY_WAIT:
         return false;
     case SSHCORE_PHASE_AUTH_NONE:
-        sshcore_auth_none(conn);
-        sshcore_auth_check_session(conn);
+        sshcore__auth_none(conn);
+        sshcore__auth_check_session(conn);
         return conn->phase != SSHCORE_PHASE_AUTH_NONE;
     case SSHCORE_PHASE_AUTH_METHOD: {
         size_t idx = conn->method_idx;
-        sshcore_auth_method_step(conn);
-        sshcore_auth_check_session(conn);
+        sshcore__auth_method_step(conn);
+        sshcore__auth_check_session(conn);
         return conn->phase == SSHCORE_PHASE_READY || conn->method_idx != idx;
     }
     case SSHCORE_PHASE_ANSWER_WAIT:
@@ -218,25 +218,25 @@ advance(sshcore_conn *conn)
          * step again. */
         uint64_t before = conn->packet_counter.in_packets;
         bool again = step_ops(conn);
-        sshcore_keepalive_check(conn);
+        sshcore__keepalive_check(conn);
         if (conn->gcancels != NULL && conn->phase == SSHCORE_PHASE_READY) {
-            sshcore_global_service(conn);
+            sshcore__global_service(conn);
         }
         if (conn->phase != SSHCORE_PHASE_READY) {
             return false;
         }
         if (conn->orphans != NULL) {
-            sshcore_orphans_reap(conn);
+            sshcore__orphans_reap(conn);
         }
         if (conn->packet_counter.in_packets != before &&
             (conn->active != NULL || conn->orphans != NULL)) {
             again = true;
         }
         if (conn->phase == SSHCORE_PHASE_READY &&
-            !sshcore_session_usable(conn)) {
-            sshcore_conn_fail_lib(conn,
-                                  sshcore_conn_failure_code(conn),
-                                  "ssh_is_connected");
+            !sshcore__conn_libssh_usable(conn)) {
+            sshcore__conn_fail_lib(conn,
+                                   sshcore__conn_failure_code(conn),
+                                   "ssh_is_connected");
         }
         return again;
     }
@@ -277,7 +277,7 @@ ack_now(sshcore_conn *conn, uint64_t read_bytes)
 }
 
 /* How often gated input is retried where POLLOUT cannot be trusted to mean
- * "the send queue drained below the gate" (see sshcore_conn_worker_main). */
+ * "the send queue drained below the gate" (see sshcore__conn_worker_main). */
 #define SEND_WAKE_TICK_MS 2
 
 /* One pass reads at most this much before the ops are stepped again. */
@@ -307,10 +307,10 @@ read_socket(sshcore_conn *conn)
         (void)ssh_event_dopoll(conn->event, 0);
         /* a dead link, or a packet that failed its integrity check (libssh then
          * stays "connected" and every later call fails: notes row 13) */
-        if (!sshcore_session_usable(conn)) {
-            sshcore_conn_fail_lib(conn,
-                                  sshcore_conn_failure_code(conn),
-                                  "ssh_event_dopoll");
+        if (!sshcore__conn_libssh_usable(conn)) {
+            sshcore__conn_fail_lib(conn,
+                                   sshcore__conn_failure_code(conn),
+                                   "ssh_event_dopoll");
             return;
         }
         if (conn->socket_counter.in_bytes == last ||
@@ -329,8 +329,8 @@ poll_timeout(sshcore_conn *conn)
     int64_t left;
 
     if (conn->phase == SSHCORE_PHASE_READY) {
-        int64_t due = sshcore_keepalive_due_ms(conn);
-        int64_t orphans = sshcore_conn_orphans_due_ms(conn);
+        int64_t due = sshcore__keepalive_due_ms(conn);
+        int64_t orphans = sshcore__conn_orphans_due_ms(conn);
         sshcore_op *op = NULL;
         if (orphans >= 0 && (due < 0 || orphans < due)) {
             due = orphans;
@@ -346,13 +346,13 @@ poll_timeout(sshcore_conn *conn)
         if (due < 0) {
             return -1;
         }
-        left = due - sshcore_now_ms();
+        left = due - sshcore__now_ms();
         return left <= 0 ? 0 : (left > 60000 ? 60000 : (int)left);
     }
     if (conn->deadline_ms == 0 || conn->paused_at_ms != 0) {
         return -1;
     }
-    now = sshcore_now_ms();
+    now = sshcore__now_ms();
     left = conn->deadline_ms - now;
     if (left <= 0) {
         return 0;
@@ -433,7 +433,7 @@ add_op_fds(sshcore_conn *conn,
     return n;
 }
 
-void *_Nullable sshcore_conn_worker_main(void *arg)
+void *_Nullable sshcore__conn_worker_main(void *arg)
 {
     sshcore_conn *conn = arg;
     conn_requests rq;
@@ -453,8 +453,8 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
     snprintf(name, sizeof(name), "sshcore:%.7s", conn->host);
     pthread_setname_np(pthread_self(), name);
 
-    (void)sshcore_conn_apply(conn, SSHCORE_CONN_EV_START);
-    conn->deadline_ms = sshcore_now_ms() + conn->connect_timeout_ms;
+    (void)sshcore__conn_apply(conn, SSHCORE_CONN_EV_START);
+    conn->deadline_ms = sshcore__now_ms() + conn->connect_timeout_ms;
 
     bool readable = false;
     bool pollout_seen = false;
@@ -488,8 +488,8 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
          * 270 ms echo stalls beside a bulk stream). */
         if (!again && conn->phase != SSHCORE_PHASE_READY &&
             conn->deadline_ms != 0 && conn->paused_at_ms == 0 &&
-            sshcore_now_ms() >= conn->deadline_ms) {
-            sshcore_conn_fail(conn, SSHCORE_E_CONNECT_TIMEOUT, NULL);
+            sshcore__now_ms() >= conn->deadline_ms) {
+            sshcore__conn_fail(conn, SSHCORE_E_CONNECT_TIMEOUT, NULL);
             break;
         }
 
@@ -535,7 +535,7 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
         }
         pollout_seen = false;
         if (poll(pfd, nfds, timeout) < 0 && errno != EINTR) {
-            sshcore_conn_fail(conn, SSHCORE_E_SYSTEM, "poll failed");
+            sshcore__conn_fail(conn, SSHCORE_E_SYSTEM, "poll failed");
             break;
         }
         for (nfds_t i = core_nfds; i < nfds; i++) {
@@ -549,7 +549,7 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
             pollout_seen = (pfd[1].revents & POLLOUT) != 0;
             read_mark = conn->socket_counter.in_bytes;
             if (conn->phase == SSHCORE_PHASE_TCP_WAIT) {
-                sshcore_connect_tcp_wait(conn);
+                sshcore__connect_tcp_wait(conn);
             } else if (conn->phase == SSHCORE_PHASE_READY &&
                        conn->event != NULL) {
                 read_socket(conn);
@@ -558,15 +558,15 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
     }
 
     /* closing: every op has been failed; release libssh and the fds */
-    sshcore_conn_teardown(conn);
+    sshcore__conn_teardown(conn);
     {
         sshcore_error err;
-        sshcore_error_set(&err, SSHCORE_E_CLOSED, NULL);
-        (void)sshcore_conn_connect_complete(
+        sshcore__error_set(&err, SSHCORE_E_CLOSED, NULL);
+        (void)sshcore__conn_connect_complete(
             conn,
             &err); /* no-op unless never reported */
     }
-    (void)sshcore_conn_apply(conn, SSHCORE_CONN_EV_TORN_DOWN);
+    (void)sshcore__conn_apply(conn, SSHCORE_CONN_EV_TORN_DOWN);
 
     /* ops submitted after the end fail with the connection's final state */
     pthread_mutex_lock(&conn->mu);
@@ -580,8 +580,8 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
     {
         sshcore_error err;
         int code = atomic_load(&conn->fail_code);
-        sshcore_error_set(&err, code != 0 ? code : SSHCORE_E_CLOSED, NULL);
-        sshcore_conn_fail_ops(conn, rq.pending, &err);
+        sshcore__error_set(&err, code != 0 ? code : SSHCORE_E_CLOSED, NULL);
+        sshcore__conn_fail_ops(conn, rq.pending, &err);
     }
     if (wake_fd >= 0) {
         close(wake_fd);
@@ -589,8 +589,8 @@ void *_Nullable sshcore_conn_worker_main(void *arg)
     if (conn->cb.terminated != NULL) {
         conn->cb.terminated(conn->cb.ctx);
     }
-    sshcore_conn_registry_remove(conn);
+    sshcore__conn_registry_remove(conn);
     atomic_fetch_sub(&sshcore_live_workers, 1);
-    sshcore_conn_unref(conn);
+    sshcore__conn_unref(conn);
     return NULL;
 }

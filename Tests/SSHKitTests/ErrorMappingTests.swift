@@ -13,20 +13,20 @@ func setCString<T>(_ field: inout T, _ value: String) {
 
 @Suite("Error mapping", .tags(.pure))
 struct ErrorMappingTests {
-    static let allCore: [sshcore_err] = (0..<sshcore_err_count()).map { sshcore_err(rawValue: UInt32($0))! }
+    static let allCore: [sshcore_code] = (0..<sshcore_code_count()).map { sshcore_code(rawValue: UInt32($0))! }
 
     @Test func everyCoreErrorHasANameAMessageAndADistinctCode() {
         #expect(Self.allCore.count == 27)
         var seen = Set<SSHError.Code>()
         for c in Self.allCore where c != .SSHCORE_E_OK {
-            let name = String(cString: sshcore_err_name(Int32(c.rawValue)))
-            let message = String(cString: sshcore_err_message(Int32(c.rawValue)))
+            let name = String(cString: sshcore_code_name(Int32(c.rawValue)))
+            let message = String(cString: sshcore_code_message(Int32(c.rawValue)))
             #expect(name != "?" && !message.isEmpty && message != "?")
             let code = SSHError.Code(core: c)
             #expect(!seen.contains(code), "two core errors map to \(code)")
             seen.insert(code)
         }
-        #expect(String(cString: sshcore_err_name(999)) == "?")
+        #expect(String(cString: sshcore_code_name(999)) == "?")
         var bogus = sshcore_error()
         bogus.code = 999
         #expect(SSHError(core: bogus).code == .protocolError)
@@ -36,7 +36,7 @@ struct ErrorMappingTests {
     @Test func aCorruptedStreamIsALostHostForTransports() {
         let e = SSHError(core: {
             var c = sshcore_error()
-            c.code = Int32(sshcore_err.SSHCORE_E_STREAM_CORRUPTED.rawValue)
+            c.code = Int32(sshcore_code.SSHCORE_E_STREAM_CORRUPTED.rawValue)
             setCString(&c.lib_message, "HMAC error")
             return c
         }())
@@ -60,7 +60,7 @@ struct ErrorMappingTests {
 
     @Test func coreErrorCarriesLibsshDiagnosticAndDetail() {
         var e = sshcore_error()
-        e.code = Int32(sshcore_err.SSHCORE_E_AUTH_DENIED.rawValue)
+        e.code = Int32(sshcore_code.SSHCORE_E_AUTH_DENIED.rawValue)
         setCString(&e.lib_function, "ssh_userauth_password")
         setCString(&e.lib_message, "Access denied")
         setCString(&e.detail, "tried: password")
@@ -74,7 +74,7 @@ struct ErrorMappingTests {
 
     @Test func errorWithoutLibsshHasNoDiagnostic() {
         var e = sshcore_error()
-        e.code = Int32(sshcore_err.SSHCORE_E_CANCELLED.rawValue)
+        e.code = Int32(sshcore_code.SSHCORE_E_CANCELLED.rawValue)
         let err = SSHError(core: e)
         #expect(err.code == .cancelled)
         #expect(err.libssh == nil)

@@ -51,18 +51,18 @@ extern "C" {
 
 /* closed: Swift imports it as a frozen enum and switches over it exhaustively
  */
-typedef enum __attribute__((enum_extensibility(closed))) sshcore_err {
+typedef enum __attribute__((enum_extensibility(closed))) sshcore_code {
 #define SSHCORE_ERR_ENUM(name, msg) SSHCORE_E_##name,
     SSHCORE_ERROR_MAP(SSHCORE_ERR_ENUM)
 #undef SSHCORE_ERR_ENUM
-} sshcore_err;
+} sshcore_code;
 
 /** @brief How many codes the table has (valid codes are 0 ..< count). */
-int sshcore_err_count(void);
+int sshcore_code_count(void);
 /** @brief The symbolic name of an error code ("CONNECTION_REFUSED"). */
-const char *sshcore_err_name(int code);
+const char *sshcore_code_name(int code);
 /** @brief The fixed English message of an error code. */
-const char *sshcore_err_message(int code);
+const char *sshcore_code_message(int code);
 
 /**
  * @brief A failure, filled on the worker right after the failing call.
@@ -72,7 +72,7 @@ const char *sshcore_err_message(int code);
  * empty when libssh was not involved.
  */
 typedef struct sshcore_error {
-    int code;              /**< sshcore_err */
+    int code;              /**< sshcore_code */
     int sys_errno;         /**< errno or getaddrinfo code, 0 if none */
     int lib_code;          /**< ssh_get_error_code(), 0 if none */
     char lib_function[48]; /**< the libssh function that failed */

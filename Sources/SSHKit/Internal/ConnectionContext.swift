@@ -80,7 +80,7 @@ final class ConnectionContext: Sendable {
     func connectFinished(_ err: sshcore_error) {
         let (continuation, outcome) = state.withLock { s in
             let outcome: Result<Void, SSHError>
-            if err.code == Int32(sshcore_err.SSHCORE_E_OK.rawValue) {
+            if err.code == Int32(sshcore_code.SSHCORE_E_OK.rawValue) {
                 outcome = .success(())
             } else {
                 var e = SSHError(core: err)

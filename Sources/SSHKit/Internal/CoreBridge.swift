@@ -105,7 +105,7 @@ let coreBridgeDone: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer) -> 
     let err = sshcore_op_error(op).pointee
     var c = BridgeCounts()
     sshcore_bridge_get_counts(op, &c.toSocket, &c.fromSocket)
-    bridge.handlers.finished(err.code == Int32(sshcore_err.SSHCORE_E_OK.rawValue) ? nil : SSHError(core: err), c)
+    bridge.handlers.finished(err.code == Int32(sshcore_code.SSHCORE_E_OK.rawValue) ? nil : SSHError(core: err), c)
 }
 
 extension CoreConnection {

@@ -3,7 +3,7 @@ import Synchronization
 
 extension SSHError.Code {
     /// The one mapping from the core's error table; exhaustive by construction.
-    init(core: sshcore_err) {
+    init(core: sshcore_code) {
         switch core {
         case .SSHCORE_E_OK: self = .protocolError // never mapped: OK is not an error
         case .SSHCORE_E_INVALID_ARGUMENT: self = .invalidArgument
@@ -40,9 +40,9 @@ extension SSHError {
     /// Builds an SSHError from what the core filled in on its worker.
     init(core e: sshcore_error) {
         // imported C enums accept any raw value: range-check before the exhaustive switch
-        let valid = e.code >= 0 && e.code < sshcore_err_count()
-        let raw = valid ? sshcore_err(rawValue: UInt32(e.code))! : .SSHCORE_E_PROTOCOL
-        var message = String(cString: sshcore_err_message(e.code))
+        let valid = e.code >= 0 && e.code < sshcore_code_count()
+        let raw = valid ? sshcore_code(rawValue: UInt32(e.code))! : .SSHCORE_E_PROTOCOL
+        var message = String(cString: sshcore_code_message(e.code))
         let detail = CoreStrings.string(e.detail)
         // a detail that only repeats the code's words ("connection refused: Connection
         // refused", strerror's text of the same errno) is said once

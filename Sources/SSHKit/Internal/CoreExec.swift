@@ -61,7 +61,7 @@ extension CoreConnection {
 private let coreExecDone: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer) -> Void = { ctx, op in
     let box = Unmanaged<ExecContinuation>.fromOpaque(ctx!).takeRetainedValue()
     let err = sshcore_op_error(op).pointee
-    guard err.code == Int32(sshcore_err.SSHCORE_E_OK.rawValue) else {
+    guard err.code == Int32(sshcore_code.SSHCORE_E_OK.rawValue) else {
         box.continuation.resume(returning: .failure(SSHError(core: err)))
         return
     }

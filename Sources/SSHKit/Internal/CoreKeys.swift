@@ -6,7 +6,7 @@ enum CoreKeys {
     static func fingerprint(type: String, base64: String) -> String? {
         var out = [CChar](repeating: 0, count: 128)
         let rc = sshcore_key_fingerprint_sha256(type, base64, &out, out.count)
-        guard rc == Int32(sshcore_err.SSHCORE_E_OK.rawValue) else { return nil }
+        guard rc == Int32(sshcore_code.SSHCORE_E_OK.rawValue) else { return nil }
         return String(decoding: out.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
@@ -18,7 +18,7 @@ extension CoreKeys {
         // a non-nil pointer even for empty input
         let k = key.isEmpty ? [0] : key, d = data.isEmpty ? [0] : data
         let rc = sshcore_hmac_sha1(k, key.count, d, data.count, &out)
-        precondition(rc == Int32(sshcore_err.SSHCORE_E_OK.rawValue), "HMAC-SHA1 failed")
+        precondition(rc == Int32(sshcore_code.SSHCORE_E_OK.rawValue), "HMAC-SHA1 failed")
         return out
     }
 }
@@ -34,7 +34,7 @@ package enum CoreDigest {
         // a non-nil pointer even for empty input
         let d = data.isEmpty ? [0] : data
         let rc = sshcore_digest(sha256 ? 1 : 0, d, data.count, &out)
-        precondition(rc == Int32(sshcore_err.SSHCORE_E_OK.rawValue), "the digest failed")
+        precondition(rc == Int32(sshcore_code.SSHCORE_E_OK.rawValue), "the digest failed")
         return out
     }
 }

@@ -44,7 +44,7 @@ private let coreStreamReleased: @convention(c) (UnsafeMutableRawPointer?) -> Voi
 let coreStreamDone: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer) -> Void = { ctx, op in
     let channel = StreamChannel.from(ctx)
     let err = sshcore_op_error(op).pointee
-    guard err.code == Int32(sshcore_err.SSHCORE_E_OK.rawValue) else {
+    guard err.code == Int32(sshcore_code.SSHCORE_E_OK.rawValue) else {
         channel.finished(.failure(SSHError(core: err)))
         return
     }

@@ -116,7 +116,7 @@ final class WriteBox: Sendable {
 
 private let coreWriteDone: @convention(c) (UnsafeMutableRawPointer?, Int32) -> Void = { ctx, code in
     let box = Unmanaged<WriteBox>.fromOpaque(ctx!).takeRetainedValue()
-    if code == Int32(sshcore_err.SSHCORE_E_OK.rawValue) {
+    if code == Int32(sshcore_code.SSHCORE_E_OK.rawValue) {
         box.finish(.success(()))
     } else {
         var e = sshcore_error()

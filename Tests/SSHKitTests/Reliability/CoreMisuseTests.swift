@@ -77,8 +77,8 @@ struct CoreMisuseTests {
         return conn
     }
 
-    static let ok = Int32(sshcore_err.SSHCORE_E_OK.rawValue)
-    static let invalidState = Int32(sshcore_err.SSHCORE_E_INVALID_STATE.rawValue)
+    static let ok = Int32(sshcore_code.SSHCORE_E_OK.rawValue)
+    static let invalidState = Int32(sshcore_code.SSHCORE_E_INVALID_STATE.rawValue)
 
     @Test func secondAnswersAreInvalidStateAndTheConnectionWorks() async throws {
         let server = TestServer.shared
@@ -118,14 +118,14 @@ struct CoreMisuseTests {
         try await Task.sleep(for: .milliseconds(100))
         // the cancel does not answer for the caller: the one answer is still owed, and
         // taken (it releases the core's hold), but it is a typed error, not a success
-        #expect(sshcore_conn_hostkey_verdict(conn, 1, nil) == Int32(sshcore_err.SSHCORE_E_CANCELLED.rawValue))
+        #expect(sshcore_conn_hostkey_verdict(conn, 1, nil) == Int32(sshcore_code.SSHCORE_E_CANCELLED.rawValue))
         #expect(sshcore_conn_hostkey_verdict(conn, 1, nil) == Self.invalidState)
         #expect(await eventually(timeout: .seconds(10)) { probe.connected != nil })
-        #expect(probe.connected == Int32(sshcore_err.SSHCORE_E_CANCELLED.rawValue), "\(String(describing: probe.connected))")
+        #expect(probe.connected == Int32(sshcore_code.SSHCORE_E_CANCELLED.rawValue), "\(String(describing: probe.connected))")
         sshcore_conn_release(conn)
     }
 
-    static let invalidArgument = Int32(sshcore_err.SSHCORE_E_INVALID_ARGUMENT.rawValue)
+    static let invalidArgument = Int32(sshcore_code.SSHCORE_E_INVALID_ARGUMENT.rawValue)
     static let execDone: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer) -> Void = { ctx, _ in
         Unmanaged<Probe>.fromOpaque(ctx!).takeUnretainedValue().record("exec done", 1)
     }
