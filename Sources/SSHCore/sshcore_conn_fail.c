@@ -1,5 +1,5 @@
 /*
- * sshcore__conn_fail.c - how a connection ends (worker): the connect outcome
+ * sshcore_conn_fail.c - how a connection ends (worker): the connect outcome
  * reported exactly once, the first failure kept as the code later calls
  * report, every active operation completed, and whether libssh's session can
  * still be used.

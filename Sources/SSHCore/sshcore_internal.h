@@ -280,7 +280,7 @@ int sshcore__conn_failure_code(sshcore_conn *conn);
 void sshcore__copy_str(char *dst, size_t cap, const char *_Nullable src);
 int sshcore__handshake_failure_code(sshcore_conn *conn);
 
-/* sshcore__conn_fail.c: failing a connection and its operations */
+/* sshcore_conn_fail.c: failing a connection and its operations */
 /** Worker: whether the session can still carry packets: connected, and not
  *  in libssh's error state (which a failed MAC or decryption sets while
  *  ssh_is_connected() stays true). Use it, never ssh_is_connected() alone. */
