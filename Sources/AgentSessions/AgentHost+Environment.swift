@@ -11,7 +11,9 @@ extension AgentHost {
     /// and nothing listens on (a directory per port under the engine's cache, made
     /// atomically, so two engines never claim one port). The claim names the task and its
     /// worktree: a claim whose worktree is gone (its task was deleted without giving the
-    /// port back: a lost store, a crash) is taken over. The held ports are listed once,
+    /// port back: a lost store, a crash) is taken over, once it is older than the 15
+    /// minutes a worktree may take to be made (a task claims its port before its worktree
+    /// exists, and tasks made at once must not take each other's). The held ports are listed once,
     /// so a host with many claims is scanned without a process per port.
     /// - Returns: the port, or nil when all are taken.
     func claimPort(taskID: String, worktree: String) async throws(AgentError) -> Int? {
@@ -22,9 +24,11 @@ extension AgentHost {
             while [ "$p" -le "$3" ]; do
                 case "$held" in
                 *" $p "*)
-                    # held: taken over only when its worktree is gone
+                    # held: taken over only when its worktree is gone and the claim is older
+                    # than a worktree takes to be made (a fresh claim's worktree may be coming)
                     w=; [ -f "$d/$p/worktree" ] && read -r w < "$d/$p/worktree"
-                    if [ -z "$w" ] || [ -d "$w" ] || ! rm -rf "$d/$p"; then p=$((p + 1)); continue; fi ;;
+                    if [ -z "$w" ] || [ -d "$w" ] || [ -z "$(find "$d/$p" -maxdepth 0 -mmin +15 2>/dev/null)" ] \
+                        || ! rm -rf "$d/$p"; then p=$((p + 1)); continue; fi ;;
                 esac
                 if mkdir "$d/$p" 2>/dev/null; then
                     h=$(printf '%04X' "$p")

@@ -9,7 +9,8 @@ import Testing
 @Suite("Agent hosts", .tags(.integration), .serialized)
 struct AgentHostTests {
     /// A task's port is held while its worktree exists; a claim whose worktree is gone (a
-    /// task deleted without giving it back) is taken over by the next task.
+    /// task deleted without giving it back) is taken over by the next task, once it is
+    /// older than a worktree takes to be made (a fresh claim's worktree may be coming).
     @Test func aPortClaimWhoseWorktreeIsGoneIsTakenOver() async throws {
         let ssh = SSHTransport(configuration: TestServer.shared.configuration())
         defer { Task { await ssh.close() } }
@@ -17,12 +18,38 @@ struct AgentHostTests {
         let live = try #require(try await host.claimPort(taskID: "live-task", worktree: "/tmp"))
         let lost = try #require(try await host.claimPort(taskID: "lost-task", worktree: "/nonexistent/worktree-\(UUID())"))
         #expect(lost != live, "a claim whose worktree exists is kept")
+        let fresh = try #require(try await host.claimPort(taskID: "fresh-task", worktree: "/tmp"))
+        #expect(fresh != lost, "a fresh claim is kept while its worktree is not there yet")
+        try await host.releasePort(fresh, taskID: "fresh-task")
+        _ = try await ssh.runProcess("/bin/sh", "-c", #"touch -d '20 minutes ago' "$HOME/.cache/sshkit-agents/ports/$1""#, "sh", "\(lost)")
         let next = try #require(try await host.claimPort(taskID: "next-task", worktree: "/tmp"))
-        #expect(next == lost, "the claim of a worktree that is gone is taken over")
+        #expect(next == lost, "the old claim of a worktree that is gone is taken over")
         let owner = try await ssh.runProcess("/bin/sh", "-c", "cat \"$HOME/.cache/sshkit-agents/ports/$1/task\"", "sh", "\(next)")
         #expect(owner.stdoutString == "next-task\n")
         try await host.releasePort(live, taskID: "live-task")
         try await host.releasePort(next, taskID: "next-task")
+    }
+
+    /// Tasks made at once (the attempts of one work) claim their ports before their
+    /// worktrees exist: each gets its own.
+    @Test func portsClaimedAtOnceAreEachTheirOwn() async throws {
+        let ssh = SSHTransport(configuration: TestServer.shared.configuration())
+        defer { Task { await ssh.close() } }
+        let host = AgentHost(transport: ssh)
+        let claims = try await withThrowingTaskGroup(of: (String, Int?).self) { group in
+            for i in 0..<8 {
+                group.addTask {
+                    let id = "at-once-\(i)-\(UUID())"
+                    return (id, try await host.claimPort(taskID: id, worktree: "/nonexistent/planned-\(UUID())"))
+                }
+            }
+            var out: [(String, Int?)] = []
+            for try await c in group { out.append(c) }
+            return out
+        }
+        let ports = claims.compactMap(\.1)
+        #expect(ports.count == 8 && Set(ports).count == 8, "\(ports)")
+        for (id, port) in claims { if let port { try await host.releasePort(port, taskID: id) } }
     }
 
     @Test func detectionIsOneRoundTripCachedAndRefreshable() async throws {

@@ -58,6 +58,7 @@ struct AttemptTests {
         #expect(tasks.count == 3)
         let group = try #require(tasks.first?.attempt?.group)
         #expect(tasks.allSatisfy { $0.attempt?.group == group && $0.worktree.baseCommit == base && $0.worktree.baseRef == "main" })
+        #expect(Set(tasks.compactMap(\.port)).count == 3, "each attempt has its own port: \(tasks.map(\.port))")
         let hostOf = try await Dictionary(uniqueKeysWithValues: tasks.asyncMap { t in
             (t.attempt!.label, try await store.host(id: try await store.project(id: t.projectID)!.hostID)!.name)
         })
