@@ -38,17 +38,12 @@
  * when the unsent bytes fall below it (see send_backlogged). */
 #define SSHCORE_SEND_BACKLOG_MAX (512 * 1024)
 
-/* A growable byte buffer; its functions are defined in sshcore_op.c. */
+/* A growable byte buffer (its functions: sshcore_op.c). */
 typedef struct sshcore_bytes {
     uint8_t *_Nullable data;
     size_t len;
     size_t cap;
 } sshcore_bytes;
-
-int sshcore__bytes_append(sshcore_bytes *b, const void *p, size_t n);
-/** Makes room for `n` more bytes after `len`; 0 or -1 (out of memory). */
-int sshcore__bytes_reserve(sshcore_bytes *b, size_t n);
-void sshcore__bytes_free(sshcore_bytes *b);
 
 /** Operation kinds plug into the worker through this table. */
 typedef struct sshcore_op_vtable {
@@ -322,6 +317,8 @@ void sshcore__conn_adopt_stopping_channel(sshcore_conn *conn,
                                           bool pty);
 /* The earliest time an orphan needs the worker, or -1. */
 int64_t sshcore__conn_orphans_due_ms(const sshcore_conn *conn);
+void sshcore__orphans_reap(sshcore_conn *conn);
+void sshcore__orphans_free(sshcore_conn *conn);
 
 /* sshcore_registry.c: the running workers and the exit handler */
 void sshcore__conn_registry_add(sshcore_conn *conn);
@@ -391,14 +388,6 @@ bool sshcore__agent_connect(sshcore_conn *conn, const char *path);
 void sshcore__cert_agent_stop(ssh_session session,
                               sshcore_cert_agent *_Nullable agent);
 
-/* sshcore_orphan.c (worker) */
-void sshcore__orphans_reap(sshcore_conn *conn);
-void sshcore__orphans_free(sshcore_conn *conn);
-
-/* sshcore_keepalive.c (worker) */
-int64_t sshcore__keepalive_due_ms(const sshcore_conn *conn);
-void sshcore__keepalive_check(sshcore_conn *conn);
-
 /* sshcore_worker.c */
 void *_Nullable sshcore__conn_worker_main(void *arg);
 
@@ -406,7 +395,7 @@ void *_Nullable sshcore__conn_worker_main(void *arg);
 void sshcore__conn_teardown(sshcore_conn *conn);
 
 /* sshcore_keepalive.c: the global-request slot (keepalive probes and remote
- * forwards share it) */
+ * forwards share it), and the keepalive probes */
 enum {
     GSLOT_FREE = 0,
     GSLOT_KEEPALIVE,      /* a keepalive probe's answer */
@@ -428,6 +417,9 @@ bool sshcore__global_slot_free(sshcore_conn *conn);
 void sshcore__global_service(sshcore_conn *conn);
 /** Any thread at teardown: frees the slot's bookkeeping. */
 void sshcore__global_free_all(sshcore_conn *conn);
+/* keepalive probes (worker) */
+int64_t sshcore__keepalive_due_ms(const sshcore_conn *conn);
+void sshcore__keepalive_check(sshcore_conn *conn);
 
 /* sshcore_rforward.c */
 /** Worker: removes waiting connection `id` from a remote forward op and
@@ -461,6 +453,11 @@ bool sshcore__op_is(sshcore_op *op,
 /** Complete exactly once; returns false if someone else already did. */
 bool sshcore__op_complete(sshcore_op *op, const sshcore_error *err);
 void sshcore__op_retain(sshcore_op *op);
+/* the growable byte buffer */
+int sshcore__bytes_append(sshcore_bytes *b, const void *p, size_t n);
+/** Makes room for `n` more bytes after `len`; 0 or -1 (out of memory). */
+int sshcore__bytes_reserve(sshcore_bytes *b, size_t n);
+void sshcore__bytes_free(sshcore_bytes *b);
 
 /* sshcore_socket.c */
 /** Start a non-blocking TCP connect to ai; returns fd or -1 (errno set). */

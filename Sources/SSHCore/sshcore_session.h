@@ -151,20 +151,22 @@ void sshcore__session_fail_call(sshcore_conn *conn,
                                 const char *fn);
 sshcore_chan_action sshcore__session_chan_event(session_op *x,
                                                 sshcore_chan_event ev);
-/* sshcore_session_close.c: how a session channel ends (the vtables' abort and
- * destroy). */
-void sshcore__session_abort(sshcore_conn *conn, sshcore_op *op);
-void sshcore__session_destroy(sshcore_op *op);
-session_op *_Nullable sshcore__session_new(const char *_Nullable command,
-                                           const char *_Nullable fallback,
-                                           const sshcore_env_var *_Nullable env,
-                                           size_t env_count);
 sshcore_op *_Nullable sshcore__session_submit(sshcore_conn *conn,
                                               session_op *x,
                                               sshcore_op_done_fn done,
                                               void *_Nullable ctx,
                                               int timeout_ms,
                                               sshcore_error *err);
+/* sshcore_session_close.c: how a session channel ends (the vtables' abort and
+ * destroy). */
+void sshcore__session_abort(sshcore_conn *conn, sshcore_op *op);
+void sshcore__session_destroy(sshcore_op *op);
+
+/* sshcore_exec.c: the public calls that start session channels */
+session_op *_Nullable sshcore__session_new(const char *_Nullable command,
+                                           const char *_Nullable fallback,
+                                           const sshcore_env_var *_Nullable env,
+                                           size_t env_count);
 
 /* sshcore_session_output.c */
 size_t sshcore__session_room(session_op *x);

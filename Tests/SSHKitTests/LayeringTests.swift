@@ -119,4 +119,41 @@ struct LayeringTests {
             }
         }
     }
+
+    /// The core's names say public or internal: `sshcore__…` is internal, declared in an
+    /// internal header under the name of the file that defines it (`/* sshcore_auth.c …`);
+    /// the public headers declare no `sshcore__` name.
+    @Test func theCoresInternalCallsAreDeclaredUnderTheFileThatDefinesThem() throws {
+        let core = TestServer.packageRoot + "/Sources/SSHCore"
+        let files = try FileManager.default.contentsOfDirectory(atPath: core).filter { $0.hasSuffix(".c") }
+        var definedIn: [String: String] = [:]
+        let definition = try NSRegularExpression(pattern: #"\b(sshcore__[a-z0-9_]+)\(([^;{}()]|\([^;{}()]*\))*\)\s*\{"#)
+        for f in files {
+            let text = try String(contentsOfFile: core + "/" + f, encoding: .utf8)
+            for m in definition.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                definedIn[String(text[Range(m.range(at: 1), in: text)!])] = f
+            }
+        }
+        #expect(definedIn.count > 80, "the definitions were found: \(definedIn.count)")
+        var declared = 0
+        for header in ["sshcore_internal.h", "sshcore_session.h"] {
+            var section: String?
+            for line in try String(contentsOfFile: core + "/" + header, encoding: .utf8).split(separator: "\n") {
+                if line.hasPrefix("/* sshcore_"), let file = line.dropFirst(3).split(separator: " ").first,
+                   file.hasSuffix(".c") || file.hasSuffix(".c:") {
+                    section = String(file.hasSuffix(":") ? file.dropLast() : file)
+                }
+                for name in line.matches(of: /\b(sshcore__[a-z0-9_]+)\s*\(/).map({ String($0.output.1) }) {
+                    declared += 1
+                    #expect(section != nil && definedIn[name] == section,
+                            "\(header): \(name) is under \(section ?? "no file"), defined in \(definedIn[name] ?? "no file")")
+                }
+            }
+        }
+        #expect(declared > 80)
+        let include = core + "/include"
+        for h in try FileManager.default.contentsOfDirectory(atPath: include) {
+            #expect(!(try String(contentsOfFile: include + "/" + h, encoding: .utf8)).contains("sshcore__"), "\(h) declares an internal name")
+        }
+    }
 }
