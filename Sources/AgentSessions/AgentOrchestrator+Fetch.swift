@@ -204,18 +204,14 @@ extension AgentOrchestrator {
     /// the same origin (compared as forge and path, so `git@github.com:me/app.git` and
     /// `https://github.com/me/app` are one) nor a root commit in common.
     static func requireSameProject(local: String, host: AgentHost, projectPath: String) async throws(AgentError) {
-        let script = #"git -C "$1" config --get remote.origin.url; echo; git -C "$1" rev-list --max-parents=0 --all 2>/dev/null | head -n 50"#
-        let r = try await host.run("/bin/sh", ["-c", script, "sh", projectPath], what: "reading the project's origin")
-        let remoteLines = r.stdoutString.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        let remoteOrigin = remoteLines.first ?? ""
-        let remoteRoots = Set(remoteLines.dropFirst().filter { $0.count >= 40 })
+        let remote = try await host.repositoryIdentities([projectPath])[projectPath]
+            ?? AgentHost.RepositoryIdentity(origin: "", roots: [])
         let localOrigin = (try? await localGit(["-C", local, "config", "--get", "remote.origin.url"], what: "")) ?? ""
         let localRoots = Set(((try? await localGit(["-C", local, "rev-list", "--max-parents=0", "--all"], what: "")) ?? "")
             .split(separator: "\n").map(String.init))
-        if !remoteOrigin.isEmpty, !localOrigin.isEmpty, sameOrigin(remoteOrigin, localOrigin) { return }
-        if !remoteRoots.isDisjoint(with: localRoots) { return }
+        if remote.isSameRepository(as: AgentHost.RepositoryIdentity(origin: localOrigin, roots: localRoots)) { return }
         throw AgentError(.notTheSameProject,
-                         "\(local) is not a clone of the project (origin \(localOrigin.isEmpty ? "none" : localOrigin), the project's \(remoteOrigin.isEmpty ? "none" : remoteOrigin), no commit in common); pass force to use it anyway")
+                         "\(local) is not a clone of the project (origin \(localOrigin.isEmpty ? "none" : localOrigin), the project's \(remote.origin.isEmpty ? "none" : remote.origin), no commit in common); pass force to use it anyway")
     }
 
     static func sameOrigin(_ a: String, _ b: String) -> Bool {

@@ -113,7 +113,15 @@ struct MisbehavingServerTests {
         let lost: Set<SSHError.Code> = [.disconnected, .connectionLost, .keyExchangeFailed, .protocolError]
         #expect(refused.allSatisfy(lost.contains), "\(refused)")
         for fd in holders where fd >= 0 { close(fd) }
-        try await Task.sleep(for: .milliseconds(300))
+        // sshd frees a slot when the holder's child has seen the end and exited, which a
+        // loaded machine may take a while to do: the burst starts once no child is left
+        // (bounded: 15 s)
+        for _ in 0..<150 {
+            let children = try TestServer.run("/bin/sh", ["-c", "pgrep -P \(server.pid) | wc -l"])
+            if children.trimmingCharacters(in: .whitespacesAndNewlines) == "0" { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        try await Task.sleep(for: .milliseconds(100))
 
         // a burst: every attempt connects and works, or is refused with a typed error, in time
         let burst = Reliability.full ? 60 : 24
