@@ -13,12 +13,14 @@ extension AgentHost {
     /// worktree: a claim whose worktree is gone (its task was deleted without giving the
     /// port back: a lost store, a crash) is taken over, once it is older than the 15
     /// minutes a worktree may take to be made (a task claims its port before its worktree
-    /// exists, and tasks made at once must not take each other's). The held ports are listed once,
+    /// exists, and tasks made at once must not take each other's). Claims and releases go
+    /// one at a time on the host (`portsLock`). The held ports are listed once,
     /// so a host with many claims is scanned without a process per port.
     /// - Returns: the port, or nil when all are taken.
     func claimPort(taskID: String, worktree: String) async throws(AgentError) -> Int? {
         let script = #"""
             d="$HOME/.cache/sshkit-agents/ports"; mkdir -p "$d" || exit 1
+            """# + Self.portsLock + #"""
             held=" $(cd "$d" && echo *) "
             p=$2
             while [ "$p" -le "$3" ]; do
@@ -59,11 +61,28 @@ extension AgentHost {
         _ = try await run("/bin/sh", ["-c", script, "sh", "\(port)", taskID, worktree], what: "recording the task's port")
     }
 
+    /// One claim or release of the host's ports at a time: a takeover is a look, a removal
+    /// and a claim, which two at once could both make of one port. A lock directory
+    /// (`$d/.lock`, which `echo *` does not list); one left by a run that died is taken
+    /// over after a minute.
+    static let portsLock = #"""
+
+        lock=$d/.lock i=0
+        until mkdir "$lock" 2>/dev/null; do
+            [ -z "$(find "$lock" -maxdepth 0 -mmin +1 2>/dev/null)" ] || rmdir "$lock" 2>/dev/null
+            i=$((i + 1)); [ $i -lt 400 ] || exit 4
+            sleep 0.05
+        done
+        trap 'rmdir "$lock" 2>/dev/null' EXIT
+
+        """#
+
     /// Gives a task's port back (only when that task holds it).
     func releasePort(_ port: Int, taskID: String) async throws(AgentError) {
         let script = #"""
-            f="$HOME/.cache/sshkit-agents/ports/$1/task"
-            [ "$(cat "$f" 2>/dev/null)" = "$2" ] && rm -rf "$HOME/.cache/sshkit-agents/ports/$1"; exit 0
+            d="$HOME/.cache/sshkit-agents/ports"; [ -d "$d" ] || exit 0
+            """# + Self.portsLock + #"""
+            [ "$(cat "$d/$1/task" 2>/dev/null)" = "$2" ] && rm -rf "$d/$1"; exit 0
             """#
         _ = try await run("/bin/sh", ["-c", script, "sh", "\(port)", taskID], what: "releasing the task's port")
     }
