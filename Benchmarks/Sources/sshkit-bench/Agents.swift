@@ -22,8 +22,13 @@ final class CuttableRelay: @unchecked Sendable {  // safe because: the state is 
     /// Bytes relayed so far, both ways.
     var bytes: Int { lock.withLock { relayed } }
 
-    init(target: Int) throws {
+    /// Each chunk waits this long before it is passed on, in each direction (0: none): a
+    /// network's latency, roughly (chunks of one direction wait one after another).
+    private let delay: useconds_t
+
+    init(target: Int, delay: useconds_t = 0) throws {
         self.target = target
+        self.delay = delay
         let (fd, port) = try loopbackListener(backlog: 64)
         self.port = port
         Thread.detachNewThread { [self] in
@@ -48,6 +53,7 @@ final class CuttableRelay: @unchecked Sendable {  // safe because: the state is 
         while true {
             let n = read(from, &buf, buf.count)
             if n <= 0 { break }
+            if delay > 0 { usleep(delay) }
             if buf.withUnsafeBytes({ send(to, $0.baseAddress!, n, Int32(MSG_NOSIGNAL)) }) != n { break }
             lock.withLock { relayed += n }
         }

@@ -14,10 +14,15 @@ private func run(_ t: SSHTransport, _ script: String, _ args: [String] = []) asy
         .check("bench attempts").stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
-func benchAttempts(_ f: Fixture, rounds: Int) async throws {
+func benchAttempts(_ base: Fixture, rounds: Int) async throws {
     let hostCount = 4, attemptCount = 12
-    out("attempts: preparing \(hostCount) checkouts of one repository")
-    let setup = SSHTransport(configuration: f.sshkitConfig, serverID: ServerID("bench-attempts-setup"))
+    // SSHKIT_BENCH_LATENCY_MS=N: the hosts are reached through a relay that holds each chunk
+    // N ms each way, as a network would
+    let latency = Int(ProcessInfo.processInfo.environment["SSHKIT_BENCH_LATENCY_MS"] ?? "") ?? 0
+    let relay = latency > 0 ? try CuttableRelay(target: base.port, delay: useconds_t(latency * 1000)) : nil
+    let f = relay.map { Fixture(dir: base.dir, port: $0.port, user: base.user, key: base.key, fingerprints: base.fingerprints) } ?? base
+    out("attempts: preparing \(hostCount) checkouts of one repository" + (latency > 0 ? ", every host \(latency) ms away each way" : ""))
+    let setup = SSHTransport(configuration: base.sshkitConfig, serverID: ServerID("bench-attempts-setup"))
     let root = try await run(setup, """
         set -e
         r="$HOME/bench-attempts"; rm -rf "$r"; mkdir -p "$r/repo" "$HOME/.local/bin" && cd "$r/repo"
@@ -167,6 +172,7 @@ func benchAttempts(_ f: Fixture, rounds: Int) async throws {
 
     func fmt(_ x: Double) -> String { String(format: "%.0f", x) }
     out()
+    if latency > 0 { out("every host \(latency) ms away each way (a relay holds each chunk)") }
     out("| \(attemptCount) attempts on \(hostCount) hosts, to every attempt's first output | median (ms) | p90 | ratio to createAttempts |")
     out("|---|---|---|---|")
     let mine = median(start[startImpls[0]] ?? [])
