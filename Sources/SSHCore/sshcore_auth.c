@@ -46,12 +46,9 @@ auth_succeeded(sshcore_conn *conn)
 {
     sshcore_error ok;
 
-    if (sshcore__conn_apply(conn, SSHCORE_CONN_EV_AUTH_OK) !=
-        SSHCORE_CONN_ACT_REPORT_READY) {
-        sshcore__conn_fail(conn,
-                           SSHCORE_E_INVALID_STATE,
-                           "authentication finished in a wrong state");
-        return;
+    if (sshcore__conn_event(conn, SSHCORE_PHASE_EV_AUTHENTICATED) !=
+        SSHCORE_PHASE_ACT_REPORT_READY) {
+        return; /* rejected: the connection failed */
     }
     conn->event = ssh_event_new();
     if (conn->event == NULL ||
@@ -59,10 +56,6 @@ auth_succeeded(sshcore_conn *conn)
         sshcore__conn_fail_lib(conn,
                                SSHCORE_E_OUT_OF_MEMORY,
                                "ssh_event_add_session");
-        return;
-    }
-    conn->deadline_ms = 0;
-    if (!sshcore__conn_phase(conn, SSHCORE_PHASE_EV_AUTHENTICATED)) {
         return;
     }
     conn->ka_seen_packets = conn->packet_counter.in_packets;
@@ -115,9 +108,9 @@ method_bit(sshcore_auth_kind k)
 static void
 note_tried(sshcore_conn *conn, const char *what)
 {
-    size_t used = strlen(conn->methods_tried);
-    snprintf(conn->methods_tried + used,
-             sizeof(conn->methods_tried) - used,
+    size_t used = strlen(conn->setup->methods_tried);
+    snprintf(conn->setup->methods_tried + used,
+             sizeof(conn->setup->methods_tried) - used,
              "%s%s",
              used > 0 ? "," : "",
              what);
@@ -137,7 +130,8 @@ auth_denied(sshcore_conn *conn)
              (m & SSHCORE_METHOD_KBDINT) ? " keyboard-interactive" : "",
              (m & SSHCORE_METHOD_HOSTBASED) ? " hostbased" : "",
              (m & SSHCORE_METHOD_GSSAPI) ? " gssapi-with-mic" : "",
-             conn->methods_tried[0] != '\0' ? conn->methods_tried : "nothing");
+             conn->setup->methods_tried[0] != '\0' ? conn->setup->methods_tried
+                                                   : "nothing");
     sshcore__conn_fail(conn, SSHCORE_E_AUTH_DENIED, detail);
 }
 
@@ -158,9 +152,9 @@ sshcore__auth_none(sshcore_conn *conn)
         atomic_store(
             &conn->offered_methods,
             methods_from_libssh(ssh_userauth_list(conn->session, NULL)));
-        conn->method_idx = 0;
-        conn->method_started = false;
-        (void)sshcore__conn_phase(conn, SSHCORE_PHASE_EV_METHODS_LISTED);
+        conn->setup->method_idx = 0;
+        conn->setup->method_started = false;
+        (void)sshcore__conn_event(conn, SSHCORE_PHASE_EV_METHODS_LISTED);
         return;
     default:
         sshcore__conn_fail_lib(conn,
@@ -203,7 +197,8 @@ ask_kbdint_round(sshcore_conn *conn, int n)
     ch.count = (size_t)n;
     ch.prompts = prompts;
     ch.echo = echo;
-    if (!sshcore__conn_phase(conn, SSHCORE_PHASE_EV_ANSWER_ASKED)) {
+    if (sshcore__conn_event(conn, SSHCORE_PHASE_EV_ANSWER_ASKED) ==
+        SSHCORE_PHASE_ACT_REJECT) {
         goto out;
     }
     sshcore__conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
@@ -249,10 +244,10 @@ sshcore__wipe_secret(char *_Nullable *_Nonnull secret)
 static void
 forget_method_answers(sshcore_conn *conn)
 {
-    sshcore__wipe_secret(&conn->prompted_password);
-    sshcore__wipe_secret(&conn->prompted_passphrase);
-    conn->password_attempts = 0;
-    conn->passphrase_attempts = 0;
+    sshcore__wipe_secret(&conn->setup->prompted_password);
+    sshcore__wipe_secret(&conn->setup->prompted_passphrase);
+    conn->setup->password_attempts = 0;
+    conn->setup->passphrase_attempts = 0;
 }
 
 /**
@@ -276,8 +271,8 @@ sshcore__auth_method_unusable(sshcore_conn *conn,
         note_tried(conn, note);
         sshcore__auth_release(conn);
         forget_method_answers(conn);
-        conn->method_idx++;
-        conn->method_started = false;
+        conn->setup->method_idx++;
+        conn->setup->method_started = false;
         return;
     }
     sshcore__error_set(&err, code, why);
@@ -314,10 +309,11 @@ sshcore__auth_ask_caller_once(sshcore_conn *conn,
     ch.passphrase = passphrase ? 1 : 0;
     ch.key_path = key_path;
     ch.attempt = attempt;
-    if (!sshcore__conn_phase(conn, SSHCORE_PHASE_EV_ANSWER_ASKED)) {
+    if (sshcore__conn_event(conn, SSHCORE_PHASE_EV_ANSWER_ASKED) ==
+        SSHCORE_PHASE_ACT_REJECT) {
         return;
     }
-    conn->asking_passphrase = passphrase;
+    conn->setup->asking_passphrase = passphrase;
     sshcore__conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
     pthread_mutex_lock(&conn->mu);
     conn->kbd_awaited = true;
@@ -328,7 +324,7 @@ sshcore__auth_ask_caller_once(sshcore_conn *conn,
 /**
  * PASSWORD_PROMPT: asks the caller for a password through the kbdint callback
  * (one prompt, `password` set) and waits in SSHCORE_PHASE_ANSWER_WAIT; the
- * reply lands in conn->prompted_password, or skips the method.
+ * reply lands in conn->setup->prompted_password, or skips the method.
  */
 static void
 ask_password(sshcore_conn *conn)
@@ -344,7 +340,7 @@ ask_password(sshcore_conn *conn)
                                   prompt,
                                   false,
                                   NULL,
-                                  conn->password_attempts + 1);
+                                  conn->setup->password_attempts + 1);
 }
 
 /** The next method, after the current one was refused or skipped. */
@@ -353,8 +349,8 @@ next_method(sshcore_conn *conn)
 {
     sshcore__auth_release(conn);
     forget_method_answers(conn);
-    conn->method_idx++;
-    conn->method_started = false;
+    conn->setup->method_idx++;
+    conn->setup->method_started = false;
 }
 
 void
@@ -365,18 +361,18 @@ sshcore__auth_method_step(sshcore_conn *conn)
     int rc = SSH_AUTH_DENIED;
 
     for (;;) {
-        if (conn->method_idx >= conn->method_count) {
+        if (conn->setup->method_idx >= conn->setup->method_count) {
             auth_denied(conn);
             return;
         }
-        m = &conn->methods[conn->method_idx];
+        m = &conn->setup->methods[conn->setup->method_idx];
         if ((offered & method_bit(m->kind)) != 0) {
             break;
         }
-        conn->method_idx++;
+        conn->setup->method_idx++;
     }
-    if (!conn->method_started) {
-        conn->method_started = true;
+    if (!conn->setup->method_started) {
+        conn->setup->method_started = true;
         note_tried(conn, method_name(m->kind));
     }
 
@@ -388,12 +384,13 @@ sshcore__auth_method_step(sshcore_conn *conn)
         break;
     case SSHCORE_AUTH_KEY_FILE:
     case SSHCORE_AUTH_KEY_MEMORY:
-        if (conn->key == NULL && !sshcore__auth_load_key(conn, m)) {
+        if (conn->setup->key == NULL && !sshcore__auth_load_key(conn, m)) {
             return;
         }
-        rc = conn->cert_agent != NULL
-                 ? ssh_userauth_agent(conn->session, NULL)
-                 : ssh_userauth_publickey(conn->session, NULL, conn->key);
+        rc =
+            conn->setup->cert_agent != NULL
+                ? ssh_userauth_agent(conn->session, NULL)
+                : ssh_userauth_publickey(conn->session, NULL, conn->setup->key);
         break;
     case SSHCORE_AUTH_AGENT:
         if (m->secret == NULL && getenv("SSH_AUTH_SOCK") == NULL) {
@@ -406,7 +403,7 @@ sshcore__auth_method_step(sshcore_conn *conn)
                 "SSH_AUTH_SOCK is not set and no agent socket was given");
             return;
         }
-        if (conn->agent_fd < 0) {
+        if (conn->setup->agent_fd < 0) {
             const char *path =
                 m->secret != NULL ? m->secret : getenv("SSH_AUTH_SOCK");
             char why[300];
@@ -449,18 +446,19 @@ sshcore__auth_method_step(sshcore_conn *conn)
         }
         break;
     case SSHCORE_AUTH_PASSWORD_PROMPT:
-        if (conn->prompted_password == NULL) {
+        if (conn->setup->prompted_password == NULL) {
             ask_password(conn);
             return;
         }
-        rc =
-            ssh_userauth_password(conn->session, NULL, conn->prompted_password);
-        if (rc == SSH_AUTH_DENIED &&
-            conn->password_attempts + 1 < (m->attempts > 0 ? m->attempts : 1)) {
+        rc = ssh_userauth_password(conn->session,
+                                   NULL,
+                                   conn->setup->prompted_password);
+        if (rc == SSH_AUTH_DENIED && conn->setup->password_attempts + 1 <
+                                         (m->attempts > 0 ? m->attempts : 1)) {
             /* refused: ask again, as ssh asks NumberOfPasswordPrompts times
              * (now: nothing else would wake the worker for it) */
-            conn->password_attempts++;
-            sshcore__wipe_secret(&conn->prompted_password);
+            conn->setup->password_attempts++;
+            sshcore__wipe_secret(&conn->setup->prompted_password);
             ask_password(conn);
             return;
         }
@@ -471,7 +469,7 @@ sshcore__auth_method_step(sshcore_conn *conn)
     case SSH_AUTH_AGAIN:
         return;
     case SSH_AUTH_SUCCESS:
-        sshcore__wipe_secret(&conn->prompted_password);
+        sshcore__wipe_secret(&conn->setup->prompted_password);
         sshcore__auth_release(conn);
         auth_succeeded(conn);
         return;
@@ -523,40 +521,42 @@ sshcore__auth_answers(sshcore_conn *conn,
                       char *_Nullable *_Nullable answers,
                       size_t count)
 {
-    if (conn->asking_passphrase) {
-        conn->asking_passphrase = false;
+    if (conn->setup->asking_passphrase) {
+        conn->setup->asking_passphrase = false;
         if (answers == NULL) {
             sshcore__conn_fail(conn,
                                SSHCORE_E_AUTH_DENIED,
                                "passphrase prompt gave no answer");
-        } else if (sshcore__conn_phase(conn, SSHCORE_PHASE_EV_ANSWERED)) {
+        } else if (sshcore__conn_event(conn, SSHCORE_PHASE_EV_ANSWERED) !=
+                   SSHCORE_PHASE_ACT_REJECT) {
             if (count == 0) {
                 sshcore__auth_method_unusable(
                     conn,
-                    &conn->methods[conn->method_idx],
+                    &conn->setup->methods[conn->setup->method_idx],
                     SSHCORE_E_PRIVATE_KEY,
                     NULL,
                     0,
                     "encrypted, and no passphrase was given");
             } else {
-                sshcore__wipe_secret(&conn->prompted_passphrase);
-                conn->prompted_passphrase = answers[0];
+                sshcore__wipe_secret(&conn->setup->prompted_passphrase);
+                conn->setup->prompted_passphrase = answers[0];
                 answers[0] = NULL; /* kept until the key is loaded */
             }
         }
-    } else if (conn->method_idx < conn->method_count &&
-               conn->methods[conn->method_idx].kind ==
+    } else if (conn->setup->method_idx < conn->setup->method_count &&
+               conn->setup->methods[conn->setup->method_idx].kind ==
                    SSHCORE_AUTH_PASSWORD_PROMPT) {
         if (answers == NULL) {
             sshcore__conn_fail(conn,
                                SSHCORE_E_AUTH_DENIED,
                                "password prompt gave no answer");
-        } else if (sshcore__conn_phase(conn, SSHCORE_PHASE_EV_ANSWERED)) {
+        } else if (sshcore__conn_event(conn, SSHCORE_PHASE_EV_ANSWERED) !=
+                   SSHCORE_PHASE_ACT_REJECT) {
             if (count == 0) {
                 next_method(conn); /* no password: the next method */
             } else {
-                sshcore__wipe_secret(&conn->prompted_password);
-                conn->prompted_password = answers[0];
+                sshcore__wipe_secret(&conn->setup->prompted_password);
+                conn->setup->prompted_password = answers[0];
                 answers[0] = NULL; /* kept until the server answered */
             }
         }
@@ -579,7 +579,7 @@ sshcore__auth_answers(sshcore_conn *conn,
                 }
             }
             if (conn->phase == SSHCORE_PHASE_ANSWER_WAIT) {
-                (void)sshcore__conn_phase(conn, SSHCORE_PHASE_EV_ANSWERED);
+                (void)sshcore__conn_event(conn, SSHCORE_PHASE_EV_ANSWERED);
             }
         }
     }

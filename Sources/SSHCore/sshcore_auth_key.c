@@ -70,8 +70,8 @@ note_encrypted(const char *prompt,
 /**
  * ASK_PASSPHRASE: asks the caller for the key's passphrase through the kbdint
  * callback (one prompt, `passphrase` set) and waits in
- * SSHCORE_PHASE_ANSWER_WAIT; the reply lands in conn->prompted_passphrase, or
- * skips the key.
+ * SSHCORE_PHASE_ANSWER_WAIT; the reply lands in
+ * conn->setup->prompted_passphrase, or skips the key.
  */
 static void
 ask_passphrase(sshcore_conn *conn, const sshcore_auth_method *m)
@@ -83,7 +83,7 @@ ask_passphrase(sshcore_conn *conn, const sshcore_auth_method *m)
     if (path != NULL) {
         snprintf(prompt,
                  sizeof(prompt),
-                 conn->passphrase_attempts == 0
+                 conn->setup->passphrase_attempts == 0
                      ? "Enter passphrase for key '%s': "
                      : "Bad passphrase, try again for %s: ",
                  path);
@@ -91,7 +91,7 @@ ask_passphrase(sshcore_conn *conn, const sshcore_auth_method *m)
         snprintf(prompt,
                  sizeof(prompt),
                  "%s",
-                 conn->passphrase_attempts == 0
+                 conn->setup->passphrase_attempts == 0
                      ? "Enter passphrase for the key: "
                      : "Bad passphrase, try again: ");
     }
@@ -99,11 +99,11 @@ ask_passphrase(sshcore_conn *conn, const sshcore_auth_method *m)
                                   prompt,
                                   true,
                                   path,
-                                  conn->passphrase_attempts + 1);
+                                  conn->setup->passphrase_attempts + 1);
 }
 
 /**
- * Loads the method's private key (and its certificate) into conn->key.
+ * Loads the method's private key (and its certificate) into conn->setup->key.
  * Returns false when the method is unusable (handled by method_unusable), or
  * when the key's passphrase is being asked for (the worker waits for it).
  */
@@ -120,8 +120,9 @@ sshcore__auth_load_key(sshcore_conn *conn, const sshcore_auth_method *m)
     /* a passphrase of the caller's, else one asked for */
     bool asks =
         m->passphrase == NULL && (m->flags & SSHCORE_AUTH_ASK_PASSPHRASE) != 0;
-    const char *passphrase =
-        m->passphrase != NULL ? m->passphrase : conn->prompted_passphrase;
+    const char *passphrase = m->passphrase != NULL
+                                 ? m->passphrase
+                                 : conn->setup->prompted_passphrase;
     bool encrypted = false;
     ssh_auth_callback probe = passphrase == NULL ? note_encrypted : NULL;
     unsigned tries = m->attempts > 0 ? m->attempts : 3;
@@ -134,33 +135,33 @@ sshcore__auth_load_key(sshcore_conn *conn, const sshcore_auth_method *m)
                                           passphrase,
                                           probe,
                                           &encrypted,
-                                          &conn->key);
+                                          &conn->setup->key);
     } else {
         irc = ssh_pki_import_privkey_base64(m->secret != NULL ? m->secret : "",
                                             passphrase,
                                             probe,
                                             &encrypted,
-                                            &conn->key);
+                                            &conn->setup->key);
     }
-    if ((irc != SSH_OK || conn->key == NULL) && asks &&
-        (encrypted || conn->prompted_passphrase != NULL)) {
+    if ((irc != SSH_OK || conn->setup->key == NULL) && asks &&
+        (encrypted || conn->setup->prompted_passphrase != NULL)) {
         /* encrypted: ask; a wrong answer: ask again, as ssh does */
-        if (conn->prompted_passphrase != NULL) {
-            conn->passphrase_attempts++;
-            sshcore__wipe_secret(&conn->prompted_passphrase);
+        if (conn->setup->prompted_passphrase != NULL) {
+            conn->setup->passphrase_attempts++;
+            sshcore__wipe_secret(&conn->setup->prompted_passphrase);
         }
-        ssh_key_free(conn->key);
-        conn->key = NULL;
-        if (conn->passphrase_attempts < tries) {
+        ssh_key_free(conn->setup->key);
+        conn->setup->key = NULL;
+        if (conn->setup->passphrase_attempts < tries) {
             ask_passphrase(conn, m);
             return false;
         }
     }
     sshcore__wipe_secret(
-        &conn->prompted_passphrase); /* the key is loaded, or not */
-    if (irc != SSH_OK || conn->key == NULL) {
+        &conn->setup->prompted_passphrase); /* the key is loaded, or not */
+    if (irc != SSH_OK || conn->setup->key == NULL) {
         /* the import functions do not set the session's error text */
-        if (conn->passphrase_attempts > 0) {
+        if (conn->setup->passphrase_attempts > 0) {
             snprintf(detail,
                      sizeof(detail),
                      "%s: wrong passphrase (asked %u times)",
@@ -201,16 +202,17 @@ sshcore__auth_load_key(sshcore_conn *conn, const sshcore_auth_method *m)
                                       detail);
         return false;
     }
-    matches = sshcore__cert_matches_key(cert, conn->key);
-    irc = matches ? ssh_pki_copy_cert_to_privkey(cert, conn->key) : SSH_ERROR;
+    matches = sshcore__cert_matches_key(cert, conn->setup->key);
+    irc = matches ? ssh_pki_copy_cert_to_privkey(cert, conn->setup->key)
+                  : SSH_ERROR;
     if ((irc != SSH_OK || sshcore__cert_agent_forced()) && matches &&
-        ssh_key_type(conn->key) == SSH_KEYTYPE_ED25519) {
+        ssh_key_type(conn->setup->key) == SSH_KEYTYPE_ED25519) {
         /* libssh 0.11.0-0.11.3: ssh_key_cmp(cert, key) refuses every Ed25519
          * pair (fixed upstream in 0.11.4), so the certificate cannot be
          * attached; ssh_userauth_agent gets it from an agent of ours */
-        conn->cert_agent =
-            sshcore__cert_agent_start(conn->session, cert, conn->key);
-        irc = conn->cert_agent != NULL ? SSH_OK : SSH_ERROR;
+        conn->setup->cert_agent =
+            sshcore__cert_agent_start(conn->session, cert, conn->setup->key);
+        irc = conn->setup->cert_agent != NULL ? SSH_OK : SSH_ERROR;
     }
     ssh_key_free(cert);
     if (irc != SSH_OK) {

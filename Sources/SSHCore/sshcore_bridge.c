@@ -19,6 +19,20 @@
 
 #include "sshcore_session.h"
 
+/** Gives a new op its bridge, the socket set later; false without memory. */
+static bool
+bridge_attach(session_op *x)
+{
+    x->bridge = calloc(1, sizeof(*x->bridge));
+    if (x->bridge == NULL) {
+        return false;
+    }
+    x->bridge->fd = -1;
+    atomic_init(&x->bridge->to_fd, 0);
+    atomic_init(&x->bridge->from_fd, 0);
+    return true;
+}
+
 /**
  * Bridged: with nothing waiting for the socket, writes channel data to it
  * straight from libssh's buffer, saving a copy through fdout. Returns how
@@ -34,14 +48,16 @@ sshcore__session_bridge_send_direct(session_op *x,
     /* not before the caller's `opened` ran: a SOCKS answer goes first, and a
      * target that speaks first (SSH, SMTP) can send with the open confirmation
      */
-    if (x->phase != SSHCORE_SETUP_IO || !x->started_reported ||
-        x->fdout_off < x->fdout.len || !x->fd_writable || x->fd_dead ||
-        x->fd < 0) {
+    if (!sshcore__session_in_io(x) || !x->chan.started_reported ||
+        x->bridge->fdout_off < x->bridge->fdout.len ||
+        !x->bridge->fd_writable || x->bridge->fd_dead || x->bridge->fd < 0) {
         return 0;
     }
     while (sent < len) {
-        ssize_t n =
-            send(x->fd, data + sent, len - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = send(x->bridge->fd,
+                         data + sent,
+                         len - sent,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             sent += (size_t)n;
             continue;
@@ -50,13 +66,13 @@ sshcore__session_bridge_send_direct(session_op *x,
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            x->fd_writable = false;
+            x->bridge->fd_writable = false;
         } else {
-            x->fd_dead = true; /* the step ends the op */
+            x->bridge->fd_dead = true; /* the step ends the op */
         }
         break;
     }
-    atomic_fetch_add(&x->to_fd, (uint64_t)sent);
+    atomic_fetch_add(&x->bridge->to_fd, (uint64_t)sent);
     return sent;
 }
 
@@ -67,7 +83,8 @@ sshcore__session_bridge_send_direct(session_op *x,
 bool
 sshcore__session_bridge_out_pending(const session_op *x)
 {
-    return x->bridged && !x->fd_dead && x->fdout_off < x->fdout.len;
+    return x->bridge != NULL && !x->bridge->fd_dead &&
+           x->bridge->fdout_off < x->bridge->fdout.len;
 }
 
 /** Socket to channel, within the window; the socket's EOF becomes the
@@ -77,70 +94,74 @@ sshcore__session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
 {
     size_t budget = WRITE_CHUNK;
 
-    while (!x->fd_dead) {
+    while (!x->bridge->fd_dead) {
         ssize_t n = 0;
         size_t want = 0;
 
-        if (!sshcore__session_can_write(x) || ssh_channel_is_closed(x->ch)) {
+        if (!sshcore__session_can_write(x) ||
+            ssh_channel_is_closed(x->chan.ch)) {
             return true;
         }
-        if (x->fdin_off < x->fdin.len) {
-            long rc = sshcore__session_channel_send(conn,
-                                                    x,
-                                                    x->fdin.data + x->fdin_off,
-                                                    x->fdin.len - x->fdin_off,
-                                                    &budget);
+        if (x->bridge->fdin_off < x->bridge->fdin.len) {
+            long rc = sshcore__session_channel_send(
+                conn,
+                x,
+                x->bridge->fdin.data + x->bridge->fdin_off,
+                x->bridge->fdin.len - x->bridge->fdin_off,
+                &budget);
             if (rc < 0) {
                 return false;
             }
             if (rc == 0) {
                 return true;
             }
-            x->fdin_off += (size_t)rc;
-            atomic_fetch_add(&x->from_fd, (uint64_t)rc);
-            if (x->fdin_off == x->fdin.len) {
-                x->fdin.len = 0;
-                x->fdin_off = 0;
+            x->bridge->fdin_off += (size_t)rc;
+            atomic_fetch_add(&x->bridge->from_fd, (uint64_t)rc);
+            if (x->bridge->fdin_off == x->bridge->fdin.len) {
+                x->bridge->fdin.len = 0;
+                x->bridge->fdin_off = 0;
             }
             *again = true;
             continue;
         }
-        if (x->fd_read_eof) {
+        if (x->bridge->fd_read_eof) {
             /* everything read went out: the client's EOF follows it */
-            return x->eof_sent || sshcore__session_send_channel_eof(conn, x);
+            return x->chan.eof_sent ||
+                   sshcore__session_send_channel_eof(conn, x);
         }
-        if (!x->fd_readable || sshcore__session_send_backlogged(conn)) {
+        if (!x->bridge->fd_readable || sshcore__session_send_backlogged(conn)) {
             return true;
         }
-        want = ssh_channel_window_size(x->ch);
+        want = ssh_channel_window_size(x->chan.ch);
         want = want < budget ? want : budget;
         want = want < BRIDGE_READ ? want : BRIDGE_READ;
         if (want == 0) {
             return true;
         }
-        if (sshcore__bytes_reserve(&x->fdin, want) != 0) {
+        if (sshcore__bytes_reserve(&x->bridge->fdin, want) != 0) {
             sshcore__session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
             return false;
         }
-        n = recv(x->fd, x->fdin.data, want, 0);
+        n = recv(x->bridge->fd, x->bridge->fdin.data, want, 0);
         if (n > 0) {
-            x->fdin.len = (size_t)n;
-            x->fdin_off = 0;
+            x->bridge->fdin.len = (size_t)n;
+            x->bridge->fdin_off = 0;
             continue;
         }
         if (n == 0) {
-            x->fd_read_eof = true;
+            x->bridge->fd_read_eof = true;
             continue;
         }
         if (errno == EINTR) {
             continue;
         }
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            x->fd_readable = false; /* poll() tells us when there is more */
+            x->bridge->fd_readable =
+                false; /* poll() tells us when there is more */
             return true;
         }
-        x->fd_read_eof = true; /* reset: the client is gone */
-        x->fd_dead = true;
+        x->bridge->fd_read_eof = true; /* reset: the client is gone */
+        x->bridge->fd_dead = true;
     }
     return true;
 }
@@ -150,17 +171,18 @@ sshcore__session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
 void
 sshcore__session_bridge_out(session_op *x, bool *again)
 {
-    while (x->fdout_off < x->fdout.len && !x->fd_dead && x->fd_writable) {
-        ssize_t n = send(x->fd,
-                         x->fdout.data + x->fdout_off,
-                         x->fdout.len - x->fdout_off,
+    while (x->bridge->fdout_off < x->bridge->fdout.len && !x->bridge->fd_dead &&
+           x->bridge->fd_writable) {
+        ssize_t n = send(x->bridge->fd,
+                         x->bridge->fdout.data + x->bridge->fdout_off,
+                         x->bridge->fdout.len - x->bridge->fdout_off,
                          MSG_NOSIGNAL);
         if (n > 0) {
-            size_t before = atomic_load(&x->unconsumed);
-            x->fdout_off += (size_t)n;
-            atomic_fetch_add(&x->to_fd, (uint64_t)n);
+            size_t before = atomic_load(&x->out.streamed.unconsumed);
+            x->bridge->fdout_off += (size_t)n;
+            atomic_fetch_add(&x->bridge->to_fd, (uint64_t)n);
             while (!atomic_compare_exchange_weak(
-                &x->unconsumed,
+                &x->out.streamed.unconsumed,
                 &before,
                 before >= (size_t)n ? before - (size_t)n : 0)) {
             }
@@ -173,25 +195,27 @@ sshcore__session_bridge_out(session_op *x, bool *again)
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            x->fd_writable = false;
+            x->bridge->fd_writable = false;
             return;
         }
-        x->fd_dead = true; /* EPIPE, ECONNRESET: nobody reads any more */
+        x->bridge->fd_dead =
+            true; /* EPIPE, ECONNRESET: nobody reads any more */
     }
-    if (x->fdout_off == x->fdout.len) {
-        x->fdout.len = 0;
-        x->fdout_off = 0;
-        if (x->eof_seen && !x->fd_write_shut && !x->fd_dead) {
-            x->fd_write_shut = true;
-            (void)shutdown(x->fd, SHUT_WR);
+    if (x->bridge->fdout_off == x->bridge->fdout.len) {
+        x->bridge->fdout.len = 0;
+        x->bridge->fdout_off = 0;
+        if (x->chan.eof_seen && !x->bridge->fd_write_shut &&
+            !x->bridge->fd_dead) {
+            x->bridge->fd_write_shut = true;
+            (void)shutdown(x->bridge->fd, SHUT_WR);
         }
-    } else if (x->fdout_off > x->fdout.cap / 2) {
+    } else if (x->bridge->fdout_off > x->bridge->fdout.cap / 2) {
         /* keep appends from growing the buffer past what is unsent */
-        memmove(x->fdout.data,
-                x->fdout.data + x->fdout_off,
-                x->fdout.len - x->fdout_off);
-        x->fdout.len -= x->fdout_off;
-        x->fdout_off = 0;
+        memmove(x->bridge->fdout.data,
+                x->bridge->fdout.data + x->bridge->fdout_off,
+                x->bridge->fdout.len - x->bridge->fdout_off);
+        x->bridge->fdout.len -= x->bridge->fdout_off;
+        x->bridge->fdout_off = 0;
     }
 }
 
@@ -204,19 +228,22 @@ sshcore__session_bridge_poll_fd(sshcore_conn *conn,
     short ev = 0;
     (void)conn;
 
-    if (x->fd < 0 || x->fd_dead || x->phase != SSHCORE_SETUP_IO ||
-        x->ch == NULL) {
+    if (x->bridge->fd < 0 || x->bridge->fd_dead || !sshcore__session_in_io(x) ||
+        x->chan.ch == NULL) {
         return -1;
     }
-    if (!x->fd_readable && !x->fd_read_eof && x->fdin_off == x->fdin.len &&
-        sshcore__session_can_write(x) && ssh_channel_window_size(x->ch) > 0) {
+    if (!x->bridge->fd_readable && !x->bridge->fd_read_eof &&
+        x->bridge->fdin_off == x->bridge->fdin.len &&
+        sshcore__session_can_write(x) &&
+        ssh_channel_window_size(x->chan.ch) > 0) {
         ev |= POLLIN;
     }
-    if (!x->fd_writable && x->fdout_off < x->fdout.len) {
+    if (!x->bridge->fd_writable &&
+        x->bridge->fdout_off < x->bridge->fdout.len) {
         ev |= POLLOUT;
     }
     *events = ev;
-    return ev != 0 ? x->fd : -1;
+    return ev != 0 ? x->bridge->fd : -1;
 }
 
 void
@@ -225,10 +252,10 @@ sshcore__session_bridge_poll_event(sshcore_op *op, short revents)
     session_op *x = (session_op *)op;
 
     if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-        x->fd_readable = true;
+        x->bridge->fd_readable = true;
     }
     if ((revents & (POLLOUT | POLLHUP | POLLERR)) != 0) {
-        x->fd_writable = true;
+        x->bridge->fd_writable = true;
     }
 }
 
@@ -255,19 +282,19 @@ static session_op *_Nullable direct_new(const sshcore_stream_spec *spec,
         sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         return NULL;
     }
-    x->kind = spec->kind;
-    x->target = strdup(spec->target_host);
-    x->target_port = spec->target_port;
-    x->originator = strdup(spec->originator_host != NULL ? spec->originator_host
-                                                         : "127.0.0.1");
-    x->originator_port = spec->originator_port;
-    if (x->target == NULL || x->originator == NULL) {
+    x->req.kind = spec->kind;
+    x->req.target = strdup(spec->target_host);
+    x->req.target_port = spec->target_port;
+    x->req.originator = strdup(
+        spec->originator_host != NULL ? spec->originator_host : "127.0.0.1");
+    x->req.originator_port = spec->originator_port;
+    if (x->req.target == NULL || x->req.originator == NULL) {
         sshcore__session_destroy(&x->base); /* frees x */
         sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         return NULL;
     }
     x->streamed = true;
-    x->limit = spec->buffer_limit;
+    x->out.limit = spec->buffer_limit;
     return x;
 }
 
@@ -324,17 +351,20 @@ sshcore_bridge_start(sshcore_conn *conn,
     if (x == NULL) {
         goto fail;
     }
+    if (!bridge_attach(x)) {
+        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        goto fail;
+    }
     if (first_len > 0 &&
-        sshcore__bytes_append(&x->fdin, first_data, first_len) != 0) {
+        sshcore__bytes_append(&x->bridge->fdin, first_data, first_len) != 0) {
         sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         goto fail;
     }
     (void)fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-    x->bridged = true;
-    x->fd = fd;
-    x->fd_readable = true; /* try once; EAGAIN hands over to poll() */
-    x->fd_writable = true;
-    x->bcb = *callbacks;
+    x->bridge->fd = fd;
+    x->bridge->fd_readable = true; /* try once; EAGAIN hands over to poll() */
+    x->bridge->fd_writable = true;
+    x->bridge->cb = *callbacks;
     return sshcore__session_submit(conn, x, done, ctx, spec->timeout_ms, err);
 
 fail:
@@ -364,8 +394,8 @@ sshcore_bridge_get_counts(sshcore_op *op,
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;
-    *to_socket = atomic_load(&x->to_fd);
-    *from_socket = atomic_load(&x->from_fd);
+    *to_socket = atomic_load(&x->bridge->to_fd);
+    *from_socket = atomic_load(&x->bridge->from_fd);
     return SSHCORE_E_OK;
 }
 
@@ -388,13 +418,13 @@ session_op *_Nullable sshcore__session_adopted_new(sshcore_op *forward,
         sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         return NULL;
     }
-    x->kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests, no
-                                               exit status */
+    x->req.kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests,
+                                               no exit status */
     x->streamed = true;
-    x->limit = buffer_limit;
+    x->out.limit = buffer_limit;
     sshcore__op_retain(forward);
-    x->adopt_parent = forward;
-    x->adopt_id = id;
+    x->adopt.parent = forward;
+    x->adopt.id = id;
     return x;
 }
 
@@ -431,16 +461,20 @@ sshcore_rforward_bridge(sshcore_op *forward,
         return NULL;
     }
     x = sshcore__session_adopted_new(forward, id, buffer_limit, err);
+    if (x != NULL && !bridge_attach(x)) {
+        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        sshcore__session_destroy(&x->base); /* frees x */
+        x = NULL;
+    }
     if (x == NULL) {
         close(fd);
         return NULL;
     }
     (void)fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-    x->bridged = true;
-    x->fd = fd;
-    x->fd_readable = true;
-    x->fd_writable = true;
-    x->bcb = *callbacks;
+    x->bridge->fd = fd;
+    x->bridge->fd_readable = true;
+    x->bridge->fd_writable = true;
+    x->bridge->cb = *callbacks;
     return sshcore__session_submit(forward->conn, x, done, ctx, 0, err);
 }
 
@@ -501,19 +535,18 @@ sshcore__agent_channel_open(sshcore_conn *conn, ssh_session session)
     }
     ch = ssh_channel_new(session);
     x = sshcore__session_new("", NULL, NULL, 0);
-    if (ch == NULL || x == NULL) {
+    if (ch == NULL || x == NULL || !bridge_attach(x)) {
         goto fail;
     }
-    x->kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests, no
-                                               exit status */
+    x->req.kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests,
+                                               no exit status */
     x->streamed = true;
-    x->limit = 256 << 10;
-    x->preset_ch = ch;
-    x->bridged = true;
-    x->fd = fd;
-    x->fd_readable = true;
-    x->fd_writable = true;
-    x->bcb = callbacks;
+    x->out.limit = 256 << 10;
+    x->adopt.preset_ch = ch;
+    x->bridge->fd = fd;
+    x->bridge->fd_readable = true;
+    x->bridge->fd_writable = true;
+    x->bridge->cb = callbacks;
     op = sshcore__session_submit(conn, x, agent_bridge_done, NULL, 0, &err);
     if (op == NULL) {
         /* sshcore__session_submit freed x and closed fd; the channel is still

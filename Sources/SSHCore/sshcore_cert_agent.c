@@ -399,20 +399,20 @@ sshcore_testing_force_cert_agent(int on)
 void
 sshcore__auth_release(sshcore_conn *conn)
 {
-    if (conn->cert_agent != NULL) {
-        sshcore__cert_agent_stop(conn->session, conn->cert_agent);
-        conn->cert_agent = NULL;
+    if (conn->setup->cert_agent != NULL) {
+        sshcore__cert_agent_stop(conn->session, conn->setup->cert_agent);
+        conn->setup->cert_agent = NULL;
     }
-    if (conn->agent_fd >= 0) {
+    if (conn->setup->agent_fd >= 0) {
         if (conn->session != NULL) {
             (void)ssh_set_agent_socket(conn->session, SSH_INVALID_SOCKET);
         }
-        close(conn->agent_fd);
-        conn->agent_fd = -1;
+        close(conn->setup->agent_fd);
+        conn->setup->agent_fd = -1;
     }
-    if (conn->key != NULL) {
-        ssh_key_free(conn->key);
-        conn->key = NULL;
+    if (conn->setup->key != NULL) {
+        ssh_key_free(conn->setup->key);
+        conn->setup->key = NULL;
     }
 }
 
@@ -444,6 +444,6 @@ sshcore__agent_connect(sshcore_conn *conn, const char *path)
         errno = saved;
         return false;
     }
-    conn->agent_fd = fd;
+    conn->setup->agent_fd = fd;
     return true;
 }

@@ -47,42 +47,53 @@ sshcore__now_ms(void)
 /* ---------------------------------------------------------------------- */
 
 static void
-free_methods(sshcore_conn *conn)
+wipe_free(const char *_Nullable secret)
+{
+    if (secret != NULL) {
+        explicit_bzero((char *)secret, strlen(secret));
+        free((char *)secret);
+    }
+}
+
+/** Frees the setup's copy of the configuration (secrets wiped). */
+static void
+free_setup_config(struct sshcore_conn_setup *setup)
 {
     size_t i;
 
-    free(conn->agent_socket); /* set up with the methods, freed with them */
-    conn->agent_socket = NULL;
-    if (conn->prompted_password != NULL) {
-        explicit_bzero(conn->prompted_password,
-                       strlen(conn->prompted_password));
-        free(conn->prompted_password);
-        conn->prompted_password = NULL;
+    wipe_free(setup->prompted_password);
+    setup->prompted_password = NULL;
+    wipe_free(setup->prompted_passphrase);
+    setup->prompted_passphrase = NULL;
+    for (i = 0; setup->methods != NULL && i < setup->method_count; i++) {
+        wipe_free(setup->methods[i].secret);
+        wipe_free(setup->methods[i].passphrase);
+        free((char *)setup->methods[i].certificate);
     }
-    if (conn->prompted_passphrase != NULL) {
-        explicit_bzero(conn->prompted_passphrase,
-                       strlen(conn->prompted_passphrase));
-        free(conn->prompted_passphrase);
-        conn->prompted_passphrase = NULL;
+    free(setup->methods);
+    setup->methods = NULL;
+    for (i = 0; setup->algorithms != NULL && i < setup->algorithm_count; i++) {
+        free((char *)setup->algorithms[i].list);
     }
-    if (conn->methods == NULL) {
+    free(setup->algorithms);
+    setup->algorithms = NULL;
+}
+
+void
+sshcore__conn_setup_free(sshcore_conn *conn)
+{
+    struct sshcore_conn_setup *setup = conn->setup;
+
+    if (setup == NULL) {
         return;
     }
-    for (i = 0; i < conn->method_count; i++) {
-        if (conn->methods[i].secret != NULL) {
-            char *s = (char *)conn->methods[i].secret;
-            explicit_bzero(s, strlen(s));
-            free(s);
-        }
-        if (conn->methods[i].passphrase != NULL) {
-            char *s = (char *)conn->methods[i].passphrase;
-            explicit_bzero(s, strlen(s));
-            free(s);
-        }
-        free((char *)conn->methods[i].certificate);
+    sshcore__auth_release(conn); /* the key, its agent, the agent socket */
+    if (setup->ai_list != NULL) {
+        freeaddrinfo(setup->ai_list);
     }
-    free(conn->methods);
-    conn->methods = NULL;
+    free_setup_config(setup);
+    free(setup);
+    conn->setup = NULL;
 }
 
 static void
@@ -121,25 +132,16 @@ sshcore__free_answers(char *_Nullable *_Nullable answers, size_t n)
 }
 
 static void
-free_algorithms(sshcore_conn *conn)
-{
-    size_t i;
-
-    for (i = 0; conn->algorithms != NULL && i < conn->algorithm_count; i++) {
-        free((char *)conn->algorithms[i].list);
-    }
-    free(conn->algorithms);
-    conn->algorithms = NULL;
-}
-
-static void
 conn_free(sshcore_conn *conn)
 {
     void (*released)(void *) = conn->cb.released;
     void *ctx = conn->cb.ctx;
 
-    free_algorithms(conn);
-    free_methods(conn);
+    if (conn->setup != NULL) { /* the worker's teardown gives it back */
+        free_setup_config(conn->setup);
+        free(conn->setup);
+    }
+    free(conn->agent_socket);
     free_kbd_answers(conn);
     free(conn->host);
     free(conn->user);
@@ -239,15 +241,6 @@ sshcore_conn_debug_fds(sshcore_conn *conn, int *socket_fd, int *wake_fd)
     pthread_mutex_unlock(&conn->mu);
 }
 
-/** Worker: apply a connection event; returns the action. */
-sshcore_conn_action
-sshcore__conn_apply(sshcore_conn *conn, sshcore_conn_event ev)
-{
-    sshcore_conn_action act = sshcore_conn_fsm_apply(&conn->state, ev);
-    atomic_store(&conn->state_snapshot, (int)conn->state);
-    return act;
-}
-
 /* ---------------------------------------------------------------------- */
 /* Public entry points                                                     */
 /* ---------------------------------------------------------------------- */
@@ -290,6 +283,11 @@ sshcore_conn_start(const sshcore_config *config,
         return NULL;
     }
     conn = calloc(1, sizeof(*conn));
+    if (conn != NULL &&
+        (conn->setup = calloc(1, sizeof(*conn->setup))) == NULL) {
+        free(conn);
+        conn = NULL;
+    }
     if (conn == NULL) {
         sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         if (config->connected_fd >= 0) {
@@ -302,13 +300,11 @@ sshcore_conn_start(const sshcore_config *config,
     pthread_mutex_init(&conn->mu, NULL);
     conn->sock_fd = -1;
     conn->lib_fd = -1;
-    conn->agent_fd = -1;
-    conn->state = SSHCORE_CONN_IDLE;
+    conn->setup->agent_fd = -1;
+    conn->phase = SSHCORE_PHASE_IDLE;
     atomic_init(&conn->state_snapshot, SSHCORE_CONN_IDLE);
-    conn->phase = SSHCORE_PHASE_RESOLVE;
     if (config->connected_fd >= 0) {
         conn->sock_fd = config->connected_fd; /* owned from here on */
-        conn->phase = SSHCORE_PHASE_HANDSHAKE;
     }
     conn->port = config->port;
     conn->connect_timeout_ms = config->connect_timeout_ms;
@@ -318,35 +314,35 @@ sshcore_conn_start(const sshcore_config *config,
     conn->user = strdup(config->user);
     ok = conn->host != NULL && conn->user != NULL;
     if (config->method_count > 0) {
-        conn->methods =
+        conn->setup->methods =
             calloc(config->method_count, sizeof(sshcore_auth_method));
-        ok = ok && conn->methods != NULL;
+        ok = ok && conn->setup->methods != NULL;
         for (i = 0; ok && i < config->method_count; i++) {
-            conn->methods[i].kind = config->methods[i].kind;
-            conn->methods[i].secret =
+            conn->setup->methods[i].kind = config->methods[i].kind;
+            conn->setup->methods[i].secret =
                 dup_or_null(config->methods[i].secret, &ok);
-            conn->methods[i].passphrase =
+            conn->setup->methods[i].passphrase =
                 dup_or_null(config->methods[i].passphrase, &ok);
-            conn->methods[i].certificate =
+            conn->setup->methods[i].certificate =
                 dup_or_null(config->methods[i].certificate, &ok);
-            conn->methods[i].flags = config->methods[i].flags;
-            conn->methods[i].attempts = config->methods[i].attempts;
+            conn->setup->methods[i].flags = config->methods[i].flags;
+            conn->setup->methods[i].attempts = config->methods[i].attempts;
         }
-        conn->method_count = config->method_count;
+        conn->setup->method_count = config->method_count;
     }
     if (ok && config->algorithm_count > 0) {
-        conn->algorithms =
+        conn->setup->algorithms =
             calloc(config->algorithm_count, sizeof(sshcore_algo_setting));
-        ok = conn->algorithms != NULL;
+        ok = conn->setup->algorithms != NULL;
         for (i = 0; ok && i < config->algorithm_count; i++) {
-            conn->algorithms[i].kind = config->algorithms[i].kind;
-            conn->algorithms[i].list =
+            conn->setup->algorithms[i].kind = config->algorithms[i].kind;
+            conn->setup->algorithms[i].list =
                 dup_or_null(config->algorithms[i].list, &ok);
-            ok = ok && conn->algorithms[i].list != NULL;
+            ok = ok && conn->setup->algorithms[i].list != NULL;
         }
-        conn->algorithm_count = config->algorithm_count;
+        conn->setup->algorithm_count = config->algorithm_count;
     }
-    conn->rsa_min_bits = config->rsa_min_bits;
+    conn->setup->rsa_min_bits = config->rsa_min_bits;
     conn->agent_socket = dup_or_null(config->agent_forward_socket, &ok);
     conn->ka_interval_ms = config->keepalive_interval_ms;
     conn->ka_max_missed = config->keepalive_max_missed;
@@ -383,8 +379,9 @@ fail:
     if (conn->sock_fd >= 0) {
         close(conn->sock_fd);
     }
-    free_algorithms(conn);
-    free_methods(conn);
+    free_setup_config(conn->setup);
+    free(conn->setup);
+    free(conn->agent_socket);
     free(conn->host);
     free(conn->user);
     pthread_mutex_destroy(&conn->mu);

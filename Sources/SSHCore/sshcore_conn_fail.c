@@ -48,15 +48,15 @@ sshcore__conn_fail_ops(sshcore_conn *conn,
 void
 sshcore__conn_fail_with(sshcore_conn *conn, const sshcore_error *err)
 {
-    sshcore_conn_action act;
+    sshcore_phase_action act;
     sshcore_error op_err = *err;
 
     int none = 0;
 
     /* the first failure is what later calls on this connection report */
     (void)atomic_compare_exchange_strong(&conn->fail_code, &none, err->code);
-    act = sshcore__conn_apply(conn, SSHCORE_CONN_EV_FAILURE);
-    if (act != SSHCORE_CONN_ACT_TEAR_DOWN) {
+    act = sshcore__conn_event(conn, SSHCORE_PHASE_EV_FAILURE);
+    if (act != SSHCORE_PHASE_ACT_TEAR_DOWN) {
         return;
     }
     if (atomic_load(&conn->connect_done) == 0) {
@@ -69,7 +69,6 @@ sshcore__conn_fail_with(sshcore_conn *conn, const sshcore_error *err)
     sshcore__conn_connect_complete(conn, err);
     sshcore__conn_fail_ops(conn, conn->active, &op_err);
     conn->active = NULL;
-    (void)sshcore__conn_phase(conn, SSHCORE_PHASE_EV_ENDED);
 }
 
 bool

@@ -39,7 +39,7 @@ sshcore__connect_resolve(sshcore_conn *conn)
     hints.ai_flags = AI_ADDRCONFIG;
     snprintf(port, sizeof(port), "%u", (unsigned)conn->port);
     atomic_store(&conn->resolving, 1);
-    rc = getaddrinfo(conn->host, port, &hints, &conn->ai_list);
+    rc = getaddrinfo(conn->host, port, &hints, &conn->setup->ai_list);
     atomic_store(&conn->resolving, 0);
     if (rc != 0) {
         sshcore_error err;
@@ -48,8 +48,8 @@ sshcore__connect_resolve(sshcore_conn *conn)
         sshcore__conn_fail_with(conn, &err);
         return;
     }
-    conn->ai_cur = conn->ai_list;
-    (void)sshcore__conn_phase(conn, SSHCORE_PHASE_EV_RESOLVED);
+    conn->setup->ai_cur = conn->setup->ai_list;
+    (void)sshcore__conn_event(conn, SSHCORE_PHASE_EV_RESOLVED);
 }
 
 void
@@ -58,27 +58,28 @@ sshcore__connect_tcp_start(sshcore_conn *conn)
     bool in_progress = false;
     int fd;
 
-    while (conn->ai_cur != NULL) {
-        fd = sshcore__socket_connect_start(conn->ai_cur, &in_progress);
+    while (conn->setup->ai_cur != NULL) {
+        fd = sshcore__socket_connect_start(conn->setup->ai_cur, &in_progress);
         if (fd >= 0) {
             pthread_mutex_lock(&conn->mu);
             conn->sock_fd = fd;
             pthread_mutex_unlock(&conn->mu);
-            (void)sshcore__conn_phase(conn,
+            (void)sshcore__conn_event(conn,
                                       in_progress
                                           ? SSHCORE_PHASE_EV_TCP_PENDING
                                           : SSHCORE_PHASE_EV_TCP_CONNECTED);
             return;
         }
-        conn->last_connect_errno = errno;
-        conn->ai_cur = conn->ai_cur->ai_next;
+        conn->setup->last_connect_errno = errno;
+        conn->setup->ai_cur = conn->setup->ai_cur->ai_next;
     }
     {
         sshcore_error err;
-        sshcore__error_set(&err,
-                           sshcore__errno_to_code(conn->last_connect_errno),
-                           strerror(conn->last_connect_errno));
-        err.sys_errno = conn->last_connect_errno;
+        sshcore__error_set(
+            &err,
+            sshcore__errno_to_code(conn->setup->last_connect_errno),
+            strerror(conn->setup->last_connect_errno));
+        err.sys_errno = conn->setup->last_connect_errno;
         sshcore__conn_fail_with(conn, &err);
     }
 }
@@ -89,13 +90,14 @@ sshcore__connect_tcp_wait(sshcore_conn *conn)
     int e = sshcore__socket_connect_result(conn->sock_fd);
 
     if (e == 0) {
-        (void)sshcore__conn_phase(conn, SSHCORE_PHASE_EV_TCP_CONNECTED);
+        (void)sshcore__conn_event(conn, SSHCORE_PHASE_EV_TCP_CONNECTED);
         return;
     }
-    conn->last_connect_errno = e;
+    conn->setup->last_connect_errno = e;
     sshcore__conn_close_socket(conn);
-    conn->ai_cur = conn->ai_cur != NULL ? conn->ai_cur->ai_next : NULL;
-    (void)sshcore__conn_phase(conn, SSHCORE_PHASE_EV_TCP_RETRY);
+    conn->setup->ai_cur =
+        conn->setup->ai_cur != NULL ? conn->setup->ai_cur->ai_next : NULL;
+    (void)sshcore__conn_event(conn, SSHCORE_PHASE_EV_TCP_RETRY);
 }
 
 static int
@@ -129,26 +131,27 @@ session_create(sshcore_conn *conn)
         ssh_options_set(s, SSH_OPTIONS_FD, &conn->lib_fd) != SSH_OK) {
         return -1;
     }
-    for (i = 0; i < conn->method_count; i++) {
-        if (conn->methods[i].kind == SSHCORE_AUTH_AGENT &&
-            conn->methods[i].secret != NULL) {
+    for (i = 0; i < conn->setup->method_count; i++) {
+        if (conn->setup->methods[i].kind == SSHCORE_AUTH_AGENT &&
+            conn->setup->methods[i].secret != NULL) {
             if (ssh_options_set(s,
                                 SSH_OPTIONS_IDENTITY_AGENT,
-                                conn->methods[i].secret) != SSH_OK) {
+                                conn->setup->methods[i].secret) != SSH_OK) {
                 return -1;
             }
         }
     }
-    for (i = 0; i < conn->algorithm_count; i++) {
+    for (i = 0; i < conn->setup->algorithm_count; i++) {
         if (ssh_options_set(s,
-                            algo_option(conn->algorithms[i].kind),
-                            conn->algorithms[i].list) != SSH_OK) {
+                            algo_option(conn->setup->algorithms[i].kind),
+                            conn->setup->algorithms[i].list) != SSH_OK) {
             return 1;
         }
     }
-    if (conn->rsa_min_bits > 0 &&
-        ssh_options_set(s, SSH_OPTIONS_RSA_MIN_SIZE, &conn->rsa_min_bits) !=
-            SSH_OK) {
+    if (conn->setup->rsa_min_bits > 0 &&
+        ssh_options_set(s,
+                        SSH_OPTIONS_RSA_MIN_SIZE,
+                        &conn->setup->rsa_min_bits) != SSH_OK) {
         return 1;
     }
     if (conn->agent_socket != NULL) {
@@ -226,16 +229,17 @@ sshcore_conn_negotiated(sshcore_conn *conn, sshcore_negotiated *out)
 void
 sshcore__conn_pause_deadline(sshcore_conn *conn)
 {
-    conn->paused_at_ms = sshcore__now_ms();
+    conn->setup->paused_at_ms = sshcore__now_ms();
 }
 
 void
 sshcore__conn_resume_deadline(sshcore_conn *conn)
 {
-    if (conn->paused_at_ms != 0 && conn->deadline_ms != 0) {
-        conn->deadline_ms += sshcore__now_ms() - conn->paused_at_ms;
+    if (conn->setup->paused_at_ms != 0 && conn->setup->deadline_ms != 0) {
+        conn->setup->deadline_ms +=
+            sshcore__now_ms() - conn->setup->paused_at_ms;
     }
-    conn->paused_at_ms = 0;
+    conn->setup->paused_at_ms = 0;
 }
 
 void
@@ -335,7 +339,8 @@ sshcore__connect_handshake(sshcore_conn *conn)
     hk.base64 = b64;
     hk.host = conn->host;
     hk.port = conn->port;
-    if (!sshcore__conn_phase(conn, SSHCORE_PHASE_EV_HOSTKEY_ASKED)) {
+    if (sshcore__conn_event(conn, SSHCORE_PHASE_EV_HOSTKEY_ASKED) ==
+        SSHCORE_PHASE_ACT_REJECT) {
         goto out;
     }
     sshcore__conn_retain(conn); /* dropped by sshcore_conn_hostkey_verdict */
@@ -358,41 +363,48 @@ out:
 }
 
 /* ---------------------------------------------------------------------- */
-/* The connect phase machine (sshcore_phase.c), applied                   */
+/* The connection's machine (sshcore_fsm.h), applied                        */
 /* ---------------------------------------------------------------------- */
 
-bool
-sshcore__conn_phase(sshcore_conn *conn, sshcore_phase_event event)
+sshcore_phase_action
+sshcore__conn_event(sshcore_conn *conn, sshcore_phase_event event)
 {
     sshcore_phase before = conn->phase;
+    sshcore_phase_action act = sshcore_phase_fsm_apply(&conn->phase, event);
     char detail[160];
 
-    switch (sshcore_phase_fsm_apply(&conn->phase, event)) {
+    switch (act) {
     case SSHCORE_PHASE_ACT_ASK_CALLER:
         sshcore__conn_pause_deadline(
             conn); /* the caller's time is not the network's */
-        return true;
-    case SSHCORE_PHASE_ACT_AUTHENTICATE:
-    case SSHCORE_PHASE_ACT_TRY_METHOD:
-        sshcore__conn_resume_deadline(conn); /* no-op unless paused */
-        return true;
-    case SSHCORE_PHASE_ACT_NONE:
-    case SSHCORE_PHASE_ACT_CONNECT_TCP:
-    case SSHCORE_PHASE_ACT_WAIT_WRITABLE:
-    case SSHCORE_PHASE_ACT_HANDSHAKE:
-    case SSHCORE_PHASE_ACT_RUN_OPERATIONS:
-    case SSHCORE_PHASE_ACT_TEAR_DOWN:
-        /* the worker's next turn steps the new phase (sshcore_worker.c) */
-        return true;
-    case SSHCORE_PHASE_ACT_REJECT:
-    case SSHCORE_PHASE_ACT__COUNT:
         break;
+    case SSHCORE_PHASE_ACT_RESUME:
+        sshcore__conn_resume_deadline(conn); /* no-op unless paused */
+        break;
+    case SSHCORE_PHASE_ACT_REJECT:
+        snprintf(detail,
+                 sizeof(detail),
+                 "connection in %s: event %s not allowed (a core bug)",
+                 sshcore_fsm_name(SSHCORE_MACHINE_CONN,
+                                  SSHCORE_FSM_STATE,
+                                  (int)before),
+                 sshcore_fsm_name(SSHCORE_MACHINE_CONN,
+                                  SSHCORE_FSM_EVENT,
+                                  (int)event));
+        /* failure is allowed in every phase: this does not come back here
+         * rejected */
+        sshcore__conn_fail(conn, SSHCORE_E_INVALID_STATE, detail);
+        return act;
+    case SSHCORE_PHASE_ACT_NONE:
+    case SSHCORE_PHASE_ACT_REPORT_READY:
+    case SSHCORE_PHASE_ACT_OPEN_CHANNEL:
+    case SSHCORE_PHASE_ACT_TEAR_DOWN:
+    case SSHCORE_PHASE_ACT__COUNT:
+        break; /* the caller acts on these */
     }
-    snprintf(detail,
-             sizeof(detail),
-             "connect phase %s: event %s not allowed (a core bug)",
-             sshcore_phase_name((int)before),
-             sshcore_phase_event_name((int)event));
-    sshcore__conn_fail(conn, SSHCORE_E_INVALID_STATE, detail);
-    return false;
+    if (conn->phase != before) {
+        atomic_store(&conn->state_snapshot,
+                     (int)sshcore_conn_state_of(conn->phase));
+    }
+    return act;
 }

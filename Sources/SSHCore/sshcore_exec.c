@@ -29,31 +29,30 @@ session_op *_Nullable sshcore__session_new(const char *_Nullable command,
     if (x == NULL) {
         return NULL;
     }
-    pthread_mutex_init(&x->mu, NULL);
-    x->fd = -1;
-    atomic_init(&x->unconsumed, 0);
-    atomic_init(&x->starved, 0);
-    x->next_id = 1;
-    x->cstate = SSHCORE_CHAN_OPENING;
-    x->phase = SSHCORE_SETUP_OPEN;
+    pthread_mutex_init(&x->in.mu, NULL);
+    atomic_init(&x->out.streamed.unconsumed, 0);
+    atomic_init(&x->out.streamed.starved, 0);
+    x->in.next_id = 1;
+    x->chan.state = SSHCORE_CHAN_OPENING;
     if (command != NULL) {
-        x->command = strdup(command);
-        ok = x->command != NULL;
+        x->req.command = strdup(command);
+        ok = x->req.command != NULL;
     }
     if (fallback != NULL) {
-        x->fallback = strdup(fallback);
-        ok = ok && x->fallback != NULL;
+        x->req.fallback = strdup(fallback);
+        ok = ok && x->req.fallback != NULL;
     }
     if (ok && env_count > 0) {
-        x->env_names = calloc(env_count, sizeof(char *));
-        x->env_values = calloc(env_count, sizeof(char *));
-        ok = x->env_names != NULL && x->env_values != NULL;
+        x->req.env_names = calloc(env_count, sizeof(char *));
+        x->req.env_values = calloc(env_count, sizeof(char *));
+        ok = x->req.env_names != NULL && x->req.env_values != NULL;
         if (ok) {
-            x->env_count = env_count;
+            x->req.env_count = env_count;
             for (i = 0; ok && i < env_count; i++) {
-                x->env_names[i] = strdup(env[i].name);
-                x->env_values[i] = strdup(env[i].value);
-                ok = x->env_names[i] != NULL && x->env_values[i] != NULL;
+                x->req.env_names[i] = strdup(env[i].name);
+                x->req.env_values[i] = strdup(env[i].value);
+                ok =
+                    x->req.env_names[i] != NULL && x->req.env_values[i] != NULL;
             }
         }
     }
@@ -107,7 +106,7 @@ sshcore_exec_start(sshcore_conn *conn,
         sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         return NULL;
     }
-    x->limit = spec->output_limit;
+    x->out.limit = spec->output_limit;
     /* stdin goes up front, then EOF: the queue the streamed form fills later */
     if (input != NULL) {
         memcpy(input->data, spec->stdin_data, spec->stdin_len);
@@ -116,7 +115,7 @@ sshcore_exec_start(sshcore_conn *conn,
     }
     eof->eof = true;
     sshcore__session_enqueue(x, eof);
-    x->eof_queued = true;
+    x->in.eof_queued = true;
     return sshcore__session_submit(conn, x, done, ctx, 0, err);
 }
 
@@ -190,15 +189,15 @@ sshcore_stream_start(sshcore_conn *conn,
         return NULL;
     }
     x->streamed = true;
-    x->env_optional = spec->env_optional != 0;
-    x->subsystem = spec->subsystem != 0 && spec->command != NULL;
+    x->req.env_optional = spec->env_optional != 0;
+    x->req.subsystem = spec->subsystem != 0 && spec->command != NULL;
     x->cb = *callbacks;
-    x->limit = spec->buffer_limit;
+    x->out.limit = spec->buffer_limit;
     if (spec->pty != NULL) {
-        x->want_pty = true;
-        snprintf(x->term, sizeof(x->term), "%s", spec->pty->term);
-        x->cols = spec->pty->cols;
-        x->rows = spec->pty->rows;
+        x->req.want_pty = true;
+        snprintf(x->req.term, sizeof(x->req.term), "%s", spec->pty->term);
+        x->req.cols = spec->pty->cols;
+        x->req.rows = spec->pty->rows;
     }
     return sshcore__session_submit(conn, x, done, ctx, spec->timeout_ms, err);
 }
@@ -219,10 +218,10 @@ sshcore_stream_get_exit(sshcore_op *op, sshcore_exit_info *info)
     if (atomic_load(&op->done) == 0) {
         return SSHCORE_E_OK;
     }
-    info->kind = x->exit_kind;
-    info->status = x->exit_status;
-    snprintf(info->signal, sizeof(info->signal), "%s", x->exit_signal);
-    info->core_dumped = x->core_dumped;
+    info->kind = x->chan.exit_kind;
+    info->status = x->chan.exit_status;
+    snprintf(info->signal, sizeof(info->signal), "%s", x->chan.exit_signal);
+    info->core_dumped = x->chan.core_dumped;
     return SSHCORE_E_OK;
 }
 
@@ -239,14 +238,14 @@ sshcore_exec_get_result(sshcore_op *op, sshcore_exec_result *r)
     if (atomic_load(&op->done) == 0 || op->err.code != SSHCORE_E_OK) {
         return SSHCORE_E_OK;
     }
-    r->out = x->out[0].data;
-    r->out_len = x->out[0].len;
-    r->err = x->out[1].data;
-    r->err_len = x->out[1].len;
-    r->exit_kind = x->exit_kind;
-    r->exit_status = x->exit_status;
-    snprintf(r->exit_signal, sizeof(r->exit_signal), "%s", x->exit_signal);
-    r->core_dumped = x->core_dumped;
-    r->env_fallback_used = x->use_fallback;
+    r->out = x->out.collected[0].data;
+    r->out_len = x->out.collected[0].len;
+    r->err = x->out.collected[1].data;
+    r->err_len = x->out.collected[1].len;
+    r->exit_kind = x->chan.exit_kind;
+    r->exit_status = x->chan.exit_status;
+    snprintf(r->exit_signal, sizeof(r->exit_signal), "%s", x->chan.exit_signal);
+    r->core_dumped = x->chan.core_dumped;
+    r->env_fallback_used = x->req.use_fallback;
     return SSHCORE_E_OK;
 }

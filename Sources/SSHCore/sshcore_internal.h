@@ -85,6 +85,45 @@ struct sshcore_op {
     sshcore_op *_Nullable next; /* pending FIFO, then active list */
 };
 
+/**
+ * What a connection needs only while it connects and authenticates (worker
+ * only): allocated with the connection, given back once it is ready
+ * (sshcore__conn_setup_free), so that a long-lived connection keeps neither
+ * its secrets nor the connect-time state.
+ */
+struct sshcore_conn_setup {
+    /* the configuration's part of it */
+    sshcore_auth_method *_Nullable methods; /* secrets wiped when freed */
+    size_t method_count;
+    sshcore_algo_setting *_Nullable algorithms; /* lists strdup'ed */
+    size_t algorithm_count;
+    int rsa_min_bits;
+    /* connecting */
+    struct addrinfo *_Nullable ai_list;
+    struct addrinfo *_Nullable ai_cur;
+    int last_connect_errno;
+    int64_t deadline_ms;  /* the connect deadline: absolute, monotonic */
+    int64_t paused_at_ms; /* while waiting for the caller */
+    /* authenticating */
+    size_t method_idx;
+    bool method_started;
+    char *_Nullable prompted_password; /* PASSWORD_PROMPT's answer, wiped after
+                                          use */
+    unsigned password_attempts;        /* passwords the server refused so far */
+    char *_Nullable prompted_passphrase; /* ASK_PASSPHRASE's answer, wiped once
+                                            the key is loaded */
+    unsigned passphrase_attempts;        /* wrong passphrases so far */
+    bool asking_passphrase; /* ANSWER_WAIT is for a key's passphrase */
+    ssh_key _Nullable key;
+    /* libssh 0.11.0-0.11.3 only: key's Ed25519 certificate, offered through
+     * an in-process agent (sshcore_cert_agent.c) */
+    struct sshcore_cert_agent *_Nullable cert_agent;
+    /* the agent method's socket: opened by the core, lent to libssh with
+     * ssh_set_agent_socket and taken back before it is closed; -1 */
+    int agent_fd;
+    char methods_tried[400];
+};
+
 struct sshcore_conn {
     atomic_long refs;
     pthread_mutex_t mu;
@@ -126,7 +165,6 @@ struct sshcore_conn {
     atomic_int woken;
 
     /* worker only */
-    sshcore_conn_state state;
     /* a streamed op got a short packet (a keystroke's echo, a reply) in this
      * read pass: end the pass so that it is handed over now */
     bool end_pass;
@@ -134,37 +172,19 @@ struct sshcore_conn {
     ssh_event _Nullable event;
     int lib_fd; /* dup handed to libssh */
     bool ssh_connect_called;
-    sshcore_phase
-        phase; /* the connect phase machine (sshcore_phase.c); worker only */
-    struct addrinfo *_Nullable ai_list;
-    struct addrinfo *_Nullable ai_cur;
-    int last_connect_errno;
-    int64_t deadline_ms;  /* absolute, monotonic; 0 = none */
-    int64_t paused_at_ms; /* while waiting for the caller */
-    size_t method_idx;
-    bool method_started;
-    char *_Nullable prompted_password; /* PASSWORD_PROMPT's answer, wiped after
-                                          use */
-    unsigned password_attempts;        /* passwords the server refused so far */
-    char *_Nullable prompted_passphrase; /* ASK_PASSPHRASE's answer, wiped once
-                                            the key is loaded */
-    unsigned passphrase_attempts;        /* wrong passphrases so far */
-    bool asking_passphrase; /* ANSWER_WAIT is for a key's passphrase */
-    ssh_key _Nullable key;
-    /* libssh 0.11.0-0.11.3 only: key's Ed25519 certificate, offered through
-     * an in-process agent (sshcore_cert_agent.c); worker only */
-    struct sshcore_cert_agent *_Nullable cert_agent;
-    /* the agent method's socket: opened by the core, lent to libssh with
-     * ssh_set_agent_socket and taken back before it is closed; -1 */
-    int agent_fd;
-    char methods_tried[400];
+    /* the connection's one state (sshcore_fsm.h), applied with
+     * sshcore__conn_event; the public state is derived from it */
+    sshcore_phase phase;
+    /* what only connecting and authenticating need: NULL once ready */
+    struct sshcore_conn_setup *_Nullable setup;
     sshcore_op *_Nullable active;
     /* libssh's one slot for global requests with a reply (worker only): who
      * asked the question whose answer libssh holds or awaits; see
-     * sshcore_keepalive.c. GSLOT_FREE means libssh's own state is idle. */
-    int gslot;
-    sshcore_op *_Nullable gslot_owner;    /* GSLOT_OWNED */
-    char *_Nullable gslot_orphan_address; /* GSLOT_ORPHAN_FORWARD */
+     * sshcore_keepalive.c; its machine is in sshcore_fsm.h. FREE means
+     * libssh's own state is idle. */
+    sshcore_gslot gslot;
+    sshcore_op *_Nullable gslot_owner;    /* OWNED */
+    char *_Nullable gslot_orphan_address; /* ORPHAN_FORWARD */
     int gslot_orphan_port;
     struct sshcore_gcancel
         *_Nullable gcancels; /* cancel-tcpip-forward to send */
@@ -203,11 +223,6 @@ struct sshcore_conn {
     int connect_timeout_ms;
     int backstop_timeout_s;
     int verbosity;
-    sshcore_auth_method *_Nullable methods;
-    size_t method_count;
-    sshcore_algo_setting *_Nullable algorithms; /* lists strdup'ed */
-    size_t algorithm_count;
-    int rsa_min_bits;
     char *_Nullable agent_socket; /* agent forwarding: the local agent */
     struct ssh_callbacks_struct session_cbs; /* its channel-open callback */
     sshcore_negotiated
@@ -248,7 +263,7 @@ struct sshcore_orphan {
 };
 
 /* sshcore_conn.c: the clock, references, waking the worker, queueing, the
- * socket, applying the connection machine */
+ * socket */
 int64_t sshcore__now_ms(void);
 void sshcore__conn_retain(sshcore_conn *conn);
 void sshcore__conn_unref(sshcore_conn *conn);
@@ -258,9 +273,10 @@ int
 sshcore__conn_submit(sshcore_conn *conn, sshcore_op *op, sshcore_error *err);
 void sshcore__free_answers(char *_Nullable *_Nullable answers, size_t n);
 void sshcore__conn_close_socket(sshcore_conn *conn);
+/** Worker: gives back what only connecting and authenticating needed
+ *  (conn->setup), once the connection is ready or at its teardown. */
+void sshcore__conn_setup_free(sshcore_conn *conn);
 void sshcore__conn_shutdown_socket(sshcore_conn *conn);
-sshcore_conn_action sshcore__conn_apply(sshcore_conn *conn,
-                                        sshcore_conn_event ev);
 
 /* sshcore_error.c */
 /** Fill err from the session's last libssh error (worker only). */
@@ -326,10 +342,20 @@ void sshcore__conn_registry_remove(sshcore_conn *conn);
 extern atomic_long sshcore_live_workers;
 
 /* sshcore_connect.c (worker) */
-/** Worker: applies a connect-phase event and acts on its action (the connect
- *  deadline pauses while the caller is asked, and resumes with the answer); a
- *  rejected event fails the connection with INVALID_STATE naming both. */
-bool sshcore__conn_phase(sshcore_conn *conn, sshcore_phase_event event);
+/** Worker: applies an event to the connection's phase, publishes the public
+ *  state it maps to, and acts on the deadline actions (the connect deadline
+ *  pauses while the caller is asked, and resumes with the answer). Returns the
+ *  action for the caller to act on; a rejected event fails the connection
+ *  with INVALID_STATE naming the phase and the event. */
+sshcore_phase_action sshcore__conn_event(sshcore_conn *conn,
+                                         sshcore_phase_event event);
+/** Worker: whether the connection is still live (not closing, closed or
+ *  failed). */
+static inline bool
+sshcore__conn_live(const sshcore_conn *conn)
+{
+    return conn->phase < SSHCORE_PHASE_CLOSING;
+}
 void sshcore__connect_resolve(sshcore_conn *conn);
 void sshcore__connect_tcp_start(sshcore_conn *conn);
 void sshcore__connect_tcp_wait(sshcore_conn *conn);
@@ -396,19 +422,15 @@ void sshcore__conn_teardown(sshcore_conn *conn);
 
 /* sshcore_keepalive.c: the global-request slot (keepalive probes and remote
  * forwards share it), and the keepalive probes */
-enum {
-    GSLOT_FREE = 0,
-    GSLOT_KEEPALIVE,      /* a keepalive probe's answer */
-    GSLOT_CANCEL,         /* a cancel-tcpip-forward's answer */
-    GSLOT_OWNED,          /* an op waits for its answer (gslot_owner) */
-    GSLOT_ORPHAN_FORWARD, /* a tcpip-forward whose op ended: a success gets
-                             cancelled */
-};
 struct sshcore_gcancel {
     struct sshcore_gcancel *_Nullable next;
     char *_Nullable address;
     int port;
 };
+/** Worker: applies an event to the slot's machine and returns its action; a
+ *  rejected event (a core bug) fails the connection with INVALID_STATE. */
+sshcore_gslot_action sshcore__gslot_event(sshcore_conn *conn,
+                                          sshcore_gslot_event event);
 /** Worker: whether the slot is free for a new question. An answer nobody waits
  *  for is collected first (an abandoned forward's success queues its cancel).
  */

@@ -30,17 +30,42 @@
 /* The global-request slot                                                */
 /* ---------------------------------------------------------------------- */
 
+sshcore_gslot_action
+sshcore__gslot_event(sshcore_conn *conn, sshcore_gslot_event event)
+{
+    sshcore_gslot before = conn->gslot;
+    sshcore_gslot_action act = sshcore_gslot_fsm_apply(&conn->gslot, event);
+
+    if (act == SSHCORE_GSLOT_ACT_REJECT) {
+        char detail[128];
+        snprintf(detail,
+                 sizeof(detail),
+                 "global-request slot %s: event %s not allowed (a core bug)",
+                 sshcore_fsm_name(SSHCORE_MACHINE_GSLOT,
+                                  SSHCORE_FSM_STATE,
+                                  (int)before),
+                 sshcore_fsm_name(SSHCORE_MACHINE_GSLOT,
+                                  SSHCORE_FSM_EVENT,
+                                  (int)event));
+        sshcore__conn_fail(conn, SSHCORE_E_INVALID_STATE, detail);
+    }
+    return act;
+}
+
 bool
 sshcore__global_slot_free(sshcore_conn *conn)
 {
     int rc;
 
     switch (conn->gslot) {
-    case GSLOT_FREE:
+    case SSHCORE_GSLOT_FREE:
         return true;
-    case GSLOT_OWNED:
+    case SSHCORE_GSLOT_OWNED:
         return false;
-    default:
+    case SSHCORE_GSLOT_KEEPALIVE:
+    case SSHCORE_GSLOT_CANCEL:
+    case SSHCORE_GSLOT_ORPHAN_FORWARD:
+    case SSHCORE_GSLOT__COUNT:
         break;
     }
     /* libssh's slot is not idle: any global-request call only collects */
@@ -48,7 +73,9 @@ sshcore__global_slot_free(sshcore_conn *conn)
     if (rc == SSH_AGAIN) {
         return false;
     }
-    if (conn->gslot == GSLOT_ORPHAN_FORWARD && rc == SSH_OK) {
+    if (sshcore__gslot_event(conn, SSHCORE_GSLOT_EV_COLLECTED) ==
+            SSHCORE_GSLOT_ACT_UNDO_IF_ACCEPTED &&
+        rc == SSH_OK) {
         /* the server listens for an op that is gone: undo it */
         struct sshcore_gcancel *c = calloc(1, sizeof(*c));
         if (c != NULL) {
@@ -61,8 +88,7 @@ sshcore__global_slot_free(sshcore_conn *conn)
     }
     free(conn->gslot_orphan_address);
     conn->gslot_orphan_address = NULL;
-    conn->gslot = GSLOT_FREE;
-    return true;
+    return conn->gslot == SSHCORE_GSLOT_FREE;
 }
 
 void
@@ -77,8 +103,8 @@ sshcore__global_service(sshcore_conn *conn)
         free(c->address);
         free(c);
         if (rc == SSH_AGAIN) {
-            conn->gslot =
-                GSLOT_CANCEL; /* its answer is collected by the next user */
+            /* its answer is collected by the next user */
+            (void)sshcore__gslot_event(conn, SSHCORE_GSLOT_EV_CANCEL_SENT);
             return;
         }
     }
@@ -148,7 +174,7 @@ keepalive_probe(sshcore_conn *conn)
         return;
     }
     (void)ssh_send_keepalive(conn->session);
-    conn->gslot = GSLOT_KEEPALIVE;
+    (void)sshcore__gslot_event(conn, SSHCORE_GSLOT_EV_PROBE_SENT);
 }
 
 /**

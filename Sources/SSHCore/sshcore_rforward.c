@@ -17,8 +17,6 @@
 
 #include "sshcore_internal.h"
 
-enum { RF_REQUEST, RF_WAIT, RF_LISTEN };
-
 /* Random ports tried for port 0 while the server refuses. */
 #define RANDOM_PORT_TRIES 8
 
@@ -46,12 +44,38 @@ typedef struct rforward_op {
     size_t reject_cap;
 
     /* worker only */
-    int phase;
+    sshcore_rf_state state; /* its machine: sshcore_fsm.h */
     uint64_t next_id;
     waiting *_Nullable waiting_head;
 } rforward_op;
 
 static const sshcore_op_vtable rforward_vtable;
+
+/** Applies an event to the forward's machine and returns the action for the
+ *  caller to act on; a rejected one (a core bug) fails the op. */
+static sshcore_rf_action
+rf_event(rforward_op *x, sshcore_rf_event event)
+{
+    sshcore_rf_state before = x->state;
+    sshcore_rf_action act = sshcore_rf_fsm_apply(&x->state, event);
+
+    if (act == SSHCORE_RF_ACT_REJECT) {
+        sshcore_error err;
+        char detail[128];
+        snprintf(detail,
+                 sizeof(detail),
+                 "remote forward in %s: event %s not allowed (a core bug)",
+                 sshcore_fsm_name(SSHCORE_MACHINE_RFORWARD,
+                                  SSHCORE_FSM_STATE,
+                                  (int)before),
+                 sshcore_fsm_name(SSHCORE_MACHINE_RFORWARD,
+                                  SSHCORE_FSM_EVENT,
+                                  (int)event));
+        sshcore__error_set(&err, SSHCORE_E_INVALID_STATE, detail);
+        (void)sshcore__op_complete(&x->base, &err);
+    }
+    return act;
+}
 
 static void
 complete_code(rforward_op *x, int code, const char *_Nullable detail)
@@ -105,7 +129,7 @@ accept_incoming(sshcore_conn *conn)
         }
         for (op = conn->active; op != NULL; op = op->next) {
             rforward_op *f = (rforward_op *)op;
-            if (op->vt == &rforward_vtable && f->phase == RF_LISTEN &&
+            if (op->vt == &rforward_vtable && f->state == SSHCORE_RF_LISTEN &&
                 f->port == dest_port && atomic_load(&op->done) == 0) {
                 owner = f;
                 break;
@@ -210,7 +234,7 @@ port_taken(sshcore_conn *conn, rforward_op *x)
         rforward_op *f = (rforward_op *)op;
         if (op != &x->base && op->vt == &rforward_vtable &&
             atomic_load(&op->done) == 0 &&
-            (f->phase == RF_WAIT || f->phase == RF_LISTEN) &&
+            (f->state == SSHCORE_RF_WAIT || f->state == SSHCORE_RF_LISTEN) &&
             f->port == x->port) {
             return true;
         }
@@ -253,10 +277,14 @@ request_step(sshcore_conn *conn, rforward_op *x)
         (void)sshcore__op_complete(&x->base, &err);
         return false;
     }
-    x->phase = RF_WAIT;
+    if (rf_event(x, SSHCORE_RF_EV_SENT) == SSHCORE_RF_ACT_REJECT) {
+        return false;
+    }
     if (rc == SSH_AGAIN) {
-        conn->gslot = GSLOT_OWNED;
-        conn->gslot_owner = &x->base;
+        if (sshcore__gslot_event(conn, SSHCORE_GSLOT_EV_REQUEST_SENT) !=
+            SSHCORE_GSLOT_ACT_REJECT) {
+            conn->gslot_owner = &x->base;
+        }
         return false;
     }
     return finish_request(conn, x, rc); /* answered within the call */
@@ -268,14 +296,17 @@ finish_request(sshcore_conn *conn, rforward_op *x, int rc)
 {
     ssh_session s = conn->session;
 
-    if (conn->gslot == GSLOT_OWNED && conn->gslot_owner == &x->base) {
-        conn->gslot = GSLOT_FREE;
+    if (conn->gslot == SSHCORE_GSLOT_OWNED && conn->gslot_owner == &x->base) {
         conn->gslot_owner = NULL;
+        (void)sshcore__gslot_event(conn, SSHCORE_GSLOT_EV_ANSWERED);
     }
     if (rc == SSH_OK) {
-        x->phase = RF_LISTEN;
-        x->cb.listening(x->cb.ctx, x->port);
-        return true;
+        if (rf_event(x, SSHCORE_RF_EV_ACCEPTED) ==
+            SSHCORE_RF_ACT_REPORT_LISTENING) {
+            x->cb.listening(x->cb.ctx, x->port);
+            return true;
+        }
+        return false;
     }
     if (!sshcore__conn_libssh_usable(conn)) {
         sshcore_error err;
@@ -288,8 +319,7 @@ finish_request(sshcore_conn *conn, rforward_op *x, int rc)
     }
     if (x->asked_port == 0 && ++x->tries < RANDOM_PORT_TRIES) {
         x->port = random_port();
-        x->phase = RF_REQUEST;
-        return true;
+        return rf_event(x, SSHCORE_RF_EV_RETRY) != SSHCORE_RF_ACT_REJECT;
     }
     {
         sshcore_error err;
@@ -325,15 +355,18 @@ rforward_step(sshcore_conn *conn, sshcore_op *op)
 {
     rforward_op *x = (rforward_op *)op;
 
-    switch (x->phase) {
-    case RF_REQUEST:
+    switch (x->state) {
+    case SSHCORE_RF_REQUEST:
         return request_step(conn, x);
-    case RF_WAIT:
+    case SSHCORE_RF_WAIT:
         return wait_step(conn, x);
-    case RF_LISTEN:
+    case SSHCORE_RF_LISTEN:
         accept_incoming(conn);
         sweep_waiting(x);
         return false;
+    case SSHCORE_RF_ENDED:
+    case SSHCORE_RF__COUNT:
+        break;
     }
     return false;
 }
@@ -352,6 +385,7 @@ rforward_abort(sshcore_conn *conn, sshcore_op *op)
 {
     rforward_op *x = (rforward_op *)op;
     ssh_session s = conn->session;
+    sshcore_rf_action act;
 
     while (x->waiting_head != NULL) {
         waiting *w = x->waiting_head;
@@ -361,16 +395,19 @@ rforward_abort(sshcore_conn *conn, sshcore_op *op)
         }
         free(w);
     }
-    if (conn->gslot == GSLOT_OWNED && conn->gslot_owner == op) {
+    act = rf_event(x, SSHCORE_RF_EV_END);
+    if (act == SSHCORE_RF_ACT_ABANDON_QUESTION &&
+        conn->gslot == SSHCORE_GSLOT_OWNED && conn->gslot_owner == op) {
         /* our question is still out: if the server says yes, it listens for
          * nobody; the next user of the slot collects the answer and cancels */
-        conn->gslot = GSLOT_ORPHAN_FORWARD;
+        (void)sshcore__gslot_event(conn, SSHCORE_GSLOT_EV_OWNER_GONE);
         conn->gslot_owner = NULL;
         free(conn->gslot_orphan_address);
         conn->gslot_orphan_address =
             strdup(x->address != NULL ? x->address : "");
         conn->gslot_orphan_port = x->port;
-    } else if (x->phase == RF_LISTEN && sshcore__conn_libssh_usable(conn)) {
+    } else if (act == SSHCORE_RF_ACT_CANCEL_FORWARD &&
+               sshcore__conn_libssh_usable(conn)) {
         struct sshcore_gcancel *c = calloc(1, sizeof(*c));
         if (c != NULL) {
             c->address = strdup(x->address != NULL ? x->address : "");
@@ -433,7 +470,7 @@ sshcore_rforward_start(sshcore_conn *conn,
     x->asked_port = port;
     x->port = port != 0 ? port : random_port();
     x->accept_timeout_ms = accept_timeout_ms;
-    x->phase = RF_REQUEST;
+    x->state = SSHCORE_RF_REQUEST;
     sshcore__op_init(&x->base,
                      &rforward_vtable,
                      SSHCORE_OP_RFORWARD,

@@ -48,8 +48,8 @@ on_exit_status(ssh_session session,
     session_op *x = userdata;
     (void)session;
     (void)channel;
-    x->exit_kind = SSHCORE_EXIT_STATUS;
-    x->exit_status = status;
+    x->chan.exit_kind = SSHCORE_EXIT_STATUS;
+    x->chan.exit_status = status;
 }
 
 static void
@@ -66,12 +66,12 @@ on_exit_signal(ssh_session session,
     (void)channel;
     (void)errmsg;
     (void)lang;
-    x->exit_kind = SSHCORE_EXIT_SIGNAL;
-    snprintf(x->exit_signal,
-             sizeof(x->exit_signal),
+    x->chan.exit_kind = SSHCORE_EXIT_SIGNAL;
+    snprintf(x->chan.exit_signal,
+             sizeof(x->chan.exit_signal),
              "%s",
              signal != NULL ? signal : "");
-    x->core_dumped = core;
+    x->chan.core_dumped = core;
 }
 
 void
@@ -105,20 +105,22 @@ sshcore__session_fail_call(sshcore_conn *conn,
     (void)sshcore__op_complete(&x->base, &err);
 }
 
-/** Apply a channel event; a rejected transition is a bug in this file. */
 sshcore_chan_action
 sshcore__session_chan_event(session_op *x, sshcore_chan_event ev)
 {
-    sshcore_chan_state before = x->cstate;
-    sshcore_chan_action act = sshcore_chan_fsm_apply(&x->cstate, ev);
+    sshcore_chan_state before = x->chan.state;
+    sshcore_chan_action act = sshcore_chan_fsm_apply(&x->chan.state, ev);
 
     if (act == SSHCORE_CHAN_ACT_REJECT) {
         char detail[128];
-        snprintf(detail,
-                 sizeof(detail),
-                 "channel event %s in state %s",
-                 sshcore_chan_event_name(ev),
-                 sshcore_chan_state_name(before));
+        snprintf(
+            detail,
+            sizeof(detail),
+            "channel in %s: event %s not allowed (a core bug)",
+            sshcore_fsm_name(SSHCORE_MACHINE_CHAN,
+                             SSHCORE_FSM_STATE,
+                             (int)before),
+            sshcore_fsm_name(SSHCORE_MACHINE_CHAN, SSHCORE_FSM_EVENT, (int)ev));
         sshcore__session_complete_code(x, SSHCORE_E_INVALID_STATE, detail);
     }
     return act;
@@ -129,7 +131,7 @@ sshcore__session_chan_event(session_op *x, sshcore_chan_event ev)
 static void
 report_eof(session_op *x)
 {
-    if (x->streamed && !x->bridged && x->cb.eof != NULL &&
+    if (x->streamed && x->bridge == NULL && x->cb.eof != NULL &&
         atomic_load(&x->base.done) == 0) {
         sshcore__session_flush_batch(x);
         x->cb.eof(x->cb.ctx);
@@ -161,7 +163,7 @@ session_io_pass(sshcore_conn *conn, session_op *x)
     if (!sshcore__session_write_input(conn, x, &again)) {
         return false;
     }
-    if (x->bridged) {
+    if (x->bridge != NULL) {
         sshcore__session_bridge_out(
             x,
             &again); /* first: frees sshcore__session_room for held output */
@@ -180,36 +182,36 @@ session_io_pass(sshcore_conn *conn, session_op *x)
      * to announce it: if stdin waits only for that, take another turn. */
     if (sshcore__session_can_write(x) &&
         !sshcore__session_send_backlogged(conn) &&
-        ssh_channel_window_size(x->ch) > 0) {
+        ssh_channel_window_size(x->chan.ch) > 0) {
         pthread_mutex_lock(
-            &x->mu); /* the inbox: callers append under mu (TSan) */
-        again = again || x->wq_head != NULL;
-        pthread_mutex_unlock(&x->mu);
+            &x->in.mu); /* the inbox: callers append under mu (TSan) */
+        again = again || x->in.wq_head != NULL;
+        pthread_mutex_unlock(&x->in.mu);
     }
 
-    if (!x->eof_seen && !sshcore__session_output_pending(x) &&
-        ssh_channel_is_eof(x->ch)) {
-        x->eof_seen = true;
-        if ((x->cstate == SSHCORE_CHAN_OPEN ||
-             x->cstate == SSHCORE_CHAN_EOF_SENT) &&
+    if (!x->chan.eof_seen && !sshcore__session_output_pending(x) &&
+        ssh_channel_is_eof(x->chan.ch)) {
+        x->chan.eof_seen = true;
+        if ((x->chan.state == SSHCORE_CHAN_OPEN ||
+             x->chan.state == SSHCORE_CHAN_EOF_SENT) &&
             sshcore__session_chan_event(x, SSHCORE_CHAN_EV_RECV_EOF) ==
                 SSHCORE_CHAN_ACT_REJECT) {
             return false;
         }
         report_eof(x);
     }
-    if (x->bridged) {
+    if (x->bridge != NULL) {
         sshcore__session_bridge_out(x,
                                     &again); /* what sshcore__session_read_held
                                                 delivered; the EOF's shutdown */
-        if (x->fd_dead) {
+        if (x->bridge->fd_dead) {
             /* the client went away: nothing more to carry either way */
             sshcore__session_complete_code(x, SSHCORE_E_OK, NULL);
             return false;
         }
     }
 
-    if (ssh_channel_is_closed(x->ch)) {
+    if (ssh_channel_is_closed(x->chan.ch)) {
         if (!sshcore__conn_libssh_usable(conn)) {
             sshcore_error err;
             sshcore__error_from_session(&err,
@@ -230,10 +232,10 @@ session_io_pass(sshcore_conn *conn, session_op *x)
         sshcore__session_fail_writes(x,
                                      x->streamed ? SSHCORE_E_CHANNEL_CLOSED
                                                  : SSHCORE_E_OK);
-        if (!x->eof_seen) {
-            x->eof_seen = true;
-            if ((x->cstate == SSHCORE_CHAN_OPEN ||
-                 x->cstate == SSHCORE_CHAN_EOF_SENT) &&
+        if (!x->chan.eof_seen) {
+            x->chan.eof_seen = true;
+            if ((x->chan.state == SSHCORE_CHAN_OPEN ||
+                 x->chan.state == SSHCORE_CHAN_EOF_SENT) &&
                 sshcore__session_chan_event(x, SSHCORE_CHAN_EV_RECV_EOF) ==
                     SSHCORE_CHAN_ACT_REJECT) {
                 return false;
@@ -253,48 +255,30 @@ session_io_pass(sshcore_conn *conn, session_op *x)
 static void
 set_channel_callbacks(session_op *x)
 {
-    memset(&x->cbs, 0, sizeof(x->cbs));
-    x->cbs.userdata = x;
-    x->cbs.channel_data_function = sshcore__session_on_data;
-    x->cbs.channel_exit_status_function = on_exit_status;
-    x->cbs.channel_exit_signal_function = on_exit_signal;
-    ssh_callbacks_init(&x->cbs);
-    ssh_set_channel_callbacks(x->ch, &x->cbs);
+    memset(&x->chan.cbs, 0, sizeof(x->chan.cbs));
+    x->chan.cbs.userdata = x;
+    x->chan.cbs.channel_data_function = sshcore__session_on_data;
+    x->chan.cbs.channel_exit_status_function = on_exit_status;
+    x->chan.cbs.channel_exit_signal_function = on_exit_signal;
+    ssh_callbacks_init(&x->chan.cbs);
+    ssh_set_channel_callbacks(x->chan.ch, &x->chan.cbs);
 }
 
 /** Reports the open channel to the caller (once). */
 static void
 report_open(session_op *x, int env_fallback_used)
 {
-    if (x->started_reported) {
+    if (x->chan.started_reported) {
         return;
     }
-    x->started_reported = true;
-    if (x->bridged) {
-        x->bcb.opened(x->bcb.ctx, x->fd); /* may answer on the socket first */
+    x->chan.started_reported = true;
+    if (x->bridge != NULL) {
+        x->bridge->cb.opened(
+            x->bridge->cb.ctx,
+            x->bridge->fd); /* may answer on the socket first */
     } else if (x->streamed) {
         x->cb.started(x->cb.ctx, env_fallback_used);
     }
-}
-
-/** Applies a channel-setup event (sshcore_phase.c); a rejected one is a core
- *  bug: the operation fails with INVALID_STATE naming the step and event. */
-static bool
-setup_event(session_op *x, sshcore_setup_event event)
-{
-    sshcore_setup before = x->phase;
-    char detail[160];
-
-    if (sshcore_setup_fsm_apply(&x->phase, event) != SSHCORE_SETUP_ACT_REJECT) {
-        return true;
-    }
-    snprintf(detail,
-             sizeof(detail),
-             "channel setup %s: event %s not allowed (a core bug)",
-             sshcore_setup_name((int)before),
-             sshcore_setup_event_name((int)event));
-    sshcore__session_complete_code(x, SSHCORE_E_INVALID_STATE, detail);
-    return false;
 }
 
 /**
@@ -309,34 +293,33 @@ adopt_channel(sshcore_conn *conn, session_op *x)
     int n = 0;
     (void)conn;
 
-    if (x->preset_ch != NULL) {
-        x->ch = x->preset_ch;
-        x->preset_ch = NULL;
+    if (x->adopt.preset_ch != NULL) {
+        x->chan.ch = x->adopt.preset_ch;
+        x->adopt.preset_ch = NULL;
     } else {
-        x->ch = sshcore__rforward_take(x->adopt_parent, x->adopt_id);
+        x->chan.ch = sshcore__rforward_take(x->adopt.parent, x->adopt.id);
     }
-    if (x->ch == NULL) {
-        (void)sshcore__session_chan_event(x, SSHCORE_CHAN_EV_OPEN_FAILED);
-        sshcore__session_complete_code(
-            x,
-            SSHCORE_E_CHANNEL_CLOSED,
-            "the forwarded connection is gone (rejected, timed out, or its "
-            "forward ended)");
+    if (x->chan.ch == NULL) {
+        if (sshcore__session_chan_event(x, SSHCORE_CHAN_EV_OPEN_FAILED) ==
+            SSHCORE_CHAN_ACT_FAIL) {
+            sshcore__session_complete_code(
+                x,
+                SSHCORE_E_CHANNEL_CLOSED,
+                "the forwarded connection is gone (rejected, timed out, or its "
+                "forward ended)");
+        }
         return false;
     }
     set_channel_callbacks(x);
-    held_before = x->held[0];
+    held_before = x->out.held[0];
     /* with an empty buffer this processes packets, and sshcore__session_on_data
      * counts them */
-    n = ssh_channel_poll(x->ch, 0);
-    if (n > 0 && x->held[0] == held_before) {
+    n = ssh_channel_poll(x->chan.ch, 0);
+    if (n > 0 && x->out.held[0] == held_before) {
         sshcore__session_hold(x, 0, (size_t)n);
     }
-    if (sshcore__session_chan_event(x, SSHCORE_CHAN_EV_OPEN_OK) !=
-        SSHCORE_CHAN_ACT_START_IO) {
-        return false;
-    }
-    if (!setup_event(x, SSHCORE_SETUP_EV_STREAM_OPENED)) {
+    if (sshcore__session_chan_event(x, SSHCORE_CHAN_EV_STREAM_OPENED) !=
+        SSHCORE_CHAN_ACT_REPORT_OPEN) {
         return false;
     }
     report_open(x, 0);
@@ -369,23 +352,23 @@ open_retry_later(sshcore_conn *conn, session_op *x)
                    (conn->channel_closed_ms != 0 &&
                     now - conn->channel_closed_ms < OPEN_RETRY_AFTER_CLOSE_MS);
 
-    if (x->kind != SSHCORE_CHANNEL_SESSION || !closing) {
+    if (x->req.kind != SSHCORE_CHANNEL_SESSION || !closing) {
         return false;
     }
-    if (x->open_refused_ms == 0) {
-        x->open_refused_ms = now;
-    } else if (now - x->open_refused_ms >= OPEN_RETRY_LIMIT_MS) {
+    if (x->req.open_refused_ms == 0) {
+        x->req.open_refused_ms = now;
+    } else if (now - x->req.open_refused_ms >= OPEN_RETRY_LIMIT_MS) {
         return false;
     }
-    if (x->open_retries < 5) {
-        pause <<= x->open_retries;
+    if (x->req.open_retries < 5) {
+        pause <<= x->req.open_retries;
     } else {
         pause = OPEN_RETRY_MAX_PAUSE_MS;
     }
     if (pause > OPEN_RETRY_MAX_PAUSE_MS) {
         pause = OPEN_RETRY_MAX_PAUSE_MS;
     }
-    x->open_retries++;
+    x->req.open_retries++;
     x->base.wake_ms = now + pause;
     return true;
 }
@@ -397,20 +380,20 @@ session_step(sshcore_conn *conn, sshcore_op *op)
     ssh_session s = conn->session;
     int rc;
 
-    switch (x->phase) {
-    case SSHCORE_SETUP_OPEN:
-        if (x->adopt_parent != NULL || x->preset_ch != NULL) {
+    switch (x->chan.state) {
+    case SSHCORE_CHAN_OPENING:
+        if (x->adopt.parent != NULL || x->adopt.preset_ch != NULL) {
             return adopt_channel(conn, x);
         }
-        if (x->ch == NULL) {
+        if (x->chan.ch == NULL) {
             if (x->base.wake_ms != 0) {
                 if (sshcore__now_ms() < x->base.wake_ms) {
                     return false; /* a refused open waits to go again */
                 }
                 x->base.wake_ms = 0;
             }
-            x->ch = ssh_channel_new(s);
-            if (x->ch == NULL) {
+            x->chan.ch = ssh_channel_new(s);
+            if (x->chan.ch == NULL) {
                 sshcore__session_fail_call(conn,
                                            x,
                                            SSHCORE_E_OUT_OF_MEMORY,
@@ -419,103 +402,109 @@ session_step(sshcore_conn *conn, sshcore_op *op)
             }
             set_channel_callbacks(x);
         }
-        switch (x->kind) {
+        switch (x->req.kind) {
         case SSHCORE_CHANNEL_SESSION:
-            rc = ssh_channel_open_session(x->ch);
+            rc = ssh_channel_open_session(x->chan.ch);
             break;
         case SSHCORE_CHANNEL_DIRECT_TCPIP:
-            rc = ssh_channel_open_forward(x->ch,
-                                          x->target,
-                                          x->target_port,
-                                          x->originator,
-                                          x->originator_port);
+            rc = ssh_channel_open_forward(x->chan.ch,
+                                          x->req.target,
+                                          x->req.target_port,
+                                          x->req.originator,
+                                          x->req.originator_port);
             break;
         case SSHCORE_CHANNEL_DIRECT_STREAMLOCAL:
-            rc = ssh_channel_open_forward_unix(x->ch,
-                                               x->target,
-                                               x->originator,
-                                               x->originator_port);
+            rc = ssh_channel_open_forward_unix(x->chan.ch,
+                                               x->req.target,
+                                               x->req.originator,
+                                               x->req.originator_port);
             break;
         }
         if (rc == SSH_AGAIN) {
             return false;
         }
         if (rc != SSH_OK && open_retry_later(conn, x)) {
-            ssh_channel_free(x->ch); /* refused: nothing on the server */
-            x->ch = NULL;
+            ssh_channel_free(x->chan.ch); /* refused: nothing on the server */
+            x->chan.ch = NULL;
             return false;
         }
         if (rc != SSH_OK) {
-            (void)sshcore__session_chan_event(x, SSHCORE_CHAN_EV_OPEN_FAILED);
+            if (sshcore__session_chan_event(x, SSHCORE_CHAN_EV_OPEN_FAILED) !=
+                SSHCORE_CHAN_ACT_FAIL) {
+                return false; /* rejected: the op failed */
+            }
             sshcore__session_fail_call(conn,
                                        x,
                                        SSHCORE_E_CHANNEL_OPEN_REFUSED,
-                                       x->kind == SSHCORE_CHANNEL_SESSION
+                                       x->req.kind == SSHCORE_CHANNEL_SESSION
                                            ? "ssh_channel_open_session"
-                                       : x->kind == SSHCORE_CHANNEL_DIRECT_TCPIP
+                                       : x->req.kind ==
+                                               SSHCORE_CHANNEL_DIRECT_TCPIP
                                            ? "ssh_channel_open_forward"
                                            : "ssh_channel_open_forward_unix");
             return false;
         }
-        if (sshcore__session_chan_event(x, SSHCORE_CHAN_EV_OPEN_OK) !=
-            SSHCORE_CHAN_ACT_START_IO) {
-            return false;
-        }
-        if (x->kind != SSHCORE_CHANNEL_SESSION) {
+        if (x->req.kind != SSHCORE_CHANNEL_SESSION) {
             /* a direct channel carries bytes from the moment it is open */
-            if (!setup_event(x, SSHCORE_SETUP_EV_STREAM_OPENED)) {
+            if (sshcore__session_chan_event(x, SSHCORE_CHAN_EV_STREAM_OPENED) !=
+                SSHCORE_CHAN_ACT_REPORT_OPEN) {
                 return false;
             }
             report_open(x, 0);
             return true;
         }
-        return setup_event(x, SSHCORE_SETUP_EV_SESSION_OPENED);
-    case SSHCORE_SETUP_AGENT:
+        return sshcore__session_chan_event(x, SSHCORE_CHAN_EV_SESSION_OPENED) !=
+               SSHCORE_CHAN_ACT_REJECT;
+    case SSHCORE_CHAN_AGENT_REQUEST:
         /* like ssh -A: the server's sessions may use our agent (a request
          * without a reply; a server that does not allow it simply opens no
          * agent channel) */
-        if (conn->agent_socket != NULL && !x->subsystem &&
-            ssh_channel_request_auth_agent(x->ch) == SSH_AGAIN) {
+        if (conn->agent_socket != NULL && !x->req.subsystem &&
+            ssh_channel_request_auth_agent(x->chan.ch) == SSH_AGAIN) {
             return false;
         }
-        return setup_event(x, SSHCORE_SETUP_EV_AGENT_DONE);
-    case SSHCORE_SETUP_ENV:
-        if (x->env_idx >= x->env_count || x->use_fallback) {
-            return setup_event(x, SSHCORE_SETUP_EV_ENV_DONE);
+        return sshcore__session_chan_event(x, SSHCORE_CHAN_EV_AGENT_DONE) !=
+               SSHCORE_CHAN_ACT_REJECT;
+    case SSHCORE_CHAN_ENV_REQUESTS:
+        if (x->req.env_idx >= x->req.env_count || x->req.use_fallback) {
+            return sshcore__session_chan_event(x, SSHCORE_CHAN_EV_ENV_DONE) !=
+                   SSHCORE_CHAN_ACT_REJECT;
         }
-        rc = ssh_channel_request_env(x->ch,
-                                     x->env_names[x->env_idx],
-                                     x->env_values[x->env_idx]);
+        rc = ssh_channel_request_env(x->chan.ch,
+                                     x->req.env_names[x->req.env_idx],
+                                     x->req.env_values[x->req.env_idx]);
         if (rc == SSH_AGAIN) {
             return false;
         }
         if (rc != SSH_OK) {
-            if (sshcore__conn_libssh_usable(conn) && x->fallback == NULL &&
-                x->env_optional) {
-                x->env_idx++; /* refused by AcceptEnv: left unset, as ssh does
-                               */
+            if (sshcore__conn_libssh_usable(conn) && x->req.fallback == NULL &&
+                x->req.env_optional) {
+                x->req
+                    .env_idx++; /* refused by AcceptEnv: left unset, as ssh does
+                                 */
                 return true;
             }
-            if (!sshcore__conn_libssh_usable(conn) || x->fallback == NULL) {
+            if (!sshcore__conn_libssh_usable(conn) || x->req.fallback == NULL) {
                 sshcore__session_fail_call(conn,
                                            x,
                                            SSHCORE_E_CHANNEL_REQUEST_FAILED,
                                            "ssh_channel_request_env");
                 return false;
             }
-            x->use_fallback = true; /* the server's AcceptEnv refused it */
+            x->req.use_fallback = true; /* the server's AcceptEnv refused it */
             return true;
         }
-        x->env_idx++;
+        x->req.env_idx++;
         return true;
-    case SSHCORE_SETUP_PTY:
-        if (!x->want_pty) {
-            return setup_event(x, SSHCORE_SETUP_EV_PTY_DONE);
+    case SSHCORE_CHAN_PTY_REQUEST:
+        if (!x->req.want_pty) {
+            return sshcore__session_chan_event(x, SSHCORE_CHAN_EV_PTY_DONE) !=
+                   SSHCORE_CHAN_ACT_REJECT;
         }
-        rc = ssh_channel_request_pty_size(x->ch,
-                                          x->term,
-                                          (int)x->cols,
-                                          (int)x->rows);
+        rc = ssh_channel_request_pty_size(x->chan.ch,
+                                          x->req.term,
+                                          (int)x->req.cols,
+                                          (int)x->req.rows);
         if (rc == SSH_AGAIN) {
             return false;
         }
@@ -526,19 +515,20 @@ session_step(sshcore_conn *conn, sshcore_op *op)
                                        "ssh_channel_request_pty_size");
             return false;
         }
-        return setup_event(x, SSHCORE_SETUP_EV_PTY_DONE);
-    case SSHCORE_SETUP_START:
-        if (x->command == NULL) {
-            rc = ssh_channel_request_shell(x->ch);
-        } else if (x->subsystem) {
-            rc = ssh_channel_request_subsystem(x->ch, x->command);
+        return sshcore__session_chan_event(x, SSHCORE_CHAN_EV_PTY_DONE) !=
+               SSHCORE_CHAN_ACT_REJECT;
+    case SSHCORE_CHAN_START_REQUEST:
+        if (x->req.command == NULL) {
+            rc = ssh_channel_request_shell(x->chan.ch);
+        } else if (x->req.subsystem) {
+            rc = ssh_channel_request_subsystem(x->chan.ch, x->req.command);
         } else {
-            rc = ssh_channel_request_exec(x->ch,
-                                          x->use_fallback ? x->fallback
-                                                          : x->command);
+            rc = ssh_channel_request_exec(x->chan.ch,
+                                          x->req.use_fallback ? x->req.fallback
+                                                              : x->req.command);
         }
         if (rc == SSH_AGAIN) {
-            x->start_sent = true;
+            x->req.start_sent = true;
             return false;
         }
         if (rc != SSH_OK) {
@@ -546,19 +536,24 @@ session_step(sshcore_conn *conn, sshcore_op *op)
                 conn,
                 x,
                 SSHCORE_E_CHANNEL_REQUEST_FAILED,
-                x->command == NULL ? "ssh_channel_request_shell"
-                : x->subsystem     ? "ssh_channel_request_subsystem"
-                                   : "ssh_channel_request_exec");
+                x->req.command == NULL ? "ssh_channel_request_shell"
+                : x->req.subsystem     ? "ssh_channel_request_subsystem"
+                                       : "ssh_channel_request_exec");
             return false;
         }
-        if (!setup_event(x, SSHCORE_SETUP_EV_STARTED)) {
+        if (sshcore__session_chan_event(x, SSHCORE_CHAN_EV_STARTED) !=
+            SSHCORE_CHAN_ACT_REPORT_OPEN) {
             return false;
         }
-        report_open(x, x->use_fallback ? 1 : 0);
+        report_open(x, x->req.use_fallback ? 1 : 0);
         return true;
-    case SSHCORE_SETUP_IO:
+    case SSHCORE_CHAN_OPEN:
+    case SSHCORE_CHAN_EOF_SENT:
+    case SSHCORE_CHAN_EOF_RECEIVED:
+    case SSHCORE_CHAN_CLOSING:
         return session_io(conn, x);
-    case SSHCORE_SETUP__COUNT:
+    case SSHCORE_CHAN_CLOSED:
+    case SSHCORE_CHAN__COUNT:
         break;
     }
     return false;
@@ -590,10 +585,10 @@ sshcore_op *_Nullable sshcore__session_submit(sshcore_conn *conn,
                                               sshcore_error *err)
 {
     sshcore__op_init(&x->base,
-                     x->bridged ? &bridge_vtable : &session_vtable,
-                     x->bridged    ? SSHCORE_OP_BRIDGE
-                     : x->streamed ? SSHCORE_OP_STREAM
-                                   : SSHCORE_OP_EXEC,
+                     x->bridge != NULL ? &bridge_vtable : &session_vtable,
+                     x->bridge != NULL ? SSHCORE_OP_BRIDGE
+                     : x->streamed     ? SSHCORE_OP_STREAM
+                                       : SSHCORE_OP_EXEC,
                      conn,
                      done,
                      ctx);
@@ -602,7 +597,8 @@ sshcore_op *_Nullable sshcore__session_submit(sshcore_conn *conn,
     }
     if (sshcore__conn_submit(conn, &x->base, err) != 0) {
         sshcore_conn *c = x->base.conn;
-        x->released = true; /* the caller learns it from NULL: no callback */
+        x->chan.released =
+            true; /* the caller learns it from NULL: no callback */
         sshcore__session_destroy(&x->base);
         sshcore__conn_unref(c);
         return NULL;

@@ -44,66 +44,86 @@ typedef struct held_seg {
     size_t len;
 } held_seg;
 
-typedef struct session_op {
-    sshcore_op base;
-    bool streamed;
-    char *_Nullable command; /* NULL: shell */
-    char *_Nullable fallback;
-    char *_Nullable *_Nullable env_names;
-    char *_Nullable *_Nullable env_values;
-    size_t env_count;
-    size_t env_idx;
-    bool want_pty;
-    char term[64];
-    uint32_t cols;
-    uint32_t rows;
-    size_t limit; /* collected: output limit; streamed: buffer limit */
-    sshcore_stream_callbacks cb;
-
-    /* inbox, any thread, guarded by mu (a leaf lock) */
-    pthread_mutex_t mu;
-    wreq *_Nullable wq_head;
-    wreq *_Nullable wq_tail;
-    uint64_t next_id;
-    bool eof_queued;
-    bool inbox_closed; /* the op ended: nothing more is accepted */
-    char signals[SIGNALS_MAX][16];
-    size_t signal_count;
-    bool resize_pending;
-    uint32_t new_cols;
-    uint32_t new_rows;
-
-    /* streamed output not yet consumed by the caller (any thread) */
-    atomic_size_t unconsumed;
-    atomic_int starved; /* the worker stopped reading for lack of room */
-
-    /* worker only */
-    sshcore_setup phase; /* the channel setup machine (sshcore_phase.c) */
-    bool use_fallback;
-    bool env_optional; /* a refused env request is skipped */
-    bool subsystem;    /* command names a subsystem */
-    bool start_sent;   /* SSHCORE_SETUP_START: the exec/shell/subsystem request
-                          went out */
-    /* SSHCORE_SETUP_OPEN: the first refusal of a session open that is tried
-     * again (a slot of our own closing channels), and how often */
-    int64_t open_refused_ms;
-    int open_retries;
+/* What a channel is opened as and, for a session, what its setup asks the
+ * server for: set when the op is made, read by the setup states and by the
+ * close path (which may hand a starting channel on). */
+typedef struct session_request {
     sshcore_channel_kind kind;
     char *_Nullable target; /* direct channels: host or socket path */
     int target_port;
     char *_Nullable originator;
     int originator_port;
+    char *_Nullable command; /* NULL: shell */
+    char *_Nullable fallback;
+    char *_Nullable *_Nullable env_names;
+    char *_Nullable *_Nullable env_values;
+    size_t env_count;
+    bool env_optional; /* a refused env request is skipped */
+    bool subsystem;    /* command names a subsystem */
+    bool want_pty;
+    char term[64];
+    uint32_t cols;
+    uint32_t rows;
+
+    /* worker only: how far the setup got */
+    size_t env_idx;
+    bool use_fallback;
+    bool start_sent; /* START_REQUEST: the exec/shell/subsystem request went
+                        out */
+    /* OPENING: the first refusal of a session open that is tried again (a
+     * slot of our own closing channels), and how often */
+    int64_t open_refused_ms;
+    int open_retries;
+} session_request;
+
+/* The channel and what the server reported on it (worker only). */
+typedef struct session_channel {
     ssh_channel _Nullable ch;
     struct ssh_channel_callbacks_struct cbs;
-    sshcore_chan_state cstate;
+    /* the channel's one state (sshcore_fsm.h): its setup steps, then its I/O;
+     * applied with sshcore__session_chan_event */
+    sshcore_chan_state state;
     bool eof_seen;
     bool eof_sent;
-    bool started_reported;
-    bool released;
-    sshcore_bytes out[2]; /* collected output */
-    sshcore_bytes batch;  /* streamed output not handed over yet */
-    int batch_stream;
-    bool unflushed; /* with cb.flush: data was passed since the last flush */
+    bool started_reported; /* the caller heard it is open */
+    bool released;         /* the caller heard no callback comes any more */
+    sshcore_exit_kind exit_kind;
+    int exit_status;
+    char exit_signal[32];
+    int core_dumped;
+} session_channel;
+
+/* What other threads hand the channel: data, EOF, signals, a resize. Guarded
+ * by mu (a leaf lock). */
+typedef struct session_inbox {
+    pthread_mutex_t mu;
+    wreq *_Nullable wq_head;
+    wreq *_Nullable wq_tail;
+    uint64_t next_id;
+    bool eof_queued;
+    bool closed; /* the op ended: nothing more is accepted */
+    char signals[SIGNALS_MAX][16];
+    size_t signal_count;
+    bool resize_pending;
+    uint32_t new_cols;
+    uint32_t new_rows;
+} session_inbox;
+
+/* The channel's output: collected up to a limit, or streamed to the caller
+ * (each part used only in its mode), and what libssh holds for a slow reader
+ * in either. Worker only, but for the streamed counters. */
+typedef struct session_output {
+    size_t limit; /* collected: output limit; streamed: buffer limit */
+    sshcore_bytes collected[2]; /* collected: stdout, stderr */
+    struct {
+        sshcore_bytes batch; /* not handed over yet */
+        int batch_stream;
+        bool unflushed; /* with cb.flush: data was passed since the last
+                           flush */
+        /* not yet consumed by the caller (any thread) */
+        atomic_size_t unconsumed;
+        atomic_int starved; /* the worker stopped reading for lack of room */
+    } streamed;
     size_t held[2]; /* bytes libssh holds for us, per stream */
     held_seg held_fifo[HELD_MAX];
     size_t held_head;
@@ -111,17 +131,13 @@ typedef struct session_op {
     sshcore_bytes stash; /* held output moved out of libssh, not handed over */
     size_t stash_off;
     int stash_stream;
+} session_output;
 
-    sshcore_exit_kind exit_kind;
-    int exit_status;
-    char exit_signal[32];
-    int core_dumped;
-
-    /* bridged: a socket joined to the channel inside the worker (worker only)
-     */
-    bool bridged;
+/* A bridged op's socket, joined to the channel inside the worker (worker
+ * only, but for the counters): libssh's ssh_connector is the shape. */
+typedef struct session_bridge {
     int fd; /* -1 once closed */
-    sshcore_bridge_callbacks bcb;
+    sshcore_bridge_callbacks cb;
     bool fd_readable; /* poll said so, or not tried yet; cleared on EAGAIN */
     bool fd_writable;
     bool fd_read_eof;   /* the socket's client finished sending (or failed) */
@@ -133,12 +149,29 @@ typedef struct session_op {
     size_t fdout_off;
     _Atomic uint64_t to_fd;
     _Atomic uint64_t from_fd;
+} session_bridge;
 
-    /* a forwarded-tcpip channel already open, waiting in a remote forward op */
-    sshcore_op *_Nullable adopt_parent; /* strong reference */
-    uint64_t adopt_id;
-    ssh_channel _Nullable preset_ch; /* a forwarded agent channel, open, to take
-                                      */
+/* A channel that is already open when the op starts: a forwarded-tcpip
+ * channel waiting in a remote forward op, or a forwarded agent channel. */
+typedef struct session_adoption {
+    sshcore_op *_Nullable parent; /* the remote forward; a strong reference */
+    uint64_t id;
+    ssh_channel _Nullable preset_ch; /* a forwarded agent channel, to take */
+} session_adoption;
+
+/* A session channel op: a command, shell or subsystem, or a direct or
+ * forwarded channel; its output collected or streamed, or its bytes carried
+ * to a socket (a bridge). */
+typedef struct session_op {
+    sshcore_op base;
+    bool streamed;               /* else collected, unless bridged */
+    sshcore_stream_callbacks cb; /* streamed: the caller's */
+    session_request req;
+    session_channel chan;
+    session_inbox in;
+    session_output out;
+    session_bridge *_Nullable bridge; /* bridged ops only */
+    session_adoption adopt;
 } session_op;
 
 /* sshcore_session.c */
@@ -149,8 +182,19 @@ void sshcore__session_fail_call(sshcore_conn *conn,
                                 session_op *x,
                                 int channel_code,
                                 const char *fn);
+/** Applies a channel event and returns its action for the caller to act on;
+ *  a rejected one is a core bug: the operation fails with INVALID_STATE
+ *  naming the state and the event. */
 sshcore_chan_action sshcore__session_chan_event(session_op *x,
                                                 sshcore_chan_event ev);
+/** Whether the channel carries bytes: its setup is done and it has not closed
+ *  (open, an EOF sent or received, or closing). */
+static inline bool
+sshcore__session_in_io(const session_op *x)
+{
+    return x->chan.state >= SSHCORE_CHAN_OPEN &&
+           x->chan.state <= SSHCORE_CHAN_CLOSING;
+}
 sshcore_op *_Nullable sshcore__session_submit(sshcore_conn *conn,
                                               session_op *x,
                                               sshcore_op_done_fn done,

@@ -21,8 +21,8 @@
 bool
 sshcore__session_can_write(const session_op *x)
 {
-    return x->cstate == SSHCORE_CHAN_OPEN ||
-           x->cstate == SSHCORE_CHAN_EOF_RECEIVED;
+    return x->chan.state == SSHCORE_CHAN_OPEN ||
+           x->chan.state == SSHCORE_CHAN_EOF_RECEIVED;
 }
 
 /** Completes a write request outside the lock and frees it. */
@@ -47,22 +47,23 @@ sshcore__session_send_controls(sshcore_conn *conn, session_op *x)
     uint32_t cols = 0;
     uint32_t rows = 0;
 
-    pthread_mutex_lock(&x->mu);
-    count = x->signal_count;
-    memcpy(signals, x->signals, sizeof(signals));
-    x->signal_count = 0;
-    resize = x->resize_pending;
-    cols = x->new_cols;
-    rows = x->new_rows;
-    x->resize_pending = false;
-    pthread_mutex_unlock(&x->mu);
+    pthread_mutex_lock(&x->in.mu);
+    count = x->in.signal_count;
+    memcpy(signals, x->in.signals, sizeof(signals));
+    x->in.signal_count = 0;
+    resize = x->in.resize_pending;
+    cols = x->in.new_cols;
+    rows = x->in.new_rows;
+    x->in.resize_pending = false;
+    pthread_mutex_unlock(&x->in.mu);
 
-    if (ssh_channel_is_closed(x->ch)) {
+    if (ssh_channel_is_closed(x->chan.ch)) {
         return true; /* nobody to tell */
     }
     for (i = 0; i < count; i++) {
         /* no reply is asked for: libssh sends it and returns */
-        if (ssh_channel_request_send_signal(x->ch, signals[i]) == SSH_ERROR &&
+        if (ssh_channel_request_send_signal(x->chan.ch, signals[i]) ==
+                SSH_ERROR &&
             !sshcore__conn_libssh_usable(conn)) {
             sshcore__session_fail_call(conn,
                                        x,
@@ -71,8 +72,9 @@ sshcore__session_send_controls(sshcore_conn *conn, session_op *x)
             return false;
         }
     }
-    if (resize && x->want_pty &&
-        ssh_channel_change_pty_size(x->ch, (int)cols, (int)rows) == SSH_ERROR &&
+    if (resize && x->req.want_pty &&
+        ssh_channel_change_pty_size(x->chan.ch, (int)cols, (int)rows) ==
+            SSH_ERROR &&
         !sshcore__conn_libssh_usable(conn)) {
         sshcore__session_fail_call(conn,
                                    x,
@@ -133,8 +135,8 @@ sshcore__session_channel_send(sshcore_conn *conn,
     if (*budget == 0 || sshcore__session_send_backlogged(conn)) {
         return 0;
     }
-    if (n > ssh_channel_window_size(x->ch)) {
-        n = ssh_channel_window_size(x->ch);
+    if (n > ssh_channel_window_size(x->chan.ch)) {
+        n = ssh_channel_window_size(x->chan.ch);
     }
     if (n > *budget) {
         n = *budget;
@@ -142,7 +144,7 @@ sshcore__session_channel_send(sshcore_conn *conn,
     if (n == 0) {
         return 0; /* the window is closed: a WINDOW_ADJUST will wake us */
     }
-    rc = ssh_channel_write(x->ch, p, (uint32_t)n);
+    rc = ssh_channel_write(x->chan.ch, p, (uint32_t)n);
     if (rc < 0) {
         if (!sshcore__conn_libssh_usable(conn)) {
             sshcore__session_fail_call(conn,
@@ -163,17 +165,20 @@ sshcore__session_channel_send(sshcore_conn *conn,
 bool
 sshcore__session_send_channel_eof(sshcore_conn *conn, session_op *x)
 {
+    if (sshcore__session_chan_event(x, SSHCORE_CHAN_EV_SEND_EOF) !=
+        SSHCORE_CHAN_ACT_SEND_EOF) {
+        return false; /* rejected: the op failed */
+    }
+    x->chan.eof_sent = true;
     /* SSH_AGAIN: the EOF is queued, only the flush is pending */
-    if (ssh_channel_send_eof(x->ch) == SSH_ERROR) {
+    if (ssh_channel_send_eof(x->chan.ch) == SSH_ERROR) {
         sshcore__session_fail_call(conn,
                                    x,
                                    SSHCORE_E_PROTOCOL,
                                    "ssh_channel_send_eof");
         return false;
     }
-    x->eof_sent = true;
-    return sshcore__session_chan_event(x, SSHCORE_CHAN_EV_SEND_EOF) !=
-           SSHCORE_CHAN_ACT_REJECT;
+    return true;
 }
 
 /** Queued stdin and EOF, in order, within the peer's window. */
@@ -186,34 +191,35 @@ sshcore__session_write_input(sshcore_conn *conn, session_op *x, bool *again)
         wreq *w = NULL;
         long rc = 0;
 
-        pthread_mutex_lock(&x->mu);
-        w = x->wq_head;
+        pthread_mutex_lock(&x->in.mu);
+        w = x->in.wq_head;
         if (w != NULL && (w->cancelled || (!w->eof && w->off == w->len))) {
-            x->wq_head = w->next;
-            if (x->wq_head == NULL) {
-                x->wq_tail = NULL;
+            x->in.wq_head = w->next;
+            if (x->in.wq_head == NULL) {
+                x->in.wq_tail = NULL;
             }
-            pthread_mutex_unlock(&x->mu);
+            pthread_mutex_unlock(&x->in.mu);
             finish_wreq(w, w->cancelled ? SSHCORE_E_CANCELLED : SSHCORE_E_OK);
             continue;
         }
-        pthread_mutex_unlock(&x->mu);
+        pthread_mutex_unlock(&x->in.mu);
         if (w == NULL) {
             return true;
         }
-        if (!sshcore__session_can_write(x) || ssh_channel_is_closed(x->ch)) {
+        if (!sshcore__session_can_write(x) ||
+            ssh_channel_is_closed(x->chan.ch)) {
             return true; /* the close path fails what is left */
         }
         if (w->eof) {
             if (!sshcore__session_send_channel_eof(conn, x)) {
                 return false;
             }
-            pthread_mutex_lock(&x->mu);
-            x->wq_head = w->next;
-            if (x->wq_head == NULL) {
-                x->wq_tail = NULL;
+            pthread_mutex_lock(&x->in.mu);
+            x->in.wq_head = w->next;
+            if (x->in.wq_head == NULL) {
+                x->in.wq_tail = NULL;
             }
-            pthread_mutex_unlock(&x->mu);
+            pthread_mutex_unlock(&x->in.mu);
             finish_wreq(w, SSHCORE_E_OK);
             continue;
         }
@@ -239,11 +245,11 @@ sshcore__session_fail_writes(session_op *x, int code)
 {
     wreq *list = NULL;
 
-    pthread_mutex_lock(&x->mu);
-    list = x->wq_head;
-    x->wq_head = NULL;
-    x->wq_tail = NULL;
-    pthread_mutex_unlock(&x->mu);
+    pthread_mutex_lock(&x->in.mu);
+    list = x->in.wq_head;
+    x->in.wq_head = NULL;
+    x->in.wq_tail = NULL;
+    pthread_mutex_unlock(&x->in.mu);
     while (list != NULL) {
         wreq *next = list->next;
         finish_wreq(list, code);
@@ -255,13 +261,13 @@ sshcore__session_fail_writes(session_op *x, int code)
 void
 sshcore__session_enqueue(session_op *x, wreq *w)
 {
-    w->id = x->next_id++;
-    if (x->wq_tail != NULL) {
-        x->wq_tail->next = w;
+    w->id = x->in.next_id++;
+    if (x->in.wq_tail != NULL) {
+        x->in.wq_tail->next = w;
     } else {
-        x->wq_head = w;
+        x->in.wq_head = w;
     }
-    x->wq_tail = w;
+    x->in.wq_tail = w;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -272,7 +278,7 @@ sshcore__session_enqueue(session_op *x, wreq *w)
 static bool
 inbox_open(session_op *x, sshcore_error *err)
 {
-    if (x->inbox_closed || atomic_load(&x->base.done) != 0) {
+    if (x->in.closed || atomic_load(&x->base.done) != 0) {
         int code = x->base.err.code;
         if (atomic_load(&x->base.done) == 0 || code == SSHCORE_E_OK) {
             code = SSHCORE_E_CHANNEL_CLOSED;
@@ -312,9 +318,9 @@ sshcore_stream_write(sshcore_op *op,
     w->len = len;
     w->done = done;
     w->ctx = ctx;
-    pthread_mutex_lock(&x->mu);
-    if (!inbox_open(x, err) || x->eof_queued) {
-        if (x->eof_queued && atomic_load(&op->done) == 0 && !x->inbox_closed) {
+    pthread_mutex_lock(&x->in.mu);
+    if (!inbox_open(x, err) || x->in.eof_queued) {
+        if (x->in.eof_queued && atomic_load(&op->done) == 0 && !x->in.closed) {
             sshcore__error_set(err,
                                SSHCORE_E_INVALID_STATE,
                                "stdin was already finished (EOF)");
@@ -327,7 +333,7 @@ sshcore_stream_write(sshcore_op *op,
     w = NULL; /* the inbox owns it */
 
 out:
-    pthread_mutex_unlock(&x->mu);
+    pthread_mutex_unlock(&x->in.mu);
     if (w != NULL) {
         free(w->data);
         free(w);
@@ -352,15 +358,15 @@ sshcore_stream_write_cancel(sshcore_op *op, uint64_t id)
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;
-    pthread_mutex_lock(&x->mu);
-    for (w = x->wq_head; w != NULL; w = w->next) {
+    pthread_mutex_lock(&x->in.mu);
+    for (w = x->in.wq_head; w != NULL; w = w->next) {
         if (w->id == id) {
             w->cancelled = true;
             found = true;
             break;
         }
     }
-    pthread_mutex_unlock(&x->mu);
+    pthread_mutex_unlock(&x->in.mu);
     if (found) {
         sshcore__conn_wake(op->conn);
     }
@@ -387,20 +393,20 @@ sshcore_stream_send_eof(sshcore_op *op, sshcore_error *err)
         return err->code;
     }
     w->eof = true;
-    pthread_mutex_lock(&x->mu);
+    pthread_mutex_lock(&x->in.mu);
     if (!inbox_open(x, err)) {
         rc = err->code;
         goto out;
     }
-    if (x->eof_queued) {
+    if (x->in.eof_queued) {
         goto out; /* idempotent: nothing to wake for */
     }
-    x->eof_queued = true;
+    x->in.eof_queued = true;
     sshcore__session_enqueue(x, w);
     w = NULL; /* the inbox owns it */
 
 out:
-    pthread_mutex_unlock(&x->mu);
+    pthread_mutex_unlock(&x->in.mu);
     if (w == NULL) {
         sshcore__conn_wake(op->conn);
     }
@@ -419,27 +425,30 @@ sshcore_stream_signal(sshcore_op *op, const char *name, sshcore_error *err)
     }
     x = (session_op *)op;
     if (name == NULL || name[0] == '\0' ||
-        strlen(name) >= sizeof(x->signals[0])) {
+        strlen(name) >= sizeof(x->in.signals[0])) {
         sshcore__error_set(err, SSHCORE_E_INVALID_ARGUMENT, "bad signal name");
         return err->code;
     }
-    pthread_mutex_lock(&x->mu);
+    pthread_mutex_lock(&x->in.mu);
     if (!inbox_open(x, err)) {
         rc = err->code;
         goto out;
     }
-    if (x->signal_count == SIGNALS_MAX) {
+    if (x->in.signal_count == SIGNALS_MAX) {
         sshcore__error_set(err,
                            SSHCORE_E_INVALID_STATE,
                            "too many signals waiting to be sent");
         rc = err->code;
         goto out;
     }
-    snprintf(x->signals[x->signal_count], sizeof(x->signals[0]), "%s", name);
-    x->signal_count++;
+    snprintf(x->in.signals[x->in.signal_count],
+             sizeof(x->in.signals[0]),
+             "%s",
+             name);
+    x->in.signal_count++;
 
 out:
-    pthread_mutex_unlock(&x->mu);
+    pthread_mutex_unlock(&x->in.mu);
     if (rc == SSHCORE_E_OK) {
         sshcore__conn_wake(op->conn);
     }
@@ -469,24 +478,24 @@ sshcore_stream_resize(sshcore_op *op,
                            "terminal size out of range");
         return err->code;
     }
-    pthread_mutex_lock(&x->mu);
+    pthread_mutex_lock(&x->in.mu);
     if (!inbox_open(x, err)) {
         rc = err->code;
         goto out;
     }
-    if (!x->want_pty) {
+    if (!x->req.want_pty) {
         sshcore__error_set(err,
                            SSHCORE_E_INVALID_STATE,
                            "the channel has no PTY");
         rc = err->code;
         goto out;
     }
-    x->resize_pending = true;
-    x->new_cols = cols;
-    x->new_rows = rows;
+    x->in.resize_pending = true;
+    x->in.new_cols = cols;
+    x->in.new_rows = rows;
 
 out:
-    pthread_mutex_unlock(&x->mu);
+    pthread_mutex_unlock(&x->in.mu);
     if (rc == SSHCORE_E_OK) {
         sshcore__conn_wake(op->conn);
     }

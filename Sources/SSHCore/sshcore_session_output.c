@@ -28,8 +28,8 @@
 size_t
 sshcore__session_room(session_op *x)
 {
-    size_t used = atomic_load(&x->unconsumed);
-    return used >= x->limit ? 0 : x->limit - used;
+    size_t used = atomic_load(&x->out.streamed.unconsumed);
+    return used >= x->out.limit ? 0 : x->out.limit - used;
 }
 
 /** Output that arrived but waits for sshcore__session_room: in libssh or in the
@@ -37,7 +37,7 @@ sshcore__session_room(session_op *x)
 bool
 sshcore__session_output_pending(const session_op *x)
 {
-    return x->held_count > 0 || x->stash_off < x->stash.len;
+    return x->out.held_count > 0 || x->out.stash_off < x->out.stash.len;
 }
 
 /** Hands the batched output to the caller (worker). */
@@ -46,19 +46,22 @@ sshcore__session_flush_batch(session_op *x)
 {
     if (x->cb.flush != NULL) {
         /* the caller gathered the packets: tell it the pass is over */
-        if (x->unflushed && atomic_load(&x->base.done) == 0) {
+        if (x->out.streamed.unflushed && atomic_load(&x->base.done) == 0) {
             x->cb.flush(x->cb.ctx);
         }
-        x->unflushed = false;
+        x->out.streamed.unflushed = false;
         return;
     }
-    if (x->batch.len == 0) {
+    if (x->out.streamed.batch.len == 0) {
         return;
     }
     if (atomic_load(&x->base.done) == 0) {
-        x->cb.data(x->cb.ctx, x->batch_stream, x->batch.data, x->batch.len);
+        x->cb.data(x->cb.ctx,
+                   x->out.streamed.batch_stream,
+                   x->out.streamed.batch.data,
+                   x->out.streamed.batch.len);
     }
-    x->batch.len = 0;
+    x->out.streamed.batch.len = 0;
 }
 
 /**
@@ -72,27 +75,28 @@ sshcore__session_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
         return true;
     }
     if (!x->streamed) {
-        if (x->out[0].len + x->out[1].len + n > x->limit) {
+        if (x->out.collected[0].len + x->out.collected[1].len + n >
+            x->out.limit) {
             char detail[96];
             snprintf(detail,
                      sizeof(detail),
                      "more than %zu bytes of output",
-                     x->limit);
+                     x->out.limit);
             sshcore__session_complete_code(x, SSHCORE_E_OUTPUT_LIMIT, detail);
             return false;
         }
-        if (sshcore__bytes_append(&x->out[stream], p, n) != 0) {
+        if (sshcore__bytes_append(&x->out.collected[stream], p, n) != 0) {
             sshcore__session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
             return false;
         }
         return true;
     }
     /* counted at once: batched bytes are in memory as much as delivered ones */
-    atomic_fetch_add(&x->unconsumed, n);
-    if (x->bridged) {
+    atomic_fetch_add(&x->out.streamed.unconsumed, n);
+    if (x->bridge != NULL) {
         /* the socket is the consumer: sshcore__session_bridge_out writes it and
          * frees the sshcore__session_room */
-        if (sshcore__bytes_append(&x->fdout, p, n) != 0) {
+        if (sshcore__bytes_append(&x->bridge->fdout, p, n) != 0) {
             sshcore__session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
             return false;
         }
@@ -106,22 +110,23 @@ sshcore__session_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
     if (x->cb.flush != NULL) {
         /* straight from libssh's buffer: the caller copies it once */
         x->cb.data(x->cb.ctx, stream, p, n);
-        x->unflushed = true;
+        x->out.streamed.unflushed = true;
         return true;
     }
-    if (x->batch.len > 0 &&
-        (x->batch_stream != stream || x->batch.len + n > BATCH_MAX)) {
+    if (x->out.streamed.batch.len > 0 &&
+        (x->out.streamed.batch_stream != stream ||
+         x->out.streamed.batch.len + n > BATCH_MAX)) {
         sshcore__session_flush_batch(x);
     }
-    if (x->batch.len == 0 && n >= BATCH_MAX) {
+    if (x->out.streamed.batch.len == 0 && n >= BATCH_MAX) {
         x->cb.data(x->cb.ctx, stream, p, n); /* big enough alone: no copy */
         return true;
     }
-    if (sshcore__bytes_append(&x->batch, p, n) != 0) {
+    if (sshcore__bytes_append(&x->out.streamed.batch, p, n) != 0) {
         sshcore__session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
         return false;
     }
-    x->batch_stream = stream;
+    x->out.streamed.batch_stream = stream;
     return true;
 }
 
@@ -134,29 +139,29 @@ sshcore__session_hold(session_op *x, int stream, size_t n)
     if (n == 0) {
         return;
     }
-    x->held[stream] += n;
-    if (x->held_count > 0) {
-        tail = (x->held_head + x->held_count - 1) % HELD_MAX;
-        if (x->held_fifo[tail].stream == stream) {
-            x->held_fifo[tail].len += n;
+    x->out.held[stream] += n;
+    if (x->out.held_count > 0) {
+        tail = (x->out.held_head + x->out.held_count - 1) % HELD_MAX;
+        if (x->out.held_fifo[tail].stream == stream) {
+            x->out.held_fifo[tail].len += n;
             return;
         }
     }
-    if (x->held_count == HELD_MAX) {
+    if (x->out.held_count == HELD_MAX) {
         /* pathological interleaving: keep the bytes, lose exact order */
-        for (size_t i = x->held_count; i > 0; i--) {
-            size_t k = (x->held_head + i - 1) % HELD_MAX;
-            if (x->held_fifo[k].stream == stream) {
-                x->held_fifo[k].len += n;
+        for (size_t i = x->out.held_count; i > 0; i--) {
+            size_t k = (x->out.held_head + i - 1) % HELD_MAX;
+            if (x->out.held_fifo[k].stream == stream) {
+                x->out.held_fifo[k].len += n;
                 return;
             }
         }
         return;
     }
-    tail = (x->held_head + x->held_count) % HELD_MAX;
-    x->held_fifo[tail].stream = stream;
-    x->held_fifo[tail].len = n;
-    x->held_count++;
+    tail = (x->out.held_head + x->out.held_count) % HELD_MAX;
+    x->out.held_fifo[tail].stream = stream;
+    x->out.held_fifo[tail].len = n;
+    x->out.held_count++;
 }
 
 /**
@@ -181,13 +186,13 @@ sshcore__session_on_data(ssh_session session,
     if (atomic_load(&x->base.done) != 0) {
         return (int)len; /* nobody wants it any more */
     }
-    fresh = len >= x->held[stream] ? len - x->held[stream] : 0;
+    fresh = len >= x->out.held[stream] ? len - x->out.held[stream] : 0;
     if (!x->streamed) {
         /* collected output takes everything at once */
         if (!sshcore__session_deliver(x, stream, data, len)) {
             return (int)len;
         }
-        x->held[stream] = 0;
+        x->out.held[stream] = 0;
         return (int)len;
     }
     if (sshcore__session_output_pending(x)) {
@@ -195,10 +200,10 @@ sshcore__session_on_data(ssh_session session,
         sshcore__session_hold(x, stream, fresh);
         return 0;
     }
-    if (x->bridged) {
+    if (x->bridge != NULL) {
         size_t sent = sshcore__session_bridge_send_direct(x, data, len);
         if (sent == len) {
-            x->held[stream] = 0;
+            x->out.held[stream] = 0;
             return (int)len;
         }
         data = (uint8_t *)data + sent;
@@ -208,23 +213,23 @@ sshcore__session_on_data(ssh_session session,
         take = sshcore__session_room(x);
         take = take < len ? take : len;
         (void)sshcore__session_deliver(x, stream, data, take);
-        x->held[stream] = 0;
+        x->out.held[stream] = 0;
         sshcore__session_hold(x, stream, len - take);
         return (int)(sent + take);
     }
     /* Mark starvation before looking at the sshcore__session_room: a consumer
      * that frees sshcore__session_room after this store sees the mark and wakes
      * the worker (see consumed). */
-    atomic_store(&x->starved, 1);
+    atomic_store(&x->out.streamed.starved, 1);
     take = sshcore__session_room(x);
     if (take >= len) {
         take = len;
-        atomic_store(&x->starved, 0);
+        atomic_store(&x->out.streamed.starved, 0);
     }
     (void)sshcore__session_deliver(x, stream, data, take);
     /* libssh keeps what we did not take; with nothing held before, that is
      * the tail of this packet */
-    x->held[stream] = 0;
+    x->out.held[stream] = 0;
     sshcore__session_hold(x, stream, len - take);
     return (int)take;
 }
@@ -245,49 +250,49 @@ bool
 sshcore__session_read_held(sshcore_conn *conn, session_op *x, bool *again)
 {
     while (atomic_load(&x->base.done) == 0) {
-        if (x->stash_off < x->stash.len) {
-            size_t want = x->stash.len - x->stash_off;
+        if (x->out.stash_off < x->out.stash.len) {
+            size_t want = x->out.stash.len - x->out.stash_off;
             if (x->streamed) {
                 size_t r = 0;
                 atomic_store(
-                    &x->starved,
+                    &x->out.streamed.starved,
                     1); /* before the look, as in sshcore__session_on_data */
                 r = sshcore__session_room(x);
                 if (r == 0) {
                     return true;
                 }
-                atomic_store(&x->starved, 0);
+                atomic_store(&x->out.streamed.starved, 0);
                 if (want > r) {
                     want = r;
                 }
             }
             if (!sshcore__session_deliver(x,
-                                          x->stash_stream,
-                                          x->stash.data + x->stash_off,
+                                          x->out.stash_stream,
+                                          x->out.stash.data + x->out.stash_off,
                                           want)) {
                 return false;
             }
-            x->stash_off += want;
-            if (x->stash_off == x->stash.len) {
-                x->stash.len = 0;
-                x->stash_off = 0;
+            x->out.stash_off += want;
+            if (x->out.stash_off == x->out.stash.len) {
+                x->out.stash.len = 0;
+                x->out.stash_off = 0;
             }
             *again = true; /* one piece per turn and channel, for fairness */
             return true;
         }
-        if (x->held_count == 0) {
+        if (x->out.held_count == 0) {
             return true;
         }
-        held_seg *seg = &x->held_fifo[x->held_head];
+        held_seg *seg = &x->out.held_fifo[x->out.held_head];
         size_t want = seg->len > UINT32_MAX ? UINT32_MAX : seg->len;
         int n = 0;
 
-        if (sshcore__bytes_reserve(&x->stash, want) != 0) {
+        if (sshcore__bytes_reserve(&x->out.stash, want) != 0) {
             sshcore__session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
             return false;
         }
-        n = ssh_channel_read_nonblocking(x->ch,
-                                         x->stash.data,
+        n = ssh_channel_read_nonblocking(x->chan.ch,
+                                         x->out.stash.data,
                                          (uint32_t)want,
                                          seg->stream);
         if (n == SSH_ERROR) {
@@ -299,20 +304,21 @@ sshcore__session_read_held(sshcore_conn *conn, session_op *x, bool *again)
         }
         if (n <= 0) {
             /* libssh holds less than we counted: forget the difference */
-            x->held[seg->stream] = 0;
-            x->held_head = (x->held_head + 1) % HELD_MAX;
-            x->held_count--;
+            x->out.held[seg->stream] = 0;
+            x->out.held_head = (x->out.held_head + 1) % HELD_MAX;
+            x->out.held_count--;
             continue;
         }
-        x->stash.len = (size_t)n;
-        x->stash_off = 0;
-        x->stash_stream = seg->stream;
+        x->out.stash.len = (size_t)n;
+        x->out.stash_off = 0;
+        x->out.stash_stream = seg->stream;
         seg->len -= (size_t)n;
-        x->held[seg->stream] -=
-            (size_t)n < x->held[seg->stream] ? (size_t)n : x->held[seg->stream];
+        x->out.held[seg->stream] -= (size_t)n < x->out.held[seg->stream]
+                                        ? (size_t)n
+                                        : x->out.held[seg->stream];
         if (seg->len == 0) {
-            x->held_head = (x->held_head + 1) % HELD_MAX;
-            x->held_count--;
+            x->out.held_head = (x->out.held_head + 1) % HELD_MAX;
+            x->out.held_count--;
         }
     }
     return true;
@@ -331,13 +337,13 @@ sshcore_stream_consumed(sshcore_op *op, size_t n)
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;
-    before = atomic_load(&x->unconsumed);
+    before = atomic_load(&x->out.streamed.unconsumed);
 
-    while (!atomic_compare_exchange_weak(&x->unconsumed,
+    while (!atomic_compare_exchange_weak(&x->out.streamed.unconsumed,
                                          &before,
                                          before >= n ? before - n : 0)) {
     }
-    if (atomic_exchange(&x->starved, 0) != 0) {
+    if (atomic_exchange(&x->out.streamed.starved, 0) != 0) {
         sshcore__conn_wake(op->conn);
     }
     return SSHCORE_E_OK;

@@ -55,7 +55,7 @@ sshcore__conn_teardown(sshcore_conn *conn)
         ssh_event_free(conn->event);
         conn->event = NULL;
     }
-    sshcore__auth_release(conn); /* while the session still exists */
+    sshcore__conn_setup_free(conn); /* while the session still exists */
     sshcore__orphans_free(
         conn); /* before ssh_disconnect, which frees every channel */
     if (conn->session != NULL) {
@@ -77,8 +77,4 @@ sshcore__conn_teardown(sshcore_conn *conn)
     }
     conn->lib_fd = -1;
     sshcore__conn_close_socket(conn);
-    if (conn->ai_list != NULL) {
-        freeaddrinfo(conn->ai_list);
-        conn->ai_list = NULL;
-    }
 }

@@ -79,35 +79,29 @@ handle_requests(sshcore_conn *conn, conn_requests *rq)
     sshcore_op *next = NULL;
     sshcore_error err;
 
-    if (rq->cancel && conn->phase != SSHCORE_PHASE_DONE &&
-        conn->state != SSHCORE_CONN_READY) {
+    if (rq->cancel && sshcore__conn_live(conn) &&
+        conn->phase != SSHCORE_PHASE_READY) {
         sshcore__conn_fail(conn, SSHCORE_E_CANCELLED, NULL);
     }
-    if (rq->close && conn->phase != SSHCORE_PHASE_DONE) {
-        if (conn->state != SSHCORE_CONN_READY) {
+    if (rq->close && sshcore__conn_live(conn)) {
+        if (conn->phase != SSHCORE_PHASE_READY) {
             sshcore__error_set(&err,
                                SSHCORE_E_CANCELLED,
                                "closed while connecting");
             sshcore__conn_connect_complete(conn, &err);
         }
-        if (sshcore__conn_apply(conn, SSHCORE_CONN_EV_CLOSE) ==
-            SSHCORE_CONN_ACT_TEAR_DOWN) {
+        if (sshcore__conn_event(conn, SSHCORE_PHASE_EV_CLOSE) ==
+            SSHCORE_PHASE_ACT_TEAR_DOWN) {
             sshcore__error_set(&err, SSHCORE_E_CLOSED, NULL);
             sshcore__conn_fail_ops(conn, conn->active, &err);
             conn->active = NULL;
-            (void)sshcore__conn_phase(conn, SSHCORE_PHASE_EV_ENDED);
         }
     }
     if (rq->verdict && conn->phase == SSHCORE_PHASE_HOSTKEY_WAIT) {
         if (!rq->accept) {
             sshcore__conn_fail(conn, SSHCORE_E_HOST_KEY_REJECTED, rq->reason);
-        } else if (sshcore__conn_apply(conn, SSHCORE_CONN_EV_HANDSHAKE_DONE) ==
-                   SSHCORE_CONN_ACT_AUTHENTICATE) {
-            (void)sshcore__conn_phase(conn, SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED);
         } else {
-            sshcore__conn_fail(conn,
-                               SSHCORE_E_INVALID_STATE,
-                               "host key verdict in a wrong state");
+            (void)sshcore__conn_event(conn, SSHCORE_PHASE_EV_HOSTKEY_ACCEPTED);
         }
     }
     if (rq->kbd && conn->phase == SSHCORE_PHASE_ANSWER_WAIT) {
@@ -126,8 +120,8 @@ handle_requests(sshcore_conn *conn, conn_requests *rq)
             continue;
         }
         if (conn->phase != SSHCORE_PHASE_READY ||
-            sshcore__conn_apply(conn, SSHCORE_CONN_EV_OPEN_CHANNEL) !=
-                SSHCORE_CONN_ACT_OPEN_CHANNEL) {
+            sshcore__conn_event(conn, SSHCORE_PHASE_EV_OPEN_CHANNEL) !=
+                SSHCORE_PHASE_ACT_OPEN_CHANNEL) {
             int code = atomic_load(&conn->fail_code);
             sshcore__error_set(&err, code != 0 ? code : SSHCORE_E_CLOSED, NULL);
             sshcore__conn_fail_ops(conn, op, &err);
@@ -204,10 +198,11 @@ advance(sshcore_conn *conn)
         sshcore__auth_check_session(conn);
         return conn->phase != SSHCORE_PHASE_AUTH_NONE;
     case SSHCORE_PHASE_AUTH_METHOD: {
-        size_t idx = conn->method_idx;
+        size_t idx = conn->setup->method_idx;
         sshcore__auth_method_step(conn);
         sshcore__auth_check_session(conn);
-        return conn->phase == SSHCORE_PHASE_READY || conn->method_idx != idx;
+        return conn->phase == SSHCORE_PHASE_READY ||
+               conn->setup->method_idx != idx;
     }
     case SSHCORE_PHASE_ANSWER_WAIT:
         return false;
@@ -240,7 +235,10 @@ advance(sshcore_conn *conn)
         }
         return again;
     }
-    case SSHCORE_PHASE_DONE:
+    case SSHCORE_PHASE_IDLE:
+    case SSHCORE_PHASE_CLOSING:
+    case SSHCORE_PHASE_CLOSED:
+    case SSHCORE_PHASE_FAILED:
         return false;
     case SSHCORE_PHASE__COUNT:
         return false;
@@ -349,11 +347,12 @@ poll_timeout(sshcore_conn *conn)
         left = due - sshcore__now_ms();
         return left <= 0 ? 0 : (left > 60000 ? 60000 : (int)left);
     }
-    if (conn->deadline_ms == 0 || conn->paused_at_ms != 0) {
+    if (conn->setup == NULL || conn->setup->deadline_ms == 0 ||
+        conn->setup->paused_at_ms != 0) {
         return -1;
     }
     now = sshcore__now_ms();
-    left = conn->deadline_ms - now;
+    left = conn->setup->deadline_ms - now;
     if (left <= 0) {
         return 0;
     }
@@ -453,21 +452,28 @@ void *_Nullable sshcore__conn_worker_main(void *arg)
     snprintf(name, sizeof(name), "sshcore:%.7s", conn->host);
     pthread_setname_np(pthread_self(), name);
 
-    (void)sshcore__conn_apply(conn, SSHCORE_CONN_EV_START);
-    conn->deadline_ms = sshcore__now_ms() + conn->connect_timeout_ms;
+    (void)sshcore__conn_event(conn,
+                              conn->sock_fd >= 0
+                                  ? SSHCORE_PHASE_EV_START_ON_SOCKET
+                                  : SSHCORE_PHASE_EV_START);
+    conn->setup->deadline_ms = sshcore__now_ms() + conn->connect_timeout_ms;
 
     bool readable = false;
     bool pollout_seen = false;
     bool send_wake_by_timer = false;
     uint64_t read_mark = 0;
-    while (conn->phase != SSHCORE_PHASE_DONE) {
+    while (sshcore__conn_live(conn)) {
         take_requests(conn, &rq);
         handle_requests(conn, &rq);
-        if (conn->phase == SSHCORE_PHASE_DONE) {
+        if (!sshcore__conn_live(conn)) {
             break;
         }
         conn->send_blocked = false;
         again = advance(conn);
+        if (conn->setup != NULL && conn->phase == SSHCORE_PHASE_READY) {
+            /* what connecting and authenticating needed, secrets included */
+            sshcore__conn_setup_free(conn);
+        }
         /* POLLOUT came, yet the queue is still over the gate: a kernel without
          * the TCP_NOTSENT_LOWAT wake-up rule (before 4.20) raises POLLOUT below
          * the low-water mark, not half of it. Poll on a short timer instead of
@@ -478,7 +484,7 @@ void *_Nullable sshcore__conn_worker_main(void *arg)
             ack_now(conn, conn->socket_counter.in_bytes - read_mark);
             readable = false;
         }
-        if (conn->phase == SSHCORE_PHASE_DONE) {
+        if (!sshcore__conn_live(conn)) {
             break;
         }
         /* More work is ready: poll without waiting rather than skip the poll,
@@ -487,8 +493,9 @@ void *_Nullable sshcore__conn_worker_main(void *arg)
          * from polling held every other channel's writes back (measured: 60 to
          * 270 ms echo stalls beside a bulk stream). */
         if (!again && conn->phase != SSHCORE_PHASE_READY &&
-            conn->deadline_ms != 0 && conn->paused_at_ms == 0 &&
-            sshcore__now_ms() >= conn->deadline_ms) {
+            conn->setup != NULL && conn->setup->deadline_ms != 0 &&
+            conn->setup->paused_at_ms == 0 &&
+            sshcore__now_ms() >= conn->setup->deadline_ms) {
             sshcore__conn_fail(conn, SSHCORE_E_CONNECT_TIMEOUT, NULL);
             break;
         }
@@ -566,7 +573,7 @@ void *_Nullable sshcore__conn_worker_main(void *arg)
             conn,
             &err); /* no-op unless never reported */
     }
-    (void)sshcore__conn_apply(conn, SSHCORE_CONN_EV_TORN_DOWN);
+    (void)sshcore__conn_event(conn, SSHCORE_PHASE_EV_TORN_DOWN);
 
     /* ops submitted after the end fail with the connection's final state */
     pthread_mutex_lock(&conn->mu);
