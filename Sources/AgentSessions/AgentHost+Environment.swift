@@ -65,17 +65,7 @@ extension AgentHost {
     /// and a claim, which two at once could both make of one port. A lock directory
     /// (`$d/.lock`, which `echo *` does not list); one left by a run that died is taken
     /// over after a minute.
-    static let portsLock = #"""
-
-        lock=$d/.lock i=0
-        until mkdir "$lock" 2>/dev/null; do
-            [ -z "$(find "$lock" -maxdepth 0 -mmin +1 2>/dev/null)" ] || rmdir "$lock" 2>/dev/null
-            i=$((i + 1)); [ $i -lt 400 ] || exit 4
-            sleep 0.05
-        done
-        trap 'rmdir "$lock" 2>/dev/null' EXIT
-
-        """#
+    static let portsLock = AgentWorktrees.hostLock(at: "$d/.lock", tries: 400, failure: 4)
 
     /// Gives a task's port back (only when that task holds it).
     func releasePort(_ port: Int, taskID: String) async throws(AgentError) {

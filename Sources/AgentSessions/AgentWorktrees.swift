@@ -138,6 +138,26 @@ public struct AgentWorktrees: Sendable {
     /// launch script that may follow it in one round trip comes there). Three git calls
     /// when the base is the current branch: the checkout's facts (top level, common
     /// directory, HEAD's commit and branch) in one `rev-parse`, prune, add.
+    /// Shell lines that take a lock on the host, one holder at a time: a lock directory
+    /// (portable), given back when the script ends or is killed, and taken over after a
+    /// minute from a holder that died. Waits 50 ms between tries; after `tries` the
+    /// script exits with `failure`. The lines stand alone: they begin and end with a newline.
+    static func hostLock(at path: String, tries: Int, failure: Int) -> String {
+        // begins and ends a line of its own: it is spliced between two parts of a script
+        """
+
+        lock=\(path) i=0
+        until mkdir "$lock" 2>/dev/null; do
+            [ -z "$(find "$lock" -maxdepth 0 -mmin +1 2>/dev/null)" ] || rmdir "$lock" 2>/dev/null
+            i=$((i + 1)); [ $i -lt \(tries) ] || exit \(failure)
+            sleep 0.05
+        done
+        trap 'rmdir "$lock" 2>/dev/null' EXIT
+        trap 'rmdir "$lock" 2>/dev/null; exit 129' HUP INT TERM
+
+        """
+    }
+
     static let createWorktreeScript = #"""
         p=$1 requested=$2 branch=$3 path=$4 defaults=$5 fetch=$6
         head= current=
@@ -229,16 +249,8 @@ public struct AgentWorktrees: Sendable {
             exit 0
         fi
         # one worktree change at a time in a repository: a prune beside another add removes
-        # the entry that add is writing (a lock directory, portable; one left by a run that
-        # died is taken over after a minute)
-        lock=$common/sshkit-worktree.lock i=0
-        until mkdir "$lock" 2>/dev/null; do
-            [ -z "$(find "$lock" -maxdepth 0 -mmin +1 2>/dev/null)" ] || rmdir "$lock" 2>/dev/null
-            i=$((i + 1)); [ $i -lt 1500 ] || exit 14
-            sleep 0.05
-        done
-        trap 'rmdir "$lock" 2>/dev/null' EXIT
-        trap 'rmdir "$lock" 2>/dev/null; exit 129' HUP INT TERM
+        # the entry that add is writing
+        """# + hostLock(at: "$common/sshkit-worktree.lock", tries: 1500, failure: 14) + #"""
         git -C "$p" worktree prune </dev/null || exit 12
         exclude=$common/info/exclude
         if ! grep -qxE '[[:space:]]*/?\.emdash/?[[:space:]]*' "$exclude" 2>/dev/null; then

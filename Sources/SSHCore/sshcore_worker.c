@@ -2,7 +2,7 @@
  * sshcore_worker.c - the worker thread: requests from other threads (new
  * operations, close, cancel, the caller's answers), the event loop (poll on the
  * wake-up eventfd, the socket and the operations' own fds; read batching and
- * ACKs; deadlines as poll timeouts), stepping the connect phases and the
+ * ACKs; deadlines as poll timeouts), stepping the connection's phase and the
  * operations, and completing every operation at the end (sshcore_teardown.c
  * closes the connection's fds).
  */
