@@ -94,10 +94,16 @@ struct StreamingTests {
             defer { watchdog.cancel() }
             while received.withLock({ $0 }) < 1 << 20 { try await Task.sleep(for: .milliseconds(10)) }
             let before = received.withLock { $0 }
+            // 200 keys, and more while the stream has not moved yet: the stream hands over in
+            // chunks of up to 128 KiB, which a slow build (a sanitizer's) reads in tens of ms,
+            // longer than 200 echoes take; a stream that the typing held still stays still
+            // through all 5,000
             var got: [UInt8] = []
-            for i in 0..<200 {
-                try await echo.input.write([UInt8(ascii: "a") + UInt8(i % 26)])
-                while got.count < i + 1 {
+            var typed = 0
+            while typed < 200 || (typed < 5000 && received.withLock({ $0 }) == before) {
+                try await echo.input.write([UInt8(ascii: "a") + UInt8(typed % 26)])
+                typed += 1
+                while got.count < typed {
                     guard let chunk = try await echoed.next() else { break }
                     got += chunk
                 }
@@ -105,7 +111,7 @@ struct StreamingTests {
             let after = received.withLock { $0 }
             bulk.cancel()
             echo.cancel()
-            let expectedKeys = (0..<200).map { UInt8(ascii: "a") + UInt8($0 % 26) }
+            let expectedKeys = (0..<typed).map { UInt8(ascii: "a") + UInt8($0 % 26) }
             #expect(got == expectedKeys, "echoes lost, repeated or out of order: \(text(got))")
             #expect(after > before, "the stream stood still while the keystrokes went back and forth")
             let mismatch = await reader.value
