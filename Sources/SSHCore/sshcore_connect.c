@@ -382,15 +382,11 @@ sshcore__conn_event(sshcore_conn *conn, sshcore_phase_event event)
         sshcore__conn_resume_deadline(conn); /* no-op unless paused */
         break;
     case SSHCORE_PHASE_ACT_REJECT:
-        snprintf(detail,
-                 sizeof(detail),
-                 "connection in %s: event %s not allowed (a core bug)",
-                 sshcore_fsm_name(SSHCORE_MACHINE_CONN,
-                                  SSHCORE_FSM_STATE,
-                                  (int)before),
-                 sshcore_fsm_name(SSHCORE_MACHINE_CONN,
-                                  SSHCORE_FSM_EVENT,
-                                  (int)event));
+        sshcore_fsm_rejection(SSHCORE_MACHINE_CONN,
+                              (int)before,
+                              (int)event,
+                              detail,
+                              sizeof(detail));
         /* failure is allowed in every phase: this does not come back here
          * rejected */
         sshcore__conn_fail(conn, SSHCORE_E_INVALID_STATE, detail);

@@ -9,6 +9,8 @@
  * The code that applies an event acts on the action it returns
  * (Docs/StateMachines.md says what each means).
  */
+#include <stdio.h>
+
 #include "sshcore.h"
 
 #pragma clang diagnostic error "-Winitializer-overrides"
@@ -76,6 +78,7 @@ static const uint8_t phase_coarse[SSHCORE_PHASE__COUNT] = {
 
 typedef struct machine {
     const char *name;
+    const char *noun;      /* in an error's detail */
     const fsm_cell *cells; /* [states][events] */
     const sshcore_fsm_row *rows;
     size_t row_count;
@@ -85,6 +88,7 @@ typedef struct machine {
 
 static const machine machines[SSHCORE_MACHINE__COUNT] = {
     [SSHCORE_MACHINE_CONN] = {"Connection",
+                              "connection",
                               &phase_cells[0][0],
                               phase_rows,
                               COUNT(phase_rows),
@@ -95,6 +99,7 @@ static const machine machines[SSHCORE_MACHINE__COUNT] = {
                                SSHCORE_PHASE_EV__COUNT,
                                SSHCORE_PHASE_ACT__COUNT}},
     [SSHCORE_MACHINE_CHAN] = {"Channel",
+                              "channel",
                               &chan_cells[0][0],
                               chan_rows,
                               COUNT(chan_rows),
@@ -103,6 +108,7 @@ static const machine machines[SSHCORE_MACHINE__COUNT] = {
                                SSHCORE_CHAN_EV__COUNT,
                                SSHCORE_CHAN_ACT__COUNT}},
     [SSHCORE_MACHINE_RFORWARD] = {"Remote forward",
+                                  "remote forward",
                                   &rf_cells[0][0],
                                   rf_rows,
                                   COUNT(rf_rows),
@@ -111,6 +117,7 @@ static const machine machines[SSHCORE_MACHINE__COUNT] = {
                                    SSHCORE_RF_EV__COUNT,
                                    SSHCORE_RF_ACT__COUNT}},
     [SSHCORE_MACHINE_GSLOT] = {"Global-request slot",
+                               "global-request slot",
                                &gslot_cells[0][0],
                                gslot_rows,
                                COUNT(gslot_rows),
@@ -236,6 +243,23 @@ sshcore_fsm_row_at(sshcore_machine machine, size_t index, sshcore_fsm_row *row)
     }
     *row = machines[machine].rows[index];
     return true;
+}
+
+void
+sshcore_fsm_rejection(sshcore_machine machine,
+                      int state,
+                      int event,
+                      char *buf,
+                      size_t cap)
+{
+    snprintf(buf,
+             cap,
+             "%s in %s: event %s not allowed (a core bug)",
+             (int)machine >= 0 && machine < SSHCORE_MACHINE__COUNT
+                 ? machines[machine].noun
+                 : "?",
+             sshcore_fsm_name(machine, SSHCORE_FSM_STATE, state),
+             sshcore_fsm_name(machine, SSHCORE_FSM_EVENT, event));
 }
 
 int

@@ -38,15 +38,11 @@ sshcore__gslot_event(sshcore_conn *conn, sshcore_gslot_event event)
 
     if (act == SSHCORE_GSLOT_ACT_REJECT) {
         char detail[128];
-        snprintf(detail,
-                 sizeof(detail),
-                 "global-request slot %s: event %s not allowed (a core bug)",
-                 sshcore_fsm_name(SSHCORE_MACHINE_GSLOT,
-                                  SSHCORE_FSM_STATE,
-                                  (int)before),
-                 sshcore_fsm_name(SSHCORE_MACHINE_GSLOT,
-                                  SSHCORE_FSM_EVENT,
-                                  (int)event));
+        sshcore_fsm_rejection(SSHCORE_MACHINE_GSLOT,
+                              (int)before,
+                              (int)event,
+                              detail,
+                              sizeof(detail));
         sshcore__conn_fail(conn, SSHCORE_E_INVALID_STATE, detail);
     }
     return act;

@@ -62,15 +62,11 @@ rf_event(rforward_op *x, sshcore_rf_event event)
     if (act == SSHCORE_RF_ACT_REJECT) {
         sshcore_error err;
         char detail[128];
-        snprintf(detail,
-                 sizeof(detail),
-                 "remote forward in %s: event %s not allowed (a core bug)",
-                 sshcore_fsm_name(SSHCORE_MACHINE_RFORWARD,
-                                  SSHCORE_FSM_STATE,
-                                  (int)before),
-                 sshcore_fsm_name(SSHCORE_MACHINE_RFORWARD,
-                                  SSHCORE_FSM_EVENT,
-                                  (int)event));
+        sshcore_fsm_rejection(SSHCORE_MACHINE_RFORWARD,
+                              (int)before,
+                              (int)event,
+                              detail,
+                              sizeof(detail));
         sshcore__error_set(&err, SSHCORE_E_INVALID_STATE, detail);
         (void)sshcore__op_complete(&x->base, &err);
     }

@@ -113,14 +113,11 @@ sshcore__session_chan_event(session_op *x, sshcore_chan_event ev)
 
     if (act == SSHCORE_CHAN_ACT_REJECT) {
         char detail[128];
-        snprintf(
-            detail,
-            sizeof(detail),
-            "channel in %s: event %s not allowed (a core bug)",
-            sshcore_fsm_name(SSHCORE_MACHINE_CHAN,
-                             SSHCORE_FSM_STATE,
-                             (int)before),
-            sshcore_fsm_name(SSHCORE_MACHINE_CHAN, SSHCORE_FSM_EVENT, (int)ev));
+        sshcore_fsm_rejection(SSHCORE_MACHINE_CHAN,
+                              (int)before,
+                              (int)ev,
+                              detail,
+                              sizeof(detail));
         sshcore__session_complete_code(x, SSHCORE_E_INVALID_STATE, detail);
     }
     return act;

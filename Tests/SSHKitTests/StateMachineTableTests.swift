@@ -181,6 +181,11 @@ struct StateMachineTableTests {
         // no EOF before the command runs
         var env = SSHCORE_CHAN_ENV_REQUESTS
         #expect(sshcore_chan_fsm_apply(&env, SSHCORE_CHAN_EV_SEND_EOF) == SSHCORE_CHAN_ACT_REJECT)
+        // what the operation's invalidState error then says
+        var detail = [CChar](repeating: 0, count: 128)
+        sshcore_fsm_rejection(SSHCORE_MACHINE_CHAN, Int32(SSHCORE_CHAN_ENV_REQUESTS.rawValue),
+                              Int32(SSHCORE_CHAN_EV_SEND_EOF.rawValue), &detail, detail.count)
+        #expect(String(cString: detail) == "channel in envRequests: event sendEOF not allowed (a core bug)")
     }
 
     @Test func aRemoteForwardAndTheGlobalSlotUndoWhatTheyLeaveBehind() {

@@ -402,6 +402,15 @@ size_t sshcore_fsm_row_count(sshcore_machine machine);
 bool
 sshcore_fsm_row_at(sshcore_machine machine, size_t index, sshcore_fsm_row *row);
 /**
+ * @brief What a rejected event means, for an error's detail: "channel in
+ *        opening: event sendEOF not allowed (a core bug)".
+ */
+void sshcore_fsm_rejection(sshcore_machine machine,
+                           int state,
+                           int event,
+                           char *buf,
+                           size_t cap);
+/**
  * @brief Apply an event through the machine's generated table (what the typed
  *        apply functions do).
  * @return the action, or the machine's REJECT with the state unchanged.
