@@ -96,7 +96,10 @@ struct AgentHostTests {
         ServerRegistry.dirs.withLock { _ = $0.insert(dir) }
         FileManager.default.createFile(atPath: dir + "/tmux", contents: Data("#!/bin/sh\nexit 127\n".utf8),
                                        attributes: [.posixPermissions: 0o755])
-        return try TestServer.start(name: "no-tmux", mountSetup: "mount --bind \(dir)/tmux /usr/bin/tmux")
+        // a name of its own: two suites start such a server, at once when run in parallel, and
+        // one directory shared by two servers broke both (two keygens on one file)
+        return try TestServer.start(name: "no-tmux-\(UUID().uuidString.prefix(6))",
+                                    mountSetup: "mount --bind \(dir)/tmux /usr/bin/tmux")
     }
 
     @Test func withoutTmuxAnAgentRunsOnAPlainTerminalMarkedAsNotSurviving() async throws {

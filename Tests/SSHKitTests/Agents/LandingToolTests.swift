@@ -191,7 +191,9 @@ struct LandingToolTests {
         try u.ok(["tasks", "new", "app", "Env two", "--agent", "amp"])
         let two = try #require(try await u.store().tasks(projectID: nil).first { $0.title == "Env two" })
         #expect(two.port != nil && two.port != port)
-        let failed = await eventually(20) { () -> String? in
+        // each poll runs the command line tool, which connects and asks the host: on a loaded
+        // machine one poll took seconds, and 20 s once passed without the outcome
+        let failed = await eventually(60) { () -> String? in
             let s = (try? u.ok(["tasks", "show", String(two.id.prefix(8))])) ?? ""
             return s.contains("setup     failed with exit status 3") ? s : nil
         }
