@@ -257,6 +257,24 @@ actor AgentConnections {
         }
     }
 
+    /// Attaches a local terminal to a session (see `AgentHost.attach(_:joining:...)`);
+    /// the host counts as in use until the terminal ended.
+    nonisolated func attach(_ session: AgentSession, joining fd: Int32, size: SSHTerminalSize,
+                            detachByte: UInt8?) async throws(AgentError) -> AgentJoinedTerminal
+    {
+        let host = try await lease(session.host)
+        do {
+            let terminal = try await host.attach(session, joining: fd, size: size, detachByte: detachByte)
+            terminal.whenEnded { [weak self] in
+                Task { await self?.release(session.host, failure: nil) }
+            }
+            return terminal
+        } catch {
+            await release(session.host, failure: error)
+            throw error
+        }
+    }
+
     private func lease(_ id: ServerID) async throws(AgentError) -> AgentHost {
         guard !isShutDown else { throw AgentError(.invalidArgument, "the connection monitor was shut down") }
         guard let e = update(id, {

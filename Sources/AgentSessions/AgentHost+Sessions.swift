@@ -151,6 +151,37 @@ extension AgentHost {
         }
     }
 
+    /// Attaches the local terminal `fd` to the agent's terminal (see
+    /// `AgentJoinedTerminal`): a tmux session over a transport that joins terminals
+    /// (`SSHTransport`). `fd` stays the caller's; its open file description becomes
+    /// non-blocking, so pass one of its own (a fresh `open("/dev/tty")`).
+    /// - Parameter detachByte: the byte that detaches (0x1D for Ctrl-]), or nil.
+    /// - Throws: `sessionNotRunning` (no such session); `terminalUnsupported` for a plain
+    ///   session or a transport that does not join terminals (use `attach(_:size:term:)`);
+    ///   `transport`.
+    public func attach(_ session: AgentSession, joining fd: Int32,
+                       size: SSHTerminalSize = SSHTerminalSize(columns: 120, rows: 40),
+                       term: String = "xterm-256color", detachByte: UInt8?) async throws(AgentError) -> AgentJoinedTerminal
+    {
+        guard case .tmux(let name) = session.container else {
+            throw AgentError(.terminalUnsupported, "\(session.ptyID) runs on a plain terminal, which is attached through its output")
+        }
+        guard let terminals = transport as? any TerminalJoiningTransport else {
+            throw AgentError(.terminalUnsupported, "the transport of \(displayName) joins no terminal; attach through its output")
+        }
+        guard try await tmux.session(named: name) != nil else {
+            throw AgentError(.sessionNotRunning, "no tmux session \(name) on \(displayName)")
+        }
+        do {
+            let t = try await terminals.startJoinedTerminal(
+                "tmux", arguments: ["-u", "-L", tmuxSocket, "attach-session", "-t", "=" + name], environment: [:],
+                terminal: SSHTerminal(term: term, size: size), joining: fd, detachByte: detachByte)
+            return AgentJoinedTerminal(session: session, joined: t)
+        } catch {
+            throw AgentError(error, while: "attaching to \(name)")
+        }
+    }
+
     /// Whether the agent still runs, and how it ended.
     public func state(of session: AgentSession) async throws(AgentError) -> AgentProcessState {
         switch session.container {

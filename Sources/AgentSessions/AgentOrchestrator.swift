@@ -495,6 +495,20 @@ public final class AgentOrchestrator: Sendable {
         return try await connections.attach(session(of: conversation, in: task, host: hostRecord), size: size ?? terminalSize)
     }
 
+    /// Attaches the local terminal `fd` to a conversation's agent, its bytes carried by
+    /// the host connection's worker (see `AgentHost.attach(_:joining:size:term:detachByte:)`).
+    /// - Throws: `terminalUnsupported` where only `attach(conversationID:size:)` works (a
+    ///   plain session, a transport that joins no terminal); as that call otherwise.
+    public func attach(conversationID: String, joining fd: Int32, size: SSHTerminalSize? = nil,
+                       detachByte: UInt8?) async throws(AgentError) -> AgentJoinedTerminal
+    {
+        let conversation = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
+        let (task, _, hostRecord) = try await context(task: conversation.taskID)
+        try await register(hostRecord)
+        return try await connections.attach(session(of: conversation, in: task, host: hostRecord), joining: fd,
+                                            size: size ?? terminalSize, detachByte: detachByte)
+    }
+
     /// Stops a conversation's agent; its scrollback is saved in the terminal log first.
     public func stop(conversationID: String) async throws(AgentError) {
         var conversation = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }

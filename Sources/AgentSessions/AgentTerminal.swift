@@ -90,6 +90,72 @@ public final class AgentTerminal: Sendable {
     }
 }
 
+/// An agent's terminal joined to a local one: the host connection's worker carries the
+/// keystrokes and the screen between the local descriptor and the agent's `tmux attach`,
+/// as `ssh -t` does, with no task of this program in the way (see
+/// `AgentHost.attach(_:joining:size:term:detachByte:)`). Detaching leaves the agent
+/// running.
+public final class AgentJoinedTerminal: Sendable {
+    /// How a joined terminal ended.
+    public enum End: Sendable, Equatable {
+        /// The detach byte was typed.
+        case detached
+        /// `tmux attach` ended: tmux's own detach (Ctrl-B d), or the agent's session
+        /// ended; `AgentHost.state(of:)` tells which.
+        case attachEnded(SSHExitStatus)
+        /// The local terminal hung up.
+        case terminalClosed
+    }
+
+    public let session: AgentSession
+    private let joined: TransportJoinedTerminal
+    private let end = EndSignal()
+
+    init(session: AgentSession, joined: TransportJoinedTerminal) {
+        self.session = session
+        self.joined = joined
+        let end = end
+        Task.detached {
+            _ = try? await joined.waitUntilEnded()
+            end.fire()
+        }
+    }
+
+    /// Runs `action` once, when the terminal ended (at once when it has).
+    func whenEnded(_ action: @escaping @Sendable () -> Void) {
+        end.add(action)
+    }
+
+    /// The local terminal changed size; the agent's follows.
+    public func resize(to size: SSHTerminalSize) throws(AgentError) {
+        do {
+            try joined.resize(to: size)
+        } catch {
+            throw AgentError(.sessionNotRunning, "cannot resize the terminal of \(session.ptyID)", cause: error)
+        }
+    }
+
+    /// Ends this attach now (never blocks, idempotent); the agent runs on.
+    public func cancel() {
+        joined.cancel()
+    }
+
+    /// Waits for the end: detached, `tmux attach` ended, or the local terminal's end.
+    /// - Throws: `transport` when the connection was lost (the agent runs on; attach
+    ///   again); `cancelled` after `cancel()` or when the waiting task is cancelled.
+    public func waitUntilEnded() async throws(AgentError) -> End {
+        do {
+            switch try await joined.waitUntilEnded() {
+            case .detached: return .detached
+            case .exited(let status): return .attachEnded(status)
+            case .terminalClosed: return .terminalClosed
+            }
+        } catch {
+            throw AgentError(error, while: "attached to \(session.ptyID)")
+        }
+    }
+}
+
 /// What an attached agent reads: keystrokes, as a terminal sends them.
 public struct AgentTerminalInput: Sendable {
     let terminal: AgentTerminal

@@ -20,17 +20,46 @@
 #include "sshcore_session.h"
 
 /** Gives a new op its bridge, the socket set later; false without memory. */
-static bool
-bridge_attach(session_op *x)
+bool
+sshcore__session_bridge_attach(session_op *x)
 {
     x->bridge = calloc(1, sizeof(*x->bridge));
     if (x->bridge == NULL) {
         return false;
     }
     x->bridge->fd = -1;
+    x->bridge->is_socket = true;
+    x->bridge->detach_byte = -1;
+    atomic_init(&x->bridge->end, SSHCORE_BRIDGE_END_CHANNEL);
     atomic_init(&x->bridge->to_fd, 0);
     atomic_init(&x->bridge->from_fd, 0);
     return true;
+}
+
+/** Writes to the bridged fd: a socket (no SIGPIPE) or a terminal. */
+static ssize_t
+fd_send(const session_bridge *b, const uint8_t *p, size_t len)
+{
+    return b->is_socket ? send(b->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
+                        : write(b->fd, p, len);
+}
+
+/**
+ * Reads the bridged fd. Up to a detach byte: the read ends before it, and
+ * nothing more is read (the op ends once what came before it went out).
+ */
+static ssize_t
+fd_recv(session_bridge *b, uint8_t *p, size_t len)
+{
+    ssize_t n = b->is_socket ? recv(b->fd, p, len, 0) : read(b->fd, p, len);
+    const uint8_t *at = NULL;
+
+    if (n > 0 && b->detach_byte >= 0 &&
+        (at = memchr(p, b->detach_byte, (size_t)n)) != NULL) {
+        b->detach_seen = true;
+        n = at - p;
+    }
+    return n;
 }
 
 /**
@@ -54,10 +83,7 @@ sshcore__session_bridge_send_direct(session_op *x,
         return 0;
     }
     while (sent < len) {
-        ssize_t n = send(x->bridge->fd,
-                         data + sent,
-                         len - sent,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = fd_send(x->bridge, data + sent, len - sent);
         if (n > 0) {
             sent += (size_t)n;
             continue;
@@ -120,9 +146,16 @@ sshcore__session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
             if (x->bridge->fdin_off == x->bridge->fdin.len) {
                 x->bridge->fdin.len = 0;
                 x->bridge->fdin_off = 0;
+            } else if (budget == 0) {
+                *again = true; /* the rest goes in the next pass */
             }
-            *again = true;
             continue;
+        }
+        if (x->bridge->detach_seen) {
+            /* everything before the detach byte went out: the end */
+            atomic_store(&x->bridge->end, SSHCORE_BRIDGE_END_DETACHED);
+            sshcore__session_complete_code(x, SSHCORE_E_OK, NULL);
+            return false;
         }
         if (x->bridge->fd_read_eof) {
             /* everything read went out: the client's EOF follows it */
@@ -136,20 +169,31 @@ sshcore__session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
         want = want < budget ? want : budget;
         want = want < BRIDGE_READ ? want : BRIDGE_READ;
         if (want == 0) {
+            /* the pass's budget is spent (the next pass reads on: no poll()
+             * would announce what is already there), or the window is closed
+             * (a WINDOW_ADJUST wakes us) */
+            *again = *again || budget == 0;
             return true;
         }
         if (sshcore__bytes_reserve(&x->bridge->fdin, want) != 0) {
             sshcore__session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
             return false;
         }
-        n = recv(x->bridge->fd, x->bridge->fdin.data, want, 0);
-        if (n > 0) {
+        n = fd_recv(x->bridge, x->bridge->fdin.data, want);
+        if (n > 0 || (n == 0 && x->bridge->detach_seen)) {
             x->bridge->fdin.len = (size_t)n;
             x->bridge->fdin_off = 0;
+            if ((size_t)n < want && !x->bridge->detach_seen) {
+                /* a short read took all there was: poll() says when there is
+                 * more (one recv fewer per keystroke) */
+                x->bridge->fd_readable = false;
+            }
             continue;
         }
         if (n == 0) {
             x->bridge->fd_read_eof = true;
+            /* a terminal has no half close: its end is a hang-up */
+            x->bridge->fd_dead = !x->bridge->is_socket;
             continue;
         }
         if (errno == EINTR) {
@@ -173,10 +217,9 @@ sshcore__session_bridge_out(session_op *x, bool *again)
 {
     while (x->bridge->fdout_off < x->bridge->fdout.len && !x->bridge->fd_dead &&
            x->bridge->fd_writable) {
-        ssize_t n = send(x->bridge->fd,
-                         x->bridge->fdout.data + x->bridge->fdout_off,
-                         x->bridge->fdout.len - x->bridge->fdout_off,
-                         MSG_NOSIGNAL);
+        ssize_t n = fd_send(x->bridge,
+                            x->bridge->fdout.data + x->bridge->fdout_off,
+                            x->bridge->fdout.len - x->bridge->fdout_off);
         if (n > 0) {
             size_t before = atomic_load(&x->out.streamed.unconsumed);
             x->bridge->fdout_off += (size_t)n;
@@ -205,7 +248,7 @@ sshcore__session_bridge_out(session_op *x, bool *again)
         x->bridge->fdout.len = 0;
         x->bridge->fdout_off = 0;
         if (x->chan.eof_seen && !x->bridge->fd_write_shut &&
-            !x->bridge->fd_dead) {
+            !x->bridge->fd_dead && x->bridge->is_socket) {
             x->bridge->fd_write_shut = true;
             (void)shutdown(x->bridge->fd, SHUT_WR);
         }
@@ -351,7 +394,7 @@ sshcore_bridge_start(sshcore_conn *conn,
     if (x == NULL) {
         goto fail;
     }
-    if (!bridge_attach(x)) {
+    if (!sshcore__session_bridge_attach(x)) {
         sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         goto fail;
     }
@@ -461,7 +504,7 @@ sshcore_rforward_bridge(sshcore_op *forward,
         return NULL;
     }
     x = sshcore__session_adopted_new(forward, id, buffer_limit, err);
-    if (x != NULL && !bridge_attach(x)) {
+    if (x != NULL && !sshcore__session_bridge_attach(x)) {
         sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
         sshcore__session_destroy(&x->base); /* frees x */
         x = NULL;
@@ -535,7 +578,7 @@ sshcore__agent_channel_open(sshcore_conn *conn, ssh_session session)
     }
     ch = ssh_channel_new(session);
     x = sshcore__session_new("", NULL, NULL, 0);
-    if (ch == NULL || x == NULL || !bridge_attach(x)) {
+    if (ch == NULL || x == NULL || !sshcore__session_bridge_attach(x)) {
         goto fail;
     }
     x->req.kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests,

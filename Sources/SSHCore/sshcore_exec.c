@@ -151,27 +151,14 @@ sshcore_rforward_stream(sshcore_op *forward,
     return sshcore__session_submit(forward->conn, x, done, ctx, 0, err);
 }
 
-sshcore_op *
-sshcore_stream_start(sshcore_conn *conn,
-                     const sshcore_stream_spec *spec,
-                     const sshcore_stream_callbacks *callbacks,
-                     sshcore_op_done_fn done,
-                     void *ctx,
-                     sshcore_error *err)
+session_op *
+sshcore__session_from_spec(const sshcore_stream_spec *spec, sshcore_error *err)
 {
     session_op *x = NULL;
 
-    if (spec->kind != SSHCORE_CHANNEL_SESSION) {
-        return sshcore__session_direct_start(conn,
-                                             spec,
-                                             callbacks,
-                                             done,
-                                             ctx,
-                                             err);
-    }
-    if ((spec->env_count > 0 && spec->env == NULL) || spec->buffer_limit == 0 ||
-        spec->timeout_ms < 0 || callbacks->data == NULL ||
-        callbacks->started == NULL || callbacks->released == NULL ||
+    if (spec->kind != SSHCORE_CHANNEL_SESSION ||
+        (spec->env_count > 0 && spec->env == NULL) || spec->buffer_limit == 0 ||
+        spec->timeout_ms < 0 ||
         (spec->pty != NULL &&
          (spec->pty->term == NULL || spec->pty->cols == 0 ||
           spec->pty->rows == 0 || strlen(spec->pty->term) >= 64))) {
@@ -191,7 +178,6 @@ sshcore_stream_start(sshcore_conn *conn,
     x->streamed = true;
     x->req.env_optional = spec->env_optional != 0;
     x->req.subsystem = spec->subsystem != 0 && spec->command != NULL;
-    x->cb = *callbacks;
     x->out.limit = spec->buffer_limit;
     if (spec->pty != NULL) {
         x->req.want_pty = true;
@@ -199,7 +185,52 @@ sshcore_stream_start(sshcore_conn *conn,
         x->req.cols = spec->pty->cols;
         x->req.rows = spec->pty->rows;
     }
+    return x;
+}
+
+sshcore_op *
+sshcore_stream_start(sshcore_conn *conn,
+                     const sshcore_stream_spec *spec,
+                     const sshcore_stream_callbacks *callbacks,
+                     sshcore_op_done_fn done,
+                     void *ctx,
+                     sshcore_error *err)
+{
+    session_op *x = NULL;
+
+    if (spec->kind != SSHCORE_CHANNEL_SESSION) {
+        return sshcore__session_direct_start(conn,
+                                             spec,
+                                             callbacks,
+                                             done,
+                                             ctx,
+                                             err);
+    }
+    if (callbacks->data == NULL || callbacks->started == NULL ||
+        callbacks->released == NULL) {
+        sshcore__error_set(err,
+                           SSHCORE_E_INVALID_ARGUMENT,
+                           "incomplete stream spec");
+        return NULL;
+    }
+    x = sshcore__session_from_spec(spec, err);
+    if (x == NULL) {
+        return NULL;
+    }
+    x->cb = *callbacks;
     return sshcore__session_submit(conn, x, done, ctx, spec->timeout_ms, err);
+}
+
+bool
+sshcore__session_is_command(sshcore_op *op,
+                            const char *call,
+                            sshcore_error *err)
+{
+    if (op->kind == SSHCORE_OP_BRIDGE &&
+        ((session_op *)op)->req.kind == SSHCORE_CHANNEL_SESSION) {
+        return true;
+    }
+    return sshcore__op_is(op, SSHCORE_OP_STREAM, call, err);
 }
 
 int
@@ -208,10 +239,7 @@ sshcore_stream_get_exit(sshcore_op *op, sshcore_exit_info *info)
     session_op *x = NULL;
 
     memset(info, 0, sizeof(*info));
-    if (!sshcore__op_is(op,
-                        SSHCORE_OP_STREAM,
-                        "sshcore_stream_get_exit",
-                        NULL)) {
+    if (!sshcore__session_is_command(op, "sshcore_stream_get_exit", NULL)) {
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;

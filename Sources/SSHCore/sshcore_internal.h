@@ -209,6 +209,12 @@ struct sshcore_conn {
     /* an op held input back this turn because the socket is backed up: the
      * worker waits for POLLOUT as well (worker only, cleared every turn) */
     bool send_blocked;
+    /* the kernel's unsent bytes at the last look, and the bytes sent by then
+     * (worker only): the queue only drains between looks, so until what was
+     * sent since fills the room left, it cannot be over the gate */
+    bool backlog_known;
+    uint64_t backlog_room;
+    uint64_t backlog_mark;
     char banner[256];
     /* the poll set beyond the wake fd and the socket: ops' own fds */
     struct pollfd *_Nullable op_pfds;

@@ -203,6 +203,7 @@ session_io_pass(sshcore_conn *conn, session_op *x)
                                                 delivered; the EOF's shutdown */
         if (x->bridge->fd_dead) {
             /* the client went away: nothing more to carry either way */
+            atomic_store(&x->bridge->end, SSHCORE_BRIDGE_END_FD);
             sshcore__session_complete_code(x, SSHCORE_E_OK, NULL);
             return false;
         }

@@ -143,6 +143,10 @@ typedef struct session_bridge {
     bool fd_read_eof;   /* the socket's client finished sending (or failed) */
     bool fd_write_shut; /* shutdown(SHUT_WR) done after the channel's EOF */
     bool fd_dead;       /* the client went away (reset, broken pipe) */
+    bool is_socket;     /* else a terminal: read/write, no shutdown */
+    int detach_byte;    /* -1: none; read from the fd, it ends the op */
+    bool detach_seen;   /* read: what came before it goes out, then the end */
+    atomic_int end;     /* sshcore_bridge_end: why it ended (any thread) */
     sshcore_bytes fdin; /* read from the socket, not yet in the channel */
     size_t fdin_off;
     sshcore_bytes fdout; /* from the channel, not yet written to the socket */
@@ -211,6 +215,16 @@ session_op *_Nullable sshcore__session_new(const char *_Nullable command,
                                            const char *_Nullable fallback,
                                            const sshcore_env_var *_Nullable env,
                                            size_t env_count);
+/** A streamed session op from a SESSION spec, not yet submitted; NULL with
+ *  `err` set for an incomplete spec or without memory. */
+session_op *_Nullable sshcore__session_from_spec(
+    const sshcore_stream_spec *spec,
+    sshcore_error *err);
+/** Whether `op` is a session channel that reports an exit and takes a resize:
+ *  a STREAM, or a BRIDGE of a session (sshcore_bridge_terminal_start). */
+bool sshcore__session_is_command(sshcore_op *op,
+                                 const char *call,
+                                 sshcore_error *_Nullable err);
 
 /* sshcore_session_output.c */
 size_t sshcore__session_room(session_op *x);
@@ -243,6 +257,7 @@ void sshcore__session_fail_writes(session_op *x, int code);
 void sshcore__session_enqueue(session_op *x, wreq *w);
 
 /* sshcore_bridge.c */
+bool sshcore__session_bridge_attach(session_op *x);
 size_t sshcore__session_bridge_send_direct(session_op *x,
                                            const uint8_t *data,
                                            size_t len);

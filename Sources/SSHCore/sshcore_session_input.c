@@ -104,7 +104,15 @@ bool
 sshcore__session_send_backlogged(sshcore_conn *conn)
 {
     int unsent = 0;
+    uint64_t sent = conn->socket_counter.out_bytes;
 
+    /* no ioctl while the bytes sent since the last look still fit in the room
+     * it showed (it was 3 syscalls per keystroke) */
+    if (conn->backlog_known &&
+        sent - conn->backlog_mark <= conn->backlog_room) {
+        return false;
+    }
+    conn->backlog_known = false;
     if (conn->sock_fd < 0 || ioctl(conn->sock_fd, SIOCOUTQNSD, &unsent) != 0) {
         return false; /* not TCP (a jump host's socketpair): libssh's own flow
                          applies */
@@ -113,6 +121,9 @@ sshcore__session_send_backlogged(sshcore_conn *conn)
         conn->send_blocked = true;
         return true;
     }
+    conn->backlog_known = true;
+    conn->backlog_room = (uint64_t)(SSHCORE_SEND_BACKLOG_MAX - unsent);
+    conn->backlog_mark = sent;
     return false;
 }
 
@@ -468,7 +479,7 @@ sshcore_stream_resize(sshcore_op *op,
     (void)px_width; /* libssh 0.10 sends 0 pixels */
     (void)px_height;
 
-    if (!sshcore__op_is(op, SSHCORE_OP_STREAM, "sshcore_stream_resize", err)) {
+    if (!sshcore__session_is_command(op, "sshcore_stream_resize", err)) {
         return SSHCORE_E_INVALID_ARGUMENT;
     }
     x = (session_op *)op;

@@ -39,15 +39,21 @@ typedef struct conn_requests {
     size_t answer_count;
 } conn_requests;
 
+/**
+ * Takes what other threads asked for. The eventfd is drained only when poll()
+ * said it was readable: a wake that lands after this still shows there, and
+ * the requests themselves are taken in any case (a read that finds nothing
+ * was a syscall on every pass, two per keystroke).
+ */
 static void
-take_requests(sshcore_conn *conn, conn_requests *rq)
+take_requests(sshcore_conn *conn, conn_requests *rq, bool drain)
 {
     uint64_t drained;
 
     memset(rq, 0, sizeof(*rq));
     atomic_store(&conn->woken, 0); /* before the drain: a later wake sets it */
     pthread_mutex_lock(&conn->mu);
-    if (conn->wake_fd >= 0) {
+    if (drain && conn->wake_fd >= 0) {
         (void)!read(conn->wake_fd, &drained, sizeof(drained));
     }
     rq->pending = conn->pending_head;
@@ -280,6 +286,8 @@ ack_now(sshcore_conn *conn, uint64_t read_bytes)
 
 /* One pass reads at most this much before the ops are stepped again. */
 #define READ_PER_PASS (512 * 1024)
+/* What libssh 0.10 asks the socket for in one recv (and 0.11 alike). */
+#define LIBSSH_READ 4096
 
 /**
  * Lets libssh read and dispatch what the socket holds. libssh 0.10 reads at
@@ -311,13 +319,37 @@ read_socket(sshcore_conn *conn)
                                    "ssh_event_dopoll");
             return;
         }
-        if (conn->socket_counter.in_bytes == last ||
+        /* less than libssh reads at once: the socket is empty (another
+         * call would only poll it) */
+        if (conn->socket_counter.in_bytes - last < LIBSSH_READ ||
             conn->socket_counter.in_bytes - start >= READ_PER_PASS ||
             conn->end_pass || atomic_load(&conn->woken) != 0) {
             return;
         }
         last = conn->socket_counter.in_bytes;
     }
+}
+
+/**
+ * libssh marks its socket for POLLOUT after every write, and sends the next
+ * packet straight away only after that event. After a pass that wrote a
+ * little (a keystroke), take the event now, while the server answers, rather
+ * than in one more wake of the loop. True when the call read data for the ops
+ * (they are stepped before the worker sleeps).
+ */
+static bool
+settle_small_write(sshcore_conn *conn, uint64_t out_before)
+{
+    uint64_t in_before = conn->socket_counter.in_bytes;
+
+    if (conn->phase != SSHCORE_PHASE_READY || conn->event == NULL ||
+        conn->send_blocked ||
+        conn->socket_counter.out_bytes - out_before >= LIBSSH_READ ||
+        (ssh_get_poll_flags(conn->session) & SSH_WRITE_PENDING) == 0) {
+        return false;
+    }
+    read_socket(conn);
+    return conn->socket_counter.in_bytes != in_before;
 }
 
 static int
@@ -462,13 +494,16 @@ void *_Nullable sshcore__conn_worker_main(void *arg)
     bool pollout_seen = false;
     bool send_wake_by_timer = false;
     uint64_t read_mark = 0;
+    uint64_t out_mark = 0;
+    bool wake_readable = true; /* nothing polled yet */
     while (sshcore__conn_live(conn)) {
-        take_requests(conn, &rq);
+        take_requests(conn, &rq, wake_readable);
         handle_requests(conn, &rq);
         if (!sshcore__conn_live(conn)) {
             break;
         }
         conn->send_blocked = false;
+        out_mark = conn->socket_counter.out_bytes;
         again = advance(conn);
         if (conn->setup != NULL && conn->phase == SSHCORE_PHASE_READY) {
             /* what connecting and authenticating needed, secrets included */
@@ -483,6 +518,9 @@ void *_Nullable sshcore__conn_worker_main(void *arg)
             /* read_socket() and advance() have read what poll() announced */
             ack_now(conn, conn->socket_counter.in_bytes - read_mark);
             readable = false;
+        }
+        if (!again && out_mark != conn->socket_counter.out_bytes) {
+            again = settle_small_write(conn, out_mark);
         }
         if (!sshcore__conn_live(conn)) {
             break;
@@ -545,6 +583,7 @@ void *_Nullable sshcore__conn_worker_main(void *arg)
             sshcore__conn_fail(conn, SSHCORE_E_SYSTEM, "poll failed");
             break;
         }
+        wake_readable = pfd[0].revents != 0;
         for (nfds_t i = core_nfds; i < nfds; i++) {
             if (pfd[i].revents != 0) {
                 sshcore_op *op = conn->op_pfd_ops[i];

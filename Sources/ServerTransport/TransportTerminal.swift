@@ -65,3 +65,60 @@ public final class TransportTerminal: Sendable {
 protocol TerminalBackend: ProcessBackend {
     func resize(_ size: SSHTerminalSize) throws(TransportError)
 }
+
+/// A transport that can join a program's terminal to a local descriptor inside its
+/// connection, as `ssh -t` carries the terminal it runs in (`SSHTransport`): no task of
+/// the caller's handles the bytes. See `SSHJoinedTerminal`.
+public protocol TerminalJoiningTransport: TerminalTransport {
+    /// Starts `executable` with `arguments` on a terminal of `terminal.size` joined to
+    /// `fd` (a terminal or a stream socket; it stays the caller's, and its open file
+    /// description becomes non-blocking: pass one of its own, such as a fresh
+    /// `open("/dev/tty")`). Returns once it started.
+    /// - Parameter detachByte: a byte that ends the join when read, or nil.
+    /// - Throws: `hostUnreachable` and the other transport codes; `invalidArgument` for a
+    ///   descriptor that is neither a terminal nor a socket.
+    func startJoinedTerminal(_ executable: String, arguments: [String], environment: [String: String],
+                             terminal: SSHTerminal, joining fd: Int32, detachByte: UInt8?)
+        async throws(TransportError) -> TransportJoinedTerminal
+}
+
+/// A program whose terminal is joined to a local descriptor (see
+/// `TerminalJoiningTransport`).
+public final class TransportJoinedTerminal: Sendable {
+    let joined: SSHJoinedTerminal
+
+    init(joined: SSHJoinedTerminal, permit: SessionPermit) {
+        self.joined = joined
+        // the session counts until the channel closed, whoever waits or not
+        Task.detached {
+            _ = try? await joined.waitUntilEnded()
+            permit.release()
+        }
+    }
+
+    /// Tells the program its terminal's new size (it gets SIGWINCH).
+    public func resize(to size: SSHTerminalSize) throws(TransportError) {
+        do {
+            try joined.resize(to: size)
+        } catch {
+            throw TransportError(error)
+        }
+    }
+
+    /// Hangs the terminal up (never blocks, idempotent).
+    public func cancel() {
+        joined.cancel()
+    }
+
+    /// Waits for the end: detached, the program's exit, or the local side's end.
+    /// - Throws: `hostUnreachable` when the connection was lost first; a cancellation
+    ///   (`isCancellation`) when it was hung up, or at once when the waiting task is
+    ///   cancelled (the terminal stays joined).
+    public func waitUntilEnded() async throws(TransportError) -> SSHJoinedTerminal.End {
+        do {
+            return try await joined.waitUntilEnded()
+        } catch {
+            throw TransportError(error)
+        }
+    }
+}

@@ -81,6 +81,7 @@ final class AttachedTerminal: Sendable {
     let reconnectTimeout: Duration
 
     private let current = Mutex<AgentTerminal?>(nil)
+    private let joined = Mutex<AgentJoinedTerminal?>(nil)
     private let detached = Mutex(false)
     private let reattached = Mutex(0)
 
@@ -128,9 +129,97 @@ final class AttachedTerminal: Sendable {
         }
         defer { signals.forEach { $0.cancel() } }
         let winch = LocalTerminal.onResize { [self] in
-            if let size = LocalTerminal.size() { try? current.withLock { $0 }?.resize(to: size) }
+            if let size = LocalTerminal.size() {
+                try? current.withLock { $0 }?.resize(to: size)
+                try? joined.withLock { $0 }?.resize(to: size)
+            }
         }
         defer { winch.cancel() }
+        // a terminal of its own, joined to the agent's by the connection's worker (as
+        // `ssh -t` carries its terminal); over a transport that cannot, the output path
+        if let tty = LocalTerminal.openOwnDescriptor() {
+            defer { close(tty) }
+            if let outcome = try await runJoined(tty) { return outcome }
+        }
+        return try await runThroughOutput()
+    }
+
+    /// Attached through the joined terminal, reattaching after drops; nil when the host
+    /// or the session joins no terminal (then the output path runs).
+    private func runJoined(_ tty: Int32) async throws -> Outcome? {
+        var terminal: AgentJoinedTerminal
+        switch await joinedAttach(tty) {
+        case .success(let t): terminal = t
+        case .failure(let e) where e.code == .terminalUnsupported: return nil
+        case .failure(let e): throw e
+        }
+        while true {
+            joined.withLock { $0 = terminal }
+            // the worker reads the terminal now: this process reads nothing from it
+            let current = terminal
+            let end = await LocalTerminal.withInputPaused { await Self.ending(of: current) }
+            joined.withLock { $0 = nil }
+            switch end {
+            case .success(.detached), .success(.terminalClosed):
+                return .detached
+            case .success(.attachEnded):
+                // tmux's own detach, or the agent's session ended
+                if let ended = await endedReason() { return .ended(ended) }
+                return .detached
+            case .failure(let e):
+                if e.code == .cancelled { return .detached }
+                if let ended = await endedReason() { return .ended(ended) }
+            }
+            say("the connection to \(host.name) was lost; reconnecting (\(detachByte == nil ? "for up to \(reconnectTimeout)" : "the detach key gives up"))")
+            // while reconnecting, this process reads the keys: the detach key gives up
+            let keys = Task { [self] in
+                for await bytes in LocalTerminal.keystrokes() {
+                    if let d = detachByte, bytes.contains(d) {
+                        detached.withLock { $0 = true }
+                        return
+                    }
+                }
+            }
+            let again = await reattach { [self] () async throws(AgentError) -> AgentJoinedTerminal in
+                try await joinedAttach(tty).get()
+            }
+            keys.cancel()
+            switch again {
+            case .success(let t):
+                say("reconnected to \(host.name); reattached")
+                reattached.withLock { $0 += 1 }
+                terminal = t
+            case .failure(let why):
+                if isDetached { return .detached }
+                return .gaveUp(why.message)
+            }
+        }
+    }
+
+    /// One joined attach, with this process reading nothing while it starts.
+    private func joinedAttach(_ tty: Int32) async -> Result<AgentJoinedTerminal, AgentError> {
+        await LocalTerminal.withInputPaused { [self] in await joinedAttachNow(tty) }
+    }
+
+    private func joinedAttachNow(_ tty: Int32) async -> Result<AgentJoinedTerminal, AgentError> {
+        do {
+            return .success(try await context.orchestrator.attach(conversationID: conversation.id, joining: tty,
+                                                                  size: LocalTerminal.size(), detachByte: detachByte))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private static func ending(of terminal: AgentJoinedTerminal) async -> Result<AgentJoinedTerminal.End, AgentError> {
+        do {
+            return .success(try await terminal.waitUntilEnded())
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Attached through the terminal's output and input streams, reattaching after drops.
+    private func runThroughOutput() async throws -> Outcome {
         let keys = Task { [self] in
             for await bytes in LocalTerminal.keystrokes() {
                 if let d = detachByte, let i = bytes.firstIndex(of: d) {
@@ -160,7 +249,9 @@ final class AttachedTerminal: Sendable {
             // not detached here or by tmux: the agent's session ended, or the link dropped
             if let ended = await endedReason() { return .ended(ended) }
             say("the connection to \(host.name) was lost; reconnecting (\(detachByte == nil ? "for up to \(reconnectTimeout)" : "the detach key gives up"))")
-            switch await reattach() {
+            switch await reattach({ [self] () async throws(AgentError) -> AgentTerminal in
+                try await context.orchestrator.attach(conversationID: conversation.id, size: LocalTerminal.size())
+            }) {
             case .success(let t):
                 say("reconnected to \(host.name); reattached")
                 reattached.withLock { $0 += 1 }
@@ -187,14 +278,13 @@ final class AttachedTerminal: Sendable {
 
     /// Attaches again until it works, the detach key is pressed, or the time is up; waits
     /// 0.5, 1, 2, 4, 5, 5, ... seconds between tries.
-    private func reattach() async -> Result<AgentTerminal, AgentError> {
+    private func reattach<T>(_ attach: () async throws(AgentError) -> T) async -> Result<T, AgentError> {
         let deadline = ContinuousClock.now + reconnectTimeout
         var wait = Duration.milliseconds(500)
         var last = AgentError(.transport, "not tried")
         while ContinuousClock.now < deadline && !isDetached {
             do {
-                let t = try await context.orchestrator.attach(conversationID: conversation.id, size: LocalTerminal.size())
-                return .success(t)
+                return .success(try await attach())
             } catch {
                 last = error
                 if error.code == .sessionNotRunning || error.code == .notFound { return .failure(error) }

@@ -59,6 +59,9 @@ struct VocabularyTests {
             ("SSHCommand.cancel", SSHCommand.cancel), ("SSHShell.cancel", SSHShell.cancel),
             ("SSHTunnel.cancel", SSHTunnel.cancel), ("TransportProcess.cancel", TransportProcess.cancel),
             ("TransportTerminal.cancel", TransportTerminal.cancel),
+            ("SSHJoinedTerminal.cancel", SSHJoinedTerminal.cancel),
+            ("TransportJoinedTerminal.cancel", TransportJoinedTerminal.cancel),
+            ("AgentJoinedTerminal.cancel", AgentJoinedTerminal.cancel),
         ]
         let waits: [(String, Any)] = [
             ("SSHCommand.exitStatus", SSHCommand.exitStatus), ("SSHShell.exitStatus", SSHShell.exitStatus),
@@ -67,6 +70,9 @@ struct VocabularyTests {
             ("SSHRemoteForward.waitUntilClosed", SSHRemoteForward.waitUntilClosed),
             ("TransportProcess.exitStatus", TransportProcess.exitStatus),
             ("TransportTerminal.exitStatus", TransportTerminal.exitStatus),
+            ("SSHJoinedTerminal.waitUntilEnded", SSHJoinedTerminal.waitUntilEnded),
+            ("TransportJoinedTerminal.waitUntilEnded", TransportJoinedTerminal.waitUntilEnded),
+            ("AgentJoinedTerminal.waitUntilEnded", AgentJoinedTerminal.waitUntilEnded),
         ]
         let closes: [(String, Any)] = [
             ("SSHConnection.close", SSHConnection.close), ("SFTPClient.close", SFTPClient.close),

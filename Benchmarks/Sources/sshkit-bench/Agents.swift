@@ -205,19 +205,29 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
     for round in 0..<rounds {
         for impl in rotated(agentImplementations, by: round) {
             if impl == agentImplementations[0] {
-                let term = try await host.attach(echoSession)
-                var it = term.output.makeAsyncIterator()
+                // the engine's attach as `agent-sessions attach` makes it: the terminal (a
+                // socket pair's end here, as ssh's is a pipe) joined to `tmux attach` on a
+                // PTY channel of the shared connection, carried by the connection's worker
+                var sv: [Int32] = [-1, -1]
+                guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &sv) == 0 else { throw BenchError("socketpair") }
+                defer { close(sv[0]) }
+                let term = try await host.attach(echoSession, joining: sv[1], detachByte: nil)
+                close(sv[1])
+                var seen: [UInt8] = []
                 // the redraw shows the last reply; keys typed while the tmux client still
                 // queries its terminal would be taken for answers, so wait a moment more
-                guard await next(&it, containing: keys == 0 ? "ECHO-READY" : "k\(keys);") else {
+                guard readUntil(sv[0], keys == 0 ? "ECHO-READY" : "k\(keys);", seen: &seen) else {
                     throw BenchError("no screen on attach")
                 }
                 try await Task.sleep(for: .milliseconds(300))
                 for timed in [false] + Array(repeating: true, count: 50) {
+                    var b: UInt8 = 0x78
                     let s = now()
-                    try await term.input.write([0x78])
+                    guard write(sv[0], &b, 1) == 1 else { throw BenchError("write to the joined terminal failed") }
                     keys += 1
-                    guard await next(&it, containing: "k\(keys);") else { throw BenchError("the key did not come back") }
+                    guard readUntil(sv[0], "k\(keys);", seen: &seen) else {
+                        throw BenchError("the key did not come back: \(String(decoding: seen.suffix(300), as: UTF8.self).debugDescription)")
+                    }
                     if timed { keystroke.samples[impl, default: []].append(now() - s) }
                 }
                 term.cancel()
@@ -318,16 +328,6 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
     await rt.close()
     await t.close()
     return [detect, detectParallel, create, keystroke, reattach]
-}
-
-/// Reads chunks until what was read holds `text`; false when the output ended.
-private func next(_ it: inout AsyncStream<[UInt8]>.Iterator, containing text: String) async -> Bool {
-    var seen = ""
-    while let chunk = await it.next() {
-        seen += String(decoding: chunk, as: UTF8.self)
-        if seen.contains(text) { return true }
-    }
-    return false
 }
 
 private func readUntil(_ terminal: AgentTerminal, _ text: String) async -> Bool {

@@ -106,6 +106,28 @@ func spawnAndWait(_ argv: [String], quiet: Bool = true) -> Int32 {
     return (status >> 8) & 0xff
 }
 
+/// Reads `fd` until `marker` appears: true then; false at its end or after `seconds`.
+/// `seen` holds what was read (for error messages).
+func readUntil(_ fd: Int32, _ marker: String, seconds: Double = 20, seen: inout [UInt8]) -> Bool {
+    seen = []
+    let m = Array(marker.utf8)
+    var buf = [UInt8](repeating: 0, count: 65536)
+    let deadline = now() + seconds * 1000
+    while now() < deadline {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&p, 1, 100) >= 0 else { return false }
+        if p.revents == 0 { continue }
+        let n = read(fd, &buf, buf.count)
+        if n <= 0 { return false }
+        seen += buf[0..<n]
+        if seen.count >= m.count, (0...(seen.count - m.count)).contains(where: { seen[$0..<($0 + m.count)].elementsEqual(m) }) {
+            return true
+        }
+        if seen.count > 1 << 20 { seen.removeFirst(seen.count - m.count) }
+    }
+    return false
+}
+
 /// A process (`ssh`) with its stdin and stdout on pipes (stdin stays open, as a terminal's
 /// would). `waitFor` reads stdout until a marker appears.
 final class PipedProcess {
@@ -135,24 +157,7 @@ final class PipedProcess {
 
     /// True once `marker` was read; false when the process ended first or `seconds` passed.
     func waitFor(_ marker: String, seconds: Double = 20) -> Bool {
-        var seen = [UInt8]()
-        let m = Array(marker.utf8)
-        var buf = [UInt8](repeating: 0, count: 65536)
-        let deadline = now() + seconds * 1000
-        while now() < deadline {
-            var p = pollfd(fd: stdout, events: Int16(POLLIN), revents: 0)
-            guard poll(&p, 1, 100) >= 0 else { return false }
-            if p.revents == 0 { continue }
-            let n = read(stdout, &buf, buf.count)
-            if n <= 0 { return false }
-            seen += buf[0..<n]
-            lastOutput = seen
-            if seen.count >= m.count, (0...(seen.count - m.count)).contains(where: { seen[$0..<($0 + m.count)].elementsEqual(m) }) {
-                return true
-            }
-            if seen.count > 1 << 20 { seen.removeFirst(seen.count - m.count) }
-        }
-        return false
+        readUntil(stdout, marker, seconds: seconds, seen: &lastOutput)
     }
 
     func end() {

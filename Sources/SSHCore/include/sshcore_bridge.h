@@ -1,7 +1,7 @@
 /*
- * sshcore_bridge.h - bridged channels: a socket joined to a channel inside the
- * worker (forwarding). Part of the public interface of SSHCore (see sshcore.h);
- * includes no libssh.
+ * sshcore_bridge.h - bridged channels: a socket or a terminal joined to a
+ * channel inside the worker (forwarding, attaching). Part of the public
+ * interface of SSHCore (see sshcore.h); includes no libssh.
  */
 #ifndef SSHCORE_BRIDGE_H
 #define SSHCORE_BRIDGE_H
@@ -66,6 +66,52 @@ sshcore_op *_Nullable sshcore_bridge_start(
     sshcore_op_done_fn done,
     void *_Nullable ctx,
     sshcore_error *err);
+
+/**
+ * @brief Start a command or the login shell on a PTY (spec->kind SESSION with
+ * spec->pty; not a subsystem) and join its terminal to `fd` inside the worker,
+ * as ssh(1) carries its own terminal: what is read from `fd` goes to the
+ * program and its screen is written to `fd`, with no hand-over to the caller.
+ *
+ * `fd` is a stream socket or a terminal (a pipe is refused: a write to one
+ * without a reader would raise SIGPIPE on the worker). The core owns it from
+ * this call on, also when it fails, as for sshcore_bridge_start; open a fresh
+ * one for a terminal (open("/dev/tty")): it is made non-blocking, which the
+ * caller's other descriptors of the same terminal then do not share.
+ * `detach_byte` (0-255, or -1 for none), read from `fd`, ends the join: the
+ * bytes before it go to the program, nothing after it is read, and the op
+ * completes OK, sshcore_bridge_end_of() saying DETACHED; the channel closes
+ * (the program gets its terminal's hang-up).
+ * `done` runs once: OK when the channel closed (the exit is read with
+ * sshcore_stream_get_exit), on the detach byte, or when `fd` ended (a
+ * terminal's hang-up, a socket's reset); an error as for sshcore_bridge_start.
+ * sshcore_stream_resize resizes the PTY. A socket's EOF sends the channel's
+ * EOF; a terminal's end ends the op.
+ */
+sshcore_op *_Nullable sshcore_bridge_terminal_start(
+    sshcore_conn *conn,
+    const sshcore_stream_spec *spec,
+    int fd,
+    int detach_byte,
+    const sshcore_bridge_callbacks *callbacks,
+    sshcore_op_done_fn done,
+    void *_Nullable ctx,
+    sshcore_error *err);
+
+/** Why a bridge that completed OK ended. */
+typedef enum sshcore_bridge_end {
+    /** The channel closed (a command's exit is then readable). */
+    SSHCORE_BRIDGE_END_CHANNEL = 0,
+    /** The detach byte was read (terminal bridges). */
+    SSHCORE_BRIDGE_END_DETACHED = 1,
+    /** The fd's side went away: a socket's reset or broken pipe, a terminal's
+     *  hang-up. */
+    SSHCORE_BRIDGE_END_FD = 2,
+} sshcore_bridge_end;
+
+/** @brief Why a bridge ended (any thread); valid once done ran with OK, and
+ *  CHANNEL for an op that is not a bridge. */
+sshcore_bridge_end sshcore_bridge_end_of(sshcore_op *op);
 
 /** @brief Bytes a bridge moved so far: channel to socket, socket to channel. */
 int sshcore_bridge_get_counts(sshcore_op *op,

@@ -211,7 +211,8 @@ int sshcore_stream_send_eof(sshcore_op *op, sshcore_error *err);
  * thread). */
 int sshcore_stream_signal(sshcore_op *op, const char *name, sshcore_error *err);
 
-/** @brief Tell the PTY its new size (any thread); the latest size wins. */
+/** @brief Tell the PTY its new size (any thread); the latest size wins. Also
+ *  takes a terminal bridge (sshcore_bridge_terminal_start). */
 int sshcore_stream_resize(sshcore_op *op,
                           uint32_t cols,
                           uint32_t rows,
@@ -234,7 +235,8 @@ int sshcore_stream_consumed(sshcore_op *op, size_t n);
 typedef enum sshcore_op_kind {
     SSHCORE_OP_EXEC = 1,   /**< sshcore_exec_start: output collected */
     SSHCORE_OP_STREAM = 2, /**< sshcore_stream_start, sshcore_rforward_stream */
-    SSHCORE_OP_BRIDGE = 3, /**< sshcore_bridge_start, sshcore_rforward_bridge */
+    SSHCORE_OP_BRIDGE = 3, /**< sshcore_bridge_start, sshcore_rforward_bridge,
+                              sshcore_bridge_terminal_start */
     SSHCORE_OP_RFORWARD = 4, /**< sshcore_rforward_start */
 } sshcore_op_kind;
 
@@ -249,7 +251,8 @@ typedef struct sshcore_exit_info {
 } sshcore_exit_info;
 
 /** @brief How the remote command ended; valid once done ran (zeros before).
- *  @return SSHCORE_E_OK, or INVALID_ARGUMENT for an op that is not a STREAM. */
+ *  @return SSHCORE_E_OK, or INVALID_ARGUMENT for an op that is neither a
+ *  STREAM nor a terminal bridge. */
 int sshcore_stream_get_exit(sshcore_op *op, sshcore_exit_info *info);
 
 /** @brief Cancel (any thread, never blocks): completes with CANCELLED at once

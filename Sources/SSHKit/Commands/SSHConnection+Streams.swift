@@ -89,6 +89,18 @@ extension SSHConnection {
     private func startChannel(command: String?, options: SSHChannelOptions, terminal: SSHTerminal?)
         async throws(SSHError) -> StreamChannel
     {
+        let request = try Self.channelRequest(command: command, options: options, terminal: terminal)
+        let channel = StreamChannel()
+        try await channel.start(on: core, request)
+        logger.trace("channel started", metadata: ["shell": "\(command == nil)", "pty": "\(terminal != nil)"])
+        return channel
+    }
+
+    /// What a session channel is started with: `command` (the login shell when nil)
+    /// with its terminal's modes, and the environment as requests or a fallback.
+    static func channelRequest(command: String?, options: SSHChannelOptions, terminal: SSHTerminal?)
+        throws(SSHError) -> StreamRequest
+    {
         try options.validate()
         try terminal?.validate()
         // libssh 0.10 sends no terminal modes: `stty` sets them (see SSHTerminalMode)
@@ -98,12 +110,9 @@ extension SSHConnection {
         }
         let (env, fallback) = try Self.environmentRequests(
             options.environment, command: command ?? "exec \"$SHELL\" -l")
-        let channel = StreamChannel()
-        try await channel.start(on: core, StreamRequest(
+        return StreamRequest(
             command: command, fallback: options.exportsRefusedEnvironment ? fallback : nil,
             environmentOptional: !options.exportsRefusedEnvironment, environment: env, pty: terminal,
-            bufferLimit: options.bufferLimit, timeout: options.timeout))
-        logger.trace("channel started", metadata: ["shell": "\(command == nil)", "pty": "\(terminal != nil)"])
-        return channel
+            bufferLimit: options.bufferLimit, timeout: options.timeout)
     }
 }

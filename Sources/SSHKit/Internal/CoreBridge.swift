@@ -17,6 +17,8 @@ struct BridgeHandlers: Sendable {
     /// The bridge ended (after `opened` or `failed`): nil when it closed normally
     /// (both sides done, or the socket's client went away), else why it ended.
     var finished: @Sendable (_ error: SSHError?, _ counts: BridgeCounts) -> Void = { _, _ in }
+    /// A terminal bridge ended (after `opened` or `failed`): how, or why it failed.
+    var ended: @Sendable (Result<SSHJoinedTerminal.End, SSHError>) -> Void = { _ in }
 }
 
 /// Bytes one bridge moved: from the channel to the socket and back.
@@ -48,6 +50,30 @@ final class CoreBridge: Sendable {
                 sshcore_bridge_start(connection.pointer.raw, &storage.spec, fd, first.baseAddress, first.count,
                                      callbacks, coreBridgeDone, ctx, err)
             }
+        }
+    }
+
+    /// Starts `request` (a session with a PTY) joined to `fd` inside the core; `ended`
+    /// runs once, on the worker, with how it ended. On a thrown error the fd is
+    /// already closed and no handler runs.
+    static func startTerminal(on connection: CoreConnection, _ request: StreamRequest, fd: Int32, detachByte: UInt8?,
+                              handlers: BridgeHandlers) throws(SSHError) -> CoreBridge {
+        let storage = StreamSpecStorage(request)
+        defer { withExtendedLifetime(storage) {} }
+        return try start(handlers: handlers) { callbacks, ctx, err in
+            sshcore_bridge_terminal_start(connection.pointer.raw, &storage.spec, fd, detachByte.map(Int32.init) ?? -1,
+                                          callbacks, coreTerminalDone, ctx, err)
+        }
+    }
+
+    /// Tells the PTY of a terminal bridge its new size.
+    func resize(_ size: SSHTerminalSize) throws(SSHError) {
+        try size.validate()
+        guard let op = handle.op else { throw SSHError(.invalidState, "the terminal has not started") }
+        var err = sshcore_error()
+        if sshcore_stream_resize(op.raw, UInt32(size.columns), UInt32(size.rows), UInt32(size.pixelWidth),
+                                 UInt32(size.pixelHeight), &err) != 0 {
+            throw SSHError(core: err)
         }
     }
 
@@ -108,6 +134,20 @@ let coreBridgeDone: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer) -> 
     bridge.handlers.finished(err.code == Int32(sshcore_code.SSHCORE_E_OK.rawValue) ? nil : SSHError(core: err), c)
 }
 
+let coreTerminalDone: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer) -> Void = { ctx, op in
+    let bridge = CoreBridge.from(ctx)
+    let err = sshcore_op_error(op).pointee
+    guard err.code == Int32(sshcore_code.SSHCORE_E_OK.rawValue) else {
+        bridge.handlers.ended(.failure(SSHError(core: err)))
+        return
+    }
+    switch sshcore_bridge_end_of(op) {
+    case SSHCORE_BRIDGE_END_DETACHED: bridge.handlers.ended(.success(.detached))
+    case SSHCORE_BRIDGE_END_FD: bridge.handlers.ended(.success(.terminalClosed))
+    default: bridge.handlers.ended(.success(.exited(CoreExit.status(of: op))))
+    }
+}
+
 extension CoreConnection {
     /// A socket pair whose one end is bridged to `target` through this connection;
     /// returns the other end once the channel is open (the caller owns it).
@@ -147,32 +187,55 @@ extension CoreConnection {
     }
 }
 
-/// A one-shot result that a worker callback delivers and one task awaits.
-final class OpenWaiter: Sendable {
+/// A one-shot result that a worker callback delivers and any number of tasks await.
+/// A waiting task that is cancelled gets `cancelled` at once; the result stays for
+/// the others and for later waits.
+final class ResultWaiter<Value: Sendable>: Sendable {
     private struct S {
-        var result: Result<Void, SSHError>?
-        var continuation: CheckedContinuation<Result<Void, SSHError>, Never>?
+        var result: Result<Value, SSHError>?
+        var waiters: [UInt64: CheckedContinuation<Result<Value, SSHError>, Never>] = [:]
+        var cancelled: Set<UInt64> = []
+        var nextID: UInt64 = 0
     }
     private let s = Mutex(S())
 
-    func resume(_ r: Result<Void, SSHError>) {
-        let c = s.withLock { st -> CheckedContinuation<Result<Void, SSHError>, Never>? in
-            guard st.result == nil else { return nil }
+    func resume(_ r: Result<Value, SSHError>) {
+        let all = s.withLock { st -> [CheckedContinuation<Result<Value, SSHError>, Never>] in
+            guard st.result == nil else { return [] }
             st.result = r
-            defer { st.continuation = nil }
-            return st.continuation
+            defer { st.waiters = [:] }
+            return Array(st.waiters.values)
         }
-        c?.resume(returning: r)
+        for c in all { c.resume(returning: r) }
     }
 
-    func wait() async -> Result<Void, SSHError> {
-        await withCheckedContinuation { c in
-            let done = s.withLock { st -> Result<Void, SSHError>? in
-                if let r = st.result { return r }
-                st.continuation = c
-                return nil
+    func wait() async -> Result<Value, SSHError> {
+        let id = s.withLock { st -> UInt64 in
+            st.nextID += 1
+            return st.nextID
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { c in
+                let done = s.withLock { st -> Result<Value, SSHError>? in
+                    if let r = st.result { return r }
+                    // a cancel that came before the continuation was stored
+                    if st.cancelled.remove(id) != nil { return .failure(SSHError(.cancelled, "the wait was cancelled")) }
+                    st.waiters[id] = c
+                    return nil
+                }
+                if let done { c.resume(returning: done) }
             }
-            if let done { c.resume(returning: done) }
+        } onCancel: {
+            let c = s.withLock { st -> CheckedContinuation<Result<Value, SSHError>, Never>? in
+                guard let c = st.waiters.removeValue(forKey: id) else {
+                    if st.result == nil { st.cancelled.insert(id) }
+                    return nil
+                }
+                return c
+            }
+            c?.resume(returning: .failure(SSHError(.cancelled, "the wait was cancelled")))
         }
     }
 }
+
+typealias OpenWaiter = ResultWaiter<Void>

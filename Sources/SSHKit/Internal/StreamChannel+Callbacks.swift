@@ -48,13 +48,18 @@ let coreStreamDone: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer) -> 
         channel.finished(.failure(SSHError(core: err)))
         return
     }
-    var info = sshcore_exit_info()
-    sshcore_stream_get_exit(op, &info)
-    let status: SSHExitStatus
-    switch info.kind {
-    case SSHCORE_EXIT_STATUS: status = .exited(info.status)
-    case SSHCORE_EXIT_SIGNAL: status = .signaled(CoreStrings.string(info.signal), coreDumped: info.core_dumped != 0)
-    default: status = .unknown
+    channel.finished(.success(CoreExit.status(of: op)))
+}
+
+/// How a session channel's command ended, as the core recorded it.
+enum CoreExit {
+    static func status(of op: OpaquePointer) -> SSHExitStatus {
+        var info = sshcore_exit_info()
+        sshcore_stream_get_exit(op, &info)
+        switch info.kind {
+        case SSHCORE_EXIT_STATUS: return .exited(info.status)
+        case SSHCORE_EXIT_SIGNAL: return .signaled(CoreStrings.string(info.signal), coreDumped: info.core_dumped != 0)
+        default: return .unknown
+        }
     }
-    channel.finished(.success(status))
 }
