@@ -4,7 +4,9 @@
 //   ssh-shell -p 2222 -i ~/.ssh/id_ed25519 me@10.0.0.5 top
 //
 // The local terminal goes into raw mode (keys go to the server as typed, Ctrl-C included),
-// window size changes are forwarded, and the terminal is restored on exit. The exit
+// window size changes are forwarded, and the terminal is restored on exit. On a terminal,
+// the connection's worker carries the bytes (SSHConnection.startJoinedTerminal), as ssh's
+// own loop does; on pipes, they go through the shell's streams. The exit
 // status is the remote shell's, 255 when the connection failed.
 import ArgumentParser
 import ExampleSupport
@@ -48,6 +50,12 @@ struct SSHShellCommand: AsyncParsableCommand {
         do {
             let options = tool.channelOptions
             status = try await SSHClient.withConnection(tool.configuration) { conn in
+                if let tty = LocalTerminal.openOwnDescriptor() {
+                    // a terminal: the connection's worker carries it, as ssh's own loop does
+                    defer { close(tty) }
+                    return try await Self.join(tty, words.isEmpty ? nil : words.joined(separator: " "),
+                                               conn: conn, terminal: terminal, options: options)
+                }
                 if words.isEmpty {
                     let shell = try await conn.startShell(terminal: terminal, options: options)
                     return try await Self.attach(output: shell.output, input: shell.input,
@@ -69,7 +77,23 @@ struct SSHShellCommand: AsyncParsableCommand {
         }
     }
 
-    /// Wires the local terminal to the remote one until the remote side ends.
+    /// Joins the local terminal to the remote one until the remote side ends.
+    static func join(_ tty: Int32, _ command: String?, conn: SSHConnection, terminal: SSHTerminal,
+                     options: SSHChannelOptions) async throws -> SSHExitStatus {
+        let raw = LocalTerminal.enterRawMode()
+        defer { raw?.restore() }
+        let joined = try await conn.startJoinedTerminal(command, terminal: terminal, joining: tty, options: options)
+        defer { joined.cancel() }
+        let winch = LocalTerminal.onResize { if let size = LocalTerminal.size() { try? joined.resize(to: size) } }
+        defer { winch.cancel() }
+        switch try await joined.waitUntilEnded() {
+        case .exited(let status): return status
+        case .detached, .terminalClosed: return .unknown // no detach byte; the terminal hung up
+        }
+    }
+
+    /// Wires standard input and output (not a terminal) to the remote terminal until the
+    /// remote side ends.
     static func attach(
         output: SSHByteStream, input: SSHByteWriter, resize: @escaping @Sendable (SSHTerminalSize) -> Void,
         exit: () async throws(SSHError) -> SSHExitStatus

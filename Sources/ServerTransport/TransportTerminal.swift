@@ -74,7 +74,13 @@ public protocol TerminalJoiningTransport: TerminalTransport {
     /// `fd` (a terminal or a stream socket; it stays the caller's, and its open file
     /// description becomes non-blocking: pass one of its own, such as a fresh
     /// `open("/dev/tty")`). Returns once it started.
-    /// - Parameter detachByte: a byte that ends the join when read, or nil.
+    /// - Parameters:
+    ///   - executable: the program, found on the `PATH` of the login.
+    ///   - arguments: its arguments, each passed as one word.
+    ///   - environment: variables set for it.
+    ///   - terminal: the terminal's type, size and modes.
+    ///   - fd: the local terminal or stream socket.
+    ///   - detachByte: a byte that ends the join when read, or nil.
     /// - Throws: `hostUnreachable` and the other transport codes; `invalidArgument` for a
     ///   descriptor that is neither a terminal nor a socket.
     func startJoinedTerminal(_ executable: String, arguments: [String], environment: [String: String],

@@ -56,6 +56,14 @@ public enum LocalTerminal {
         return try await body()
     }
 
+    /// Inside `withInputPaused`: runs `body` with standard input read again (the
+    /// keystroke streams get keys), and pauses it again after.
+    public static func withInputResumed<R, E: Error>(_ body: () async throws(E) -> R) async throws(E) -> R {
+        InputHub.shared.resume()
+        defer { InputHub.shared.pause() }
+        return try await body()
+    }
+
     /// A descriptor of the controlling terminal of its own (a fresh `/dev/tty`, read
     /// and write; close-on-exec) when standard input and output are that terminal, else
     /// nil. Making it non-blocking leaves standard input and output as they are.

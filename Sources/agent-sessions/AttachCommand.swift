@@ -147,17 +147,21 @@ final class AttachedTerminal: Sendable {
     /// Attached through the joined terminal, reattaching after drops; nil when the host
     /// or the session joins no terminal (then the output path runs).
     private func runJoined(_ tty: Int32) async throws -> Outcome? {
+        // the worker reads the terminal: this process reads nothing from it, but while
+        // it reconnects (for the detach key)
+        try await LocalTerminal.withInputPaused { try await runJoinedPaused(tty) }
+    }
+
+    private func runJoinedPaused(_ tty: Int32) async throws -> Outcome? {
         var terminal: AgentJoinedTerminal
-        switch await joinedAttach(tty) {
+        switch await joinedAttachNow(tty) {
         case .success(let t): terminal = t
         case .failure(let e) where e.code == .terminalUnsupported: return nil
         case .failure(let e): throw e
         }
         while true {
             joined.withLock { $0 = terminal }
-            // the worker reads the terminal now: this process reads nothing from it
-            let current = terminal
-            let end = await LocalTerminal.withInputPaused { await Self.ending(of: current) }
+            let end = await Self.ending(of: terminal)
             joined.withLock { $0 = nil }
             switch end {
             case .success(.detached), .success(.terminalClosed):
@@ -172,18 +176,21 @@ final class AttachedTerminal: Sendable {
             }
             say("the connection to \(host.name) was lost; reconnecting (\(detachByte == nil ? "for up to \(reconnectTimeout)" : "the detach key gives up"))")
             // while reconnecting, this process reads the keys: the detach key gives up
-            let keys = Task { [self] in
-                for await bytes in LocalTerminal.keystrokes() {
-                    if let d = detachByte, bytes.contains(d) {
-                        detached.withLock { $0 = true }
-                        return
+            let again = await LocalTerminal.withInputResumed { [self] in
+                let keys = Task { [self] in
+                    for await bytes in LocalTerminal.keystrokes() {
+                        if let d = detachByte, bytes.contains(d) {
+                            detached.withLock { $0 = true }
+                            return
+                        }
                     }
                 }
+                defer { keys.cancel() }
+                return await reattach { [self] () async throws(AgentError) -> AgentJoinedTerminal in
+                    // paused again while the worker starts reading the terminal
+                    try await LocalTerminal.withInputPaused { await joinedAttachNow(tty) }.get()
+                }
             }
-            let again = await reattach { [self] () async throws(AgentError) -> AgentJoinedTerminal in
-                try await joinedAttach(tty).get()
-            }
-            keys.cancel()
             switch again {
             case .success(let t):
                 say("reconnected to \(host.name); reattached")
@@ -194,11 +201,6 @@ final class AttachedTerminal: Sendable {
                 return .gaveUp(why.message)
             }
         }
-    }
-
-    /// One joined attach, with this process reading nothing while it starts.
-    private func joinedAttach(_ tty: Int32) async -> Result<AgentJoinedTerminal, AgentError> {
-        await LocalTerminal.withInputPaused { [self] in await joinedAttachNow(tty) }
     }
 
     private func joinedAttachNow(_ tty: Int32) async -> Result<AgentJoinedTerminal, AgentError> {

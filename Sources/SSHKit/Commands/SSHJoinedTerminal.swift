@@ -61,8 +61,13 @@ extension SSHConnection {
     /// `fd` stays yours: a duplicate is joined and closed when the terminal ends. It
     /// shares `fd`'s open file description, which becomes non-blocking: pass a
     /// descriptor of its own (`open("/dev/tty", O_RDWR)`), not standard input.
-    /// - Parameter detachByte: a byte that ends the join when read (`0x1D` for
-    ///   Ctrl-]), or nil for none.
+    /// - Parameters:
+    ///   - command: the command line, or nil for the login shell.
+    ///   - terminal: the terminal's type, size and modes.
+    ///   - fd: the local terminal or stream socket.
+    ///   - detachByte: a byte that ends the join when read (`0x1D` for Ctrl-]), or nil for
+    ///     none.
+    ///   - options: environment, buffer limit and timeout, as for `startCommand`.
     /// - Throws: `invalidArgument` for a bad command, terminal or descriptor (a pipe is
     ///   refused: a write to one without a reader raises SIGPIPE); `channelOpenFailed`
     ///   and the rest as `startCommand`.

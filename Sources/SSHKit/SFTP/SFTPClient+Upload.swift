@@ -10,7 +10,10 @@ extension SFTPClient {
     /// `remote` (posix-rename, else `mv -f`). On any
     /// failure or cancellation the temporary file is removed and `remote` is untouched
     /// (after a cancel, the removal finishes in the background: a cancelled call never
-    /// waits for the server).
+    /// waits for the server), with one exception no client can rule out: when the
+    /// connection is lost (or the call cancelled) after the rename was sent, the server
+    /// may have renamed, and `remote` then holds the whole new file; the error's message
+    /// says so. It never holds a part of it.
     /// Returns the size.
     @discardableResult
     public func upload(_ localPath: String, to remote: SFTPPath, options: SFTPTransferOptions = SFTPTransferOptions(),
@@ -95,7 +98,15 @@ extension SFTPClient {
             try await file.setAttributes(attrs)
             if options.synchronize && supports(extension: "fsync@openssh.com") { try await file.synchronize() }
             try await file.close()
-            try await rename(temp, to: remote, replacing: true)
+            do throws(SSHError) {
+                try await rename(temp, to: remote, replacing: true)
+            } catch where Self.outcomeUnknown(error) {
+                // the rename went out and its answer did not come back: the server may
+                // have renamed (a whole file) or not; say so rather than "untouched"
+                var e = error
+                e.message += "; the rename of the complete file was sent, so \(remote) holds either what it held before or the whole new file (never a part)"
+                throw e
+            }
             return size
         } catch {
             // cleanup runs even when this task is cancelled
@@ -112,6 +123,12 @@ extension SFTPClient {
             if keep != nil || !Task.isCancelled { await cleanup.value }
             throw error
         }
+    }
+
+    /// Whether a request may have been carried out although it failed: the connection
+    /// ended, the call was cancelled or timed out after it was sent.
+    static func outcomeUnknown(_ error: SSHError) -> Bool {
+        [.connectionLost, .connectionClosed, .disconnected, .cancelled, .timedOut, .streamCorrupted].contains(error.code)
     }
 
     /// Writes `[coverage.start, size)` from `source` with up to `maxRequestsInFlight`

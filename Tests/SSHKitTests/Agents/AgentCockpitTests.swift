@@ -78,6 +78,13 @@ struct AgentCockpitTests {
             let screen = (try? tmux.screen()) ?? ""
             return !screen.contains("preview  diff  log") && screen.hasPrefix("ARGS:")
         }
+        // every key reaches the agent: the cockpit's own reader of the terminal is paused
+        // while the connection's worker carries it (two readers would split the keys)
+        for word in ["first-key-line", "second-key-line", "third-key-line"] {
+            try keys("-l", word)
+            try keys("Enter")
+            try await tmux.waitFor("got: \(word)")
+        }
         try keys("C-]")
         try await tmux.waitFor("detached from amp of Ask me")
         try await tmux.waitFor("preview  diff  log")

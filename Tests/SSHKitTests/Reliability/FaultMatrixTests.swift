@@ -1,5 +1,5 @@
 import Foundation
-import SSHKit
+@testable import SSHKit
 import Synchronization
 import Testing
 
@@ -35,6 +35,9 @@ struct FaultMatrixTests {
         /// Temporary files on the server after a failed upload (the connection was gone,
         /// so nothing could remove them).
         var remoteTemporaryFiles = 0
+        /// The whole new file at the destination after an upload failed with the answer to
+        /// its rename lost (the server renamed; no client can know): not a partial file.
+        var wholeAfterLostAnswer = 0
     }
 
     static let kinds: [FaultProxy.Kind] = [
@@ -118,7 +121,14 @@ struct FaultMatrixTests {
         if workload == .upload {
             let remoteLeft = ((try? FileManager.default.contentsOfDirectory(atPath: fixture.uploadDir)) ?? [])
                 .filter { $0.contains("up-" + tag) }
-            if failed && remoteLeft.contains("up-" + tag) { left.partialDestination += 1 }
+            if failed && remoteLeft.contains("up-" + tag) {
+                let got = FileManager.default.contents(atPath: uploadTarget).map { [UInt8]($0) }
+                if case .typedError(let code) = outcome, SFTPClient.outcomeUnknown(SSHError(code, "")), got == fixture.payload {
+                    left.wholeAfterLostAnswer += 1
+                } else {
+                    left.partialDestination += 1
+                }
+            }
             left.remoteTemporaryFiles += remoteLeft.filter { $0 != "up-" + tag }.count
             for f in remoteLeft { try? FileManager.default.removeItem(atPath: fixture.uploadDir + "/" + f) }
         }
@@ -248,7 +258,7 @@ extension FaultMatrixTests {
             var g = Reliability.generator("matrix")
             let socketsBefore = countSockets()
 
-            var runs = 0, correct = 0, typed = 0, hangs = 0, partial = 0, remoteTemp = 0, notFired = 0
+            var runs = 0, correct = 0, typed = 0, hangs = 0, partial = 0, remoteTemp = 0, notFired = 0, wholeAfterLostAnswer = 0
             var falseSuccesses: [String] = [], untyped: [String] = []
             var codes: [String: Int] = [:]
             let started = ContinuousClock.now
@@ -267,6 +277,7 @@ extension FaultMatrixTests {
                             runs += 1
                             partial += left.partialDestination
                             remoteTemp += left.remoteTemporaryFiles
+                            wholeAfterLostAnswer += left.wholeAfterLostAnswer
                             let label = "\(workload) \(fault)"
                             if left.partialDestination > 0 { Issue.record("partial destination: \(label)") }
                             switch outcome {
@@ -299,6 +310,7 @@ extension FaultMatrixTests {
             Reliability.record(part, "hangs (nothing after 20 s)", hangs, goal: "0")
             Reliability.record(part, "partial destination files", partial, goal: "0")
             Reliability.record(part, "server temp files after failed uploads", remoteTemp)
+            Reliability.record(part, "whole uploads whose rename's answer was lost (reported as failed)", wholeAfterLostAnswer)
             Reliability.record(part, "faults past the end of the session (not fired)", notFired)
             Reliability.record(part, "wall time (s)", String(format: "%.1f", elapsed))
             Reliability.record(part, "seed", Reliability.seed)
