@@ -333,9 +333,9 @@ read_socket(sshcore_conn *conn)
 /**
  * libssh marks its socket for POLLOUT after every write, and sends the next
  * packet straight away only after that event. After a pass that wrote a
- * little (a keystroke), take the event now, while the server answers, rather
- * than in one more wake of the loop. True when the call read data for the ops
- * (they are stepped before the worker sleeps).
+ * little (a keystroke) and read nothing, take the event now, while the server
+ * answers, rather than in one more wake of the loop. True when the call read
+ * data for the ops (they are stepped before the worker sleeps).
  */
 static bool
 settle_small_write(sshcore_conn *conn, uint64_t out_before)
@@ -495,6 +495,7 @@ void *_Nullable sshcore__conn_worker_main(void *arg)
     bool send_wake_by_timer = false;
     uint64_t read_mark = 0;
     uint64_t out_mark = 0;
+    bool settle = false;
     bool wake_readable = true; /* nothing polled yet */
     while (sshcore__conn_live(conn)) {
         take_requests(conn, &rq, wake_readable);
@@ -514,12 +515,14 @@ void *_Nullable sshcore__conn_worker_main(void *arg)
          * the low-water mark, not half of it. Poll on a short timer instead of
          * for POLLOUT, which would spin. */
         send_wake_by_timer = conn->send_blocked && pollout_seen;
+        /* a pass that read the socket (a download's window adjust) polls on */
+        settle = !readable && out_mark != conn->socket_counter.out_bytes;
         if (readable) {
             /* read_socket() and advance() have read what poll() announced */
             ack_now(conn, conn->socket_counter.in_bytes - read_mark);
             readable = false;
         }
-        if (!again && out_mark != conn->socket_counter.out_bytes) {
+        if (!again && settle) {
             again = settle_small_write(conn, out_mark);
         }
         if (!sshcore__conn_live(conn)) {
