@@ -206,10 +206,10 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
         for impl in rotated(agentImplementations, by: round) {
             if impl == agentImplementations[0] {
                 // the engine's attach as `agent-sessions attach` makes it: the terminal (a
-                // socket pair's end here, as ssh's is a pipe) joined to `tmux attach` on a
-                // PTY channel of the shared connection, carried by the connection's worker
-                var sv: [Int32] = [-1, -1]
-                guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &sv) == 0 else { throw BenchError("socketpair") }
+                // pseudo-terminal, as ssh's) joined to `tmux attach` on a PTY channel of the
+                // shared connection, carried by the connection's worker
+                guard let pty = Pseudoterminal() else { throw BenchError("openpty") }
+                let sv = [pty.master, pty.terminal]
                 defer { close(sv[0]) }
                 let term = try await host.attach(echoSession, joining: sv[1], detachByte: nil)
                 close(sv[1])
@@ -232,8 +232,8 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
                 }
                 term.cancel()
             } else {
-                guard let p = PipedProcess(f.sshArgs(["-tt", "-o", "ControlPath=\(ctl)"],
-                                                     command: "tmux -L \(socket) attach-session -t '=\(echoSession.tmuxName!)'"))
+                guard let p = PipedProcess(onTerminal: f.sshArgs(["-tt", "-o", "ControlPath=\(ctl)"],
+                                                                 command: "tmux -L \(socket) attach-session -t '=\(echoSession.tmuxName!)'"))
                 else { throw BenchError("ssh did not start") }
                 guard p.waitFor(keys == 0 ? "ECHO-READY" : "k\(keys);") else {
                     p.end()

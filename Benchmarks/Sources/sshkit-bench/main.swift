@@ -155,6 +155,30 @@ final class PipedProcess {
         stdout = outPipe[0]
     }
 
+    /// The process with a terminal as its stdin and stdout (`ssh -tt` in a terminal
+    /// window): the benchmark holds the pseudo-terminal's master, as a terminal emulator
+    /// does, and reads and writes it through `stdin` and `stdout` (the same fd).
+    init?(onTerminal argv: [String]) {
+        guard let pty = Pseudoterminal() else { return nil }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, pty.terminal, 0)
+        posix_spawn_file_actions_adddup2(&actions, pty.terminal, 1)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addclose(&actions, pty.terminal)
+        posix_spawn_file_actions_addclose(&actions, pty.master)
+        guard let pid = spawn(argv, &actions) else {
+            close(pty.master)
+            close(pty.terminal)
+            return nil
+        }
+        close(pty.terminal)
+        self.pid = pid
+        stdin = pty.master
+        stdout = dup(pty.master)
+    }
+
     /// True once `marker` was read; false when the process ended first or `seconds` passed.
     func waitFor(_ marker: String, seconds: Double = 20) -> Bool {
         readUntil(stdout, marker, seconds: seconds, seen: &lastOutput)
@@ -166,6 +190,27 @@ final class PipedProcess {
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         close(stdin)
         close(stdout)
+    }
+}
+
+/// A pseudo-terminal: the master for the benchmark (a terminal emulator's side) and the
+/// terminal for the program, in raw mode as an attached client sets its own.
+struct Pseudoterminal {
+    let master: Int32
+    let terminal: Int32
+
+    init?() {
+        var m: Int32 = -1, t: Int32 = -1
+        var size = winsize(ws_row: 40, ws_col: 120, ws_xpixel: 0, ws_ypixel: 0)
+        guard openpty(&m, &t, nil, nil, &size) == 0 else { return nil }
+        var raw = termios()
+        tcgetattr(t, &raw)
+        cfmakeraw(&raw)
+        tcsetattr(t, TCSANOW, &raw)
+        _ = fcntl(m, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(t, F_SETFD, FD_CLOEXEC)
+        master = m
+        terminal = t
     }
 }
 
