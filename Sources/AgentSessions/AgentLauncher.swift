@@ -47,14 +47,20 @@ enum AgentLauncher {
             let seconds = max(1, Int(setup.timeout.components.seconds))
             let outcome = "\"$HOME/\(directory)/status/\(ptyID).setup\""
             s += "printf '\\033[2msshkit-agents: setting up: %s\\033[0m\\n' \(q(setup.command))\n"
+            // the setup's status goes to a file of its own: with job control on, a shell may
+            // drop a finished job before `wait` asks for it (which then says 127)
+            let rc = "\"$HOME/\(directory)/status/\(ptyID).setup-rc\""
+            s += "rm -f \(rc)\n"
             s += "set -m\n"
             // no input: a job of its own group that read the terminal would be stopped
-            s += "sh -c \(q(setup.command)) </dev/null & __sp=$!\n"
+            s += "( sh -c \(q(setup.command)) </dev/null; echo $? > \(rc) ) & __sp=$!\n"
             s += "( trap 'kill $__s 2>/dev/null; exit 0' TERM; sleep \(seconds) & __s=$!; wait $__s; "
             s += "kill -TERM -$__sp 2>/dev/null || kill -TERM $__sp 2>/dev/null ) >/dev/null 2>&1 & __wp=$!\n"
             s += "wait $__sp; __ss=$?\n"
             s += "kill $__wp 2>/dev/null\n"
             s += "set +m\n"
+            // no status written: a signal (the time limit) ended it
+            s += "if [ -s \(rc) ]; then __ss=$(cat \(rc)); elif [ $__ss -lt 128 ]; then __ss=143; fi; rm -f \(rc)\n"
             s += "if [ $__ss = 0 ]; then printf 'ok\\n' > \(outcome)\n"
             s += "elif [ $__ss -ge 128 ]; then printf 'timed out after \(seconds) s\\n' > \(outcome); "
             s += "printf '\\033[1;31msshkit-agents: the setup did not finish in \(seconds) s; the agent starts anyway\\033[0m\\n'\n"

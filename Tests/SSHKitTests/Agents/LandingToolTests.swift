@@ -195,9 +195,11 @@ struct LandingToolTests {
         // machine one poll took seconds, and 20 s once passed without the outcome
         let failed = await eventually(60) { () -> String? in
             let s = (try? u.ok(["tasks", "show", String(two.id.prefix(8))])) ?? ""
+            lastShown.withLock { $0 = s }
             return s.contains("setup     failed with exit status 3") ? s : nil
         }
-        #expect(failed?.contains("agent 1   amp (main): ") == true && failed?.contains("exited") == false, "\(failed ?? "")")
+        #expect(failed?.contains("agent 1   amp (main): ") == true && failed?.contains("exited") == false,
+                "\((failed ?? lastShown.withLock { $0 }).replacingOccurrences(of: "\n", with: " | "))")
 
         // the teardown on delete, with the task's port; the port free again
         _ = try await sh("cd \"$1\" && git add -A && git commit -q -m setup && git push -q origin HEAD", one.worktree.path)
