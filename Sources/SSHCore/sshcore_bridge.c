@@ -19,21 +19,57 @@
 
 #include "sshcore_session.h"
 
-/** Gives a new op its bridge, the socket set later; false without memory. */
+/**
+ * Gives a new op its bridge over `fd` (a socket unless the caller says
+ * otherwise) and the callbacks. From here the op owns the fd: it is made
+ * non-blocking, and destroying the op closes it. False without memory: the
+ * fd is still the caller's.
+ */
 bool
-sshcore__session_bridge_attach(session_op *x)
+sshcore__session_bridge_take(session_op *x,
+                             int fd,
+                             const sshcore_bridge_callbacks *callbacks)
 {
+    int flags = fcntl(fd, F_GETFL);
+
     x->bridge = calloc(1, sizeof(*x->bridge));
     if (x->bridge == NULL) {
         return false;
     }
-    x->bridge->fd = -1;
+    if (flags >= 0) {
+        (void)fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    }
+    x->bridge->fd = fd;
     x->bridge->is_socket = true;
     x->bridge->detach_byte = -1;
+    x->bridge->fd_readable = true; /* try once; EAGAIN hands over to poll() */
+    x->bridge->fd_writable = true;
+    x->bridge->cb = *callbacks;
     atomic_init(&x->bridge->end, SSHCORE_BRIDGE_END_CHANNEL);
     atomic_init(&x->bridge->to_fd, 0);
     atomic_init(&x->bridge->from_fd, 0);
     return true;
+}
+
+/**
+ * A bridge refused before it was submitted: frees `x` (NULL when none was
+ * made) and closes `fd`, whichever of the two holds it, since the caller
+ * handed the fd over. Returns NULL.
+ */
+sshcore_op *_Nullable sshcore__session_bridge_refuse(session_op *_Nullable x,
+                                                     int fd)
+{
+    bool held = x != NULL && x->bridge != NULL && x->bridge->fd == fd;
+
+    if (x != NULL) {
+        x->chan.released = true; /* the caller learns it from NULL: no
+                                    callback */
+        sshcore__session_destroy(&x->base); /* frees x */
+    }
+    if (!held && fd >= 0) {
+        close(fd);
+    }
+    return NULL;
 }
 
 /** Writes to the bridged fd: a socket (no SIGPIPE) or a terminal. */
@@ -379,46 +415,27 @@ sshcore_bridge_start(sshcore_conn *conn,
                      sshcore_error *err)
 {
     session_op *x = NULL;
-    int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+    bool bad_fd = fd < 0 || fcntl(fd, F_GETFL) < 0;
 
-    if (fd < 0 || flags < 0 || callbacks->opened == NULL ||
-        callbacks->failed == NULL || callbacks->released == NULL ||
-        (first_len > 0 && first_data == NULL)) {
+    if (bad_fd || callbacks->opened == NULL || callbacks->failed == NULL ||
+        callbacks->released == NULL || (first_len > 0 && first_data == NULL)) {
         sshcore__error_set(err,
                            SSHCORE_E_INVALID_ARGUMENT,
-                           fd < 0 || flags < 0 ? "bad socket for a bridge"
-                                               : "incomplete bridge callbacks");
-        goto fail;
+                           bad_fd ? "bad socket for a bridge"
+                                  : "incomplete bridge callbacks");
+        return sshcore__session_bridge_refuse(NULL, fd);
     }
     x = direct_new(spec, err);
     if (x == NULL) {
-        goto fail;
+        return sshcore__session_bridge_refuse(NULL, fd);
     }
-    if (!sshcore__session_bridge_attach(x)) {
+    if (!sshcore__session_bridge_take(x, fd, callbacks) ||
+        (first_len > 0 &&
+         sshcore__bytes_append(&x->bridge->fdin, first_data, first_len) != 0)) {
         sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
-        goto fail;
+        return sshcore__session_bridge_refuse(x, fd);
     }
-    if (first_len > 0 &&
-        sshcore__bytes_append(&x->bridge->fdin, first_data, first_len) != 0) {
-        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
-        goto fail;
-    }
-    (void)fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-    x->bridge->fd = fd;
-    x->bridge->fd_readable = true; /* try once; EAGAIN hands over to poll() */
-    x->bridge->fd_writable = true;
-    x->bridge->cb = *callbacks;
     return sshcore__session_submit(conn, x, done, ctx, spec->timeout_ms, err);
-
-fail:
-    /* the socket was handed over: it is closed on every refusal */
-    if (x != NULL) {
-        sshcore__session_destroy(&x->base); /* frees x */
-    }
-    if (fd >= 0) {
-        close(fd);
-    }
-    return NULL;
 }
 
 int
@@ -482,42 +499,28 @@ sshcore_rforward_bridge(sshcore_op *forward,
                         sshcore_error *err)
 {
     session_op *x = NULL;
-    int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
 
     if (!sshcore__op_is(forward,
                         SSHCORE_OP_RFORWARD,
                         "sshcore_rforward_bridge",
                         err)) {
-        if (fd >= 0) {
-            close(fd);
-        }
-        return NULL;
+        return sshcore__session_bridge_refuse(NULL, fd);
     }
-    if (fd < 0 || flags < 0 || callbacks->opened == NULL ||
+    if (fd < 0 || fcntl(fd, F_GETFL) < 0 || callbacks->opened == NULL ||
         callbacks->failed == NULL || callbacks->released == NULL) {
-        if (fd >= 0) {
-            close(fd);
-        }
         sshcore__error_set(err,
                            SSHCORE_E_INVALID_ARGUMENT,
                            "bad socket or callbacks for a bridge");
-        return NULL;
+        return sshcore__session_bridge_refuse(NULL, fd);
     }
     x = sshcore__session_adopted_new(forward, id, buffer_limit, err);
-    if (x != NULL && !sshcore__session_bridge_attach(x)) {
-        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
-        sshcore__session_destroy(&x->base); /* frees x */
-        x = NULL;
-    }
     if (x == NULL) {
-        close(fd);
-        return NULL;
+        return sshcore__session_bridge_refuse(NULL, fd);
     }
-    (void)fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-    x->bridge->fd = fd;
-    x->bridge->fd_readable = true;
-    x->bridge->fd_writable = true;
-    x->bridge->cb = *callbacks;
+    if (!sshcore__session_bridge_take(x, fd, callbacks)) {
+        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return sshcore__session_bridge_refuse(x, fd);
+    }
     return sshcore__session_submit(forward->conn, x, done, ctx, 0, err);
 }
 
@@ -578,24 +581,21 @@ sshcore__agent_channel_open(sshcore_conn *conn, ssh_session session)
     }
     ch = ssh_channel_new(session);
     x = sshcore__session_new("", NULL, NULL, 0);
-    if (ch == NULL || x == NULL || !sshcore__session_bridge_attach(x)) {
+    if (ch == NULL || x == NULL ||
+        !sshcore__session_bridge_take(x, fd, &callbacks)) {
         goto fail;
     }
+    fd = -1;                                    /* x's now */
     x->req.kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests,
                                                no exit status */
     x->streamed = true;
     x->out.limit = 256 << 10;
     x->adopt.preset_ch = ch;
-    x->bridge->fd = fd;
-    x->bridge->fd_readable = true;
-    x->bridge->fd_writable = true;
-    x->bridge->cb = callbacks;
     op = sshcore__session_submit(conn, x, agent_bridge_done, NULL, 0, &err);
     if (op == NULL) {
-        /* sshcore__session_submit freed x and closed fd; the channel is still
-         * ours */
+        /* sshcore__session_submit freed x and closed the socket; the channel
+         * is still ours */
         x = NULL;
-        fd = -1;
         goto fail;
     }
     sshcore_op_release(op); /* the worker's reference keeps it until it ends */

@@ -257,7 +257,11 @@ void sshcore__session_fail_writes(session_op *x, int code);
 void sshcore__session_enqueue(session_op *x, wreq *w);
 
 /* sshcore_bridge.c */
-bool sshcore__session_bridge_attach(session_op *x);
+bool sshcore__session_bridge_take(session_op *x,
+                                  int fd,
+                                  const sshcore_bridge_callbacks *callbacks);
+sshcore_op *_Nullable sshcore__session_bridge_refuse(session_op *_Nullable x,
+                                                     int fd);
 size_t sshcore__session_bridge_send_direct(session_op *x,
                                            const uint8_t *data,
                                            size_t len);

@@ -25,15 +25,14 @@ sshcore_bridge_terminal_start(sshcore_conn *conn,
 {
     session_op *x = NULL;
     struct stat st;
-    int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
-    bool socket = flags >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+    bool socket = fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
 
-    if (flags < 0 || (!socket && isatty(fd) != 1)) {
+    if (fd < 0 || fcntl(fd, F_GETFL) < 0 || (!socket && isatty(fd) != 1)) {
         sshcore__error_set(err,
                            SSHCORE_E_INVALID_ARGUMENT,
                            "a terminal bridge takes a stream socket or a "
                            "terminal");
-        goto fail;
+        return sshcore__session_bridge_refuse(NULL, fd);
     }
     if (callbacks->opened == NULL || callbacks->failed == NULL ||
         callbacks->released == NULL || detach_byte < -1 || detach_byte > 255 ||
@@ -43,34 +42,19 @@ sshcore_bridge_terminal_start(sshcore_conn *conn,
                            SSHCORE_E_INVALID_ARGUMENT,
                            "a terminal bridge takes a session with a PTY, "
                            "its callbacks and a detach byte of -1 to 255");
-        goto fail;
+        return sshcore__session_bridge_refuse(NULL, fd);
     }
     x = sshcore__session_from_spec(spec, err);
     if (x == NULL) {
-        goto fail;
+        return sshcore__session_bridge_refuse(NULL, fd);
     }
-    if (!sshcore__session_bridge_attach(x)) {
+    if (!sshcore__session_bridge_take(x, fd, callbacks)) {
         sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
-        goto fail;
+        return sshcore__session_bridge_refuse(x, fd);
     }
-    (void)fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-    x->bridge->fd = fd;
     x->bridge->is_socket = socket;
     x->bridge->detach_byte = detach_byte;
-    x->bridge->fd_readable = true; /* try once; EAGAIN hands over to poll() */
-    x->bridge->fd_writable = true;
-    x->bridge->cb = *callbacks;
     return sshcore__session_submit(conn, x, done, ctx, spec->timeout_ms, err);
-
-fail:
-    /* the fd was handed over: it is closed on every refusal */
-    if (x != NULL) {
-        sshcore__session_destroy(&x->base); /* frees x */
-    }
-    if (fd >= 0) {
-        close(fd);
-    }
-    return NULL;
 }
 
 sshcore_bridge_end

@@ -106,6 +106,26 @@ final class AttachedTerminal: Sendable {
         current.withLock { $0 }?.cancel()
     }
 
+    /// Reads the keys until the detach key, handing what comes before it to `forward`,
+    /// then detaches; with `detachingAtEnd`, also when standard input ends (not a
+    /// terminal: nothing more will be typed).
+    private func watchKeys(detachingAtEnd: Bool,
+                           forwarding forward: @escaping @Sendable ([UInt8]) async -> Void = { _ in })
+        -> Task<Void, Never>
+    {
+        Task { [self] in
+            for await bytes in LocalTerminal.keystrokes() {
+                if let d = detachByte, let i = bytes.firstIndex(of: d) {
+                    if i > 0 { await forward(Array(bytes[..<i])) }
+                    detach()
+                    return
+                }
+                await forward(bytes)
+            }
+            if detachingAtEnd && !Task.isCancelled { detach() }
+        }
+    }
+
     /// A message on the terminal (which is in raw mode: \r\n).
     private func say(_ text: String) {
         LocalTerminal.writeOut(Array("\r\n[agent-sessions: \(text)]\r\n".utf8))
@@ -177,14 +197,7 @@ final class AttachedTerminal: Sendable {
             say("the connection to \(host.name) was lost; reconnecting (\(detachByte == nil ? "for up to \(reconnectTimeout)" : "the detach key gives up"))")
             // while reconnecting, this process reads the keys: the detach key gives up
             let again = await LocalTerminal.withInputResumed { [self] in
-                let keys = Task { [self] in
-                    for await bytes in LocalTerminal.keystrokes() {
-                        if let d = detachByte, bytes.contains(d) {
-                            detached.withLock { $0 = true }
-                            return
-                        }
-                    }
-                }
+                let keys = watchKeys(detachingAtEnd: false)
                 defer { keys.cancel() }
                 return await reattach { [self] () async throws(AgentError) -> AgentJoinedTerminal in
                     // paused again while the worker starts reading the terminal
@@ -222,17 +235,9 @@ final class AttachedTerminal: Sendable {
 
     /// Attached through the terminal's output and input streams, reattaching after drops.
     private func runThroughOutput() async throws -> Outcome {
-        let keys = Task { [self] in
-            for await bytes in LocalTerminal.keystrokes() {
-                if let d = detachByte, let i = bytes.firstIndex(of: d) {
-                    if i > 0 { try? await current.withLock { $0 }?.input.write(Array(bytes[..<i])) }
-                    detach()
-                    return
-                }
-                // typed while reconnecting: dropped, as a terminal with no session would
-                try? await current.withLock { $0 }?.input.write(bytes)
-            }
-            detach() // standard input ended (not a terminal): nothing more will be typed
+        // typed while reconnecting: dropped, as a terminal with no session would
+        let keys = watchKeys(detachingAtEnd: true) { [self] bytes in
+            try? await current.withLock { $0 }?.input.write(bytes)
         }
         defer { keys.cancel() }
 

@@ -191,73 +191,64 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
     out("agents: task creation done")
 
     // 3. a keystroke through an attached agent: tmux attach on a PTY channel of the shared
-    // connection, against `ssh -tt … tmux attach` through the ControlMaster
+    // connection, against `ssh -tt … tmux attach` through the ControlMaster. Both are attached
+    // at once, each to its own echo agent, and the keys alternate between them one by one
+    // (which side goes first alternates too), so whatever the machine does meanwhile falls on
+    // both alike; each round attaches both again.
     var keystroke = Row(workload: "keystroke round trip through an attached agent (ms)")
-    let echoSession = try await host.startAgent(AgentSessionSpec(
-        ptyID: AgentPTYID(providerID: "gemini", kind: .main, suffix: "echo"), provider: try AgentProvider.named("gemini"),
-        settings: AgentProviderSettings(binary: "bench-echo"), workingDirectory: "~", statusHooks: false))
-    for attempt in 0... {
-        if try await host.recentOutput(of: echoSession, lines: 20).contains("ECHO-READY") { break }
-        if attempt == 2000 { throw BenchError("the echo agent did not start: \(try await host.recentOutput(of: echoSession, lines: 20))") }
-        try await Task.sleep(for: .milliseconds(10))
+    var echoes: [AgentSession] = []
+    for suffix in ["echo", "echo2"] {
+        let session = try await host.startAgent(AgentSessionSpec(
+            ptyID: AgentPTYID(providerID: "gemini", kind: .main, suffix: suffix), provider: try AgentProvider.named("gemini"),
+            settings: AgentProviderSettings(binary: "bench-echo"), workingDirectory: "~", statusHooks: false))
+        for attempt in 0... {
+            if try await host.recentOutput(of: session, lines: 20).contains("ECHO-READY") { break }
+            if attempt == 2000 { throw BenchError("the echo agent did not start: \(try await host.recentOutput(of: session, lines: 20))") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        echoes.append(session)
     }
-    var keys = 0
-    for round in 0..<rounds {
-        for impl in rotated(agentImplementations, by: round) {
-            if impl == agentImplementations[0] {
-                // the engine's attach as `agent-sessions attach` makes it: the terminal (a
-                // pseudo-terminal, as ssh's) joined to `tmux attach` on a PTY channel of the
-                // shared connection, carried by the connection's worker
-                guard let pty = Pseudoterminal() else { throw BenchError("openpty") }
-                let sv = [pty.master, pty.terminal]
-                defer { close(sv[0]) }
-                let term = try await host.attach(echoSession, joining: sv[1], detachByte: nil)
-                close(sv[1])
-                var seen: [UInt8] = []
-                // the redraw shows the last reply; keys typed while the tmux client still
-                // queries its terminal would be taken for answers, so wait a moment more
-                guard readUntil(sv[0], keys == 0 ? "ECHO-READY" : "k\(keys);", seen: &seen) else {
-                    throw BenchError("no screen on attach")
+    var keys = [0, 0]
+    for _ in 0..<rounds {
+        // the engine's attach as `agent-sessions attach` makes it: the terminal (a
+        // pseudo-terminal, as ssh's) joined to `tmux attach` on a PTY channel of the shared
+        // connection, carried by the connection's worker
+        guard let pty = Pseudoterminal() else { throw BenchError("openpty") }
+        defer { close(pty.master) }
+        let term = try await host.attach(echoes[0], joining: pty.terminal, detachByte: nil)
+        close(pty.terminal)
+        defer { term.cancel() }
+        guard let ssh = PipedProcess(onTerminal: f.sshArgs(["-tt", "-o", "ControlPath=\(ctl)"],
+                                                            command: "tmux -L \(socket) attach-session -t '=\(echoes[1].tmuxName!)'"))
+        else { throw BenchError("ssh did not start") }
+        defer { ssh.end() }
+        var seen: [UInt8] = []
+        // the redraw shows the last reply; keys typed while a tmux client still queries its
+        // terminal would be taken for answers, so wait a moment more
+        guard readUntil(pty.master, keys[0] == 0 ? "ECHO-READY" : "k\(keys[0]);", seen: &seen) else {
+            throw BenchError("no screen on attach")
+        }
+        guard ssh.waitFor(keys[1] == 0 ? "ECHO-READY" : "k\(keys[1]);") else {
+            throw BenchError("ssh attach showed no screen: \(String(decoding: ssh.lastOutput.suffix(300), as: UTF8.self).debugDescription)")
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        for i in 0...50 {
+            for side in i % 2 == 0 ? [0, 1] : [1, 0] {
+                let fd = side == 0 ? pty.master : ssh.stdin
+                var b: UInt8 = 0x78
+                // each key starts from a quiet machine, as typed keys do
+                usleep(2000)
+                let s = now()
+                guard write(fd, &b, 1) == 1 else { throw BenchError("write to \(agentImplementations[side])'s terminal failed") }
+                keys[side] += 1
+                guard readUntil(side == 0 ? pty.master : ssh.stdout, "k\(keys[side]);", seen: &seen) else {
+                    throw BenchError("\(agentImplementations[side]): key \(keys[side]) did not come back: \(String(decoding: seen.suffix(300), as: UTF8.self).debugDescription)")
                 }
-                try await Task.sleep(for: .milliseconds(300))
-                for timed in [false] + Array(repeating: true, count: 50) {
-                    var b: UInt8 = 0x78
-                    let s = now()
-                    guard write(sv[0], &b, 1) == 1 else { throw BenchError("write to the joined terminal failed") }
-                    keys += 1
-                    guard readUntil(sv[0], "k\(keys);", seen: &seen) else {
-                        throw BenchError("the key did not come back: \(String(decoding: seen.suffix(300), as: UTF8.self).debugDescription)")
-                    }
-                    if timed { keystroke.samples[impl, default: []].append(now() - s) }
-                }
-                term.cancel()
-            } else {
-                guard let p = PipedProcess(onTerminal: f.sshArgs(["-tt", "-o", "ControlPath=\(ctl)"],
-                                                                 command: "tmux -L \(socket) attach-session -t '=\(echoSession.tmuxName!)'"))
-                else { throw BenchError("ssh did not start") }
-                guard p.waitFor(keys == 0 ? "ECHO-READY" : "k\(keys);") else {
-                    p.end()
-                    throw BenchError("ssh attach showed no screen: \(String(decoding: p.lastOutput.suffix(300), as: UTF8.self).debugDescription)")
-                }
-                try await Task.sleep(for: .milliseconds(300))
-                for timed in [false] + Array(repeating: true, count: 50) {
-                    var b: UInt8 = 0x78
-                    let s = now()
-                    guard write(p.stdin, &b, 1) == 1 else { throw BenchError("ssh: write failed") }
-                    keys += 1
-                    guard p.waitFor("k\(keys);") else {
-                        p.end()
-                        throw BenchError("ssh: key \(keys) did not come back: \(String(decoding: p.lastOutput.suffix(300), as: UTF8.self).debugDescription)")
-                    }
-                    if timed { keystroke.samples[impl, default: []].append(now() - s) }
-                }
-                p.end()
+                if i > 0 { keystroke.samples[agentImplementations[side], default: []].append(now() - s) }
             }
-            // let the screen settle, so no redraw of this round lands in the next one
-            try await Task.sleep(for: .milliseconds(100))
         }
     }
-    try await host.stop(echoSession)
+    for session in echoes { try await host.stop(session) }
     out("agents: keystrokes done")
 
     // 4. the network comes back: time until the agent's screen is attached again
@@ -350,4 +341,9 @@ func reportAgents(_ rows: [Row]) {
         out("| \(r.workload) | \(f(m[0])) (p90 \(f(p90))) | \(f(m[1])) | \(String(format: "%.2fx", m[0] / m[1])) |")
     }
     out("samples per implementation: " + rows.map { "\($0.samples[agentImplementations[0]]?.count ?? 0)" }.joined(separator: ", "))
+    if let keys = rows.first(where: { $0.workload.hasPrefix("keystroke") }) {
+        let a = keys.samples[agentImplementations[0]] ?? [], b = keys.samples[agentImplementations[1]] ?? []
+        out("keystrokes, key by key (each of the engine's keys against the ssh key beside it): median ratio "
+            + String(format: "%.3fx", pairedMedian(a, b)) + "; p90 \(f(percentile(a, 0.9))) against \(f(percentile(b, 0.9)))")
+    }
 }

@@ -94,15 +94,7 @@ extension SSHConnection {
                     opened.resume(.failure(SSHError(.channelClosed, "the terminal ended as it opened")))
                     outcome.resume(r)
                 }))
-        let r = await withTaskCancellationHandler {
-            await opened.wait()
-        } onCancel: {
-            bridge.cancel()
-        }
-        if case .failure(let e) = r {
-            bridge.cancel()
-            throw e
-        }
+        if case .failure(let e) = await bridge.waitUntilOpen(opened) { throw e }
         logger.trace("joined terminal started", metadata: ["shell": "\(command == nil)"])
         return SSHJoinedTerminal(bridge: bridge, outcome: outcome)
     }

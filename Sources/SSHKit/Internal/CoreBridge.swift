@@ -101,6 +101,18 @@ final class CoreBridge: Sendable {
         handle.cancel()
     }
 
+    /// Waits for the open that the handlers report to `opened`; cancelling the calling
+    /// task cancels the bridge, and so does a failure, which is returned.
+    func waitUntilOpen(_ opened: OpenWaiter) async -> Result<Void, SSHError> {
+        let r = await withTaskCancellationHandler {
+            await opened.wait()
+        } onCancel: {
+            cancel()
+        }
+        if case .failure = r { cancel() }
+        return r
+    }
+
     var counts: BridgeCounts {
         guard let op = handle.op else { return BridgeCounts() }
         var c = BridgeCounts()
@@ -173,13 +185,7 @@ extension CoreConnection {
             Glibc.close(local)
             throw error
         }
-        let r = await withTaskCancellationHandler {
-            await opened.wait()
-        } onCancel: {
-            bridge.cancel()
-        }
-        if case .failure(let e) = r {
-            bridge.cancel()
+        if case .failure(let e) = await bridge.waitUntilOpen(opened) {
             Glibc.close(local)
             throw e
         }
