@@ -339,8 +339,9 @@ sshcore__session_bridge_poll_event(sshcore_op *op, short revents)
 }
 
 /** A direct-tcpip or direct-streamlocal channel's op, not yet submitted. */
-static session_op *_Nullable direct_new(const sshcore_stream_spec *spec,
-                                        sshcore_error *err)
+session_op *_Nullable sshcore__session_direct_new(
+    const sshcore_stream_spec *spec,
+    sshcore_error *err)
 {
     session_op *x = NULL;
     bool tcp = spec->kind == SSHCORE_CHANNEL_DIRECT_TCPIP;
@@ -377,32 +378,6 @@ static session_op *_Nullable direct_new(const sshcore_stream_spec *spec,
     return x;
 }
 
-/** A direct channel as a byte stream for the caller: no requests. */
-sshcore_op *_Nullable sshcore__session_direct_start(
-    sshcore_conn *conn,
-    const sshcore_stream_spec *spec,
-    const sshcore_stream_callbacks *callbacks,
-    sshcore_op_done_fn done,
-    void *ctx,
-    sshcore_error *err)
-{
-    session_op *x = NULL;
-
-    if (callbacks->data == NULL || callbacks->started == NULL ||
-        callbacks->released == NULL) {
-        sshcore__error_set(err,
-                           SSHCORE_E_INVALID_ARGUMENT,
-                           "incomplete direct channel callbacks");
-        return NULL;
-    }
-    x = direct_new(spec, err);
-    if (x == NULL) {
-        return NULL;
-    }
-    x->cb = *callbacks;
-    return sshcore__session_submit(conn, x, done, ctx, spec->timeout_ms, err);
-}
-
 sshcore_op *
 sshcore_bridge_start(sshcore_conn *conn,
                      const sshcore_stream_spec *spec,
@@ -425,7 +400,7 @@ sshcore_bridge_start(sshcore_conn *conn,
                                   : "incomplete bridge callbacks");
         return sshcore__session_bridge_refuse(NULL, fd);
     }
-    x = direct_new(spec, err);
+    x = sshcore__session_direct_new(spec, err);
     if (x == NULL) {
         return sshcore__session_bridge_refuse(NULL, fd);
     }

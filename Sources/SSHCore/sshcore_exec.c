@@ -198,22 +198,17 @@ sshcore_stream_start(sshcore_conn *conn,
 {
     session_op *x = NULL;
 
-    if (spec->kind != SSHCORE_CHANNEL_SESSION) {
-        return sshcore__session_direct_start(conn,
-                                             spec,
-                                             callbacks,
-                                             done,
-                                             ctx,
-                                             err);
-    }
     if (callbacks->data == NULL || callbacks->started == NULL ||
         callbacks->released == NULL) {
         sshcore__error_set(err,
                            SSHCORE_E_INVALID_ARGUMENT,
-                           "incomplete stream spec");
+                           "incomplete stream callbacks");
         return NULL;
     }
-    x = sshcore__session_from_spec(spec, err);
+    /* a direct channel is a byte stream with no requests */
+    x = spec->kind == SSHCORE_CHANNEL_SESSION
+            ? sshcore__session_from_spec(spec, err)
+            : sshcore__session_direct_new(spec, err);
     if (x == NULL) {
         return NULL;
     }

@@ -272,12 +272,8 @@ int sshcore__session_bridge_poll_fd(sshcore_conn *conn,
                                     sshcore_op *op,
                                     short *events);
 void sshcore__session_bridge_poll_event(sshcore_op *op, short revents);
-sshcore_op *_Nullable sshcore__session_direct_start(
-    sshcore_conn *conn,
+session_op *_Nullable sshcore__session_direct_new(
     const sshcore_stream_spec *spec,
-    const sshcore_stream_callbacks *callbacks,
-    sshcore_op_done_fn done,
-    void *ctx,
     sshcore_error *err);
 session_op *_Nullable sshcore__session_adopted_new(sshcore_op *forward,
                                                    uint64_t id,

@@ -194,7 +194,6 @@ final class AttachedTerminal: Sendable {
                 if e.code == .cancelled { return .detached }
                 if let ended = await endedReason() { return .ended(ended) }
             }
-            say("the connection to \(host.name) was lost; reconnecting (\(detachByte == nil ? "for up to \(reconnectTimeout)" : "the detach key gives up"))")
             // while reconnecting, this process reads the keys: the detach key gives up
             let again = await LocalTerminal.withInputResumed { [self] in
                 let keys = watchKeys(detachingAtEnd: false)
@@ -205,13 +204,8 @@ final class AttachedTerminal: Sendable {
                 }
             }
             switch again {
-            case .success(let t):
-                say("reconnected to \(host.name); reattached")
-                reattached.withLock { $0 += 1 }
-                terminal = t
-            case .failure(let why):
-                if isDetached { return .detached }
-                return .gaveUp(why.message)
+            case .attached(let t): terminal = t
+            case .ended(let outcome): return outcome
             }
         }
     }
@@ -255,17 +249,11 @@ final class AttachedTerminal: Sendable {
             if String(decoding: tail, as: UTF8.self).contains("[detached") { return .detached }
             // not detached here or by tmux: the agent's session ended, or the link dropped
             if let ended = await endedReason() { return .ended(ended) }
-            say("the connection to \(host.name) was lost; reconnecting (\(detachByte == nil ? "for up to \(reconnectTimeout)" : "the detach key gives up"))")
             switch await reattach({ [self] () async throws(AgentError) -> AgentTerminal in
                 try await context.orchestrator.attach(conversationID: conversation.id, size: LocalTerminal.size())
             }) {
-            case .success(let t):
-                say("reconnected to \(host.name); reattached")
-                reattached.withLock { $0 += 1 }
-                terminal = t
-            case .failure(let why):
-                if isDetached { return .detached }
-                return .gaveUp(why.message)
+            case .attached(let t): terminal = t
+            case .ended(let outcome): return outcome
             }
         }
     }
@@ -283,24 +271,35 @@ final class AttachedTerminal: Sendable {
         }
     }
 
-    /// Attaches again until it works, the detach key is pressed, or the time is up; waits
-    /// 0.5, 1, 2, 4, 5, 5, ... seconds between tries.
-    private func reattach<T>(_ attach: () async throws(AgentError) -> T) async -> Result<T, AgentError> {
+    /// What a reattach came to: the terminal attached again, or how the attach ends.
+    private enum Reattached<T> {
+        case attached(T)
+        case ended(Outcome)
+    }
+
+    /// After a drop: says so, then attaches again until it works, the detach key is
+    /// pressed, or the time is up, waiting 0.5, 1, 2, 4, 5, 5, ... seconds between tries;
+    /// says when it is back, and counts it.
+    private func reattach<T>(_ attach: () async throws(AgentError) -> T) async -> Reattached<T> {
+        say("the connection to \(host.name) was lost; reconnecting (\(detachByte == nil ? "for up to \(reconnectTimeout)" : "the detach key gives up"))")
         let deadline = ContinuousClock.now + reconnectTimeout
         var wait = Duration.milliseconds(500)
         var last = AgentError(.transport, "not tried")
-        while ContinuousClock.now < deadline && !isDetached {
+        tries: while ContinuousClock.now < deadline && !isDetached {
             do {
-                return .success(try await attach())
+                let t = try await attach()
+                say("reconnected to \(host.name); reattached")
+                reattached.withLock { $0 += 1 }
+                return .attached(t)
             } catch {
                 last = error
-                if error.code == .sessionNotRunning || error.code == .notFound { return .failure(error) }
+                if error.code == .sessionNotRunning || error.code == .notFound { break tries }
             }
             let until = min(deadline, ContinuousClock.now + wait)
             while ContinuousClock.now < until && !isDetached { try? await Task.sleep(for: .milliseconds(100)) }
             wait = min(wait * 2, .seconds(5))
         }
-        return .failure(last)
+        return .ended(isDetached ? .detached : .gaveUp(last.message))
     }
 }
 
