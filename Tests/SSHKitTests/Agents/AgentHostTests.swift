@@ -23,7 +23,12 @@ struct AgentHostTests {
         try await host.releasePort(fresh, taskID: "fresh-task")
         _ = try await ssh.runProcess("/bin/sh", "-c", #"touch -d '20 minutes ago' "$HOME/.cache/sshkit-agents/ports/$1""#, "sh", "\(lost)")
         let next = try #require(try await host.claimPort(taskID: "next-task", worktree: "/tmp"))
-        #expect(next == lost, "the old claim of a worktree that is gone is taken over")
+        // a task of another suite, claiming on this host at the same moment, may take the
+        // old claim over first (and this one gets the next port, or gives it back at once):
+        // either way the claim is no longer the lost task's
+        let lostOwner = try await ssh.runProcess(
+            "/bin/sh", "-c", "cat \"$HOME/.cache/sshkit-agents/ports/$1/task\" 2>/dev/null", "sh", "\(lost)")
+        #expect(lostOwner.stdoutString != "lost-task\n", "the old claim of a worktree that is gone is taken over")
         let owner = try await ssh.runProcess("/bin/sh", "-c", "cat \"$HOME/.cache/sshkit-agents/ports/$1/task\"", "sh", "\(next)")
         #expect(owner.stdoutString == "next-task\n")
         try await host.releasePort(live, taskID: "live-task")
