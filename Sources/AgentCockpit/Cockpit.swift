@@ -238,7 +238,7 @@ public final class Cockpit: Sendable {
                 report("committing…") { (engine) async throws(AgentError) -> String in
                     do throws(AgentError) {
                         let c = try await engine.commitTask(taskID: id)
-                        return "committed \(c.files) file(s) as \(c.commit.prefix(10))"
+                        return "committed \(Wording.count(c.files, "file")) as \(c.commit.prefix(10))"
                     } catch where error.code == .nothingToLand {
                         return "nothing to commit: the worktree has no changes"
                     }
@@ -247,7 +247,7 @@ public final class Cockpit: Sendable {
                 report("pushing…") { (engine) async throws(AgentError) -> String in
                     let p = try await engine.pushTask(taskID: id)
                     return p.wasUpToDate ? "\(p.branch) is up to date on \(p.remote)"
-                        : "pushed \(p.commits) commit(s) to \(p.remote)" + (p.uncommittedChanges > 0 ? " (\(p.uncommittedChanges) change(s) not committed: C)" : "")
+                        : "pushed \(Wording.count(p.commits, "commit")) to \(p.remote)" + (p.uncommittedChanges > 0 ? " (\(Wording.count(p.uncommittedChanges, "change")) not committed: C)" : "")
                 }
             case .pullRequest(let id):
                 report("pushing and opening the pull request…") { (engine) async throws(AgentError) -> String in
@@ -511,7 +511,7 @@ public final class Cockpit: Sendable {
         case .diff:
             let diff = try await engine.diff(taskID: taskID)
             if diff.files.isEmpty { return [[StyledText("no changes against the base")]] }
-            var lines: [[StyledText]] = [[StyledText("\(diff.files.count) file(s), +\(diff.totalAdded) −\(diff.totalRemoved)",
+            var lines: [[StyledText]] = [[StyledText("\(Wording.count(diff.files.count, "file")), +\(diff.totalAdded) −\(diff.totalRemoved)",
                                                      TerminalStyle(bold: true))]]
             for f in diff.files {
                 let counts = f.isUntracked ? "new" : "+\(f.added.map(String.init) ?? "?") −\(f.removed.map(String.init) ?? "?")"

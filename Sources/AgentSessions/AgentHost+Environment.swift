@@ -9,27 +9,28 @@ extension AgentHost {
 
     /// Claims the first port of `taskPorts` that no task of this user on the host holds
     /// and nothing listens on (a directory per port under the engine's cache, made
-    /// atomically, so two engines never claim one port). The claim names the task and its
-    /// worktree: a claim whose worktree is gone (its task was deleted without giving the
-    /// port back: a lost store, a crash) is taken over, once it is older than the 15
-    /// minutes a worktree may take to be made (a task claims its port before its worktree
-    /// exists, and tasks made at once must not take each other's). Claims and releases go
-    /// one at a time on the host (`portsLock`). The held ports are listed once,
+    /// atomically, so two engines never claim one port). The claim names the task, its
+    /// worktree and the tmux server of its agents. A claim whose task's worktree and main
+    /// agent's tmux session are both gone (its task was deleted without giving the port
+    /// back: a lost store, a crash; or a claim of an earlier release, which named no
+    /// worktree) is taken over, once it is older than the 15 minutes a worktree may take
+    /// to be made (a task claims its port before its worktree exists, and tasks made at
+    /// once must not take each other's). Claims and releases go one at a time on the host
+    /// (`portsLock`). The held ports are listed once, and the tmux sessions at most once,
     /// so a host with many claims is scanned without a process per port.
     /// - Returns: the port, or nil when all are taken.
     func claimPort(taskID: String, worktree: String) async throws(AgentError) -> Int? {
         let script = #"""
             d="$HOME/.cache/sshkit-agents/ports"; mkdir -p "$d" || exit 1
-            """# + Self.portsLock + #"""
+            """# + Self.portsLock + Self.claimIsLive + #"""
             held=" $(cd "$d" && echo *) "
             p=$2
             while [ "$p" -le "$3" ]; do
                 case "$held" in
                 *" $p "*)
-                    # held: taken over only when its worktree is gone and the claim is older
-                    # than a worktree takes to be made (a fresh claim's worktree may be coming)
-                    w=; [ -f "$d/$p/worktree" ] && read -r w < "$d/$p/worktree"
-                    if [ -z "$w" ] || [ -d "$w" ] || [ -z "$(find "$d/$p" -maxdepth 0 -mmin +15 2>/dev/null)" ] \
+                    # held: taken over only when it is no longer live and older than a worktree
+                    # takes to be made (a fresh claim's worktree may be coming)
+                    if [ -z "$(find "$d/$p" -maxdepth 0 -mmin +15 2>/dev/null)" ] || live "$d/$p" "$5" \
                         || ! rm -rf "$d/$p"; then p=$((p + 1)); continue; fi ;;
                 esac
                 if mkdir "$d/$p" 2>/dev/null; then
@@ -38,7 +39,8 @@ extension AgentHost {
                         /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
                         rmdir "$d/$p"   # something listens there already
                     else
-                        printf '%s\n' "$1" > "$d/$p/task"; printf '%s\n' "$4" > "$d/$p/worktree"; echo "$p"; exit 0
+                        printf '%s\n' "$1" > "$d/$p/task"; printf '%s\n' "$4" > "$d/$p/worktree"
+                        printf '%s\n' "$5" > "$d/$p/tmux"; echo "$p"; exit 0
                     fi
                 fi
                 p=$((p + 1))
@@ -46,7 +48,7 @@ extension AgentHost {
             exit 3
             """#
         let r = try await run("/bin/sh", ["-c", script, "sh", taskID, "\(Self.taskPorts.lowerBound)", "\(Self.taskPorts.upperBound)",
-                                          worktree],
+                                          worktree, tmux.socket],
                               idempotent: false, what: "claiming a port for the task")
         return r.exitStatus == .exited(0) ? Int(r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)) : nil
     }
@@ -66,6 +68,56 @@ extension AgentHost {
     /// (`$d/.lock`, which `echo *` does not list); one left by a run that died is taken
     /// over after a minute.
     static let portsLock = AgentWorktrees.hostLock(at: "$d/.lock", tries: 400, failure: 4)
+
+    /// A shell function, `live CLAIM SOCKET`: whether the claim's task still has its
+    /// worktree or its main agent's tmux session (on the claim's own tmux server, else
+    /// `SOCKET`). The sessions of a server are listed once per run.
+    static let claimIsLive = #"""
+        listed=
+        live() {
+            lw=; lt=; ls=$2
+            [ -f "$1/worktree" ] && read -r lw < "$1/worktree"
+            [ -n "$lw" ] && [ -d "$lw" ] && return 0
+            [ -f "$1/task" ] && read -r lt < "$1/task"
+            [ -f "$1/tmux" ] && read -r ls < "$1/tmux"
+            [ -n "$lt" ] || return 1
+            case "$listed" in
+            "$ls "*) ;;
+            *) listed="$ls $(tmux -L "$ls" -f /dev/null list-sessions -F '#{session_name}' 2>/dev/null | tr '\n' ' ')" ;;
+            esac
+            case " ${listed#* } " in *"-main-$lt "*) return 0 ;; esac
+            return 1
+        }
+
+        """#
+
+    /// The port claims on the host made for this tmux server's agents, or made by an
+    /// earlier release (which did not say for which): each port with its task, its worktree
+    /// (nil for a claim of an earlier release), whether it is still live (`claimIsLive`)
+    /// and whether it is older than 15 minutes. Claims for other tmux servers (another
+    /// store's, on the same user) are not listed.
+    func portClaims() async throws(AgentError) -> [AgentPortClaim] {
+        let script = #"""
+            d="$HOME/.cache/sshkit-agents/ports"; [ -d "$d" ] || exit 0
+            """# + Self.claimIsLive + #"""
+            for c in "$d"/[0-9]*; do
+                [ -d "$c" ] || continue
+                t=; w=; s=; { read -r t < "$c/task"; read -r w < "$c/worktree"; read -r s < "$c/tmux"; } 2>/dev/null
+                [ -z "$s" ] || [ "$s" = "$1" ] || continue
+                l=0; live "$c" "$1" && l=1
+                o=0; [ -n "$(find "$c" -maxdepth 0 -mmin +15 2>/dev/null)" ] && o=1
+                printf '%s\t%s\t%s\t%s\t%s\n' "${c##*/}" "$l" "$o" "$t" "$w"
+            done
+            exit 0
+            """#
+        let r = try await run("/bin/sh", ["-c", script, "sh", tmux.socket], what: "listing the port claims")
+        return r.stdoutString.split(separator: "\n").compactMap { line in
+            let f = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+            guard f.count == 5, let port = Int(f[0]) else { return nil }
+            return AgentPortClaim(port: port, taskID: f[3], worktree: f[4].isEmpty ? nil : f[4], isLive: f[1] == "1",
+                                  isOld: f[2] == "1")
+        }
+    }
 
     /// Gives a task's port back (only when that task holds it).
     func releasePort(_ port: Int, taskID: String) async throws(AgentError) {

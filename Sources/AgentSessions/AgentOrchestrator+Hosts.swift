@@ -16,10 +16,32 @@ public struct AgentOrphans: Sendable {
         public var project: ProjectRecord
     }
 
+    /// A port claim that holds a port for nothing: its task is not in the store, or its
+    /// task's worktree and main agent's tmux session are both gone.
+    public struct PortClaim: Sendable, Hashable {
+        public var claim: AgentPortClaim
+        /// Why it is an orphan.
+        public var reason: String
+    }
+
     public var sessions: [Session] = []
     public var worktrees: [Worktree] = []
+    public var portClaims: [PortClaim] = []
 
-    public var isEmpty: Bool { sessions.isEmpty && worktrees.isEmpty }
+    public var isEmpty: Bool { sessions.isEmpty && worktrees.isEmpty && portClaims.isEmpty }
+}
+
+/// A task's claim of a port on its host (`AgentHost.taskPorts`), as the host holds it.
+public struct AgentPortClaim: Sendable, Hashable {
+    public var port: Int
+    /// The task that claimed it.
+    public var taskID: String
+    /// Where that task's worktree is (nil for a claim of an earlier release).
+    public var worktree: String?
+    /// Whether the task's worktree or its main agent's tmux session is there.
+    public var isLive: Bool
+    /// Whether the claim is older than the 15 minutes a new task's worktree may take.
+    public var isOld: Bool
 }
 
 /// What adopting or removing orphans did with each.
@@ -31,6 +53,8 @@ public enum AgentOrphanOutcome: Sendable, Hashable {
     case leftSession(name: String, reason: String)
     case stoppedSession(name: String)
     case removedWorktree(path: String, branch: String?)
+    /// A port claim given back.
+    case releasedPort(port: Int, taskID: String)
     /// Not removed: it holds work that would be lost (remove with `force`).
     case keptWorktree(path: String, reason: String)
 }
@@ -106,16 +130,19 @@ extension AgentOrchestrator {
     /// worktrees under its projects' `.emdash/worktrees/` that no task has.
     public func findOrphans(on host: HostRecord) async throws(AgentError) -> AgentOrphans {
         let store = store
-        let (projects, knownSessions, knownWorktrees) = try await stored("reading the records") {
+        let (projects, knownSessions, knownWorktrees, knownTasks) = try await stored("reading the records") {
             let projects = try await store.projects(hostID: host.id)
-            var sessions = Set<String>(), worktrees = Set<String>()
-            for p in projects {
+            var sessions = Set<String>(), worktrees = Set<String>(), tasks = Set<String>()
+            // the claims of every task in the store: a host may be in it under two names
+            for p in try await store.projects(hostID: nil) {
                 for t in try await store.tasks(projectID: p.id) {
+                    tasks.insert(t.id)
+                    guard p.hostID == host.id else { continue }
                     worktrees.insert(t.worktree.path)
                     for c in try await store.conversations(taskID: t.id) { sessions.insert(c.ptyID.description) }
                 }
             }
-            return (projects, sessions, worktrees)
+            return (projects, sessions, worktrees, tasks)
         }
         return try await onHost(host) { h in
             var found = AgentOrphans()
@@ -126,6 +153,14 @@ extension AgentOrchestrator {
             for p in projects {
                 for w in try await h.worktrees.list(projectPath: p.path) where w.isManaged && !knownWorktrees.contains(w.path) {
                     found.worktrees.append(.init(entry: w, project: p))
+                }
+            }
+            // a fresh claim is left alone: its task may be being made
+            for c in try await h.portClaims() where c.isOld {
+                if !knownTasks.contains(c.taskID) {
+                    found.portClaims.append(.init(claim: c, reason: "its task \(c.taskID.prefix(8)) is not in the store"))
+                } else if !c.isLive {
+                    found.portClaims.append(.init(claim: c, reason: "its task's worktree and agent session are gone"))
                 }
             }
             return found
@@ -207,6 +242,11 @@ extension AgentOrchestrator {
                 } catch let e as AgentError where e.code == .worktreeHasUnsavedWork {
                     outcomes.append(.keptWorktree(path: w.path, reason: e.message))
                 }
+            }
+            for c in found.portClaims {
+                // only while that task still holds it
+                try await h.releasePort(c.claim.port, taskID: c.claim.taskID)
+                outcomes.append(.releasedPort(port: c.claim.port, taskID: c.claim.taskID))
             }
             return outcomes
         }

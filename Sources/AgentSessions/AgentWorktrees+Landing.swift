@@ -292,7 +292,7 @@ extension AgentWorktrees {
         let changes = try await status(worktree.path)
         if !changes.isEmpty {
             throw AgentError(.checkoutHasChanges,
-                             "the task has \(changes.count) uncommitted change(s), which a merge would leave out: commit them first")
+                             "the task has \(Wording.count(changes.count, "uncommitted change")), which a merge would leave out: commit them first")
         }
         let modeWord = switch mode {
         case .auto: "auto"
@@ -312,7 +312,7 @@ extension AgentWorktrees {
             if let c = fields["merge"] { return WorktreeMerge(outcome: .mergeCommit, base: base, commit: c, checkout: checkout) }
             throw AgentError(.gitFailed, "the merge printed no outcome", detail: Self.trim(out + r.stderrString))
         case .exited(20):
-            throw AgentError(.mergeConflict, "merging \(worktree.branch) into \(base) would conflict in \(conflicts.count) file(s); nothing was changed",
+            throw AgentError(.mergeConflict, "merging \(worktree.branch) into \(base) would conflict in \(Wording.count(conflicts.count, "file")); nothing was changed",
                              detail: conflicts.joined(separator: ", "))
         case .exited(21):
             throw AgentError(.checkoutHasChanges,

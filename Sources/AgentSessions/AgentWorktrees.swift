@@ -271,7 +271,7 @@ public struct AgentWorktrees: Sendable {
         EOF
         fi
         printf 'base %s\ncommit %s\n' "$base" "$sha"
-        [ $n = 0 ] || printf 'note copied %s file(s) that .worktreeinclude names\n' "$n"
+        [ $n = 0 ] || { [ $n = 1 ] && printf 'note copied 1 file that .worktreeinclude names\n' || printf 'note copied %s files that .worktreeinclude names\n' "$n"; }
         printf '%s' "$notes" | tr '\037' '\n'
         """#
 
@@ -364,14 +364,14 @@ public struct AgentWorktrees: Sendable {
     /// committed, or commits on its branch that no other branch, tag or remote has.
     public func unsavedWork(_ worktree: Worktree) async throws(AgentError) -> String? {
         guard try await isDirectory(worktree.path) else {
-            return try await unpushedCommits(worktree).map { "\($0) commit(s) on \(worktree.branch) exist nowhere else" }
+            return try await unpushedCommits(worktree).map { "\(Wording.count($0, "commit")) on \(worktree.branch) \($0 == 1 ? "exists" : "exist") nowhere else" }
         }
         let changes = try await status(worktree.path)
         if !changes.isEmpty {
             let names = changes.prefix(5).map(\.path).joined(separator: ", ")
-            return "\(changes.count) uncommitted change(s): \(names)\(changes.count > 5 ? ", …" : "")"
+            return "\(Wording.count(changes.count, "uncommitted change")): \(names)\(changes.count > 5 ? ", …" : "")"
         }
-        if let n = try await unpushedCommits(worktree) { return "\(n) commit(s) on \(worktree.branch) exist nowhere else" }
+        if let n = try await unpushedCommits(worktree) { return "\(Wording.count(n, "commit")) on \(worktree.branch) \(n == 1 ? "exists" : "exist") nowhere else" }
         return nil
     }
 

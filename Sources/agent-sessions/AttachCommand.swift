@@ -53,7 +53,7 @@ struct Attach: AsyncParsableCommand {
             let attached = AttachedTerminal(context: context, conversation: c, host: h,
                                             detachByte: detach, reconnectTimeout: .seconds(reconnectTimeout))
             let outcome = try await attached.run()
-            let drops = attached.reconnects == 0 ? "" : "; the connection dropped \(attached.reconnects) time(s) and was made again"
+            let drops = attached.reconnects == 0 ? "" : "; the connection dropped \(Wording.count(attached.reconnects, "time")) and was made again"
             switch outcome {
             case .detached:
                 note("\ndetached; \(c.providerID) keeps running (agent-sessions attach \(short(t.id)) to come back)\(drops)")

@@ -10,7 +10,7 @@ enum Attempts {
     static func report(_ launch: AttemptLaunch, title: String, context: Context) async throws {
         let hosts = try await context.store.hosts(), projects = try await context.store.projects(hostID: nil)
         let work = short(launch.group)
-        print("started \(launch.started.count) attempt(s) at \"\(title)\" from \(launch.baseRef) (\(launch.baseCommit.prefix(10))), work \(work)")
+        print("started \(Wording.count(launch.started.count, "attempt")) at \"\(title)\" from \(launch.baseRef) (\(launch.baseCommit.prefix(10))), work \(work)")
         var table = Table(["ATTEMPT", "ID", "HOST", "BRANCH"])
         for t in launch.started {
             let host = projects.first { $0.id == t.projectID }.flatMap { p in hosts.first { $0.id == p.hostID } }

@@ -96,6 +96,39 @@ struct Hosts: AsyncParsableCommand {
         }
     }
 
+    /// A host of the ssh configuration reached directly (no ProxyJump, no ProxyCommand) is
+    /// looked up first, as ssh does before it chooses credentials: a name that is not in
+    /// the configuration and not in DNS is said to be neither (naming the files read),
+    /// and a HostName that does not resolve is named.
+    /// - Throws: `Failure(.connection)` when the name does not resolve; what reading the
+    ///   configuration throws.
+    static func checkResolves(_ reference: OpenSSHHostReference, _ record: HostRecord) throws {
+        let files = OpenSSHConfig(configFile: reference.configFile, options: reference.options,
+                                  allowsMatchExec: reference.allowsMatchExec)
+        let resolved: SSHHostConfig
+        do throws(SSHConfigError) {
+            resolved = try files.resolve(reference.alias, user: record.user.isEmpty ? nil : record.user,
+                                         port: record.port == 0 ? nil : record.port)
+        } catch {
+            throw Failure(.usage, "\(record.name): the OpenSSH configuration for \(reference.alias): \(error)")
+        }
+        guard resolved.proxyCommand == nil, resolved.proxyJump.isEmpty,
+              let problem = HostLookup.problem(resolving: resolved.hostName) else { return }
+        let declared = (try? files.declaredHosts()) ?? []
+        let home = OpenSSHConfig.Context.current.homeDirectory
+        let read = files.topLevelFiles.map { f -> String in
+            let shown = f.hasPrefix(home + "/") ? "~" + f.dropFirst(home.count) : f
+            return FileManager.default.fileExists(atPath: f) ? shown : shown + " (absent)"
+        }
+        let where_ = read.isEmpty ? "no configuration file (-F none)" : read.joined(separator: ", ")
+        if resolved.hostName == reference.alias && !declared.contains(reference.alias) {
+            throw Failure(.connection, "\(reference.alias) is not a Host of the ssh configuration (read: \(where_)) "
+                + "and does not resolve as a host name (\(problem)); give user@host[:port] for an address, or add a Host entry")
+        }
+        throw Failure(.connection, "\(reference.alias): its host name \(resolved.hostName) (from \(where_)) does not resolve "
+            + "(\(problem)); check HostName in the configuration")
+    }
+
     static func checkName(_ name: String) throws {
         guard name.range(of: #"^[A-Za-z0-9._-]{1,64}$"#, options: .regularExpression) != nil else {
             throw Failure.usage("\(name) is not a usable host name: use letters, digits, '.', '_' and '-'")
@@ -105,6 +138,7 @@ struct Hosts: AsyncParsableCommand {
     /// The first connection to a new host: its key checked or recorded on first use (the
     /// jump host's too, even when the host's is pinned), and what it has installed.
     static func connectFirstTime(_ record: HostRecord, _ context: Context) async throws -> AgentDetection {
+        if let reference = record.openSSH, record.jumpHost == nil { try checkResolves(reference, record) }
         let trust = FirstUseTrust(store: HostConnection.knownHosts(environment: context.environment))
         let recorded = Mutex<[SSHHostKeyPrompt]>([])
         let config: SSHConfiguration
@@ -197,7 +231,7 @@ struct Hosts: AsyncParsableCommand {
                         failed += 1
                     }
                 }
-                print("\(added) host(s) added" + (failed > 0 ? ", \(failed) could not be added" : ""))
+                print("\(Wording.count(added, "host")) added" + (failed > 0 ? ", \(failed) could not be added" : ""))
                 if failed > 0 { throw ExitCode(Exit.connection.rawValue) }
             }
         }
@@ -334,7 +368,7 @@ struct Hosts: AsyncParsableCommand {
                 var tasks = 0
                 for p in projects { tasks += try await context.store.tasks(projectID: p.id).count }
                 if tasks > 0 && !force {
-                    throw Failure.refused("\(name) has \(tasks) task(s); delete them first (agent-sessions tasks delete) or pass --force")
+                    throw Failure.refused("\(name) has \(Wording.count(tasks, "task")); delete \(tasks == 1 ? "it" : "them") first (agent-sessions tasks delete) or pass --force")
                 }
                 for p in projects {
                     for t in try await context.store.tasks(projectID: p.id) {
@@ -342,7 +376,7 @@ struct Hosts: AsyncParsableCommand {
                     }
                 }
                 try await context.store.deleteHost(id: h.id)
-                print("removed host \(name) (\(projects.count) project(s), \(tasks) task(s))")
+                print("removed host \(name) (\(Wording.count(projects.count, "project")), \(Wording.count(tasks, "task")))")
             }
         }
     }

@@ -225,3 +225,22 @@ enum HostConnection {
         return (passphrase, password, keyboardInteractive)
     }
 }
+
+/// Name lookups, as ssh makes them before connecting.
+enum HostLookup {
+    /// Why `name` does not resolve to an address (getaddrinfo's message, as ssh gives it:
+    /// "Name or service not known"), or nil when it does or when the lookup could not be
+    /// made for another reason (the connection then says what went wrong).
+    static func problem(resolving name: String) -> String? {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(name, nil, &hints, &list)
+        if let list { freeaddrinfo(list) }
+        switch rc {
+        case 0, EAI_MEMORY, EAI_SYSTEM: return nil
+        default: return String(cString: gai_strerror(rc))
+        }
+    }
+}

@@ -17,7 +17,7 @@ extension Tasks {
                 let t = try await context.task(task)
                 do {
                     let c = try await context.orchestrator.commitTask(taskID: t.id, message: message)
-                    print("committed \(c.files) file(s) as \(c.commit.prefix(10)) on \(t.worktree.branch)")
+                    print("committed \(Wording.count(c.files, "file")) as \(c.commit.prefix(10)) on \(t.worktree.branch)")
                 } catch let e as AgentError where e.code == .nothingToLand {
                     print("nothing to commit in task \(short(t.id)): its worktree has no changes")
                 }
@@ -37,9 +37,9 @@ extension Tasks {
                 let t = try await context.task(task)
                 let p = try await context.orchestrator.pushTask(taskID: t.id)
                 print(p.wasUpToDate ? "\(p.branch) is up to date on \(p.remote) (\(p.remoteURL))"
-                    : "pushed \(p.branch) (\(p.commits) commit(s) over its base) to \(p.remote) (\(p.remoteURL))")
+                    : "pushed \(p.branch) (\(Wording.count(p.commits, "commit")) over its base) to \(p.remote) (\(p.remoteURL))")
                 if p.uncommittedChanges > 0 {
-                    print("note: \(p.uncommittedChanges) uncommitted change(s) are not in it: agent-sessions tasks commit \(short(t.id))")
+                    print("note: \(Wording.count(p.uncommittedChanges, "uncommitted change")) \(p.uncommittedChanges == 1 ? "is" : "are") not in it: agent-sessions tasks commit \(short(t.id))")
                 }
             }
         }

@@ -8,6 +8,8 @@ struct Orphans: AsyncParsableCommand {
         abstract: "Find agent sessions and worktrees on a host that the store does not know; adopt or remove them.",
         discussion: """
             Orphans are left by a store that was lost or copied from elsewhere, by Emdash on the same host, or by a crash between a step on the host and its record. --adopt makes tasks of orphaned worktrees (and conversations of the agent sessions running in them); --remove stops the sessions and removes the worktrees, refusing to lose uncommitted or unpushed work unless --force.
+
+            Port claims are orphans too when they hold a port for nothing: their task is not in the store, or its worktree and its agent's tmux session are both gone (a claim younger than 15 minutes is left: its task may be being made). --remove gives them back. A new task takes over a claim whose worktree and session are gone by itself.
             """)
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The host's name.") var host: String
@@ -35,6 +37,10 @@ struct Orphans: AsyncParsableCommand {
                         .object(["path": .string(o.entry.path), "branch": o.entry.branch.map(JSONValue.string) ?? .null,
                                  "project": .string(o.project.name)])
                     }),
+                    "ports": .array(found.portClaims.map { o in
+                        .object(["port": .int(o.claim.port), "task": .string(o.claim.taskID),
+                                 "worktree": o.claim.worktree.map(JSONValue.string) ?? .null, "reason": .string(o.reason)])
+                    }),
                 ]))
             } else if found.isEmpty {
                 print("no orphans on \(h.name)")
@@ -46,6 +52,9 @@ struct Orphans: AsyncParsableCommand {
                 for o in found.worktrees {
                     table.add(["worktree", o.entry.path, "branch \(o.entry.branch ?? "(detached)") of project \(o.project.name)"])
                 }
+                for o in found.portClaims {
+                    table.add(["port", "\(o.claim.port)", "claimed by task \(short(o.claim.taskID)): \(o.reason)"])
+                }
                 table.print()
                 if !adopt && !remove { note("agent-sessions orphans \(h.name) --adopt records them; --remove removes them") }
             }
@@ -55,7 +64,7 @@ struct Orphans: AsyncParsableCommand {
                 Self.report(outcomes)
                 let kept = outcomes.filter { if case .keptWorktree = $0 { true } else { false } }.count
                 if kept > 0 {
-                    throw Failure.refused("\(kept) worktree(s) hold work that would be lost; adopt them (--adopt) or pass --force")
+                    throw Failure.refused("\(Wording.count(kept, "worktree")) \(kept == 1 ? "holds" : "hold") work that would be lost; adopt them (--adopt) or pass --force")
                 }
             }
         }
@@ -73,6 +82,7 @@ struct Orphans: AsyncParsableCommand {
             case .stoppedSession(let name): print("stopped session \(name)")
             case .removedWorktree(let path, let branch): print("removed worktree \(path)" + (branch.map { " and its branch \($0)" } ?? ""))
             case .keptWorktree(let path, let reason): note("kept \(path): \(reason)")
+            case .releasedPort(let port, let taskID): print("gave back port \(port) (claimed by task \(short(taskID)))")
             }
         }
     }

@@ -131,7 +131,7 @@ struct Projects: AsyncParsableCommand {
                 let p = try await context.project(project)
                 let tasks = try await context.store.tasks(projectID: p.id)
                 if !tasks.isEmpty && !force {
-                    throw Failure.refused("\(p.name) has \(tasks.count) task(s); delete them first or pass --force")
+                    throw Failure.refused("\(p.name) has \(Wording.count(tasks.count, "task")); delete \(tasks.count == 1 ? "it" : "them") first or pass --force")
                 }
                 for t in tasks {
                     for c in try await context.store.conversations(taskID: t.id) { try await context.store.remove(c.ptyID.description) }

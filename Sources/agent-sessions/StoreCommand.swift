@@ -1,3 +1,4 @@
+import AgentSessions
 import ArgumentParser
 import Foundation
 
@@ -28,9 +29,9 @@ struct Store: AsyncParsableCommand {
                 let tasks = try await context.store.tasks(projectID: nil).count
                 guard problems.isEmpty else {
                     for p in problems { note(p) }
-                    throw Failure(.storage, "the store \(context.store.path) is damaged (\(problems.count) problem(s)); keep a copy and restore a backup")
+                    throw Failure(.storage, "the store \(context.store.path) is damaged (\(Wording.count(problems.count, "problem"))); keep a copy and restore a backup")
                 }
-                print("ok: \(context.store.path), schema \(migrations.last ?? "none"), \(hosts) host(s), \(projects) project(s), \(tasks) task(s)")
+                print("ok: \(context.store.path), schema \(migrations.last ?? "none"), \(Wording.count(hosts, "host")), \(Wording.count(projects, "project")), \(Wording.count(tasks, "task"))")
             }
         }
     }

@@ -163,7 +163,7 @@ struct Tasks: AsyncParsableCommand {
                    let setup = try? await context.orchestrator.setupOutcome(conversationID: main.record.id) {
                     print("setup     \(setup)")
                 }
-                if let changed = row.filesChanged { print("changes   \(changed) file(s) changed against the base (agent-sessions diff \(short(t.id)) --stat)") }
+                if let changed = row.filesChanged { print("changes   \(Wording.count(changed, "file")) changed against the base (agent-sessions diff \(short(t.id)) --stat)") }
                 if let error = row.hostErrorText { print("host      unreachable: \(error)") }
                 if row.hostErrorText == nil, let pr = try? await context.orchestrator.pullRequestState(taskID: t.id) {
                     print("pull req  \(pr.summary): \(pr.url)")

@@ -219,8 +219,12 @@ struct Diff: AsyncParsableCommand {
                     let counts = f.added.map { "+\($0) -\(f.removed ?? 0)" } ?? "binary"
                     print(" \(f.path.padding(toLength: width, withPad: " ", startingAt: 0)) | \(counts)\(f.isUntracked ? " (new)" : "")")
                 }
-                print(" \(files.count) file(s) changed, \(files.reduce(0) { $0 + ($1.added ?? 0) }) insertion(s)(+), "
-                      + "\(files.reduce(0) { $0 + ($1.removed ?? 0) }) deletion(s)(-)")
+                // as git writes it: a zero count is left out unless both are zero
+                let added = files.reduce(0) { $0 + ($1.added ?? 0) }, removed = files.reduce(0) { $0 + ($1.removed ?? 0) }
+                var summary = [Wording.count(files.count, "file") + " changed"]
+                if added > 0 || removed == 0 { summary.append(Wording.count(added, "insertion") + "(+)") }
+                if removed > 0 || added == 0 { summary.append(Wording.count(removed, "deletion") + "(-)") }
+                print(" " + summary.joined(separator: ", "))
                 return
             }
             for f in files {

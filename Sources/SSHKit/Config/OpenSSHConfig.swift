@@ -156,6 +156,17 @@ public struct OpenSSHConfig: Sendable {
         return try reader.finish(hostName: finalHost)
     }
 
+    /// The files `resolve` starts from, in the order it reads them: the `configFile` given
+    /// (none for `"none"`), else `~/.ssh/config` and `/etc/ssh/ssh_config`. Either may be
+    /// absent; the files they `Include` are read too and are not listed.
+    public var topLevelFiles: [String] {
+        switch configFile {
+        case .some(let f) where f.lowercased() == "none": []
+        case .some(let f): [f]
+        case .none: [context.homeDirectory + "/.ssh/config", "/etc/ssh/ssh_config"]
+        }
+    }
+
     private func readFiles(_ reader: inout SSHConfigReader, finalPass: Bool) throws(SSHConfigError) {
         switch configFile {
         case .some(let f) where f.lowercased() == "none":

@@ -129,7 +129,7 @@ struct AgentCockpitTests {
         try await eventuallyTrue { try Self.line(tmux, containing: "Ask me")?.contains("▌") == true }
         // committed from the cockpit: the work is a commit that is not pushed
         try keys("C")
-        try await tmux.waitFor("committed 1 file(s)")
+        try await tmux.waitFor("committed 1 file as")
         try keys("P")
         try await tmux.waitFor("no remote to push to")
         try keys("D")

@@ -35,6 +35,43 @@ struct AgentHostTests {
         try await host.releasePort(next, taskID: "next-task")
     }
 
+    /// A claim of an earlier release names its task but no worktree: it is free again once
+    /// old, unless its task's main agent still has a tmux session on the host.
+    @Test func aClaimWithoutAWorktreeIsFreeOnceItsTasksSessionIsGone() async throws {
+        let ssh = SSHTransport(configuration: TestServer.shared.configuration())
+        defer { Task { await ssh.close() } }
+        let socket = "sshkit-claims-\(UInt32.random(in: 0...UInt32.max))"
+        let host = AgentHost(transport: ssh, tmuxSocket: socket)
+        let gone = "gone-\(UUID())", running = "running-\(UUID())"
+        let goneClaim = try #require(try await host.claimPort(taskID: gone, worktree: "/tmp"))
+        let runningClaim = try #require(try await host.claimPort(taskID: running, worktree: "/tmp"))
+        // as an earlier release left them: no worktree file, older than 15 minutes (the
+        // tmux server's name is kept, so suites running beside this one leave them alone)
+        let oldFormat = #"cd "$HOME/.cache/sshkit-agents/ports/$1" && rm -f worktree && touch -d '20 minutes ago' ."#
+        _ = try await ssh.runProcess("/bin/sh", "-c", oldFormat, "sh", "\(goneClaim)")
+        _ = try await ssh.runProcess("/bin/sh", "-c", oldFormat, "sh", "\(runningClaim)")
+        // the second task's agent still runs on the host
+        let started = try await ssh.runProcess("tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "fake-main-\(running)",
+                                               "sleep 120")
+        #expect(started.exitStatus == .exited(0), "\(started.stderrString)")
+        defer { Task { _ = try? await ssh.runProcess("tmux", "-L", socket, "kill-server") } }
+
+        let next = "next-\(UUID())"
+        let nextClaim = try #require(try await host.claimPort(taskID: next, worktree: "/tmp"))
+        func owner(_ port: Int) async throws -> String {
+            try await ssh.runProcess("/bin/sh", "-c", "cat \"$HOME/.cache/sshkit-agents/ports/$1/task\" 2>/dev/null", "sh", "\(port)")
+                .stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        // a task of another suite claiming at the same moment may have taken it: either way
+        // it is no longer the gone task's
+        #expect(try await owner(goneClaim) != gone, "the claim of a task whose worktree and session are gone is free again")
+        #expect(try await owner(runningClaim) == running, "a claim whose task's agent runs is kept")
+        #expect(nextClaim != runningClaim)
+        try await host.releasePort(runningClaim, taskID: running)
+        try await host.releasePort(nextClaim, taskID: next)
+        if try await owner(goneClaim) == next { try await host.releasePort(goneClaim, taskID: next) }
+    }
+
     /// Tasks made at once (the attempts of one work) claim their ports before their
     /// worktrees exist: each gets its own.
     @Test func portsClaimedAtOnceAreEachTheirOwn() async throws {

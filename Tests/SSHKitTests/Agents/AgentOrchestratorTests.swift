@@ -348,6 +348,53 @@ struct AgentOrchestratorTests {
         try await f.orchestrator.deleteTask(taskID: task.id)
     }
 
+    /// `findOrphans` lists the port claims that hold a port for nothing (of this host's
+    /// tmux server, older than 15 minutes): a task the store does not know, a task whose
+    /// worktree and session are gone; `removeOrphans` gives them back and nothing else.
+    @Test func portClaimsForNothingAreOrphansAndAreGivenBack() async throws {
+        let f = try await Fixture()
+        do {
+            let known = TaskRecord(projectID: f.project.id, title: "known",
+                                   worktree: Worktree(name: "w", projectPath: f.project.path, path: "/nonexistent/w-\(UUID())",
+                                                      branch: "emdash/w", baseRef: "main", baseCommit: "0"))
+            try await f.store.save(known)
+            let unknown = "unknown-\(UUID())", live = TaskRecord(projectID: f.project.id, title: "live", worktree: known.worktree)
+            try await f.store.save(live)
+            let stranger = try #require(try await f.agentHost.claimPort(taskID: unknown, worktree: "/tmp"))
+            let gone = try #require(try await f.agentHost.claimPort(taskID: known.id, worktree: known.worktree.path))
+            let kept = try #require(try await f.agentHost.claimPort(taskID: live.id, worktree: "/tmp"))
+            let fresh = try #require(try await f.agentHost.claimPort(taskID: "fresh-\(UUID())", worktree: "/nonexistent"))
+            let otherServer = AgentHost(transport: f.transport, tmuxSocket: "another-\(UUID().uuidString.prefix(8))")
+            let others = "others-\(UUID())"
+            let other = try #require(try await otherServer.claimPort(taskID: others, worktree: "/nonexistent"))
+            for p in [stranger, gone, kept, other] {
+                _ = try await f.transport.runProcess("/bin/sh", "-c", #"touch -d '20 minutes ago' "$HOME/.cache/sshkit-agents/ports/$1""#,
+                                                     "sh", "\(p)")
+            }
+            let found = try await f.orchestrator.findOrphans(on: f.host)
+            // (claims of an earlier release, which name no tmux server, may be listed too)
+            let listed = Dictionary(uniqueKeysWithValues: found.portClaims.map { ($0.claim.port, $0.reason) })
+            #expect(listed[stranger]?.contains("is not in the store") == true, "\(listed)")
+            #expect(listed[gone]?.contains("worktree and agent session are gone") == true, "\(listed)")
+            #expect(listed[kept] == nil && listed[fresh] == nil && listed[other] == nil, "\(listed)")
+            var ours = found
+            ours.portClaims = found.portClaims.filter { [stranger, gone].contains($0.claim.port) }
+            let outcomes = try await f.orchestrator.removeOrphans(ours, on: f.host)
+            #expect(Set(outcomes) == [.releasedPort(port: stranger, taskID: unknown), .releasedPort(port: gone, taskID: known.id)])
+            let left = try await f.agentHost.portClaims().map(\.port)
+            #expect(!left.contains(stranger) && !left.contains(gone) && left.contains(kept) && left.contains(fresh), "\(left)")
+            #expect(try await otherServer.portClaims().contains { $0.port == other }, "another tmux server's claim is left")
+            #expect(try await f.orchestrator.findOrphans(on: f.host).portClaims.allSatisfy { ![stranger, gone, kept].contains($0.claim.port) })
+            try await f.agentHost.releasePort(kept, taskID: live.id)
+            for c in try await f.agentHost.portClaims() where c.taskID.hasPrefix("fresh-") { try await f.agentHost.releasePort(c.port, taskID: c.taskID) }
+            try await otherServer.releasePort(other, taskID: others)
+        } catch {
+            await f.tearDown()
+            throw error
+        }
+        await f.tearDown()
+    }
+
     @Test func theStoreRefusesOrphansAndCascadesDeletes() async throws {
         let store = InMemoryAgentStore()
         let host = HostRecord(name: "h", address: "127.0.0.1", user: "u")

@@ -303,7 +303,7 @@ struct AgentSessionsToolTests {
         #expect(["screen", "process"].contains(agents?.first?["source"] as? String ?? ""), "\(json)")
 
         let stat = try u.ok(["diff", id, "--stat"])
-        #expect(stat.contains("a.txt") && stat.contains("b.txt") && stat.contains("2 file(s) changed"), "\(stat)")
+        #expect(stat.contains("a.txt") && stat.contains("b.txt") && stat.contains(" 2 files changed, 2 insertions(+)"), "\(stat)")
         #expect(try u.ok(["diff", id, "--file", "a.txt"]).contains("+x"))
 
         // a chat with another agent in the same worktree
@@ -445,7 +445,7 @@ struct AgentSessionsToolTests {
 
         _ = try tmux.run(["send-keys", "-t", tmux.session, "C-]"])
         #expect(await finished(1) == "status=0\n")
-        try await tmux.waitFor("dropped 1 time(s)")
+        try await tmux.waitFor("dropped 1 time and")
         let stty = (try? String(contentsOfFile: u.home + "/stty1", encoding: .utf8)) ?? ""
         let flags = Set(stty.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == ";" }).map(String.init))
         #expect(flags.contains("icanon") && flags.contains("echo") && flags.contains("isig"), "the terminal is restored: \(stty)")

@@ -48,6 +48,7 @@ struct HostsToolTests {
         let config = try writeConfig(u, [
             "Host dead", "  HostName 127.0.0.1", "  Port 1", "  User \(u.server.user)",
             "  IdentityFile \(u.server.key("id_ed25519"))",
+            "Host badname", "  HostName sshkit-nothing.invalid", "  User \(u.server.user)",
             "Host needs-exec", "  HostName 127.0.0.1",
             "Match originalhost needs-exec exec \"true\"", "  Port \(u.server.port)", "  User \(u.server.user)",
             "  IdentityFile \(u.server.key("id_ed25519"))",
@@ -73,6 +74,17 @@ struct HostsToolTests {
 
         // a name that resolves to nothing reachable: exit 4, nothing stored
         try u.fails(["hosts", "add", "dead", "-F", config], 4)
+        // a name that is neither a Host of the configuration nor in DNS is looked up before
+        // credentials are chosen, as ssh does: said so, naming the files read, exit 4
+        let unknown = try u.fails(["hosts", "add", "sshkit-nosuchalias", "-F", config], 4)
+        #expect(unknown.contains("sshkit-nosuchalias is not a Host of the ssh configuration (read: \(config))")
+                    && unknown.contains("does not resolve as a host name") && !unknown.contains("authentication"), "\(unknown)")
+        let plain = try u.fails(["hosts", "add", "sshkit-nosuchalias"], 4)
+        #expect(plain.contains(".ssh/config") && plain.contains("/etc/ssh/ssh_config") && plain.contains("does not resolve"), "\(plain)")
+        // a Host whose HostName does not resolve: that name is given
+        let badName = try u.fails(["hosts", "add", "badname", "-F", config], 4)
+        #expect(badName.contains("badname: its host name sshkit-nothing.invalid") && badName.contains("does not resolve"), "\(badName)")
+        #expect(try await u.store().hosts() == [record], "nothing stored")
         // Match exec is refused unless allowed, as the library refuses it
         let exec = try u.fails(["hosts", "add", "needs-exec", "-F", config], 64)
         #expect(exec.contains("exec"), "\(exec)")
@@ -85,9 +97,9 @@ struct HostsToolTests {
         // import: the names a pattern matches, through the Include and the Match
         let imported = try u.ok(["hosts", "import", "m-*,!m-old", "-F", config, "--tmux-socket", u.socket])
         #expect(imported.contains("added host m-target") && !imported.contains("m-old"), "\(imported)")
-        #expect(imported.contains("1 host(s) added"), "\(imported)")
+        #expect(imported.contains("1 host added"), "\(imported)")
         let again = try u.ok(["hosts", "import", "m-target,fixture-alias", "-F", config])
-        #expect(again.contains("m-target: in the store already") && again.contains("0 host(s) added"), "\(again)")
+        #expect(again.contains("m-target: in the store already") && again.contains("0 hosts added"), "\(again)")
         let none = try u.fails(["hosts", "import", "gpu-*", "-F", config], 2)
         #expect(none.contains("no Host in \(config) matches gpu-*"), "\(none)")
         #expect(try await u.store().hosts().map(\.name).sorted() == ["fixture-alias", "m-target", "needs-exec"])

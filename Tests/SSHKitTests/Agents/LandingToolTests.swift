@@ -35,7 +35,7 @@ struct LandingToolTests {
 
         #expect(try u.ok(["tasks", "commit", id]).contains("nothing to commit"))
         try await sh("echo x > \"$1/x.txt\"", task.worktree.path)
-        #expect(try u.ok(["tasks", "commit", id, "-m", "add x"]).contains("committed 1 file(s)"))
+        #expect(try u.ok(["tasks", "commit", id, "-m", "add x"]).contains("committed 1 file as"))
         // no remote: what is missing, exit 1
         #expect(try u.fails(["tasks", "push", id], 1).contains("remote add origin"))
         try await sh("git init -q --bare \"$2\" && git -C \"$1\" remote add origin \"$2\"", repo, origin)
@@ -164,7 +164,7 @@ struct LandingToolTests {
                   "--teardown", "echo \"down $PORT\" > \"$HOME/teardown-$PORT.txt\""])
         #expect(try u.ok(["projects", "set", "app"]).contains("fetch base  on"))
         let out = try u.ok(["tasks", "new", "app", "Env one", "--agent", "amp"])
-        #expect(out.contains("copied 2 file(s)") && out.contains("PORT="), "\(out)")
+        #expect(out.contains("copied 2 files") && out.contains("PORT="), "\(out)")
         let one = try #require(try await u.store().tasks(projectID: nil).first { $0.title == "Env one" })
         #expect(one.worktree.baseRef == "origin/main" && one.worktree.baseCommit == ahead, "\(one.worktree)")
         #expect(try await sh("cat \"$1/.env\"; stat -c %a \"$1/.env\"; cat \"$1/keys/dev.key\"", one.worktree.path)
