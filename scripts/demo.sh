@@ -215,7 +215,7 @@ done
 cockpit
 echo "(tab: the task's diff in the pane)"
 tmux -S "$dir/tmux.sock" send-keys -t cockpit Tab
-for _ in $(seq 1 50); do tmux -S "$dir/tmux.sock" capture-pane -p -t cockpit | grep -q 'file(s)' && break; sleep 0.1; done
+for _ in $(seq 1 50); do tmux -S "$dir/tmux.sock" capture-pane -p -t cockpit | grep -qE ' files?, [+]' && break; sleep 0.1; done
 cockpit | head -8
 tmux -S "$dir/tmux.sock" send-keys -t cockpit q
 set +e

@@ -12,6 +12,69 @@ public struct AgentQueuedPrompt: Sendable, Equatable {
     public var whenIdle: Bool { id.hasPrefix("a-") }
 }
 
+/// Why an agent's next queued prompt has not gone yet, as the host's watcher last saw it.
+public enum AgentQueueHold: Sendable, Equatable, CustomStringConvertible {
+    /// The agent is in a turn: `working`, `waiting` (for an answer) or `starting`.
+    case agentBusy(String)
+    /// The prompt sent before, at that time, has not been seen to start a turn yet.
+    case turnNotSeen(sentAt: Date?)
+    /// The agent is not running (`exited:N`, `stopped`, `lost`).
+    case agentNotRunning(String)
+    /// The watcher does not follow this agent (yet).
+    case notFollowed
+    /// The prompt could not be pasted into the agent's session (tried again each second).
+    case notPasted
+    /// The host's watcher is not running (it starts with the next look at the host).
+    case watcherNotRunning
+
+    /// The watcher's word for it (`queue/SESSION.why`), or nil for one this release does not know.
+    init?(watcherWord line: String) {
+        let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
+        let detail = parts.count > 1 ? parts[1] : ""
+        switch parts.first ?? "" {
+        case "working", "waiting", "starting": self = .agentBusy(parts[0])
+        case "turn": self = .turnNotSeen(sentAt: Int(detail).map { Date(timeIntervalSince1970: TimeInterval($0)) })
+        case "ended": self = .agentNotRunning(detail)
+        case "exited", "stopped", "lost": self = .agentNotRunning(parts[0])
+        case "unseen": self = .notFollowed
+        case "unpasted": self = .notPasted
+        default: return nil
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .agentBusy("waiting"): "the agent waits for an answer; the next prompt goes once its turn has ended"
+        case .agentBusy("starting"): "the agent is starting; the next prompt goes once it is ready"
+        case .agentBusy: "the agent is working; the next prompt goes when its turn ends"
+        case .turnNotSeen(let at):
+            "the prompt sent" + (at.map { " at " + Self.clock.string(from: $0) } ?? "")
+                + " has not been seen to start a turn: the next goes once the agent is seen working and done,"
+                + " or its screen has changed and then been still for 3 s"
+        case .agentNotRunning(let state):
+            "the agent is not running (\(state.replacingOccurrences(of: ":", with: " "))); resume it (tasks resume) for the queue to go on"
+        case .notFollowed: "the host's watcher does not follow this agent yet"
+        case .notPasted: "the prompt could not be pasted into the agent's session; it is tried again each second"
+        case .watcherNotRunning: "the host's status watcher is not running; it starts again with the next look at the host (agent-sessions status)"
+        }
+    }
+
+    private static let clock: DateFormatter = {
+        let f = DateFormatter()
+        f.dateFormat = "HH:mm:ss"
+        return f
+    }()
+}
+
+/// An agent's prompt queue on its host, and what holds its next prompt back.
+public struct AgentPromptQueue: Sendable, Equatable {
+    /// The prompts still queued, in the order they go.
+    public var prompts: [AgentQueuedPrompt]
+    /// Why the first has not gone yet; nil when nothing holds it (it goes at the watcher's
+    /// next look) or nothing is queued.
+    public var hold: AgentQueueHold?
+}
+
 /// The prompt queues live on the host, beside the status watcher that drains them
 /// (`AgentStatusWatcher`): one directory per agent session, a file per prompt, written
 /// through a temporary file so the watcher never pastes half of one. The watcher pastes the
@@ -49,8 +112,16 @@ extension AgentHost {
 
     /// The prompts still waiting in the queue of `ptyID`, in the order they go.
     func queuedPrompts(of ptyID: AgentPTYID) async throws(AgentError) -> [AgentQueuedPrompt] {
+        try await promptQueue(of: ptyID).prompts
+    }
+
+    /// The queue of `ptyID` and what the host's watcher last said holds it back.
+    func promptQueue(of ptyID: AgentPTYID) async throws(AgentError) -> AgentPromptQueue {
         let script = """
-            d="$HOME/\(queueDirectory(ptyID))"
+            d="$HOME/\(queueDirectory(ptyID))"; w="$HOME/\(AgentStatusWatcher.directory(socket: tmux.socket))"
+            pid=$(cat "$w/pid" 2>/dev/null)
+            if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo R; fi
+            [ ! -f "$d.why" ] || printf 'W %s\\n' "$(cat "$d.why")"
             for f in "$d"/a-* "$d"/b-*; do
                 case "$f" in *.tmp) continue ;; esac
                 [ -f "$f" ] || continue
@@ -66,19 +137,35 @@ extension AgentHost {
         return Self.parseQueue(r.stdout)
     }
 
+    /// An `R` line when the watcher runs, a `W <word>` line with what holds the queue, then
     /// `Q <id> <length>` lines, each followed by that many bytes of text.
-    static func parseQueue(_ bytes: [UInt8]) -> [AgentQueuedPrompt] {
-        var out: [AgentQueuedPrompt] = []
+    static func parseQueue(_ bytes: [UInt8]) -> AgentPromptQueue {
+        var prompts: [AgentQueuedPrompt] = []
+        var running = false
+        var word: String?
         var i = 0
         while i < bytes.count {
             guard let nl = bytes[i...].firstIndex(of: UInt8(ascii: "\n")) else { break }
-            let header = String(decoding: bytes[i..<nl], as: UTF8.self).split(separator: " ")
+            let line = String(decoding: bytes[i..<nl], as: UTF8.self)
+            if line == "R" {
+                running = true
+                i = nl + 1
+                continue
+            }
+            if line.hasPrefix("W ") {
+                word = String(line.dropFirst(2))
+                i = nl + 1
+                continue
+            }
+            let header = line.split(separator: " ")
             guard header.count == 3, header[0] == "Q", let n = Int(header[2]), nl + 1 + n <= bytes.count else { break }
-            out.append(AgentQueuedPrompt(id: String(header[1]),
-                                         text: String(decoding: bytes[(nl + 1)..<(nl + 1 + n)], as: UTF8.self)))
+            prompts.append(AgentQueuedPrompt(id: String(header[1]),
+                                             text: String(decoding: bytes[(nl + 1)..<(nl + 1 + n)], as: UTF8.self)))
             i = nl + 1 + n
         }
-        return out
+        guard !prompts.isEmpty else { return AgentPromptQueue(prompts: [], hold: nil) }
+        let hold = running ? word.flatMap(AgentQueueHold.init(watcherWord:)) : .watcherNotRunning
+        return AgentPromptQueue(prompts: prompts, hold: hold)
     }
 
     /// Removes one prompt from the queue of `ptyID`; false when it is no longer there

@@ -93,6 +93,12 @@ extension AgentOrchestrator {
         return try await onHost(host) { h in try await h.queuedPrompts(of: session.ptyID) }
     }
 
+    /// An agent's queue and what holds its next prompt back (the host's watcher says).
+    public func promptQueue(of conversationID: String) async throws(AgentError) -> AgentPromptQueue {
+        let (_, _, host, session) = try await locate(conversationID)
+        return try await onHost(host) { h in try await h.promptQueue(of: session.ptyID) }
+    }
+
     /// Removes a queued prompt; false when it is no longer queued (it was sent).
     /// - Throws: `invalidArgument` for an id that no queue gives.
     public func removeQueuedPrompt(_ id: String, of conversationID: String) async throws(AgentError) -> Bool {

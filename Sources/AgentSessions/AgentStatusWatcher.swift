@@ -28,7 +28,7 @@ import SSHKit
 /// or numbered twice; an older tool leaves a newer watcher alone.
 enum AgentStatusWatcher {
     /// Raised with every change of the script (a test pins the script's digest to it).
-    static let version = 2
+    static let version = 3
 
     /// The tmux session the watcher runs in (not a PTY id, so never taken for an agent).
     static let sessionName = "_sshkit-watch"
@@ -284,44 +284,63 @@ fi
 # The prompt queues, queue/SESSION/NAME (names in the order they go): a session's next
 # prompt is pasted, then Enter, when its agent is idle or done and the prompt sent before
 # started a turn: the agent was seen busy since, or its hook log grew and ends with the end
-# of a turn. queue/SESSION.sent holds the hook log's length at the send and whether the
-# agent was seen busy since; queue/sent.log a line per prompt sent.
+# of a turn, or its screen changed after the send and has been still for 3 s (a turn too
+# quick to be seen busy between two looks). queue/SESSION.sent holds the hook log's length
+# at the send, whether the agent was seen busy since, and the time of the send;
+# queue/SESSION.why what holds the next prompt back (a word and its detail); queue/sent.log
+# a line per prompt sent.
+hold() {
+    hw=; [ ! -f "queue/$1.why" ] || read -r hw < "queue/$1.why"
+    [ "$hw" = "$2" ] || printf '%s\n' "$2" > "queue/$1.why"
+}
 drain() {
     for q in queue/*/; do
         [ -d "$q" ] || continue
         p=${q#queue/}; p=${p%/}
-        line=$(grep "^S $p " states) || continue
-        st=$(printf '%s\n' "$line" | cut -d ' ' -f 3)
+        # the first prompt (a glob lists names in order): an empty queue costs no process
+        next=
+        for f in "$q"a-* "$q"b-*; do
+            case "$f" in *.tmp) ;; *) [ ! -f "$f" ] || { next=${f##*/}; break; } ;; esac
+        done
+        if [ -z "$next" ] && [ ! -f "queue/$p.sent" ]; then rm -f "queue/$p.why"; continue; fi
+        if ! line=$(grep "^S $p " states); then
+            if grep -q "^$p " panes; then hold "$p" unseen; else hold "$p" "ended gone"; fi
+            continue
+        fi
+        read -r _ _ st _ _ _ _ _ _ _ chg _ <<SSHKIT_LINE
+$line
+SSHKIT_LINE
         n=0; [ ! -f "$S/$p" ] || n=$(wc -l < "$S/$p")
         if [ -f "queue/$p.sent" ]; then
-            read -r sn busy < "queue/$p.sent"
+            sn=; busy=; at=; read -r sn busy at < "queue/$p.sent"
             case "$st" in
-            working|waiting|starting) [ "$busy" = 1 ] || printf '%s 1\n' "$sn" > "queue/$p.sent"; continue ;;
+            working|waiting|starting) [ "$busy" = 1 ] || printf '%s 1 %s\n' "$sn" "$at" > "queue/$p.sent"; hold "$p" "$st"; continue ;;
             idle|done)
                 ev=$(tail -n 1 "$S/$p" 2>/dev/null | cut -d ' ' -f 2)
-                if [ "$busy" = 1 ] || { [ "$n" -gt "${sn:-0}" ] && case "$ev" in stop|start|failure) true ;; *) false ;; esac; }; then
+                if [ "$busy" = 1 ] || { [ "$n" -gt "${sn:-0}" ] && case "$ev" in stop|start|failure) true ;; *) false ;; esac; } \
+                    || { [ -n "$at" ] && [ "${chg:-0}" -gt "$at" ] && [ $(($(date +%s) - chg)) -ge 3 ]; }; then
                     rm -f "queue/$p.sent"
                 else
-                    continue
+                    hold "$p" "turn $at"; continue
                 fi ;;
-            *) continue ;;
+            *) hold "$p" "ended $st"; continue ;;
             esac
         fi
-        case "$st" in idle|done) ;; *) continue ;; esac
-        next=$(ls "$q" | grep -v '\.tmp$' | sort | head -n 1)
+        case "$st" in idle|done) ;; *) hold "$p" "${st%%:*}"; continue ;; esac
         [ -n "$next" ] || continue
         mv -f "$q$next" "queue/$p.sending" || continue
-        printf '%s 0\n' "$n" > "queue/$p.sent"
         if tmux -L "$SOCK" -f /dev/null load-buffer -b sshkit-q "queue/$p.sending" \; \
             paste-buffer -p -r -d -b sshkit-q -t "=$p:" >/dev/null 2>&1; then
             sleep 0.2
             tmux -L "$SOCK" -f /dev/null send-keys -t "=$p:" Enter >/dev/null 2>&1
-            printf '%s %s %s\n' "$(date +%s)" "$p" "$next" >> queue/sent.log
-            rm -f "queue/$p.sending"
+            ts=$(date +%s)
+            printf '%s 0 %s\n' "$n" "$ts" > "queue/$p.sent"
+            printf '%s %s %s\n' "$ts" "$p" "$next" >> queue/sent.log
+            rm -f "queue/$p.sending" "queue/$p.why"
         else
             # not pasted (the session went away): the prompt stays first in its queue
-            rm -f "queue/$p.sent"
             mv -f "queue/$p.sending" "$q$next"
+            hold "$p" "unpasted"
         fi
     done
 }

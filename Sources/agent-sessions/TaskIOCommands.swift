@@ -57,7 +57,7 @@ struct Queue: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "An agent's prompt queue on its host (send --queue adds to it).",
         discussion: """
-            The host sends the first prompt when the agent is idle or done and the one sent before it started a turn, so the queue drains while this machine is asleep or offline. A prompt from send --when-idle goes first.
+            The host sends the first prompt when the agent is idle or done and the one sent before it started a turn, so the queue drains while this machine is asleep or offline. A prompt from send --when-idle goes first. "queue list" says what holds the next prompt back.
             """,
         subcommands: [QueueList.self, QueueRemove.self, QueueClear.self], defaultSubcommand: QueueList.self)
 }
@@ -73,10 +73,13 @@ struct QueueList: AsyncParsableCommand {
         try await Context.with(global) { context in
             let t = try await context.task(task)
             let c = try await context.conversation(of: t, chat)
-            let prompts = try await context.orchestrator.queuedPrompts(of: c.id)
+            let queue = try await context.orchestrator.promptQueue(of: c.id)
+            let prompts = queue.prompts
             if json {
-                printJSON(.array(prompts.map {
-                    .object(["id": .string($0.id), "text": .string($0.text), "whenIdle": .bool($0.whenIdle)])
+                printJSON(.array(prompts.enumerated().map { i, p in
+                    var o: [String: JSONValue] = ["id": .string(p.id), "text": .string(p.text), "whenIdle": .bool(p.whenIdle)]
+                    if i == 0, let hold = queue.hold { o["heldBecause"] = .string(hold.description) }
+                    return .object(o)
                 }))
                 return
             }
@@ -85,6 +88,7 @@ struct QueueList: AsyncParsableCommand {
                 let first = p.text.split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init) ?? ""
                 print("\(p.id)\(p.whenIdle ? " (when idle)" : "")  \(first)\(p.text.contains("\n") ? " …" : "")")
             }
+            if let hold = queue.hold { note("not sent yet: \(hold)") }
         }
     }
 }

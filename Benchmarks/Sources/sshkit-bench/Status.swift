@@ -181,7 +181,7 @@ func benchStatus(_ f: Fixture, rounds: Int) async throws {
         let watching = AgentOrchestrator(store: s2) { r in hostsByID[r.id]! }
         // the watchers start and settle (their first look), then the window
         for (r, first) in zip(records, firstSessions) { _ = await hostsByID[r.id]!.status(of: first) }
-        out("status: \(hostCount) host(s) ready")
+        out("status: \(Wording.count(hostCount, "host")) ready")
         let follow = Task { for await _ in watching.followStatus(hosts: records, newOnly: true) {} }
         try await Task.sleep(for: .seconds(5))
         let watcherPIDs = try await run(setup, "cat \"$HOME\"/.cache/sshkit-agents/watch/tmux-bench-status-*/pid")
@@ -193,7 +193,7 @@ func benchStatus(_ f: Fixture, rounds: Int) async throws {
         let watchCPU = (processCPUSeconds() - cpu0) * 1000 * 60 / window
         let hostCPU = (watcherPIDs.map { treeCPUSeconds(pid: $0) }.reduce(0, +) - hostCPU0) * 1000 * 60 / window
         follow.cancel()
-        out("status: \(hostCount) host(s) watched")
+        out("status: \(Wording.count(hostCount, "host")) watched")
 
         // the peers' way: each agent's pane captured once a second, over the same connections
         let bytes1 = relay.bytes, cpu1 = processCPUSeconds()
@@ -217,7 +217,7 @@ func benchStatus(_ f: Fixture, rounds: Int) async throws {
         }
         let pollBytes = Double(relay.bytes - bytes1) * 60 / window
         let pollCPU = (processCPUSeconds() - cpu1) * 1000 * 60 / window
-        out("| \(hostCount) host(s) × 10 agents | \(Int(watchBytes)) | \(Int(pollBytes)) (\(String(format: "%.0fx", pollBytes / max(watchBytes, 1)))) | \(fmt(watchCPU)) | \(fmt(pollCPU)) | \(fmt(hostCPU)) |")
+        out("| \(Wording.count(hostCount, "host")) × 10 agents | \(Int(watchBytes)) | \(Int(pollBytes)) (\(String(format: "%.0fx", pollBytes / max(watchBytes, 1)))) | \(fmt(watchCPU)) | \(fmt(pollCPU)) | \(fmt(hostCPU)) |")
         await watching.close()
         for (h, tr) in transports.enumerated() {
             _ = try? await run(setup, "tmux -L bench-status-\(h) kill-server 2>/dev/null; rm -rf \"$HOME/.cache/sshkit-agents/watch/tmux-bench-status-\(h)\"; exit 0")

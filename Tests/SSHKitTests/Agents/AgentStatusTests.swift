@@ -402,6 +402,52 @@ struct AgentStatusTests {
         await current.close()
     }
 
+    /// An agent without hooks whose turns end before the watcher's next look (its idle
+    /// rule matches before and after each answer, so it is never seen working): each
+    /// queued prompt still goes, once its answer changed the screen and the screen was
+    /// still for a moment. While one cannot go, the queue says why.
+    @Test func aQueueGoesOnAfterTurnsTooQuickToBeSeen() async throws {
+        let h = Host()
+        do {
+            let session = try await h.start("mistral", "fake-quick")
+            #expect(await h.awaitStatus(session, .idle) != nil)
+            func answers() async -> [String] {
+                let text = (try? await h.host.screenText(session)) ?? ""
+                return text.split(separator: "\n").filter { $0.hasPrefix("answer ") }.map(String.init)
+            }
+            for text in ["one", "two", "three"] { _ = try await h.host.enqueue(text, for: session.ptyID, whenIdle: false) }
+            let held = await eventually(20) { () async -> AgentPromptQueue? in
+                let q = try? await h.host.promptQueue(of: session.ptyID)
+                if case .turnNotSeen? = q?.hold { return q }
+                return nil
+            }
+            #expect(held?.prompts.count == 2, "while the first one's turn is not seen, the queue says so: \(String(describing: held))")
+            #expect(held?.hold?.description.contains("has not been seen to start a turn") == true)
+            let drained = await eventually(40) { () async -> [String]? in
+                let a = await answers()
+                return a.count >= 3 ? a : nil
+            }
+            let shown = await answers()
+            #expect(drained == ["answer 1: one", "answer 2: two", "answer 3: three"], "\(shown)")
+            #expect(try await h.host.promptQueue(of: session.ptyID) == AgentPromptQueue(prompts: [], hold: nil))
+            // an agent that is not running holds its queue, and says so
+            _ = try await h.transport.runProcess("tmux", "-L", h.host.tmuxSocket, "kill-session", "-t", "=\(session.ptyID)")
+            _ = try await h.host.enqueue("four", for: session.ptyID, whenIdle: false)
+            let ended = await eventually(20) { () async -> AgentQueueHold? in
+                let q = try? await h.host.promptQueue(of: session.ptyID)
+                if case .agentNotRunning? = q?.hold { return q?.hold }
+                if case .watcherNotRunning? = q?.hold { return q?.hold }
+                return nil
+            }
+            let last = try? await h.host.promptQueue(of: session.ptyID)
+            #expect(ended != nil, "\(String(describing: last))")
+        } catch {
+            await h.close()
+            throw error
+        }
+        await h.close()
+    }
+
     /// A task set to continue after a usage limit is sent "continue" once, after the reset
     /// its message names and the wait; a message whose time cannot be read sends nothing.
     @Test func aUsageLimitIsWaitedOutThenContinuedOnce() async throws {

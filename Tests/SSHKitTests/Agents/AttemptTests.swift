@@ -49,7 +49,7 @@ struct AttemptTests {
         #expect(try await !u.host.hasCommit(base, in: clone))
 
         let started = try u.ok(["tasks", "new", "a/repo", "Fix it", "--agents", "amp:2,gemini", "--hosts", "a,b", "--prompt", "go"])
-        #expect(started.contains("started 3 attempt(s)") && started.contains("from main (\(base.prefix(10)))"), "\(started)")
+        #expect(started.contains("started 3 attempts") && started.contains("from main (\(base.prefix(10)))"), "\(started)")
         #expect(started.contains("sent the base \(base.prefix(10)) to b"), "\(started)")
         #expect(try await u.host.hasCommit(base, in: clone))
 
@@ -102,7 +102,7 @@ struct AttemptTests {
         #expect(none.contains("amp-1, amp-2, gemini-1"), "\(none)")
         _ = try await WorktreeTests.sh(u.host, #"echo draft > "$1/notes.txt""#, third.worktree.path)
         let refused = try u.fails(["tasks", "pick", String(group.prefix(8)), "amp-2", "--delete-others"], 3)
-        #expect(refused.contains("gemini-1: 1 uncommitted change(s): notes.txt") && refused.contains("nothing was done"), "\(refused)")
+        #expect(refused.contains("gemini-1: 1 uncommitted change: notes.txt") && refused.contains("nothing was done"), "\(refused)")
         #expect(try await store.tasks(projectID: nil).allSatisfy { $0.archivedAt == nil && $0.attempt?.pickedAt == nil })
         let picked = try u.ok(["tasks", "pick", "fix-it", "amp-2"])
         #expect(picked.contains("picked amp-2") && picked.contains("archived amp-1, gemini-1"), "\(picked)")

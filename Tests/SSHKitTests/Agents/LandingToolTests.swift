@@ -39,7 +39,7 @@ struct LandingToolTests {
         // no remote: what is missing, exit 1
         #expect(try u.fails(["tasks", "push", id], 1).contains("remote add origin"))
         try await sh("git init -q --bare \"$2\" && git -C \"$1\" remote add origin \"$2\"", repo, origin)
-        #expect(try u.ok(["tasks", "push", id]).contains("pushed \(task.worktree.branch) (1 commit(s) over its base) to origin"))
+        #expect(try u.ok(["tasks", "push", id]).contains("pushed \(task.worktree.branch) (1 commit over its base) to origin"))
         #expect(try u.ok(["tasks", "push", id]).contains("up to date"))
         // no gh and no forge: pushed, no pull request, exit 1
         #expect(try u.fails(["tasks", "pr", id], 1).contains("not on a forge"))
@@ -50,7 +50,7 @@ struct LandingToolTests {
         try await sh("cd \"$1\" && git commit -q -am base", repo)
         try await sh("cd \"$1\" && echo task >> a.txt && git commit -q -am task", task.worktree.path)
         let conflict = try u.fails(["tasks", "merge", id], 6)
-        #expect(conflict.contains("would conflict in 1 file(s)") && conflict.contains("a.txt"), "\(conflict)")
+        #expect(conflict.contains("would conflict in 1 file;") && conflict.contains("a.txt"), "\(conflict)")
         try u.fails(["tasks", "merge", id, "--ff-only", "--no-ff"], 64)
         // the task's change undone: a merge commit, and the delete no longer refuses
         try await sh("cd \"$1\" && git revert --no-edit HEAD >/dev/null", task.worktree.path)
@@ -264,5 +264,55 @@ struct LandingToolTests {
         #expect(running.output().contains("archived or deleted"))
         #expect(get(url) == nil, "the forward outlived its task")
         try u.fails(["open", "no-such-task"], 2)
+    }
+
+    /// `open` survives a dropped connection as `attach` does: it says the connection was
+    /// lost, connects again, listens on the same port again and says it is back.
+    @Test func openComesBackAfterTheConnectionDrops() async throws {
+        let u = try User()
+        let repo = try await WorktreeTests.makeRepository(u.host)
+        let proxy = try FaultProxy(target: TestServer.shared.port)
+        defer { proxy.stop() }
+        do { try await reopen(u, repo, proxy) } catch {
+            await u.tearDown([repo])
+            throw error
+        }
+        await u.tearDown([repo])
+    }
+
+    func reopen(_ u: User, _ repo: String, _ proxy: FaultProxy) async throws {
+        try """
+            {"searchPath": ["\(FakeAgents.directory)"], "providers": {"amp": {"binary": "fake-devserver"}}}
+            """.write(toFile: u.home + "/.config/agent-sessions/config.json", atomically: true, encoding: .utf8)
+        try u.addHost("far", port: proxy.port)
+        try u.ok(["projects", "add", "far", repo, "--name", "app"])
+        try u.ok(["tasks", "new", "app", "Serve", "--agent", "amp"])
+        let task = try #require(try await u.store().tasks(projectID: nil).first)
+        try await u.transport.writeTextFile(task.worktree.path + "/index.html", "hello from the task\n")
+        func get(_ url: String) -> String? {
+            let r = try? TestServer.runCapturing("/usr/bin/python3", ["-c", "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())", url])
+            return r?.status == 0 ? r?.out : nil
+        }
+        let running = try u.start(["open", String(task.id.prefix(8)), "--reconnect-timeout", "60"], errors: true)
+        defer { running.stop() }
+        let line = await eventually(20) { running.output().contains("http://") ? running.output() : nil }
+        let url = try #require(line?.split(separator: " ").first.map(String.init), "\(running.output())")
+        #expect(await eventually(20) { get(url) } == "hello from the task\n")
+
+        // every connection through the proxy is reset from its next byte on
+        proxy.arm { f, _, _ in f.resetServerToClientAt = 0 }
+        _ = get(url)
+        let lost = await eventually(30) { running.output().contains("was lost") ? true : nil }
+        #expect(lost == true, "\(running.output())")
+        #expect(running.process.isRunning, "open ended with its connection: \(running.output())")
+        proxy.arm { f, _, _ in f.resetServerToClientAt = nil }
+        let back = await eventually(30) { running.output().contains("reconnected to far") ? true : nil }
+        #expect(back == true, "\(running.output())")
+        #expect(running.output().contains("\(url) is far:"), "the same local port: \(running.output())")
+        #expect(await eventually(20) { get(url) } == "hello from the task\n", "\(running.output())")
+        #expect(proxy.connections.load(ordering: .relaxed) >= 2)
+        running.stop()
+        #expect(running.process.terminationStatus == 0, "\(running.output())")
+        #expect(get(url) == nil, "the forward outlived the command")
     }
 }

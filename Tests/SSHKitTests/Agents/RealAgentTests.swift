@@ -254,6 +254,34 @@ struct RealAgentTests {
         try await f.orchestrator.stop(conversationID: main.id)
     }
 
+    /// Prompts queued behind turns that end at once (Vibe has no hooks, and its idle rule
+    /// matches before and after a quick answer, so such a turn is never seen working) all
+    /// reach the agent: the model server is asked with each, in order.
+    @Test func vibesQueueGoesOnAfterQuickTurns() async throws {
+        let f = try await Fixture("mistral")
+        do { try await quickTurns(f) } catch { await f.tearDown(); throw error }
+        await f.tearDown()
+    }
+
+    func quickTurns(_ f: Fixture) async throws {
+        let (_, main, session) = try await f.orchestrator.createTask(projectID: f.project.id, title: "quick", providerID: "mistral",
+                                                                    prompt: "say: quick-turn-zero", autoApprove: true)
+        #expect(await f.screen(session, shows: "quick-turn-zero") != nil)
+        for n in ["one", "two", "three"] { _ = try await f.orchestrator.queue("say: quick-turn-\(n)", for: main.id) }
+        func asked() -> [String] {
+            let log = (try? String(contentsOfFile: f.server.dir + "/requests.jsonl", encoding: .utf8)) ?? ""
+            var seen: [String] = []
+            for n in ["zero", "one", "two", "three"] where log.contains("say: quick-turn-\(n)") { seen.append(n) }
+            return seen
+        }
+        let all = await eventually(90) { () -> [String]? in asked().count == 4 ? asked() : nil }
+        let queue = try? await f.orchestrator.promptQueue(of: main.id)
+        let screen = (try? await f.orchestrator.screen(of: main.id, lines: 40)) ?? ""
+        #expect(all == ["zero", "one", "two", "three"], "asked: \(asked()); queue: \(String(describing: queue))\n\(screen)")
+        #expect(await f.screen(session, shows: "quick-turn-three", seconds: 30) != nil)
+        #expect(try await f.orchestrator.promptQueue(of: main.id).prompts.isEmpty)
+    }
+
     /// The states of a real agent as the host's watcher reports them, over the events
     /// channel: it works, asks for approval (the question seen as waiting for input, with
     /// its text), is answered, works, finishes (done, and a redrawing idle screen never

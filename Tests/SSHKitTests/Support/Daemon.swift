@@ -14,6 +14,14 @@ struct Daemon: Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // nothing else is inherited: a pipe another thread of the tests has open at this
+        // moment (a command whose output it reads to the end) would otherwise stay open in
+        // the daemon, and that reader would wait for the daemon to end
+        // (glibc 2.34 and later; Swift's Glibc module does not declare it)
+        if let closeFrom = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") {
+            typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+            _ = unsafeBitCast(closeFrom, to: CloseFrom.self)(&actions, 3)
+        }
         let argv: [UnsafeMutablePointer<CChar>?] = ([exe] + args).map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         // The calling thread may block signals (dispatch threads do) and posix_spawn

@@ -24,6 +24,18 @@ enum FakeAgents {
                 echo "got: $line"
             done
             """#,
+        // a Vibe-like screen with no hooks: its idle prompt is a line ">" (Vibe's idle rule),
+        // and each answer comes at once, so a turn starts and ends between two looks
+        "fake-quick": #"""
+            #!/bin/sh
+            n=0
+            while :; do
+                printf '>\n'
+                IFS= read -r line || exit 0
+                n=$((n + 1))
+                echo "answer $n: $line"
+            done
+            """#,
         // prints a numbered line every 100 ms, forever
         "fake-ticker": #"""
             #!/bin/sh
