@@ -84,7 +84,7 @@ let package = Package(
         // the agent-sessions cockpit: the board, a live preview and keys, drawn with TerminalSupport
         .target(
             name: "AgentCockpit",
-            dependencies: ["AgentSessions", "TerminalSupport"]
+            dependencies: ["AgentSessions", "SSHKit", "TerminalSupport"]
         ),
         // The fuzz targets of the reliability suite (part 6): a corpus replayer here, a
         // libFuzzer binary when scripts/fuzz.sh builds it with --sanitize=fuzzer.

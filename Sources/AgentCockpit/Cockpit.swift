@@ -4,6 +4,7 @@
 // a task of its own, so a slow or lost one never holds the keys.
 import AgentSessions
 import Foundation
+import SSHKit
 import TerminalSupport
 
 /// The cockpit over the engine's door, on a terminal given as functions (so a test or
@@ -97,7 +98,7 @@ public final class Cockpit: Sendable {
         // what each host has, as detection said (for the forms)
         var detected: [String: Set<String>] = [:]
         // the agent whose screen is followed as it changes, and when following one failed
-        var follow: (id: String, task: Task<Void, Never>)?
+        var follow: (id: String, size: SSHTerminalSize, task: Task<Void, Never>)?
         var followFailed: [String: ContinuousClock.Instant] = [:]
 
         func draw() {
@@ -132,11 +133,14 @@ public final class Cockpit: Sendable {
                (followFailed[agent.record.id].map { ContinuousClock.now - $0 >= .seconds(10) } ?? true)
             {
                 let id = agent.record.id
-                if follow?.id == id { return }
+                // the agent laid out at the preview's size, as for a person attached at it
+                let preview = CockpitView.previewSize(columns: terminal.size().columns, rows: terminal.size().rows)
+                let size = SSHTerminalSize(columns: preview.columns, rows: preview.rows)
+                if follow?.id == id && follow?.size == size { return }
                 follow?.task.cancel()
-                follow = (id, Task { [engine] in
+                follow = (id, size, Task { [engine] in
                     var failed = false
-                    for await r in engine.followScreen(of: id) {
+                    for await r in engine.followScreen(of: id, size: size) {
                         switch r {
                         case .success(let text):
                             sink.yield(.pane(id: id, tab: .preview, lines: Self.screenLines(text)))
@@ -449,6 +453,8 @@ public final class Cockpit: Sendable {
                 if id == model.selected { readPane() }
             case .resize:
                 renderer.invalidate()
+                // a followed preview is laid out again at the pane's new size
+                if follow != nil { refreshPane() }
             case .form(var form):
                 if let h = form.hostID { form.installed = detected.filter { $0.key == h } }
                 model.mode = .form(form)

@@ -33,19 +33,39 @@ public enum CockpitView {
         if model.mode == .help {
             help(into: &s, top: bodyTop, rows: bodyRows)
         } else if columns >= sideBySideColumns {
-            let listWidth = min(max(44, columns * 9 / 20), 90)
-            list(model, into: &s, top: bodyTop, left: 0, width: listWidth, rows: bodyRows, now: now)
-            for r in bodyTop..<(bodyTop + bodyRows) { s.write("│", row: r, column: listWidth, style: Style.frame) }
-            paneOrForm(top: bodyTop, left: listWidth + 1, width: columns - listWidth - 1, rows: bodyRows)
+            let p = paneRect(columns: columns, rows: rows)
+            list(model, into: &s, top: bodyTop, left: 0, width: p.left - 1, rows: bodyRows, now: now)
+            for r in bodyTop..<(bodyTop + bodyRows) { s.write("│", row: r, column: p.left - 1, style: Style.frame) }
+            paneOrForm(top: p.top, left: p.left, width: p.width, rows: p.rows)
         } else if case .form = model.mode {
             paneOrForm(top: bodyTop, left: 0, width: columns, rows: bodyRows)
         } else {
-            let listRows = max(3, bodyRows * 9 / 20)
-            list(model, into: &s, top: bodyTop, left: 0, width: columns, rows: listRows, now: now)
-            paneOrForm(top: bodyTop + listRows, left: 0, width: columns, rows: bodyRows - listRows)
+            let p = paneRect(columns: columns, rows: rows)
+            list(model, into: &s, top: bodyTop, left: 0, width: columns, rows: p.top - bodyTop, now: now)
+            paneOrForm(top: p.top, left: p.left, width: p.width, rows: p.rows)
         }
         let cursor = statusLine(model, into: &s, row: rows - 1)
         return (s, cursor ?? formCursor)
+    }
+
+    /// Where the pane goes on a `columns` × `rows` screen (its tab bar on its first row):
+    /// right of the list from `sideBySideColumns`, under it below that.
+    static func paneRect(columns: Int, rows: Int) -> (top: Int, left: Int, width: Int, rows: Int) {
+        let bodyTop = 1, bodyRows = rows - 2
+        if columns >= sideBySideColumns {
+            let listWidth = min(max(44, columns * 9 / 20), 90)
+            return (bodyTop, listWidth + 1, columns - listWidth - 1, bodyRows)
+        }
+        let listRows = max(3, bodyRows * 9 / 20)
+        return (bodyTop + listRows, 0, columns, bodyRows - listRows)
+    }
+
+    /// The size the preview shows an agent's screen at on a `columns` × `rows` terminal
+    /// (the pane under its tab bar): the agent is laid out at it while it is previewed, so
+    /// the preview shows what a person attached at that size would see.
+    public static func previewSize(columns: Int, rows: Int) -> (columns: Int, rows: Int) {
+        let p = paneRect(columns: columns, rows: rows)
+        return (max(10, p.width), max(2, p.rows - 1))
     }
 
     /// The new task's (or chat's) form; the cursor's place in the part being typed.

@@ -142,13 +142,21 @@ extension AgentHost {
             do {
                 // -u: the local terminal is UTF-8, whatever locale the host's login has
                 // (without one, the client would draw line art as `qqqq` and the rest as `_`)
-                let t = try await terminals.startTerminal("tmux", arguments: ["-u", "-L", tmuxSocket, "attach-session", "-t", "=" + name],
+                let t = try await terminals.startTerminal("tmux", arguments: Self.attachArguments(tmuxSocket, name),
                                                           environment: [:], terminal: SSHTerminal(term: term, size: size))
                 return AgentTerminal(session: session, backend: .attached(t))
             } catch {
                 throw AgentError(error, while: "attaching to \(name)")
             }
         }
+    }
+
+    /// `tmux attach-session` to the session `name`, after unsetting its window's
+    /// `window-size`: a window a preview laid out at another size (`followScreen(of:size:)`)
+    /// and did not give back (its loop was killed) would otherwise keep that size.
+    static func attachArguments(_ socket: String, _ name: String) -> [String] {
+        ["-u", "-L", socket, "set-option", "-w", "-q", "-u", "-t", AgentTmuxServer.pane(name), "window-size", ";",
+         "attach-session", "-t", "=" + name]
     }
 
     /// Attaches the local terminal `fd` to the agent's terminal (see
@@ -174,7 +182,7 @@ extension AgentHost {
         }
         do {
             let t = try await terminals.startJoinedTerminal(
-                "tmux", arguments: ["-u", "-L", tmuxSocket, "attach-session", "-t", "=" + name], environment: [:],
+                "tmux", arguments: Self.attachArguments(tmuxSocket, name), environment: [:],
                 terminal: SSHTerminal(term: term, size: size), joining: fd, detachByte: detachByte)
             return AgentJoinedTerminal(session: session, joined: t)
         } catch {
@@ -231,13 +239,16 @@ extension AgentHost {
     }
 
     /// The agent's visible screen each time it changes (see `AgentTmuxServer.followScreen`),
-    /// until it ends or the task is cancelled. A plain terminal (no tmux) is read again
-    /// every half second and given when it changed.
+    /// until it ends or the task is cancelled; with `size`, the agent laid out at that size
+    /// while nobody is attached to it. A plain terminal (no tmux) is read again every half
+    /// second and given when it changed.
     /// - Throws: `sessionNotRunning`, `transport`, `cancelled`.
-    public func followScreen(of session: AgentSession, _ screen: @Sendable (String) async -> Void) async throws(AgentError) {
+    public func followScreen(of session: AgentSession, size: SSHTerminalSize? = nil,
+                             _ screen: @Sendable (String) async -> Void) async throws(AgentError)
+    {
         switch session.container {
         case .tmux(let name):
-            try await tmux.followScreen(of: name, screen)
+            try await tmux.followScreen(of: name, size: size, screen)
         case .plainTerminal:
             var last: String?
             while !Task.isCancelled {

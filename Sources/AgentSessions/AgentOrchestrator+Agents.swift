@@ -1,4 +1,5 @@
 import Foundation
+import SSHKit
 import ServerTransport
 
 /// Where an agent's scrollback was read.
@@ -137,14 +138,16 @@ extension AgentOrchestrator {
     /// then each time it changes (a loop on the host compares each screen with the last
     /// and sends only a changed one; see `AgentTmuxServer.followScreen`). The
     /// stream ends with the agent's session, after a failure (given as its last element),
-    /// or when the consumer stops reading.
-    public func followScreen(of conversationID: String) -> AsyncStream<Result<String, AgentError>> {
+    /// or when the consumer stops reading. With `size` (a preview's), the agent is laid
+    /// out at that size while it is followed and nobody is attached to it, and given back
+    /// its own size after (see `AgentTmuxServer.followScreen`).
+    public func followScreen(of conversationID: String, size: SSHTerminalSize? = nil) -> AsyncStream<Result<String, AgentError>> {
         let (stream, continuation) = AsyncStream<Result<String, AgentError>>.makeStream(bufferingPolicy: .bufferingNewest(2))
         let task = Task {
             do throws(AgentError) {
                 let (_, _, host, session) = try await locate(conversationID)
                 try await onHost(host) { h in
-                    try await h.followScreen(of: session) { text in continuation.yield(.success(text)) }
+                    try await h.followScreen(of: session, size: size) { text in continuation.yield(.success(text)) }
                 }
             } catch where error.code != .cancelled {
                 continuation.yield(.failure(error))

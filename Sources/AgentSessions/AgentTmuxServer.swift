@@ -285,16 +285,43 @@ extension AgentTmuxServer {
 
 /// Following a pane's screen as it changes.
 extension AgentTmuxServer {
-    /// Arguments: the socket, the pane, the spacing in seconds. Prints `sshkit-screen N`,
+    /// Arguments: the socket, the pane, the spacing in seconds, and optionally the columns
+    /// and rows to lay the agent out at while it is followed. Prints `sshkit-screen N`,
     /// then the screen's N bytes and a newline, at once and after each change; asks every
     /// spacing while the screen changed in the last second, else every 200 ms. Exit 3: no
     /// such session (the first time: it was never there). It ends when its input ends.
+    ///
+    /// With a size, and nobody attached to the session, the window is resized to it (the
+    /// agent redraws for it, as for a smaller client) and its own size is kept in the
+    /// window option `@sshkit-size`; at the end it is given back, unless someone attached
+    /// meanwhile, and the window's `window-size` is unset, so the next client that attaches
+    /// sizes it again. Someone attached drives the size: the window is left as it is.
     static let followScript = #"""
-        S=$1 P=$2 fast=$3 prev= idle=0 first=1
+        S=$1 P=$2 fast=$3 W=$4 H=$5 prev= idle=0 first=1 orig=
         export LC_ALL=C
+        T() { tmux -L "$S" -f /dev/null "$@"; }
+        # one command, so that a client attaching meanwhile is never resized under
+        give_back() {
+            [ -n "$orig" ] || return 0
+            trap '' TERM HUP INT PIPE
+            T if-shell -F -t "$P" '#{session_attached}' '' "resize-window -t '$P' -x ${orig%x*} -y ${orig#*x}" \; \
+                set-option -w -u -t "$P" window-size \; set-option -w -u -t "$P" @sshkit-size >/dev/null 2>&1
+            orig=
+        }
+        if [ -n "$W" ]; then
+            info=$(T display-message -p -t "$P" '#{session_attached} #{window_width}x#{window_height} #{@sshkit-size}' 2>/dev/null) || exit 3
+            set -- $info
+            if [ "$1" = 0 ]; then
+                orig=${3:-$2}
+                trap give_back EXIT
+                # a signal, or the channel gone under a write, ends it through give_back
+                trap 'exit 0' TERM HUP INT PIPE
+                T set-option -w -t "$P" @sshkit-size "$orig" \; resize-window -t "$P" -x "$W" -y "$H" >/dev/null 2>&1
+            fi
+        fi
         exec 3<&0; { cat <&3 >/dev/null 2>&1; kill $$ 2>/dev/null; } & exec 3<&-
         while :; do
-            cur=$(tmux -L "$S" -f /dev/null capture-pane -p -e -J -S -0 -t "$P" 2>/dev/null) || exit 3
+            cur=$(T capture-pane -p -e -J -S -0 -t "$P" 2>/dev/null) || exit 3
             if [ "$first" = 1 ] || [ "$cur" != "$prev" ]; then
                 printf 'sshkit-screen %s\n%s\n' "${#cur}" "$cur" || exit 0
                 prev=$cur idle=0 first=0
@@ -311,16 +338,21 @@ extension AgentTmuxServer {
     /// screen with the last and sends only a changed one, over one channel: nothing
     /// crosses the network while the screen stays as it is. It looks every `spacing`
     /// while the screen changes, every 200 ms once it was still for a second.
+    ///
+    /// With `size`, the agent is laid out at that size while it is followed (what a person
+    /// attached at that size would see: a full-screen agent's answer, not the bottom of a
+    /// taller window), and given back its own size after, unless someone is attached: then
+    /// that person's terminal drives the size and the screen is followed as it is.
     /// - Throws: `sessionNotRunning` when the session is not there; `transport`; `cancelled`.
-    public func followScreen(of name: String, spacing: Duration = .milliseconds(40),
+    public func followScreen(of name: String, size: SSHTerminalSize? = nil, spacing: Duration = .milliseconds(40),
                              _ screen: @Sendable (String) async -> Void) async throws(AgentError)
     {
         let seconds = Double(spacing.components.seconds) + Double(spacing.components.attoseconds) / 1e18
+        var arguments = ["-c", Self.followScript, "sh", socket, Self.pane(name), String(format: "%.3f", max(0.01, seconds))]
+        if let size { arguments += ["\(max(2, size.columns))", "\(max(2, size.rows))"] }
         let process: TransportProcess
         do {
-            process = try await shell.transport.startProcess("/bin/sh", arguments: ["-c", Self.followScript, "sh", socket, Self.pane(name),
-                                                                                    String(format: "%.3f", max(0.01, seconds))],
-                                                             environment: [:])
+            process = try await shell.transport.startProcess("/bin/sh", arguments: arguments, environment: [:])
         } catch {
             throw AgentError(error, while: "following the screen of \(name)")
         }

@@ -1,3 +1,4 @@
+import AgentCockpit
 import AgentSessions
 import Foundation
 import SSHKit
@@ -196,7 +197,10 @@ struct AgentCockpitTests {
         try u.ok(["projects", "add", "near", repo, "--name", "app"])
         let cockpit = ["HOME=\(u.home)", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "TERM=xterm-256color",
                        AgentSessionsToolTests.binary].map { "'\($0)'" }.joined(separator: " ")
-        try tmux.start(width: 160, height: 40, command: "env -i \(cockpit); sleep 300", log: u.home + "/tmux.log")
+        // 120×30: the pane (27 rows) is shorter than the agent's own window (40 rows), and
+        // Vibe lays its conversation out at the top of its window and its input box at the
+        // bottom: the preview lays the agent out at the pane's size to show its answer
+        try tmux.start(width: 120, height: 30, command: "env -i \(cockpit); sleep 300", log: u.home + "/tmux.log")
         func keys(_ k: String...) throws { _ = try tmux.run(["send-keys", "-t", tmux.session] + k) }
         try await tmux.waitFor("no tasks")
 
@@ -217,16 +221,34 @@ struct AgentCockpitTests {
         // its tool asks for approval: a question that needs you, the dialog in the preview
         try await eventuallyTrue(seconds: 90) { ((try? tmux.screen()) ?? "").contains("1 needs you") }
         try await eventuallyTrue(seconds: 30) { ((try? tmux.screen()) ?? "").contains("Permission for the") }
-        try keys("a")
-        try await tmux.waitFor("Permission for the")
+        // the answer field, on the status line (the preview shows the dialog's text too)
+        try await eventuallyTrue(seconds: 30) {
+            func field() -> Bool {
+                let lines = ((try? tmux.screen()) ?? "").split(separator: "\n").filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
+                return lines.last?.hasPrefix("Permission for the") == true
+            }
+            if field() { return true }
+            _ = try tmux.run(["send-keys", "-t", tmux.session, "a"])
+            usleep(1_000_000) // (a key pressed again into an open field would be typed into it)
+            return field()
+        }
         try keys("Enter")  // the dialog's first choice: allow once
         let task = try #require(try await u.store().tasks(projectID: nil).first { $0.title == "Real work" })
         let ran = await eventually(90) { () async -> String? in
             (try? await u.transport.readTextFile(task.worktree.path + "/ran.txt")) == "hi\n" ? "hi" : nil
         }
         #expect(ran != nil, "\((try? tmux.screen()) ?? "")")
-        // the agent's answer shows in the preview as it happens
+        // the agent's answer shows in the preview as it happens, laid out at the pane's size
         try await eventuallyTrue(seconds: 60) { ((try? tmux.screen()) ?? "").contains("done: ran") }
+        let main = try #require(try await u.store().conversations(taskID: task.id).first)
+        func agentWindow() async -> String {
+            let r = try? await u.transport.runProcess("tmux", "-L", u.socket, "display-message", "-p", "-t", "=\(main.ptyID):",
+                                                      "#{window_width}x#{window_height}")
+            return r?.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        }
+        let preview = CockpitView.previewSize(columns: 120, rows: 30)
+        let previewed = await agentWindow()
+        #expect(previewed == "\(preview.columns)x\(preview.rows)", "\(previewed)")
 
         // the diff tab: the file the agent made
         try keys("Tab")
@@ -243,6 +265,13 @@ struct AgentCockpitTests {
         }
         #expect(wrote != nil, "\((try? tmux.screen()) ?? "")")
         try keys("q")
+        // the agent is given back its own size once nobody previews it
+        let given = await eventually { () async -> String? in
+            let w = await agentWindow()
+            return w == "120x40" ? w : nil
+        }
+        let last = await agentWindow()
+        #expect(given == "120x40", "\(last)")
     }
 
     /// Attempts in the cockpit: listed together under their work, each with its label and

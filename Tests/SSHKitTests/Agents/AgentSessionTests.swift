@@ -409,6 +409,64 @@ struct AgentSessionTests {
         await #expect(throws: AgentError.self) { try await host.followScreen(of: ending) { _ in } }
     }
 
+    /// A screen followed at a size (the cockpit's preview): the agent is laid out at that
+    /// size while followed, and given back its own after, with its window sized by the
+    /// next client that attaches again; while someone is attached, their terminal drives
+    /// the size and the follow leaves the window as it is.
+    @Test func aScreenFollowedAtASizeLaysTheAgentOutAtItAndGivesItBack() async throws {
+        let t = SSHTransport(configuration: Self.server.configuration())
+        let host = Self.host(t, socket: Self.socketName())
+        defer { Task { await Self.killServer(host); await t.close() } }
+        let session = try await host.startAgent(try Self.spec(binary: "fake-tui"))
+        let name = try #require(session.tmuxName)
+        let windowNow = { () async throws -> String in
+            try await t.runProcess("tmux", "-L", host.tmuxSocket, "display-message", "-p", "-t", "=\(name):",
+                                   "#{window_width}x#{window_height} #{window-size}").stdoutString
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        // the window once it is `want` (a prefix), else the last seen
+        func window(becomes want: String) async -> String {
+            let last = Mutex("")
+            return await eventually { () async -> String? in
+                let w = (try? await windowNow()) ?? ""
+                last.withLock { $0 = w }
+                return w.hasPrefix(want) ? w : nil
+            } ?? last.withLock { $0 }
+        }
+        let before = try await windowNow()
+        #expect(before.hasPrefix("100x30 "), "\(before)")
+        let screens = Mutex<[String]>([])
+        var follower = Task {
+            try await host.followScreen(of: session, size: SSHTerminalSize(columns: 64, rows: 20)) { text in
+                screens.withLock { $0.append(text) }
+            }
+        }
+        let previewed = await window(becomes: "64x20 ")
+        #expect(previewed.hasPrefix("64x20 "), "laid out at the preview's size: \(previewed)")
+        // what it draws comes at that size
+        try await host.sendLine("hello", to: session)
+        let shown = await eventually { screens.withLock { $0.last?.contains("got: hello") == true ? $0.last : nil } }
+        #expect(shown.map { $0.split(separator: "\n", omittingEmptySubsequences: false).count <= 20 } == true, "\(shown ?? "")")
+        follower.cancel()
+        let back = await window(becomes: before)
+        #expect(back == before, "given back its own size, window-size unset: \(back)")
+        #expect(await Self.nothingLeft("sshkit-screen", host, t), "the follow's loop was left running on the host")
+
+        // someone attached at 90 columns: the follow leaves the window to them
+        let attached = try await host.attach(session, size: SSHTerminalSize(columns: 90, rows: 25))
+        let sized = await window(becomes: "90x")
+        #expect(sized.hasPrefix("90x"), "the attached client sizes the window: \(sized)")
+        follower = Task { try await host.followScreen(of: session, size: SSHTerminalSize(columns: 64, rows: 20)) { _ in } }
+        try await Task.sleep(for: .seconds(1))
+        let whileAttached = try await windowNow()
+        #expect(whileAttached.hasPrefix("90x"), "the follow resized a window someone is attached to: \(whileAttached)")
+        follower.cancel()
+        #expect(await Self.nothingLeft("sshkit-screen", host, t))
+        #expect(try await windowNow() == whileAttached)
+        attached.cancel()
+        try await host.stop(session)
+    }
+
     @Test func anAgentKeepsRunningThroughADroppedConnection() async throws {
         let t = SSHTransport(configuration: Self.server.configuration())
         let host = Self.host(t, socket: Self.socketName())
