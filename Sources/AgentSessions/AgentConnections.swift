@@ -347,7 +347,7 @@ actor AgentConnections {
 
     static func isConnectionLoss(_ e: AgentError) -> Bool {
         guard e.code == .transport, let t = e.cause as? TransportError, !t.isCancellation else { return false }
-        return t.code == .hostUnreachable || t.code == .timedOut
+        return t.code == .hostUnreachable || t.code == .noAnswer
     }
 
     // MARK: connecting
@@ -489,7 +489,7 @@ actor AgentConnections {
             case .failure: break // the connection answered (tmux failed, or the host has none)
             case nil:
                 failure = AgentError(.transport, "the health check of \(name(id)) got no answer in \(policy.healthCheckTimeout)",
-                                     cause: TransportError(.timedOut, "no answer in \(policy.healthCheckTimeout)"))
+                                     cause: TransportError(.noAnswer, "no answer in \(policy.healthCheckTimeout)"))
             }
         } else {
             failure = AgentError(.transport, "the connection to \(name(id)) dropped",

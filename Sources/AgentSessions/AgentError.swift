@@ -58,6 +58,9 @@ public struct AgentError: Error, Sendable, CustomStringConvertible {
         /// The transport cannot open a terminal (a PTY), so a session cannot be
         /// attached; its output and keystrokes still work through tmux.
         public static let terminalUnsupported = Code("terminalUnsupported")
+        /// The task is archived: it takes no input, no new agent, no resume and no port;
+        /// its worktree and branch stay (a new task goes on from them).
+        public static let taskArchived = Code("taskArchived")
         /// No host, project, task or conversation with that id in the store.
         public static let notFound = Code("notFound")
         /// The store (the records, the session map) failed to read or write; nothing was

@@ -33,7 +33,8 @@ extension AgentOrchestrator {
 
     /// The conversation's session when its agent runs now (asked of the host; an ended
     /// agent is recorded as ended).
-    /// - Throws: `sessionNotRunning` (its state is in the message), `notFound`, `transport`.
+    /// - Throws: `taskArchived`, `sessionNotRunning` (its state is in the message), `notFound`,
+    ///   `transport`.
     public func runningSession(conversationID: String) async throws(AgentError)
         -> (conversation: ConversationRecord, session: AgentSession)
     {
@@ -44,6 +45,7 @@ extension AgentOrchestrator {
     private func running(_ conversationID: String) async throws(AgentError)
         -> (conversation: ConversationRecord, host: HostRecord, session: AgentSession)
     {
+        try Self.refuseArchived(try await locate(conversationID).task)
         let c = try await refreshState(conversationID: conversationID)
         guard c.state == .running else {
             throw AgentError(.sessionNotRunning, "\(c.providerID) of task \(c.taskID.prefix(8)) is not running (\(c.state))")

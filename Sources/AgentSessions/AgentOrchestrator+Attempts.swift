@@ -490,7 +490,7 @@ extension AgentOrchestrator {
             throw AgentError(.invalidArgument, "\(other.attempt!.label) was picked already")
         }
         guard chosen.archivedAt == nil else {
-            throw AgentError(.invalidArgument, "the attempt \(chosen.attempt!.label) is archived")
+            throw AgentError(.taskArchived, "the attempt \(chosen.attempt!.label) is archived")
         }
         let rest = all.filter { $0.id != chosen.id }
         if others == .delete && !force {

@@ -126,13 +126,14 @@ extension AgentOrchestrator {
     /// host's connection drops, it is made again on the same local port once the host
     /// answers (`portEvents` says so). It ends with the task (archive, delete), the engine,
     /// or `closePort`.
-    /// - Throws: `invalidArgument` (the task has no port: made before tasks had one, or
-    ///   archived; the local port is taken), `transport`, `notFound`.
+    /// - Throws: `taskArchived`; `invalidArgument` (the task has no port: it was made before
+    ///   tasks had one; the local port is taken), `transport`, `notFound`.
     public func openPort(taskID: String, localPort: Int? = nil) async throws(AgentError) -> TaskPortForward {
         if let open = portForwards.get(taskID) { return open }
         let (task, _, host) = try await context(task: taskID)
+        try Self.refuseArchived(task)
         guard let remote = task.port else {
-            throw AgentError(.invalidArgument, "the task \(task.title) has no port of its own (it was made before tasks had one, or is archived)")
+            throw AgentError(.invalidArgument, "the task \(task.title) has no port of its own (it was made before tasks had one)")
         }
         let listener = try await forward(host, remote: remote, localPort: localPort)
         let forward = TaskPortForward(taskID: taskID, localPort: listener.port ?? 0, remotePort: remote)

@@ -340,7 +340,7 @@ public final class AgentOrchestrator: Sendable {
     }
 
     /// Adds another agent to a task, in the same worktree.
-    /// - Throws: `notFound`, `unknownProvider`, `invalidArgument` (an archived task), the
+    /// - Throws: `notFound`, `unknownProvider`, `taskArchived`, the
     ///   check's and the start's errors.
     @discardableResult
     public func addChat(taskID: String, providerID: String, prompt: String? = nil, autoApprove: Bool = false)
@@ -348,7 +348,7 @@ public final class AgentOrchestrator: Sendable {
     {
         let provider = try AgentProvider.named(providerID)
         let (task, _, hostRecord) = try await context(task: taskID)
-        guard task.archivedAt == nil else { throw AgentError(.invalidArgument, "the task \(task.title) is archived") }
+        try Self.refuseArchived(task)
         let conversation = ConversationRecord(taskID: task.id, providerID: provider.id, kind: .chat, autoApprove: autoApprove)
         let sameAgent = try await stored("reading conversations") { try await store.conversations(taskID: task.id) }
             .filter { $0.providerID == provider.id }.count
@@ -418,16 +418,24 @@ public final class AgentOrchestrator: Sendable {
         }
     }
 
+    /// The one rule for an archived task: it takes no input, no new agent, no resume.
+    /// - Throws: `taskArchived`.
+    static func refuseArchived(_ task: TaskRecord) throws(AgentError) {
+        guard task.archivedAt == nil else {
+            throw AgentError(.taskArchived, "the task \(task.title) is archived; its branch \(task.worktree.branch) stays, start a new task to go on")
+        }
+    }
+
     /// Resumes a conversation: a session that still runs is returned as it is; an ended
     /// or vanished one is started again (after `checkCanStart`) with its provider's
     /// resume (an exact one where the provider's sessions can be found, else its
     /// generic flag, else anew).
-    /// - Throws: `notFound`, `invalidArgument` (an archived task), the check's and the
+    /// - Throws: `notFound`, `taskArchived`, the check's and the
     ///   start's errors.
     public func resume(conversationID: String) async throws(AgentError) -> AgentSession {
         let conversation = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
         let (task, _, hostRecord) = try await context(task: conversation.taskID)
-        guard task.archivedAt == nil else { throw AgentError(.invalidArgument, "the task \(task.title) is archived") }
+        try Self.refuseArchived(task)
         let provider = try AgentProvider.named(conversation.providerID)
         let existing = session(of: conversation, in: task, host: hostRecord)
         let sameAgent = try await stored("reading conversations") { try await store.conversations(taskID: task.id) }
@@ -454,7 +462,7 @@ public final class AgentOrchestrator: Sendable {
         -> [(conversation: ConversationRecord, session: AgentSession)]
     {
         let (task, _, hostRecord) = try await context(task: taskID)
-        guard task.archivedAt == nil else { throw AgentError(.invalidArgument, "the task \(task.title) is archived") }
+        try Self.refuseArchived(task)
         let conversations = try await stored("reading conversations") { try await store.conversations(taskID: taskID) }
         var providers: [AgentProvider] = []
         for id in Set(conversations.map(\.providerID)).sorted() { providers.append(try AgentProvider.named(id)) }

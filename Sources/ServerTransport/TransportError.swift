@@ -20,8 +20,12 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         public static let commandFailed = Code("commandFailed")
         /// A file operation failed (`path`; `reason` says why).
         public static let fileIO = Code("fileIO")
-        /// A process ran past its timeout (`timeout`, `partialStdout`).
+        /// A process ran past its timeout (`timeout`, `partialStdout`). The server answered
+        /// all along: this is the process's time, not the connection's.
         public static let timedOut = Code("timedOut")
+        /// The server did not answer a check in time (a frozen server, a silent network): the
+        /// connection may still be open, but nothing comes back on it.
+        public static let noAnswer = Code("noAnswer")
         /// The calling task was cancelled (`isCancellation`); the operation may have
         /// happened (a process may still run, see the call).
         public static let cancelled = Code("cancelled")

@@ -31,7 +31,7 @@ enum Exit: Int32 {
           2    not found: no such host, project, task or chat in the store
           3    refused: it would lose work (use --force), a checkout has uncommitted
                changes, nothing to push or propose, a repository of another project
-               (use --force), or a name is taken
+               (use --force), the task is archived, or a name is taken
           4    could not connect: unreachable, authentication or host key
           5    the local store or configuration cannot be read or written
           6    a merge would conflict (the files are listed); nothing was changed
@@ -65,7 +65,7 @@ struct Failure: Error, CustomStringConvertible {
             self.init(.refused, text + "; commit or push it, or pass --force to discard it")
         case .storage: self.init(.storage, text)
         case .mergeConflict: self.init(.conflict, text)
-        case .checkoutHasChanges, .nothingToLand, .notTheSameProject: self.init(.refused, text)
+        case .checkoutHasChanges, .nothingToLand, .notTheSameProject, .taskArchived: self.init(.refused, text)
         case .cancelled: self.init(.interrupted, "interrupted")
         case .invalidArgument, .invalidEnvironmentName, .unknownProvider: self.init(.usage, text)
         case .transport:
@@ -84,7 +84,7 @@ struct Failure: Error, CustomStringConvertible {
     init(transport t: TransportError, context: String? = nil) {
         let text = Self.oneLine(context ?? t.message)
         switch t.code {
-        case .hostUnreachable, .timedOut:
+        case .hostUnreachable, .noAnswer:
             self.init(.connection, text + "; check that the host is up and reachable (agent-sessions hosts test)")
         case .authenticationFailed:
             self.init(.connection, text + "; check the key, ssh-agent or password of the host")
@@ -102,6 +102,7 @@ struct Failure: Error, CustomStringConvertible {
         case let e as AgentError: return Failure(e)
         case let t as TransportError: return Failure(transport: t)
         case let s as SSHError: return Failure(transport: TransportError(s))
+        case let c as SSHConfigError: return Failure(.usage, oneLine("the OpenSSH configuration: \(c)"))
         case is CancellationError: return Failure(.interrupted, "interrupted")
         default: return Failure(.failed, oneLine("\(error)"))
         }

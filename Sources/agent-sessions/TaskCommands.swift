@@ -234,9 +234,6 @@ struct Tasks: AsyncParsableCommand {
         func run() async throws {
             try await Context.with(global) { context in
                 let t = try await context.task(task)
-                if t.archivedAt != nil {
-                    throw Failure.refused("the task \(t.title) is archived; its branch \(t.worktree.branch) stays, start a new task to go on")
-                }
                 let resumed: [(conversation: ConversationRecord, session: AgentSession)]
                 if let chat {
                     let c = try await context.conversation(of: t, chat)
@@ -301,7 +298,6 @@ struct Chats: AsyncParsableCommand {
             try await Context.with(global) { context in
                 let text = try prompt.text()
                 let t = try await context.task(task)
-                if t.archivedAt != nil { throw Failure.refused("the task \(t.title) is archived") }
                 let (c, _) = try await context.orchestrator.addChat(taskID: t.id, providerID: agent, prompt: text,
                                                                     autoApprove: prompt.autoApprove)
                 let n = try await context.store.conversations(taskID: t.id).firstIndex { $0.id == c.id }.map { $0 + 1 } ?? 0

@@ -227,6 +227,34 @@ struct AgentConnectionTests {
         #expect(await monitor.state(of: id) == .connected)
     }
 
+    /// A host that stops answering (its bytes held back, the connection open) fails its
+    /// health check with `noAnswer`, its own code: not `timedOut`, which is a process
+    /// that ran past its limit on a host that answered.
+    @Test func aHealthCheckWithNoAnswerSaysSo() async throws {
+        let proxy = try FaultProxy(target: TestServer.shared.port)
+        defer { proxy.stop() }
+        let policy = AgentConnectionPolicy(maxConnectedHosts: 10, healthCheckInterval: .milliseconds(300),
+                                           healthCheckTimeout: .seconds(1), backoff: [.milliseconds(200)],
+                                           slowRetryInterval: .milliseconds(300))
+        let monitor = AgentConnections(policy: policy)
+        let (host, t) = Self.host("silent", port: proxy.port)
+        defer { Task { await monitor.close(); await t.close() } }
+        await monitor.add(host)
+        let recorder = await Recorder(monitor)
+        let id = host.serverID
+        _ = try await monitor.withHost(id) { h in try await h.home() }
+        await monitor.setLiveSessions(1, on: id)
+        let before = recorder.all(of: id).count
+        proxy.arm { f, _, _ in f.holdServerToClient = true }
+        let silent = await eventually { () -> AgentConnectionEvent? in
+            recorder.all(of: id).dropFirst(before).first { $0.error != nil }
+        }
+        let cause = silent?.error?.cause as? TransportError
+        #expect(silent?.error?.code == .transport && cause?.code == .noAnswer, "\(recorder.all(of: id).suffix(4))")
+        #expect(silent?.error?.message.contains("health check") == true, "\(String(describing: silent))")
+        proxy.arm { f, _, _ in f.holdServerToClient = false }
+    }
+
     @Test func aHostWithLiveAgentsIsRetriedUntilItComesBack() async throws {
         let proxy = try FaultProxy(target: TestServer.shared.port)
         defer { proxy.stop() }

@@ -330,7 +330,22 @@ struct AgentOrchestratorTests {
             try await f.orchestrator.addChat(taskID: task.id, providerID: "claude")
             Issue.record("an archived task took a chat")
         } catch {
-            #expect(error.code == .invalidArgument)
+            #expect(error.code == .taskArchived)
+        }
+        // one rule, one code: no input, no resume, no queue, no port
+        for (what, call) in [("send", { () async throws(AgentError) in try await f.orchestrator.send("more", to: main.id) }),
+                             ("queue", { () async throws(AgentError) in _ = try await f.orchestrator.queue("more", for: main.id) }),
+                             ("resume", { () async throws(AgentError) in _ = try await f.orchestrator.resume(conversationID: main.id) }),
+                             ("resumeTask", { () async throws(AgentError) in _ = try await f.orchestrator.resumeTask(taskID: task.id) }),
+                             ("openPort", { () async throws(AgentError) in _ = try await f.orchestrator.openPort(taskID: task.id) })]
+            as [(String, () async throws(AgentError) -> Void)]
+        {
+            do throws(AgentError) {
+                try await call()
+                Issue.record("an archived task took \(what)")
+            } catch {
+                #expect(error.code == .taskArchived, "\(what): \(error)")
+            }
         }
         try await f.orchestrator.deleteTask(taskID: task.id)
         #expect(!(try await f.transport.fileExists(task.worktree.path)), "an archived task without work deletes")

@@ -360,6 +360,14 @@ struct AgentSessionsToolTests {
         #expect(try await u.host.tmux.sessions().count == 1, "archiving stopped its agent")
         #expect(!(try u.ok(["tasks", "list"])).contains("Two"))
         #expect(try u.ok(["tasks", "list", "--all"]).contains("Two"))
+        // an archived task takes no input, whichever way it is asked: one rule, one answer
+        let refusals = [try u.fails(["send", "Two", "more"], 3), try u.fails(["send", "Two", "--queue", "more"], 3),
+                        try u.fails(["send", "Two", "--when-idle", "more"], 3), try u.fails(["tasks", "resume", "Two"], 3),
+                        try u.fails(["chats", "add", "Two", "--agent", "amp"], 3), try u.fails(["open", "Two"], 3)]
+        for r in refusals {
+            #expect(r.hasPrefix("agent-sessions: the task Two is archived; its branch emdash/two-") && r.contains("start a new task to go on"),
+                    "\(r)")
+        }
 
         // a second store (another laptop) sees the first one's work as orphans
         let other = ["--store", u.home + "/other.sqlite"]
