@@ -51,6 +51,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // What `--version` prints: the release and the commit the tools were built from.
+        .target(
+            name: "CBuildInfo"
+        ),
         // pipe2 and mkostemp for ServerTransport (GNU calls Swift's Glibc does not declare).
         .target(
             name: "CTransportSupport"
@@ -97,7 +101,7 @@ let package = Package(
         .executableTarget(
             name: "agent-sessions",
             dependencies: [
-                "AgentSessions", "AgentSessionsSQLite", "AgentCockpit", "ServerTransport", "SSHKit", "TerminalSupport",
+                "AgentSessions", "AgentSessionsSQLite", "AgentCockpit", "ServerTransport", "SSHKit", "TerminalSupport", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -114,7 +118,7 @@ let package = Package(
         .executableTarget(
             name: "ssh-exec",
             dependencies: [
-                "SSHKit", "ExampleSupport",
+                "SSHKit", "ExampleSupport", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/ssh-exec"
@@ -122,7 +126,7 @@ let package = Package(
         .executableTarget(
             name: "ssh-sftp",
             dependencies: [
-                "SSHKit", "ExampleSupport",
+                "SSHKit", "ExampleSupport", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/ssh-sftp"
@@ -130,7 +134,7 @@ let package = Package(
         .executableTarget(
             name: "ssh-shell",
             dependencies: [
-                "SSHKit", "ExampleSupport", "TerminalSupport",
+                "SSHKit", "ExampleSupport", "TerminalSupport", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/ssh-shell"
@@ -138,7 +142,7 @@ let package = Package(
         .executableTarget(
             name: "ssh-forward",
             dependencies: [
-                "SSHKit", "ExampleSupport",
+                "SSHKit", "ExampleSupport", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/ssh-forward"
@@ -146,7 +150,7 @@ let package = Package(
         .executableTarget(
             name: "ssh-fleet",
             dependencies: [
-                "SSHKit", "ExampleSupport",
+                "SSHKit", "ExampleSupport", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/ssh-fleet"
@@ -154,7 +158,7 @@ let package = Package(
         .executableTarget(
             name: "known-hosts",
             dependencies: [
-                "SSHKit",
+                "SSHKit", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Examples/known-hosts"

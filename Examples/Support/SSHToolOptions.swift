@@ -129,6 +129,26 @@ public func rejectOptionsInOperands(_ arguments: [String]) throws {
 ///   - valued: the letters of the options that take a value (`p` of `-p 2222` or `-p2222`).
 ///   - permuteAll: options are read between all operands (scp and sftp on Linux, whose
 ///     getopt permutes), not only up to the word after the destination.
+/// Answers the argument parser's own questions for a tool that reads its destination and
+/// command itself (its parser passes every word after its options through unread, so the
+/// parser never sees these): `--version` alone prints the version; `--experimental-dump-help`
+/// alone (what the manual generator asks) is answered by `manual`, the same options with the
+/// trailing words as a plain argument. True when it answered.
+public func answersParserQuestions(_ arguments: [String], _ configuration: CommandConfiguration,
+                                   manual: any ParsableCommand.Type) -> Bool
+{
+    switch arguments {
+    case ["--version"] where !configuration.version.isEmpty:
+        print(configuration.version)
+        return true
+    case ["--experimental-dump-help"]:
+        manual.main(arguments) // exits
+        return true
+    default:
+        return false
+    }
+}
+
 public func optionsFirst(_ arguments: [String], valued: Set<Character>, permuteAll: Bool = false) -> [String] {
     let (options, operands) = splitOptions(arguments, valued: valued, permuteAll: permuteAll)
     return options + operands

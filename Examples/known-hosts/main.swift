@@ -5,6 +5,7 @@
 //   known-hosts check  --file ~/.ssh/known_hosts 127.0.0.1 -p 2222   (exit 0 known, 1 changed, 2 unknown)
 //   known-hosts remove --file ~/.ssh/known_hosts 127.0.0.1 -p 2222
 import ArgumentParser
+import CBuildInfo
 import Foundation
 import SSHKit
 
@@ -13,6 +14,7 @@ struct KnownHosts: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "known-hosts",
         abstract: "Scan SSH host keys and manage known_hosts files.",
+        version: String(cString: sshkit_build_version_line()),
         subcommands: [Scan.self, Add.self, Check.self, Remove.self])
 }
 

@@ -5,6 +5,7 @@
 //   echo hello | ssh-exec prod-db tr a-z A-Z            (~/.ssh/config, ~/.ssh/known_hosts)
 //   ssh-exec -p 2222 -i ~/.ssh/id_ed25519 -J bastion me@10.0.0.5 uname -a
 import ArgumentParser
+import CBuildInfo
 import ExampleSupport
 import Foundation
 import SSHKit
@@ -27,21 +28,23 @@ struct SSHExec: AsyncParsableCommand {
             ssh://[user@]host[:port]; options go before it or after it, up to the command. Exit status: the \
             command's (141, by SIGPIPE, when the reader of its output went away), or 255 when \
             the connection or the configuration failed.
-            """)
+            """,
+        version: String(cString: sshkit_build_version_line()))
 
     /// Options may also follow the destination, up to the command, as ssh reads them.
     static func main() async {
+        if answersParserQuestions(Array(CommandLine.arguments.dropFirst()), configuration, manual: SSHExecManual.self) { return }
         await Self.main(optionsFirst(Array(CommandLine.arguments.dropFirst()), valued: Set("pliFJo")))
     }
 
     @OptionGroup var ssh: SSHToolOptions
     @OptionGroup var login: SSHLoginOptions
-    @Flag(name: .customShort("n"), help: "Send no standard input (EOF at once), like ssh -n.")
-    var noStdin = false
-    @Argument(parsing: .captureForPassthrough,
-              help: ArgumentHelp("[user@]host, then the command, run by the remote login shell.",
-                                 valueName: "destination command"))
+    @OptionGroup var exec: ExecOptions
+    @Argument(parsing: .captureForPassthrough, help: Self.argumentsHelp)
     var arguments: [String] = []
+
+    static let argumentsHelp = ArgumentHelp("[user@]host, then the command, run by the remote login shell.",
+                                            valueName: "destination command")
 
     func run() async throws {
         // a reader that went away (`| head`) is an error on write, not a signal that kills us
@@ -55,7 +58,7 @@ struct SSHExec: AsyncParsableCommand {
         do {
             let options = tool.channelOptions
             status = try await SSHClient.withConnection(tool.configuration) { conn in
-                try await conn.withCommand(words.joined(separator: " "), options: options) { [noStdin] cmd in
+                try await conn.withCommand(words.joined(separator: " "), options: options) { [noStdin = exec.noStdin] cmd in
                     try await Self.relay(cmd, forwardInput: !noStdin)
                 }
             }
@@ -177,4 +180,20 @@ enum StandardInput {
         }
         if !Task.isCancelled { try? cmd.input.finish() }
     }
+}
+
+/// ssh-exec's own options.
+struct ExecOptions: ParsableArguments {
+    @Flag(name: .customShort("n"), help: "Send no standard input (EOF at once), like ssh -n.")
+    var noStdin = false
+}
+
+/// ssh-exec as its manual describes it (`--experimental-dump-help`): the same options, the
+/// destination and command as a plain argument.
+struct SSHExecManual: ParsableCommand {
+    static let configuration = SSHExec.configuration
+    @OptionGroup var ssh: SSHToolOptions
+    @OptionGroup var login: SSHLoginOptions
+    @OptionGroup var exec: ExecOptions
+    @Argument(help: SSHExec.argumentsHelp) var arguments: [String] = []
 }

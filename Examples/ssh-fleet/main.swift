@@ -7,6 +7,7 @@
 //   ssh-fleet put -f hosts.txt app.conf /etc/app/app.conf
 //   ssh-fleet get -f hosts.txt /var/log/app.log ./logs     (./logs/<host>/app.log)
 import ArgumentParser
+import CBuildInfo
 import ExampleSupport
 import Foundation
 import SSHKit
@@ -24,6 +25,7 @@ struct SSHFleetTool: AsyncParsableCommand {
             host (as under BatchMode), it is never accepted. Exit status: 0 when every host succeeded \
             (a command exited 0), 1 when one did not, 255 for a bad configuration or host list.
             """,
+        version: String(cString: sshkit_build_version_line()),
         subcommands: [Run.self, Put.self, Get.self])
 }
 

@@ -8,6 +8,7 @@
 // 127.0.0.1:1080", "remote localhost:8080 -> localhost:3000"), then "ready". A local
 // port of 0 picks a free port (ssh refuses 0). SIGINT or SIGTERM stops every forward
 // and exits 0; losing the connection exits 255.
+import CBuildInfo
 import ArgumentParser
 import Foundation
 import SSHKit
@@ -30,7 +31,8 @@ struct SSHForward: AsyncParsableCommand {
             Reads ~/.ssh/config and the known_hosts files as ssh does (see ssh-exec --help). A forward \
             that cannot be set up is a warning, or ends the tool with status 255 under \
             ExitOnForwardFailure yes (or when no forward could be set up at all).
-            """)
+            """,
+        version: String(cString: sshkit_build_version_line()))
 
     @OptionGroup var ssh: SSHToolOptions
     @OptionGroup var login: SSHLoginOptions

@@ -8,6 +8,7 @@
 // Exit status: 0 on success, 1 when the server refused (no such file, permission denied,
 // ...), 255 when the connection failed.
 import ArgumentParser
+import CBuildInfo
 import ExampleSupport
 import Foundation
 import SSHKit
@@ -27,13 +28,15 @@ struct SSHSFTP: AsyncParsableCommand {
             scp, an operand with a ':' before any '/' is remote ([user@]host:path; [addr]:path for \
             IPv6; an empty path is the login directory); write ./a:b for a local file with a colon. \
             Copying to an existing directory, or several sources, puts each file inside it.
-            """)
+            """,
+        version: String(cString: sshkit_build_version_line()))
 
     /// Options may also follow the operands, as scp and sftp (with glibc's getopt) take
     /// them; in the `destination operation paths` form they end at the operation (`mkdir
     /// -p` is the operation's).
     static func main() async {
         let args = Array(CommandLine.arguments.dropFirst())
+        if answersParserQuestions(args, configuration, manual: SSHSFTPManual.self) { return }
         let operations: Set<String> = ["ls", "get", "put", "rm", "mkdir", "mv"]
         let words = splitOptions(args, valued: Set("PiFJo")).operands.filter { $0 != "--" }
         let batch = words.count >= 2 && operations.contains(words[1]) && !words[0].contains(":")
@@ -41,16 +44,15 @@ struct SSHSFTP: AsyncParsableCommand {
     }
 
     @OptionGroup var ssh: SSHToolOptions
-    @Option(name: .customShort("P"), help: ArgumentHelp("Port to connect to (Port).", valueName: "port"))
-    var port: Int?
-    @Flag(name: [.customShort("r"), .customLong("recursive")], help: "Copy whole directory trees.")
-    var recursive = false
-    @Flag(name: [.customShort("a"), .customLong("resume")], help: "Continue an interrupted copy from its partial file.")
-    var resume = false
-    @Argument(parsing: .captureForPassthrough,
-              help: ArgumentHelp("scp-like operands, or a destination, an operation and its paths.",
-                                 valueName: "operands"))
+    @OptionGroup var copy: CopyOptions
+    @Argument(parsing: .captureForPassthrough, help: Self.operandsHelp)
     var operands: [String] = []
+
+    static let operandsHelp = ArgumentHelp("scp-like operands, or a destination, an operation and its paths.",
+                                           valueName: "operands")
+    var port: Int? { copy.port }
+    var recursive: Bool { copy.recursive }
+    var resume: Bool { copy.resume }
 
     func run() async throws {
         try rejectOptionsInOperands(operands)
@@ -217,4 +219,23 @@ final class ProgressBar: Sendable {
     func finish() {
         if enabled { FileHandle.standardError.write(Data("\n".utf8)) }
     }
+}
+
+/// ssh-sftp's own options.
+struct CopyOptions: ParsableArguments {
+    @Option(name: .customShort("P"), help: ArgumentHelp("Port to connect to (Port).", valueName: "port"))
+    var port: Int?
+    @Flag(name: [.customShort("r"), .customLong("recursive")], help: "Copy whole directory trees.")
+    var recursive = false
+    @Flag(name: [.customShort("a"), .customLong("resume")], help: "Continue an interrupted copy from its partial file.")
+    var resume = false
+}
+
+/// ssh-sftp as its manual describes it (`--experimental-dump-help`): the same options, the
+/// operands as a plain argument.
+struct SSHSFTPManual: ParsableCommand {
+    static let configuration = SSHSFTP.configuration
+    @OptionGroup var ssh: SSHToolOptions
+    @OptionGroup var copy: CopyOptions
+    @Argument(help: SSHSFTP.operandsHelp) var operands: [String] = []
 }

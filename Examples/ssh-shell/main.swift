@@ -9,6 +9,7 @@
 // own loop does; on pipes, they go through the shell's streams. The exit
 // status is the remote shell's, 255 when the connection failed.
 import ArgumentParser
+import CBuildInfo
 import ExampleSupport
 import Foundation
 import SSHKit
@@ -26,19 +27,22 @@ struct SSHShellCommand: AsyncParsableCommand {
         discussion: """
             Reads ~/.ssh/config and the known_hosts files as ssh does (see ssh-exec --help); \
             SetEnv and SendEnv variables are sent with the session.
-            """)
+            """,
+        version: String(cString: sshkit_build_version_line()))
 
     /// Options may also follow the destination, up to the command, as ssh reads them.
     static func main() async {
+        if answersParserQuestions(Array(CommandLine.arguments.dropFirst()), configuration, manual: SSHShellManual.self) { return }
         await Self.main(optionsFirst(Array(CommandLine.arguments.dropFirst()), valued: Set("pliFJo")))
     }
 
     @OptionGroup var ssh: SSHToolOptions
     @OptionGroup var login: SSHLoginOptions
-    @Argument(parsing: .captureForPassthrough,
-              help: ArgumentHelp("[user@]host, then a command to run on the terminal instead of the login shell.",
-                                 valueName: "destination command"))
+    @Argument(parsing: .captureForPassthrough, help: Self.argumentsHelp)
     var arguments: [String] = []
+
+    static let argumentsHelp = ArgumentHelp("[user@]host, then a command to run on the terminal instead of the login shell.",
+                                            valueName: "destination command")
 
     func run() async throws {
         let (destination, words) = try splitDestination(arguments)
@@ -112,4 +116,13 @@ struct SSHShellCommand: AsyncParsableCommand {
         for try await chunk in output { LocalTerminal.writeOut(chunk) }
         return try await exit()
     }
+}
+
+/// ssh-shell as its manual describes it (`--experimental-dump-help`): the same options, the
+/// destination and command as a plain argument.
+struct SSHShellManual: ParsableCommand {
+    static let configuration = SSHShellCommand.configuration
+    @OptionGroup var ssh: SSHToolOptions
+    @OptionGroup var login: SSHLoginOptions
+    @Argument(help: SSHShellCommand.argumentsHelp) var arguments: [String] = []
 }

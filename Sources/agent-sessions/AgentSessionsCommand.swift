@@ -9,6 +9,7 @@
 //
 // Records live in a local SQLite store (see --store); nothing secret is kept there.
 import ArgumentParser
+import CBuildInfo
 
 @main
 struct AgentSessionsCommand: AsyncParsableCommand {
@@ -22,6 +23,7 @@ struct AgentSessionsCommand: AsyncParsableCommand {
 
             \(Exit.table)
             """,
+        version: String(cString: sshkit_build_version_line()),
         subcommands: [CockpitCommand.self, Hosts.self, Projects.self, Agents.self, Tasks.self, Chats.self, Attach.self, Send.self, Queue.self,
                       Open.self, Log.self, Diff.self, Status.self, Watch.self, Events.self, Orphans.self, Store.self])
 
