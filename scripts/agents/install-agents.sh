@@ -11,10 +11,12 @@
 #
 # Idempotent: a finished step leaves a marker and is skipped next time; a failed venv is
 # removed so the next run starts it again. Needs root (or sudo), PyPI, and Debian's
-# packages (patchelf). Exits non-zero with a clear message when no Python >= 3.12 can be
-# had: Debian 12's suites have none (apt-cache policy python3.12 python3.13: no candidate),
-# PyPI ships no interpreter, and `uv python install` downloads from GitHub, which these
-# machines don't reach (tried: DNS error).
+# packages (patchelf). Where no Python >= 3.12 is found, it gets one as a Debian 12 user
+# would: uv from PyPI (in a venv of Debian's Python) and `uv python install 3.12`, which
+# downloads a build from GitHub. Exits non-zero with one line naming what to install when
+# none can be had: Debian 12's suites have none (apt-cache policy python3.12 python3.13: no
+# candidate), PyPI ships no interpreter, and a machine that does not reach GitHub gets no uv
+# build either.
 #
 # Environment: SSHKIT_PYTHON=/path/to/python3.12+ picks the source interpreter;
 # SSHKIT_AGENTS_PREFIX=/opt changes where everything goes (for trying it out).
@@ -74,6 +76,23 @@ find_source_python() {
     return 1
 }
 
+# A Python >= 3.12 from uv (PyPI), installed under $prefix/sshkit-uv-python; its path, or
+# failure (uv could not be installed, or its Python could not be downloaded).
+python_from_uv() {
+    local venv=$prefix/sshkit-uv dir=$prefix/sshkit-uv-python c
+    if [ ! -x "$venv/bin/uv" ]; then
+        $SUDO /usr/bin/python3 -m venv "$venv" >/dev/null 2>&1 \
+            && $SUDO "$venv/bin/pip" install --quiet --disable-pip-version-check uv >/dev/null 2>&1 \
+            || { $SUDO rm -rf "$venv"; return 1; }
+    fi
+    $SUDO env UV_PYTHON_INSTALL_DIR="$dir" "$venv/bin/uv" python install 3.12 >/dev/null 2>&1 || return 1
+    $SUDO chmod -R a+rX "$dir"
+    for c in "$dir"/cpython-3.12*/bin/python3.12; do
+        py_ok "$c" && { echo "$c"; return 0; }
+    done
+    return 1
+}
+
 ensure_patchelf() {
     command -v patchelf >/dev/null && return
     $SUDO apt-get update -qq
@@ -127,9 +146,12 @@ else
     if [ -n "${SSHKIT_PYTHON:-}" ] && ! py_ok "$SSHKIT_PYTHON"; then
         die "SSHKIT_PYTHON=$SSHKIT_PYTHON is not a working Python >= 3.12 (and without the slots-dataclass bug of early 3.12 releases, which 3.12.1 has)"
     fi
-    src_py=$(find_source_python) || die "no Python >= 3.12 found (looked at /usr/bin, /usr/local/bin, \
-\$PYENV_ROOT, /root/.pyenv/versions). Debian 12 and PyPI ship none, and uv's Python builds come \
-from GitHub; set SSHKIT_PYTHON=/path/to/python3.12+ or install one, then run this again"
+    if ! src_py=$(find_source_python); then
+        say "python: no Python >= 3.12 here; trying uv's (uv from PyPI, its Python from GitHub)"
+        src_py=$(python_from_uv) || die "no Python >= 3.12: none in /usr/bin, /usr/local/bin or pyenv, and \
+uv could not download one; install one (uv python install 3.12, or python3.12 from your distribution) and set \
+SSHKIT_PYTHON=/path/to/python3.12, then run this again"
+    fi
     case "$src_py" in
         /usr/bin/*) python=$src_py; say "python: using the system's $src_py" ;;
         *) say "python: copying $src_py to $py_dir"; copy_python "$src_py"; python=$py_dir/bin/python3 ;;

@@ -345,6 +345,32 @@ struct AgentSessionsToolTests {
         #expect(try u.ok(["orphans", "fixture"]).contains("no orphans"))
     }
 
+    /// `service install watch` writes a systemd user unit that runs this binary's `watch`
+    /// with the store and settings given (written whole, the same again on a second
+    /// install); `remove` takes it away, also where no user manager runs.
+    @Test func watchAsAUserService() throws {
+        let u = try User()
+        defer { try? FileManager.default.removeItem(atPath: u.home) }
+        let unitPath = u.home + "/.config/systemd/user/agent-sessions-watch.service"
+        let installed = try u.ok(["service", "install", "watch", "--no-start", "--store", u.home + "/my store.sqlite"])
+        #expect(installed.contains("wrote \(unitPath)"), "\(installed)")
+        let unit = try String(contentsOfFile: unitPath, encoding: .utf8)
+        let exec = unit.split(separator: "\n").first { $0.hasPrefix("ExecStart=") }.map(String.init) ?? ""
+        // the binary itself (its path with links resolved: .build/debug is one)
+        let binary = URL(fileURLWithPath: AgentSessionsToolTests.binary).resolvingSymlinksInPath().path
+        #expect(exec == "ExecStart=\(binary) watch --store \"\(u.home)/my store.sqlite\"", "\(unit)")
+        #expect(unit.contains("Restart=on-failure") && unit.contains("WantedBy=default.target"))
+        try u.ok(["service", "install", "watch", "--no-start", "--store", u.home + "/my store.sqlite"])
+        #expect(try String(contentsOfFile: unitPath, encoding: .utf8) == unit)
+        #expect(!FileManager.default.fileExists(atPath: unitPath + ".tmp"))
+        #expect(try u.fails(["service", "install", "serve", "--no-start"], 64).contains("no service is called serve (watch)"))
+        // no user manager in the test's environment: said, and the unit is removed all the same
+        let removed = try u.run(["service", "remove", "watch"])
+        #expect(removed.status == 0 && removed.out.contains("removed \(unitPath)"), "\(removed)")
+        #expect(!FileManager.default.fileExists(atPath: unitPath))
+        #expect(try u.fails(["service", "remove", "watch"], 2).contains("is not installed"))
+    }
+
     @Test func archivedTasksResumeAndOrphansAreAdoptedOrRemoved() async throws {
         let u = try User()
         let repo = try await WorktreeTests.makeRepository(u.host)
