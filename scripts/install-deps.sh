@@ -5,7 +5,8 @@ packages=(libssh-dev libssl-dev pkg-config openssh-server openssh-client dropbea
           zsh mksh busybox  # the shells of the quoting proof (Reliability part 7)
           netcat-openbsd socat  # ProxyCommand tests (nc and socat as ssh users run them)
           nodejs  # the stand-in for OpenCode that loads the engine's status plugin
-          clang-format-16)  # the C core's layout check (scripts/format-c.sh --check)
+          clang-format-16  # the C core's layout check (scripts/format-c.sh --check)
+          libcurl4-openssl-dev)  # a release build with the Swift runtime linked in (scripts/install.sh)
 SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 missing=()
 for p in "${packages[@]}"; do

@@ -5,7 +5,7 @@
 #   bash scripts/install.sh [--prefix DIR]      # /usr/local as root, ~/.local otherwise
 #   bash scripts/install.sh --uninstall [--prefix DIR]
 #
-# - a release build with the Swift runtime linked in (--static-swift-stdlib), so the tools
+# - a release build with the Swift runtime linked in (--static-swift-stdlib), stripped, so the tools
 #   keep working when the toolchain moves; `--version` names the commit it was built from;
 # - a man page per tool and subcommand, made from the tools' own argument definitions by
 #   swift-argument-parser's manual generator (the tool behind its generate-manual plugin);
@@ -58,6 +58,12 @@ if [ "$uninstall" = 1 ]; then
 fi
 
 if [ -z "$from" ]; then
+    # linked in with the Swift runtime, Foundation's networking (the notifications' HTTP)
+    # needs libcurl's development files
+    if ! pkg-config --exists libcurl 2>/dev/null; then
+        echo "install.sh: libcurl's development files are missing: apt-get install libcurl4-openssl-dev (or run scripts/install-deps.sh)" >&2
+        exit 1
+    fi
     commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo "a source tree")
     if git rev-parse --git-dir >/dev/null 2>&1 && ! git diff --quiet HEAD -- Sources Examples Package.swift 2>/dev/null; then
         commit="$commit with local changes"
@@ -82,7 +88,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$prefix/share/sshkit"
 : > "$work/installed"
 put() { # put MODE SOURCE DESTINATION
-    install -D -m "$1" "$2" "$3"
+    if [ "$1" = 0755 ]; then install -D -s -m "$1" "$2" "$3"; else install -D -m "$1" "$2" "$3"; fi
     printf '%s\n' "$3" >> "$work/installed"
 }
 for t in "${tools[@]}"; do
