@@ -155,14 +155,27 @@ FILENAME == ARGV[2] {
     next
 }
 FILENAME == ARGV[3] {
-    present[$1] = 1; dead[$1] = $2; dstatus[$1] = $3; act[$1] = $4; attached[$1] = $5
-    t = $0; for (i = 1; i <= 5; i++) sub(/^[^ ]* /, "", t); title[$1] = (NF > 5 ? t : "")
+    present[$1] = 1; dead[$1] = $2; dstatus[$1] = $3; act[$1] = $4; attached[$1] = $5; size[$1] = $6
+    t = $0; for (i = 1; i <= 6; i++) sub(/^[^ ]* /, "", t); title[$1] = (NF > 6 ? t : "")
     order[++npanes] = $1
     next
 }
 FILENAME == ARGV[4] { captured[$1] = 1; next }
 END {
     pending = 0
+    # each window's size and when it last changed (w/sizes): an agent redraws when its window
+    # is resized (a client attaching at another size, a preview laying it out at its own),
+    # and that redraw, for 2 s after the change, is not the agent at work
+    f = w "/sizes"
+    while ((getline line < f) > 0) { split(line, z, " "); oldsize[z[1]] = z[2]; resized[z[1]] = z[3] + 0 }
+    close(f)
+    for (x = 1; x <= npanes; x++) {
+        p = order[x]
+        if ((p in oldsize) && oldsize[p] != size[p]) resized[p] = now
+        # (written over in place: a file cut short by a crash only forgets the sizes)
+        printf "%s %s %d\n", p, size[p], resized[p] + 0 > f
+    }
+    close(f)
     for (x = 1; x <= npanes; x++) {
         p = order[x]
         prov = p; if (match(p, /-(main|chat)-/)) prov = substr(p, 1, RSTART - 1)
@@ -174,7 +187,7 @@ END {
         hs = hookstate(H_ev)
         if (p in captured) {
             classify(p, prov, title[p])
-            if (C_changed && (p in known)) chg = now
+            if (C_changed && (p in known) && now - resized[p] > 2) chg = now
             c = C_cls
             # the hook events written before a question appeared are older than it; a
             # question on the screen while the latest hook says waiting is that hook's
@@ -274,7 +287,7 @@ live=0
 old=
 # the exit status after an `s`: tmux leaves it empty when it did not record one, and an
 # empty field would shift the ones after it
-F='#{session_name} #{pane_dead} #{?pane_dead,s#{pane_dead_status},-} #{window_activity} #{session_attached} #{pane_title}'
+F='#{session_name} #{pane_dead} #{?pane_dead,s#{pane_dead_status},-} #{window_activity} #{session_attached} #{window_width}x#{window_height} #{pane_title}'
 # tmux 3.2 and later filter the list themselves: one process a round while nothing moves
 if tmux -L "$SOCK" -f /dev/null list-panes -a -f 1 -F x >/dev/null 2>&1; then
     panes() { tmux -L "$SOCK" -f /dev/null list-panes -a -f '#{!=:#{session_name},_sshkit-watch}' -F "$F" 2>/dev/null; }

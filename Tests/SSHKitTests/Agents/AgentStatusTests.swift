@@ -28,10 +28,10 @@ struct WatcherRounds {
 
     /// One round: `screen` captured for `session` (nil: not captured this round).
     mutating func round(_ session: String, screen: String?, title: String = "", now: Int, dead: Bool = false,
-                        attached: Bool = false) throws -> String {
+                        attached: Bool = false, size: String = "120x40") throws -> String {
         if let screen { try screen.write(toFile: "\(dir)/screens/\(session)", atomically: true, encoding: .utf8) }
         // an ended pane whose status tmux did not record: "s" alone
-        try "\(session) \(dead ? 1 : 0) \(dead ? "s" : "-") \(now) \(attached ? 1 : 0) \(title)\n"
+        try "\(session) \(dead ? 1 : 0) \(dead ? "s" : "-") \(now) \(attached ? 1 : 0) \(size) \(title)\n"
             .write(toFile: dir + "/panes", atomically: true, encoding: .utf8)
         try (screen == nil ? "" : session + "\n").write(toFile: dir + "/capture.list", atomically: true, encoding: .utf8)
         try states.write(toFile: dir + "/states", atomically: true, encoding: .utf8)
@@ -226,6 +226,29 @@ struct AgentScreenRuleTests {
         _ = try w.round("kimi-main-other", screen: idle, now: 117)
         #expect(w.events.last?.session == "kimi-main-other")
         #expect(!w.states.contains("S kimi-main-c "))
+    }
+
+    /// An agent with no screen rules is known to work by its screen changing. Resizing its
+    /// window (a preview laying it out at the pane's size, a client attaching at another
+    /// size) makes it redraw; for 2 s after the change that redraw is no work: it stays
+    /// idle, no turn is made up, and nothing is "done". A change after that is work again.
+    @Test func aRedrawAfterAResizeIsNoWork() throws {
+        var w = try WatcherRounds()
+        defer { w.remove() }
+        let s = "amp-main-r"
+        #expect(try w.round(s, screen: "> ready\n", now: 100) == "working", "a new screen: working until it holds")
+        #expect(try w.round(s, screen: "> ready\n", now: 104) == "idle")
+        // laid out at 64x20: the agent draws its screen again, in two rounds
+        #expect(try w.round(s, screen: "> rea\n", now: 105, size: "64x20") == "idle")
+        #expect(try w.round(s, screen: "> ready\n  (64 columns)\n", now: 106, size: "64x20") == "idle")
+        #expect(try w.round(s, screen: "> ready\n  (64 columns)\n", now: 110, size: "64x20") == "idle")
+        // and given back its own size
+        #expect(try w.round(s, screen: "> ready\n", now: 111) == "idle")
+        #expect(try w.round(s, screen: nil, now: 115) == "idle")
+        #expect(!w.events.contains { $0.state == "done" }, "\(w.events)")
+        // a change that is not a redraw is work, and its end is done
+        #expect(try w.round(s, screen: "> ready\nwrote a.txt\n", now: 120) == "working")
+        #expect(try w.round(s, screen: "> ready\nwrote a.txt\n", now: 124) == "done")
     }
 
     /// No agent has a hook for "the question was answered": a question the screen showed
