@@ -238,7 +238,6 @@ struct AgentConnectionTests {
                                            slowRetryInterval: .milliseconds(300))
         let monitor = AgentConnections(policy: policy)
         let (host, t) = Self.host("silent", port: proxy.port)
-        defer { Task { await monitor.close(); await t.close() } }
         await monitor.add(host)
         let recorder = await Recorder(monitor)
         let id = host.serverID
@@ -253,6 +252,9 @@ struct AgentConnectionTests {
         #expect(silent?.error?.code == .transport && cause?.code == .noAnswer, "\(recorder.all(of: id).suffix(4))")
         #expect(silent?.error?.message.contains("health check") == true, "\(String(describing: silent))")
         proxy.arm { f, _, _ in f.holdServerToClient = false }
+        // closed before the test ends, not by a task left behind
+        await monitor.close()
+        await t.close()
     }
 
     @Test func aHostWithLiveAgentsIsRetriedUntilItComesBack() async throws {

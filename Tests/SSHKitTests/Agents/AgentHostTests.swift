@@ -39,7 +39,6 @@ struct AgentHostTests {
     /// old, unless its task's main agent still has a tmux session on the host.
     @Test func aClaimWithoutAWorktreeIsFreeOnceItsTasksSessionIsGone() async throws {
         let ssh = SSHTransport(configuration: TestServer.shared.configuration())
-        defer { Task { await ssh.close() } }
         let socket = "sshkit-claims-\(UInt32.random(in: 0...UInt32.max))"
         let host = AgentHost(transport: ssh, tmuxSocket: socket)
         let gone = "gone-\(UUID())", running = "running-\(UUID())"
@@ -54,7 +53,6 @@ struct AgentHostTests {
         let started = try await ssh.runProcess("tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "fake-main-\(running)",
                                                "sleep 120")
         #expect(started.exitStatus == .exited(0), "\(started.stderrString)")
-        defer { Task { _ = try? await ssh.runProcess("tmux", "-L", socket, "kill-server") } }
 
         let next = "next-\(UUID())"
         let nextClaim = try #require(try await host.claimPort(taskID: next, worktree: "/tmp"))
@@ -70,6 +68,8 @@ struct AgentHostTests {
         try await host.releasePort(runningClaim, taskID: running)
         try await host.releasePort(nextClaim, taskID: next)
         if try await owner(goneClaim) == next { try await host.releasePort(goneClaim, taskID: next) }
+        _ = try? await ssh.runProcess("tmux", "-L", socket, "kill-server")
+        await ssh.close()
     }
 
     /// Tasks made at once (the attempts of one work) claim their ports before their
