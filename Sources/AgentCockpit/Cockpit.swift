@@ -38,7 +38,7 @@ public final class Cockpit: Sendable {
 
     let engine: AgentOrchestrator
     let terminal: Terminal
-    let attach: @Sendable (String) async -> (text: String, isError: Bool)?
+    let attach: @Sendable (ChatID) async -> (text: String, isError: Bool)?
     /// How often the selected agent's screen is read again.
     let previewInterval: Duration
     /// How often every host is asked afresh (files changed, last activity).
@@ -49,7 +49,7 @@ public final class Cockpit: Sendable {
     ///   whole after), and says how it went.
     public init(engine: AgentOrchestrator, terminal: Terminal, previewInterval: Duration = .milliseconds(500),
                 boardInterval: Duration = .seconds(30),
-                attach: @escaping @Sendable (String) async -> (text: String, isError: Bool)?)
+                attach: @escaping @Sendable (ChatID) async -> (text: String, isError: Bool)?)
     {
         self.engine = engine
         self.terminal = terminal
@@ -71,14 +71,14 @@ public final class Cockpit: Sendable {
         case tick
         /// The selected agent's screen stopped being followed (its session ended, or the
         /// host could not be followed: the preview is then read every `previewInterval`).
-        case followEnded(id: String, failed: Bool)
+        case followEnded(id: ChatID, failed: Bool)
         case resize
         case done(String, isError: Bool, refresh: Bool)
         case confirm(CockpitModel.Confirmation, because: String)
         case form(CockpitModel.NewAgent)
-        case detected(hostID: String, agents: Set<String>)
+        case detected(hostID: HostID, agents: Set<String>)
         /// A check ran in the attempts of a work: its command, and each attempt's run by task id.
-        case checked(group: String, command: String, results: [String: AttemptCheck], text: String)
+        case checked(group: String, command: String, results: [TaskID: AttemptCheck], text: String)
     }
 
     /// Runs until the user quits (or input ends).
@@ -96,10 +96,10 @@ public final class Cockpit: Sendable {
         // until a key is pressed, the selection follows the top of the list (what needs you)
         var touched = false
         // what each host has, as detection said (for the forms)
-        var detected: [String: Set<String>] = [:]
+        var detected: [HostID: Set<String>] = [:]
         // the agent whose screen is followed as it changes, and when following one failed
-        var follow: (id: String, size: SSHTerminalSize, task: Task<Void, Never>)?
-        var followFailed: [String: ContinuousClock.Instant] = [:]
+        var follow: (id: ChatID, size: SSHTerminalSize, task: Task<Void, Never>)?
+        var followFailed: [ChatID: ContinuousClock.Instant] = [:]
 
         func draw() {
             let size = terminal.size()
@@ -140,10 +140,10 @@ public final class Cockpit: Sendable {
                 follow?.task.cancel()
                 follow = (id, size, Task { [engine] in
                     var failed = false
-                    for await r in engine.followScreen(of: id, size: size) {
+                    for await r in engine.chat(id).followScreen(size: size) {
                         switch r {
                         case .success(let text):
-                            sink.yield(.pane(id: id, tab: .preview, lines: Self.screenLines(text)))
+                            sink.yield(.pane(id: id.rawValue, tab: .preview, lines: Self.screenLines(text)))
                         case .failure:
                             failed = true
                         }
@@ -164,7 +164,7 @@ public final class Cockpit: Sendable {
                 model.paneFor = nil
                 return
             }
-            let id = sel.agent?.record.id ?? sel.row.task.id
+            let id = sel.agent?.record.id.rawValue ?? sel.row.task.id.rawValue
             let key = "\(id) \(model.tab.rawValue)"
             guard paneLoading != key else { return }
             paneLoading = key
@@ -196,8 +196,8 @@ public final class Cockpit: Sendable {
                 let selectedProject = model.selection?.row.project?.id
                 Task { [engine] in
                     do {
-                        let hosts = Dictionary(try await engine.store.hosts().map { ($0.id, $0.name) }, uniquingKeysWith: { a, _ in a })
-                        let projects = try await engine.store.projects(hostID: nil).map {
+                        let hosts = Dictionary(try await engine.records.hosts().map { ($0.id, $0.name) }, uniquingKeysWith: { a, _ in a })
+                        let projects = try await engine.records.projects().map {
                             CockpitModel.NewAgent.Project(id: $0.id, name: $0.name, hostID: $0.hostID, hostName: hosts[$0.hostID] ?? "?")
                         }
                         var form = CockpitModel.NewAgent(projects: projects, preferred: preferred)
@@ -210,9 +210,9 @@ public final class Cockpit: Sendable {
                 }
             case .detectAgents(let hostID):
                 Task { [engine] in
-                    guard let host = try? await engine.store.host(id: hostID) else { return }
+                    guard let host = try? await engine.records.host(hostID) else { return }
                     do throws(AgentError) {
-                        let found = try await engine.detectAgents(on: host)
+                        let found = try await engine.host(hostID).detectAgents()
                         sink.yield(.detected(hostID: hostID, agents: Set(found.installed.keys)))
                     } catch {
                         sink.yield(.done("asking \(host.name) for its agents: \(error.message)", isError: true, refresh: false))
@@ -221,11 +221,11 @@ public final class Cockpit: Sendable {
             case .newTask(let projectID, let title, let providerID, let prompt):
                 model.message = ("starting \(title)…", false)
                 background("started \(title)") { (engine) async throws(AgentError) in
-                    try await engine.createTask(projectID: projectID, title: title, providerID: providerID, prompt: prompt)
+                    try await engine.project(projectID).createTask(title: title, providerID: providerID, prompt: prompt)
                 }
             case .addChat(let taskID, let providerID, let prompt):
                 background("started \(providerID) in the task") { (engine) async throws(AgentError) in
-                    _ = try await engine.addChat(taskID: taskID, providerID: providerID, prompt: prompt)
+                    _ = try await engine.task(taskID).addChat(providerID: providerID, prompt: prompt)
                 }
             case .attach(let id):
                 keys.cancel()
@@ -241,7 +241,7 @@ public final class Cockpit: Sendable {
             case .commit(let id):
                 report("committing…") { (engine) async throws(AgentError) -> String in
                     do throws(AgentError) {
-                        let c = try await engine.commitTask(taskID: id)
+                        let c = try await engine.task(id).commit()
                         return "committed \(Wording.count(c.files, "file")) as \(c.commit.prefix(10))"
                     } catch where error.code == .nothingToLand {
                         return "nothing to commit: the worktree has no changes"
@@ -249,13 +249,13 @@ public final class Cockpit: Sendable {
                 }
             case .push(let id):
                 report("pushing…") { (engine) async throws(AgentError) -> String in
-                    let p = try await engine.pushTask(taskID: id)
+                    let p = try await engine.task(id).push()
                     return p.wasUpToDate ? "\(p.branch) is up to date on \(p.remote)"
                         : "pushed \(Wording.count(p.commits, "commit")) to \(p.remote)" + (p.uncommittedChanges > 0 ? " (\(Wording.count(p.uncommittedChanges, "change")) not committed: C)" : "")
                 }
             case .pullRequest(let id):
                 report("pushing and opening the pull request…") { (engine) async throws(AgentError) -> String in
-                    let pr = try await engine.openPullRequest(taskID: id)
+                    let pr = try await engine.task(id).openPullRequest()
                     switch pr.outcome {
                     case .created: return "opened \(pr.url)"
                     case .updated: return "open already: \(pr.url)"
@@ -264,7 +264,7 @@ public final class Cockpit: Sendable {
                 }
             case .merge(let id):
                 report("merging…") { (engine) async throws(AgentError) -> String in
-                    let m = try await engine.mergeTask(taskID: id)
+                    let m = try await engine.task(id).merge()
                     switch m.outcome {
                     case .alreadyMerged: return "\(m.base) has it all already"
                     case .fastForward: return "merged into \(m.base) (a fast-forward)"
@@ -275,8 +275,8 @@ public final class Cockpit: Sendable {
                 model.message = ("running \(command) in every attempt…", false)
                 Task { [engine] in
                     do throws(AgentError) {
-                        let rows = try await engine.compareAttempts(of: id, check: command)
-                        var results: [String: AttemptCheck] = [:]
+                        let rows = try await engine.task(id).compareAttempts(check: command)
+                        var results: [TaskID: AttemptCheck] = [:]
                         for r in rows { if let c = r.check { results[r.task.id] = c } }
                         let passed = results.values.filter(\.passed).count
                         sink.yield(.checked(group: rows.first?.task.attempt?.group ?? "", command: command, results: results,
@@ -286,30 +286,30 @@ public final class Cockpit: Sendable {
                     }
                 }
             case .pick(let id):
-                let label = model.board.rows.first { $0.task.id == id }?.task.attempt?.label ?? id
+                let label = model.board.rows.first { $0.task.id == id }?.task.attempt?.label ?? id.rawValue
                 report("keeping \(label)…") { (engine) async throws(AgentError) -> String in
-                    let p = try await engine.pickAttempt(id, of: id)
+                    let p = try await engine.task(id).pickAttempt(id.rawValue)
                     return "kept \(label)" + (p.archived.isEmpty ? "" : "; archived \(p.archived.joined(separator: ", "))")
                         + (p.notes.isEmpty ? "" : " (\(p.notes.joined(separator: "; ")))")
                 }
             case .openPort(let id):
                 report("forwarding the task's port…") { (engine) async throws(AgentError) -> String in
-                    let f = try await engine.openPort(taskID: id)
+                    let f = try await engine.task(id).openPort()
                     return "\(f.url) is the task's port \(f.remotePort) (open while the cockpit runs)"
                 }
             case .send(let id, let text):
-                background("sent to the agent") { (engine) async throws(AgentError) in try await engine.send(text, to: id) }
+                background("sent to the agent") { (engine) async throws(AgentError) in try await engine.chat(id).send(text) }
             case .stop(let id):
-                background("stopped; resume with r") { (engine) async throws(AgentError) in try await engine.stop(taskID: id) }
+                background("stopped; resume with r") { (engine) async throws(AgentError) in try await engine.task(id).stop() }
             case .resume(let id):
-                background("resumed") { (engine) async throws(AgentError) in try await engine.resumeTask(taskID: id) }
+                background("resumed") { (engine) async throws(AgentError) in try await engine.task(id).resume() }
             case .archive(let id):
-                background("archived") { (engine) async throws(AgentError) in try await engine.archiveTask(taskID: id) }
+                background("archived") { (engine) async throws(AgentError) in try await engine.task(id).archive() }
             case .delete(let id, let force):
-                let title = model.board.rows.first { $0.task.id == id }?.task.title ?? id
+                let title = model.board.rows.first { $0.task.id == id }?.task.title ?? id.rawValue
                 Task { [engine] in
                     do throws(AgentError) {
-                        try await engine.deleteTask(taskID: id, force: force)
+                        try await engine.task(id).delete(force: force)
                         sink.yield(.done("deleted \(title)", isError: false, refresh: true))
                     } catch {
                         // work that is not pushed: asked again, to lose it
@@ -450,7 +450,7 @@ public final class Cockpit: Sendable {
             case .followEnded(let id, let failed):
                 if follow?.id == id { follow = nil }
                 if failed { followFailed[id] = .now }
-                if id == model.selected { readPane() }
+                if id.rawValue == model.selected { readPane() }
             case .resize:
                 renderer.invalidate()
                 // a followed preview is laid out again at the pane's new size
@@ -496,26 +496,26 @@ public final class Cockpit: Sendable {
 
     /// The pane's lines for a tab: the agent's screen (its visible part, with colours),
     /// its scrollback, or the task's diff (each file's patch, coloured).
-    static func pane(_ engine: AgentOrchestrator, tab: CockpitModel.Tab, taskID: String, conversationID: String?,
-                     running: Bool, checks: [String: AttemptCheck] = [:]) async throws(AgentError) -> [[StyledText]]
+    static func pane(_ engine: AgentOrchestrator, tab: CockpitModel.Tab, taskID: TaskID, conversationID: ChatID?,
+                     running: Bool, checks: [TaskID: AttemptCheck] = [:]) async throws(AgentError) -> [[StyledText]]
     {
         switch tab {
         case .compare:
-            guard let task = try? await engine.store.task(id: taskID), task.attempt != nil else {
+            guard let task = try? await engine.records.task(taskID), task.attempt != nil else {
                 return [[StyledText("one attempt only: agent-sessions tasks new --agents claude:2,codex:1 starts several")]]
             }
-            var rows = try await engine.compareAttempts(of: taskID)
+            var rows = try await engine.task(taskID).compareAttempts()
             for i in rows.indices { rows[i].check = checks[rows[i].task.id] }
             return CockpitView.comparison(rows, selected: taskID)
         case .preview:
             guard let conversationID else { return [[StyledText("this task has no agent")]] }
             guard running else { return [[StyledText("not running (r resumes it)")]] }
-            return screenLines(try await engine.screen(of: conversationID, lines: 0))
+            return screenLines(try await engine.chat(conversationID).screen(lines: 0))
         case .log:
             guard let conversationID else { return [[StyledText("this task has no agent")]] }
-            return ANSIText.lines(try await engine.scrollback(of: conversationID).text)
+            return ANSIText.lines(try await engine.chat(conversationID).scrollback().text)
         case .diff:
-            let diff = try await engine.diff(taskID: taskID)
+            let diff = try await engine.task(taskID).diff()
             if diff.files.isEmpty { return [[StyledText("no changes against the base")]] }
             var lines: [[StyledText]] = [[StyledText("\(Wording.count(diff.files.count, "file")), +\(diff.totalAdded) −\(diff.totalRemoved)",
                                                      TerminalStyle(bold: true))]]
@@ -524,7 +524,7 @@ public final class Cockpit: Sendable {
                 lines.append([StyledText("  \(counts)  ", TerminalStyle(foreground: .indexed(8))), StyledText(f.path)])
             }
             for f in diff.files.prefix(20) {
-                let patch = try await engine.patch(taskID: taskID, file: f.path)
+                let patch = try await engine.task(taskID).patch(file: f.path)
                 lines.append([])
                 for line in patch.patch.split(separator: "\n", omittingEmptySubsequences: false) {
                     lines.append([StyledText(String(line), diffStyle(line))])

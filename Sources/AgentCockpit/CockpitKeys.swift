@@ -7,13 +7,13 @@ import TerminalSupport
 /// Work for the engine that a key asked for.
 public enum CockpitCommand: Sendable, Equatable {
     /// Attach to the agent full screen; detaching comes back.
-    case attach(conversationID: String)
+    case attach(conversationID: ChatID)
     /// Type a line into the agent (with Enter).
-    case send(conversationID: String, text: String)
-    case stop(taskID: String)
-    case resume(taskID: String)
-    case archive(taskID: String)
-    case delete(taskID: String, force: Bool)
+    case send(conversationID: ChatID, text: String)
+    case stop(taskID: TaskID)
+    case resume(taskID: TaskID)
+    case archive(taskID: TaskID)
+    case delete(taskID: TaskID, force: Bool)
     /// The pane's text again (the selection or the tab changed).
     case refreshPane
     /// Every host asked afresh.
@@ -21,25 +21,25 @@ public enum CockpitCommand: Sendable, Equatable {
     /// Open the new task's form (the projects are read first).
     case openNewTask
     /// Ask a host which agents it has (for the form).
-    case detectAgents(hostID: String)
+    case detectAgents(hostID: HostID)
     /// Start a task: a worktree and its agent.
-    case newTask(projectID: String, title: String, providerID: String, prompt: String?)
+    case newTask(projectID: ProjectID, title: String, providerID: String, prompt: String?)
     /// Start another agent in a task's worktree.
-    case addChat(taskID: String, providerID: String, prompt: String?)
+    case addChat(taskID: TaskID, providerID: String, prompt: String?)
     /// Commit every change of the task's worktree (its title as the message).
-    case commit(taskID: String)
+    case commit(taskID: TaskID)
     /// Push the task's branch.
-    case push(taskID: String)
+    case push(taskID: TaskID)
     /// Push and open (or find) the task's pull request.
-    case pullRequest(taskID: String)
+    case pullRequest(taskID: TaskID)
     /// Merge the task's branch into its base.
-    case merge(taskID: String)
+    case merge(taskID: TaskID)
     /// Forward the task's port here.
-    case openPort(taskID: String)
+    case openPort(taskID: TaskID)
     /// Run a check command in every attempt of the work the task is one of.
-    case check(taskID: String, command: String)
+    case check(taskID: TaskID, command: String)
     /// Keep this attempt of its work; the others are archived.
-    case pick(taskID: String)
+    case pick(taskID: TaskID)
     case quit
 }
 

@@ -33,11 +33,11 @@ public struct CockpitModel: Sendable {
         /// What the text is for.
         public enum Purpose: Sendable, Equatable {
             /// A line sent to the agent of `conversationID`, as if typed, with Enter.
-            case send(conversationID: String)
+            case send(conversationID: ChatID)
             /// An answer to the question the agent of `conversationID` waits on.
-            case answer(conversationID: String, question: String)
+            case answer(conversationID: ChatID, question: String)
             /// A check command run in every attempt of the work `taskID` is one of.
-            case check(taskID: String)
+            case check(taskID: TaskID)
         }
 
         public var purpose: Purpose
@@ -50,16 +50,16 @@ public struct CockpitModel: Sendable {
     /// An action that needs a yes first.
     public enum Confirmation: Sendable, Equatable {
         /// Stop the task's agents (the worktree stays).
-        case stop(taskID: String, title: String)
+        case stop(taskID: TaskID, title: String)
         /// Delete the task (the worktree and branch go); `force` after a refusal for
         /// unsaved work.
-        case delete(taskID: String, title: String, force: Bool)
+        case delete(taskID: TaskID, title: String, force: Bool)
         /// Archive the task (its agents stopped, its worktree kept).
-        case archive(taskID: String, title: String)
+        case archive(taskID: TaskID, title: String)
         /// Merge the task's branch into its base.
-        case merge(taskID: String, title: String, base: String)
+        case merge(taskID: TaskID, title: String, base: String)
         /// Keep this attempt of its work and archive the others.
-        case pick(taskID: String, label: String)
+        case pick(taskID: TaskID, label: String)
     }
 
     /// The form of a new task (project, title, agent, prompt) or of a new chat in a task
@@ -67,13 +67,13 @@ public struct CockpitModel: Sendable {
     public struct NewAgent: Sendable, Equatable {
         /// A project to choose, with its host.
         public struct Project: Sendable, Equatable {
-            public var id: String
+            public var id: ProjectID
             public var name: String
-            public var hostID: String
+            public var hostID: HostID
             public var hostName: String
 
             /// A choice of project.
-            public init(id: String, name: String, hostID: String, hostName: String) {
+            public init(id: ProjectID, name: String, hostID: HostID, hostName: String) {
                 self.id = id
                 self.name = name
                 self.hostID = hostID
@@ -87,7 +87,7 @@ public struct CockpitModel: Sendable {
         }
 
         /// A chat in this task (its id, title and host) rather than a new task.
-        public var chatIn: (taskID: String, title: String, hostID: String)?
+        public var chatIn: (taskID: TaskID, title: String, hostID: HostID)?
         public var projects: [Project]
         public var project = 0
         public var title = ""
@@ -97,7 +97,7 @@ public struct CockpitModel: Sendable {
         public var prompt = ""
         public var part: Part
         /// Per host id, the agents detection found there (absent: not known yet).
-        public var installed: [String: Set<String>] = [:]
+        public var installed: [HostID: Set<String>] = [:]
         /// What is wrong with what was typed, shown in the form.
         public var problem: String?
 
@@ -110,7 +110,7 @@ public struct CockpitModel: Sendable {
         }
 
         /// A new chat's form in a task.
-        public init(chatIn taskID: String, title: String, hostID: String, preferred: String = "claude") {
+        public init(chatIn taskID: TaskID, title: String, hostID: HostID, preferred: String = "claude") {
             self.init(projects: [])
             chatIn = (taskID, title, hostID)
             part = .agent
@@ -121,7 +121,7 @@ public struct CockpitModel: Sendable {
         public var parts: [Part] { chatIn == nil ? [.project, .title, .agent, .prompt] : [.agent, .prompt] }
 
         /// The host the agent starts on.
-        public var hostID: String? { chatIn?.hostID ?? (projects.indices.contains(project) ? projects[project].hostID : nil) }
+        public var hostID: HostID? { chatIn?.hostID ?? (projects.indices.contains(project) ? projects[project].hostID : nil) }
 
         public static func == (a: NewAgent, b: NewAgent) -> Bool {
             a.chatIn?.taskID == b.chatIn?.taskID && a.projects == b.projects && a.project == b.project && a.title == b.title
@@ -144,7 +144,7 @@ public struct CockpitModel: Sendable {
     /// One line of the list.
     public enum Item: Sendable, Equatable {
         /// A group's title: "needs you", or a host and project.
-        case header(String, host: String?)
+        case header(String, host: HostID?)
         /// An agent: the board's row and agent.
         case agent(row: Int, agent: Int)
         /// A task without an agent.
@@ -152,9 +152,9 @@ public struct CockpitModel: Sendable {
     }
 
     public var board: AgentBoard
-    public var hostStates: [String: HostState] = [:]
+    public var hostStates: [HostID: HostState] = [:]
     /// The tasks' ports forwarded here: task id → local port.
-    public var forwards: [String: Int] = [:]
+    public var forwards: [TaskID: Int] = [:]
     public var filter = ""
     /// The selected agent's conversation id, or a task's id when it has no agent.
     public var selected: String?
@@ -169,7 +169,7 @@ public struct CockpitModel: Sendable {
     public var message: (text: String, isError: Bool)?
     /// The last check run in the attempts, by task id (shown in the compare tab), and
     /// the command, by work (offered again).
-    public var checks: [String: AttemptCheck] = [:]
+    public var checks: [TaskID: AttemptCheck] = [:]
     public var checkCommands: [String: String] = [:]
 
     /// A cockpit of `board`, the first item selected.
@@ -185,7 +185,7 @@ public struct CockpitModel: Sendable {
         var needs: [Item] = []
         var groups: [String: [Item]] = [:]
         var order: [String] = []
-        var hostOf: [String: String] = [:]
+        var hostOf: [String: HostID] = [:]
         for (r, row) in board.rows.enumerated() where matches(row) {
             let entries: [Item] = row.agents.isEmpty ? [.task(row: r)] : row.agents.indices.map { .agent(row: r, agent: $0) }
             if row.needsYou {
@@ -210,8 +210,8 @@ public struct CockpitModel: Sendable {
     public func id(of item: Item) -> String? {
         switch item {
         case .header: nil
-        case .agent(let r, let a): board.rows[r].agents[a].record.id
-        case .task(let r): board.rows[r].task.id
+        case .agent(let r, let a): board.rows[r].agents[a].record.id.rawValue
+        case .task(let r): board.rows[r].task.id.rawValue
         }
     }
 
@@ -219,8 +219,8 @@ public struct CockpitModel: Sendable {
     public var selection: (row: AgentBoard.Row, agent: AgentBoard.Agent?)? {
         guard let selected else { return nil }
         for row in board.rows {
-            if row.task.id == selected && row.agents.isEmpty { return (row, nil) }
-            if let a = row.agents.first(where: { $0.record.id == selected }) { return (row, a) }
+            if row.task.id.rawValue == selected && row.agents.isEmpty { return (row, nil) }
+            if let a = row.agents.first(where: { $0.record.id.rawValue == selected }) { return (row, a) }
         }
         return nil
     }

@@ -144,7 +144,7 @@ public enum CockpitView {
         if needs > 0 { left += " · \(needs) need\(needs == 1 ? "s" : "") you" }
         if !model.filter.isEmpty { left += " · filter: \(model.filter)" }
         var hosts: [String] = []
-        var seen = Set<String>()
+        var seen = Set<HostID>()
         for row in model.board.rows {
             guard let h = row.host, seen.insert(h.id).inserted else { continue }
             switch model.hostStates[h.id] {
@@ -192,7 +192,7 @@ public enum CockpitView {
     static func line(row: AgentBoard.Row, agent: AgentBoard.Agent?, first: Bool, model: CockpitModel,
                      into s: inout ScreenBuffer, r: Int, left: Int, width: Int, now: Date)
     {
-        let id = agent?.record.id ?? row.task.id
+        let id = agent?.record.id.rawValue ?? row.task.id.rawValue
         let isSelected = id == model.selected
         let base = isSelected ? Style.selected : TerminalStyle.plain
         s.fill(row: r, column: left, width: width, height: 1, style: base)
@@ -258,7 +258,7 @@ public enum CockpitView {
 
     /// The compare tab: the attempts of one work, a line each (the selected one marked):
     /// label, host, state, time to done, files and lines changed, the last check's run.
-    static func comparison(_ rows: [AttemptComparison], selected: String) -> [[StyledText]] {
+    static func comparison(_ rows: [AttemptComparison], selected: TaskID) -> [[StyledText]] {
         guard let first = rows.first else { return [[StyledText("no attempts")]] }
         let w = first.task.worktree
         var lines: [[StyledText]] = [[StyledText("\(rows.count) attempts at \"\(first.task.title)\" from \(w.baseRef) (\(w.baseCommit.prefix(10)))",

@@ -176,6 +176,12 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
         try await pool.read { db in try Self.migrator.appliedIdentifiers(db).sorted() }
     }
 
+    /// SQLite's check of the file and its foreign keys, the last migration applied, and
+    /// the file's path.
+    public func check() async throws -> AgentStoreCheck {
+        AgentStoreCheck(problems: try await integrityProblems(), schema: try await appliedMigrations().last, location: path)
+    }
+
     /// SQLite's own check of the file and the foreign keys: empty when the store is sound,
     /// else what is wrong, one problem per element.
     public func integrityProblems() async throws -> [String] {
@@ -193,7 +199,7 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
         try await pool.read { db in try Row.fetchAll(db, sql: "SELECT * FROM host ORDER BY createdAt, id").map(Self.host) }
     }
 
-    public func host(id: String) async throws -> HostRecord? {
+    public func host(id: HostID) async throws -> HostRecord? {
         try await pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM host WHERE id = ?", arguments: [id]).map(Self.host) }
     }
 
@@ -220,20 +226,20 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
         }
     }
 
-    public func deleteHost(id: String) async throws {
+    public func deleteHost(id: HostID) async throws {
         try await pool.write { db in try db.execute(sql: "DELETE FROM host WHERE id = ?", arguments: [id]) }
     }
 
     // MARK: projects
 
-    public func projects(hostID: String?) async throws -> [ProjectRecord] {
+    public func projects(hostID: HostID?) async throws -> [ProjectRecord] {
         try await pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM project WHERE ?1 IS NULL OR hostID = ?1 ORDER BY createdAt, id",
                              arguments: [hostID]).map(Self.project)
         }
     }
 
-    public func project(id: String) async throws -> ProjectRecord? {
+    public func project(id: ProjectID) async throws -> ProjectRecord? {
         try await pool.read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM project WHERE id = ?", arguments: [id]).map(Self.project)
         }
@@ -256,20 +262,20 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
         }
     }
 
-    public func deleteProject(id: String) async throws {
+    public func deleteProject(id: ProjectID) async throws {
         try await pool.write { db in try db.execute(sql: "DELETE FROM project WHERE id = ?", arguments: [id]) }
     }
 
     // MARK: tasks
 
-    public func tasks(projectID: String?) async throws -> [TaskRecord] {
+    public func tasks(projectID: ProjectID?) async throws -> [TaskRecord] {
         try await pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM task WHERE ?1 IS NULL OR projectID = ?1 ORDER BY createdAt, id",
                              arguments: [projectID]).map(Self.task)
         }
     }
 
-    public func task(id: String) async throws -> TaskRecord? {
+    public func task(id: TaskID) async throws -> TaskRecord? {
         try await pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM task WHERE id = ?", arguments: [id]).map(Self.task) }
     }
 
@@ -296,20 +302,20 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
         }
     }
 
-    public func deleteTask(id: String) async throws {
+    public func deleteTask(id: TaskID) async throws {
         try await pool.write { db in try db.execute(sql: "DELETE FROM task WHERE id = ?", arguments: [id]) }
     }
 
     // MARK: conversations
 
-    public func conversations(taskID: String) async throws -> [ConversationRecord] {
+    public func conversations(taskID: TaskID) async throws -> [ConversationRecord] {
         try await pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM conversation WHERE taskID = ? ORDER BY createdAt, id",
                              arguments: [taskID]).map(Self.conversation)
         }
     }
 
-    public func conversation(id: String) async throws -> ConversationRecord? {
+    public func conversation(id: ChatID) async throws -> ConversationRecord? {
         try await pool.read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM conversation WHERE id = ?", arguments: [id]).map(Self.conversation)
         }
@@ -332,7 +338,7 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
         }
     }
 
-    public func deleteConversation(id: String) async throws {
+    public func deleteConversation(id: ChatID) async throws {
         try await pool.write { db in try db.execute(sql: "DELETE FROM conversation WHERE id = ?", arguments: [id]) }
     }
 
@@ -346,7 +352,7 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
         }
     }
 
-    public func terminalLogs(conversationID: String) async throws -> [TerminalLogRecord] {
+    public func terminalLogs(conversationID: ChatID) async throws -> [TerminalLogRecord] {
         try await pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM terminalLog WHERE conversationID = ? ORDER BY id",
                              arguments: [conversationID]).map { row in
@@ -389,7 +395,7 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
 
     // MARK: rows
 
-    private static func requireParent(_ db: Database, _ table: String, _ id: String) throws {
+    private static func requireParent(_ db: Database, _ table: String, _ id: some RecordIdentity & DatabaseValueConvertible) throws {
         guard try Bool.fetchOne(db, sql: "SELECT 1 FROM \(table) WHERE id = ?", arguments: [id]) == true else {
             throw AgentError(.notFound, "no \(table) \(id) in the store")
         }
@@ -459,4 +465,22 @@ public final class SQLiteAgentStore: AgentStore, Sendable {
         default: return .running
         }
     }
+}
+
+// The records' identities are stored as their text.
+extension HostID: DatabaseValueConvertible {
+    public var databaseValue: DatabaseValue { rawValue.databaseValue }
+    public static func fromDatabaseValue(_ value: DatabaseValue) -> Self? { String.fromDatabaseValue(value).map(Self.init) }
+}
+extension ProjectID: DatabaseValueConvertible {
+    public var databaseValue: DatabaseValue { rawValue.databaseValue }
+    public static func fromDatabaseValue(_ value: DatabaseValue) -> Self? { String.fromDatabaseValue(value).map(Self.init) }
+}
+extension TaskID: DatabaseValueConvertible {
+    public var databaseValue: DatabaseValue { rawValue.databaseValue }
+    public static func fromDatabaseValue(_ value: DatabaseValue) -> Self? { String.fromDatabaseValue(value).map(Self.init) }
+}
+extension ChatID: DatabaseValueConvertible {
+    public var databaseValue: DatabaseValue { rawValue.databaseValue }
+    public static func fromDatabaseValue(_ value: DatabaseValue) -> Self? { String.fromDatabaseValue(value).map(Self.init) }
 }

@@ -45,7 +45,7 @@ struct Attach: AsyncParsableCommand {
             let t = try await context.task(task)
             let chosen = try await context.conversation(of: t, chat)
             let c = try await context.whileRunning(t, chosen) {
-                try await context.orchestrator.runningSession(conversationID: chosen.id).conversation
+                try await context.orchestrator.chat(chosen.id).runningSession().conversation
             }
             let (_, h) = try await context.context(of: t)
             let keyName = detach == nil ? "tmux's Ctrl-B d" : "\(detachKey.capitalized) or tmux's Ctrl-B d"
@@ -212,7 +212,7 @@ final class AttachedTerminal: Sendable {
 
     private func joinedAttachNow(_ tty: Int32) async -> Result<AgentJoinedTerminal, AgentError> {
         do {
-            return .success(try await context.orchestrator.attach(conversationID: conversation.id, joining: tty,
+            return .success(try await context.orchestrator.chat(conversation.id).attach(joining: tty,
                                                                   size: LocalTerminal.size(), detachByte: detachByte))
         } catch {
             return .failure(error)
@@ -235,7 +235,7 @@ final class AttachedTerminal: Sendable {
         }
         defer { keys.cancel() }
 
-        var terminal = try await context.orchestrator.attach(conversationID: conversation.id, size: LocalTerminal.size())
+        var terminal = try await context.orchestrator.chat(conversation.id).attach(size: LocalTerminal.size())
         while true {
             current.withLock { $0 = terminal }
             if isDetached { terminal.cancel() }
@@ -250,7 +250,7 @@ final class AttachedTerminal: Sendable {
             // not detached here or by tmux: the agent's session ended, or the link dropped
             if let ended = await endedReason() { return .ended(ended) }
             switch await reattach({ [self] () async throws(AgentError) -> AgentTerminal in
-                try await context.orchestrator.attach(conversationID: conversation.id, size: LocalTerminal.size())
+                try await context.orchestrator.chat(conversation.id).attach(size: LocalTerminal.size())
             }) {
             case .attached(let t): terminal = t
             case .ended(let outcome): return outcome
@@ -261,7 +261,7 @@ final class AttachedTerminal: Sendable {
     /// Why the session ended, or nil when it runs (or the host cannot be asked).
     private func endedReason() async -> String? {
         let state = try? await withTimeout(.seconds(5)) { [self] in
-            try await context.orchestrator.processState(of: conversation.id)
+            try await context.orchestrator.chat(conversation.id).processState()
         }
         switch state {
         case .exited(let code)?: return "the agent exited with status \(code)"

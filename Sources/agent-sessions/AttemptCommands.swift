@@ -8,7 +8,7 @@ enum Attempts {
     /// What `tasks new --agents` prints: each attempt, the notes, the failures (exit 1 when
     /// one did not start).
     static func report(_ launch: AttemptLaunch, title: String, context: Context) async throws {
-        let hosts = try await context.store.hosts(), projects = try await context.store.projects(hostID: nil)
+        let hosts = try await context.records.hosts(), projects = try await context.records.projects()
         let work = short(launch.group)
         print("started \(Wording.count(launch.started.count, "attempt")) at \"\(title)\" from \(launch.baseRef) (\(launch.baseCommit.prefix(10))), work \(work)")
         var table = Table(["ATTEMPT", "ID", "HOST", "BRANCH"])
@@ -62,7 +62,7 @@ enum Attempts {
         func run() async throws {
             try await Context.with(global) { context in
                 let attempts = try await context.attempts(task)
-                let rows = try await context.orchestrator.compareAttempts(of: attempts[0].id, check: check,
+                let rows = try await context.orchestrator.task(attempts[0].id).compareAttempts(check: check,
                                                                            checkTimeout: .seconds(checkTimeout))
                 if json {
                     printJSON(.object(["work": .string(attempts[0].attempt!.group), "title": .string(attempts[0].title),
@@ -94,7 +94,7 @@ enum Attempts {
 
         static func json(_ r: AttemptComparison) -> JSONValue {
             var o: [String: JSONValue] = [
-                "label": .string(r.label), "id": .string(r.task.id), "host": .string(r.hostName),
+                "label": .string(r.label), "id": .id(r.task.id), "host": .string(r.hostName),
                 "branch": .string(r.task.worktree.branch), "agent": r.providerID.map(JSONValue.string) ?? .null,
                 "state": r.status.map { .string($0.activity.name) } ?? .null,
                 "archived": .bool(r.task.archivedAt != nil), "picked": .bool(r.task.attempt?.pickedAt != nil),
@@ -135,7 +135,7 @@ enum Attempts {
         func run() async throws {
             try await Context.with(global) { context in
                 let attempts = try await context.attempts(task)
-                let picked = try await context.orchestrator.pickAttempt(attempt, of: attempts[0].id,
+                let picked = try await context.orchestrator.task(attempts[0].id).pickAttempt(attempt,
                                                                          others: deleteOthers ? .delete : .archive, force: force)
                 let t = picked.task
                 print("picked \(t.attempt?.label ?? attempt): task \(short(t.id)) on branch \(t.worktree.branch)")

@@ -51,10 +51,9 @@ struct CockpitCommand: AsyncParsableCommand {
     }
 
     /// Attaches as `attach` does (through drops); the message for the cockpit after.
-    static func attach(_ conversationID: String, context: Context, detach: UInt8?) async -> (text: String, isError: Bool) {
+    static func attach(_ conversationID: ChatID, context: Context, detach: UInt8?) async -> (text: String, isError: Bool) {
         do {
-            guard let c = try await context.store.conversation(id: conversationID),
-                  let t = try await context.store.task(id: c.taskID)
+            guard let c = try? await context.records.chat(conversationID), let t = try? await context.records.task(c.taskID)
             else { return ("that agent is gone from the store", true) }
             let (_, h) = try await context.context(of: t)
             let keys = detach == nil ? "tmux's Ctrl-B d" : "Ctrl-] or tmux's Ctrl-B d"

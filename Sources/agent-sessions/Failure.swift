@@ -65,9 +65,10 @@ struct Failure: Error, CustomStringConvertible {
             self.init(.refused, text + "; commit or push it, or pass --force to discard it")
         case .storage: self.init(.storage, text)
         case .mergeConflict: self.init(.conflict, text)
-        case .checkoutHasChanges, .nothingToLand, .notTheSameProject, .taskArchived: self.init(.refused, text)
+        case .checkoutHasChanges, .nothingToLand, .notTheSameProject, .taskArchived, .nameTaken, .hasTasks, .notAnAttempt:
+            self.init(.refused, text)
         case .cancelled: self.init(.interrupted, "interrupted")
-        case .invalidArgument, .invalidEnvironmentName, .unknownProvider: self.init(.usage, text)
+        case .invalidArgument, .invalidEnvironmentName, .unknownProvider, .ambiguous: self.init(.usage, text)
         case .transport:
             if let t = error.cause as? TransportError {
                 self.init(transport: t, context: error.message)

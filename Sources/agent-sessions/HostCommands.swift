@@ -48,9 +48,7 @@ struct Hosts: AsyncParsableCommand {
                 let target = destination ?? name
                 let byAddress = target.contains("@")
                 if byAddress, ssh.given { throw Failure.usage("-F, -o and --allow-match-exec are for a host of your ssh configuration, not an address") }
-                if try await context.store.hosts().contains(where: { $0.name == name }) {
-                    throw Failure.refused("a host named \(name) exists already; remove it first or pick another name")
-                }
+                try await context.orchestrator.checkHostName(name)
                 let authentication = try chosenAuthentication(context.environment, byAddress: byAddress)
                 var record: HostRecord
                 if byAddress {
@@ -67,7 +65,7 @@ struct Hosts: AsyncParsableCommand {
                                         openSSH: reference)
                 }
                 let detection = try await Hosts.connectFirstTime(record, context)
-                try await context.store.save(record)
+                try await context.orchestrator.addHost(record)
                 let trustText = fingerprint.map { "pinned \($0)" }
                     ?? (byAddress ? "checked against \(HostConnection.knownHosts(environment: context.environment).path)"
                                   : "checked as the ssh configuration says")
@@ -210,7 +208,7 @@ struct Hosts: AsyncParsableCommand {
                 }
                 let where_ = ssh.configFile ?? "~/.ssh/config or /etc/ssh/ssh_config"
                 guard !names.isEmpty else { throw Failure.notFound("no Host in \(where_) matches \(pattern)") }
-                let existing = Set(try await context.store.hosts().map(\.name))
+                let existing = Set(try await context.records.hosts().map(\.name))
                 var added = 0, failed = 0
                 for alias in names {
                     if existing.contains(alias) {
@@ -222,7 +220,7 @@ struct Hosts: AsyncParsableCommand {
                         let record = HostRecord(name: alias, address: alias, port: 0, user: "", authentication: .openSSH,
                                                 tmuxSocket: tmuxSocket, openSSH: try ssh.reference(alias: alias))
                         let detection = try await Hosts.connectFirstTime(record, context)
-                        try await context.store.save(record)
+                        try await context.orchestrator.addHost(record)
                         print("added host \(alias): \(record.destinationText)")
                         Hosts.warnings(detection, alias)
                         added += 1
@@ -245,20 +243,20 @@ struct Hosts: AsyncParsableCommand {
 
         func run() async throws {
             try await Context.with(global) { context in
-                let hosts = try await context.store.hosts()
-                var states: [String: String] = [:]
+                let hosts = try await context.records.hosts()
+                var states: [HostID: String] = [:]
                 if !offline {
                     // all at once, but the hosts that ask for a password one after the other
                     let asking = hosts.filter { $0.authentication == .passwordPrompt }
-                    states = await withTaskGroup(of: (String, String).self) { group in
+                    states = await withTaskGroup(of: (HostID, String).self) { group in
                         for h in hosts where h.authentication != .passwordPrompt { group.addTask { (h.id, await probe(h, context)) } }
-                        var all: [String: String] = [:]
+                        var all: [HostID: String] = [:]
                         for await (id, s) in group { all[id] = s }
                         return all
                     }
                     for h in asking { states[h.id] = await probe(h, context) }
                 }
-                let projects = try await context.store.projects(hostID: nil)
+                let projects = try await context.records.projects()
                 if json {
                     let rows: [[String: JSONValue]] = hosts.map { h in
                         ["name": .string(h.name), "destination": .string(h.destination), "authentication": .string(h.authenticationText),
@@ -285,7 +283,7 @@ struct Hosts: AsyncParsableCommand {
         func probe(_ h: HostRecord, _ context: Context) async -> String {
             let start = ContinuousClock.now
             do {
-                try await context.orchestrator.connect(to: h)
+                try await context.orchestrator.host(h.id).connect()
                 let ms = (ContinuousClock.now - start) / .milliseconds(1)
                 return String(format: "ok (%.0f ms)", ms)
             } catch {
@@ -303,7 +301,7 @@ struct Hosts: AsyncParsableCommand {
             try await Context.with(global) { context in
                 let h = try await context.host(named: name)
                 let start = ContinuousClock.now
-                let detection = try await context.orchestrator.detectAgents(on: h, refresh: true)
+                let detection = try await context.orchestrator.host(h.id).detectAgents(refresh: true)
                 let ms = (ContinuousClock.now - start) / .milliseconds(1)
                 print(String(format: "%@: connected and probed in %.0f ms (%@)", h.name, ms, h.destination))
                 print("host key:    \(h.hostKeyText)")
@@ -364,19 +362,8 @@ struct Hosts: AsyncParsableCommand {
         func run() async throws {
             try await Context.with(global) { context in
                 let h = try await context.host(named: name)
-                let projects = try await context.store.projects(hostID: h.id)
-                var tasks = 0
-                for p in projects { tasks += try await context.store.tasks(projectID: p.id).count }
-                if tasks > 0 && !force {
-                    throw Failure.refused("\(name) has \(Wording.count(tasks, "task")); delete \(tasks == 1 ? "it" : "them") first (agent-sessions tasks delete) or pass --force")
-                }
-                for p in projects {
-                    for t in try await context.store.tasks(projectID: p.id) {
-                        for c in try await context.store.conversations(taskID: t.id) { try await context.store.remove(c.ptyID.description) }
-                    }
-                }
-                try await context.store.deleteHost(id: h.id)
-                print("removed host \(name) (\(Wording.count(projects.count, "project")), \(Wording.count(tasks, "task")))")
+                let (projects, tasks) = try await context.orchestrator.host(h.id).remove(force: force)
+                print("removed host \(name) (\(Wording.count(projects, "project")), \(Wording.count(tasks, "task")))")
             }
         }
     }
@@ -430,7 +417,7 @@ struct AgentsInstall: AsyncParsableCommand {
             let providers = context.config.allProviders
             let cache = DetectionCache(environment: context.environment, hostID: h.id,
                                        settings: providers.map(\.binary) + context.config.searchPath)
-            let detection = try await context.orchestrator.detectAgents(on: h)
+            let detection = try await context.orchestrator.host(h.id).detectAgents()
             cache.save(detection)
             guard status == .exited(0) else {
                 throw Failure(.failed, "the install command of \(provider.displayName) failed on \(h.name) (\(status))")
@@ -464,7 +451,7 @@ struct AgentsList: AsyncParsableCommand {
             var detection = refresh ? nil : cache.load()
             let cached = detection != nil
             if detection == nil {
-                detection = try await context.orchestrator.detectAgents(on: h, refresh: true)
+                detection = try await context.orchestrator.host(h.id).detectAgents(refresh: true)
                 cache.save(detection!)
             }
             let d = detection!
@@ -504,7 +491,7 @@ struct DetectionCache {
     /// answer for other settings is not used.
     let settings: [String]
 
-    init(environment: [String: String], hostID: String, settings: [String]) {
+    init(environment: [String: String], hostID: HostID, settings: [String]) {
         self.settings = settings
         let base: String
         if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") {

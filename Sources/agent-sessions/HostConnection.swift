@@ -74,7 +74,7 @@ enum HostConnection {
 
     /// Passwords and passphrases typed this run, per host id and per key file (asked once
     /// per run; never written anywhere).
-    private static let passwords = Mutex<[String: String]>([:])
+    private static let passwords = Mutex<[HostID: String]>([:])
     private static let passphrases = Mutex<[String: String]>([:])
 
     /// The connection's configuration.

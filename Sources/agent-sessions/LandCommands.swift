@@ -16,7 +16,7 @@ extension Tasks {
             try await Context.with(global) { context in
                 let t = try await context.task(task)
                 do {
-                    let c = try await context.orchestrator.commitTask(taskID: t.id, message: message)
+                    let c = try await context.orchestrator.task(t.id).commit(message: message)
                     print("committed \(Wording.count(c.files, "file")) as \(c.commit.prefix(10)) on \(t.worktree.branch)")
                 } catch let e as AgentError where e.code == .nothingToLand {
                     print("nothing to commit in task \(short(t.id)): its worktree has no changes")
@@ -35,7 +35,7 @@ extension Tasks {
         func run() async throws {
             try await Context.with(global) { context in
                 let t = try await context.task(task)
-                let p = try await context.orchestrator.pushTask(taskID: t.id)
+                let p = try await context.orchestrator.task(t.id).push()
                 print(p.wasUpToDate ? "\(p.branch) is up to date on \(p.remote) (\(p.remoteURL))"
                     : "pushed \(p.branch) (\(Wording.count(p.commits, "commit")) over its base) to \(p.remote) (\(p.remoteURL))")
                 if p.uncommittedChanges > 0 {
@@ -64,7 +64,7 @@ extension Tasks {
         func run() async throws {
             try await Context.with(global) { context in
                 let t = try await context.task(task)
-                let pr = try await context.orchestrator.openPullRequest(taskID: t.id, title: title, body: body, base: base)
+                let pr = try await context.orchestrator.task(t.id).openPullRequest(title: title, body: body, base: base)
                 if !pr.push.wasUpToDate { print("pushed \(pr.push.branch) to \(pr.push.remote)") }
                 switch pr.outcome {
                 case .created: print("opened the pull request: \(pr.url)")
@@ -94,7 +94,7 @@ extension Tasks {
             try await Context.with(global) { context in
                 if ffOnly && noFF { throw Failure.usage("give --ff-only or --no-ff, not both") }
                 let t = try await context.task(task)
-                let m = try await context.orchestrator.mergeTask(taskID: t.id, into: into,
+                let m = try await context.orchestrator.task(t.id).merge(into: into,
                                                                  mode: ffOnly ? .fastForwardOnly : noFF ? .mergeCommit : .auto)
                 switch m.outcome {
                 case .alreadyMerged: print("\(m.base) has every commit of \(t.worktree.branch) already; nothing changed")
@@ -124,7 +124,7 @@ extension Tasks {
         func run() async throws {
             try await Context.with(global) { context in
                 let t = try await context.task(task)
-                let f = try await context.orchestrator.fetchTask(taskID: t.id, into: into ?? FileManager.default.currentDirectoryPath,
+                let f = try await context.orchestrator.task(t.id).fetch(into: into ?? FileManager.default.currentDirectoryPath,
                                                                  force: force)
                 print("fetched \(f.branch) at \(f.commit.prefix(10)) into \(f.directory); see it: git switch \(f.branch)")
             }

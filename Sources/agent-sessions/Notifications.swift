@@ -155,11 +155,11 @@ struct NotificationEvent: Sendable {
         if case .exited(let code) = s.activity { exit = .int(Int(code)) }
         return .object([
             "schemaVersion": .int(1),
-            "host": .string(host.name), "hostID": .string(host.id),
+            "host": .string(host.name), "hostID": .id(host.id),
             "log": .string(event.cursor.log), "sequence": .int(event.cursor.sequence),
             "session": .string(event.session),
-            "conversation": conversation.map { .string($0.id) } ?? .null,
-            "task": task.map { .object(["id": .string($0.id), "title": .string($0.title), "branch": .string($0.worktree.branch)]) } ?? .null,
+            "conversation": conversation.map { .id($0.id) } ?? .null,
+            "task": task.map { .object(["id": .id($0.id), "title": .string($0.title), "branch": .string($0.worktree.branch)]) } ?? .null,
             "project": project.map { .string($0.name) } ?? .null,
             "agent": .string(agent),
             "state": .string(stateName), "exitStatus": exit,
@@ -193,21 +193,21 @@ struct WatchCursors: Sendable {
 
     /// Where reading a host's events starts: the earliest channel's cursor (nil: none
     /// has one, only new events are read).
-    func start(host: String, channels names: [String]) -> AgentEventCursor? {
-        let all = names.compactMap { channels[$0]?[host] }
+    func start(host: HostID, channels names: [String]) -> AgentEventCursor? {
+        let all = names.compactMap { channels[$0]?[host.rawValue] }
         guard let first = all.first else { return nil }
         let sameLog = all.filter { $0.log == first.log }
         return sameLog.min { $0.sequence < $1.sequence }
     }
 
     /// Whether `channel` has handled `cursor` already.
-    func handled(_ cursor: AgentEventCursor, channel: String, host: String) -> Bool {
-        guard let c = channels[channel]?[host], c.log == cursor.log else { return false }
+    func handled(_ cursor: AgentEventCursor, channel: String, host: HostID) -> Bool {
+        guard let c = channels[channel]?[host.rawValue], c.log == cursor.log else { return false }
         return cursor.sequence <= c.sequence
     }
 
-    mutating func set(_ cursor: AgentEventCursor, channel: String, host: String) {
-        channels[channel, default: [:]][host] = cursor
+    mutating func set(_ cursor: AgentEventCursor, channel: String, host: HostID) {
+        channels[channel, default: [:]][host.rawValue] = cursor
     }
 
     /// Written through a temporary file, so a crash never leaves half a file.
@@ -235,7 +235,7 @@ actor Notifier {
         /// Send it, then mark the host's cursor.
         case send(NotificationEvent)
         /// Only mark the cursor (a transition not sent, or one a later one replaced).
-        case skip(AgentEventCursor, host: String)
+        case skip(AgentEventCursor, host: HostID)
     }
 
     init(settings: NotificationSettings, cursorsPath: String, log: @escaping @Sendable (String) -> Void) {
@@ -256,8 +256,8 @@ actor Notifier {
     }
 
     /// Where to read each host from.
-    func startCursors(hosts: [HostRecord]) -> [String: AgentEventCursor] {
-        var all: [String: AgentEventCursor] = [:]
+    func startCursors(hosts: [HostRecord]) -> [HostID: AgentEventCursor] {
+        var all: [HostID: AgentEventCursor] = [:]
         for h in hosts {
             if let c = cursors.start(host: h.id, channels: settings.channels.map(\.name)) { all[h.id] = c }
         }
@@ -267,7 +267,7 @@ actor Notifier {
     /// The host's events begin at `cursor`: a channel with no cursor there starts here.
     func connected(_ host: HostRecord, at cursor: AgentEventCursor) {
         var changed = false
-        for c in settings.channels where cursors.channels[c.name]?[host.id]?.log != cursor.log {
+        for c in settings.channels where cursors.channels[c.name]?[host.id.rawValue]?.log != cursor.log {
             cursors.set(cursor, channel: c.name, host: host.id)
             changed = true
         }
@@ -294,12 +294,12 @@ actor Notifier {
         for w in workers { await w.value }
     }
 
-    private func advance(_ cursor: AgentEventCursor, channel: String, host: String) {
+    private func advance(_ cursor: AgentEventCursor, channel: String, host: HostID) {
         cursors.set(cursor, channel: channel, host: host)
         cursors.save()
     }
 
-    private func alreadyHandled(_ cursor: AgentEventCursor, channel: String, host: String) -> Bool {
+    private func alreadyHandled(_ cursor: AgentEventCursor, channel: String, host: HostID) -> Bool {
         cursors.handled(cursor, channel: channel, host: host)
     }
 
@@ -368,7 +368,7 @@ actor Notifier {
                 "AGENT_SESSIONS_AGENT": e.agent, "AGENT_SESSIONS_TITLE": e.title, "AGENT_SESSIONS_TEXT": e.body,
             ]
             if let q = e.event.status.question { env["AGENT_SESSIONS_QUESTION"] = q }
-            if let t = e.task { env["AGENT_SESSIONS_TASK"] = t.id }
+            if let t = e.task { env["AGENT_SESSIONS_TASK"] = t.id.rawValue }
             try run(argv, stdin: Data((e.jsonLine + "\n").utf8), environment: env)
         }
     }

@@ -27,9 +27,8 @@ struct Open: AsyncParsableCommand {
         guard reconnectTimeout > 0 else { throw Failure.usage("--reconnect-timeout must be more than 0 seconds") }
         try await Context.with(global) { context in
             let t = try await context.task(task)
-            guard let p = try await context.store.project(id: t.projectID) else { throw Failure.notFound("the task's project is gone") }
-            let h = try await context.host(of: p)
-            let f = try await context.orchestrator.openPort(taskID: t.id, localPort: port)
+            let (_, h) = try await context.context(of: t)
+            let f = try await context.orchestrator.task(t.id).openPort(localPort: port)
             print("\(f.url) is \(h.name):\(f.remotePort), the port of task \(short(t.id)) \"\(t.title)\"; Ctrl-C to stop")
             fflush(nil)
             if browser {
@@ -55,7 +54,13 @@ struct Open: AsyncParsableCommand {
                     try? await Task.sleep(for: .seconds(2))
                     // a store that cannot be read now is not a task that is gone
                     let read: TaskRecord?
-                    do { read = try await context.store.task(id: t.id) } catch { continue }
+                    do throws(AgentError) {
+                        read = try await context.records.task(t.id)
+                    } catch where error.code == .notFound {
+                        read = nil
+                    } catch {
+                        continue
+                    }
                     if read == nil || read?.archivedAt != nil {
                         note("agent-sessions open: the task was archived or deleted; the forward is closed")
                         stopped.finish()
@@ -65,7 +70,7 @@ struct Open: AsyncParsableCommand {
             }
             // a drop and the way back, as the engine reports them
             let ended = Ended()
-            let events = context.orchestrator.portEvents(taskID: t.id)
+            let events = context.orchestrator.task(t.id).portEvents()
             let timeout = Duration.milliseconds(Int64(reconnectTimeout * 1000)), shown = "\(Int(reconnectTimeout.rounded())) s"
             let reporter = Task {
                 var giveUp: Task<Void, Never>?
@@ -94,7 +99,7 @@ struct Open: AsyncParsableCommand {
             for await _ in stop {}
             watcher.cancel()
             reporter.cancel()
-            await context.orchestrator.closePort(taskID: t.id)
+            await context.orchestrator.task(t.id).closePort()
             if let failure = ended.failure { throw failure }
         }
     }

@@ -26,7 +26,7 @@ struct Orphans: AsyncParsableCommand {
     func run() async throws {
         try await Context.with(global) { context in
             let h = try await context.host(named: host)
-            let found = try await context.orchestrator.findOrphans(on: h)
+            let found = try await context.orchestrator.host(h.id).findOrphans()
             if json {
                 printJSON(.object([
                     "sessions": .array(found.sessions.map { o in
@@ -38,7 +38,7 @@ struct Orphans: AsyncParsableCommand {
                                  "project": .string(o.project.name)])
                     }),
                     "ports": .array(found.portClaims.map { o in
-                        .object(["port": .int(o.claim.port), "task": .string(o.claim.taskID),
+                        .object(["port": .int(o.claim.port), "task": .id(o.claim.taskID),
                                  "worktree": o.claim.worktree.map(JSONValue.string) ?? .null, "reason": .string(o.reason)])
                     }),
                 ]))
@@ -58,9 +58,9 @@ struct Orphans: AsyncParsableCommand {
                 table.print()
                 if !adopt && !remove { note("agent-sessions orphans \(h.name) --adopt records them; --remove removes them") }
             }
-            if adopt { Self.report(try await context.orchestrator.adoptOrphans(found, on: h)) }
+            if adopt { Self.report(try await context.orchestrator.host(h.id).adoptOrphans(found)) }
             if remove {
-                let outcomes = try await context.orchestrator.removeOrphans(found, on: h, force: force)
+                let outcomes = try await context.orchestrator.host(h.id).removeOrphans(found, force: force)
                 Self.report(outcomes)
                 let kept = outcomes.filter { if case .keptWorktree = $0 { true } else { false } }.count
                 if kept > 0 {

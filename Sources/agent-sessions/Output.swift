@@ -1,3 +1,4 @@
+import AgentSessions
 import Foundation
 
 /// A table of left-aligned columns, as `docker ps` and `git worktree list` print them.
@@ -37,6 +38,9 @@ indirect enum JSONValue {
     case null
     case array([JSONValue])
     case object([String: JSONValue])
+
+    /// A record's id, as its text.
+    static func id(_ id: some RecordIdentity) -> JSONValue { .string(id.rawValue) }
 
     var any: Any {
         switch self {

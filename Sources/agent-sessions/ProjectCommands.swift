@@ -39,17 +39,21 @@ struct Projects: AsyncParsableCommand {
                     print("fetch base  \(p.fetchesBase == false ? "off" : "on")")
                     return
                 }
-                if let base { p.defaultBaseRef = base.isEmpty ? nil : base }
-                if let setup { p.setupCommand = setup.isEmpty ? nil : setup }
-                if let teardown { p.teardownCommand = teardown.isEmpty ? nil : teardown }
+                var fetches: Bool?
                 if let fetchBase {
                     switch fetchBase {
-                    case "on": p.fetchesBase = true
-                    case "off": p.fetchesBase = false
+                    case "on": fetches = true
+                    case "off": fetches = false
                     default: throw Failure.usage("--fetch-base takes on or off, not \(fetchBase)")
                     }
                 }
-                try await context.store.save(p)
+                let (base, setup, teardown) = (base, setup, teardown)
+                p = try await context.orchestrator.project(p.id).update { p in
+                    if let base { p.defaultBaseRef = base.isEmpty ? nil : base }
+                    if let setup { p.setupCommand = setup.isEmpty ? nil : setup }
+                    if let teardown { p.teardownCommand = teardown.isEmpty ? nil : teardown }
+                    if let fetches { p.fetchesBase = fetches }
+                }
                 print("updated project \(p.name)")
             }
         }
@@ -68,17 +72,8 @@ struct Projects: AsyncParsableCommand {
         func run() async throws {
             try await Context.with(global) { context in
                 let h = try await context.host(named: host)
-                let top = try await context.orchestrator.checkoutTopLevel(on: h, path: path, base: base)
-                let projectName = name ?? (top as NSString).lastPathComponent
-                let existing = try await context.store.projects(hostID: h.id)
-                if existing.contains(where: { $0.name == projectName }) {
-                    throw Failure.refused("\(h.name) has a project named \(projectName) already; pick another with --name")
-                }
-                if let same = existing.first(where: { $0.path == top }) {
-                    throw Failure.refused("\(top) on \(h.name) is the project \(same.name) already")
-                }
-                let record = ProjectRecord(hostID: h.id, name: projectName, path: top, defaultBaseRef: base)
-                try await context.store.save(record)
+                let record = try await context.orchestrator.host(h.id).addProject(path: path, name: name, base: base)
+                let (projectName, top) = (record.name, record.path)
                 print("added project \(projectName): \(h.name):\(top)")
             }
         }
@@ -92,12 +87,12 @@ struct Projects: AsyncParsableCommand {
 
         func run() async throws {
             try await Context.with(global) { context in
-                let hosts = try await context.store.hosts()
+                let hosts = try await context.records.hosts()
                 let hostID = try await context.optional(host) { try await context.host(named: $0).id }
-                let projects = try await context.store.projects(hostID: hostID)
-                var counts: [String: Int] = [:]
-                for p in projects { counts[p.id] = try await context.store.tasks(projectID: p.id).filter { $0.archivedAt == nil }.count }
-                let hostName = { (id: String) in hosts.first { $0.id == id }?.name ?? "?" }
+                let projects = try await context.records.projects(on: hostID)
+                var counts: [ProjectID: Int] = [:]
+                for p in projects { counts[p.id] = try await context.records.tasks(in: p.id).filter { $0.archivedAt == nil }.count }
+                let hostName = { (id: HostID) in hosts.first { $0.id == id }?.name ?? "?" }
                 if json {
                     printJSON(.array(projects.map { p in
                         .object(["name": .string(p.name), "host": .string(hostName(p.hostID)), "path": .string(p.path),
@@ -129,14 +124,7 @@ struct Projects: AsyncParsableCommand {
         func run() async throws {
             try await Context.with(global) { context in
                 let p = try await context.project(project)
-                let tasks = try await context.store.tasks(projectID: p.id)
-                if !tasks.isEmpty && !force {
-                    throw Failure.refused("\(p.name) has \(Wording.count(tasks.count, "task")); delete \(tasks.count == 1 ? "it" : "them") first or pass --force")
-                }
-                for t in tasks {
-                    for c in try await context.store.conversations(taskID: t.id) { try await context.store.remove(c.ptyID.description) }
-                }
-                try await context.store.deleteProject(id: p.id)
+                try await context.orchestrator.project(p.id).remove(force: force)
                 print("removed project \(p.name)")
             }
         }

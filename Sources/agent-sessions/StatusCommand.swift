@@ -19,7 +19,7 @@ extension AgentBoard.Agent {
 
     var json: JSONValue {
         var o: [String: JSONValue] = [
-            "id": .string(record.id), "agent": .string(record.providerID),
+            "id": .id(record.id), "agent": .string(record.providerID),
             "kind": .string(record.kind == .main ? "main" : "chat"), "state": .string(stateName),
             "lastActivity": lastActivity.map(JSONValue.date) ?? .null,
             "survivesDisconnect": .bool(record.survivesDisconnect),
@@ -73,7 +73,7 @@ extension AgentBoard.Row {
     var hostErrorText: String? { hostError.map { String(Failure($0).message.split(separator: ";")[0]) } }
 
     var json: JSONValue {
-        .object(["id": .string(task.id), "title": .string(task.title), "host": .string(hostName), "project": .string(projectName),
+        .object(["id": .id(task.id), "title": .string(task.title), "host": .string(hostName), "project": .string(projectName),
                  "branch": .string(task.worktree.branch), "baseRef": .string(task.worktree.baseRef),
                  "worktree": .string(task.worktree.path), "createdAt": .date(task.createdAt),
                  "archived": .bool(task.archivedAt != nil),

@@ -11,7 +11,7 @@ struct Store: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            try await Context.with(global) { context in print(context.store.path) }
+            try await Context.with(global) { context in print(context.storePath) }
         }
     }
 
@@ -22,16 +22,15 @@ struct Store: AsyncParsableCommand {
 
         func run() async throws {
             try await Context.with(global) { context in
-                let problems = try await context.store.integrityProblems()
-                let migrations = try await context.store.appliedMigrations()
-                let hosts = try await context.store.hosts().count
-                let projects = try await context.store.projects(hostID: nil).count
-                let tasks = try await context.store.tasks(projectID: nil).count
-                guard problems.isEmpty else {
-                    for p in problems { note(p) }
-                    throw Failure(.storage, "the store \(context.store.path) is damaged (\(Wording.count(problems.count, "problem"))); keep a copy and restore a backup")
+                let check = try await context.records.check()
+                let hosts = try await context.records.hosts().count
+                let projects = try await context.records.projects().count
+                let tasks = try await context.records.tasks().count
+                guard check.problems.isEmpty else {
+                    for p in check.problems { note(p) }
+                    throw Failure(.storage, "the store \(context.storePath) is damaged (\(Wording.count(check.problems.count, "problem"))); keep a copy and restore a backup")
                 }
-                print("ok: \(context.store.path), schema \(migrations.last ?? "none"), \(Wording.count(hosts, "host")), \(Wording.count(projects, "project")), \(Wording.count(tasks, "task"))")
+                print("ok: \(context.storePath), schema \(check.schema ?? "none"), \(Wording.count(hosts, "host")), \(Wording.count(projects, "project")), \(Wording.count(tasks, "task"))")
             }
         }
     }

@@ -81,7 +81,7 @@ struct Tasks: AsyncParsableCommand {
                 let counts = try agents.map { text throws(AgentError) in try AttemptAgents.parse(text) }
                 let p = try await context.project(project)
                 let h = try await context.host(of: p)
-                var hostIDs: [String] = []
+                var hostIDs: [HostID] = []
                 for name in (hosts ?? "").split(separator: ",", omittingEmptySubsequences: false) where hosts != nil {
                     let trimmed = name.trimmingCharacters(in: .whitespaces)
                     guard !trimmed.isEmpty else { throw Failure.usage("--hosts '\(hosts!)' names an empty host") }
@@ -89,21 +89,21 @@ struct Tasks: AsyncParsableCommand {
                 }
                 var baseRef = base
                 if let fromLocal {
-                    let commit = try await context.orchestrator.sendLocalBranch(
-                        fromLocal, from: fromDir ?? FileManager.default.currentDirectoryPath, toProject: p.id, force: force)
+                    let commit = try await context.orchestrator.project(p.id).sendLocalBranch(
+                        fromLocal, from: fromDir ?? FileManager.default.currentDirectoryPath, force: force)
                     print("sent \(fromLocal) at \(commit.prefix(10)) to \(h.name)")
                     baseRef = fromLocal
                 }
                 if let counts {
-                    let launch = try await context.orchestrator.createAttempts(
-                        projectID: p.id, title: title, agents: counts, hostIDs: hostIDs, prompt: text,
+                    let launch = try await context.orchestrator.project(p.id).createAttempts(
+                        title: title, agents: counts, hostIDs: hostIDs, prompt: text,
                         autoApprove: prompt.autoApprove, baseRef: baseRef, cloneWhereMissing: clone)
                     try await Attempts.report(launch, title: title, context: context)
                     return
                 }
                 guard let agent else { return }
-                let (task, _, _) = try await context.orchestrator.createTask(
-                    projectID: p.id, title: title, providerID: agent, prompt: text, autoApprove: prompt.autoApprove, baseRef: baseRef)
+                let (_, task, _, _) = try await context.orchestrator.project(p.id).createTask(
+                    title: title, providerID: agent, prompt: text, autoApprove: prompt.autoApprove, baseRef: baseRef)
                 print("started task \(short(task.id)) \"\(task.title)\" on \(h.name)")
                 print("  branch \(task.worktree.branch) from \(task.worktree.baseRef), worktree \(task.worktree.path)")
                 for note in task.worktree.notes { print("  \(note)") }
@@ -160,12 +160,12 @@ struct Tasks: AsyncParsableCommand {
                 print("created   \(iso8601(t.createdAt))" + (t.archivedAt.map { ", archived \(iso8601($0))" } ?? ""))
                 if let port = t.port { print("port      \(port) (PORT on the host; agent-sessions open \(short(t.id)) forwards it here)") }
                 if row.hostErrorText == nil, let main = row.agents.first,
-                   let setup = try? await context.orchestrator.setupOutcome(conversationID: main.record.id) {
+                   let setup = try? await context.orchestrator.chat(main.record.id).setupOutcome() {
                     print("setup     \(setup)")
                 }
                 if let changed = row.filesChanged { print("changes   \(Wording.count(changed, "file")) changed against the base (agent-sessions diff \(short(t.id)) --stat)") }
                 if let error = row.hostErrorText { print("host      unreachable: \(error)") }
-                if row.hostErrorText == nil, let pr = try? await context.orchestrator.pullRequestState(taskID: t.id) {
+                if row.hostErrorText == nil, let pr = try? await context.orchestrator.task(t.id).pullRequestState() {
                     print("pull req  \(pr.summary): \(pr.url)")
                 }
                 for (i, c) in row.agents.enumerated() {
@@ -195,7 +195,7 @@ struct Tasks: AsyncParsableCommand {
         func run() async throws {
             try await Context.with(global) { context in
                 let t = try await context.task(task)
-                try await context.orchestrator.continueAfterLimit(off ? nil : .seconds(wait), taskID: t.id)
+                try await context.orchestrator.task(t.id).continueAfterLimit(off ? nil : .seconds(wait))
                 print(off ? "task \(short(t.id)) waits out a usage limit for you"
                           : "task \(short(t.id)) continues \(wait) s after a usage limit resets")
             }
@@ -214,10 +214,10 @@ struct Tasks: AsyncParsableCommand {
                 let t = try await context.task(task)
                 if let chat {
                     let c = try await context.conversation(of: t, chat)
-                    try await context.orchestrator.stop(conversationID: c.id)
+                    try await context.orchestrator.chat(c.id).stop()
                     print("stopped \(c.providerID) of task \(short(t.id))")
                 } else {
-                    try await context.orchestrator.stop(taskID: t.id)
+                    try await context.orchestrator.task(t.id).stop()
                     print("stopped the agents of task \(short(t.id))")
                 }
             }
@@ -237,9 +237,9 @@ struct Tasks: AsyncParsableCommand {
                 let resumed: [(conversation: ConversationRecord, session: AgentSession)]
                 if let chat {
                     let c = try await context.conversation(of: t, chat)
-                    resumed = [(c, try await context.orchestrator.resume(conversationID: c.id))]
+                    resumed = [(c, try await context.orchestrator.chat(c.id).resume())]
                 } else {
-                    resumed = try await context.orchestrator.resumeTask(taskID: t.id)
+                    resumed = try await context.orchestrator.task(t.id).resume()
                 }
                 for (c, session) in resumed {
                     print("\(c.providerID) of task \(short(t.id)) \(session.resumeMethod == .new ? "is running" : "\(session.resumeMethod)")")
@@ -257,7 +257,7 @@ struct Tasks: AsyncParsableCommand {
         func run() async throws {
             try await Context.with(global) { context in
                 let t = try await context.task(task)
-                let note = try await context.orchestrator.archiveTask(taskID: t.id)
+                let note = try await context.orchestrator.task(t.id).archive()
                 print("archived task \(short(t.id)); its branch \(t.worktree.branch) stays")
                 if let note { print("note: \(note)") }
             }
@@ -275,7 +275,7 @@ struct Tasks: AsyncParsableCommand {
         func run() async throws {
             try await Context.with(global) { context in
                 let t = try await context.task(task)
-                let note = try await context.orchestrator.deleteTask(taskID: t.id, force: force)
+                let note = try await context.orchestrator.task(t.id).delete(force: force)
                 print("deleted task \(short(t.id)) with its worktree and branch \(t.worktree.branch)")
                 if let note { print("note: \(note)") }
             }
@@ -298,9 +298,9 @@ struct Chats: AsyncParsableCommand {
             try await Context.with(global) { context in
                 let text = try prompt.text()
                 let t = try await context.task(task)
-                let (c, _) = try await context.orchestrator.addChat(taskID: t.id, providerID: agent, prompt: text,
+                let (_, c, _) = try await context.orchestrator.task(t.id).addChat(providerID: agent, prompt: text,
                                                                     autoApprove: prompt.autoApprove)
-                let n = try await context.store.conversations(taskID: t.id).firstIndex { $0.id == c.id }.map { $0 + 1 } ?? 0
+                let n = try await context.records.chats(of: t.id).firstIndex { $0.id == c.id }.map { $0 + 1 } ?? 0
                 print("started \(agent) as chat \(n) of task \(short(t.id)); attach: agent-sessions attach \(short(t.id)) --chat \(n)")
             }
         }

@@ -9,7 +9,7 @@ extension Context {
         do {
             return try await body()
         } catch let e as AgentError where e.code == .sessionNotRunning {
-            let now = (try? await store.conversation(id: conversation.id)) ?? conversation
+            let now = (try? await records.chat(conversation.id)) ?? conversation
             throw Failure(.failed, "\(now.providerID) of task \(short(task.id)) is not running (\(AgentBoard.Agent(record: now).stateText)); "
                           + "start it again: agent-sessions tasks resume \(short(task.id))")
         }
@@ -43,10 +43,10 @@ struct Send: AsyncParsableCommand {
             let c = try await context.conversation(of: t, chat)
             try await context.whileRunning(t, c) {
                 if queue || whenIdle {
-                    let prompt = try await context.orchestrator.queue(typed, for: c.id, whenIdle: whenIdle)
+                    let prompt = try await context.orchestrator.chat(c.id).queue(typed, whenIdle: whenIdle)
                     note("queued \(prompt.id) for \(c.providerID) of task \(short(t.id))")
                 } else {
-                    try await context.orchestrator.send(typed, to: c.id, pressEnter: !noEnter)
+                    try await context.orchestrator.chat(c.id).send(typed, pressEnter: !noEnter)
                 }
             }
         }
@@ -73,7 +73,7 @@ struct QueueList: AsyncParsableCommand {
         try await Context.with(global) { context in
             let t = try await context.task(task)
             let c = try await context.conversation(of: t, chat)
-            let queue = try await context.orchestrator.promptQueue(of: c.id)
+            let queue = try await context.orchestrator.chat(c.id).promptQueue()
             let prompts = queue.prompts
             if json {
                 printJSON(.array(prompts.enumerated().map { i, p in
@@ -104,7 +104,7 @@ struct QueueRemove: AsyncParsableCommand {
         try await Context.with(global) { context in
             let t = try await context.task(task)
             let c = try await context.conversation(of: t, chat)
-            guard try await context.orchestrator.removeQueuedPrompt(id, of: c.id) else {
+            guard try await context.orchestrator.chat(c.id).removeQueuedPrompt(id) else {
                 throw Failure(.notFound, "\(id) is not queued for \(c.providerID) of task \(short(t.id)) (sent already, or removed)")
             }
         }
@@ -121,7 +121,7 @@ struct QueueClear: AsyncParsableCommand {
         try await Context.with(global) { context in
             let t = try await context.task(task)
             let c = try await context.conversation(of: t, chat)
-            let n = try await context.orchestrator.clearQueue(of: c.id)
+            let n = try await context.orchestrator.chat(c.id).clearQueue()
             note("removed \(n) queued prompt\(n == 1 ? "" : "s")")
         }
     }
@@ -148,7 +148,7 @@ struct Log: AsyncParsableCommand {
         try await Context.with(global) { context in
             let t = try await context.task(task)
             let c = try await context.conversation(of: t, chat)
-            let scrollback = try await context.orchestrator.scrollback(of: c.id)
+            let scrollback = try await context.orchestrator.chat(c.id).scrollback()
             let text = scrollback.text
             if scrollback.source == .saved && text.isEmpty { note("no scrollback kept for \(c.providerID) of task \(short(t.id))") }
             var shown = Self.lines(of: text, raw: raw)
@@ -159,8 +159,8 @@ struct Log: AsyncParsableCommand {
             var previous = shown
             while true {
                 try await Task.sleep(for: .milliseconds(500))
-                let state = try await context.orchestrator.processState(of: c.id)
-                let now = Self.lines(of: try await context.orchestrator.screen(of: c.id, lines: 2000), raw: raw)
+                let state = try await context.orchestrator.chat(c.id).processState()
+                let now = Self.lines(of: try await context.orchestrator.chat(c.id).screen(lines: 2000), raw: raw)
                 for l in Self.newLines(previous: previous, current: now) { print(l) }
                 fflush(nil)
                 previous = now
@@ -207,7 +207,7 @@ struct Diff: AsyncParsableCommand {
     func run() async throws {
         try await Context.with(global) { context in
             let t = try await context.task(task)
-            let diff = try await context.orchestrator.diff(taskID: t.id)
+            let diff = try await context.orchestrator.task(t.id).diff()
             var files = diff.files
             if let file {
                 files = files.filter { $0.path == file }
@@ -232,7 +232,7 @@ struct Diff: AsyncParsableCommand {
                 return
             }
             for f in files {
-                let patch = try await context.orchestrator.patch(taskID: t.id, file: f.path)
+                let patch = try await context.orchestrator.task(t.id).patch(file: f.path)
                 print(patch.patch, terminator: patch.patch.hasSuffix("\n") ? "" : "\n")
                 if patch.isTruncated { print("[… the patch of \(f.path) is longer; cut at 256 KiB]") }
             }

@@ -5,21 +5,21 @@ import Foundation
 /// Turns the hosts' status updates into notification events: the records of the
 /// conversation, task and project looked up (and kept) as events arrive.
 final class EventEnricher: @unchecked Sendable {
-    private let store: any AgentStore
-    private var tasks: [String: TaskRecord] = [:]
-    private var projects: [String: ProjectRecord] = [:]
+    private let records: AgentRecords
+    private var tasks: [TaskID: TaskRecord] = [:]
+    private var projects: [ProjectID: ProjectRecord] = [:]
 
-    init(store: any AgentStore) {
-        self.store = store
+    init(records: AgentRecords) {
+        self.records = records
     }
 
     func enrich(_ e: AgentStatusEvent, host: HostRecord, conversation: ConversationRecord?) async -> NotificationEvent {
         var n = NotificationEvent(event: e, host: host, conversation: conversation)
         if let c = conversation {
-            if tasks[c.taskID] == nil { tasks[c.taskID] = try? await store.task(id: c.taskID) }
+            if tasks[c.taskID] == nil { tasks[c.taskID] = try? await records.task(c.taskID) }
             n.task = tasks[c.taskID]
             if let p = n.task?.projectID {
-                if projects[p] == nil { projects[p] = try? await store.project(id: p) }
+                if projects[p] == nil { projects[p] = try? await records.project(p) }
                 n.project = projects[p]
             }
         }
@@ -49,10 +49,10 @@ struct Watch: AsyncParsableCommand {
             let cursorsPath = (context.storePath as NSString).deletingLastPathComponent + "/watch-cursors.json"
             let notifier = Notifier(settings: settings, cursorsPath: cursorsPath) { note($0) }
             await notifier.start()
-            let hosts = try await context.store.hosts()
+            let hosts = try await context.records.hosts()
             guard !hosts.isEmpty else { throw Failure(.notFound, "no hosts to watch; add one: agent-sessions hosts add <name> <user@host[:port]>") }
             let starts = await notifier.startCursors(hosts: hosts)
-            let enricher = EventEnricher(store: context.store)
+            let enricher = EventEnricher(records: context.records)
             var held = HeldEvents(hold: settings.hold, states: settings.states)
             print("agent-sessions watch: following \(hosts.map(\.name).joined(separator: ", ")); sending to \(settings.channels.map(\.name).joined(separator: ", "))")
             fflush(nil)
@@ -118,7 +118,7 @@ struct Watch: AsyncParsableCommand {
 struct HeldEvents {
     let hold: Duration
     let states: Set<String>
-    private var pending: [String: [(event: NotificationEvent, arrived: ContinuousClock.Instant)]] = [:]
+    private var pending: [HostID: [(event: NotificationEvent, arrived: ContinuousClock.Instant)]] = [:]
 
     init(hold: Duration, states: Set<String>) {
         self.hold = hold
@@ -164,7 +164,7 @@ struct Events: AsyncParsableCommand {
 
     func run() async throws {
         try await Context.with(global) { context in
-            let enricher = EventEnricher(store: context.store)
+            let enricher = EventEnricher(records: context.records)
             for await update in context.orchestrator.followStatus(newOnly: !fromStart) {
                 switch update {
                 case .status(let e, let host, let c):

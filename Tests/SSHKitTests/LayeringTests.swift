@@ -76,20 +76,79 @@ struct LayeringTests {
     }
 
     /// The agent tool and its cockpit reach the engine only through its door,
-    /// `AgentOrchestrator`: no file of theirs names the host type or the connection pool.
+    /// `AgentOrchestrator` and its handles: no file of theirs names the host type, the
+    /// connection pool or the store (records are read through `records` and written by the
+    /// engine). The command's `Context` alone makes the SQLite store it hands the engine.
     @Test func theAgentToolReachesTheEngineOnlyThroughItsDoor() throws {
-        let behind = try NSRegularExpression(pattern: "\\b(AgentHost|AgentConnections)\\b")
+        let behind = try NSRegularExpression(
+            pattern: #"\b(AgentHost|AgentConnections|AgentStore|InMemoryAgentStore|SQLiteAgentStore)\b|\b(orchestrator|engine)\.store\b"#)
         // the check itself sees what it looks for
         #expect(try Self.lines(of: #filePath, matching: behind).count >= 2)
+        for sample in ["let s = engine.store", "try await store.save(r) // any AgentStore", "host: AgentHost"] {
+            #expect(behind.firstMatch(in: sample, range: NSRange(sample.startIndex..., in: sample)) != nil, "\(sample)")
+        }
         let files = Self.swiftFiles(under: "Sources/agent-sessions") + Self.swiftFiles(under: "Sources/AgentCockpit")
         #expect(files.count >= 13, "\(files)")
+        // where the command makes its store and hands it to the engine
+        let composition = ["let store = try SQLiteAgentStore(path: path)",
+                           "SQLiteAgentStore.defaultPath(tool: Self.tool, environment: environment)"]
+        var composed = 0
         for f in files {
-            let found = try Self.lines(of: f, matching: behind)
+            var found = try Self.lines(of: f, matching: behind)
+            if f.hasSuffix("/agent-sessions/Context.swift") {
+                let before = found.count
+                found.removeAll { line in composition.contains { line.contains($0) } }
+                composed += before - found.count
+            }
             #expect(found.isEmpty, "\(f) goes around the engine's door: \(found)")
         }
+        #expect(composed == 2, "the command makes the engine's store in Context.swift")
         // the door uses them; a sign the check looks at the right names
-        let door = Self.swiftFiles(under: "Sources/AgentSessions").filter { $0.contains("/AgentOrchestrator") }
+        let door = Self.swiftFiles(under: "Sources/AgentSessions/Door")
         #expect(door.contains { !((try? Self.lines(of: $0, matching: behind)) ?? []).isEmpty })
+    }
+
+    /// The layout in Docs/Architecture.md names every module under Sources/ (a line of its
+    /// diagram) and every folder of the engine.
+    @Test func theArchitectureDocNamesEverySourceFolder() throws {
+        let doc = try String(contentsOfFile: TestServer.packageRoot + "/Docs/Architecture.md", encoding: .utf8)
+        let diagram = doc.components(separatedBy: "```")[1]
+        let starts = Set(diagram.split(separator: "\n").compactMap { $0.split(separator: " ").first.map(String.init) })
+        let fm = FileManager.default
+        func folders(_ dir: String) throws -> [String] {
+            try fm.contentsOfDirectory(atPath: TestServer.packageRoot + "/" + dir).filter {
+                var isDir: ObjCBool = false
+                return fm.fileExists(atPath: TestServer.packageRoot + "/\(dir)/\($0)", isDirectory: &isDir) && isDir.boolValue
+            }
+        }
+        let modules = try folders("Sources")
+        #expect(modules.count >= 11, "\(modules)")
+        for m in modules { #expect(starts.contains(m), "the diagram of Docs/Architecture.md has no line for \(m)") }
+        let parts = try folders("Sources/AgentSessions")
+        #expect(parts.count >= 5, "\(parts)")
+        for p in parts { #expect(doc.contains("`\(p)/`"), "Docs/Architecture.md does not describe Sources/AgentSessions/\(p)/") }
+        // the engine's files are in its folders, none left at the top
+        let loose = try fm.contentsOfDirectory(atPath: TestServer.packageRoot + "/Sources/AgentSessions").filter { $0.hasSuffix(".swift") }
+        #expect(loose.isEmpty, "\(loose)")
+    }
+
+    /// The door takes tasks, chats, hosts and projects by their typed ids or through their
+    /// handles, never as strings: no public function of the engine has a `String` id.
+    @Test func theDoorTakesNoStringIDs() throws {
+        let stringID = try NSRegularExpression(
+            pattern: #"public (func|init|subscript)[^{]*\b(task|conversation|chat|host|project)IDs?\s*:\s*(String|\[String\]|Set<String>)"#)
+        let sample = "public func stop(taskID: String) async throws(AgentError) {"
+        #expect(stringID.firstMatch(in: sample, range: NSRange(sample.startIndex..., in: sample)) != nil)
+        let files = Self.swiftFiles(under: "Sources/AgentSessions")
+        #expect(files.count >= 40, "\(files)")
+        for f in files {
+            // whole signatures, over several lines too
+            let text = try String(contentsOfFile: f, encoding: .utf8)
+            let found = stringID.matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap {
+                Range($0.range, in: text).map { String(text[$0]) }
+            }
+            #expect(found.isEmpty, "\(f) takes an id as a string: \(found)")
+        }
     }
 
     /// The engine dispatches providers by what they are (`sessionTracking`, the registry),
@@ -98,7 +157,7 @@ struct LayeringTests {
     @Test func theEngineComparesNoProviderID() throws {
         let comparison = try NSRegularExpression(pattern: #"(\.id|providerID)\s*[!=]=\s*""#)
         let files = Self.swiftFiles(under: "Sources/AgentSessions").filter {
-            $0.contains("/AgentOrchestrator") || $0.contains("/AgentBoard") || $0.contains("/AgentConnections")
+            $0.contains("/Door/") || $0.contains("/Landing/") || $0.contains("/Connections/")
         }
         #expect(files.count >= 4, "\(files)")
         for f in files {

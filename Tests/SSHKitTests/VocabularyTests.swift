@@ -83,8 +83,7 @@ struct VocabularyTests {
         let agents: [(String, Any)] = [
             ("AgentTerminal.input", \AgentTerminal.input), ("AgentTerminalInput.write", AgentTerminalInput.write),
             ("AgentTerminal.cancel", AgentTerminal.cancel),
-            ("AgentOrchestrator.stop", AgentOrchestrator.stop(conversationID:)),
-            ("AgentOrchestrator.stop", AgentOrchestrator.stop(taskID:)),
+            ("ChatHandle.stop", ChatHandle.stop), ("TaskHandle.stop", TaskHandle.stop),
             ("AgentHost.stop", AgentHost.stop), ("AgentTmuxServer.stop", AgentTmuxServer.stop),
         ]
         let inputs: [(String, Any)] = [
@@ -130,7 +129,7 @@ struct VocabularyTests {
     }
 
     static let errorFiles = ["Sources/SSHKit/SSHError.swift", "Sources/SSHKit/Config/SSHConfigError.swift",
-                             "Sources/ServerTransport/TransportError.swift", "Sources/AgentSessions/AgentError.swift"]
+                             "Sources/ServerTransport/TransportError.swift", "Sources/AgentSessions/Door/Errors.swift"]
 
     /// The word each meaning has in every error type, and the words it must not have.
     static let codeSynonyms: [String: [String]] = [

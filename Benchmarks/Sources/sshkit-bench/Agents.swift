@@ -159,13 +159,13 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
             let title = "bench task \(round)"
             if impl == agentImplementations[0] {
                 let s = now()
-                let (task, main, _) = try await orchestrator.createTask(projectID: project.id, title: title, providerID: "gemini")
-                guard try await orchestrator.waitForOutput(of: main.id, containing: "AGENT-READY", timeout: .seconds(30)) else {
-                    let screen = (try? await orchestrator.screen(of: main.id, lines: 20)) ?? "?"
+                let (_, task, main, _) = try await orchestrator.project(project.id).createTask(title: title, providerID: "gemini")
+                guard try await orchestrator.chat(main.id).waitForOutput(containing: "AGENT-READY", timeout: .seconds(30)) else {
+                    let screen = (try? await orchestrator.chat(main.id).screen(lines: 20)) ?? "?"
                     throw BenchError("the agent's first output never came in \(now() - s) ms: \(screen.debugDescription)")
                 }
                 create.samples[impl, default: []].append(now() - s)
-                try await orchestrator.deleteTask(taskID: task.id, force: true)
+                try await orchestrator.task(task.id).delete(force: true)
             } else {
                 // Emdash 0.4: prune, add the worktree, then `ssh -tt` running tmux new-session -As
                 // with the agent, reading the PTY until the agent speaks

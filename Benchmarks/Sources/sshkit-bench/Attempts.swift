@@ -59,9 +59,9 @@ func benchAttempts(_ base: Fixture, rounds: Int) async throws {
             for t in tasks {
                 g.addTask {
                     guard let main = try await store.conversations(taskID: t.id).first else { throw BenchError("no agent") }
-                    guard try await engine.waitForOutput(of: main.id, containing: "AGENT-READY", timeout: .seconds(60)) else {
+                    guard try await engine.chat(main.id).waitForOutput(containing: "AGENT-READY", timeout: .seconds(60)) else {
                         let screen: String
-                        do { screen = try await engine.screen(of: main.id, lines: 20) } catch { screen = "\(error)" }
+                        do { screen = try await engine.chat(main.id).screen(lines: 20) } catch { screen = "\(error)" }
                         throw BenchError("an attempt's first output never came: \(screen.debugDescription)")
                     }
                 }
@@ -70,10 +70,10 @@ func benchAttempts(_ base: Fixture, rounds: Int) async throws {
         }
     }
     func clear() async throws {
-        for t in try await store.tasks(projectID: nil) { try await engine.deleteTask(taskID: t.id, force: true) }
+        for t in try await store.tasks(projectID: nil) { try await engine.task(t.id).delete(force: true) }
     }
     // every host connected, the agent detected: what a second use of the engine finds
-    for h in hosts { _ = try await engine.detectAgents(on: h) }
+    for h in hosts { _ = try await engine.host(h.id).detectAgents() }
 
     // 1. twelve attempts to their first output
     let startImpls = ["createAttempts, all at once", "createTask, one after another", "Emdash's way (ssh), one after another"]
@@ -85,7 +85,7 @@ func benchAttempts(_ base: Fixture, rounds: Int) async throws {
             let s = now()
             switch impl {
             case startImpls[0]:
-                let launch = try await engine.createAttempts(projectID: projects[0].id, title: "bench \(round)",
+                let launch = try await engine.project(projects[0].id).createAttempts(title: "bench \(round)",
                                                              agents: [AttemptAgents(providerID: "gemini", count: attemptCount)],
                                                              hostIDs: hosts.map(\.id))
                 guard launch.started.count == attemptCount else { throw BenchError("\(launch.failed.count) attempts failed") }
@@ -93,8 +93,8 @@ func benchAttempts(_ base: Fixture, rounds: Int) async throws {
             case startImpls[1]:
                 var made: [TaskRecord] = []
                 for n in 0..<attemptCount {
-                    made.append(try await engine.createTask(projectID: projects[n % hostCount].id, title: "bench \(round) \(n)",
-                                                            providerID: "gemini").task)
+                    made.append(try await engine.project(projects[n % hostCount].id).createTask(title: "bench \(round) \(n)",
+                                                            providerID: "gemini").record)
                 }
                 try await waitAll(made)
             default:
@@ -128,7 +128,7 @@ func benchAttempts(_ base: Fixture, rounds: Int) async throws {
 
     // 2. compare with a check in the twelve worktrees
     try await clear()
-    let launch = try await engine.createAttempts(projectID: projects[0].id, title: "bench compare",
+    let launch = try await engine.project(projects[0].id).createAttempts(title: "bench compare",
                                                  agents: [AttemptAgents(providerID: "gemini", count: attemptCount)], hostIDs: hosts.map(\.id))
     kept = launch.started
     try await waitAll(kept)
@@ -141,7 +141,7 @@ func benchAttempts(_ base: Fixture, rounds: Int) async throws {
                 let s = now()
                 switch impl {
                 case compareImpls[0]:
-                    let rows = try await engine.compareAttempts(of: kept[0].id, check: command)
+                    let rows = try await engine.task(kept[0].id).compareAttempts(check: command)
                     guard rows.count == attemptCount, rows.allSatisfy({ $0.check?.passed == true }) else {
                         throw BenchError("a check failed: \(rows.map { $0.problem?.message ?? $0.check?.output ?? "-" })")
                     }
@@ -161,7 +161,7 @@ func benchAttempts(_ base: Fixture, rounds: Int) async throws {
     var bare: [Double] = []
     for round in -1..<rounds {
         let s = now()
-        let rows = try await engine.compareAttempts(of: kept[0].id)
+        let rows = try await engine.task(kept[0].id).compareAttempts()
         guard rows.count == attemptCount, rows.allSatisfy({ $0.filesChanged != nil }) else { throw BenchError("compare failed") }
         if round >= 0 { bare.append(now() - s) }
     }

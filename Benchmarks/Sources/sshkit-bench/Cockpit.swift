@@ -129,7 +129,7 @@ func benchCockpit(_ f: Fixture, rounds: Int) async throws {
             for k in 0..<10 {
                 let ticker = i == 0 && k == 0
                 g.addTask {
-                    _ = try await engine.createTask(projectID: p.id, title: ticker ? "ticker" : "idle \(i) \(k)",
+                    _ = try await engine.project(p.id).createTask(title: ticker ? "ticker" : "idle \(i) \(k)",
                                                     providerID: ticker ? "gemini" : "amp")
                 }
             }
@@ -185,7 +185,7 @@ func benchCockpit(_ f: Fixture, rounds: Int) async throws {
     let liveBytes = Double(recorder.bytes(since: s)) / window
 
     // 3. an agent's line on the host to the cockpit's screen, beside tmux attach over OpenSSH
-    let session = "gemini-main-" + (try await store.tasks(projectID: projects[0].id).first { $0.title == "ticker" }!.id)
+    let session = "gemini-main-" + (try await store.tasks(projectID: projects[0].id).first { $0.title == "ticker" }!.id.rawValue)
     guard let attach = PipedProcess(f.sshArgs(["-tt"], command: "tmux -L bench-ck-0 attach -t '=\(session)'")) else {
         throw BenchError("ssh did not start")
     }
@@ -226,7 +226,7 @@ func benchCockpit(_ f: Fixture, rounds: Int) async throws {
     out("| an idle agent selected (nothing on screen changes) | \(fmt(idleBytes)) |")
     out("| a live preview (a new line every 0.7 s) | \(fmt(liveBytes)) |")
 
-    for t in try await store.tasks(projectID: nil) { try? await engine.deleteTask(taskID: t.id, force: true) }
+    for t in try await store.tasks(projectID: nil) { try? await engine.task(t.id).delete(force: true) }
     await engine.close()
     _ = try? await run(setup, """
         for i in 0 1 2 3 4 5 6 7 8 9; do tmux -L bench-ck-$i kill-server 2>/dev/null; rm -rf "$HOME/.cache/sshkit-agents/watch/tmux-bench-ck-$i"; done

@@ -81,7 +81,7 @@ func benchFetch(_ f: Fixture, rounds: Int) async throws {
             let start = now()
             switch impl {
             case impls[0]:
-                let fetched = try await engine.fetchTask(taskID: task.id, into: dir)
+                let fetched = try await engine.task(task.id).fetch(into: dir)
                 guard fetched.commit == tip else { throw BenchError("agent-sessions fetched \(fetched.commit), not \(tip)") }
             default:
                 let extra = impl == impls[2] ? " -o ControlPath='\(ctl)'" : " -o ControlPath=none"

@@ -155,7 +155,7 @@ func benchStatus(_ f: Fixture, rounds: Int) async throws {
         var relayed = f.sshkitConfig
         relayed.port = relay.port
         var records: [HostRecord] = []
-        var hosts: [String: AgentHost] = [:]
+        var hosts: [HostID: AgentHost] = [:]
         var transports: [SSHTransport] = []
         var firstSessions: [AgentSession] = []
         for h in 0..<hostCount {

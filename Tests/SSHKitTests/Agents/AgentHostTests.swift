@@ -41,7 +41,7 @@ struct AgentHostTests {
         let ssh = SSHTransport(configuration: TestServer.shared.configuration())
         let socket = "sshkit-claims-\(UInt32.random(in: 0...UInt32.max))"
         let host = AgentHost(transport: ssh, tmuxSocket: socket)
-        let gone = "gone-\(UUID())", running = "running-\(UUID())"
+        let gone = TaskID("gone-\(UUID())"), running = TaskID("running-\(UUID())")
         let goneClaim = try #require(try await host.claimPort(taskID: gone, worktree: "/tmp"))
         let runningClaim = try #require(try await host.claimPort(taskID: running, worktree: "/tmp"))
         // as an earlier release left them: no worktree file, older than 15 minutes (the
@@ -54,7 +54,7 @@ struct AgentHostTests {
                                                "sleep 120")
         #expect(started.exitStatus == .exited(0), "\(started.stderrString)")
 
-        let next = "next-\(UUID())"
+        let next = TaskID("next-\(UUID())")
         let nextClaim = try #require(try await host.claimPort(taskID: next, worktree: "/tmp"))
         func owner(_ port: Int) async throws -> String {
             try await ssh.runProcess("/bin/sh", "-c", "cat \"$HOME/.cache/sshkit-agents/ports/$1/task\" 2>/dev/null", "sh", "\(port)")
@@ -62,12 +62,12 @@ struct AgentHostTests {
         }
         // a task of another suite claiming at the same moment may have taken it: either way
         // it is no longer the gone task's
-        #expect(try await owner(goneClaim) != gone, "the claim of a task whose worktree and session are gone is free again")
-        #expect(try await owner(runningClaim) == running, "a claim whose task's agent runs is kept")
+        #expect(try await owner(goneClaim) != gone.rawValue, "the claim of a task whose worktree and session are gone is free again")
+        #expect(try await owner(runningClaim) == running.rawValue, "a claim whose task's agent runs is kept")
         #expect(nextClaim != runningClaim)
         try await host.releasePort(runningClaim, taskID: running)
         try await host.releasePort(nextClaim, taskID: next)
-        if try await owner(goneClaim) == next { try await host.releasePort(goneClaim, taskID: next) }
+        if try await owner(goneClaim) == next.rawValue { try await host.releasePort(goneClaim, taskID: next) }
         _ = try? await ssh.runProcess("tmux", "-L", socket, "kill-server")
         await ssh.close()
     }
@@ -78,14 +78,14 @@ struct AgentHostTests {
         let ssh = SSHTransport(configuration: TestServer.shared.configuration())
         defer { Task { await ssh.close() } }
         let host = AgentHost(transport: ssh)
-        let claims = try await withThrowingTaskGroup(of: (String, Int?).self) { group in
+        let claims = try await withThrowingTaskGroup(of: (TaskID, Int?).self) { group in
             for i in 0..<8 {
                 group.addTask {
-                    let id = "at-once-\(i)-\(UUID())"
+                    let id = TaskID("at-once-\(i)-\(UUID())")
                     return (id, try await host.claimPort(taskID: id, worktree: "/nonexistent/planned-\(UUID())"))
                 }
             }
-            var out: [(String, Int?)] = []
+            var out: [(TaskID, Int?)] = []
             for try await c in group { out.append(c) }
             return out
         }

@@ -52,7 +52,7 @@ struct AgentOrchestratorTests {
             let made = agentHost
             let store = store
             orchestrator = AgentOrchestrator(store: store, providerSettings: all, statusHooks: false) { record in
-                guard record.id == made.serverID.rawValue else { throw AgentError(.notFound, "no host \(record.id)") }
+                guard record.id.rawValue == made.serverID.rawValue else { throw AgentError(.notFound, "no host \(record.id)") }
                 return made
             }
         }
@@ -85,20 +85,20 @@ struct AgentOrchestratorTests {
             "codebuff": AgentProviderSettings(binary: "fake-tui"),
         ])
         defer { Task { await f.tearDown() } }
-        let (task, main, session) = try await f.orchestrator.createTask(projectID: f.project.id, title: "settings",
+        let (_, task, main, session) = try await f.orchestrator.project(f.project.id).createTask(title: "settings",
                                                                        providerID: "cursor", prompt: "fix it", autoApprove: true)
         #expect(session.arguments == ["fake-tui", "--dflt", "--yes-do", "--extra", "fix it"])
         #expect(session.resumeMethod == .new)
         #expect(await f.output(session, contains: "ENV FOO=[from-settings]") != nil)
-        try await f.orchestrator.stop(conversationID: main.id)
-        let resumed = try await f.orchestrator.resume(conversationID: main.id)
+        try await f.orchestrator.chat(main.id).stop()
+        let resumed = try await f.orchestrator.chat(main.id).resume()
         #expect(resumed.arguments == ["fake-tui", "--again", "--dflt", "--yes-do", "--extra"])
         #expect(resumed.resumeMethod == .newestInDirectory)
 
         // no resume of its own and none in the settings: a new conversation, said so
-        let (chat, _) = try await f.orchestrator.addChat(taskID: task.id, providerID: "codebuff")
-        try await f.orchestrator.stop(conversationID: chat.id)
-        let anew = try await f.orchestrator.resume(conversationID: chat.id)
+        let (_, chat, _) = try await f.orchestrator.task(task.id).addChat(providerID: "codebuff")
+        try await f.orchestrator.chat(chat.id).stop()
+        let anew = try await f.orchestrator.chat(chat.id).resume()
         #expect(anew.arguments == ["fake-tui"])
         #expect(anew.resumeMethod == .anew("this agent cannot resume"))
         #expect("\(anew.resumeMethod)" == "started anew: this agent cannot resume")
@@ -113,18 +113,18 @@ struct AgentOrchestratorTests {
             "codebuff": AgentProviderSettings(binary: "fake-tui"),
         ])
         defer { Task { await f.tearDown() } }
-        let (task, main, _) = try await f.orchestrator.createTask(projectID: f.project.id, title: "limits",
+        let (_, task, main, _) = try await f.orchestrator.project(f.project.id).createTask(title: "limits",
                                                                  providerID: "cursor", prompt: "go")
         #expect(try await f.agentHost.continueAfterLimit(of: main.ptyID) == .seconds(90))
-        let (chat, _) = try await f.orchestrator.addChat(taskID: task.id, providerID: "codebuff")
+        let (_, chat, _) = try await f.orchestrator.task(task.id).addChat(providerID: "codebuff")
         #expect(try await f.agentHost.continueAfterLimit(of: chat.ptyID) == nil, "codebuff's setting is off")
         try await f.orchestrator.continueAfterLimit(.seconds(5), taskID: task.id)
         #expect(try await f.agentHost.continueAfterLimit(of: main.ptyID) == .seconds(5))
         #expect(try await f.agentHost.continueAfterLimit(of: chat.ptyID) == .seconds(5))
-        try await f.orchestrator.continueAfterLimit(nil, taskID: task.id)
+        try await f.orchestrator.task(task.id).continueAfterLimit(nil)
         #expect(try await f.agentHost.continueAfterLimit(of: main.ptyID) == nil)
-        try await f.orchestrator.stop(conversationID: main.id)
-        _ = try await f.orchestrator.resume(conversationID: main.id)
+        try await f.orchestrator.chat(main.id).stop()
+        _ = try await f.orchestrator.chat(main.id).resume()
         #expect(try await f.agentHost.continueAfterLimit(of: main.ptyID) == nil, "a resume keeps the task's setting")
         #expect(throws: AgentError.self) {
             try AgentProviderSettings(continueAfterLimit: .seconds(-1)).validate()
@@ -136,17 +136,17 @@ struct AgentOrchestratorTests {
     @Test func concurrentStartsOnOneHostCountEveryLiveSession() async throws {
         let f = try await Fixture(settings: ["cursor": AgentProviderSettings(binary: "fake-tui")])
         defer { Task { await f.tearDown() } }
-        let (task, _, _) = try await f.orchestrator.createTask(projectID: f.project.id, title: "count", providerID: "cursor")
+        let (_, task, _, _) = try await f.orchestrator.project(f.project.id).createTask(title: "count", providerID: "cursor")
         #expect(await f.orchestrator.connections.liveSessions(on: f.host.serverID) == 1)
         let orchestrator = f.orchestrator
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<4 {
-                group.addTask { _ = try await orchestrator.addChat(taskID: task.id, providerID: "cursor") }
+                group.addTask { _ = try await orchestrator.task(task.id).addChat(providerID: "cursor") }
             }
             try await group.waitForAll()
         }
         #expect(await f.orchestrator.connections.liveSessions(on: f.host.serverID) == 5)
-        for c in try await f.store.conversations(taskID: task.id) { try await f.orchestrator.stop(conversationID: c.id) }
+        for c in try await f.store.conversations(taskID: task.id) { try await f.orchestrator.chat(c.id).stop() }
         #expect(await f.orchestrator.connections.liveSessions(on: f.host.serverID) == 0)
     }
 
@@ -154,7 +154,7 @@ struct AgentOrchestratorTests {
     func aTaskIsAWorktreeWithItsAgentAndChatsResumeTheirOwnConversations(_ store: String) async throws {
         let f = try await Fixture(sqlite: store == "sqlite")
         defer { Task { await f.tearDown() } }
-        let (task, main, session) = try await f.orchestrator.createTask(projectID: f.project.id, title: "Fix the flaky test",
+        let (_, task, main, session) = try await f.orchestrator.project(f.project.id).createTask(title: "Fix the flaky test",
                                                                        providerID: "claude", prompt: "fix it")
         #expect(task.worktree.path.hasPrefix(f.project.path + "/.emdash/worktrees/fix-the-flaky-test-"))
         #expect(task.worktree.branch.hasPrefix("emdash/fix-the-flaky-test-"))
@@ -167,7 +167,7 @@ struct AgentOrchestratorTests {
         #expect(await f.orchestrator.connections.liveSessions(on: f.host.serverID) == 1)
 
         // a chat with Codex in the same worktree; the thread it made is bound in the background
-        let (chat, chatSession) = try await f.orchestrator.addChat(taskID: task.id, providerID: "codex")
+        let (_, chat, chatSession) = try await f.orchestrator.task(task.id).addChat(providerID: "codex")
         #expect(chat.kind == .chat && chat.ptyID.description == "codex-chat-\(chat.id)")
         #expect(chatSession.workingDirectory == task.worktree.path)
         let started = try #require(await f.output(chatSession, contains: "STARTED thread-"))
@@ -177,30 +177,30 @@ struct AgentOrchestratorTests {
 
         // resuming a running agent changes nothing
         let before = try await f.agentHost.tmux.session(named: session.tmuxName!)
-        #expect(try await f.orchestrator.resume(conversationID: main.id) == session)
+        #expect(try await f.orchestrator.chat(main.id).resume() == session)
         #expect(try await f.agentHost.tmux.session(named: session.tmuxName!)?.created == before?.created)
 
         // stop: the scrollback is kept in the terminal log; resume picks the exact conversation
-        try await f.orchestrator.stop(conversationID: main.id)
+        try await f.orchestrator.chat(main.id).stop()
         #expect(try await f.store.conversation(id: main.id)?.state == .stopped)
         let logs = try await f.store.terminalLogs(conversationID: main.id)
         #expect(logs.first?.text.contains("NEW SESSION \(uuid)") == true, "\(logs.map { $0.text.prefix(300) })")
         #expect(try await f.agentHost.state(of: session) == .gone)
-        let resumed = try await f.orchestrator.resume(conversationID: main.id)
+        let resumed = try await f.orchestrator.chat(main.id).resume()
         #expect(resumed.arguments.contains("--resume") && resumed.arguments.contains(uuid))
         #expect(await f.output(resumed, contains: "RESUMED \(uuid)") != nil)
         #expect(try await f.store.conversation(id: main.id)?.state == .running)
 
-        try await f.orchestrator.stop(conversationID: chat.id)
-        let chatAgain = try await f.orchestrator.resume(conversationID: chat.id)
+        try await f.orchestrator.chat(chat.id).stop()
+        let chatAgain = try await f.orchestrator.chat(chat.id).resume()
         #expect(Array(chatAgain.arguments.prefix(3)) == ["fake-codex", "resume", String(thread)])
         #expect(await f.output(chatAgain, contains: "RESUMED \(thread)") != nil)
 
         // the agent's work is not thrown away by a delete
         _ = try await WorktreeTests.sh(f.agentHost, "echo work > \"$1\"/new.txt", task.worktree.path)
-        await #expect(throws: AgentError.self) { try await f.orchestrator.deleteTask(taskID: task.id) }
+        await #expect(throws: AgentError.self) { try await f.orchestrator.task(task.id).delete() }
         do {
-            try await f.orchestrator.deleteTask(taskID: task.id)
+            try await f.orchestrator.task(task.id).delete()
         } catch {
             #expect(error.code == .worktreeHasUnsavedWork)
         }
@@ -208,7 +208,7 @@ struct AgentOrchestratorTests {
         #expect(try await f.transport.fileExists(task.worktree.path + "/new.txt"))
 
         // forced: no session, worktree, branch, record or map entry is left
-        try await f.orchestrator.deleteTask(taskID: task.id, force: true)
+        try await f.orchestrator.task(task.id).delete(force: true)
         #expect(try await f.agentHost.tmux.sessions().isEmpty)
         #expect(!(try await f.transport.fileExists(task.worktree.path)))
         let branches = try await WorktreeTests.sh(f.agentHost, "cd \"$1\" && git branch --list 'emdash/*'", f.project.path)
@@ -224,7 +224,7 @@ struct AgentOrchestratorTests {
         let f = try await Fixture(settings: ["amp": AgentProviderSettings(binary: "fake-tui", environment: ["1BAD": "x"])])
         defer { Task { await f.tearDown() } }
         do {
-            try await f.orchestrator.createTask(projectID: f.project.id, title: "doomed", providerID: "amp")
+            try await f.orchestrator.project(f.project.id).createTask(title: "doomed", providerID: "amp")
             Issue.record("an invalid environment name started an agent")
         } catch {
             #expect(error.code == .invalidEnvironmentName)
@@ -233,14 +233,14 @@ struct AgentOrchestratorTests {
         #expect(try await f.agentHost.worktrees.list(projectPath: f.project.path).count == 1, "only the main checkout")
 
         await #expect(throws: AgentError.self) {
-            try await f.orchestrator.createTask(projectID: f.project.id, title: "x", providerID: "no-such-agent")
+            try await f.orchestrator.project(f.project.id).createTask(title: "x", providerID: "no-such-agent")
         }
         // a project that is not a git checkout (with an agent whose settings are valid: an
         // invalid one is refused first, before anything runs on the host)
         let notGit = ProjectRecord(hostID: f.host.id, name: "tmp", path: "/tmp")
         try await f.store.save(notGit)
         do {
-            try await f.orchestrator.createTask(projectID: notGit.id, title: "x", providerID: "claude")
+            try await f.orchestrator.project(notGit.id).createTask(title: "x", providerID: "claude")
             Issue.record("a task was made in a directory that is not a checkout")
         } catch {
             #expect(error.code == .notAGitRepository)
@@ -259,7 +259,7 @@ struct AgentOrchestratorTests {
         let f = try await Fixture(settings: ["amp": AgentProviderSettings(binary: "no-such-agent-binary")])
         defer { Task { await f.tearDown() } }
         do {
-            try await f.orchestrator.createTask(projectID: f.project.id, title: "never made", providerID: "amp")
+            try await f.orchestrator.project(f.project.id).createTask(title: "never made", providerID: "amp")
             Issue.record("a task was made for an agent the host does not have")
         } catch {
             #expect(error.code == .agentUnavailable)
@@ -271,13 +271,13 @@ struct AgentOrchestratorTests {
         try await f.orchestrator.checkCanStart(providerID: "claude", on: f.host)
 
         // a task whose chat agent is missing: neither the chat nor a resume of the task starts anything
-        let (task, main, _) = try await f.orchestrator.createTask(projectID: f.project.id, title: "has claude", providerID: "claude")
-        await #expect(throws: AgentError.self) { try await f.orchestrator.addChat(taskID: task.id, providerID: "amp") }
+        let (_, task, main, _) = try await f.orchestrator.project(f.project.id).createTask(title: "has claude", providerID: "claude")
+        await #expect(throws: AgentError.self) { try await f.orchestrator.task(task.id).addChat(providerID: "amp") }
         #expect(try await f.store.conversations(taskID: task.id).map(\.id) == [main.id], "the refused chat left no record")
-        try await f.orchestrator.stop(conversationID: main.id)
-        let resumed = try await f.orchestrator.resumeTask(taskID: task.id)
+        try await f.orchestrator.chat(main.id).stop()
+        let resumed = try await f.orchestrator.task(task.id).resume()
         #expect(resumed.map(\.conversation.id) == [main.id])
-        #expect(try await f.orchestrator.processState(of: main.id) == .running)
+        #expect(try await f.orchestrator.chat(main.id).processState() == .running)
     }
 
     /// A create cancelled while the agent's prompt waits to be typed leaves nothing: no
@@ -287,7 +287,7 @@ struct AgentOrchestratorTests {
         defer { Task { await f.tearDown() } }
         let orchestrator = f.orchestrator, project = f.project
         let creating = Task {
-            try await orchestrator.createTask(projectID: project.id, title: "cancelled", providerID: "amp", prompt: "never typed")
+            try await orchestrator.project(project.id).createTask(title: "cancelled", providerID: "amp", prompt: "never typed")
         }
         // the agent runs: the create is past its round trip and waits to type the prompt
         let started = await eventually { () async -> Bool? in
@@ -307,12 +307,12 @@ struct AgentOrchestratorTests {
     @Test func anArchivedTaskKeepsItsWorktreeAndTakesNoChat() async throws {
         let f = try await Fixture()
         defer { Task { await f.tearDown() } }
-        let (task, main, session) = try await f.orchestrator.createTask(projectID: f.project.id, title: "typed prompt",
+        let (_, task, main, session) = try await f.orchestrator.project(f.project.id).createTask(title: "typed prompt",
                                                                        providerID: "amp", prompt: "hello there")
         // amp's prompt is typed into its TUI once the screen settles
         #expect(await f.output(session, contains: "got: hello there") != nil)
         // attached through the monitor: the screen, and keys typed here
-        let terminal = try await f.orchestrator.attach(conversationID: main.id)
+        let terminal = try await f.orchestrator.chat(main.id).attach()
         try await terminal.input.write(Array("from here\r".utf8))
         #expect(await read(terminal, until: "got: from here").contains("got: from here"))
         terminal.cancel()
@@ -322,22 +322,22 @@ struct AgentOrchestratorTests {
         } catch {
             #expect(error.code == .notFound)
         }
-        try await f.orchestrator.archiveTask(taskID: task.id)
+        try await f.orchestrator.task(task.id).archive()
         #expect(try await f.store.task(id: task.id)?.archivedAt != nil)
         #expect(try await f.store.conversation(id: main.id)?.state == .stopped)
         #expect(try await f.transport.fileExists(task.worktree.path))
         do {
-            try await f.orchestrator.addChat(taskID: task.id, providerID: "claude")
+            try await f.orchestrator.task(task.id).addChat(providerID: "claude")
             Issue.record("an archived task took a chat")
         } catch {
             #expect(error.code == .taskArchived)
         }
         // one rule, one code: no input, no resume, no queue, no port
-        for (what, call) in [("send", { () async throws(AgentError) in try await f.orchestrator.send("more", to: main.id) }),
-                             ("queue", { () async throws(AgentError) in _ = try await f.orchestrator.queue("more", for: main.id) }),
-                             ("resume", { () async throws(AgentError) in _ = try await f.orchestrator.resume(conversationID: main.id) }),
-                             ("resumeTask", { () async throws(AgentError) in _ = try await f.orchestrator.resumeTask(taskID: task.id) }),
-                             ("openPort", { () async throws(AgentError) in _ = try await f.orchestrator.openPort(taskID: task.id) })]
+        for (what, call) in [("send", { () async throws(AgentError) in try await f.orchestrator.chat(main.id).send("more") }),
+                             ("queue", { () async throws(AgentError) in _ = try await f.orchestrator.chat(main.id).queue("more") }),
+                             ("resume", { () async throws(AgentError) in _ = try await f.orchestrator.chat(main.id).resume() }),
+                             ("resumeTask", { () async throws(AgentError) in _ = try await f.orchestrator.task(task.id).resume() }),
+                             ("openPort", { () async throws(AgentError) in _ = try await f.orchestrator.task(task.id).openPort() })]
             as [(String, () async throws(AgentError) -> Void)]
         {
             do throws(AgentError) {
@@ -347,20 +347,80 @@ struct AgentOrchestratorTests {
                 #expect(error.code == .taskArchived, "\(what): \(error)")
             }
         }
-        try await f.orchestrator.deleteTask(taskID: task.id)
+        try await f.orchestrator.task(task.id).delete()
         #expect(!(try await f.transport.fileExists(task.worktree.path)), "an archived task without work deletes")
+    }
+
+    /// The door's writes and its resolver, as every front end gets them: what a user typed is
+    /// resolved once (an id prefix, a slug; two tasks of one title are ambiguous); a project
+    /// of a name or checkout the host has is refused; a project or host with tasks is kept
+    /// unless forced, and a forced removal takes the tasks' records, their session-map
+    /// entries and the host's connection with it, leaving the agents running on the host.
+    @Test func theEngineResolvesWhatWasTypedAndCascadesRemovals() async throws {
+        let f = try await Fixture()
+        defer { Task { await f.tearDown() } }
+        let engine = f.orchestrator
+        let (handle, t, main, session) = try await engine.project(f.project.id).createTask(title: "Fix the flaky test",
+                                                                                          providerID: "amp")
+        #expect(handle == engine.task(t.id) && handle.id == t.id)
+        #expect(try await engine.records.task(named: t.id.short).id == t.id)
+        #expect(try await engine.records.task(named: "fix-the-flaky-test").id == t.id)
+        #expect(try await engine.records.chat(of: t, named: nil).id == main.id)
+        #expect(try await handle.main().id == main.id)
+        let (_, second, _, _) = try await engine.project(f.project.id).createTask(title: "Fix the flaky test", providerID: "amp")
+        for (typed, code) in [("Fix the flaky test", AgentError.Code.ambiguous), ("no-such-task", .notFound)] {
+            do throws(AgentError) {
+                _ = try await engine.records.task(named: typed)
+                Issue.record("\(typed) named one task")
+            } catch {
+                #expect(error.code == code, "\(typed): \(error)")
+            }
+        }
+        do throws(AgentError) {
+            _ = try await engine.host(f.host.id).addProject(path: f.project.path, name: "again")
+            Issue.record("the checkout was added twice")
+        } catch {
+            #expect(error.code == .nameTaken, "\(error)")
+        }
+        try await f.store.set(AgentSessionMapEntry(providerID: "amp", workingDirectory: t.worktree.path, target: "x",
+                                                    strategy: .recordedSessionID), for: main.ptyID.description)
+        for (what, removal) in [("project", { () async throws(AgentError) in _ = try await engine.project(f.project.id).remove() }),
+                                ("host", { () async throws(AgentError) in _ = try await engine.host(f.host.id).remove() })]
+            as [(String, () async throws(AgentError) -> Void)]
+        {
+            do throws(AgentError) {
+                try await removal()
+                Issue.record("a \(what) with tasks was removed unforced")
+            } catch {
+                #expect(error.code == .hasTasks, "\(what): \(error)")
+            }
+        }
+        #expect(try await engine.records.tasks().count == 2, "a refused removal removed nothing")
+        let (projects, tasks) = try await engine.host(f.host.id).remove(force: true)
+        #expect(projects == 1 && tasks == 2)
+        #expect(try await engine.records.hosts().isEmpty)
+        #expect(try await engine.records.tasks().isEmpty)
+        #expect(try await f.store.entries()[main.ptyID.description] == nil, "the session map forgot the removed tasks")
+        #expect(await engine.connections.host(f.host.serverID) == nil, "the monitor dropped the host")
+        #expect(try await f.agentHost.state(of: session) == .running, "the agents run on, on the host")
+        do throws(AgentError) {
+            _ = try await engine.task(second.id).diff()
+            Issue.record("a removed task was found")
+        } catch {
+            #expect(error.code == .notFound)
+        }
     }
 
     @Test func anAgentThatEndsIsRecordedWithItsStatus() async throws {
         let f = try await Fixture(settings: ["amp": AgentProviderSettings(binary: "fake-exit")])
         defer { Task { await f.tearDown() } }
-        let (task, main, _) = try await f.orchestrator.createTask(projectID: f.project.id, title: "ends", providerID: "amp")
+        let (_, task, main, _) = try await f.orchestrator.project(f.project.id).createTask(title: "ends", providerID: "amp")
         let ended = await eventually { () async -> ConversationRecord? in
-            let c = try? await f.orchestrator.refreshState(conversationID: main.id)
+            let c = try? await f.orchestrator.chat(main.id).refresh()
             return c?.state == .running ? nil : c
         }
         #expect(ended?.state == .exited(7))
-        try await f.orchestrator.deleteTask(taskID: task.id)
+        try await f.orchestrator.task(task.id).delete()
     }
 
     /// `findOrphans` lists the port claims that hold a port for nothing (of this host's
@@ -373,20 +433,20 @@ struct AgentOrchestratorTests {
                                    worktree: Worktree(name: "w", projectPath: f.project.path, path: "/nonexistent/w-\(UUID())",
                                                       branch: "emdash/w", baseRef: "main", baseCommit: "0"))
             try await f.store.save(known)
-            let unknown = "unknown-\(UUID())", live = TaskRecord(projectID: f.project.id, title: "live", worktree: known.worktree)
+            let unknown = TaskID("unknown-\(UUID())"), live = TaskRecord(projectID: f.project.id, title: "live", worktree: known.worktree)
             try await f.store.save(live)
             let stranger = try #require(try await f.agentHost.claimPort(taskID: unknown, worktree: "/tmp"))
             let gone = try #require(try await f.agentHost.claimPort(taskID: known.id, worktree: known.worktree.path))
             let kept = try #require(try await f.agentHost.claimPort(taskID: live.id, worktree: "/tmp"))
-            let fresh = try #require(try await f.agentHost.claimPort(taskID: "fresh-\(UUID())", worktree: "/nonexistent"))
+            let fresh = try #require(try await f.agentHost.claimPort(taskID: TaskID("fresh-\(UUID())"), worktree: "/nonexistent"))
             let otherServer = AgentHost(transport: f.transport, tmuxSocket: "another-\(UUID().uuidString.prefix(8))")
-            let others = "others-\(UUID())"
+            let others = TaskID("others-\(UUID())")
             let other = try #require(try await otherServer.claimPort(taskID: others, worktree: "/nonexistent"))
             for p in [stranger, gone, kept, other] {
                 _ = try await f.transport.runProcess("/bin/sh", "-c", #"touch -d '20 minutes ago' "$HOME/.cache/sshkit-agents/ports/$1""#,
                                                      "sh", "\(p)")
             }
-            let found = try await f.orchestrator.findOrphans(on: f.host)
+            let found = try await f.orchestrator.host(f.host.id).findOrphans()
             // (claims of an earlier release, which name no tmux server, may be listed too)
             let listed = Dictionary(uniqueKeysWithValues: found.portClaims.map { ($0.claim.port, $0.reason) })
             #expect(listed[stranger]?.contains("is not in the store") == true, "\(listed)")
@@ -394,14 +454,14 @@ struct AgentOrchestratorTests {
             #expect(listed[kept] == nil && listed[fresh] == nil && listed[other] == nil, "\(listed)")
             var ours = found
             ours.portClaims = found.portClaims.filter { [stranger, gone].contains($0.claim.port) }
-            let outcomes = try await f.orchestrator.removeOrphans(ours, on: f.host)
+            let outcomes = try await f.orchestrator.host(f.host.id).removeOrphans(ours)
             #expect(Set(outcomes) == [.releasedPort(port: stranger, taskID: unknown), .releasedPort(port: gone, taskID: known.id)])
             let left = try await f.agentHost.portClaims().map(\.port)
             #expect(!left.contains(stranger) && !left.contains(gone) && left.contains(kept) && left.contains(fresh), "\(left)")
             #expect(try await otherServer.portClaims().contains { $0.port == other }, "another tmux server's claim is left")
-            #expect(try await f.orchestrator.findOrphans(on: f.host).portClaims.allSatisfy { ![stranger, gone, kept].contains($0.claim.port) })
+            #expect(try await f.orchestrator.host(f.host.id).findOrphans().portClaims.allSatisfy { ![stranger, gone, kept].contains($0.claim.port) })
             try await f.agentHost.releasePort(kept, taskID: live.id)
-            for c in try await f.agentHost.portClaims() where c.taskID.hasPrefix("fresh-") { try await f.agentHost.releasePort(c.port, taskID: c.taskID) }
+            for c in try await f.agentHost.portClaims() where c.taskID.rawValue.hasPrefix("fresh-") { try await f.agentHost.releasePort(c.port, taskID: c.taskID) }
             try await otherServer.releasePort(other, taskID: others)
         } catch {
             await f.tearDown()

@@ -236,7 +236,7 @@ struct AgentSessionsToolTests {
         try u.ok(["projects", "add", "fixture", repo, "--name", "repo"])
         try u.ok(["tasks", "new", "repo", "Queue things", "--agent", "amp"])
         let task = try #require(try await u.store().tasks(projectID: nil).first)
-        let id = String(task.id.prefix(8))
+        let id = String(task.id.short)
 
         try u.fails(["send", "--queue", "--when-idle", id, "both"], 64)
         try u.fails(["send", "--queue", "--no-enter", id, "half"], 64)
@@ -275,7 +275,7 @@ struct AgentSessionsToolTests {
         #expect(started.contains("started task"), "\(started)")
         let tasks = try await u.store().tasks(projectID: nil)
         let task = try #require(tasks.first)
-        let id = String(task.id.prefix(8))
+        let id = String(task.id.short)
         #expect(task.worktree.branch.hasPrefix("emdash/fix-the-flaky-test-"))
 
         // typed without attaching, read back from its scrollback
@@ -409,7 +409,7 @@ struct AgentSessionsToolTests {
         #expect(try await theirs.task(id: one.id) != nil, "the task kept its id: its agent's session names it")
         #expect(try await theirs.conversations(taskID: one.id).first?.state == .running)
         #expect(try u.ok(["orphans", "fixture"] + other).contains("no orphans"))
-        #expect(try u.ok(["log", String(one.id.prefix(8))] + other).contains("READY>"), "the adopted agent is reachable")
+        #expect(try u.ok(["log", String(one.id.short)] + other).contains("READY>"), "the adopted agent is reachable")
 
         // removing orphans: the first store forgets its tasks; --remove cleans the host
         for t in try await u.store().tasks(projectID: nil) { try await u.store().deleteTask(id: t.id) }
@@ -436,8 +436,8 @@ struct AgentSessionsToolTests {
         try u.ok(["projects", "add", "fixture", repo, "--name", "repo"])
         try u.ok(["tasks", "new", "repo", "Attach me", "--agent", "amp"])
         let task = try #require(try await u.store().tasks(projectID: nil).first)
-        let id = String(task.id.prefix(8))
-        let session = "amp-main-" + task.id
+        let id = String(task.id.short)
+        let session = "amp-main-" + task.id.rawValue
 
         let tool = ["env", "-i", "HOME=\(u.home)", "PATH=/usr/local/bin:/usr/bin:/bin", "TERM=xterm-256color", Self.binary,
                     "attach", id, "--reconnect-timeout", "60"].map { "'\($0)'" }.joined(separator: " ")

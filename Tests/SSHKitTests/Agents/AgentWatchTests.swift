@@ -57,7 +57,7 @@ struct AgentWatchTests {
         try u.ok(["projects", "add", "fixture", repo, "--name", "repo"])
         try u.ok(["tasks", "new", "repo", "Watch me", "--agent", "amp"])
         let first = try #require(try await u.store().tasks(projectID: nil).first)
-        let s1 = "amp-main-" + first.id
+        let s1 = "amp-main-" + first.id.rawValue
 
         // the terminal channel sees TMUX, as in any tmux pane; the pane's shell outlives a
         // Ctrl-C of the watch
@@ -71,7 +71,7 @@ struct AgentWatchTests {
         try await tmux.waitFor("sending to terminal, desktop, webhook, ntfy, down, command")
 
         // a question: sent once it held for a second, to every channel
-        try u.ok(["send", String(first.id.prefix(8)), "Continue? (y/n)"])
+        try u.ok(["send", String(first.id.short), "Continue? (y/n)"])
         let asked = await eventually(30) { Self.webhookEvents(recorder).contains { $0 == (s1, "waiting") } ? true : nil }
         #expect(asked == true, "\(recorder.requests())")
         let hook = try #require(recorder.requests().first { $0.path == "/hook" })
@@ -95,8 +95,8 @@ struct AgentWatchTests {
         try await tmux.waitFor("watch-ended=")
         try u.ok(["tasks", "new", "repo", "Second", "--agent", "amp"])
         let second = try #require(try await u.store().tasks(projectID: nil).first { $0.title == "Second" })
-        let s2 = "amp-main-" + second.id
-        try u.ok(["send", String(second.id.prefix(8)), "Proceed? [y/N]"])
+        let s2 = "amp-main-" + second.id.rawValue
+        try u.ok(["send", String(second.id.short), "Proceed? [y/N]"])
         try await Task.sleep(for: .seconds(4))
         let resent = await eventually(40) { Self.webhookEvents(recorder).contains { $0 == (s2, "waiting") } ? true : nil }
         #expect(resent == true, "\(Self.webhookEvents(recorder))\n\((try? tmux.screen()) ?? "")")
@@ -138,7 +138,7 @@ struct AgentWatchTests {
         let task = try #require(try await u.store().tasks(projectID: nil).first)
         let events = try u.start(["events", "--json", "--from-start"], errors: true)
         defer { events.stop() }
-        try u.ok(["send", String(task.id.prefix(8)), "Shall I? (y/n)"])
+        try u.ok(["send", String(task.id.short), "Shall I? (y/n)"])
         let lines = await eventually(30) { () -> [[String: Any]]? in
             let all = events.output().split(separator: "\n").filter { $0.hasPrefix("{") }.compactMap {
                 try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
@@ -146,7 +146,7 @@ struct AgentWatchTests {
             return all.contains { $0["state"] as? String == "waiting" } ? all : nil
         }
         let all = try #require(lines, "\(events.output())")
-        #expect(all.allSatisfy { $0["schemaVersion"] as? Int == 1 && $0["session"] as? String == "amp-main-" + task.id })
+        #expect(all.allSatisfy { $0["schemaVersion"] as? Int == 1 && $0["session"] as? String == "amp-main-" + task.id.rawValue })
         let sequences = all.compactMap { $0["sequence"] as? Int }
         #expect(sequences == sequences.sorted() && Set(sequences).count == sequences.count)
         #expect(all.first?["state"] as? String == "starting" || all.first?["state"] as? String == "working"
@@ -170,7 +170,7 @@ struct AgentWatchTests {
         try u.ok(["projects", "add", "fixture", repo, "--name", "repo"])
         try u.ok(["tasks", "new", "repo", "Rules", "--agent", "amp"])
         let task = try #require(try await u.store().tasks(projectID: nil).first)
-        let id = String(task.id.prefix(8))
+        let id = String(task.id.short)
         try u.ok(["send", id, "Shall I? (y/n)"])
         let bad = await eventually(30) { () -> (status: Int32, out: String, err: String)? in
             let r = try? u.run(["status"])

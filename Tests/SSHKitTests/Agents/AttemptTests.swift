@@ -78,7 +78,7 @@ struct AttemptTests {
         // the title names three tasks: which one must be said; WORK/LABEL names one
         let ambiguous = try u.fails(["tasks", "show", "Fix it"], 64)
         #expect(ambiguous.contains("amp-1, amp-2, gemini-1") && ambiguous.contains("Fix it/amp-1"), "\(ambiguous)")
-        #expect(try json(try u.ok(["tasks", "show", "fix-it/amp-2", "--json"]))["id"] as? String == second.id)
+        #expect(try json(try u.ok(["tasks", "show", "fix-it/amp-2", "--json"]))["id"] as? String == second.id.rawValue)
 
         // a check that passes where the attempt made the file, fails elsewhere
         _ = try await WorktreeTests.sh(u.host, #"printf 'a\nb\n' > "$1/ok""#, second.worktree.path)
@@ -111,7 +111,7 @@ struct AttemptTests {
         #expect(after.first { $0.id == second.id }?.attempt?.pickedAt != nil)
         #expect(FileManager.default.fileExists(atPath: third.worktree.path + "/notes.txt"), "an archived attempt keeps its work")
         // the work's name is the picked attempt now, which lands like any task
-        #expect(try json(try u.ok(["tasks", "show", "Fix it", "--json"]))["id"] as? String == second.id)
+        #expect(try json(try u.ok(["tasks", "show", "Fix it", "--json"]))["id"] as? String == second.id.rawValue)
         let again = try u.fails(["tasks", "pick", String(group.prefix(8)), "amp-1"], 64)
         #expect(again.contains("amp-2 was picked already"), "\(again)")
         // the agents' servers go now, not when the process happens to end

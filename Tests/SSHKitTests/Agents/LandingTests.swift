@@ -323,7 +323,7 @@ struct LandingTests {
                          serverID: record.serverID)
         }
         let start = ContinuousClock.now
-        await #expect(throws: AgentError.self) { try await engine.fetchTask(taskID: task.id, into: local, force: true) }
+        await #expect(throws: AgentError.self) { try await engine.task(task.id).fetch(into: local, force: true) }
         #expect(ContinuousClock.now - start < .seconds(60), "the fetch hung")
         let left = try TestServer.runCapturing("/usr/bin/pgrep", ["-f", "fetch --no-tags --no-write-fetch-head sshkit:/project"])
         #expect(left.out.isEmpty, "a local git was left: \(left.out)")

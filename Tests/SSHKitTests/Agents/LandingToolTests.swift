@@ -31,7 +31,7 @@ struct LandingToolTests {
         try u.ok(["tasks", "new", "app", "Land me", "--agent", "amp", "--prompt", "make x"])
         let task = try #require(try await u.store().tasks(projectID: nil).first)
         #expect(task.prompt == "make x")
-        let id = String(task.id.prefix(8))
+        let id = String(task.id.short)
 
         #expect(try u.ok(["tasks", "commit", id]).contains("nothing to commit"))
         try await sh("echo x > \"$1/x.txt\"", task.worktree.path)
@@ -91,7 +91,7 @@ struct LandingToolTests {
         try u.ok(["projects", "add", "near", repo, "--name", "app"])
         try u.ok(["tasks", "new", "app", "Bring me home", "--agent", "amp"])
         let task = try #require(try await u.store().tasks(projectID: nil).first)
-        let id = String(task.id.prefix(8))
+        let id = String(task.id.short)
         try await sh("cd \"$1\" && echo work > work.txt && git add work.txt && git commit -q -m work", task.worktree.path)
         let hostCommit = try await u.transport.runProcess("git", "-C", repo, "rev-parse", "refs/heads/" + task.worktree.branch)
             .stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -178,7 +178,7 @@ struct LandingToolTests {
         #expect(setupFile == "setup ran on \(port)\n")
         let lastShown = Mutex("")
         let shown = await eventually(20) { () -> String? in
-            let s = (try? u.ok(["tasks", "show", String(one.id.prefix(8))])) ?? ""
+            let s = (try? u.ok(["tasks", "show", String(one.id.short)])) ?? ""
             lastShown.withLock { $0 = s }
             return s.contains("setup     ok") ? s : nil
         }
@@ -194,7 +194,7 @@ struct LandingToolTests {
         // each poll runs the command line tool, which connects and asks the host: on a loaded
         // machine one poll took seconds, and 20 s once passed without the outcome
         let failed = await eventually(60) { () -> String? in
-            let s = (try? u.ok(["tasks", "show", String(two.id.prefix(8))])) ?? ""
+            let s = (try? u.ok(["tasks", "show", String(two.id.short)])) ?? ""
             lastShown.withLock { $0 = s }
             return s.contains("setup     failed with exit status 3") ? s : nil
         }
@@ -203,9 +203,11 @@ struct LandingToolTests {
 
         // the teardown on delete, with the task's port; the port free again
         _ = try await sh("cd \"$1\" && git add -A && git commit -q -m setup && git push -q origin HEAD", one.worktree.path)
-        try u.ok(["tasks", "delete", String(one.id.prefix(8))])
+        try u.ok(["tasks", "delete", String(one.id.short)])
         #expect(try await u.transport.readTextFile(try await u.host.absolutePath("~/teardown-\(port).txt")) == "down \(port)\n")
-        _ = try await sh("rm -f \"$HOME/teardown-$1.txt\"; test ! -e \"$HOME/.cache/sshkit-agents/ports/$1\"", "\(port)")
+        // (a task of a suite running beside this one may have claimed the port since)
+        _ = try await sh("rm -f \"$HOME/teardown-$1.txt\"; test \"$(cat \"$HOME/.cache/sshkit-agents/ports/$1/task\" 2>/dev/null)\" != \"$2\"",
+                         "\(port)", one.id.rawValue)
 
         // lines that reach outside the project: refused, nothing made
         let worktrees = try await sh("git -C \"$1\" worktree list | wc -l", repo)
@@ -251,7 +253,7 @@ struct LandingToolTests {
             let r = try? TestServer.runCapturing("/usr/bin/python3", ["-c", "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())", url])
             return r?.status == 0 ? r?.out : nil
         }
-        let running = try u.start(["open", String(task.id.prefix(8))], errors: true)
+        let running = try u.start(["open", String(task.id.short)], errors: true)
         defer { running.stop() }
         let line = await eventually(20) { running.output().contains("http://") ? running.output() : nil }
         let url = try #require(line?.split(separator: " ").first.map(String.init), "\(running.output())")
@@ -259,7 +261,7 @@ struct LandingToolTests {
         let page = await eventually(20) { get(url) }
         #expect(page == "hello from the task\n")
         // the task deleted: the forward ends with it, and the command
-        try u.ok(["tasks", "delete", String(task.id.prefix(8)), "--force"])
+        try u.ok(["tasks", "delete", String(task.id.short), "--force"])
         #expect(await running.exit(within: 20) == 0, "\(running.output())")
         #expect(running.output().contains("archived or deleted"))
         #expect(get(url) == nil, "the forward outlived its task")
@@ -293,7 +295,7 @@ struct LandingToolTests {
             let r = try? TestServer.runCapturing("/usr/bin/python3", ["-c", "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())", url])
             return r?.status == 0 ? r?.out : nil
         }
-        let running = try u.start(["open", String(task.id.prefix(8)), "--reconnect-timeout", "60"], errors: true)
+        let running = try u.start(["open", String(task.id.short), "--reconnect-timeout", "60"], errors: true)
         defer { running.stop() }
         let line = await eventually(20) { running.output().contains("http://") ? running.output() : nil }
         let url = try #require(line?.split(separator: " ").first.map(String.init), "\(running.output())")

@@ -162,7 +162,7 @@ struct RealAgentTests {
     }
 
     func vibe(_ f: Fixture) async throws {
-        let (task, main, session) = try await f.orchestrator.createTask(projectID: f.project.id, title: "vibe",
+        let (_, task, main, session) = try await f.orchestrator.project(f.project.id).createTask(title: "vibe",
                                                                        providerID: "mistral", prompt: "file: hello.txt",
                                                                        autoApprove: true)
         #expect(session.arguments == ["vibe", "--auto-approve", "file: hello.txt"])
@@ -174,15 +174,15 @@ struct RealAgentTests {
             + " | head -n 1 | xargs dirname | xargs basename")
         #expect(!id.isEmpty, "Vibe recorded no session for the worktree")
 
-        try await f.orchestrator.stop(conversationID: main.id)
-        let resumed = try await f.orchestrator.resume(conversationID: main.id)
+        try await f.orchestrator.chat(main.id).stop()
+        let resumed = try await f.orchestrator.chat(main.id).resume()
         #expect(resumed.resumeMethod == .exact(id))
         #expect(resumed.arguments == ["vibe", "--resume", id, "--auto-approve"])
         // the resumed agent goes on working in that conversation
         #expect(await f.screen(resumed, shows: "done: wrote hello.txt") != nil, "the resumed screen shows no earlier turn")
         try await f.agentHost.sendLine("file: second.txt", to: resumed)
         #expect(await f.file(task.worktree.path + "/second.txt") == "hello from the model\n")
-        try await f.orchestrator.stop(conversationID: main.id)
+        try await f.orchestrator.chat(main.id).stop()
     }
 
     /// Kimi's prompt is typed (its `-c` is a one-shot run that exits after the answer), so
@@ -195,7 +195,7 @@ struct RealAgentTests {
     }
 
     func kimi(_ f: Fixture) async throws {
-        let (task, main, session) = try await f.orchestrator.createTask(projectID: f.project.id, title: "kimi",
+        let (_, task, main, session) = try await f.orchestrator.project(f.project.id).createTask(title: "kimi",
                                                                        providerID: "kimi", prompt: "file: hello.txt",
                                                                        autoApprove: true)
         let uuid = main.ptyID.sessionUUID
@@ -207,8 +207,8 @@ struct RealAgentTests {
         try await Task.sleep(for: .seconds(3))
         #expect(try await f.agentHost.state(of: session) == .running, "Kimi ended after its first answer")
 
-        try await f.orchestrator.stop(conversationID: main.id)
-        let resumed = try await f.orchestrator.resume(conversationID: main.id)
+        try await f.orchestrator.chat(main.id).stop()
+        let resumed = try await f.orchestrator.chat(main.id).resume()
         #expect(resumed.resumeMethod == .exact(uuid))
         #expect(resumed.arguments == ["kimi", "--session", uuid, "--yolo"])
         #expect(await f.screen(resumed, shows: uuid) != nil)
@@ -222,7 +222,7 @@ struct RealAgentTests {
         let attached = await read(terminal, until: "── input")
         terminal.cancel()
         #expect(attached.contains("── input") && !attached.contains("qqqq"), "\(attached.suffix(400))")
-        try await f.orchestrator.stop(conversationID: main.id)
+        try await f.orchestrator.chat(main.id).stop()
     }
 
     /// Hermes's prompt is typed; its `--continue` would take the user's newest session in
@@ -234,7 +234,7 @@ struct RealAgentTests {
     }
 
     func hermes(_ f: Fixture) async throws {
-        let (task, main, session) = try await f.orchestrator.createTask(projectID: f.project.id, title: "hermes",
+        let (_, task, main, session) = try await f.orchestrator.project(f.project.id).createTask(title: "hermes",
                                                                        providerID: "hermes", prompt: "file: hello.txt",
                                                                        autoApprove: true)
         #expect(session.arguments == ["hermes", "--yolo"])
@@ -247,11 +247,11 @@ struct RealAgentTests {
         }
         let recorded = try #require(id, "Hermes recorded no session for the worktree")
 
-        try await f.orchestrator.stop(conversationID: main.id)
-        let resumed = try await f.orchestrator.resume(conversationID: main.id)
+        try await f.orchestrator.chat(main.id).stop()
+        let resumed = try await f.orchestrator.chat(main.id).resume()
         #expect(resumed.resumeMethod == .exact(recorded))
         #expect(resumed.arguments == ["hermes", "--resume", recorded, "--yolo"])
-        try await f.orchestrator.stop(conversationID: main.id)
+        try await f.orchestrator.chat(main.id).stop()
     }
 
     /// Prompts queued behind turns that end at once (Vibe has no hooks, and its idle rule
@@ -264,7 +264,7 @@ struct RealAgentTests {
     }
 
     func quickTurns(_ f: Fixture) async throws {
-        let (_, main, session) = try await f.orchestrator.createTask(projectID: f.project.id, title: "quick", providerID: "mistral",
+        let (_, _, main, session) = try await f.orchestrator.project(f.project.id).createTask(title: "quick", providerID: "mistral",
                                                                     prompt: "say: quick-turn-zero", autoApprove: true)
         #expect(await f.screen(session, shows: "quick-turn-zero") != nil)
         for n in ["one", "two", "three"] { _ = try await f.orchestrator.queue("say: quick-turn-\(n)", for: main.id) }
@@ -275,11 +275,11 @@ struct RealAgentTests {
             return seen
         }
         let all = await eventually(90) { () -> [String]? in asked().count == 4 ? asked() : nil }
-        let queue = try? await f.orchestrator.promptQueue(of: main.id)
-        let screen = (try? await f.orchestrator.screen(of: main.id, lines: 40)) ?? ""
+        let queue = try? await f.orchestrator.chat(main.id).promptQueue()
+        let screen = (try? await f.orchestrator.chat(main.id).screen(lines: 40)) ?? ""
         #expect(all == ["zero", "one", "two", "three"], "asked: \(asked()); queue: \(String(describing: queue))\n\(screen)")
         #expect(await f.screen(session, shows: "quick-turn-three", seconds: 30) != nil)
-        #expect(try await f.orchestrator.promptQueue(of: main.id).prompts.isEmpty)
+        #expect(try await f.orchestrator.chat(main.id).promptQueue().prompts.isEmpty)
     }
 
     /// The states of a real agent as the host's watcher reports them, over the events
@@ -309,7 +309,7 @@ struct RealAgentTests {
             }
         }
         defer { follower.cancel() }
-        let (task, main, _) = try await f.orchestrator.createTask(projectID: f.project.id, title: provider, providerID: provider,
+        let (_, task, main, _) = try await f.orchestrator.project(f.project.id).createTask(title: provider, providerID: provider,
                                                                  prompt: prompt, autoApprove: false)
         if provider == "hermes" { _ = try await f.run("mkdir -p '\(task.worktree.path)/junk'") }
         func activities() -> [AgentActivity] {
@@ -321,23 +321,23 @@ struct RealAgentTests {
             }
         }
         let asking = await until(.waitingForInput)
-        let screen = (try? await f.orchestrator.screen(of: main.id, lines: 40)) ?? ""
+        let screen = (try? await f.orchestrator.chat(main.id).screen(lines: 40)) ?? ""
         #expect(asking?.status.question?.contains(question) == true, "\(activities()) \(String(describing: asking))\n\(screen)")
         // the dialog's first choice (allow once) is the selected one
-        try await f.orchestrator.send("", to: main.id)
+        try await f.orchestrator.chat(main.id).send("")
         let done = await until(.done)
-        let after = (try? await f.orchestrator.screen(of: main.id, lines: 40)) ?? ""
+        let after = (try? await f.orchestrator.chat(main.id).screen(lines: 40)) ?? ""
         #expect(done != nil, "\(activities())\n\(after)")
         // an idle agent whose screen redraws (Vibe's logo) stays done, then idle, never working
         var rounds: [AgentActivity] = []
         for _ in 0..<8 {
-            rounds.append(try await f.orchestrator.status(of: main.id).activity)
+            rounds.append(try await f.orchestrator.chat(main.id).status().activity)
             try await Task.sleep(for: .seconds(1))
         }
         #expect(rounds.allSatisfy { $0 == .done }, "\(rounds)")
-        try await f.orchestrator.markSeen(conversationID: main.id)
-        #expect(await eventually(10) { try? await f.orchestrator.status(of: main.id).activity == .idle ? true : nil } == true)
-        try await f.orchestrator.send("/exit", to: main.id)
+        try await f.orchestrator.chat(main.id).markSeen()
+        #expect(await eventually(10) { try? await f.orchestrator.chat(main.id).status().activity == .idle ? true : nil } == true)
+        try await f.orchestrator.chat(main.id).send("/exit")
         let exited = await eventually(60) { () -> AgentActivity? in
             activities().last.flatMap { if case .exited = $0 { return $0 } else { return nil } }
         }

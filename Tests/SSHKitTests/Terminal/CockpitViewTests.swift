@@ -18,12 +18,12 @@ struct CockpitViewTests {
         let app = ProjectRecord(id: "p1", hostID: "h1", name: "app", path: "/src/app")
         let web = ProjectRecord(id: "p2", hostID: "h2", name: "web", path: "/src/web")
         func task(_ id: String, _ title: String, _ project: String) -> TaskRecord {
-            TaskRecord(id: id, projectID: project, title: title,
+            TaskRecord(id: TaskID(id), projectID: ProjectID(project), title: title,
                        worktree: Worktree(name: id, projectPath: "/src", path: "/src/wt/\(id)", branch: "agent/\(id)", baseRef: "main", baseCommit: "abc"))
         }
         func agent(_ id: String, _ task: String, _ provider: String, _ activity: AgentActivity, question: String? = nil,
                    kind: AgentPTYID.Kind = .main) -> AgentBoard.Agent {
-            AgentBoard.Agent(record: ConversationRecord(id: id, taskID: task, providerID: provider, kind: kind),
+            AgentBoard.Agent(record: ConversationRecord(id: ChatID(id), taskID: TaskID(task), providerID: provider, kind: kind),
                              status: AgentStatus(activity: activity, source: .hook, since: now, question: question),
                              lastActivity: now.addingTimeInterval(-90))
         }
@@ -98,11 +98,11 @@ struct CockpitViewTests {
         var board = Self.board()
         let h1 = board.rows[0].host!, h2 = board.rows[2].host!
         for (i, (label, host)) in [("claude-1", h1), ("codex-1", h2)].enumerated() {
-            let task = TaskRecord(id: "a\(i)", projectID: host.id == "h1" ? "p1" : "p2", title: "Speed it up",
+            let task = TaskRecord(id: TaskID("a\(i)"), projectID: host.id == "h1" ? "p1" : "p2", title: "Speed it up",
                                   worktree: Worktree(name: "w\(i)", projectPath: "/src", path: "/src/wt/a\(i)", branch: "emdash/a\(i)",
                                                      baseRef: "main", baseCommit: "abcdef1234567"),
                                   attempt: TaskAttempt(group: "g0123456789", label: label))
-            let agent = AgentBoard.Agent(record: ConversationRecord(id: "ac\(i)", taskID: task.id, providerID: String(label.prefix(5)), kind: .main),
+            let agent = AgentBoard.Agent(record: ConversationRecord(id: ChatID("ac\(i)"), taskID: task.id, providerID: String(label.prefix(5)), kind: .main),
                                          status: AgentStatus(activity: i == 0 ? .idle : .working, source: .hook, since: Self.now))
             board.rows.append(.init(task: task, project: board.rows[i == 0 ? 0 : 2].project, host: host, agents: [agent],
                                     filesChanged: i, hostError: nil))

@@ -23,7 +23,7 @@ public struct AgentScrollback: Sendable {
 /// state) and with a task's changes.
 extension AgentOrchestrator {
     /// The conversation with its task and host, and the session it names.
-    func locate(_ conversationID: String) async throws(AgentError)
+    func locate(_ conversationID: ChatID) async throws(AgentError)
         -> (conversation: ConversationRecord, task: TaskRecord, host: HostRecord, session: AgentSession)
     {
         let c = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
@@ -35,20 +35,20 @@ extension AgentOrchestrator {
     /// agent is recorded as ended).
     /// - Throws: `taskArchived`, `sessionNotRunning` (its state is in the message), `notFound`,
     ///   `transport`.
-    public func runningSession(conversationID: String) async throws(AgentError)
+    func runningSession(conversationID: ChatID) async throws(AgentError)
         -> (conversation: ConversationRecord, session: AgentSession)
     {
         let (c, _, session) = try await running(conversationID)
         return (c, session)
     }
 
-    private func running(_ conversationID: String) async throws(AgentError)
+    private func running(_ conversationID: ChatID) async throws(AgentError)
         -> (conversation: ConversationRecord, host: HostRecord, session: AgentSession)
     {
         try Self.refuseArchived(try await locate(conversationID).task)
         let c = try await refreshState(conversationID: conversationID)
         guard c.state == .running else {
-            throw AgentError(.sessionNotRunning, "\(c.providerID) of task \(c.taskID.prefix(8)) is not running (\(c.state))")
+            throw AgentError(.sessionNotRunning, "\(c.providerID) of task \(c.taskID.short) is not running (\(c.state))")
         }
         let (_, task, host, _) = try await locate(conversationID)
         return (c, host, session(of: c, in: task, host: host))
@@ -57,7 +57,7 @@ extension AgentOrchestrator {
     /// Types into a running agent without attaching: `text` (several lines as one
     /// bracketed paste, as a terminal pastes it), then Enter unless `pressEnter` is false.
     /// - Throws: as `runningSession`, `tmuxFailed`.
-    public func send(_ text: String, to conversationID: String, pressEnter: Bool = true) async throws(AgentError) {
+    func send(_ text: String, to conversationID: ChatID, pressEnter: Bool = true) async throws(AgentError) {
         let (_, host, session) = try await running(conversationID)
         try await onHost(host) { h in
             if pressEnter {
@@ -76,7 +76,7 @@ extension AgentOrchestrator {
     /// - Throws: as `send`; `terminalUnsupported` for an agent that does not run in the
     ///   host's tmux (nothing there would send it); `invalidArgument` for empty text.
     @discardableResult
-    public func queue(_ text: String, for conversationID: String, whenIdle: Bool = false) async throws(AgentError)
+    func queue(_ text: String, for conversationID: ChatID, whenIdle: Bool = false) async throws(AgentError)
         -> AgentQueuedPrompt
     {
         let (_, host, session) = try await running(conversationID)
@@ -91,27 +91,27 @@ extension AgentOrchestrator {
     }
 
     /// The prompts still queued for an agent, in the order they go.
-    public func queuedPrompts(of conversationID: String) async throws(AgentError) -> [AgentQueuedPrompt] {
+    func queuedPrompts(of conversationID: ChatID) async throws(AgentError) -> [AgentQueuedPrompt] {
         let (_, _, host, session) = try await locate(conversationID)
         return try await onHost(host) { h in try await h.queuedPrompts(of: session.ptyID) }
     }
 
     /// An agent's queue and what holds its next prompt back (the host's watcher says).
-    public func promptQueue(of conversationID: String) async throws(AgentError) -> AgentPromptQueue {
+    func promptQueue(of conversationID: ChatID) async throws(AgentError) -> AgentPromptQueue {
         let (_, _, host, session) = try await locate(conversationID)
         return try await onHost(host) { h in try await h.promptQueue(of: session.ptyID) }
     }
 
     /// Removes a queued prompt; false when it is no longer queued (it was sent).
     /// - Throws: `invalidArgument` for an id that no queue gives.
-    public func removeQueuedPrompt(_ id: String, of conversationID: String) async throws(AgentError) -> Bool {
+    func removeQueuedPrompt(_ id: String, of conversationID: ChatID) async throws(AgentError) -> Bool {
         let (_, _, host, session) = try await locate(conversationID)
         return try await onHost(host) { h in try await h.removeQueuedPrompt(id, of: session.ptyID) }
     }
 
     /// Empties an agent's queue; how many prompts it held.
     @discardableResult
-    public func clearQueue(of conversationID: String) async throws(AgentError) -> Int {
+    func clearQueue(of conversationID: ChatID) async throws(AgentError) -> Int {
         let (_, _, host, session) = try await locate(conversationID)
         return try await onHost(host) { h in try await h.clearQueue(of: session.ptyID) }
     }
@@ -120,7 +120,7 @@ extension AgentOrchestrator {
     /// after a usage limit: `wait` after the reset time the agent's message names (nil: they
     /// are not; the default). The host's watcher reads the message (a screen rule of kind
     /// `limit`) and sends it, so it happens while this machine is asleep or offline.
-    public func continueAfterLimit(_ wait: Duration?, taskID: String) async throws(AgentError) {
+    func continueAfterLimit(_ wait: Duration?, taskID: TaskID) async throws(AgentError) {
         let (task, _, host) = try await context(task: taskID)
         let conversations = try await stored("reading conversations") { try await store.conversations(taskID: task.id) }
         try await onHost(host) { h in
@@ -131,7 +131,7 @@ extension AgentOrchestrator {
 
     /// The last `lines` lines of a running agent's terminal (history and screen, with
     /// its escape sequences); the records are not asked to follow.
-    public func screen(of conversationID: String, lines: Int = 2000) async throws(AgentError) -> String {
+    func screen(of conversationID: ChatID, lines: Int = 2000) async throws(AgentError) -> String {
         let (_, _, host, session) = try await locate(conversationID)
         return try await onHost(host) { h in try await h.recentOutput(of: session, lines: lines) }
     }
@@ -143,7 +143,7 @@ extension AgentOrchestrator {
     /// or when the consumer stops reading. With `size` (a preview's), the agent is laid
     /// out at that size while it is followed and nobody is attached to it, and given back
     /// its own size after (see `AgentTmuxServer.followScreen`).
-    public func followScreen(of conversationID: String, size: SSHTerminalSize? = nil) -> AsyncStream<Result<String, AgentError>> {
+    func followScreen(of conversationID: ChatID, size: SSHTerminalSize? = nil) -> AsyncStream<Result<String, AgentError>> {
         let (stream, continuation) = AsyncStream<Result<String, AgentError>>.makeStream(bufferingPolicy: .bufferingNewest(2))
         let task = Task {
             do throws(AgentError) {
@@ -162,7 +162,7 @@ extension AgentOrchestrator {
 
     /// Waits until the agent's screen shows `text`, seen as its output happens (see
     /// `AgentHost.waitForOutput`): false when the agent ended or `timeout` passed first.
-    public func waitForOutput(of conversationID: String, containing text: String, timeout: Duration = .seconds(30))
+    func waitForOutput(of conversationID: ChatID, containing text: String, timeout: Duration = .seconds(30))
         async throws(AgentError) -> Bool
     {
         let (_, _, host, session) = try await locate(conversationID)
@@ -171,14 +171,14 @@ extension AgentOrchestrator {
 
     /// Where the conversation's agent is, asked of the host (the record is not changed;
     /// `refreshState` records an end).
-    public func processState(of conversationID: String) async throws(AgentError) -> AgentProcessState {
+    func processState(of conversationID: ChatID) async throws(AgentError) -> AgentProcessState {
         let (_, _, host, session) = try await locate(conversationID)
         return try await onHost(host) { h in try await h.state(of: session) }
     }
 
     /// An agent's scrollback: a running agent's whole tmux history; an ended one's pane
     /// when tmux kept it; else what was saved when it stopped (possibly empty).
-    public func scrollback(of conversationID: String) async throws(AgentError) -> AgentScrollback {
+    func scrollback(of conversationID: ChatID) async throws(AgentError) -> AgentScrollback {
         let c = try await refreshState(conversationID: conversationID)
         let (_, _, host, session) = try await locate(conversationID)
         if c.state == .running {
@@ -207,7 +207,7 @@ extension AgentOrchestrator {
     /// What the agent is doing now (working, waiting for input, done, idle, …), from the
     /// best source its provider offers, as the host's status watcher has it (started when
     /// it does not run, and its first look waited for: never a placeholder).
-    public func status(of conversationID: String) async throws(AgentError) -> AgentStatus {
+    func status(of conversationID: ChatID) async throws(AgentError) -> AgentStatus {
         let (_, _, host, session) = try await locate(conversationID)
         let rules = screenRules
         return try await onHost(host) { h in await h.status(of: session, rules: rules) }
@@ -215,7 +215,7 @@ extension AgentOrchestrator {
 
     /// Marks the agent's last turn as looked at: a `done` becomes `idle`. Reading its
     /// scrollback and sending to it do this themselves; attaching does it on the host.
-    public func markSeen(conversationID: String) async throws(AgentError) {
+    func markSeen(conversationID: ChatID) async throws(AgentError) {
         let (c, _, host, _) = try await locate(conversationID)
         try await onHost(host) { h in try await h.markSeen(c.ptyID) }
     }
@@ -223,20 +223,20 @@ extension AgentOrchestrator {
     // MARK: a task's changes
 
     /// What the task changed against its base commit: committed, uncommitted and new files.
-    public func diff(taskID: String) async throws(AgentError) -> WorktreeDiff {
+    func diff(taskID: TaskID) async throws(AgentError) -> WorktreeDiff {
         let (task, _, host) = try await context(task: taskID)
         return try await onHost(host) { h in try await h.worktrees.diff(task.worktree) }
     }
 
     /// One file's patch against the task's base (cut at `maxBytes`).
-    public func patch(taskID: String, file: String, maxBytes: Int = 256 * 1024) async throws(AgentError) -> WorktreeFilePatch {
+    func patch(taskID: TaskID, file: String, maxBytes: Int = 256 * 1024) async throws(AgentError) -> WorktreeFilePatch {
         let (task, _, host) = try await context(task: taskID)
         return try await onHost(host) { h in try await h.worktrees.patch(task.worktree, file: file, maxBytes: maxBytes) }
     }
 
     /// How many files the task changed against its base, new files included, in one
     /// round trip.
-    public func changedFileCount(taskID: String) async throws(AgentError) -> Int {
+    func changedFileCount(taskID: TaskID) async throws(AgentError) -> Int {
         let (task, _, host) = try await context(task: taskID)
         return try await onHost(host) { h in try await h.worktrees.changedFileCount(task.worktree) }
     }

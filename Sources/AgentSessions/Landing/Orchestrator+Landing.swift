@@ -2,14 +2,14 @@
 extension AgentOrchestrator {
     /// Commits every change of the task's worktree; the message defaults to the task's title.
     /// - Throws: `nothingToLand`, `gitFailed`, `notFound`, `transport`.
-    public func commitTask(taskID: String, message: String? = nil) async throws(AgentError) -> WorktreeCommit {
+    func commitTask(taskID: TaskID, message: String? = nil) async throws(AgentError) -> WorktreeCommit {
         let (task, _, host) = try await context(task: taskID)
         return try await onHost(host) { h in try await h.worktrees.commit(task.worktree, message: message ?? task.title) }
     }
 
     /// Pushes the task's branch to the project's remote, setting its upstream.
     /// - Throws: `nothingToLand`, `noRemote`, `gitFailed`, `notFound`, `transport`.
-    public func pushTask(taskID: String) async throws(AgentError) -> WorktreePush {
+    func pushTask(taskID: TaskID) async throws(AgentError) -> WorktreePush {
         let (task, _, host) = try await context(task: taskID)
         return try await onHost(host) { h in try await h.worktrees.push(task.worktree) }
     }
@@ -19,7 +19,7 @@ extension AgentOrchestrator {
     /// task's, the body to its first prompt; an open pull request's title and body are set
     /// only when given. The base defaults to the branch the task was made from.
     /// - Throws: as `pushTask`; `noForge`.
-    public func openPullRequest(taskID: String, title: String? = nil, body: String? = nil, base: String? = nil)
+    func openPullRequest(taskID: TaskID, title: String? = nil, body: String? = nil, base: String? = nil)
         async throws(AgentError) -> WorktreePullRequest
     {
         let (task, project, host) = try await context(task: taskID)
@@ -35,14 +35,14 @@ extension AgentOrchestrator {
 
     /// How the project's setup went in the conversation's session: "ok", "failed with
     /// exit status N", "timed out after N s"; nil while it runs or when it had none.
-    public func setupOutcome(conversationID: String) async throws(AgentError) -> String? {
+    func setupOutcome(conversationID: ChatID) async throws(AgentError) -> String? {
         let (_, _, host, session) = try await locate(conversationID)
         return try await onHost(host) { h in try await h.setupOutcome(of: session) }
     }
 
     /// The state of the task's pull request, as `gh` on the host reports it (nil when it
     /// has none, or the host has no `gh` that is logged in).
-    public func pullRequestState(taskID: String) async throws(AgentError) -> PullRequestState? {
+    func pullRequestState(taskID: TaskID) async throws(AgentError) -> PullRequestState? {
         let (task, _, host) = try await context(task: taskID)
         return try await onHost(host) { h in try await h.worktrees.pullRequestState(task.worktree, searchPath: h.extraSearchPath) }
     }
@@ -52,7 +52,7 @@ extension AgentOrchestrator {
     /// uncommitted changes (see `AgentWorktrees.merge`).
     /// - Throws: `checkoutHasChanges`, `mergeConflict`, `invalidArgument` (no base branch:
     ///   the task was made from a commit; give `base`), `gitFailed`, `notFound`, `transport`.
-    public func mergeTask(taskID: String, into base: String? = nil, mode: WorktreeMerge.Mode = .auto)
+    func mergeTask(taskID: TaskID, into base: String? = nil, mode: WorktreeMerge.Mode = .auto)
         async throws(AgentError) -> WorktreeMerge
     {
         let (task, _, host) = try await context(task: taskID)

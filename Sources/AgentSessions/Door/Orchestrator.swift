@@ -26,7 +26,8 @@ import ServerTransport
 /// await engine.close()
 /// ```
 public final class AgentOrchestrator: Sendable {
-    public let store: any AgentStore
+    /// The records: read by front ends through `records`, written only by the engine.
+    let store: any AgentStore
     /// The connection monitor: internal, so every front end goes through the door.
     let connections: AgentConnections
     /// Makes the `AgentHost` of a host record. Its `serverID` must be `record.serverID`.
@@ -122,7 +123,7 @@ public final class AgentOrchestrator: Sendable {
     public func connectionEvents() async -> AsyncStream<AgentConnectionEvent> { await connections.events() }
 
     /// Where the host's connection is now; nil for a host not used yet.
-    public func connectionState(of host: HostRecord) async -> AgentConnectionState? {
+    func connectionState(of host: HostRecord) async -> AgentConnectionState? {
         await connections.state(of: host.serverID)
     }
 
@@ -139,7 +140,7 @@ public final class AgentOrchestrator: Sendable {
         }
     }
 
-    func record<T>(_ what: String, _ id: String, _ body: () async throws -> T?) async throws(AgentError) -> T {
+    func record<T>(_ what: String, _ id: some RecordIdentity, _ body: () async throws -> T?) async throws(AgentError) -> T {
         guard let r = try await stored("reading \(what) \(id)", body) else {
             throw AgentError(.notFound, "no \(what) \(id) in the store")
         }
@@ -147,7 +148,7 @@ public final class AgentOrchestrator: Sendable {
     }
 
     /// The task, its project and its host.
-    func context(task id: String) async throws(AgentError) -> (TaskRecord, ProjectRecord, HostRecord) {
+    func context(task id: TaskID) async throws(AgentError) -> (TaskRecord, ProjectRecord, HostRecord) {
         let task = try await record("task", id) { try await store.task(id: id) }
         let project = try await record("project", task.projectID) { try await store.project(id: task.projectID) }
         let host = try await record("host", project.hostID) { try await store.host(id: project.hostID) }
@@ -188,7 +189,7 @@ public final class AgentOrchestrator: Sendable {
     func settings(_ providerID: String) -> AgentProviderSettings { providerSettings[providerID] ?? AgentProviderSettings() }
 
     /// What a conversation's session is (nothing is asked of the host).
-    public func session(of conversation: ConversationRecord, in task: TaskRecord, host: HostRecord) -> AgentSession {
+    func session(of conversation: ConversationRecord, in task: TaskRecord, host: HostRecord) -> AgentSession {
         let id = conversation.ptyID
         return AgentSession(ptyID: id, host: host.serverID,
                             container: conversation.survivesDisconnect ? .tmux(name: id.description) : .plainTerminal,
@@ -230,7 +231,7 @@ public final class AgentOrchestrator: Sendable {
     /// - Throws: `notFound` (project), `unknownProvider`, the check's, the worktree's and
     ///   the start's errors.
     @discardableResult
-    public func createTask(projectID: String, title: String, providerID: String, prompt: String? = nil,
+    func createTask(projectID: ProjectID, title: String, providerID: String, prompt: String? = nil,
                            autoApprove: Bool = false, baseRef: String? = nil)
         async throws(AgentError) -> (task: TaskRecord, conversation: ConversationRecord, session: AgentSession)
     {
@@ -251,7 +252,7 @@ public final class AgentOrchestrator: Sendable {
         async throws(AgentError) -> (task: TaskRecord, conversation: ConversationRecord, session: AgentSession)
     {
         let store = store
-        let taskID = AgentIDs.make()
+        let taskID = TaskID.make()
         let worktreeTitle = attempt.map { "\(title) \($0.label)" } ?? title
         var conversation = ConversationRecord(taskID: taskID, providerID: provider.id, kind: .main, autoApprove: autoApprove)
         let settings = settings(provider.id)
@@ -343,7 +344,7 @@ public final class AgentOrchestrator: Sendable {
     /// - Throws: `notFound`, `unknownProvider`, `taskArchived`, the
     ///   check's and the start's errors.
     @discardableResult
-    public func addChat(taskID: String, providerID: String, prompt: String? = nil, autoApprove: Bool = false)
+    func addChat(taskID: TaskID, providerID: String, prompt: String? = nil, autoApprove: Bool = false)
         async throws(AgentError) -> (conversation: ConversationRecord, session: AgentSession)
     {
         let provider = try AgentProvider.named(providerID)
@@ -432,7 +433,7 @@ public final class AgentOrchestrator: Sendable {
     /// generic flag, else anew).
     /// - Throws: `notFound`, `taskArchived`, the check's and the
     ///   start's errors.
-    public func resume(conversationID: String) async throws(AgentError) -> AgentSession {
+    func resume(conversationID: ChatID) async throws(AgentError) -> AgentSession {
         let conversation = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
         let (task, _, hostRecord) = try await context(task: conversation.taskID)
         try Self.refuseArchived(task)
@@ -458,7 +459,7 @@ public final class AgentOrchestrator: Sendable {
     /// is started.
     /// - Throws: as `resume` and `checkCanStart`.
     @discardableResult
-    public func resumeTask(taskID: String) async throws(AgentError)
+    func resumeTask(taskID: TaskID) async throws(AgentError)
         -> [(conversation: ConversationRecord, session: AgentSession)]
     {
         let (task, _, hostRecord) = try await context(task: taskID)
@@ -479,7 +480,7 @@ public final class AgentOrchestrator: Sendable {
 
     /// Where a conversation's agent is; the record follows (an ended agent is recorded
     /// with its exit status).
-    public func refreshState(conversationID: String) async throws(AgentError) -> ConversationRecord {
+    func refreshState(conversationID: ChatID) async throws(AgentError) -> ConversationRecord {
         var conversation = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
         guard conversation.state == .running else { return conversation }
         let (task, _, hostRecord) = try await context(task: conversation.taskID)
@@ -496,7 +497,7 @@ public final class AgentOrchestrator: Sendable {
     }
 
     /// Attaches to a conversation's agent (see `AgentConnections.attach`).
-    public func attach(conversationID: String, size: SSHTerminalSize? = nil) async throws(AgentError) -> AgentTerminal {
+    func attach(conversationID: ChatID, size: SSHTerminalSize? = nil) async throws(AgentError) -> AgentTerminal {
         let conversation = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
         let (task, _, hostRecord) = try await context(task: conversation.taskID)
         try await register(hostRecord)
@@ -507,7 +508,7 @@ public final class AgentOrchestrator: Sendable {
     /// the host connection's worker (see `AgentHost.attach(_:joining:size:term:detachByte:)`).
     /// - Throws: `terminalUnsupported` where only `attach(conversationID:size:)` works (a
     ///   plain session, a transport that joins no terminal); as that call otherwise.
-    public func attach(conversationID: String, joining fd: Int32, size: SSHTerminalSize? = nil,
+    func attach(conversationID: ChatID, joining fd: Int32, size: SSHTerminalSize? = nil,
                        detachByte: UInt8?) async throws(AgentError) -> AgentJoinedTerminal
     {
         let conversation = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
@@ -518,7 +519,7 @@ public final class AgentOrchestrator: Sendable {
     }
 
     /// Stops a conversation's agent; its scrollback is saved in the terminal log first.
-    public func stop(conversationID: String) async throws(AgentError) {
+    func stop(conversationID: ChatID) async throws(AgentError) {
         var conversation = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
         let (task, _, hostRecord) = try await context(task: conversation.taskID)
         let s = session(of: conversation, in: task, host: hostRecord)
@@ -542,7 +543,7 @@ public final class AgentOrchestrator: Sendable {
     }
 
     /// Stops every agent of a task (its worktree stays).
-    public func stop(taskID: String) async throws(AgentError) {
+    func stop(taskID: TaskID) async throws(AgentError) {
         for c in try await stored("reading conversations", { try await store.conversations(taskID: taskID) }) {
             try await stop(conversationID: c.id)
         }
@@ -552,7 +553,7 @@ public final class AgentOrchestrator: Sendable {
     /// - Returns: what went wrong with the project's teardown command, if it failed (the
     ///   task is archived all the same).
     @discardableResult
-    public func archiveTask(taskID: String) async throws(AgentError) -> String? {
+    func archiveTask(taskID: TaskID) async throws(AgentError) -> String? {
         try await stop(taskID: taskID)
         await portForwards.close(taskID)
         let (found, project, hostRecord) = try await context(task: taskID)
@@ -582,7 +583,7 @@ public final class AgentOrchestrator: Sendable {
     /// - Returns: what went wrong with the project's teardown command, if it failed (the
     ///   task is deleted all the same).
     @discardableResult
-    public func deleteTask(taskID: String, force: Bool = false) async throws(AgentError) -> String? {
+    func deleteTask(taskID: TaskID, force: Bool = false) async throws(AgentError) -> String? {
         let (task, project, hostRecord) = try await context(task: taskID)
         let conversations = try await stored("reading conversations") { try await store.conversations(taskID: taskID) }
         let sessions = conversations.map { session(of: $0, in: task, host: hostRecord) }

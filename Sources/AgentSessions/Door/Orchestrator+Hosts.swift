@@ -35,7 +35,7 @@ public struct AgentOrphans: Sendable {
 public struct AgentPortClaim: Sendable, Hashable {
     public var port: Int
     /// The task that claimed it.
-    public var taskID: String
+    public var taskID: TaskID
     /// Where that task's worktree is (nil for a claim of an earlier release).
     public var worktree: String?
     /// Whether the task's worktree or its main agent's tmux session is there.
@@ -46,15 +46,15 @@ public struct AgentPortClaim: Sendable, Hashable {
 
 /// What adopting or removing orphans did with each.
 public enum AgentOrphanOutcome: Sendable, Hashable {
-    case adoptedWorktree(path: String, taskID: String)
-    case adoptedSession(name: String, taskID: String, kind: AgentPTYID.Kind)
+    case adoptedWorktree(path: String, taskID: TaskID)
+    case adoptedSession(name: String, taskID: TaskID, kind: AgentPTYID.Kind)
     /// Left as it is, and why.
     case leftWorktree(path: String, reason: String)
     case leftSession(name: String, reason: String)
     case stoppedSession(name: String)
     case removedWorktree(path: String, branch: String?)
     /// A port claim given back.
-    case releasedPort(port: Int, taskID: String)
+    case releasedPort(port: Int, taskID: TaskID)
     /// Not removed: it holds work that would be lost (remove with `force`).
     case keptWorktree(path: String, reason: String)
 }
@@ -66,14 +66,14 @@ extension AgentOrchestrator {
 
     /// Connects to the host (when it is not connected) and returns: proof that it can be
     /// reached, with the credentials and host key of its record.
-    public func connect(to host: HostRecord) async throws(AgentError) {
+    func connect(to host: HostRecord) async throws(AgentError) {
         try await onHost(host) { _ in }
     }
 
     /// Which agents are installed on the host (every provider with its settings applied)
     /// and the facts a start depends on: one round trip, its answer reused for 5
     /// minutes unless `refresh`.
-    public func detectAgents(on host: HostRecord, refresh: Bool = false) async throws(AgentError) -> AgentDetection {
+    func detectAgents(on host: HostRecord, refresh: Bool = false) async throws(AgentError) -> AgentDetection {
         let providers = providers
         return try await onHost(host) { h in try await h.detectAgents(providers, refresh: refresh) }
     }
@@ -102,7 +102,7 @@ extension AgentOrchestrator {
     /// and, given a `base`, that it names a commit there.
     /// - Throws: `notAGitRepository` (no such path, not in a checkout), `invalidArgument`
     ///   (a relative path, a base that is no commit), `transport`.
-    public func checkoutTopLevel(on host: HostRecord, path: String, base: String? = nil) async throws(AgentError) -> String {
+    func checkoutTopLevel(on host: HostRecord, path: String, base: String? = nil) async throws(AgentError) -> String {
         try await onHost(host) { h in
             let absolute = try await h.absolutePath(path)
             guard try await h.transport.fileExists(absolute) else {
@@ -128,11 +128,11 @@ extension AgentOrchestrator {
 
     /// Sessions on the host's engine tmux server that no conversation names, and
     /// worktrees under its projects' `.emdash/worktrees/` that no task has.
-    public func findOrphans(on host: HostRecord) async throws(AgentError) -> AgentOrphans {
+    func findOrphans(on host: HostRecord) async throws(AgentError) -> AgentOrphans {
         let store = store
         let (projects, knownSessions, knownWorktrees, knownTasks) = try await stored("reading the records") {
             let projects = try await store.projects(hostID: host.id)
-            var sessions = Set<String>(), worktrees = Set<String>(), tasks = Set<String>()
+            var sessions = Set<String>(), worktrees = Set<String>(), tasks = Set<TaskID>()
             // the claims of every task in the store: a host may be in it under two names
             for p in try await store.projects(hostID: nil) {
                 for t in try await store.tasks(projectID: p.id) {
@@ -158,7 +158,7 @@ extension AgentOrchestrator {
             // a fresh claim is left alone: its task may be being made
             for c in try await h.portClaims() where c.isOld {
                 if !knownTasks.contains(c.taskID) {
-                    found.portClaims.append(.init(claim: c, reason: "its task \(c.taskID.prefix(8)) is not in the store"))
+                    found.portClaims.append(.init(claim: c, reason: "its task \(c.taskID.short) is not in the store"))
                 } else if !c.isLive {
                     found.portClaims.append(.init(claim: c, reason: "its task's worktree and agent session are gone"))
                 }
@@ -170,7 +170,7 @@ extension AgentOrchestrator {
     /// Records orphaned worktrees as tasks (a main agent's session in one gives the task
     /// its id) and the agent sessions running in them as their conversations. A worktree
     /// with a detached HEAD, and a session that is no agent in such a worktree, are left.
-    public func adoptOrphans(_ found: AgentOrphans, on host: HostRecord) async throws(AgentError) -> [AgentOrphanOutcome] {
+    func adoptOrphans(_ found: AgentOrphans, on host: HostRecord) async throws(AgentError) -> [AgentOrphanOutcome] {
         let store = store
         var outcomes: [AgentOrphanOutcome] = []
         var tasksByPath: [String: TaskRecord] = try await stored("reading the records") {
@@ -189,7 +189,7 @@ extension AgentOrchestrator {
             let main = found.sessions.first { $0.directory == w.path && $0.session.ptyID?.kind == .main }
             let base = try await baseOf(w.path, project: p, on: host)
             let name = (w.path as NSString).lastPathComponent
-            let task = TaskRecord(id: main?.session.ptyID?.suffix ?? AgentIDs.make(), projectID: p.id, title: name,
+            let task = TaskRecord(id: main?.session.ptyID.map { TaskID($0.suffix) } ?? .make(), projectID: p.id, title: name,
                                   worktree: AgentSessions.Worktree(name: name, projectPath: p.path, path: w.path, branch: branch,
                                                                    baseRef: base.ref, baseCommit: base.commit))
             try await stored("saving the adopted task") { try await store.save(task) }
@@ -203,11 +203,11 @@ extension AgentOrchestrator {
                 continue
             }
             let existing = try await stored("reading conversations") { try await store.conversations(taskID: task.id) }
-            if id.kind == .main && (id.suffix != task.id || existing.contains { $0.kind == .main }) {
-                outcomes.append(.leftSession(name: s.name, reason: "the task \(task.id.prefix(8)) has its main agent already"))
+            if id.kind == .main && (id.suffix != task.id.rawValue || existing.contains { $0.kind == .main }) {
+                outcomes.append(.leftSession(name: s.name, reason: "the task \(task.id.short) has its main agent already"))
                 continue
             }
-            let c = ConversationRecord(id: id.kind == .chat ? id.suffix : AgentIDs.make(), taskID: task.id,
+            let c = ConversationRecord(id: id.kind == .chat ? ChatID(id.suffix) : .make(), taskID: task.id,
                                        providerID: id.providerID, kind: id.kind,
                                        state: s.isRunning ? .running : .exited(s.exitStatus ?? -1))
             guard c.ptyID == id else {
@@ -223,7 +223,7 @@ extension AgentOrchestrator {
     /// Stops orphaned sessions and removes orphaned worktrees with their branches; a
     /// worktree holding uncommitted or unpushed work is kept (`keptWorktree`) unless
     /// `force`.
-    public func removeOrphans(_ found: AgentOrphans, on host: HostRecord, force: Bool = false) async throws(AgentError)
+    func removeOrphans(_ found: AgentOrphans, on host: HostRecord, force: Bool = false) async throws(AgentError)
         -> [AgentOrphanOutcome]
     {
         try await onHost(host) { h in

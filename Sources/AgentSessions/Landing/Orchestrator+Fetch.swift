@@ -25,7 +25,7 @@ extension AgentOrchestrator {
     /// or a root commit in common; another is refused unless `force`.
     /// - Throws: `notAGitRepository` (the directory), `notTheSameProject`, `gitFailed` (what the local git said: not a fast-forward, the branch
     ///   checked out there), `notFound`, `transport`.
-    public func fetchTask(taskID: String, into directory: String, force: Bool = false) async throws(AgentError) -> TaskFetch {
+    func fetchTask(taskID: TaskID, into directory: String, force: Bool = false) async throws(AgentError) -> TaskFetch {
         let (task, _, host) = try await context(task: taskID)
         let local = try await Self.localRepository(directory)
         let branch = task.worktree.branch
@@ -44,7 +44,7 @@ extension AgentOrchestrator {
     /// repository on its host, as a branch of the same name (moved only forward, unless
     /// `force`), so a task can start from it. Same checks as `fetchTask`.
     /// - Returns: the branch's commit.
-    public func sendLocalBranch(_ branch: String, from directory: String, toProject projectID: String, force: Bool = false)
+    func sendLocalBranch(_ branch: String, from directory: String, toProject projectID: ProjectID, force: Bool = false)
         async throws(AgentError) -> String
     {
         guard !branch.isEmpty, !branch.hasPrefix("-"), !branch.contains(":"), !branch.contains("..") else {

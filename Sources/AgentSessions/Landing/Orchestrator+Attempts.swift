@@ -171,7 +171,7 @@ extension AgentOrchestrator {
     ///   host without the repository), `noRemote` (no origin to clone), `agentUnavailable`
     ///   (an agent no host can start), `tmuxUnavailable`, the base's and the transfer's
     ///   `gitFailed`, `transport`.
-    public func createAttempts(projectID: String, title: String, agents: [AttemptAgents], hostIDs: [String] = [],
+    func createAttempts(projectID: ProjectID, title: String, agents: [AttemptAgents], hostIDs: [HostID] = [],
                                prompt: String? = nil, autoApprove: Bool = false, baseRef: String? = nil,
                                cloneWhereMissing: Bool = false) async throws(AgentError) -> AttemptLaunch
     {
@@ -272,7 +272,7 @@ extension AgentOrchestrator {
         }
 
         // every attempt at once (the hosts' connections and their MaxSessions bound it)
-        let group = AgentIDs.make(), chosen = projects, targets = hosts
+        let group = TaskID.make().rawValue, chosen = projects, targets = hosts
         var results: [(Int, Result<TaskRecord, AgentError>)] = []
         await withTaskGroup(of: (Int, Result<TaskRecord, AgentError>).self) { tasks in
             for (n, item) in plan.enumerated() {
@@ -390,7 +390,7 @@ extension AgentOrchestrator {
     /// label order.
     /// - Throws: `notFound` (no such task or group), `invalidArgument` (a task that is not
     ///   an attempt).
-    public func attempts(of taskID: String) async throws(AgentError) -> [TaskRecord] {
+    func attempts(of taskID: TaskID) async throws(AgentError) -> [TaskRecord] {
         let store = store
         let all = try await stored("reading tasks") { try await store.tasks(projectID: nil) }
         let group: String
@@ -399,8 +399,8 @@ extension AgentOrchestrator {
                 throw AgentError(.invalidArgument, "the task \(t.title) is not one of several attempts")
             }
             group = g
-        } else if all.contains(where: { $0.attempt?.group == taskID }) {
-            group = taskID
+        } else if all.contains(where: { $0.attempt?.group == taskID.rawValue }) {
+            group = taskID.rawValue
         } else {
             throw AgentError(.notFound, "no task \(taskID) in the store")
         }
@@ -412,7 +412,7 @@ extension AgentOrchestrator {
     /// worktree at once (`sh -c` in the user's login environment, `PORT` set to the
     /// task's port). A host that cannot be asked marks its attempts with `problem`.
     /// - Throws: as `attempts(of:)`, `invalidArgument` (an empty check), `storage`.
-    public func compareAttempts(of taskID: String, check: String? = nil, checkTimeout: Duration = .seconds(600))
+    func compareAttempts(of taskID: TaskID, check: String? = nil, checkTimeout: Duration = .seconds(600))
         async throws(AgentError) -> [AttemptComparison]
     {
         if let check, check.trimmingCharacters(in: .whitespaces).isEmpty {
@@ -476,15 +476,15 @@ extension AgentOrchestrator {
     ///   (another attempt was picked already), `worktreeHasUnsavedWork`, the archive's and
     ///   the delete's errors.
     @discardableResult
-    public func pickAttempt(_ attempt: String, of taskID: String, others: AttemptDisposal = .archive, force: Bool = false)
+    func pickAttempt(_ attempt: String, of taskID: TaskID, others: AttemptDisposal = .archive, force: Bool = false)
         async throws(AgentError) -> PickedAttempt
     {
         let all = try await attempts(of: taskID)
         let byLabel = all.filter { $0.attempt?.label == attempt }
-        let byID = attempt.count >= 4 ? all.filter { $0.id.hasPrefix(attempt.lowercased()) } : []
+        let byID = attempt.count >= 4 ? all.filter { $0.id.rawValue.hasPrefix(attempt.lowercased()) } : []
         guard var chosen = byLabel.first ?? (byID.count == 1 ? byID.first : nil) else {
             let labels = all.compactMap { $0.attempt?.label }.joined(separator: ", ")
-            throw AgentError(.notFound, "no attempt \(attempt) of \(all.first?.title ?? taskID); its attempts are \(labels)")
+            throw AgentError(.notFound, "no attempt \(attempt) of \(all.first?.title ?? taskID.rawValue); its attempts are \(labels)")
         }
         if let other = all.first(where: { $0.attempt?.pickedAt != nil && $0.id != chosen.id }) {
             throw AgentError(.invalidArgument, "\(other.attempt!.label) was picked already")

@@ -19,7 +19,7 @@ extension AgentHost {
     /// (`portsLock`). The held ports are listed once, and the tmux sessions at most once,
     /// so a host with many claims is scanned without a process per port.
     /// - Returns: the port, or nil when all are taken.
-    func claimPort(taskID: String, worktree: String) async throws(AgentError) -> Int? {
+    func claimPort(taskID: TaskID, worktree: String) async throws(AgentError) -> Int? {
         let script = #"""
             d="$HOME/.cache/sshkit-agents/ports"; mkdir -p "$d" || exit 1
             """# + Self.portsLock + Self.claimIsLive + #"""
@@ -47,7 +47,7 @@ extension AgentHost {
             done
             exit 3
             """#
-        let r = try await run("/bin/sh", ["-c", script, "sh", taskID, "\(Self.taskPorts.lowerBound)", "\(Self.taskPorts.upperBound)",
+        let r = try await run("/bin/sh", ["-c", script, "sh", taskID.rawValue, "\(Self.taskPorts.lowerBound)", "\(Self.taskPorts.upperBound)",
                                           worktree, tmux.socket],
                               idempotent: false, what: "claiming a port for the task")
         return r.exitStatus == .exited(0) ? Int(r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)) : nil
@@ -55,12 +55,12 @@ extension AgentHost {
 
     /// Records where the task holding `port` made its worktree, when it is not where the
     /// claim said.
-    func movePortClaim(_ port: Int, taskID: String, worktree: String) async throws(AgentError) {
+    func movePortClaim(_ port: Int, taskID: TaskID, worktree: String) async throws(AgentError) {
         let script = #"""
             f="$HOME/.cache/sshkit-agents/ports/$1"
             [ "$(cat "$f/task" 2>/dev/null)" = "$2" ] && printf '%s\n' "$3" > "$f/worktree"; exit 0
             """#
-        _ = try await run("/bin/sh", ["-c", script, "sh", "\(port)", taskID, worktree], what: "recording the task's port")
+        _ = try await run("/bin/sh", ["-c", script, "sh", "\(port)", taskID.rawValue, worktree], what: "recording the task's port")
     }
 
     /// One claim or release of the host's ports at a time: a takeover is a look, a removal
@@ -114,19 +114,19 @@ extension AgentHost {
         return r.stdoutString.split(separator: "\n").compactMap { line in
             let f = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
             guard f.count == 5, let port = Int(f[0]) else { return nil }
-            return AgentPortClaim(port: port, taskID: f[3], worktree: f[4].isEmpty ? nil : f[4], isLive: f[1] == "1",
+            return AgentPortClaim(port: port, taskID: TaskID(f[3]), worktree: f[4].isEmpty ? nil : f[4], isLive: f[1] == "1",
                                   isOld: f[2] == "1")
         }
     }
 
     /// Gives a task's port back (only when that task holds it).
-    func releasePort(_ port: Int, taskID: String) async throws(AgentError) {
+    func releasePort(_ port: Int, taskID: TaskID) async throws(AgentError) {
         let script = #"""
             d="$HOME/.cache/sshkit-agents/ports"; [ -d "$d" ] || exit 0
             """# + Self.portsLock + #"""
             [ "$(cat "$d/$1/task" 2>/dev/null)" = "$2" ] && rm -rf "$d/$1"; exit 0
             """#
-        _ = try await run("/bin/sh", ["-c", script, "sh", "\(port)", taskID], what: "releasing the task's port")
+        _ = try await run("/bin/sh", ["-c", script, "sh", "\(port)", taskID.rawValue], what: "releasing the task's port")
     }
 
     /// How the setup of the agent's session went: "ok", "failed with exit status N",

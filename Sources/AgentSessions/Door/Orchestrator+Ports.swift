@@ -6,7 +6,7 @@ import Synchronization
 /// A task's port on its host, reachable on this machine.
 public struct TaskPortForward: Sendable, Hashable {
     /// The task whose port it is.
-    public var taskID: String
+    public var taskID: TaskID
     /// The port on this machine (127.0.0.1).
     public var localPort: Int
     /// The task's port on its host.
@@ -17,18 +17,18 @@ public struct TaskPortForward: Sendable, Hashable {
 
 /// Each project's pull requests by branch, kept for a minute (`gh` asks the forge).
 final class PullRequestCache: Sendable {
-    private let entries = Mutex<[String: (at: ContinuousClock.Instant, byBranch: [String: PullRequestState])]>([:])
+    private let entries = Mutex<[ProjectID: (at: ContinuousClock.Instant, byBranch: [String: PullRequestState])]>([:])
 
-    func get(_ projectID: String) -> [String: PullRequestState]? {
+    func get(_ projectID: ProjectID) -> [String: PullRequestState]? {
         entries.withLock { e in e[projectID].flatMap { ContinuousClock.now - $0.at < .seconds(60) ? $0.byBranch : nil } }
     }
 
-    func set(_ projectID: String, _ byBranch: [String: PullRequestState]) {
+    func set(_ projectID: ProjectID, _ byBranch: [String: PullRequestState]) {
         entries.withLock { $0[projectID] = (.now, byBranch) }
     }
 
     /// Forgets a project's list (after a pull request was opened).
-    func forget(_ projectID: String) { _ = entries.withLock { $0.removeValue(forKey: projectID) } }
+    func forget(_ projectID: ProjectID) { _ = entries.withLock { $0.removeValue(forKey: projectID) } }
 }
 
 /// What happened to a task's open port (`AgentOrchestrator.portEvents`).
@@ -53,14 +53,14 @@ final class TaskPortForwards: Sendable {
         var watchers: [UInt64: AsyncStream<TaskPortEvent>.Continuation] = [:]
     }
 
-    private let open = Mutex<[String: Entry]>([:])
+    private let open = Mutex<[TaskID: Entry]>([:])
     private let nextWatcher = Atomic<UInt64>(0)
 
     func add(_ f: TaskPortForward, _ listener: SSHPortForward) {
         open.withLock { $0[f.taskID] = Entry(forward: f, listener: listener) }
     }
 
-    func keep(_ taskID: String, by keeper: Task<Void, Never>) {
+    func keep(_ taskID: TaskID, by keeper: Task<Void, Never>) {
         let stale = open.withLock { d -> Bool in
             guard d[taskID] != nil else { return true }
             d[taskID]?.keeper = keeper
@@ -69,14 +69,14 @@ final class TaskPortForwards: Sendable {
         if stale { keeper.cancel() }
     }
 
-    func get(_ taskID: String) -> TaskPortForward? { open.withLock { $0[taskID]?.forward } }
+    func get(_ taskID: TaskID) -> TaskPortForward? { open.withLock { $0[taskID]?.forward } }
     var all: [TaskPortForward] { open.withLock { $0.values.map(\.forward) }.sorted { $0.localPort < $1.localPort } }
 
     /// The listener now (it is replaced after a drop); nil once closed.
-    func listener(_ taskID: String) -> SSHPortForward? { open.withLock { $0[taskID]?.listener } }
+    func listener(_ taskID: TaskID) -> SSHPortForward? { open.withLock { $0[taskID]?.listener } }
 
     /// After a drop: the new listener, when the forward is still open.
-    func replace(_ taskID: String, _ listener: SSHPortForward) -> Bool {
+    func replace(_ taskID: TaskID, _ listener: SSHPortForward) -> Bool {
         open.withLock { d in
             guard d[taskID] != nil else { return false }
             d[taskID]?.listener = listener
@@ -84,7 +84,7 @@ final class TaskPortForwards: Sendable {
         }
     }
 
-    func events(_ taskID: String) -> AsyncStream<TaskPortEvent> {
+    func events(_ taskID: TaskID) -> AsyncStream<TaskPortEvent> {
         let (stream, continuation) = AsyncStream<TaskPortEvent>.makeStream(bufferingPolicy: .bufferingNewest(16))
         let id = nextWatcher.add(1, ordering: .relaxed).newValue
         let added = open.withLock { d -> Bool in
@@ -100,11 +100,11 @@ final class TaskPortForwards: Sendable {
         return stream
     }
 
-    func emit(_ taskID: String, _ event: TaskPortEvent) {
+    func emit(_ taskID: TaskID, _ event: TaskPortEvent) {
         for c in open.withLock({ Array(($0[taskID]?.watchers ?? [:]).values) }) { c.yield(event) }
     }
 
-    func close(_ taskID: String) async {
+    func close(_ taskID: TaskID) async {
         guard let e = open.withLock({ $0.removeValue(forKey: taskID) }) else { return }
         e.keeper?.cancel()
         await e.listener.close()
@@ -112,7 +112,7 @@ final class TaskPortForwards: Sendable {
     }
 
     func closeAll() async {
-        let all = open.withLock { d -> [String] in Array(d.keys) }
+        let all = open.withLock { d -> [TaskID] in Array(d.keys) }
         for id in all { await close(id) }
     }
 }
@@ -128,7 +128,7 @@ extension AgentOrchestrator {
     /// or `closePort`.
     /// - Throws: `taskArchived`; `invalidArgument` (the task has no port: it was made before
     ///   tasks had one; the local port is taken), `transport`, `notFound`.
-    public func openPort(taskID: String, localPort: Int? = nil) async throws(AgentError) -> TaskPortForward {
+    func openPort(taskID: TaskID, localPort: Int? = nil) async throws(AgentError) -> TaskPortForward {
         if let open = portForwards.get(taskID) { return open }
         let (task, _, host) = try await context(task: taskID)
         try Self.refuseArchived(task)
@@ -202,10 +202,10 @@ extension AgentOrchestrator {
 
     /// What happens to the task's open port from now on: lost, restored, closed. The
     /// stream ends when the port is closed (at once when it is not open).
-    public func portEvents(taskID: String) -> AsyncStream<TaskPortEvent> { portForwards.events(taskID) }
+    func portEvents(taskID: TaskID) -> AsyncStream<TaskPortEvent> { portForwards.events(taskID) }
 
     /// Closes the task's forward, if any.
-    public func closePort(taskID: String) async { await portForwards.close(taskID) }
+    func closePort(taskID: TaskID) async { await portForwards.close(taskID) }
 
     /// The forwards open now, by local port.
     public var openPorts: [TaskPortForward] { portForwards.all }

@@ -63,6 +63,16 @@ public struct AgentError: Error, Sendable, CustomStringConvertible {
         public static let taskArchived = Code("taskArchived")
         /// No host, project, task or conversation with that id in the store.
         public static let notFound = Code("notFound")
+        /// What a user typed names several records (an id prefix two tasks share, a
+        /// project name two hosts have); the message says what to add.
+        public static let ambiguous = Code("ambiguous")
+        /// The name is taken: a host of that name, a project of that name or checkout on
+        /// its host.
+        public static let nameTaken = Code("nameTaken")
+        /// A host or project with tasks is taken out of the store only when forced.
+        public static let hasTasks = Code("hasTasks")
+        /// The task is a single task, not one of several attempts at a work.
+        public static let notAnAttempt = Code("notAnAttempt")
         /// The store (the records, the session map) failed to read or write; nothing was
         /// half-done on a host.
         public static let storage = Code("storage")

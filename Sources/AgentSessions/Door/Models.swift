@@ -44,7 +44,7 @@ public struct OpenSSHHostReference: Sendable, Hashable, Codable {
 /// A machine agents run on.
 public struct HostRecord: Sendable, Hashable, Codable, Identifiable {
     /// Stable; also the host's `ServerID` in the connection monitor (`serverID`).
-    public var id: String
+    public var id: HostID
     /// What the user calls it (`build-1`).
     public var name: String
     public var address: String
@@ -66,7 +66,7 @@ public struct HostRecord: Sendable, Hashable, Codable, Identifiable {
     /// `openSSH`, `jumpHost`, `hostKeyFingerprint`) win too.
     public var openSSH: OpenSSHHostReference?
 
-    public init(id: String = AgentIDs.make(), name: String, address: String, port: Int = 22, user: String,
+    public init(id: HostID = .make(), name: String, address: String, port: Int = 22, user: String,
                 authentication: HostAuthentication = .sshAgent, jumpHost: String? = nil,
                 hostKeyFingerprint: String? = nil, tmuxSocket: String = "sshkit-agents", createdAt: Date = Date(),
                 openSSH: OpenSSHHostReference? = nil) {
@@ -83,7 +83,7 @@ public struct HostRecord: Sendable, Hashable, Codable, Identifiable {
         self.createdAt = createdAt
     }
 
-    public var serverID: ServerID { ServerID(id) }
+    public var serverID: ServerID { ServerID(id.rawValue) }
 
     /// How messages name the host: `build-1 (me@10.0.0.5:22)`, or `gpu-1 (ssh gpu-1)`
     /// for a host known by its ssh alias.
@@ -96,8 +96,8 @@ public struct HostRecord: Sendable, Hashable, Codable, Identifiable {
 
 /// A git checkout on a host.
 public struct ProjectRecord: Sendable, Hashable, Codable, Identifiable {
-    public var id: String
-    public var hostID: String
+    public var id: ProjectID
+    public var hostID: HostID
     public var name: String
     /// Absolute, or `~/…`.
     public var path: String
@@ -114,7 +114,7 @@ public struct ProjectRecord: Sendable, Hashable, Codable, Identifiable {
     /// made (nil: yes, when the project has a remote).
     public var fetchesBase: Bool?
 
-    public init(id: String = AgentIDs.make(), hostID: String, name: String, path: String, defaultBaseRef: String? = nil,
+    public init(id: ProjectID = .make(), hostID: HostID, name: String, path: String, defaultBaseRef: String? = nil,
                 createdAt: Date = Date(), setupCommand: String? = nil, teardownCommand: String? = nil, fetchesBase: Bool? = nil) {
         self.id = id
         self.hostID = hostID
@@ -130,8 +130,8 @@ public struct ProjectRecord: Sendable, Hashable, Codable, Identifiable {
 
 /// A piece of work: one worktree on its own branch, a main agent and maybe more chats.
 public struct TaskRecord: Sendable, Hashable, Codable, Identifiable {
-    public var id: String
-    public var projectID: String
+    public var id: TaskID
+    public var projectID: ProjectID
     public var title: String
     public var worktree: Worktree
     public var createdAt: Date
@@ -146,7 +146,7 @@ public struct TaskRecord: Sendable, Hashable, Codable, Identifiable {
     /// `AgentOrchestrator.createAttempts`).
     public var attempt: TaskAttempt?
 
-    public init(id: String = AgentIDs.make(), projectID: String, title: String, worktree: Worktree,
+    public init(id: TaskID = .make(), projectID: ProjectID, title: String, worktree: Worktree,
                 createdAt: Date = Date(), archivedAt: Date? = nil, prompt: String? = nil, port: Int? = nil,
                 attempt: TaskAttempt? = nil) {
         self.attempt = attempt
@@ -217,8 +217,8 @@ public struct ConversationRecord: Sendable, Hashable, Codable, Identifiable {
         case gone
     }
 
-    public var id: String
-    public var taskID: String
+    public var id: ChatID
+    public var taskID: TaskID
     public var providerID: String
     public var kind: AgentPTYID.Kind
     public var autoApprove: Bool
@@ -230,7 +230,7 @@ public struct ConversationRecord: Sendable, Hashable, Codable, Identifiable {
     public var createdAt: Date
     public var lastStartedAt: Date?
 
-    public init(id: String = AgentIDs.make(), taskID: String, providerID: String, kind: AgentPTYID.Kind,
+    public init(id: ChatID = .make(), taskID: TaskID, providerID: String, kind: AgentPTYID.Kind,
                 autoApprove: Bool = false, arguments: [String] = [], survivesDisconnect: Bool = true,
                 state: State = .running, createdAt: Date = Date(), lastStartedAt: Date? = nil) {
         self.id = id
@@ -248,7 +248,7 @@ public struct ConversationRecord: Sendable, Hashable, Codable, Identifiable {
     /// The PTY id: `{provider}-main-{task id}` for the main agent,
     /// `{provider}-chat-{conversation id}` for a chat (Emdash's names).
     public var ptyID: AgentPTYID {
-        AgentPTYID(providerID: providerID, kind: kind, suffix: kind == .main ? taskID : id)
+        AgentPTYID(providerID: providerID, kind: kind, suffix: kind == .main ? taskID.rawValue : id.rawValue)
     }
 }
 
@@ -257,18 +257,13 @@ extension AgentPTYID.Kind: Codable {}
 /// A conversation's scrollback, saved when it was stopped (so it can be read after its
 /// session is gone).
 public struct TerminalLogRecord: Sendable, Hashable, Codable {
-    public var conversationID: String
+    public var conversationID: ChatID
     public var capturedAt: Date
     public var text: String
 
-    public init(conversationID: String, capturedAt: Date = Date(), text: String) {
+    public init(conversationID: ChatID, capturedAt: Date = Date(), text: String) {
         self.conversationID = conversationID
         self.capturedAt = capturedAt
         self.text = text
     }
-}
-
-/// Ids of records: lowercase UUIDs, which are valid PTY-id suffixes and tmux names.
-public enum AgentIDs {
-    public static func make() -> String { UUID().uuidString.lowercased() }
 }

@@ -69,7 +69,7 @@ extension AgentOrchestrator {
     ///   - projectID: only this project's tasks.
     ///   - taskIDs: only these tasks.
     /// - Throws: `storage` (the records); a host's failure is in its rows.
-    public func board(projectID: String? = nil, taskIDs: Set<String>? = nil, includeArchived: Bool = false,
+    public func board(projectID: ProjectID? = nil, taskIDs: Set<TaskID>? = nil, includeArchived: Bool = false,
                       live: Bool) async throws(AgentError) -> AgentBoard
     {
         let store = store
@@ -113,7 +113,7 @@ extension AgentOrchestrator {
         do throws(AgentError) {
             let snapshot = try await onHost(host) { h in try await h.watcherSnapshot(rules: rules) }
             // the projects' pull requests, one gh call per project (at most once a minute)
-            var pulls: [String: [String: PullRequestState]] = [:]
+            var pulls: [ProjectID: [String: PullRequestState]] = [:]
             for project in Set(rows.compactMap { $0.1.project }) {
                 if let known = pullRequestCache.get(project.id) {
                     pulls[project.id] = known
@@ -204,7 +204,7 @@ extension AgentBoard {
     }
 
     /// The rows of a host that could not be asked, marked with why (and kept).
-    public mutating func markUnreachable(_ hostID: String, _ error: AgentError) {
+    public mutating func markUnreachable(_ hostID: HostID, _ error: AgentError) {
         for i in rows.indices where rows[i].host?.id == hostID { rows[i].hostError = error }
     }
 }

@@ -19,7 +19,7 @@ extension AgentOrchestrator {
     /// events, or with `newOnly` false, from the start of its log), so a caller that keeps the cursor of the last event it handled
     /// gets each event once across dropped connections and restarts. A host that cannot
     /// be reached is tried again; the others go on.
-    public func followStatus(hosts: [HostRecord]? = nil, from cursors: [String: AgentEventCursor] = [:],
+    public func followStatus(hosts: [HostRecord]? = nil, from cursors: [HostID: AgentEventCursor] = [:],
                              newOnly: Bool = true) -> AsyncStream<AgentStatusUpdate>
     {
         AsyncStream { continuation in

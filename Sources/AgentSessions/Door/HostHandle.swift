@@ -1,0 +1,224 @@
+import Foundation
+import SSHKit
+import ServerTransport
+
+/// A host you act on: reaching it, what it has installed, its projects, what is on it that
+/// no record names, and taking it out of the store.
+public struct HostHandle: Sendable, Hashable {
+    public let id: HostID
+    let engine: AgentOrchestrator
+
+    public static func == (a: Self, b: Self) -> Bool { a.id == b.id && a.engine === b.engine }
+    public func hash(into hasher: inout Hasher) { hasher.combine(id) }
+
+    /// The host's record now.
+    public func record() async throws(AgentError) -> HostRecord { try await engine.records.host(id) }
+
+    /// Connects (when it is not connected): proof that it can be reached with the
+    /// credentials and host key of its record.
+    public func connect() async throws(AgentError) { try await engine.connect(to: try await record()) }
+
+    /// Where its connection is now; nil for a host not used yet.
+    public func connectionState() async throws(AgentError) -> AgentConnectionState? {
+        await engine.connectionState(of: try await record())
+    }
+
+    /// Which agents are installed (reused for 5 minutes unless `refresh`).
+    public func detectAgents(refresh: Bool = false) async throws(AgentError) -> AgentDetection {
+        try await engine.detectAgents(on: try await record(), refresh: refresh)
+    }
+
+    /// The top level of the git checkout at `path` (and, given a `base`, that it names a
+    /// commit there).
+    public func checkoutTopLevel(path: String, base: String? = nil) async throws(AgentError) -> String {
+        try await engine.checkoutTopLevel(on: try await record(), path: path, base: base)
+    }
+
+    /// Its projects.
+    public func projects() async throws(AgentError) -> [ProjectRecord] { try await engine.records.projects(on: id) }
+
+    /// Adds the git checkout at `path` as a project: its top level is recorded, under
+    /// `name` (default: the checkout's folder name).
+    /// - Throws: `notAGitRepository`, `invalidArgument` (a base that is no commit),
+    ///   `nameTaken` (the host has a project of that name, or of that checkout).
+    public func addProject(path: String, name: String? = nil, base: String? = nil) async throws(AgentError) -> ProjectRecord {
+        let host = try await record()
+        let top = try await engine.checkoutTopLevel(on: host, path: path, base: base)
+        let projectName = name ?? (top as NSString).lastPathComponent
+        let existing = try await projects()
+        if existing.contains(where: { $0.name == projectName }) {
+            throw AgentError(.nameTaken, "\(host.name) has a project named \(projectName) already; pick another with --name")
+        }
+        if let same = existing.first(where: { $0.path == top }) {
+            throw AgentError(.nameTaken, "\(top) on \(host.name) is the project \(same.name) already")
+        }
+        let project = ProjectRecord(hostID: id, name: projectName, path: top, defaultBaseRef: base)
+        try await engine.stored("saving the project") { try await engine.store.save(project) }
+        return project
+    }
+
+    // MARK: orphans
+
+    /// Sessions and worktrees on the host that no record names, and port claims held for
+    /// nothing.
+    public func findOrphans() async throws(AgentError) -> AgentOrphans { try await engine.findOrphans(on: try await record()) }
+
+    /// Makes tasks and chats of orphaned worktrees and the sessions in them.
+    public func adoptOrphans(_ found: AgentOrphans) async throws(AgentError) -> [AgentOrphanOutcome] {
+        try await engine.adoptOrphans(found, on: try await record())
+    }
+
+    /// Stops orphaned sessions, removes orphaned worktrees (refusing to lose work unless
+    /// `force`) and gives back the ports held for nothing.
+    public func removeOrphans(_ found: AgentOrphans, force: Bool = false) async throws(AgentError) -> [AgentOrphanOutcome] {
+        try await engine.removeOrphans(found, on: try await record(), force: force)
+    }
+
+    // MARK: out of the store
+
+    /// Takes the host, its projects, their tasks and chats out of the store (with their
+    /// session-map entries and open ports); nothing on the host is touched, its agents run
+    /// on. A host with tasks is refused with `hasTasks` unless `force`.
+    /// - Returns: how many projects and tasks went with it.
+    @discardableResult
+    public func remove(force: Bool = false) async throws(AgentError) -> (projects: Int, tasks: Int) {
+        let host = try await record()
+        let projects = try await projects()
+        var tasks: [TaskRecord] = []
+        for p in projects { tasks += try await engine.records.tasks(in: p.id) }
+        if !tasks.isEmpty && !force {
+            throw AgentError(.hasTasks, "\(host.name) has \(Wording.count(tasks.count, "task")); delete \(tasks.count == 1 ? "it" : "them") first (agent-sessions tasks delete) or pass --force")
+        }
+        try await engine.forget(tasks)
+        try await engine.stored("removing the host") { try await engine.store.deleteHost(id: id) }
+        await engine.connections.remove(host.serverID)
+        return (projects.count, tasks.count)
+    }
+}
+
+/// A project you act on: its settings, its tasks, starting work in it, taking it out of
+/// the store.
+public struct ProjectHandle: Sendable, Hashable {
+    public let id: ProjectID
+    let engine: AgentOrchestrator
+
+    public static func == (a: Self, b: Self) -> Bool { a.id == b.id && a.engine === b.engine }
+    public func hash(into hasher: inout Hasher) { hasher.combine(id) }
+
+    /// The project's record now.
+    public func record() async throws(AgentError) -> ProjectRecord { try await engine.records.project(id) }
+
+    /// Its tasks (archived ones too).
+    public func tasks() async throws(AgentError) -> [TaskRecord] { try await engine.records.tasks(in: id) }
+
+    /// Changes its settings: `change` gets the record and edits what it may (the base,
+    /// the setup and teardown commands, whether the base is fetched); its id and host stay.
+    @discardableResult
+    public func update(_ change: (inout ProjectRecord) throws(AgentError) -> Void) async throws(AgentError) -> ProjectRecord {
+        let old = try await record()
+        var new = old
+        try change(&new)
+        new.id = old.id
+        new.hostID = old.hostID
+        new.path = old.path
+        new.createdAt = old.createdAt
+        if new.name != old.name,
+           try await engine.records.projects(on: old.hostID).contains(where: { $0.name == new.name && $0.id != id })
+        {
+            throw AgentError(.nameTaken, "the host has a project named \(new.name) already")
+        }
+        let saved = new
+        try await engine.stored("saving the project") { try await engine.store.save(saved) }
+        return saved
+    }
+
+    /// Starts a task: a worktree on its own branch and its main agent in it.
+    /// - Throws: as `AgentOrchestrator.createTask`.
+    @discardableResult
+    public func createTask(title: String, providerID: String, prompt: String? = nil, autoApprove: Bool = false,
+                           baseRef: String? = nil)
+        async throws(AgentError) -> (task: TaskHandle, record: TaskRecord, conversation: ConversationRecord, session: AgentSession)
+    {
+        let (t, c, s) = try await engine.createTask(projectID: id, title: title, providerID: providerID, prompt: prompt,
+                                                    autoApprove: autoApprove, baseRef: baseRef)
+        return (TaskHandle(id: t.id, engine: engine), t, c, s)
+    }
+
+    /// Starts several attempts at one piece of work, spread over `hostIDs` (the project's
+    /// host when empty); see `AgentOrchestrator.createAttempts`.
+    public func createAttempts(title: String, agents: [AttemptAgents], hostIDs: [HostID] = [], prompt: String? = nil,
+                               autoApprove: Bool = false, baseRef: String? = nil, cloneWhereMissing: Bool = false)
+        async throws(AgentError) -> AttemptLaunch
+    {
+        try await engine.createAttempts(projectID: id, title: title, agents: agents, hostIDs: hostIDs, prompt: prompt,
+                                        autoApprove: autoApprove, baseRef: baseRef, cloneWhereMissing: cloneWhereMissing)
+    }
+
+    /// Sends a local branch to the project's checkout on its host.
+    public func sendLocalBranch(_ branch: String, from directory: String, force: Bool = false) async throws(AgentError) -> String {
+        try await engine.sendLocalBranch(branch, from: directory, toProject: id, force: force)
+    }
+
+    /// Takes the project, its tasks and their chats out of the store (with their
+    /// session-map entries and open ports); the checkout and the worktrees stay on the
+    /// host. A project with tasks is refused with `hasTasks` unless `force`.
+    /// - Returns: how many tasks went with it.
+    @discardableResult
+    public func remove(force: Bool = false) async throws(AgentError) -> Int {
+        let project = try await record()
+        let tasks = try await tasks()
+        if !tasks.isEmpty && !force {
+            throw AgentError(.hasTasks, "\(project.name) has \(Wording.count(tasks.count, "task")); delete \(tasks.count == 1 ? "it" : "them") first or pass --force")
+        }
+        try await engine.forget(tasks)
+        try await engine.stored("removing the project") { try await engine.store.deleteProject(id: id) }
+        return tasks.count
+    }
+}
+
+extension AgentOrchestrator {
+    /// The records, read only.
+    public var records: AgentRecords { AgentRecords(store: store) }
+
+    /// The task with this id (nothing is read until the handle is used).
+    public func task(_ id: TaskID) -> TaskHandle { TaskHandle(id: id, engine: self) }
+
+    /// The chat with this id.
+    public func chat(_ id: ChatID) -> ChatHandle { ChatHandle(id: id, engine: self) }
+
+    /// The host with this id.
+    public func host(_ id: HostID) -> HostHandle { HostHandle(id: id, engine: self) }
+
+    /// The project with this id.
+    public func project(_ id: ProjectID) -> ProjectHandle { ProjectHandle(id: id, engine: self) }
+
+    /// Refuses a name another host has (`nameTaken`): the one rule of host names, for a
+    /// front end to check before it connects to a new host.
+    public func checkHostName(_ name: String) async throws(AgentError) {
+        if try await records.hosts().contains(where: { $0.name == name }) {
+            throw AgentError(.nameTaken, "a host named \(name) exists already; remove it first or pick another name")
+        }
+    }
+
+    /// Records a host (after the front end connected to it and checked its key, see
+    /// `inspectNewHost`).
+    /// - Throws: `nameTaken`, `storage`.
+    @discardableResult
+    public func addHost(_ record: HostRecord) async throws(AgentError) -> HostHandle {
+        try await checkHostName(record.name)
+        try await stored("saving the host") { try await store.save(record) }
+        return host(record.id)
+    }
+
+    /// Forgets tasks the store is about to lose with their host or project: their open
+    /// ports and their chats' session-map entries.
+    func forget(_ tasks: [TaskRecord]) async throws(AgentError) {
+        for t in tasks {
+            await portForwards.close(t.id)
+            let chats = try await records.chats(of: t.id)
+            try await stored("removing the session map entries") {
+                for c in chats { try await store.remove(c.ptyID.description) }
+            }
+        }
+    }
+}
