@@ -328,7 +328,7 @@ struct Hosts: AsyncParsableCommand {
         func run() async throws {
             try await Context.with(global) { context in
                 let h = try await context.host(named: name)
-                let checkup = try await context.orchestrator.checkup(h)
+                let checkup = try await context.orchestrator.host(h.id).checkup()
                 if json {
                     let rows: [JSONValue] = checkup.findings.map { f in
                         .object(["subject": .string(f.subject), "level": .string(f.level.rawValue), "detail": .string(f.detail),
@@ -410,7 +410,7 @@ struct AgentsInstall: AsyncParsableCommand {
                     throw Failure.refused("not installed: not confirmed")
                 }
             }
-            let status = try await context.orchestrator.installAgent(provider.id, on: h) { chunk in
+            let status = try await context.orchestrator.host(h.id).installAgent(provider.id) { chunk in
                 FileHandle.standardOutput.write(Data(chunk))
             }
             // the next `agents` shows what is there now

@@ -34,6 +34,18 @@ public struct HostHandle: Sendable, Hashable {
         try await engine.checkoutTopLevel(on: try await record(), path: path, base: base)
     }
 
+    /// What the host needs to run agents, in one round trip (tmux, git, the login shell
+    /// and PATH, the agents and their logins, free space, the clock).
+    public func checkup() async throws(AgentError) -> AgentHostCheckup { try await engine.checkup(try await record()) }
+
+    /// Runs the provider's install command on the host, its output handed to `output` as it
+    /// comes; returns its exit status (the host's detection is refreshed after it).
+    public func installAgent(_ providerID: String, output: @escaping @Sendable ([UInt8]) -> Void)
+        async throws(AgentError) -> SSHExitStatus
+    {
+        try await engine.installAgent(providerID, on: try await record(), output: output)
+    }
+
     /// Its projects.
     public func projects() async throws(AgentError) -> [ProjectRecord] { try await engine.records.projects(on: id) }
 

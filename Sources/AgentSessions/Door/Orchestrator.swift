@@ -2,13 +2,14 @@ import Foundation
 import SSHKit
 import ServerTransport
 
-/// The agent engine's one door: everything a front end does with hosts, projects,
-/// tasks and their agents goes through it. A task is a worktree plus its main agent;
-/// chats add agents in the same worktree; resume, stop, archive and delete act on the
-/// host and on the records together; send, screen, scrollback, diff, status, the board
-/// and orphans read through it too. Hosts are reached through an internal connection
-/// monitor (one connection per host, at most `policy.maxConnectedHosts` connected),
-/// records kept by an `AgentStore`.
+/// The agent engine's one door. A front end makes it with a store and a way to reach each
+/// host, then acts through its handles: `task(_:)`, `chat(_:)`, `host(_:)` and
+/// `project(_:)`, each keyed by a typed id. It reads the records through `records` (which
+/// also resolves what a user typed) and never writes them: the engine does every write. A
+/// task is a worktree plus its main agent; chats add agents in the same worktree; resume,
+/// stop, archive and delete act on the host and on the records together. Hosts are reached
+/// through an internal connection monitor (one connection per host, at most
+/// `policy.maxConnectedHosts` connected).
 ///
 /// The records are written before and after each step on a host, so a failure leaves
 /// the records saying what is on the host: a task whose agent could not start is
@@ -19,9 +20,10 @@ import ServerTransport
 /// let engine = AgentOrchestrator(store: store) { record in
 ///     SSHTransport(configuration: try configuration(for: record), serverID: record.serverID)
 /// }
-/// let (task, main, _) = try await engine.createTask(projectID: project.id, title: "Fix the flaky test",
-///                                                   providerID: "claude", prompt: "make it pass")
-/// try await engine.send("and add a test", to: main.id)
+/// let (task, _, main, _) = try await engine.project(project.id).createTask(title: "Fix the flaky test",
+///                                                                          providerID: "claude", prompt: "make it pass")
+/// try await engine.chat(main.id).send("and add a test")
+/// let diff = try await task.diff()
 /// let board = try await engine.board(live: true)
 /// await engine.close()
 /// ```

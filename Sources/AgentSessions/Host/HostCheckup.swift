@@ -215,7 +215,7 @@ extension AgentOrchestrator {
     /// versions), the login shell and the PATH a login gets, the agents found on it and
     /// whether each has a login there (a file or variable present, never read), the free
     /// space in the home and in each of the host's projects, and the clock's offset.
-    public func checkup(_ host: HostRecord) async throws(AgentError) -> AgentHostCheckup {
+    func checkup(_ host: HostRecord) async throws(AgentError) -> AgentHostCheckup {
         let store = store
         let projects = try await stored("reading the projects") { try await store.projects(hostID: host.id) }
         let directories = ["~/"] + projects.map(\.path)
@@ -229,8 +229,8 @@ extension AgentOrchestrator {
     /// its exit status; the host's agent detection is refreshed after it.
     /// - Throws: `invalidArgument` when the provider has no install command,
     ///   `shellNotAllowed`, `transport`; `cancelled` (the command is stopped).
-    public func installAgent(_ providerID: String, on host: HostRecord,
-                             output: @escaping @Sendable ([UInt8]) -> Void) async throws(AgentError) -> SSHExitStatus
+    func installAgent(_ providerID: String, on host: HostRecord,
+                      output: @escaping @Sendable ([UInt8]) -> Void) async throws(AgentError) -> SSHExitStatus
     {
         let provider = try AgentProvider.named(providerID)
         guard let command = provider.installCommand else {
