@@ -115,8 +115,12 @@ struct AgentHostTests {
         let d = try await host.detectAgents()
         #expect(counting.runs == 1, "\(counting.commands)")
         let home = try await host.absolutePath("~")
-        #expect(d.installed == ["claude": bins + "/claude", "gemini": bins + "/gemini", "qwen": home + "/.local/bin/qwen"])
-        #expect(d.installedProviders.map(\.id) == ["claude", "gemini", "qwen"])
+        // the real agents other suites install for the test user (from PyPI, into ~/.local/bin)
+        // may be found too, while they run beside this one
+        let installedByOthers: Set<String> = ["hermes", "vibe", "kimi"]
+        #expect(d.installed.filter { !installedByOthers.contains($0.key) }
+            == ["claude": bins + "/claude", "gemini": bins + "/gemini", "qwen": home + "/.local/bin/qwen"])
+        #expect(d.installedProviders.map(\.id).filter { !installedByOthers.contains($0) } == ["claude", "gemini", "qwen"])
         #expect(d.tmuxVersion?.hasPrefix("tmux ") == true)
         #expect(d.hasGit)
         #expect(d.loginShell == "/bin/sh")
