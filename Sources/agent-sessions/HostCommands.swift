@@ -137,7 +137,7 @@ struct Hosts: AsyncParsableCommand {
     /// jump host's too, even when the host's is pinned), and what it has installed.
     static func connectFirstTime(_ record: HostRecord, _ context: Context) async throws -> AgentDetection {
         if let reference = record.openSSH, record.jumpHost == nil { try checkResolves(reference, record) }
-        let trust = FirstUseTrust(store: HostConnection.knownHosts(environment: context.environment))
+        let trust = FirstUseTrust(knownHosts: HostConnection.knownHosts(environment: context.environment))
         let recorded = Mutex<[SSHHostKeyPrompt]>([])
         let config: SSHConfiguration
         if record.openSSH != nil {
@@ -163,13 +163,13 @@ struct Hosts: AsyncParsableCommand {
         }
         if !trust.firstSeen.isEmpty {
             // like ssh: ~/.ssh is made 0700 when missing
-            let dir = (trust.store.path as NSString).deletingLastPathComponent
+            let dir = (trust.knownHosts.path as NSString).deletingLastPathComponent
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
                                                     attributes: [.posixPermissions: 0o700])
         }
         for seen in trust.firstSeen {
-            try await trust.store.add(seen.key, host: seen.host, port: seen.port)
-            print("recorded the host key of \(SSHKnownHostsFile.lookupName(host: seen.host, port: seen.port)) in \(trust.store.path): \(seen.key.type) \(seen.key.sha256Fingerprint)")
+            try await trust.knownHosts.add(seen.key, host: seen.host, port: seen.port)
+            print("recorded the host key of \(SSHKnownHostsFile.lookupName(host: seen.host, port: seen.port)) in \(trust.knownHosts.path): \(seen.key.type) \(seen.key.sha256Fingerprint)")
         }
         for seen in recorded.withLock({ $0 }) {
             let name = seen.port == 22 ? seen.hostName : "[\(seen.hostName)]:\(seen.port)"
@@ -539,26 +539,26 @@ struct DetectionCache {
 /// (like ssh, the host may be an impostor), an unknown host's key accepted and kept to be
 /// recorded once the connection has authenticated.
 final class FirstUseTrust: Sendable {
-    let store: SSHKnownHostsStore
+    let knownHosts: SSHKnownHostsStore
     private let seen = Mutex<[(host: String, port: Int, key: SSHHostKey)]>([])
 
-    init(store: SSHKnownHostsStore) { self.store = store }
+    init(knownHosts: SSHKnownHostsStore) { self.knownHosts = knownHosts }
 
     var firstSeen: [(host: String, port: Int, key: SSHHostKey)] { seen.withLock { $0 } }
 
     var policy: SSHHostKeyPolicy {
         .custom { [self] context in
-            let known = try await store.lookup(host: context.host, port: context.port)
+            let known = try await knownHosts.lookup(host: context.host, port: context.port)
             let name = SSHKnownHostsFile.lookupName(host: context.host, port: context.port)
             if known.revoked.contains(context.presentedKey) {
-                return .reject(reason: "the host key of \(name) is marked revoked in \(store.path)")
+                return .reject(reason: "the host key of \(name) is marked revoked in \(knownHosts.path)")
             }
             if known.keys.contains(context.presentedKey) { return .accept }
             if known.keys.isEmpty {
                 seen.withLock { $0.append((context.host, context.port, context.presentedKey)) }
                 return .accept
             }
-            return .reject(reason: "the host key of \(name) (\(context.presentedKey.sha256Fingerprint)) is not the one \(store.path) has: the host may be an impostor")
+            return .reject(reason: "the host key of \(name) (\(context.presentedKey.sha256Fingerprint)) is not the one \(knownHosts.path) has: the host may be an impostor")
         }
     }
 }

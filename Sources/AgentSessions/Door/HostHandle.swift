@@ -124,7 +124,8 @@ public struct ProjectHandle: Sendable, Hashable {
     public func tasks() async throws(AgentError) -> [TaskRecord] { try await engine.records.tasks(in: id) }
 
     /// Changes its settings: `change` gets the record and edits what it may (the base,
-    /// the setup and teardown commands, whether the base is fetched); its id and host stay.
+    /// the setup and teardown commands, whether the base is fetched); its id, host, name,
+    /// checkout and creation time stay.
     @discardableResult
     public func update(_ change: (inout ProjectRecord) throws(AgentError) -> Void) async throws(AgentError) -> ProjectRecord {
         let old = try await record()
@@ -133,12 +134,8 @@ public struct ProjectHandle: Sendable, Hashable {
         new.id = old.id
         new.hostID = old.hostID
         new.path = old.path
+        new.name = old.name
         new.createdAt = old.createdAt
-        if new.name != old.name,
-           try await engine.records.projects(on: old.hostID).contains(where: { $0.name == new.name && $0.id != id })
-        {
-            throw AgentError(.nameTaken, "the host has a project named \(new.name) already")
-        }
         let saved = new
         try await engine.stored("saving the project") { try await engine.store.save(saved) }
         return saved

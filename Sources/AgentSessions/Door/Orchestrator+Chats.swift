@@ -26,7 +26,7 @@ extension AgentOrchestrator {
     func locate(_ conversationID: ChatID) async throws(AgentError)
         -> (conversation: ConversationRecord, task: TaskRecord, host: HostRecord, session: AgentSession)
     {
-        let c = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
+        let c = try await records.chat(conversationID)
         let (task, _, host) = try await context(task: c.taskID)
         return (c, task, host, session(of: c, in: task, host: host))
     }

@@ -133,27 +133,14 @@ public final class AgentOrchestrator: Sendable {
 
     /// A store call, its failure as `storage` (a typed `AgentError` passes through).
     func stored<T>(_ what: String, _ body: () async throws -> T) async throws(AgentError) -> T {
-        do {
-            return try await body()
-        } catch let e as AgentError {
-            throw e
-        } catch {
-            throw AgentError(.storage, "the store failed while \(what): \(error)")
-        }
-    }
-
-    func record<T>(_ what: String, _ id: some RecordIdentity, _ body: () async throws -> T?) async throws(AgentError) -> T {
-        guard let r = try await stored("reading \(what) \(id)", body) else {
-            throw AgentError(.notFound, "no \(what) \(id) in the store")
-        }
-        return r
+        try await storeCall(what, body)
     }
 
     /// The task, its project and its host.
     func context(task id: TaskID) async throws(AgentError) -> (TaskRecord, ProjectRecord, HostRecord) {
-        let task = try await record("task", id) { try await store.task(id: id) }
-        let project = try await record("project", task.projectID) { try await store.project(id: task.projectID) }
-        let host = try await record("host", project.hostID) { try await store.host(id: project.hostID) }
+        let task = try await records.task(id)
+        let project = try await records.project(task.projectID)
+        let host = try await records.host(project.hostID)
         return (task, project, host)
     }
 
@@ -239,8 +226,8 @@ public final class AgentOrchestrator: Sendable {
     {
         let provider = try AgentProvider.named(providerID)
         let store = store
-        let project = try await record("project", projectID) { try await store.project(id: projectID) }
-        let hostRecord = try await record("host", project.hostID) { try await store.host(id: project.hostID) }
+        let project = try await records.project(projectID)
+        let hostRecord = try await records.host(project.hostID)
         return try await makeTask(project: project, on: hostRecord, title: title, provider: provider, prompt: prompt,
                                   autoApprove: autoApprove, baseRef: baseRef ?? project.defaultBaseRef,
                                   fetchBase: project.fetchesBase ?? true)
@@ -436,7 +423,7 @@ public final class AgentOrchestrator: Sendable {
     /// - Throws: `notFound`, `taskArchived`, the check's and the
     ///   start's errors.
     func resume(conversationID: ChatID) async throws(AgentError) -> AgentSession {
-        let conversation = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
+        let conversation = try await records.chat(conversationID)
         let (task, _, hostRecord) = try await context(task: conversation.taskID)
         try Self.refuseArchived(task)
         let provider = try AgentProvider.named(conversation.providerID)
@@ -483,7 +470,7 @@ public final class AgentOrchestrator: Sendable {
     /// Where a conversation's agent is; the record follows (an ended agent is recorded
     /// with its exit status).
     func refreshState(conversationID: ChatID) async throws(AgentError) -> ConversationRecord {
-        var conversation = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
+        var conversation = try await records.chat(conversationID)
         guard conversation.state == .running else { return conversation }
         let (task, _, hostRecord) = try await context(task: conversation.taskID)
         let s = session(of: conversation, in: task, host: hostRecord)
@@ -500,7 +487,7 @@ public final class AgentOrchestrator: Sendable {
 
     /// Attaches to a conversation's agent (see `AgentConnections.attach`).
     func attach(conversationID: ChatID, size: SSHTerminalSize? = nil) async throws(AgentError) -> AgentTerminal {
-        let conversation = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
+        let conversation = try await records.chat(conversationID)
         let (task, _, hostRecord) = try await context(task: conversation.taskID)
         try await register(hostRecord)
         return try await connections.attach(session(of: conversation, in: task, host: hostRecord), size: size ?? terminalSize)
@@ -513,7 +500,7 @@ public final class AgentOrchestrator: Sendable {
     func attach(conversationID: ChatID, joining fd: Int32, size: SSHTerminalSize? = nil,
                        detachByte: UInt8?) async throws(AgentError) -> AgentJoinedTerminal
     {
-        let conversation = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
+        let conversation = try await records.chat(conversationID)
         let (task, _, hostRecord) = try await context(task: conversation.taskID)
         try await register(hostRecord)
         return try await connections.attach(session(of: conversation, in: task, host: hostRecord), joining: fd,
@@ -522,7 +509,7 @@ public final class AgentOrchestrator: Sendable {
 
     /// Stops a conversation's agent; its scrollback is saved in the terminal log first.
     func stop(conversationID: ChatID) async throws(AgentError) {
-        var conversation = try await record("conversation", conversationID) { try await store.conversation(id: conversationID) }
+        var conversation = try await records.chat(conversationID)
         let (task, _, hostRecord) = try await context(task: conversation.taskID)
         let s = session(of: conversation, in: task, host: hostRecord)
         let scrollback = try await onHost(hostRecord) { host -> String? in

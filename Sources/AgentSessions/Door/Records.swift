@@ -13,15 +13,8 @@ public struct AgentRecords: Sendable {
 
     init(store: any AgentStore) { self.store = store }
 
-    /// A store call, its failure as `storage`.
     private func read<T>(_ what: String, _ body: () async throws -> T) async throws(AgentError) -> T {
-        do {
-            return try await body()
-        } catch let e as AgentError {
-            throw e
-        } catch {
-            throw AgentError(.storage, "the store failed while reading \(what): \(error)")
-        }
+        try await storeCall("reading \(what)", body)
     }
 
     // MARK: by id

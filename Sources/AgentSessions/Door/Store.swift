@@ -48,6 +48,17 @@ extension AgentStore {
     public func check() async throws -> AgentStoreCheck { AgentStoreCheck() }
 }
 
+/// A store call, its failure as `storage` (a typed `AgentError` passes through).
+func storeCall<T>(_ what: String, _ body: () async throws -> T) async throws(AgentError) -> T {
+    do {
+        return try await body()
+    } catch let e as AgentError {
+        throw e
+    } catch {
+        throw AgentError(.storage, "the store failed while \(what): \(error)")
+    }
+}
+
 /// An `AgentStore` in memory: for tests, and for programs that keep their records
 /// elsewhere.
 public actor InMemoryAgentStore: AgentStore {

@@ -185,11 +185,11 @@ extension AgentOrchestrator {
         var providers: [AgentProvider] = []
         for a in agents { providers.append(try AgentProvider.named(a.providerID)) }
         let store = store
-        let project = try await record("project", projectID) { try await store.project(id: projectID) }
-        let home = try await record("host", project.hostID) { try await store.host(id: project.hostID) }
+        let project = try await records.project(projectID)
+        let home = try await records.host(project.hostID)
         var hosts: [HostRecord] = []
         for id in hostIDs.isEmpty ? [home.id] : hostIDs where !hosts.contains(where: { $0.id == id }) {
-            hosts.append(try await record("host", id) { try await store.host(id: id) })
+            hosts.append(try await records.host(id))
         }
 
         // the base, on the project's host, and the project's identity there
@@ -386,25 +386,14 @@ extension AgentOrchestrator {
         return text
     }
 
-    /// The attempts of the work `taskID` is one of (the task's id or the group's), in
-    /// label order.
-    /// - Throws: `notFound` (no such task or group), `invalidArgument` (a task that is not
-    ///   an attempt).
+    /// The attempts of the work `taskID` is one of, in label order.
+    /// - Throws: `notFound` (no such task), `notAnAttempt` (a single task).
     func attempts(of taskID: TaskID) async throws(AgentError) -> [TaskRecord] {
-        let store = store
-        let all = try await stored("reading tasks") { try await store.tasks(projectID: nil) }
-        let group: String
-        if let t = all.first(where: { $0.id == taskID }) {
-            guard let g = t.attempt?.group else {
-                throw AgentError(.invalidArgument, "the task \(t.title) is not one of several attempts")
-            }
-            group = g
-        } else if all.contains(where: { $0.attempt?.group == taskID.rawValue }) {
-            group = taskID.rawValue
-        } else {
-            throw AgentError(.notFound, "no task \(taskID) in the store")
+        let task = try await records.task(taskID)
+        guard let group = task.attempt?.group else {
+            throw AgentError(.notAnAttempt, "the task \(task.title) is not one of several attempts")
         }
-        return all.filter { $0.attempt?.group == group }.inAttemptOrder
+        return try await records.tasks().filter { $0.attempt?.group == group }.inAttemptOrder
     }
 
     /// The attempts side by side: each one's state, time to done, files and lines changed

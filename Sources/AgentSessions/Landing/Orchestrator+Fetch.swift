@@ -50,8 +50,8 @@ extension AgentOrchestrator {
         guard !branch.isEmpty, !branch.hasPrefix("-"), !branch.contains(":"), !branch.contains("..") else {
             throw AgentError(.invalidArgument, "'\(branch)' is not a branch name")
         }
-        let project = try await record("project", projectID) { try await store.project(id: projectID) }
-        let host = try await record("host", project.hostID) { try await store.host(id: project.hostID) }
+        let project = try await records.project(projectID)
+        let host = try await records.host(project.hostID)
         let local = try await Self.localRepository(directory)
         let commit = try await Self.localGit(["-C", local, "rev-parse", "--verify", "--quiet", "refs/heads/\(branch)^{commit}"],
                                              what: "reading the local branch \(branch)", missing: "no local branch \(branch) in \(local)")
