@@ -99,6 +99,9 @@ struct AuthenticationTests {
         #expect(e?.message.contains("tried: password") == true)
         #expect(e?.host == server.host && e?.port == server.port)
         #expect(e?.offeredAuthMethods?.contains([.publicKey, .password, .keyboardInteractive]) == true)
+        // a failure after key exchange carries the key that was seen (the error model's
+        // general field, not only for a rejected key)
+        #expect(e?.presentedHostKey.map { server.allFingerprints.contains($0.sha256Fingerprint) } == true)
     }
 
     @Test func unauthorizedKeyIsAuthenticationFailed() async {

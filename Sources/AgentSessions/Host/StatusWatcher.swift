@@ -299,7 +299,9 @@ fi
 # started a turn: the agent was seen busy since, or its hook log grew and ends with the end
 # of a turn, or its screen changed after the send and has been still for 3 s (a turn too
 # quick to be seen busy between two looks). queue/SESSION.sent holds the hook log's length
-# at the send, whether the agent was seen busy since, and the time of the send;
+# at the send, whether the agent was seen busy since, the time of the send and the time of
+# the screen's last change then (a change seen in the second of the send is after it when
+# that time moved: times are whole seconds);
 # queue/SESSION.why what holds the next prompt back (a word and its detail); queue/sent.log
 # a line per prompt sent.
 hold() {
@@ -325,13 +327,14 @@ $line
 SSHKIT_LINE
         n=0; [ ! -f "$S/$p" ] || n=$(wc -l < "$S/$p")
         if [ -f "queue/$p.sent" ]; then
-            sn=; busy=; at=; read -r sn busy at < "queue/$p.sent"
+            sn=; busy=; at=; c0=; read -r sn busy at c0 < "queue/$p.sent"
             case "$st" in
-            working|waiting|starting) [ "$busy" = 1 ] || printf '%s 1 %s\n' "$sn" "$at" > "queue/$p.sent"; hold "$p" "$st"; continue ;;
+            working|waiting|starting) [ "$busy" = 1 ] || printf '%s 1 %s %s\n' "$sn" "$at" "$c0" > "queue/$p.sent"; hold "$p" "$st"; continue ;;
             idle|done)
                 ev=$(tail -n 1 "$S/$p" 2>/dev/null | cut -d ' ' -f 2)
                 if [ "$busy" = 1 ] || { [ "$n" -gt "${sn:-0}" ] && case "$ev" in stop|start|failure) true ;; *) false ;; esac; } \
-                    || { [ -n "$at" ] && [ "${chg:-0}" -gt "$at" ] && [ $(($(date +%s) - chg)) -ge 3 ]; }; then
+                    || { [ -n "$at" ] && { [ "${chg:-0}" -gt "$at" ] || { [ "${chg:-0}" -eq "$at" ] && [ "$chg" != "${c0:-}" ]; }; } \
+                         && [ $(($(date +%s) - chg)) -ge 3 ]; }; then
                     rm -f "queue/$p.sent"
                 else
                     hold "$p" "turn $at"; continue
@@ -347,7 +350,7 @@ SSHKIT_LINE
             sleep 0.2
             tmux -L "$SOCK" -f /dev/null send-keys -t "=$p:" Enter >/dev/null 2>&1
             ts=$(date +%s)
-            printf '%s 0 %s\n' "$n" "$ts" > "queue/$p.sent"
+            printf '%s 0 %s %s\n' "$n" "$ts" "${chg:-0}" > "queue/$p.sent"
             printf '%s %s %s\n' "$ts" "$p" "$next" >> queue/sent.log
             rm -f "queue/$p.sending" "queue/$p.why"
         else

@@ -97,8 +97,18 @@ public struct AgentProvider: Sendable, Hashable, Identifiable {
     public var sessionTracking: SessionTracking
     /// How the engine installs its status hooks.
     public var statusHooks: StatusHooks
-    /// How to install it, shown when it is missing on a host.
-    public var installHint: String
+    /// A shell command that installs the agent for the host's user, without root (npm
+    /// packages into `~/.local`, whose `bin` detection looks in; Python agents into a
+    /// virtualenv of their own or with uv): what `agents install` runs in the login
+    /// environment. nil when the agent has no such command (see `installNote`).
+    public var installCommand: String?
+    /// What to know about installing it beyond the command (a version that must be kept),
+    /// or how to install it by hand when it has no command.
+    public var installNote: String?
+    /// Where the agent keeps its login (see `AgentCredentials`), from its own source or
+    /// documentation; empty when not known. A login kept in the system keyring (Codex,
+    /// Gemini, Copilot and Goose can) is not seen.
+    public var credentials: AgentCredentials
     /// Arguments that print the version and exit (`--version`; some use `help`).
     public var versionArguments: [String]
     /// A release of the binary that is not the agent (Kimi's deprecation stub), refused
@@ -110,7 +120,8 @@ public struct AgentProvider: Sendable, Hashable, Identifiable {
 
     public init(id: String, displayName: String, binary: String, defaultArguments: [String] = [],
                 autoApproveFlag: String? = nil, promptDelivery: PromptDelivery, resumeArguments: [String] = [],
-                sessionTracking: SessionTracking = .none, statusHooks: StatusHooks = .none, installHint: String,
+                sessionTracking: SessionTracking = .none, statusHooks: StatusHooks = .none, installCommand: String?,
+                installNote: String? = nil, credentials: AgentCredentials = AgentCredentials(),
                 versionArguments: [String] = ["--version"], refusedBinary: RefusedBinary? = nil, readyScreen: [String] = [])
     {
         self.id = id
@@ -122,10 +133,19 @@ public struct AgentProvider: Sendable, Hashable, Identifiable {
         self.resumeArguments = resumeArguments
         self.sessionTracking = sessionTracking
         self.statusHooks = statusHooks
-        self.installHint = installHint
+        self.installCommand = installCommand
+        self.installNote = installNote
+        self.credentials = credentials
         self.versionArguments = versionArguments
         self.refusedBinary = refusedBinary
         self.readyScreen = readyScreen
+    }
+
+    /// How to install it, shown when it is missing on a host: its install command (with
+    /// its note), else the note.
+    public var installHint: String {
+        guard let installCommand else { return installNote ?? "" }
+        return installNote.map { "\(installCommand) (\($0))" } ?? installCommand
     }
 
     /// Whether the agent can take a first prompt at all.

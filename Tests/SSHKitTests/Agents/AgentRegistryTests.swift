@@ -58,6 +58,17 @@ struct AgentRegistryTests {
             #expect(!p.versionArguments.isEmpty, "\(p.id) has no version arguments")
         }
         #expect(try AgentProvider.named("cline").versionArguments == ["help"])
+        // what the user is told to run is what `agents install` runs (they drifted apart
+        // when they were kept in two places)
+        for p in AgentProvider.all {
+            if let command = p.installCommand {
+                #expect(p.installHint == command || p.installHint.hasPrefix(command + " ("), "\(p.id): \(p.installHint)")
+            } else {
+                #expect(p.installNote?.isEmpty == false, "\(p.id) has neither an install command nor a note")
+            }
+        }
+        #expect(try AgentProvider.named("goose").installHint.contains("CONFIGURE=false"))
+        #expect(AgentProvider.all.filter { $0.installCommand == nil }.map(\.id) == ["rovo"])
         // checked against the installed CLIs (RealAgentTests)
         #expect(try AgentProvider.named("mistral").versionArguments == ["--version"])
         #expect(try AgentProvider.named("hermes").versionArguments == ["--version"])

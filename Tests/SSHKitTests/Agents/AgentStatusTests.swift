@@ -108,13 +108,19 @@ struct AgentScreenRuleTests {
 
     @Test func hookSettingsAndTheirCommands() throws {
         let id = AgentPTYID(providerID: "claude", kind: .main, suffix: "t1")
-        let json = try JSONSerialization.jsonObject(with: Data(AgentHost.claudeHookSettings(id).utf8)) as? [String: Any]
+        let file = try #require(AgentProvider.StatusHooks.claudeSettings.file(for: id) { AgentHost.hookCommand(id, $0) })
+        #expect(file.name == "claude-main-t1.json")
+        let json = try JSONSerialization.jsonObject(with: Data(file.text.utf8)) as? [String: Any]
         let hooks = try #require(json?["hooks"] as? [String: [[String: Any]]])
         #expect(Set(hooks.keys) == ["SessionStart", "UserPromptSubmit", "PreToolUse", "Notification", "Stop"], "no SubagentStop")
         let stop = try #require((hooks["Stop"]?.first?["hooks"] as? [[String: String]])?.first)
         #expect(stop["type"] == "command")
         #expect(stop["command"]?.contains("status/claude-main-t1") == true)
-        let codex = AgentHost.codexNotifyOverride(AgentPTYID(providerID: "codex", kind: .main, suffix: "t2"))
+        let codexID = AgentPTYID(providerID: "codex", kind: .main, suffix: "t2")
+        #expect(AgentProvider.StatusHooks.codexNotify.file(for: codexID) { AgentHost.hookCommand(codexID, $0) } == nil)
+        let handed = AgentProvider.StatusHooks.codexNotify.handOver(codexID, filePath: nil) { AgentHost.hookCommand(codexID, $0) }
+        #expect(handed.arguments.count == 2 && handed.arguments[0] == "-c" && handed.environment.isEmpty)
+        let codex = handed.arguments[1]
         #expect(codex.hasPrefix("notify=[\"sh\", \"-c\", \"mkdir -p \\\"$HOME/"))
         // the command appends its line and wakes the watcher of the agent's own tmux server,
         // prints nothing and succeeds, even with no watcher and no tmux
@@ -451,7 +457,8 @@ struct AgentStatusTests {
                 return a.count >= 3 ? a : nil
             }
             let shown = await answers()
-            #expect(drained == ["answer 1: one", "answer 2: two", "answer 3: three"], "\(shown)")
+            let left = try? await h.host.promptQueue(of: session.ptyID)
+            #expect(drained == ["answer 1: one", "answer 2: two", "answer 3: three"], "\(shown); the queue: \(String(describing: left))")
             #expect(try await h.host.promptQueue(of: session.ptyID) == AgentPromptQueue(prompts: [], hold: nil))
             // an agent that is not running holds its queue, and says so
             _ = try await h.transport.runProcess("tmux", "-L", h.host.tmuxSocket, "kill-session", "-t", "=\(session.ptyID)")
