@@ -64,11 +64,40 @@ extension AgentHost {
         case .running: break
         }
         if let screen = try? await screenText(session),
-           let hit = rules.classify(screen: screen, providerID: session.ptyID.providerID)
+           let hit = try? await look(at: screen, providerID: session.ptyID.providerID, rules: rules)
         {
-            return AgentStatus(activity: hit.activity, source: .screen, since: now, question: hit.question, rule: hit.rule.id)
+            return AgentStatus(activity: hit.activity, source: .screen, since: now, question: hit.question, rule: hit.rule)
         }
         return AgentStatus(activity: .starting, source: .process, since: now)
+    }
+
+    /// One look at `screen` with `rules`, by the watcher's own classifier run on the host
+    /// (`AgentStatusWatcher.lookScript`): for a terminal the watcher does not follow. nil
+    /// when no rule matches.
+    func look(at screen: String, providerID: String, rules: AgentScreenRules) async throws(AgentError)
+        -> (activity: AgentActivity, rule: String, question: String?)?
+    {
+        let r = try await run("/bin/sh", ["-c", AgentStatusWatcher.lookScript, "sh", rules.hostText, providerID],
+                              stdin: Array(screen.utf8), what: "looking at the agent's screen")
+        guard r.exitStatus == .exited(0) else {
+            throw AgentError(.tmuxFailed, "the screen rules could not be applied on \(shell.displayName)", detail: r.stderrString)
+        }
+        return Self.look(parsing: r.stdoutString)
+    }
+
+    /// The classifier's `class TAB rule TAB question` line as a status (nil: no rule matched).
+    static func look(parsing line: String) -> (activity: AgentActivity, rule: String, question: String?)? {
+        let f = line.trimmingCharacters(in: .newlines).split(separator: "\t", maxSplits: 2, omittingEmptySubsequences: false)
+            .map(String.init)
+        guard f.count == 3 else { return nil }
+        let question = f[2].isEmpty ? nil : f[2]
+        switch f[0] {
+        case "waiting": return (.waitingForInput, f[1], question)
+        case "limit": return (.waitingForInput, f[1], "usage limit: " + (question ?? ""))
+        case "working": return (.working, f[1], nil)
+        case "idle": return (.idle, f[1], nil)
+        default: return nil
+        }
     }
 
     /// What the host's watcher knows, in one round trip (two or three the first time, to

@@ -46,53 +46,13 @@ enum AgentStatusWatcher {
 
     static let scriptDigest = String(CoreDigest.sha256(Array(script.utf8)).map { String(format: "%02x", $0) }.joined().prefix(12))
 
-    /// The script, run as `sh watcher-<version>-<digest>.sh run <socket> <digest>`.
-    static let script: String = #"""
-# sshkit-agents status watcher (POSIX sh, tmux, awk): run SOCKET DIGEST
-# Follows the agent sessions of the engine's tmux server SOCKET, keeps each one's state
-# in $W/states and appends each change to $W/events as a numbered line.
-V=\#(version)
-D="$HOME/.cache/sshkit-agents"
-W="$D/watch/tmux-$2"
-S="$D/status"
-SOCK=$2
-mkdir -p "$W/screens" "$W/seen" "$S" || exit 1
-cd "$W" || exit 1
-cat > plan.awk <<'SSHKIT_AWK'
-# plan.awk states panes panes.new: the sessions whose screen to look at this round:
-# new ones, ones whose line changed (output, title, a client), ones not yet settled, and
-# ones with output in the last 2 s (tmux's activity time is in whole seconds: output in
-# the second of the last look moves nothing)
-FILENAME == ARGV[1] { if ($1 == "S") { known[$2] = 1; settled[$2] = ($8 == $10) } next }
-FILENAME == ARGV[2] { old[$1] = $0; next }
-$2 == "0" && (!($1 in known) || old[$1] != $0 || !settled[$1] || now - $4 <= 2) { print $1 }
-SSHKIT_AWK
-cat > round.awk <<'SSHKIT_AWK'
-# round.awk rules states panes capture.list: the new states, and an `E ` line per change
+    /// The screen rules applied to one screen, in awk: the watcher's `round.awk` and the
+    /// look at a plain terminal's screen (`lookScript`) share it, so the rules have one
+    /// implementation, the one the host runs. The rules are `R_n` and `R_prov`, `R_kind`,
+    /// `R_id`, `R_pat` by index; `classify(pty, prov, title)` reads `w/screens/PTY` and sets
+    /// `C_cls` (waiting, limit, working, idle, quiet, blank), `C_rule`, `C_q`, `C_changed`.
+    static let classifierAwk: String = #"""
 function trim(s) { sub(/^[ \t│┃|>]+/, "", s); sub(/[ \t│┃|]+$/, "", s); return s }
-function readhook(pty,   f, line, n, parts) {
-    f = status "/" pty; H_ev = ""; H_ts = 0; H_q = ""; H_n = 0
-    while ((getline line < f) > 0) {
-        n = split(line, parts, " ")
-        if (n >= 2 && parts[1] ~ /^[0-9]+$/) {
-            H_ts = parts[1]; H_ev = parts[2]; H_q = line; H_n++
-            sub(/^[0-9]+ [^ ]+ ?/, "", H_q)
-        }
-    }
-    close(f)
-}
-function hookstate(ev) {
-    if (ev == "prompt" || ev == "tool" || ev == "answered") return "working"
-    if (ev == "notification" || ev == "approval") return "waiting"
-    if (ev == "start" || ev == "stop" || ev == "failure") return "idle"
-    return ""
-}
-function readseen(pty,   f, line, t) {
-    f = w "/seen/" pty; t = 0
-    while ((getline line < f) > 0) if (line ~ /^[0-9]+$/) t = line
-    close(f)
-    return t
-}
 function ruleapplies(i, prov) { return R_prov[i] == prov || R_prov[i] == "*" }
 # classify the captured screen of pty: C_cls C_rule C_q, and C_changed when the screen
 # (without ignored lines) differs from the last one
@@ -135,6 +95,69 @@ function classify(pty, prov, ttl,   f, line, n, i, j, k, kinds, region, text, pr
         }
     }
     if (C_cls == "") C_cls = "quiet"
+}
+"""#
+
+    /// One look at a screen with the rules, on the host: `sh -c lookScript sh RULES PROVIDER`
+    /// with the screen on standard input prints `class TAB rule TAB question`.
+    static let lookScript: String = #"""
+d=$(mktemp -d) || exit 1
+trap 'rm -rf "$d"' EXIT
+mkdir "$d/screens" && printf '%s' "$1" > "$d/rules" && cat > "$d/screens/s" || exit 1
+cat > "$d/look.awk" <<'SSHKIT_AWK'
+\#(classifierAwk)
+{ split($0, r, "\t"); if (r[2] != "") { R_n++; R_prov[R_n] = r[1]; R_kind[R_n] = r[2]; R_id[R_n] = r[3]; R_pat[R_n] = r[4] } }
+END { classify("s", prov, ""); printf "%s\t%s\t%s\n", C_cls, C_rule, C_q }
+SSHKIT_AWK
+awk -v w="$d" -v prov="$2" -f "$d/look.awk" "$d/rules"
+"""#
+
+    /// The script, run as `sh watcher-<version>-<digest>.sh run <socket> <digest>`.
+    static let script: String = #"""
+# sshkit-agents status watcher (POSIX sh, tmux, awk): run SOCKET DIGEST
+# Follows the agent sessions of the engine's tmux server SOCKET, keeps each one's state
+# in $W/states and appends each change to $W/events as a numbered line.
+V=\#(version)
+D="$HOME/.cache/sshkit-agents"
+W="$D/watch/tmux-$2"
+S="$D/status"
+SOCK=$2
+mkdir -p "$W/screens" "$W/seen" "$S" || exit 1
+cd "$W" || exit 1
+cat > plan.awk <<'SSHKIT_AWK'
+# plan.awk states panes panes.new: the sessions whose screen to look at this round:
+# new ones, ones whose line changed (output, title, a client), ones not yet settled, and
+# ones with output in the last 2 s (tmux's activity time is in whole seconds: output in
+# the second of the last look moves nothing)
+FILENAME == ARGV[1] { if ($1 == "S") { known[$2] = 1; settled[$2] = ($8 == $10) } next }
+FILENAME == ARGV[2] { old[$1] = $0; next }
+$2 == "0" && (!($1 in known) || old[$1] != $0 || !settled[$1] || now - $4 <= 2) { print $1 }
+SSHKIT_AWK
+cat > round.awk <<'SSHKIT_AWK'
+# round.awk rules states panes capture.list: the new states, and an `E ` line per change
+\#(classifierAwk)
+function readhook(pty,   f, line, n, parts) {
+    f = status "/" pty; H_ev = ""; H_ts = 0; H_q = ""; H_n = 0
+    while ((getline line < f) > 0) {
+        n = split(line, parts, " ")
+        if (n >= 2 && parts[1] ~ /^[0-9]+$/) {
+            H_ts = parts[1]; H_ev = parts[2]; H_q = line; H_n++
+            sub(/^[0-9]+ [^ ]+ ?/, "", H_q)
+        }
+    }
+    close(f)
+}
+function hookstate(ev) {
+    if (ev == "prompt" || ev == "tool" || ev == "answered") return "working"
+    if (ev == "notification" || ev == "approval") return "waiting"
+    if (ev == "start" || ev == "stop" || ev == "failure") return "idle"
+    return ""
+}
+function readseen(pty,   f, line, t) {
+    f = w "/seen/" pty; t = 0
+    while ((getline line < f) > 0) if (line ~ /^[0-9]+$/) t = line
+    close(f)
+    return t
 }
 function emit(pty, st, src, rule, q) {
     seq++

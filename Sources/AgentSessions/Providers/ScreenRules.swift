@@ -119,57 +119,11 @@ public struct AgentScreenRules: Sendable, Hashable {
     var hostText: String {
         rules.map { "\($0.provider)\t\($0.kind.rawValue)\t\($0.id)\t\($0.pattern)\n" }.joined()
     }
-
-    /// What the rules say about one look at a screen (for a terminal the watcher does not
-    /// follow); nil when no rule matches.
-    public func classify(screen: String, providerID: String) -> (activity: AgentActivity, rule: Rule, question: String?)? {
-        let mine = rules.filter { $0.provider == providerID || $0.provider == "*" }
-        let ignore = mine.filter { $0.kind == .ignore }.compactMap { POSIXRegex($0.pattern) }
-        let lines = screen.split(separator: "\n").map { String($0).replacingOccurrences(of: #"[ \t]+$"#, with: "", options: .regularExpression) }
-            .filter { !$0.isEmpty }
-        let region = mine.last { $0.kind == .lines }.flatMap { Int($0.pattern) } ?? 15
-        let last = Array(lines.suffix(region))
-        let kept = last.filter { l in !ignore.contains { $0.matches(l) } }
-        for kind in [Kind.waiting, .limit, .working, .idle] {
-            for rule in mine where rule.kind == kind {
-                guard let re = POSIXRegex(rule.pattern), let hit = kept.last(where: { re.matches($0) }) else { continue }
-                switch kind {
-                case .waiting, .limit:
-                    var question = Self.trimmed(hit)
-                    for q in mine where q.kind == .question {
-                        if let re = POSIXRegex(q.pattern), let line = last.last(where: { re.matches($0) }) {
-                            question = Self.trimmed(line)
-                            break
-                        }
-                    }
-                    return (.waitingForInput, rule, kind == .limit ? "usage limit: " + question : question)
-                case .working: return (.working, rule, nil)
-                default: return (.idle, rule, nil)
-                }
-            }
-        }
-        return nil
-    }
-
-    /// A line without the frame characters of a dialog box around it.
-    static func trimmed(_ line: String) -> String {
-        line.trimmingCharacters(in: CharacterSet(charactersIn: " \t│┃|>"))
-    }
 }
 
-/// A compiled POSIX extended regular expression (`regcomp`), the dialect of the host's
-/// `awk`, so a pattern accepted here is one the watcher can use.
-final class POSIXRegex: @unchecked Sendable {
-    private var re = regex_t()
-
-    init?(_ pattern: String) {
-        guard regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) == 0 else { return nil }
-    }
-
-    deinit { regfree(&re) }
-
-    func matches(_ s: String) -> Bool { regexec(&re, s, 0, nil, 0) == 0 }
-
+/// POSIX extended regular expressions (`regcomp`), the dialect of the host's `awk`: a
+/// pattern accepted here is one the watcher can use.
+enum POSIXRegex {
     /// Why `pattern` does not compile, or nil.
     static func problem(_ pattern: String) -> String? {
         var re = regex_t()

@@ -167,6 +167,10 @@ struct AgentHostTests {
             return s.contains("READY>") ? s : nil
         }
         #expect(out?.contains("ARGS: [hello]") == true)
+        // its status: one look at its screen, by the watcher's classifier run on the host
+        let rules = try AgentScreenRules.parse("[claude]\nidle  READY>\n", origin: "user")
+        let status = await host.status(of: session, rules: rules)
+        #expect(status.activity == .idle && status.source == .screen && status.rule == "user:2", "\(status)")
         let terminal = try await host.attach(session)
         try await terminal.input.write(Array("typed\r".utf8))
         #expect(await read(terminal, until: "got: typed").contains("got: typed"))

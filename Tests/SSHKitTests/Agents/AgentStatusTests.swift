@@ -26,6 +26,17 @@ struct WatcherRounds {
         try AgentScreenRules.shipped.hostText.write(toFile: dir + "/rules", atomically: true, encoding: .utf8)
     }
 
+    /// The host's one look at a screen (`AgentStatusWatcher.lookScript`, for a terminal the
+    /// watcher does not follow), run here with `rules`.
+    static func look(_ screen: String, _ provider: String, rules: AgentScreenRules = .shipped) throws
+        -> (activity: AgentActivity, rule: String, question: String?)?
+    {
+        let r = try TestServer.runCapturing("/bin/sh", ["-c", #"printf '%s' "$3" | /bin/sh -c "$4" sh "$1" "$2""#, "sh",
+                                                        rules.hostText, provider, screen, AgentStatusWatcher.lookScript])
+        #expect(r.status == 0 && r.err.isEmpty, "\(r.err)")
+        return AgentHost.look(parsing: r.out)
+    }
+
     /// One round: `screen` captured for `session` (nil: not captured this round).
     mutating func round(_ session: String, screen: String?, title: String = "", now: Int, dead: Bool = false,
                         attached: Bool = false, size: String = "120x40") throws -> String {
@@ -103,7 +114,8 @@ struct AgentScreenRuleTests {
         #expect(user.rules.map(\.id) == ["user:3", "user:5"])
         let merged = user.followed(by: .shipped)
         #expect(merged.rules.first?.id == "user:3" && merged.rule(id: "user:5")?.provider == "*")
-        #expect(merged.classify(screen: "Shall I go on?", providerID: "kimi")?.rule.id == "user:3")
+        #expect(try WatcherRounds.look("Shall I go on?", "kimi", rules: merged)?.rule == "user:3")
+        #expect(try WatcherRounds.look("Shall I go on?", "kimi")?.rule != "user:3", "without the user's rules")
     }
 
     @Test func hookSettingsAndTheirCommands() throws {
@@ -133,7 +145,7 @@ struct AgentScreenRuleTests {
     }
 
     /// Every capture of the real agents' recorded screens reads as the state it shows, in
-    /// the watcher's awk and in the engine's own look (for plain terminals) alike.
+    /// the watcher's rounds and in the host's one look (for plain terminals) alike, one classifier.
     @Test(arguments: [
         ("vibe-idle-x5", "mistral", "idle"), ("vibe-working-x8", "mistral", "working"),
         ("vibe-waiting", "mistral", "waiting"), ("vibe-done", "mistral", "idle"), ("vibe-done-x5", "mistral", "idle"),
@@ -151,7 +163,7 @@ struct AgentScreenRuleTests {
             w.states = ""
             let state = try w.round(session, screen: capture.screen, title: capture.title, now: 1000 + i)
             #expect(state == expected, "\(name) capture \(i + 1): \(state); \(w.events.last.map { "\($0)" } ?? "")")
-            let look = AgentScreenRules.shipped.classify(screen: capture.screen, providerID: provider)
+            let look = try WatcherRounds.look(capture.screen, provider)
             if capture.title.isEmpty || expected != "working" || provider != "mistral" {
                 #expect(look?.activity.name == expected, "\(name) capture \(i + 1), the engine's look: \(String(describing: look))")
             }
