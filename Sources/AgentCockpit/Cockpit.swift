@@ -73,7 +73,11 @@ public final class Cockpit: Sendable {
         /// host could not be followed: the preview is then read every `previewInterval`).
         case followEnded(id: ChatID, failed: Bool)
         case resize
-        case done(String, isError: Bool, refresh: Bool)
+        /// An action ended: its message, whether the board and pane are read again, and the
+        /// tasks' ports forwarded here then.
+        case done(String, isError: Bool, refresh: Bool, forwards: [TaskID: Int])
+        /// The terminal came back from an attach, with how it went.
+        case attached((text: String, isError: Bool)?)
         case confirm(CockpitModel.Confirmation, because: String)
         case form(CockpitModel.NewAgent)
         case detected(hostID: HostID, agents: Set<String>)
@@ -81,29 +85,18 @@ public final class Cockpit: Sendable {
         case checked(group: String, command: String, results: [TaskID: AttemptCheck], text: String)
     }
 
-    /// Runs until the user quits (or input ends).
+    /// Runs until the user quits (or input ends): each event goes through
+    /// `CockpitState.update`, and the loop carries out the effects it returns.
     public func run() async {
         let (events, sink) = AsyncStream<Event>.makeStream()
-        var model = CockpitModel(board: AgentBoard(rows: []))
-        model.message = ("asking the hosts…", false)
+        var state = CockpitState(previewInterval: previewInterval, boardInterval: boardInterval)
         var renderer = ScreenRenderer(colors: terminal.colors)
-        var decoder = KeyDecoder()
-        var paneLoading: String?
-        var boardLoading = false
-        var haveLive = false
-        var lastBoard = ContinuousClock.now
-        var lastPane = ContinuousClock.now - .seconds(60)
-        // until a key is pressed, the selection follows the top of the list (what needs you)
-        var touched = false
-        // what each host has, as detection said (for the forms)
-        var detected: [HostID: Set<String>] = [:]
-        // the agent whose screen is followed as it changes, and when following one failed
-        var follow: (id: ChatID, size: SSHTerminalSize, task: Task<Void, Never>)?
-        var followFailed: [ChatID: ContinuousClock.Instant] = [:]
+        var follow: Task<Void, Never>?
+        var escapeTimer: Task<Void, Never>?
 
         func draw() {
             let size = terminal.size()
-            let (screen, cursor) = CockpitView.render(model, columns: size.columns, rows: size.rows)
+            let (screen, cursor) = CockpitView.render(state.model, columns: size.columns, rows: size.rows)
             let bytes = renderer.frame(screen, cursor: cursor)
             if !bytes.isEmpty { terminal.write(bytes) }
         }
@@ -114,239 +107,88 @@ public final class Cockpit: Sendable {
                 if !Task.isCancelled { sink.yield(.inputEnded) }
             }
         }
-        func refreshBoard(live: Bool) {
-            guard !boardLoading || !live else { return }
-            boardLoading = boardLoading || live
-            lastBoard = .now
-            Task { [engine] in
-                do throws(AgentError) {
-                    sink.yield(.board(try await engine.board(live: live), live: live))
-                } catch {
-                    sink.yield(.boardFailed(error.message))
-                }
-            }
-        }
-        /// The preview of a running agent follows its screen as it changes; every other
-        /// pane (and a preview whose following failed a moment ago) is read once.
-        func refreshPane() {
-            if model.tab == .preview, let agent = model.selection?.agent, agent.record.state == .running,
-               (followFailed[agent.record.id].map { ContinuousClock.now - $0 >= .seconds(10) } ?? true)
-            {
-                let id = agent.record.id
-                // the agent laid out at the preview's size, as for a person attached at it
-                let preview = CockpitView.previewSize(columns: terminal.size().columns, rows: terminal.size().rows)
-                let size = SSHTerminalSize(columns: preview.columns, rows: preview.rows)
-                if follow?.id == id && follow?.size == size { return }
-                follow?.task.cancel()
-                follow = (id, size, Task { [engine] in
-                    var failed = false
-                    for await r in engine.chat(id).followScreen(size: size) {
-                        switch r {
-                        case .success(let text):
-                            sink.yield(.pane(id: id.rawValue, tab: .preview, lines: Self.screenLines(text)))
-                        case .failure:
-                            failed = true
+        var keys = readKeys()
+        /// Carries the effects out; false once one is to quit.
+        func carryOut(_ effects: [CockpitEffect]) async -> Bool {
+            for effect in effects {
+                switch effect {
+                case .quit:
+                    return false
+                case .readBoard(let live):
+                    Task { [engine] in
+                        do throws(AgentError) {
+                            sink.yield(.board(try await engine.board(live: live), live: live))
+                        } catch {
+                            sink.yield(.boardFailed(error.message))
                         }
                     }
-                    if !Task.isCancelled { sink.yield(.followEnded(id: id, failed: failed)) }
-                })
-                return
-            }
-            if let f = follow, f.id != model.selection?.agent?.record.id || model.tab != .preview {
-                f.task.cancel()
-                follow = nil
-            }
-            readPane()
-        }
-        func readPane() {
-            guard let sel = model.selection else {
-                model.pane = []
-                model.paneFor = nil
-                return
-            }
-            let id = sel.agent?.record.id.rawValue ?? sel.row.task.id.rawValue
-            let key = "\(id) \(model.tab.rawValue)"
-            guard paneLoading != key else { return }
-            paneLoading = key
-            lastPane = .now
-            let tab = model.tab, taskID = sel.row.task.id, conversation = sel.agent?.record.id, checks = model.checks
-            let running = sel.agent.map { $0.record.state == ConversationRecord.State.running } ?? false
-            Task { [engine] in
-                do throws(AgentError) {
-                    let lines = try await Self.pane(engine, tab: tab, taskID: taskID, conversationID: conversation, running: running,
-                                                    checks: checks)
-                    sink.yield(.pane(id: id, tab: tab, lines: lines))
-                } catch {
-                    sink.yield(.paneFailed(id: id, tab: tab, why: error.message))
-                }
-            }
-        }
-        func perform(_ command: CockpitCommand) async -> Bool {
-            switch command {
-            case .quit:
-                return false
-            case .refreshPane:
-                if model.paneFor != model.selected { model.pane = [] }
-                refreshPane()
-            case .refreshBoard:
-                model.message = ("asking every host…", false)
-                refreshBoard(live: true)
-            case .openNewTask:
-                let preferred = model.selection?.agent?.record.providerID ?? "claude"
-                let selectedProject = model.selection?.row.project?.id
-                Task { [engine] in
-                    do {
-                        let hosts = Dictionary(try await engine.records.hosts().map { ($0.id, $0.name) }, uniquingKeysWith: { a, _ in a })
-                        let projects = try await engine.records.projects().map {
-                            CockpitModel.NewAgent.Project(id: $0.id, name: $0.name, hostID: $0.hostID, hostName: hosts[$0.hostID] ?? "?")
-                        }
-                        var form = CockpitModel.NewAgent(projects: projects, preferred: preferred)
-                        form.project = projects.firstIndex { $0.id == selectedProject } ?? 0
-                        if projects.isEmpty { form.problem = "no project: add one with agent-sessions projects add" }
-                        sink.yield(.form(form))
-                    } catch {
-                        sink.yield(.done("the store: \(error)", isError: true, refresh: false))
-                    }
-                }
-            case .detectAgents(let hostID):
-                Task { [engine] in
-                    guard let host = try? await engine.records.host(hostID) else { return }
-                    do throws(AgentError) {
-                        let found = try await engine.host(hostID).detectAgents()
-                        sink.yield(.detected(hostID: hostID, agents: Set(found.installed.keys)))
-                    } catch {
-                        sink.yield(.done("asking \(host.name) for its agents: \(error.message)", isError: true, refresh: false))
-                    }
-                }
-            case .newTask(let projectID, let title, let providerID, let prompt):
-                model.message = ("starting \(title)…", false)
-                background("started \(title)") { (engine) async throws(AgentError) in
-                    try await engine.project(projectID).createTask(title: title, providerID: providerID, prompt: prompt)
-                }
-            case .addChat(let taskID, let providerID, let prompt):
-                background("started \(providerID) in the task") { (engine) async throws(AgentError) in
-                    _ = try await engine.task(taskID).addChat(providerID: providerID, prompt: prompt)
-                }
-            case .attach(let id):
-                keys.cancel()
-                // nobody sees the preview while attached: it is followed again after
-                follow?.task.cancel()
-                follow = nil
-                let outcome = await attach(id)
-                keys = readKeys()
-                renderer.invalidate()
-                model.message = outcome
-                refreshPane()
-                refreshBoard(live: true)
-            case .commit(let id):
-                report("committing…") { (engine) async throws(AgentError) -> String in
-                    do throws(AgentError) {
-                        let c = try await engine.task(id).commit()
-                        return "committed \(Wording.count(c.files, "file")) as \(c.commit.prefix(10))"
-                    } catch where error.code == .nothingToLand {
-                        return "nothing to commit: the worktree has no changes"
-                    }
-                }
-            case .push(let id):
-                report("pushing…") { (engine) async throws(AgentError) -> String in
-                    let p = try await engine.task(id).push()
-                    return p.wasUpToDate ? "\(p.branch) is up to date on \(p.remote)"
-                        : "pushed \(Wording.count(p.commits, "commit")) to \(p.remote)" + (p.uncommittedChanges > 0 ? " (\(Wording.count(p.uncommittedChanges, "change")) not committed: C)" : "")
-                }
-            case .pullRequest(let id):
-                report("pushing and opening the pull request…") { (engine) async throws(AgentError) -> String in
-                    let pr = try await engine.task(id).openPullRequest()
-                    switch pr.outcome {
-                    case .created: return "opened \(pr.url)"
-                    case .updated: return "open already: \(pr.url)"
-                    case .compareURL: return "no gh on the host: open it at \(pr.url)"
-                    }
-                }
-            case .merge(let id):
-                report("merging…") { (engine) async throws(AgentError) -> String in
-                    let m = try await engine.task(id).merge()
-                    switch m.outcome {
-                    case .alreadyMerged: return "\(m.base) has it all already"
-                    case .fastForward: return "merged into \(m.base) (a fast-forward)"
-                    case .mergeCommit: return "merged into \(m.base) (merge commit \(m.commit.prefix(10)))"
-                    }
-                }
-            case .check(let id, let command):
-                model.message = ("running \(command) in every attempt…", false)
-                Task { [engine] in
-                    do throws(AgentError) {
-                        let rows = try await engine.task(id).compareAttempts(check: command)
-                        var results: [TaskID: AttemptCheck] = [:]
-                        for r in rows { if let c = r.check { results[r.task.id] = c } }
-                        let passed = results.values.filter(\.passed).count
-                        sink.yield(.checked(group: rows.first?.task.attempt?.group ?? "", command: command, results: results,
-                                            text: "\(command): passed in \(passed) of \(rows.count) attempts"))
-                    } catch {
-                        sink.yield(.done(error.message, isError: true, refresh: false))
-                    }
-                }
-            case .pick(let id):
-                let label = model.board.rows.first { $0.task.id == id }?.task.attempt?.label ?? id.rawValue
-                report("keeping \(label)…") { (engine) async throws(AgentError) -> String in
-                    let p = try await engine.task(id).pickAttempt(id.rawValue)
-                    return "kept \(label)" + (p.archived.isEmpty ? "" : "; archived \(p.archived.joined(separator: ", "))")
-                        + (p.notes.isEmpty ? "" : " (\(p.notes.joined(separator: "; ")))")
-                }
-            case .openPort(let id):
-                report("forwarding the task's port…") { (engine) async throws(AgentError) -> String in
-                    let f = try await engine.task(id).openPort()
-                    return "\(f.url) is the task's port \(f.remotePort) (open while the cockpit runs)"
-                }
-            case .send(let id, let text):
-                background("sent to the agent") { (engine) async throws(AgentError) in try await engine.chat(id).send(text) }
-            case .stop(let id):
-                background("stopped; resume with r") { (engine) async throws(AgentError) in try await engine.task(id).stop() }
-            case .resume(let id):
-                background("resumed") { (engine) async throws(AgentError) in try await engine.task(id).resume() }
-            case .archive(let id):
-                background("archived") { (engine) async throws(AgentError) in try await engine.task(id).archive() }
-            case .delete(let id, let force):
-                let title = model.board.rows.first { $0.task.id == id }?.task.title ?? id.rawValue
-                Task { [engine] in
-                    do throws(AgentError) {
-                        try await engine.task(id).delete(force: force)
-                        sink.yield(.done("deleted \(title)", isError: false, refresh: true))
-                    } catch {
-                        // work that is not pushed: asked again, to lose it
-                        if !force, error.code == .worktreeHasUnsavedWork {
-                            sink.yield(.confirm(.delete(taskID: id, title: title, force: true), because: error.message))
-                        } else {
-                            sink.yield(.done(error.message, isError: true, refresh: false))
+                case .readPane(_, let id, let tab, let taskID, let chatID, let running, let checks):
+                    Task { [engine] in
+                        do throws(AgentError) {
+                            let lines = try await Self.pane(engine, tab: tab, taskID: taskID, conversationID: chatID,
+                                                            running: running, checks: checks)
+                            sink.yield(.pane(id: id, tab: tab, lines: lines))
+                        } catch {
+                            sink.yield(.paneFailed(id: id, tab: tab, why: error.message))
                         }
                     }
+                case .follow(let id, let size):
+                    follow?.cancel()
+                    follow = Task { [engine] in
+                        var failed = false
+                        for await r in engine.chat(id).followScreen(size: size) {
+                            switch r {
+                            case .success(let text): sink.yield(.pane(id: id.rawValue, tab: .preview, lines: Self.screenLines(text)))
+                            case .failure: failed = true
+                            }
+                        }
+                        if !Task.isCancelled { sink.yield(.followEnded(id: id, failed: failed)) }
+                    }
+                case .stopFollowing:
+                    follow?.cancel()
+                    follow = nil
+                case .run(let command, let label):
+                    Task { [engine] in if let e = await Self.act(command, label: label, on: engine) { sink.yield(e) } }
+                case .openForm(let preferred, let selectedProject):
+                    Task { [engine] in
+                        do throws(AgentError) {
+                            let hosts = Dictionary(try await engine.records.hosts().map { ($0.id, $0.name) },
+                                                   uniquingKeysWith: { a, _ in a })
+                            let projects = try await engine.records.projects().map {
+                                CockpitModel.NewAgent.Project(id: $0.id, name: $0.name, hostID: $0.hostID,
+                                                              hostName: hosts[$0.hostID] ?? "?")
+                            }
+                            var form = CockpitModel.NewAgent(projects: projects, preferred: preferred)
+                            form.project = projects.firstIndex { $0.id == selectedProject } ?? 0
+                            if projects.isEmpty { form.problem = "no project: add one with agent-sessions projects add" }
+                            sink.yield(.form(form))
+                        } catch {
+                            sink.yield(.done("the store: \(error.message)", isError: true, refresh: false,
+                                             forwards: Self.forwards(engine)))
+                        }
+                    }
+                case .attach(let id):
+                    keys.cancel()
+                    let outcome = await attach(id)
+                    keys = readKeys()
+                    if !(await carryOut(state.update(.attached(outcome), now: .now, size: terminal.size()))) { return false }
+                case .escapeTimer(let start):
+                    escapeTimer?.cancel()
+                    escapeTimer = nil
+                    if start {
+                        escapeTimer = Task {
+                            try? await Task.sleep(for: .milliseconds(30))
+                            if !Task.isCancelled { sink.yield(.escapeTimeout) }
+                        }
+                    }
+                case .redrawAll:
+                    renderer.invalidate()
                 }
             }
             return true
         }
-        /// Runs `work` in the background; what it returns is the message (the error's when it fails).
-        func report(_ doing: String, _ work: @escaping @Sendable (AgentOrchestrator) async throws(AgentError) -> String) {
-            model.message = (doing, false)
-            Task { [engine] in
-                do throws(AgentError) {
-                    sink.yield(.done(try await work(engine), isError: false, refresh: true))
-                } catch {
-                    sink.yield(.done(error.message + (error.detail.map { $0.isEmpty ? "" : ": " + $0 } ?? ""), isError: true, refresh: true))
-                }
-            }
-        }
-        func background(_ success: String, _ work: @escaping @Sendable (AgentOrchestrator) async throws(AgentError) -> Void) {
-            Task { [engine] in
-                do throws(AgentError) {
-                    try await work(engine)
-                    sink.yield(.done(success, isError: false, refresh: true))
-                } catch {
-                    sink.yield(.done(error.message, isError: true, refresh: true))
-                }
-            }
-        }
 
         // the sources of events
-        var keys = readKeys()
         let updates = Task { [engine] in
             for await u in engine.followStatus() { sink.yield(.update(u)) }
         }
@@ -360,138 +202,133 @@ public final class Cockpit: Sendable {
             for await _ in terminal.resizes { sink.yield(.resize) }
         }
         defer {
-            follow?.task.cancel()
+            follow?.cancel()
+            escapeTimer?.cancel()
             keys.cancel()
             updates.cancel()
             clock.cancel()
             resizes.cancel()
         }
-        refreshBoard(live: false)
-        refreshBoard(live: true)
+        guard await carryOut(state.start(now: .now, size: terminal.size())) else { return }
         draw()
-
-        var escapeTimer: Task<Void, Never>?
-        loop: for await event in events {
-            switch event {
-            case .input(let bytes):
-                touched = true
-                escapeTimer?.cancel()
-                for press in decoder.decode(bytes) {
-                    guard let command = CockpitKeys.handle(press, &model) else { continue }
-                    if !(await perform(command)) { break loop }
-                }
-                if decoder.hasPending {
-                    escapeTimer = Task {
-                        try? await Task.sleep(for: .milliseconds(30))
-                        if !Task.isCancelled { sink.yield(.escapeTimeout) }
-                    }
-                }
-            case .escapeTimeout:
-                for press in decoder.flush() {
-                    guard let command = CockpitKeys.handle(press, &model) else { continue }
-                    if !(await perform(command)) { break loop }
-                }
-            case .inputEnded:
-                break loop
-            case .update(.status(let e, _, _)):
-                model.board.apply(e)
-            case .update(.hostConnected(let host, _)):
-                model.hostStates[host.id] = .connected
-            case .update(.hostUnreachable(let host, let error)):
-                model.hostStates[host.id] = .unreachable(String(error.message.split(separator: ";")[0]))
-                model.board.markUnreachable(host.id, error)
-            case .board(let board, let live):
-                // the store's board only until the hosts answered: it has no states
-                if !live && haveLive { break }
-                let first = model.board.rows.isEmpty
-                for row in board.rows {
-                    guard let h = row.host else { continue }
-                    if let e = row.hostError {
-                        model.hostStates[h.id] = .unreachable(String(e.message.split(separator: ";")[0]))
-                    } else if live {
-                        model.hostStates[h.id] = .connected
-                    } else if model.hostStates[h.id] == nil {
-                        model.hostStates[h.id] = .connecting
-                    }
-                }
-                if live {
-                    haveLive = true
-                    boardLoading = false
-                }
-                model.replaceBoard(board)
-                if !touched, let top = model.items.lazy.compactMap({ model.id(of: $0) }).first, top != model.selected {
-                    model.selected = top
-                    model.pane = []
-                }
-                if model.message?.text.hasPrefix("asking") == true && !boardLoading { model.message = nil }
-                if first || model.paneFor != model.selected { refreshPane() }
-            case .boardFailed(let why):
-                boardLoading = false
-                model.message = (why, true)
-            case .pane(let id, let tab, let lines):
-                paneLoading = nil
-                if id == model.selected && tab == model.tab {
-                    model.pane = lines
-                    model.paneFor = id
-                }
-            case .paneFailed(let id, let tab, let why):
-                paneLoading = nil
-                if id == model.selected && tab == model.tab {
-                    model.pane = [[StyledText(why, TerminalStyle(foreground: .indexed(8)))]]
-                    model.paneFor = id
-                }
-            case .tick:
-                if model.tab == .preview, let agent = model.selection?.agent, follow?.id != agent.record.id,
-                   ContinuousClock.now - lastPane >= previewInterval
-                {
-                    refreshPane()
-                }
-                if ContinuousClock.now - lastBoard >= boardInterval { refreshBoard(live: true) }
-            case .followEnded(let id, let failed):
-                if follow?.id == id { follow = nil }
-                if failed { followFailed[id] = .now }
-                if id.rawValue == model.selected { readPane() }
-            case .resize:
-                renderer.invalidate()
-                // a followed preview is laid out again at the pane's new size
-                if follow != nil { refreshPane() }
-            case .form(var form):
-                if let h = form.hostID { form.installed = detected.filter { $0.key == h } }
-                model.mode = .form(form)
-                if let h = form.hostID, detected[h] == nil, await !perform(.detectAgents(hostID: h)) { break loop }
-            case .detected(let hostID, let agents):
-                detected[hostID] = agents
-                if case .form(var form) = model.mode {
-                    form.installed[hostID] = agents
-                    // the agent chosen is one the host has, when the one preferred is not
-                    if form.hostID == hostID, !agents.contains(form.agents[form.agent]),
-                       let i = form.agents.firstIndex(where: { agents.contains($0) }) {
-                        form.agent = i
-                    }
-                    model.mode = .form(form)
-                }
-            case .checked(let group, let command, let results, let text):
-                model.checkCommands[group] = command
-                model.checks.merge(results) { _, new in new }
-                model.message = (text, false)
-                model.tab = .compare
-                model.pane = []
-                model.paneFor = nil
-                refreshPane()
-            case .confirm(let c, let why):
-                model.mode = .confirm(c)
-                model.message = (why, true)
-            case .done(let text, let isError, let refresh):
-                model.message = (text, isError)
-                model.forwards = Dictionary(engine.openPorts.map { ($0.taskID, $0.localPort) }, uniquingKeysWith: { a, _ in a })
-                if refresh {
-                    refreshBoard(live: true)
-                    refreshPane()
-                }
-            }
+        for await event in events {
+            guard await carryOut(state.update(event, now: .now, size: terminal.size())) else { break }
             draw()
         }
-        escapeTimer?.cancel()
+    }
+
+    /// The tasks' ports forwarded here now: task id → local port.
+    static func forwards(_ engine: AgentOrchestrator) -> [TaskID: Int] {
+        Dictionary(engine.openPorts.map { ($0.taskID, $0.localPort) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    /// An action of the key map on the engine, and how it went as the event that says so
+    /// (`label`: the attempt or task it names, for the message).
+    /// nil: nothing to say (a host gone from the store meanwhile).
+    static func act(_ command: CockpitCommand, label: String, on engine: AgentOrchestrator) async -> Event? {
+        func done(_ text: String, isError: Bool = false, refresh: Bool = true) -> Event {
+            .done(text, isError: isError, refresh: refresh, forwards: forwards(engine))
+        }
+        func failed(_ error: AgentError) -> Event {
+            done(error.message + (error.detail.map { $0.isEmpty ? "" : ": " + $0 } ?? ""), isError: true)
+        }
+        do throws(AgentError) {
+            switch command {
+            case .detectAgents(let hostID):
+                guard let host = try? await engine.records.host(hostID) else { return nil }
+                do throws(AgentError) {
+                    let found = try await engine.host(hostID).detectAgents()
+                    return .detected(hostID: hostID, agents: Set(found.installed.keys))
+                } catch {
+                    return done("asking \(host.name) for its agents: \(error.message)", isError: true, refresh: false)
+                }
+            case .newTask(let projectID, let title, let providerID, let prompt):
+                do throws(AgentError) {
+                    try await engine.project(projectID).createTask(title: title, providerID: providerID, prompt: prompt)
+                } catch {
+                    return done(error.message, isError: true)
+                }
+                return done("started \(title)")
+            case .addChat(let taskID, let providerID, let prompt):
+                do throws(AgentError) {
+                    try await engine.task(taskID).addChat(providerID: providerID, prompt: prompt)
+                } catch {
+                    return done(error.message, isError: true)
+                }
+                return done("started \(providerID) in the task")
+            case .commit(let id):
+                do throws(AgentError) {
+                    let c = try await engine.task(id).commit()
+                    return done("committed \(Wording.count(c.files, "file")) as \(c.commit.prefix(10))")
+                } catch where error.code == .nothingToLand {
+                    return done("nothing to commit: the worktree has no changes")
+                }
+            case .push(let id):
+                let p = try await engine.task(id).push()
+                return done(p.wasUpToDate ? "\(p.branch) is up to date on \(p.remote)"
+                    : "pushed \(Wording.count(p.commits, "commit")) to \(p.remote)"
+                        + (p.uncommittedChanges > 0 ? " (\(Wording.count(p.uncommittedChanges, "change")) not committed: C)" : ""))
+            case .pullRequest(let id):
+                let pr = try await engine.task(id).openPullRequest()
+                switch pr.outcome {
+                case .created: return done("opened \(pr.url)")
+                case .updated: return done("open already: \(pr.url)")
+                case .compareURL: return done("no gh on the host: open it at \(pr.url)")
+                }
+            case .merge(let id):
+                let m = try await engine.task(id).merge()
+                switch m.outcome {
+                case .alreadyMerged: return done("\(m.base) has it all already")
+                case .fastForward: return done("merged into \(m.base) (a fast-forward)")
+                case .mergeCommit: return done("merged into \(m.base) (merge commit \(m.commit.prefix(10)))")
+                }
+            case .check(let id, let command):
+                do throws(AgentError) {
+                    let rows = try await engine.task(id).compareAttempts(check: command)
+                    var results: [TaskID: AttemptCheck] = [:]
+                    for r in rows { if let c = r.check { results[r.task.id] = c } }
+                    let passed = results.values.filter(\.passed).count
+                    return .checked(group: rows.first?.task.attempt?.group ?? "", command: command, results: results,
+                                    text: "\(command): passed in \(passed) of \(rows.count) attempts")
+                } catch {
+                    return done(error.message, isError: true, refresh: false)
+                }
+            case .pick(let id):
+                let p = try await engine.task(id).pickAttempt(id.rawValue)
+                return done("kept \(label)" + (p.archived.isEmpty ? "" : "; archived \(p.archived.joined(separator: ", "))")
+                    + (p.notes.isEmpty ? "" : " (\(p.notes.joined(separator: "; ")))"))
+            case .openPort(let id):
+                let f = try await engine.task(id).openPort()
+                return done("\(f.url) is the task's port \(f.remotePort) (open while the cockpit runs)")
+            case .send(let id, let text):
+                do throws(AgentError) { try await engine.chat(id).send(text) } catch { return done(error.message, isError: true) }
+                return done("sent to the agent")
+            case .stop(let id):
+                do throws(AgentError) { try await engine.task(id).stop() } catch { return done(error.message, isError: true) }
+                return done("stopped; resume with r")
+            case .resume(let id):
+                do throws(AgentError) { try await engine.task(id).resume() } catch { return done(error.message, isError: true) }
+                return done("resumed")
+            case .archive(let id):
+                do throws(AgentError) { try await engine.task(id).archive() } catch { return done(error.message, isError: true) }
+                return done("archived")
+            case .delete(let id, let force):
+                do throws(AgentError) {
+                    try await engine.task(id).delete(force: force)
+                    return done("deleted \(label)")
+                } catch {
+                    // work that is not pushed: asked again, to lose it
+                    if !force, error.code == .worktreeHasUnsavedWork {
+                        return .confirm(.delete(taskID: id, title: label, force: true), because: error.message)
+                    }
+                    return done(error.message, isError: true, refresh: false)
+                }
+            case .quit, .refreshPane, .refreshBoard, .openNewTask, .attach:
+                return nil
+            }
+        } catch {
+            return failed(error)
+        }
     }
 
     /// The pane's lines for a tab: the agent's screen (its visible part, with colours),
