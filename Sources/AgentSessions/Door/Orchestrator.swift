@@ -30,6 +30,8 @@ import ServerTransport
 public final class AgentOrchestrator: Sendable {
     /// The records: read by front ends through `records`, written only by the engine.
     let store: any AgentStore
+    /// Who is told of each write to the records (`recordChanges`).
+    let recordFeed = RecordChangeFeed()
     /// The connection monitor: internal, so every front end goes through the door.
     let connections: AgentConnections
     /// Makes the `AgentHost` of a host record. Its `serverID` must be `record.serverID`.
@@ -93,7 +95,7 @@ public final class AgentOrchestrator: Sendable {
          screenRules: AgentScreenRules, makeHost: @escaping @Sendable (HostRecord) throws -> AgentHost)
     {
         self.screenRules = screenRules
-        self.store = store
+        self.store = ObservedStore(inner: store, feed: recordFeed)
         self.connections = connections
         self.providerSettings = providerSettings
         self.searchPath = searchPath
@@ -111,6 +113,7 @@ public final class AgentOrchestrator: Sendable {
     /// for a connection, ends the event streams, and drops every host's connection (the
     /// agents run on in tmux). Calls after it fail with `invalidArgument`.
     public func close() async {
+        recordFeed.finish()
         await portForwards.closeAll()
         let hosts = await connections.hosts
         await connections.close()

@@ -360,6 +360,7 @@ struct AgentOrchestratorTests {
         let f = try await Fixture()
         defer { Task { await f.tearDown() } }
         let engine = f.orchestrator
+        let changes = engine.recordChanges()
         let (handle, t, main, session) = try await engine.project(f.project.id).createTask(title: "Fix the flaky test",
                                                                                           providerID: "amp")
         #expect(handle == engine.task(t.id) && handle.id == t.id)
@@ -402,6 +403,15 @@ struct AgentOrchestratorTests {
         #expect(try await engine.records.tasks().isEmpty)
         #expect(try await f.store.entries()[main.ptyID.description] == nil, "the session map forgot the removed tasks")
         #expect(await engine.connections.host(f.host.serverID) == nil, "the monitor dropped the host")
+        // every write was told, in order, up to the host's removal
+        var told: [AgentRecordChange] = []
+        for await c in changes {
+            told.append(c)
+            if c == .host(f.host.id, removed: true) { break }
+        }
+        #expect(told.first == .task(t.id, removed: false) && told.contains(.chat(main.id, removed: false)), "\(told)")
+        #expect(told.contains(.task(second.id, removed: false)) && told.last == .host(f.host.id, removed: true))
+        #expect(!told.contains(.host(f.host.id, removed: false)), "the refused removals told nothing")
         #expect(try await f.agentHost.state(of: session) == .running, "the agents run on, on the host")
         do throws(AgentError) {
             _ = try await engine.task(second.id).diff()
