@@ -196,7 +196,7 @@ struct CockpitState {
             return [.openForm(preferred: model.selection?.agent?.record.providerID ?? "claude",
                               project: model.selection?.row.project?.id)]
         case .attach(let id):
-            if following != nil { following = nil }
+            following = nil
             return [.stopFollowing, .attach(id)]
         case .newTask(_, let title, _, _):
             model.message = ("starting \(title)…", false)
