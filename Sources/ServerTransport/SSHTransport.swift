@@ -256,9 +256,12 @@ public final class SSHTransport: ConnectedTransport, Sendable {
 
     // MARK: processes
 
-    /// The command line the login shell runs: every word quoted by the one function.
+    /// The command line the login shell runs: every word quoted by the one function, after
+    /// `exec`, so the login shell hands its process over (one process fewer on the host
+    /// than a shell that waits for its child; a signal the channel sends reaches the
+    /// program itself).
     static func commandLine(_ executable: String, _ arguments: [String], home: String) -> String {
-        SSHShellQuoting.command([resolve(executable, home: home)] + arguments)
+        "exec " + SSHShellQuoting.command([resolve(executable, home: home)] + arguments)
     }
 
     /// An exec channel, once one of `maxSessions` is free; `~/` in `executable` is the

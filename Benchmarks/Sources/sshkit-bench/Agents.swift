@@ -152,20 +152,26 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
     try await store.save(hostRecord)
     let project = ProjectRecord(hostID: hostRecord.id, name: "repo", path: repo)
     try await store.save(project)
-    let orchestrator = AgentOrchestrator(store: store, providerSettings: ["gemini": AgentProviderSettings(binary: "bench-agent")],
-                                         statusHooks: false) { _ in host }
+    let orchestrator = AgentOrchestrator(store: store, providerSettings: ["gemini": AgentProviderSettings(binary: "bench-agent")]) { _ in host }
+    var createSteps = Breakdown("task creation to the agent's first output")
     for round in 0..<rounds * 2 {
         for impl in rotated(agentImplementations, by: round) {
             let title = "bench task \(round)"
             if impl == agentImplementations[0] {
+                let trace = AgentTrace()
                 let s = now()
-                let (_, task, main, _) = try await orchestrator.project(project.id).createTask(title: title, providerID: "gemini")
-                guard try await orchestrator.chat(main.id).waitForOutput(containing: "AGENT-READY", timeout: .seconds(30)) else {
-                    let screen = (try? await orchestrator.chat(main.id).screen(lines: 20)) ?? "?"
-                    throw BenchError("the agent's first output never came in \(now() - s) ms: \(screen.debugDescription)")
+                let task = try await AgentTrace.$current.withValue(trace) {
+                    let (_, task, main, _) = try await orchestrator.project(project.id).createTask(title: title, providerID: "gemini")
+                    guard try await orchestrator.chat(main.id).waitForOutput(containing: "AGENT-READY", timeout: .seconds(30)) else {
+                        let screen = (try? await orchestrator.chat(main.id).screen(lines: 20)) ?? "?"
+                        throw BenchError("the agent's first output never came in \(now() - s) ms: \(screen.debugDescription)")
+                    }
+                    return task.id
                 }
-                create.samples[impl, default: []].append(now() - s)
-                try await orchestrator.task(task.id).delete(force: true)
+                let ms = now() - s
+                create.samples[impl, default: []].append(ms)
+                createSteps.add(trace, total: ms) { $0.kind == .remoteStream ? "the agent's first output, watched" : $0.name }
+                try await orchestrator.task(task).delete(force: true)
             } else {
                 // Emdash 0.4: prune, add the worktree, then `ssh -tt` running tmux new-session -As
                 // with the agent, reading the PTY until the agent speaks
@@ -318,6 +324,7 @@ func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
     await orchestrator.close()
     await rt.close()
     await t.close()
+    createSteps.report()
     return [detect, detectParallel, create, keystroke, reattach]
 }
 

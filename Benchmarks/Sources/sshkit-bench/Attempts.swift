@@ -46,7 +46,7 @@ func benchAttempts(_ base: Fixture, rounds: Int) async throws {
         projects.append(p)
     }
     let engine = AgentOrchestrator(store: store, providerSettings: ["gemini": AgentProviderSettings(binary: "bench-agent")],
-                                   searchPath: ["~/.local/bin"], statusHooks: false) { record in
+                                   searchPath: ["~/.local/bin"]) { record in
         SSHTransport(configuration: f.sshkitConfig, serverID: record.serverID, maxSessions: 10)
     }
     let ctl = try f.startControlMaster("attempts-ctl")

@@ -228,7 +228,6 @@ public final class AgentOrchestrator: Sendable {
         async throws(AgentError) -> (task: TaskRecord, conversation: ConversationRecord, session: AgentSession)
     {
         let provider = try AgentProvider.named(providerID)
-        let store = store
         let project = try await records.project(projectID)
         let hostRecord = try await records.host(project.hostID)
         return try await makeTask(project: project, on: hostRecord, title: title, provider: provider, prompt: prompt,
@@ -251,23 +250,16 @@ public final class AgentOrchestrator: Sendable {
         let applied = settings.applied(to: provider)
         let size = terminalSize, statusHooks = statusHooks, ptyID = conversation.ptyID, rules = screenRules
         let startedAt = Date()
-        let made: (worktree: Worktree, session: AgentSession, port: Int?)
+        let made: AgentHost.CreatedTask
         do {
             made = try await onHost(hostRecord) { host in
                 try await checkCanStart(provider, on: host, named: hostRecord.name)
-                // the task's own port, in its agents' and its setup's environment (unless set),
-                // claimed for the worktree about to be made
-                let when = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
-                let planned = try await host.worktrees.plannedWorktree(projectPath: project.path, title: worktreeTitle,
-                                                                       unixMilliseconds: when)
-                let port = try await host.claimPort(taskID: taskID, worktree: planned.path)
-                var settings = settings
-                if let port, settings.environment["PORT"] == nil { settings.environment["PORT"] = String(port) }
-                let started: (worktree: Worktree, session: AgentSession)
-                do {
-                    started = try await host.createWorktreeAndStart(projectPath: project.path, title: worktreeTitle,
-                                                                    unixMilliseconds: when, baseRef: baseRef,
-                                                                    fetchBase: fetchBase) { directory throws(AgentError) in
+                // the task's own port (in its agents' and its setup's environment unless
+                // set), claimed once the worktree is made, and the host's status watcher,
+                // which follows the new agent from its first screen: all in the one round trip
+                let made = try await host.createWorktreeAndStart(projectPath: project.path, title: worktreeTitle, baseRef: baseRef,
+                                                                 fetchBase: fetchBase, portFor: taskID,
+                                                                 watcher: rules) { directory throws(AgentError) in
                     let plan: AgentResumePlan
                     do {
                         plan = try await host.planResume(ptyID: ptyID, provider: applied, workingDirectory: directory, isResume: false,
@@ -279,28 +271,19 @@ public final class AgentOrchestrator: Sendable {
                     return AgentSessionSpec(ptyID: ptyID, provider: provider, settings: settings, workingDirectory: directory,
                                             prompt: prompt, autoApprove: autoApprove, resume: plan.resume, size: size,
                                             statusHooks: statusHooks, setupCommand: project.setupCommand)
-                    }
-                } catch {
-                    if let port { try? await host.releasePort(port, taskID: taskID) }
-                    throw error
                 }
-                if let port, started.worktree.path != planned.path {
-                    try? await host.movePortClaim(port, taskID: taskID, worktree: started.worktree.path)
-                }
-                // the provider's setting for a usage limit, then the host's status watcher,
-                // which follows the new agent from its first screen
-                if started.session.survivesDisconnect, let wait = settings.continueAfterLimit {
+                // the provider's setting for a usage limit
+                if made.session.survivesDisconnect, let wait = settings.continueAfterLimit {
                     try? await host.setContinueAfterLimit(wait, for: ptyID)
                 }
-                if started.session.survivesDisconnect { _ = try? await host.watcherSnapshot(rules: rules) }
-                return (started.worktree, started.session, port)
+                return made
             }
         } catch {
             // what planning recorded for this terminal (Claude's session id) goes with it
             _ = try? await stored("removing the session map entry") { try await store.remove(ptyID.description) }
             throw error
         }
-        var (worktree, session, port) = made
+        var (worktree, session, port) = (made.worktree, made.session, made.port)
         if let baseName { worktree.baseRef = baseName }
         let task = TaskRecord(id: taskID, projectID: project.id, title: title, worktree: worktree, prompt: prompt, port: port,
                               attempt: attempt)
@@ -310,9 +293,11 @@ public final class AgentOrchestrator: Sendable {
         conversation.lastStartedAt = startedAt
         let saved = conversation
         do {
-            try await stored("saving the task") {
-                try await store.save(task)
-                try await store.save(saved)
+            try await AgentTrace.phase("saving the records") { () async throws(AgentError) in
+                try await stored("saving the task") {
+                    try await store.save(task)
+                    try await store.save(saved)
+                }
             }
         } catch {
             // the records could not say what is on the host: it goes again

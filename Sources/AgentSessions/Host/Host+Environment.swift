@@ -8,35 +8,64 @@ extension AgentHost {
     public static let taskPorts = 3100...3999
 
     /// Claims the first port of `taskPorts` that no task of this user on the host holds
-    /// and nothing listens on (a directory per port under the engine's cache, made
-    /// atomically, so two engines never claim one port). The claim names the task, its
-    /// worktree and the tmux server of its agents. A claim whose task's worktree and main
-    /// agent's tmux session are both gone (its task was deleted without giving the port
-    /// back: a lost store, a crash; or a claim of an earlier release, which named no
-    /// worktree) is taken over, once it is older than the 15 minutes a worktree may take
-    /// to be made (a task claims its port before its worktree exists, and tasks made at
-    /// once must not take each other's). Claims and releases go one at a time on the host
-    /// (`portsLock`). The held ports are listed once, and the tmux sessions at most once,
-    /// so a host with many claims is scanned without a process per port.
+    /// and nothing listens on (see `claimPortFunction`).
     /// - Returns: the port, or nil when all are taken.
     func claimPort(taskID: TaskID, worktree: String) async throws(AgentError) -> Int? {
-        let script = #"""
-            d="$HOME/.cache/sshkit-agents/ports"; mkdir -p "$d" || exit 1
-            """# + Self.portsLock + Self.claimIsLive + #"""
-            held=" $(cd "$d" && echo *) "
+        let r = try await run("/bin/sh", ["-c", Self.claimPortFunction + #"claim_port "$@""#, "sh", taskID.rawValue,
+                                          "\(Self.taskPorts.lowerBound)", "\(Self.taskPorts.upperBound)", worktree, tmux.socket],
+                              idempotent: false, what: "claiming a port for the task")
+        return r.exitStatus == .exited(0) ? Int(r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)) : nil
+    }
+
+    /// A shell function, `claim_port TASK LOW HIGH WORKTREE SOCKET`, that claims the first
+    /// port from LOW to HIGH that no task of this user on the host holds and nothing
+    /// listens on (a directory per port under the engine's cache, made atomically, so two
+    /// engines never claim one port), prints it and exits 0; exit 3 when all are taken, 4
+    /// when the lock could not be had. It ends its shell: call it in a subshell (`$(…)`)
+    /// or last. The claim names the task, its worktree and the tmux server of its agents.
+    /// A claim whose task's worktree and main agent's tmux session are both gone (its task
+    /// was deleted without giving the port back: a lost store, a crash; or a claim of an
+    /// earlier release, which named no worktree) is taken over, once it is older than the
+    /// 15 minutes a worktree may take to be made (a claim made before its worktree exists
+    /// must not be taken by a task made at the same time). Claims and releases go one at a
+    /// time (`portsLock`); a claim of a port nobody holds needs no lock (`mkdir` decides).
+    /// The old claims are listed once, and the tmux sessions at most once per server, so a
+    /// host with many claims is scanned without a process per port, and the usual claim
+    /// (the first free port) costs two processes.
+    static let claimPortFunction = #"""
+        claim_port() {
+            d="$HOME/.cache/sshkit-agents/ports"; [ -d "$d" ] || mkdir -p "$d" || exit 1
+        """# + claimIsLive + #"""
+            # whether something listens on port $1: ss asks the kernel for the listening
+            # sockets only; /proc/net/tcp lists every socket (slow with a large table)
+            listening() {
+                if l=$(ss -Hltn "sport = :$1" 2>/dev/null); then [ -n "$l" ]
+                elif [ -r /proc/net/tcp ]; then
+                    awk -v p="$1" 'BEGIN { h = sprintf(":%04X", p) } $4 == "0A" && substr($2, length($2) - 4) == h { f = 1 } END { exit !f }' \
+                        /proc/net/tcp /proc/net/tcp6 2>/dev/null
+                else false
+                fi
+            }
+            held=" " old= locked= nl='
+        '
+            for c in "$d"/[0-9]*; do [ -d "$c" ] && held="$held${c##*/} "; done
             p=$2
             while [ "$p" -le "$3" ]; do
                 case "$held" in
                 *" $p "*)
-                    # held: taken over only when it is no longer live and older than a worktree
-                    # takes to be made (a fresh claim's worktree may be coming)
-                    if [ -z "$(find "$d/$p" -maxdepth 0 -mmin +15 2>/dev/null)" ] || live "$d/$p" "$5" \
-                        || ! rm -rf "$d/$p"; then p=$((p + 1)); continue; fi ;;
+                    # held: taken over only when no longer live and older than a worktree takes
+                    # to be made (the old ones listed once), under the lock
+                    if live "$d/$p" "$5"; then p=$((p + 1)); continue; fi
+                    [ -n "$old" ] || old="$nl$(find "$d" -mindepth 1 -maxdepth 1 -mmin +15 2>/dev/null)$nl"
+                    case "$old" in *"$nl$d/$p$nl"*) ;; *) p=$((p + 1)); continue ;; esac
+                    if [ -z "$locked" ]; then
+        """# + portsLock + #"""
+                        locked=1
+                    fi
+                    if [ ! -d "$d/$p" ] || live "$d/$p" "$5" || ! rm -rf "$d/$p"; then p=$((p + 1)); continue; fi ;;
                 esac
                 if mkdir "$d/$p" 2>/dev/null; then
-                    h=$(printf '%04X' "$p")
-                    if [ -r /proc/net/tcp ] && awk -v h=":$h" '$4 == "0A" && substr($2, length($2) - 4) == h { f = 1 } END { exit !f }' \
-                        /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
+                    if listening "$p"; then
                         rmdir "$d/$p"   # something listens there already
                     else
                         printf '%s\n' "$1" > "$d/$p/task"; printf '%s\n' "$4" > "$d/$p/worktree"
@@ -46,22 +75,9 @@ extension AgentHost {
                 p=$((p + 1))
             done
             exit 3
-            """#
-        let r = try await run("/bin/sh", ["-c", script, "sh", taskID.rawValue, "\(Self.taskPorts.lowerBound)", "\(Self.taskPorts.upperBound)",
-                                          worktree, tmux.socket],
-                              idempotent: false, what: "claiming a port for the task")
-        return r.exitStatus == .exited(0) ? Int(r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)) : nil
-    }
+        }
 
-    /// Records where the task holding `port` made its worktree, when it is not where the
-    /// claim said.
-    func movePortClaim(_ port: Int, taskID: TaskID, worktree: String) async throws(AgentError) {
-        let script = #"""
-            f="$HOME/.cache/sshkit-agents/ports/$1"
-            [ "$(cat "$f/task" 2>/dev/null)" = "$2" ] && printf '%s\n' "$3" > "$f/worktree"; exit 0
-            """#
-        _ = try await run("/bin/sh", ["-c", script, "sh", "\(port)", taskID.rawValue, worktree], what: "recording the task's port")
-    }
+        """#
 
     /// One claim or release of the host's ports at a time: a takeover is a look, a removal
     /// and a claim, which two at once could both make of one port. A lock directory

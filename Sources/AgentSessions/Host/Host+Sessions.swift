@@ -102,7 +102,7 @@ extension AgentHost {
         // validates everything before anything runs on the host
         _ = try AgentLaunch.plan(spec.provider, settings: spec.settings, name: spec.ptyID.description,
                                  prompt: spec.prompt, autoApprove: spec.autoApprove, resume: spec.resume)
-        let hooks = spec.statusHooks ? try await statusHooks(spec) : (arguments: [], environment: [:])
+        let hooks = spec.statusHooks ? try await statusHooks(spec) : (arguments: [], environment: [:], file: nil)
         let launch = try AgentLaunch.plan(spec.provider, settings: spec.settings, name: spec.ptyID.description,
                                           prompt: spec.prompt, autoApprove: spec.autoApprove, resume: spec.resume,
                                           hookArguments: hooks.arguments, hookEnvironment: hooks.environment)
@@ -110,7 +110,8 @@ extension AgentHost {
         try AgentShells.check(facts.loginShell)
         let script = AgentLauncher.script(launch, ptyID: spec.ptyID, provider: spec.provider, workingDirectory: directory,
                                           extraSearchPath: extraSearchPath,
-                                          setup: spec.setupCommand.map { ($0, spec.setupTimeout) })
+                                          setup: spec.setupCommand.map { ($0, spec.setupTimeout) },
+                                          files: hooks.file.map { [$0] } ?? [])
         let nonce = AgentLauncher.makeNonce()
         let argv = AgentLauncher.paneCommand(shell: facts.loginShell, ptyID: spec.ptyID, nonce: nonce)
         let name = spec.ptyID.description

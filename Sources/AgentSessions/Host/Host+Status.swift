@@ -17,23 +17,21 @@ extension AgentHost {
     }
 
     /// What installs the status hooks of the session's provider: arguments, variables, and
-    /// the file they name, written on the host first (empty for providers without hooks).
-    /// The provider's adapter (`AgentProvider.StatusHooks`) says how; the command each
-    /// hook runs is `hookCommand`.
-    func statusHooks(_ spec: AgentSessionSpec) async throws(AgentError) -> (arguments: [String], environment: [String: String]) {
+    /// the file they name (its absolute path and text), which the launch script writes just
+    /// before the agent starts (`AgentLauncher.script`), so installing them costs no round
+    /// trip of its own. Empty for providers without hooks. The provider's adapter
+    /// (`AgentProvider.StatusHooks`) says how; the command each hook runs is `hookCommand`.
+    func statusHooks(_ spec: AgentSessionSpec) async throws(AgentError)
+        -> (arguments: [String], environment: [String: String], file: AgentLauncher.File?)
+    {
         let id = spec.ptyID, hooks = spec.provider.statusHooks
         guard let file = hooks.file(for: id, command: { Self.hookCommand(id, $0) }) else {
-            return hooks.handOver(id, filePath: nil, command: { Self.hookCommand(id, $0) })
+            let handed = hooks.handOver(id, filePath: nil, command: { Self.hookCommand(id, $0) })
+            return (handed.arguments, handed.environment, nil)
         }
-        let home = try await home()
-        let path = "\(home)/\(AgentLauncher.directory)/hooks/\(file.name)"
-        do {
-            try await transport.createDirectory("\(home)/\(AgentLauncher.directory)/hooks")
-            try await transport.writeTextFile(path, file.text)
-        } catch {
-            throw AgentError(error, while: "writing \(spec.provider.displayName)'s hook settings")
-        }
-        return hooks.handOver(id, filePath: path, command: { Self.hookCommand(id, $0) })
+        let path = "\(try await home())/\(AgentLauncher.directory)/hooks/\(file.name)"
+        let handed = hooks.handOver(id, filePath: path, command: { Self.hookCommand(id, $0) })
+        return (handed.arguments, handed.environment, AgentLauncher.File(path: path, text: file.text))
     }
 
     /// The agent's status now, from the host's watcher (started when it does not run,
@@ -106,7 +104,7 @@ extension AgentHost {
     /// sessions and it does not run, or runs an older version.
     func watcherSnapshot(rules: AgentScreenRules) async throws(AgentError) -> AgentWatcherSnapshot {
         let text = rules.hostText
-        let sum = CoreDigest.sha256(Array(text.utf8)).map { String(format: "%02x", $0) }.joined()
+        let sum = AgentStatusWatcher.rulesDigest(rules)
         for _ in 0..<3 {
             let r = try await run("/bin/sh", ["-c", AgentStatusWatcher.ensureScript, "sh", "\(AgentStatusWatcher.version)",
                                               tmux.socket, sum, AgentTmuxServer.sessionFormat,

@@ -115,11 +115,16 @@ final class HostShell: Sendable {
              idempotent: Bool = true, what: String) async throws(AgentError) -> ProcessResult
     {
         var attempt = 0
+        let trace = AgentTrace.current, started = ContinuousClock.now
         while true {
             attempt += 1
             do {
-                return try await transport.runProcess(executable, arguments: arguments, stdin: stdin, environment: [:],
-                                                      timeout: timeout)
+                let r = try await transport.runProcess(executable, arguments: arguments, stdin: stdin, environment: [:],
+                                                       timeout: timeout)
+                trace?.write(.remoteCommand, what, host: displayName, started: started,
+                             sent: executable.utf8.count + arguments.reduce(0) { $0 + $1.utf8.count } + stdin.count,
+                             received: r.stdout.count + r.stderr.count)
+                return r
             } catch where idempotent && attempt == 1 && error.code == .hostUnreachable && !error.isCancellation {
                 continue
             } catch {

@@ -23,14 +23,29 @@ enum AgentLauncher {
         [shell, "-l", "-c", "exec /bin/sh \"$HOME/\(directory)/\(fileName(ptyID, nonce: nonce))\""]
     }
 
+    /// A file the launch script writes before the agent starts (its status hooks' settings).
+    struct File: Sendable, Hashable {
+        /// Absolute, on the host.
+        var path: String
+        var text: String
+    }
+
+    /// The launch script. `files` are written before the agent starts (a file that cannot
+    /// be written is said on the agent's screen, and the agent starts without it).
     static func script(_ launch: AgentLaunch, ptyID: AgentPTYID, provider: AgentProvider, workingDirectory: String,
-                       extraSearchPath: [String], setup: (command: String, timeout: Duration)? = nil) -> String
+                       extraSearchPath: [String], setup: (command: String, timeout: Duration)? = nil,
+                       files: [File] = []) -> String
     {
         let q = SSHShellQuoting.quote
         // the script removes itself, and the status events and exit status of an earlier run
         let exitFile = "\"$HOME/\(directory)/status/\(ptyID).exit\""
         var s = "rm -f -- \"$0\" \"$HOME/\(directory)/status/\(ptyID)\" \(exitFile) \"$HOME/\(directory)/status/\(ptyID).stopped\"\n"
-        s += "mkdir -p \"$HOME/\(directory)/status\"\n"
+        s += "[ -d \"$HOME/\(directory)/status\" ] || mkdir -p \"$HOME/\(directory)/status\"\n"
+        for file in files {
+            let folder = String(file.path[..<(file.path.lastIndex(of: "/") ?? file.path.startIndex)])
+            s += "{ { [ -d \(q(folder)) ] || mkdir -p -- \(q(folder)); } && printf '%s' \(q(file.text)) > \(q(file.path)); } 2>/dev/null "
+            s += "|| printf 'sshkit-agents: cannot write %s; the agent starts without it\\n' \(q(file.path))\n"
+        }
         s += AgentSearchPath.shellSnippet(extra: extraSearchPath) + "\n"
         s += "cd -- \(q(workingDirectory)) || { printf 'sshkit-agents: cannot enter %s\\n' \(q(workingDirectory)); exit 1; }\n"
         for (name, value) in launch.environment.sorted(by: { $0.key < $1.key }) {

@@ -477,14 +477,20 @@ done
 rm -f pid
 """#
 
+    /// The digest of the rules as the host keeps them (`ensureScript`'s `$3`).
+    static func rulesDigest(_ rules: AgentScreenRules) -> String {
+        CoreDigest.sha256(Array(rules.hostText.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
     /// Makes sure the watcher of the tmux server `$2` runs at version `$1` or newer (the
     /// script of digest `$5`; the same version with another digest is replaced too) with
     /// the rules whose digest is `$3` (`$4`: the session format), and prints what it knows: `N <missing files>` when the
     /// script or the rules must be written first; else `W <running version> <log id>`,
     /// the `S` lines of the states, an `L <session> <unix time>` line per session held by
-    /// a usage limit (when it resets) and a `T` line per tmux session (the session format).
-    /// The watcher starts only when the server has an agent session, and its first round
-    /// is waited for (up to 5 s), so the states printed are current.
+    /// a usage limit (when it resets) and a `T` line per tmux session (the session format);
+    /// with `$6` = `quiet`, only the `N` or `W` line. The watcher starts only when the
+    /// server has an agent session, and its first round is waited for (up to 5 s), so the
+    /// states printed are current.
     static let ensureScript = #"""
         V=$1; SOCK=$2; SUM=$3; H=$5; W="$HOME/.cache/sshkit-agents/watch/tmux-$SOCK"
         T() { tmux -L "$SOCK" -f /dev/null "$@"; }
@@ -516,6 +522,7 @@ rm -f pid
             rv=$V
         fi
         printf 'W %s %s\n' "${rv:-0}" "$(cat "$W/id" 2>/dev/null)"
+        [ "$6" = quiet ] && exit 0
         if [ "$running" = 1 ] || [ -f "$W/ready" ]; then
             cat "$W/states" 2>/dev/null
             for f in "$W"/queue/*.limit; do

@@ -226,8 +226,9 @@ public struct AgentTmuxServer: Sendable {
 /// never get those notifications.
 extension AgentTmuxServer {
     /// Arguments: the socket, the pane, the text, the most polls. Exit 0: shown; 3: no such
-    /// session; 4: the pane's program ended; 5: polled out. The first 50 polls 10 ms
-    /// apart, then 50 ms; the screen and the last 2,000 lines above it are looked in, so
+    /// session; 4: the pane's program ended; 5: polled out. The first 100 polls 3 ms
+    /// apart (an agent that starts speaks within a few tenths of a second), the next 50
+    /// 10 ms apart, then 50 ms; the screen and the last 2,000 lines above it are looked in, so
     /// text that scrolled away between two polls is found too. It ends when its input
     /// ends (the channel closed: a background `cat` of it, given it explicitly, as an
     /// asynchronous list's own input is /dev/null).
@@ -239,7 +240,7 @@ extension AgentTmuxServer {
             case $out in *"$N"*) exit 0 ;; esac
             case $out in *'sshkit-pane-dead:1') exit 4 ;; esac
             n=$((n + 1))
-            if [ $n -lt 50 ]; then sleep 0.01; else sleep 0.05; fi
+            if [ $n -lt 100 ]; then sleep 0.003; elif [ $n -lt 150 ]; then sleep 0.01; else sleep 0.05; fi
         done
         exit 5
         """#
@@ -254,7 +255,9 @@ extension AgentTmuxServer {
         async throws(AgentError) -> Bool
     {
         guard !text.isEmpty else { return true }
-        let most = Int(timeout.components.seconds) * 20 + 60
+        let most = Int(timeout.components.seconds) * 20 + 150
+        let started = ContinuousClock.now
+        defer { AgentTrace.current?.write(.remoteStream, "watching the output of \(name)", host: shell.displayName, started: started) }
         let process: TransportProcess
         do {
             process = try await shell.transport.startProcess("/bin/sh", arguments: ["-c", Self.waitScript, "sh", socket, Self.pane(name),

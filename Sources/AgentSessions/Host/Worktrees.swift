@@ -78,14 +78,17 @@ public struct AgentWorktrees: Sendable {
             Worktree(name: name, projectPath: project, path: path, branch: branch, baseRef: "", baseCommit: "")
         }
 
-        /// The worktree, when the script's first two lines say it was made; the lines after
-        /// them are its notes (`note …`: the base's fetch failed, files copied).
+        /// The worktree, when the script's `base` and `commit` lines say it was made; its
+        /// `note` lines are its notes (the base's fetch failed, files copied). Other lines
+        /// (what a script around it prints) are passed over.
         func made(by r: ProcessResult) -> Worktree? {
-            let out = r.stdoutString.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-            guard out.count >= 2, out[0].hasPrefix("base "), out[1].hasPrefix("commit "), out[1].count >= 47 else { return nil }
+            let out = r.stdoutString.split(separator: "\n").map(String.init)
+            guard let base = out.firstIndex(where: { $0.hasPrefix("base ") }), base + 1 < out.count,
+                  out[base + 1].hasPrefix("commit "), out[base + 1].count >= 47
+            else { return nil }
             var made = Worktree(name: name, projectPath: project, path: path, branch: branch,
-                                baseRef: String(out[0].dropFirst(5)), baseCommit: String(out[1].dropFirst(7)))
-            made.notes = out.dropFirst(2).filter { $0.hasPrefix("note ") }.map { String($0.dropFirst(5)) }
+                                baseRef: String(out[base].dropFirst(5)), baseCommit: String(out[base + 1].dropFirst(7)))
+            made.notes = out[(base + 2)...].filter { $0.hasPrefix("note ") }.map { String($0.dropFirst(5)) }
             return made
         }
     }
@@ -134,10 +137,15 @@ public struct AgentWorktrees: Sendable {
     /// patterns, relative to the project): the untracked files of the project that match
     /// are copied into the new worktree with their modes. A line with a `..` part, a
     /// line naming an absolute path of the host, or a match that is a symbolic link
-    /// leading out of the project refuses the whole task before anything is made. It reads nothing from its standard input (the
-    /// launch script that may follow it in one round trip comes there). Three git calls
-    /// when the base is the current branch: the checkout's facts (top level, common
-    /// directory, HEAD's commit and branch) in one `rev-parse`, prune, add.
+    /// leading out of the project refuses the whole task before anything is made. It reads
+    /// nothing from its standard input (the launch script that may follow it in one round
+    /// trip comes there). One git call when the base is the current branch of a usual
+    /// checkout (its own `.git` folder, the branch's ref a loose file): the add, under the
+    /// repository's lock (`hostLock`), given back once the add is done. Else the
+    /// checkout's facts (top level, common directory, HEAD's commit and branch) come from
+    /// one `rev-parse` first; the fetch's look at the configuration is a call when the
+    /// configuration names a remote; a prune only when an entry's folder is gone. Every
+    /// other step is the shell's own, so the script costs few processes on the host.
     /// Shell lines that take a lock on the host, one holder at a time: a lock directory
     /// (portable), given back when the script ends or is killed, and taken over after a
     /// minute from a holder that died. Waits 50 ms between tries; after `tries` the
@@ -160,16 +168,31 @@ public struct AgentWorktrees: Sendable {
 
     static let createWorktreeScript = #"""
         p=$1 requested=$2 branch=$3 path=$4 defaults=$5 fetch=$6
-        head= current=
-        if facts=$(git -C "$p" rev-parse --show-toplevel --git-common-dir 'HEAD^{commit}' --abbrev-ref HEAD 2>/dev/null </dev/null); then :
-        else
-            s=$?; [ $s = 127 ] && exit 127
-            # no commit yet, or no checkout at all
-            facts=$(git -C "$p" rev-parse --show-toplevel --git-common-dir </dev/null) || exit 10
+        head= current= top= common=
+        # the usual checkout (its own .git folder, on a branch with a loose ref) is read by
+        # the shell itself; any other asks git
+        if [ -d "$p/.git/refs" ] && [ -f "$p/.git/HEAD" ] && read -r h < "$p/.git/HEAD"; then
+            case $h in
+            'ref: refs/heads/'*)
+                b=${h#ref: refs/heads/} r=
+                [ -f "$p/.git/refs/heads/$b" ] && read -r r < "$p/.git/refs/heads/$b"
+                case $r in
+                *[!0-9a-f]*|'') ;;
+                *) [ ${#r} -ge 40 ] && top=$p common=$p/.git head=$r current=$b ;;
+                esac ;;
+            esac
         fi
-        { read -r top; read -r common; read -r head; read -r current; } <<EOF
+        if [ -z "$top" ]; then
+            if facts=$(git -C "$p" rev-parse --show-toplevel --git-common-dir 'HEAD^{commit}' --abbrev-ref HEAD 2>/dev/null </dev/null); then :
+            else
+                s=$?; [ $s = 127 ] && exit 127
+                # no commit yet, or no checkout at all
+                facts=$(git -C "$p" rev-parse --show-toplevel --git-common-dir </dev/null) || exit 10
+            fi
+            { read -r top; read -r common; read -r head; read -r current; } <<EOF
         $facts
         EOF
+        fi
         verify() { case $1 in ''|-*) return 1 ;; esac; git -C "$p" rev-parse --verify --quiet "$1^{commit}" </dev/null; }
         base= sha=
         if sha=$(verify "$requested"); then base=$requested
@@ -210,11 +233,28 @@ public struct AgentWorktrees: Sendable {
             fi
         fi
         notes= us=$(printf '\037')
+        # a checkout whose configuration names no remote (read by the shell itself) has
+        # nothing to fetch from
+        if [ "$fetch" = 1 ]; then
+            fetch=
+            [ -f "$common/config" ] && while read -r l; do
+                case $l in '[remote '*|'[Remote '*|'[include'*) fetch=1; break ;; esac
+            done < "$common/config"
+        fi
         if [ "$fetch" = 1 ]; then
             remote= rbranch=
-            if git -C "$p" rev-parse --verify --quiet "refs/heads/$base" >/dev/null </dev/null; then
-                remote=$(git -C "$p" config "branch.$base.remote" </dev/null)
-                [ -n "$remote" ] || { git -C "$p" remote </dev/null | grep -qx origin && remote=origin; }
+            if [ "$base" = "$current" ] || git -C "$p" rev-parse --verify --quiet "refs/heads/$base" >/dev/null </dev/null; then
+                # the branch's remote, else origin, from one read of the configuration
+                origin=
+                while read -r key value; do
+                    case $key in
+                        "branch.$base.remote") remote=$value ;;
+                        remote.origin.url|remote.origin.fetch) origin=origin ;;
+                    esac
+                done <<EOF
+        $(git -C "$p" config --get-regexp '^(branch\..*\.remote|remote\.origin\.(url|fetch))$' </dev/null)
+        EOF
+                [ -n "$remote" ] || remote=$origin
                 rbranch=$base
             elif git -C "$p" rev-parse --verify --quiet "refs/remotes/$base" >/dev/null </dev/null; then
                 remote=${base%%/*} rbranch=${base#*/}
@@ -245,20 +285,34 @@ public struct AgentWorktrees: Sendable {
         # no path: only the base is asked for (the attempts of one piece of work share it)
         if [ -z "$path" ]; then
             printf 'base %s\ncommit %s\n' "$base" "$sha"
-            printf '%s' "$notes" | tr '\037' '\n'
+            [ -z "$notes" ] || printf '%s' "$notes" | tr '\037' '\n'
             exit 0
         fi
-        # one worktree change at a time in a repository: a prune beside another add removes
-        # the entry that add is writing
+        # one worktree change at a time in a repository: an add reads the entries of the
+        # others (one being written fails it), and a prune beside an add removes the entry
+        # that add is writing; the lock is given back once the add is done
         """# + hostLock(at: "$common/sshkit-worktree.lock", tries: 1500, failure: 14) + #"""
-        git -C "$p" worktree prune </dev/null || exit 12
-        exclude=$common/info/exclude
-        if ! grep -qxE '[[:space:]]*/?\.emdash/?[[:space:]]*' "$exclude" 2>/dev/null; then
+        # entries whose folders were deleted by hand are pruned; seen without a process (an
+        # entry whose gitdir names a file that is gone)
+        for e in "$common"/worktrees/*; do
+            [ -f "$e/gitdir" ] && [ ! -f "$e/locked" ] || continue
+            g=; read -r g < "$e/gitdir" && [ -n "$g" ] && [ ! -e "$g" ] || continue
+            git -C "$p" worktree prune </dev/null || exit 12
+            break
+        done
+        exclude=$common/info/exclude excluded=
+        if [ -f "$exclude" ]; then
+            while read -r l || [ -n "$l" ]; do
+                case $l in .emdash|.emdash/|/.emdash|/.emdash/) excluded=1; break ;; esac
+            done < "$exclude"
+        fi
+        if [ -z "$excluded" ]; then
             mkdir -p "$common/info" || exit 13
             if [ -s "$exclude" ] && [ -n "$(tail -c 1 "$exclude")" ]; then printf '\n' >> "$exclude" || exit 13; fi
             printf '.emdash/\n' >> "$exclude" || exit 13
         fi
-        git -C "$p" worktree add -q -b "$branch" "$path" "$sha" >&2 </dev/null || exit 12
+        git -C "$p" worktree add -q -b "$branch" "$path" "$sha" >&2 </dev/null || { s=$?; [ $s = 127 ] && exit 127; exit 12; }
+        rmdir "$lock" 2>/dev/null; trap - EXIT; trap - HUP INT TERM
         n=0
         if [ -n "$copies" ]; then
             while IFS= read -r f; do
@@ -272,7 +326,7 @@ public struct AgentWorktrees: Sendable {
         fi
         printf 'base %s\ncommit %s\n' "$base" "$sha"
         [ $n = 0 ] || { [ $n = 1 ] && printf 'note copied 1 file that .worktreeinclude names\n' || printf 'note copied %s files that .worktreeinclude names\n' "$n"; }
-        printf '%s' "$notes" | tr '\037' '\n'
+        [ -z "$notes" ] || printf '%s' "$notes" | tr '\037' '\n'
         """#
 
     /// The project's worktrees (its main checkout first), from `git worktree list --porcelain`.

@@ -184,7 +184,6 @@ extension AgentOrchestrator {
         }
         var providers: [AgentProvider] = []
         for a in agents { providers.append(try AgentProvider.named(a.providerID)) }
-        let store = store
         let project = try await records.project(projectID)
         let home = try await records.host(project.hostID)
         var hosts: [HostRecord] = []

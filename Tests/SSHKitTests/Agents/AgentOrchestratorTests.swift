@@ -66,7 +66,7 @@ struct AgentOrchestratorTests {
 
         func tearDown() async {
             await orchestrator.connections.close()
-            _ = try? await transport.runProcess("tmux", "-L", host.tmuxSocket, "kill-server")
+            await endTmuxServer(host.tmuxSocket, on: transport)
             _ = try? await transport.runProcess("/bin/rm", "-rf", project.path)
             await transport.close()
             if let storeDirectory { try? FileManager.default.removeItem(atPath: storeDirectory) }

@@ -137,7 +137,7 @@ struct AgentSessionsToolTests {
         }
 
         func tearDown(_ paths: [String] = []) async {
-            _ = try? await transport.runProcess("tmux", "-L", socket, "kill-server")
+            await endTmuxServer(socket, on: transport)
             for p in paths { _ = try? await transport.runProcess("/bin/rm", "-rf", p) }
             await transport.close()
             try? FileManager.default.removeItem(atPath: home)

@@ -124,6 +124,7 @@ struct RealAgentTests {
                 exit 0
                 """
             _ = try? await transport.runProcess("/bin/sh", "-c", stop, "sh", tmuxSocket)
+            await endTmuxServer(tmuxSocket, on: transport)
             _ = try? await transport.runProcess("/bin/rm", "-rf", project.path, home)
             await transport.close()
             server.stop()

@@ -68,11 +68,12 @@ struct QuotingProofTests {
                  return line
              },
              expected: { v, _ in printed(v) }),
-        // SSHTransport.runProcess: the command line, with its environment through the fallback
+        // SSHTransport.runProcess: `exec` and the command line, with its environment through the fallback
         Path(name: "SSHTransport.runProcess",
              line: { v, s in
+                 // in a subshell, as its `exec` would end the batch
                  let command = SSHTransport.commandLine("printf", printf + v, home: s.home)
-                 return try SSHConnection.environmentRequests(environment(v.reversed()), command: command).fallback ?? command
+                 return "(" + (try SSHConnection.environmentRequests(environment(v.reversed()), command: command).fallback ?? command) + "\n)"
              },
              expected: { v, _ in printed(v) }),
         // OpenSSHTransport.runProcess: `export ...; exec ...`, in a subshell so the batch goes on

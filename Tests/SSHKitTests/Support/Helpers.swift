@@ -1,5 +1,6 @@
 import Foundation
 import SSHKit
+import ServerTransport
 import Synchronization
 import Testing
 
@@ -108,4 +109,19 @@ final class OneShot<T: Sendable>: Sendable {
 func sshError<T>(_ r: Result<T, any Error>?) -> SSHError? {
     if case .failure(let e as SSHError)? = r { return e }
     return nil
+}
+
+/// Ends a test's private tmux server on the host and gives back the port claims its tasks
+/// made there (a test that ends without deleting its tasks would leave them, and the next
+/// runs' claims would take them over one by one).
+func endTmuxServer(_ socket: String, on transport: any ServerTransport) async {
+    let script = #"""
+        tmux -L "$1" kill-server 2>/dev/null
+        for c in "$HOME/.cache/sshkit-agents/ports"/[0-9]*; do
+            s=; [ -f "$c/tmux" ] && read -r s < "$c/tmux"
+            [ "$s" = "$1" ] && rm -rf "$c"
+        done
+        exit 0
+        """#
+    _ = try? await transport.runProcess("/bin/sh", "-c", script, "sh", socket)
 }
