@@ -79,17 +79,28 @@ func benchAttempts(_ base: Fixture, rounds: Int) async throws {
     let startImpls = ["createAttempts, all at once", "createTask, one after another", "Emdash's way (ssh), one after another"]
     var start: [String: [Double]] = [:]
     var kept: [TaskRecord] = []
+    // where the time goes, per host: the steps of each host named by the host
+    func byHost(_ step: AgentTrace.Step) -> String {
+        let name = step.kind == .remoteStream ? "the first output, watched" : step.name
+        return step.host.isEmpty ? name : "\(step.host.split(separator: " ").first.map(String.init) ?? step.host): \(name)"
+    }
+    var startSteps = Breakdown("\(attemptCount) attempts on \(hostCount) hosts at once, to every first output")
+    var compareSteps = Breakdown("compareAttempts with git status in the \(attemptCount) worktrees")
     for round in -1..<rounds {
         for impl in rotated(startImpls, by: max(0, round)) {
             try await clear()
             let s = now()
             switch impl {
             case startImpls[0]:
-                let launch = try await engine.project(projects[0].id).createAttempts(title: "bench \(round)",
-                                                             agents: [AttemptAgents(providerID: "gemini", count: attemptCount)],
-                                                             hostIDs: hosts.map(\.id))
-                guard launch.started.count == attemptCount else { throw BenchError("\(launch.failed.count) attempts failed") }
-                try await waitAll(launch.started)
+                let trace = AgentTrace()
+                try await AgentTrace.$current.withValue(trace) {
+                    let launch = try await engine.project(projects[0].id).createAttempts(title: "bench \(round)",
+                                                                 agents: [AttemptAgents(providerID: "gemini", count: attemptCount)],
+                                                                 hostIDs: hosts.map(\.id))
+                    guard launch.started.count == attemptCount else { throw BenchError("\(launch.failed.count) attempts failed") }
+                    try await waitAll(launch.started)
+                }
+                if round >= 0 { startSteps.add(trace, total: now() - s, name: byHost) }
             case startImpls[1]:
                 var made: [TaskRecord] = []
                 for n in 0..<attemptCount {
@@ -141,10 +152,12 @@ func benchAttempts(_ base: Fixture, rounds: Int) async throws {
                 let s = now()
                 switch impl {
                 case compareImpls[0]:
-                    let rows = try await engine.task(kept[0].id).compareAttempts(check: command)
+                    let trace = AgentTrace()
+                    let rows = try await AgentTrace.$current.withValue(trace) { try await engine.task(kept[0].id).compareAttempts(check: command) }
                     guard rows.count == attemptCount, rows.allSatisfy({ $0.check?.passed == true }) else {
                         throw BenchError("a check failed: \(rows.map { $0.problem?.message ?? $0.check?.output ?? "-" })")
                     }
+                    if round >= 0 && name == checks[0].0 { compareSteps.add(trace, total: now() - s, name: byHost) }
                 default:
                     for t in kept {
                         guard ssh("cd '\(t.worktree.path)' && sh -c '\(command)' >/dev/null", master: impl == compareImpls[2]) == 0 else {
@@ -192,5 +205,7 @@ func benchAttempts(_ base: Fixture, rounds: Int) async throws {
     }
     out("compareAttempts without a check (status and changes of the \(attemptCount) attempts): median \(fmt(median(bare))) ms, p90 \(fmt(percentile(bare, 0.9)))")
     out("\(rounds) rounds, implementations alternating")
+    startSteps.report()
+    compareSteps.report()
     out("attempts: done")
 }

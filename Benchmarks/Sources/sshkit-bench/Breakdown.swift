@@ -17,6 +17,12 @@ struct Breakdown {
     /// Adds one run's trace; `name` renames a step (to merge steps that name a session).
     mutating func add(_ trace: AgentTrace, total: Double, name: (AgentTrace.Step) -> String = { $0.name }) {
         runs += 1
+        // SSHKIT_BENCH_STEPS=1: every step of every run, as it was
+        if ProcessInfo.processInfo.environment["SSHKIT_BENCH_STEPS"] == "1" {
+            for s in trace.steps.sorted(by: { $0.start < $1.start }) {
+                out("\(title) run \(runs): \(name(s)) at \(s.start) took \(s.duration)")
+            }
+        }
         totals.append(total)
         for s in trace.steps {
             let key = name(s)

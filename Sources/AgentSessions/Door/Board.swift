@@ -72,6 +72,14 @@ extension AgentOrchestrator {
     public func board(projectID: ProjectID? = nil, taskIDs: Set<TaskID>? = nil, includeArchived: Bool = false,
                       live: Bool) async throws(AgentError) -> AgentBoard
     {
+        try await board(projectID: projectID, taskIDs: taskIDs, includeArchived: includeArchived, live: live, countChanges: true)
+    }
+
+    /// `board`; with `countChanges` false, a live board leaves `filesChanged` unset (for a
+    /// caller that counts them itself).
+    func board(projectID: ProjectID? = nil, taskIDs: Set<TaskID>? = nil, includeArchived: Bool = false,
+               live: Bool, countChanges: Bool) async throws(AgentError) -> AgentBoard
+    {
         let store = store
         var rows: [AgentBoard.Row] = try await stored("reading the board") {
             let hosts = try await store.hosts()
@@ -93,7 +101,7 @@ extension AgentOrchestrator {
             for indices in byHost.values {
                 let mine = indices.map { ($0, rows[$0]) }
                 guard let host = mine.first?.1.host else { continue }
-                group.addTask { await self.refresh(mine, on: host) }
+                group.addTask { await self.refresh(mine, on: host, countChanges: countChanges) }
             }
             var all: [(Int, AgentBoard.Row)] = []
             for await part in group { all += part }
@@ -107,11 +115,16 @@ extension AgentOrchestrator {
         return AgentBoard(rows: order.map { rows[$0] })
     }
 
-    /// One host's rows, asked of the host; an unreachable host marks its rows.
-    private func refresh(_ rows: [(Int, AgentBoard.Row)], on host: HostRecord) async -> [(Int, AgentBoard.Row)] {
+    /// One host's rows, asked of the host (its watcher, and the changes of all its
+    /// worktrees in one more round trip beside it); an unreachable host marks its rows.
+    private func refresh(_ rows: [(Int, AgentBoard.Row)], on host: HostRecord, countChanges: Bool) async -> [(Int, AgentBoard.Row)] {
         let rules = screenRules
+        let counted = countChanges ? rows.map(\.1.task).filter { $0.archivedAt == nil }.map(\.worktree) : []
         do throws(AgentError) {
-            let snapshot = try await onHost(host) { h in try await h.watcherSnapshot(rules: rules) }
+            let (snapshot, counts) = try await onHost(host) { h in
+                async let counts: [String: Int] = counted.isEmpty ? [:] : (try? await h.worktrees.changedFileCounts(counted)) ?? [:]
+                return (try await h.watcherSnapshot(rules: rules), await counts)
+            }
             // the projects' pull requests, one gh call per project (at most once a minute)
             var pulls: [ProjectID: [String: PullRequestState]] = [:]
             for project in Set(rows.compactMap { $0.1.project }) {
@@ -132,6 +145,7 @@ extension AgentOrchestrator {
                     group.addTask {
                         do throws(AgentError) {
                             var row = try await self.refresh(row, on: host, snapshot)
+                            if row.task.archivedAt == nil { row.filesChanged = counts[row.task.worktree.path] }
                             row.pullRequest = row.project.flatMap { pullsNow[$0.id]?[row.task.worktree.branch] }
                             return .success((i, row))
                         } catch {
@@ -177,9 +191,6 @@ extension AgentOrchestrator {
                 // the watcher has not looked at it yet (it started a moment ago)
                 row.agents[j].status = AgentStatus(activity: .starting, source: .process, since: Date())
             }
-        }
-        if row.task.archivedAt == nil {
-            row.filesChanged = try? await onHost(host) { h in try await h.worktrees.changedFileCount(row.task.worktree) }
         }
         return row
     }

@@ -11,6 +11,8 @@ extension AgentHost {
     struct RepositoryIdentity: Sendable, Hashable {
         var origin: String
         var roots: Set<String>
+        /// Whether the checkout has the commit asked about, when one was.
+        var hasCommit: Bool?
 
         /// The same repository: the same origin (as forge and path), or a root commit in common.
         func isSameRepository(as other: RepositoryIdentity) -> Bool {
@@ -20,24 +22,29 @@ extension AgentHost {
     }
 
     /// The identity of each checkout at `paths` (nil for a path that is not a checkout),
-    /// in one round trip.
-    func repositoryIdentities(_ paths: [String]) async throws(AgentError) -> [String: RepositoryIdentity] {
+    /// and with `commit`, whether it has that commit, in one round trip.
+    func repositoryIdentities(_ paths: [String], commit: String? = nil) async throws(AgentError) -> [String: RepositoryIdentity] {
         guard !paths.isEmpty else { return [:] }
         let script = #"""
+            c=$1; shift
             for p in "$@"; do
                 printf '\036%s\n' "$p"
                 git -C "$p" rev-parse --git-dir >/dev/null 2>&1 </dev/null || { echo none; continue; }
-                echo repo
+                if [ -z "$c" ]; then echo repo
+                elif git -C "$p" cat-file -e "$c^{commit}" 2>/dev/null </dev/null; then echo repo-has
+                else echo repo-lacks
+                fi
                 git -C "$p" config --get remote.origin.url </dev/null || echo
                 git -C "$p" rev-list --max-parents=0 --all 2>/dev/null </dev/null | head -n 50
             done
             """#
-        let r = try await run("/bin/sh", ["-c", script, "sh"] + paths, what: "reading the projects' origins")
+        let r = try await run("/bin/sh", ["-c", script, "sh", commit ?? ""] + paths, what: "reading the projects' origins")
         var out: [String: RepositoryIdentity] = [:]
         for part in r.stdoutString.split(separator: "\u{1E}") {
             let lines = part.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-            guard lines.count >= 3, lines[1] == "repo" else { continue }
-            out[lines[0]] = RepositoryIdentity(origin: lines[2], roots: Set(lines.dropFirst(3).filter { $0.count >= 40 }))
+            guard lines.count >= 3, lines[1].hasPrefix("repo") else { continue }
+            out[lines[0]] = RepositoryIdentity(origin: lines[2], roots: Set(lines.dropFirst(3).filter { $0.count >= 40 }),
+                                               hasCommit: lines[1] == "repo" ? nil : lines[1] == "repo-has")
         }
         return out
     }
@@ -122,30 +129,128 @@ extension AgentHost {
         return path
     }
 
-    /// Runs `command` with `sh -c` in `directory` in the user's login environment (the
-    /// login shell, then the engine's search path in front of PATH; `PORT` set when
-    /// given), its standard output and error together, for at most `timeout`.
-    func runCheck(_ command: String, in directory: String, port: Int?, timeout: Duration, loginShell shellPath: String)
-        async throws(AgentError) -> AttemptCheck
-    {
-        try AgentShells.check(shellPath)
-        let inner = AgentSearchPath.shellSnippet(extra: extraSearchPath) + "\n"
-            + #"cd "$1" || exit 126; [ -n "$2" ] && { PORT=$2; export PORT; }; exec sh -c "$3" 2>&1"#
-        let login = "exec /bin/sh -c \(SSHShellQuoting.quote(inner)) sh \(SSHShellQuoting.quote(directory)) "
-            + "\(SSHShellQuoting.quote(port.map(String.init) ?? "")) \(SSHShellQuoting.quote(command))"
-        let started = ContinuousClock.now
-        do {
-            let r = try await transport.runProcess(shellPath, arguments: ["-l", "-c", login], stdin: [], environment: [:],
-                                                   timeout: timeout)
-            return AttemptCheck(command: command, outcome: .exited(r.exitStatus), duration: ContinuousClock.now - started,
-                                output: AttemptCheck.tail(r.stdoutString))
-        } catch where error.code == .timedOut {
-            let partial: String
-            if case .timedOut(_, let stdout, _) = error.context { partial = String(decoding: stdout, as: UTF8.self) } else { partial = "" }
-            return AttemptCheck(command: command, outcome: .timedOut, duration: ContinuousClock.now - started,
-                                output: AttemptCheck.tail(partial))
-        } catch {
-            throw AgentError(error, while: "running the check on \(displayName)")
-        }
+    /// What `compareWorktrees` found in one worktree.
+    struct WorktreeLook: Sendable {
+        /// Against the base: files, lines added, lines removed (nil: git could not say).
+        var changes: (files: Int, linesAdded: Int, linesRemoved: Int)?
+        /// What git said when it could not.
+        var changesProblem: String?
+        var check: AttemptCheck?
     }
+
+    /// Each worktree's changes against its base (as `AgentWorktrees.changeSummary` counts
+    /// them) and, with `check`, the check command run in it: all worktrees at once, in one
+    /// remote process. The check runs with `sh -c` in the user's login environment (the
+    /// login shell, then the engine's search path in front of PATH; `PORT` set to the
+    /// worktree's port when given), its standard output and error together, each in a
+    /// session of its own (`setsid`, where the host has it) so that its time limit ends
+    /// all of it. Durations are timed on the host (to 10 ms where it has `/proc/uptime`).
+    /// - Returns: one look per item, in order.
+    func compareWorktrees(_ items: [(worktree: Worktree, port: Int?)], check: String?, timeout: Duration,
+                          loginShell shellPath: String) async throws(AgentError) -> [WorktreeLook]
+    {
+        guard !items.isEmpty else { return [] }
+        let seconds = max(1, Int(timeout.components.seconds))
+        let arguments = [check ?? "", "\(seconds)"] + items.flatMap { [$0.worktree.path, $0.worktree.baseCommit, $0.port.map(String.init) ?? ""] }
+        let inner = AgentSearchPath.shellSnippet(extra: extraSearchPath) + "\n" + Self.compareScript
+        let r: ProcessResult
+        do {
+            if check != nil {
+                try AgentShells.check(shellPath)
+                let login = "exec /bin/sh -c \(SSHShellQuoting.quote(inner)) sh "
+                    + arguments.map { SSHShellQuoting.quote($0) }.joined(separator: " ")
+                r = try await run(shellPath, ["-l", "-c", login], timeout: timeout + .seconds(60), what: "comparing the attempts")
+            } else {
+                r = try await run("/bin/sh", ["-c", inner, "sh"] + arguments, timeout: .seconds(120), what: "comparing the attempts")
+            }
+        }
+        guard r.exitStatus == .exited(0) else {
+            throw AgentError(.gitFailed, "the attempts could not be compared on \(displayName)",
+                             detail: r.stderrString.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        var looks = Array(repeating: WorktreeLook(), count: items.count)
+        for part in r.stdoutString.split(separator: "\u{1E}", omittingEmptySubsequences: true) {
+            let sections = part.split(separator: "\u{1D}", omittingEmptySubsequences: false).map(String.init)
+            let head = sections[0].split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            guard let i = Int(head[0]), i >= 1, i <= items.count else { continue }
+            let numbers = head.dropFirst().joined(separator: " ").split(separator: " ").compactMap { Int($0) }
+            if numbers.count == 5 {
+                looks[i - 1].changes = (numbers[0] + numbers[4], numbers[1] + numbers[3], numbers[2])
+            } else {
+                let why = head.dropFirst().joined(separator: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
+                looks[i - 1].changesProblem = why.isEmpty ? "git gave no count" : why
+            }
+            guard let check, sections.count >= 3 else { continue }
+            let status = sections[1].trimmingCharacters(in: .whitespacesAndNewlines).split(separator: " ")
+            guard status.count == 3, let code = Int32(status[1]), let centiseconds = Int64(status[2]) else { continue }
+            let outcome: AttemptCheck.Outcome = status[0] == "timeout" ? .timedOut : .exited(.exited(code))
+            looks[i - 1].check = AttemptCheck(command: check, outcome: outcome, duration: .milliseconds(max(0, centiseconds) * 10),
+                                              output: AttemptCheck.tail(sections[2]))
+        }
+        return looks
+    }
+
+    /// Arguments: the check command ('' for none), its time limit in seconds, then per
+    /// worktree its path, base commit and port ('' for none). Every worktree's count, and
+    /// its check, run at once; then per worktree `RS <n>` (1-based), the five numbers of
+    /// `changeSummary` (or what git said) on the lines after it, and with a check `GS`,
+    /// `done|timeout <status> <centiseconds>`, `GS` and the output's last 21 lines. Its
+    /// checks end with it (HUP, INT, TERM).
+    static let compareScript = #"""
+        cmd=$1 limit=$2; shift 2
+        t=$(mktemp -d "${TMPDIR:-/tmp}/sshkit-compare-XXXXXX") || exit 12
+        pids=
+        # what still runs when the script is ended: the counts and the checks, each check's
+        # session whole
+        stop() {
+            for f in "$t"/*.pid; do
+                [ -f "$f" ] && [ ! -f "${f%.pid}.rc" ] && read -r p < "$f" && { kill -TERM "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; }
+            done
+            for p in $pids; do kill -TERM "$p" 2>/dev/null; done
+        }
+        trap 'stop; rm -rf "$t"' EXIT
+        trap 'exit 129' HUP INT TERM
+        S=; command -v setsid >/dev/null 2>&1 && S=setsid
+        now() { if read -r u _ < /proc/uptime 2>/dev/null; then c=${u#*.}; echo "${u%%.*}${c%"${c#??}"}"; else echo $(( $(date +%s) * 100 )); fi; }
+        count() {
+            cd "$1" 2>/dev/null || { echo "the worktree is gone"; return; }
+            { git diff --numstat "$2" -- </dev/null || echo 'error'; echo '--'; git ls-files --others --exclude-standard </dev/null; } 2>&1 |
+                awk 'p == 0 && $0 == "--" { p = 1; next }
+                     p == 0 && $0 == "error" { bad = 1; next }
+                     p == 0 && NF >= 3 && $1 ~ /^[0-9-]+$/ { if ($1 != "-") a += $1; if ($2 != "-") r += $2; n++; next }
+                     p == 0 { msg = msg $0 "\n"; next }
+                     { u++; while ((getline l < $0) > 0) c++; close($0) }
+                     END { if (bad) { printf "%s", msg; exit } printf "%d %d %d\n%d\n%d\n", n, a, r, c, u }'
+        }
+        check() {
+            s=$(now)
+            ( cd "$1" || exit 126; [ -n "$2" ] && { PORT=$2; export PORT; }; exec $S sh -c "$cmd" ) > "$t/$3.out" 2>&1 </dev/null & cp=$!
+            echo "$cp" > "$t/$3.pid"
+            ( trap 'kill $w 2>/dev/null; exit 0' TERM; sleep "$limit" & w=$!; wait $w
+              : > "$t/$3.late"; kill -TERM "-$cp" 2>/dev/null || kill -TERM "$cp" 2>/dev/null ) >/dev/null 2>&1 & wp=$!
+            wait $cp; st=$?
+            kill $wp 2>/dev/null
+            e=$(now)
+            how=done; [ -f "$t/$3.late" ] && how=timeout
+            echo "$how $st $((e - s))" > "$t/$3.rc"
+        }
+        i=0
+        while [ $# -ge 3 ]; do
+            i=$((i + 1))
+            ( count "$1" "$2" > "$t/$i.sum" ) & pids="$pids $!"
+            if [ -n "$cmd" ]; then check "$1" "$3" "$i" & pids="$pids $!"; fi
+            shift 3
+        done
+        wait
+        pids=
+        n=0
+        while [ $n -lt $i ]; do
+            n=$((n + 1))
+            printf '\036%s\n' "$n"; cat "$t/$n.sum" 2>/dev/null
+            if [ -n "$cmd" ]; then
+                printf '\035'; cat "$t/$n.rc" 2>/dev/null; printf '\035'; tail -n 21 "$t/$n.out" 2>/dev/null
+            fi
+        done
+        exit 0
+        """#
 }

@@ -53,16 +53,23 @@ extension AgentHost {
             while [ "$p" -le "$3" ]; do
                 case "$held" in
                 *" $p "*)
-                    # held: taken over only when no longer live and older than a worktree takes
-                    # to be made (the old ones listed once), under the lock
-                    if live "$d/$p" "$5"; then p=$((p + 1)); continue; fi
+                    # held: taken over only when older than a worktree takes to be made (the
+                    # old ones listed once) and no longer live, under the lock; a claim whose
+                    # worktree is there is passed over first, without a process
+                    lw=; [ -f "$d/$p/worktree" ] && read -r lw < "$d/$p/worktree"
+                    if [ -n "$lw" ] && [ -d "$lw" ]; then p=$((p + 1)); continue; fi
                     [ -n "$old" ] || old="$nl$(find "$d" -mindepth 1 -maxdepth 1 -mmin +15 2>/dev/null)$nl"
                     case "$old" in *"$nl$d/$p$nl"*) ;; *) p=$((p + 1)); continue ;; esac
+                    if live "$d/$p" "$5"; then p=$((p + 1)); continue; fi
                     if [ -z "$locked" ]; then
         """# + portsLock + #"""
                         locked=1
                     fi
-                    if [ ! -d "$d/$p" ] || live "$d/$p" "$5" || ! rm -rf "$d/$p"; then p=$((p + 1)); continue; fi ;;
+                    # looked at again under the lock: another claimer may have taken it over
+                    # meanwhile (a fresh claim then)
+                    if [ -z "$(find "$d/$p" -maxdepth 0 -mmin +15 2>/dev/null)" ] || live "$d/$p" "$5" || ! rm -rf "$d/$p"; then
+                        p=$((p + 1)); continue
+                    fi ;;
                 esac
                 if mkdir "$d/$p" 2>/dev/null; then
                     if listening "$p"; then

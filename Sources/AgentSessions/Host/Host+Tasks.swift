@@ -153,7 +153,7 @@ extension AgentHost {
         fi
         f="$HOME/.cache/sshkit-agents/$launch"
         umask 077 && { [ -d "${f%/*}" ] || mkdir -p "${f%/*}"; } && { [ -z "$port" ] || printf 'PORT=%s; export PORT\n' "$port"; cat; } > "$f" || exit 1
-        "$@"; s=$?
+        """# + "\n" + AgentLauncher.runOnceMoreWhenTmuxExited + "\n" + #"""
         if [ $s != 0 ]; then rm -f -- "$f"; exit $s; fi
         if [ -n "$ensure" ]; then
             W="$HOME/.cache/sshkit-agents/watch/tmux-$sock" pid= rv= rh= sum=

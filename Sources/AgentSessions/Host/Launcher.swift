@@ -127,8 +127,19 @@ enum AgentLauncher {
     /// The script of `writeThenRun`: `$1` the launch file's name, the rest the command.
     static let writeThenRunScript = """
         umask 077 && mkdir -p "$HOME/\(directory)" && cat > "$HOME/\(directory)/$1" || exit 1
-        f=$1; shift; "$@"; s=$?
+        f=$1; shift
+        \(runOnceMoreWhenTmuxExited)
         [ $s = 0 ] || rm -f -- "$HOME/\(directory)/$f"
         exit $s
+        """
+
+    /// Shell lines that run `"$@"` (a tmux command) and set `s` to its status: run once
+    /// more, a moment later, when the tmux server it reached was exiting (its last session
+    /// had just ended, and tmux says `server exited unexpectedly`); what it printed goes
+    /// to standard error.
+    static let runOnceMoreWhenTmuxExited = """
+        err=$("$@" 2>&1); s=$?
+        case $s:$err in [1-9]*:*'server exited unexpectedly'*) sleep 0.2; err=$("$@" 2>&1); s=$? ;; esac
+        [ -z "$err" ] || printf '%s\\n' "$err" >&2
         """
 }

@@ -42,11 +42,11 @@ public struct AgentWorktrees: Sendable {
     }
 
     /// The base a new task of the project would start from, as `create` chooses it
-    /// (fetched first with `fetchBase`), without making anything: its name, its commit and
-    /// the notes (a failed fetch).
+    /// (fetched first with `fetchBase`), without making anything: its name, its commit,
+    /// the notes (a failed fetch) and the checkout's top level.
     /// - Throws: as `create`.
     func resolveBase(projectPath: String, baseRef: String?, fetchBase: Bool) async throws(AgentError)
-        -> (ref: String, commit: String, notes: [String])
+        -> (ref: String, commit: String, notes: [String], top: String)
     {
         var project = try await absolutePath(projectPath)
         if project.count > 1 && project.hasSuffix("/") { project.removeLast() }
@@ -54,7 +54,8 @@ public struct AgentWorktrees: Sendable {
         let r = try await shell.run("/bin/sh", ["-c", Self.createWorktreeScript, "sh"] + asked.arguments(baseRef: baseRef, fetchBase: fetchBase),
                                     timeout: .seconds(120), what: "reading the base")
         guard r.exitStatus == .exited(0), let base = asked.made(by: r) else { throw worktreeFailure(r, project: project) }
-        return (base.baseRef, base.baseCommit, base.notes)
+        let top = r.stdoutString.split(separator: "\n").first { $0.hasPrefix("top /") }.map { String($0.dropFirst(4)) }
+        return (base.baseRef, base.baseCommit, base.notes, top ?? project)
     }
 
     /// How long adding a worktree may take: a checkout of a large repository is slow.
@@ -284,7 +285,7 @@ public struct AgentWorktrees: Sendable {
         fi
         # no path: only the base is asked for (the attempts of one piece of work share it)
         if [ -z "$path" ]; then
-            printf 'base %s\ncommit %s\n' "$base" "$sha"
+            printf 'base %s\ncommit %s\ntop %s\n' "$base" "$sha" "$top"
             [ -z "$notes" ] || printf '%s' "$notes" | tr '\037' '\n'
             exit 0
         fi
@@ -353,6 +354,32 @@ public struct AgentWorktrees: Sendable {
             throw AgentError(.gitFailed, "cannot count the changes of \(worktree.path)", detail: r.stderrString)
         }
         return n
+    }
+
+    /// `changedFileCount` of each worktree, all of them at once in one round trip; a
+    /// worktree git could not read is left out.
+    /// - Returns: the counts by worktree path.
+    public func changedFileCounts(_ worktrees: [Worktree]) async throws(AgentError) -> [String: Int] {
+        guard !worktrees.isEmpty else { return [:] }
+        let script = #"""
+            i=0
+            while [ $# -ge 2 ]; do
+                i=$((i + 1))
+                ( n=$(cd "$1" 2>/dev/null && { git diff --name-only "$2" -- && git ls-files --others --exclude-standard; } </dev/null | sort -u | wc -l) &&
+                    printf '%s %s\n' "$i" "$n" ) 2>/dev/null &
+                shift 2
+            done
+            wait
+            """#
+        let r = try await shell.run("/bin/sh", ["-c", script, "sh"] + worktrees.flatMap { [$0.path, $0.baseCommit] },
+                                    what: "counting the changes")
+        var counts: [String: Int] = [:]
+        for line in r.stdoutString.split(separator: "\n") {
+            let f = line.split(separator: " ")
+            guard f.count == 2, let i = Int(f[0]), let n = Int(f[1]), i >= 1, i <= worktrees.count else { continue }
+            counts[worktrees[i - 1].path] = n
+        }
+        return counts
     }
 
     /// How much the worktree changed against its base commit, committed or not, new

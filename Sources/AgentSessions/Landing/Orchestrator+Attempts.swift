@@ -193,11 +193,13 @@ extension AgentOrchestrator {
 
         // the base, on the project's host, and the project's identity there
         let wanted = baseRef ?? project.defaultBaseRef, fetch = project.fetchesBase ?? true
+        // (the base and the identity asked at once)
         let (base, projectPath, identity) = try await onHost(home) { h in
+            let path = try await h.absolutePath(project.path)
+            async let identities = h.repositoryIdentities([path])
             let base = try await h.worktrees.resolveBase(projectPath: project.path, baseRef: wanted, fetchBase: fetch)
-            let path = try await h.worktrees.checkout(project.path)
-            let identity = try await h.repositoryIdentities([path])[path] ?? AgentHost.RepositoryIdentity(origin: "", roots: [])
-            return (base, path, identity)
+            let identity = try await identities[path] ?? AgentHost.RepositoryIdentity(origin: "", roots: [])
+            return (base, base.top, identity)
         }
         var notes = base.notes
 
@@ -308,11 +310,15 @@ extension AgentOrchestrator {
         let store = store
         let candidates = try await stored("reading projects") { try await store.projects(hostID: host.id) }
         var notes: [String] = []
+        // the host's projects of the repository, and whether they have the base, in one look
+        var has = false
         var found: (ProjectRecord, String)? = try await onHost(host) { h in
             var paths: [(ProjectRecord, String)] = []
             for c in candidates { paths.append((c, try await h.absolutePath(c.path))) }
-            let identities = try await h.repositoryIdentities(paths.map(\.1))
-            return paths.first { identities[$0.1]?.isSameRepository(as: identity) == true }
+            let identities = try await h.repositoryIdentities(paths.map(\.1), commit: commit)
+            let match = paths.first { identities[$0.1]?.isSameRepository(as: identity) == true }
+            has = match.flatMap { identities[$0.1]?.hasCommit } ?? false
+            return match
         }
         if found == nil {
             guard !identity.origin.isEmpty else {
@@ -331,6 +337,7 @@ extension AgentOrchestrator {
             found = (made, path)
         }
         let (target, path) = found!
+        if has { return (target, notes) }
         if try await onHost(host, { h in try await h.hasCommit(commit, in: path) }) { return (target, notes) }
         try await sendCommit(commit, from: home, projectPath: projectPath, to: host, projectPath: path)
         notes.append("sent the base \(commit.prefix(10)) to \(host.name)")
@@ -398,7 +405,10 @@ extension AgentOrchestrator {
     /// The attempts side by side: each one's state, time to done, files and lines changed
     /// and, with `check`, the command's exit status and time, run in every attempt's
     /// worktree at once (`sh -c` in the user's login environment, `PORT` set to the
-    /// task's port). A host that cannot be asked marks its attempts with `problem`.
+    /// task's port; each in a session of its own, ended whole at `checkTimeout`). Each
+    /// host's attempts are one remote process (`AgentHost.compareWorktrees`), the hosts at
+    /// once, beside the hosts' watchers asked for the states. A host that cannot be asked
+    /// marks its attempts with `problem`.
     /// - Throws: as `attempts(of:)`, `invalidArgument` (an empty check), `storage`.
     func compareAttempts(of taskID: TaskID, check: String? = nil, checkTimeout: Duration = .seconds(600))
         async throws(AgentError) -> [AttemptComparison]
@@ -407,48 +417,78 @@ extension AgentOrchestrator {
             throw AgentError(.invalidArgument, "the check command is empty")
         }
         let tasks = try await attempts(of: taskID)
-        let board = try await board(taskIDs: Set(tasks.map(\.id)), includeArchived: true, live: true)
-        let providers = providers
+        // each host's attempts looked at in one remote process (their changes, the check in
+        // every worktree at once), beside the board (the hosts' watchers)
+        var byHost: [HostID: (host: HostRecord, tasks: [TaskRecord])] = [:]
+        for t in tasks {
+            guard let (_, _, host) = try? await context(task: t.id) else { continue }
+            byHost[host.id, default: (host, [])].tasks.append(t)
+        }
+        let groups = Array(byHost.values)
+        async let looked = lookAtAttempts(groups, check: check, checkTimeout: checkTimeout)
+        let board = try await board(taskIDs: Set(tasks.map(\.id)), includeArchived: true, live: true, countChanges: false)
+        let looks = await looked
         let rows = tasks.compactMap { t in board.rows.first { $0.task.id == t.id } }
-        return await withTaskGroup(of: (Int, AttemptComparison).self) { group in
-            for (i, row) in rows.enumerated() {
-                group.addTask {
-                    let main = row.agents.first { $0.record.kind == .main } ?? row.agents.first
-                    var c = AttemptComparison(task: row.task, label: row.task.attempt?.label ?? "", hostName: row.host?.name ?? "?",
-                                              agent: main)
-                    if let status = main?.status {
-                        switch status.activity {
-                        case .done, .idle, .exited: c.timeToDone = .seconds(max(0, status.since.timeIntervalSince(row.task.createdAt)))
-                        default: break
-                        }
-                    }
-                    guard let host = row.host else {
-                        c.problem = AgentError(.notFound, "the host of \(c.label) is gone from the store")
-                        return (i, c)
-                    }
-                    if let e = row.hostError {
-                        c.problem = e
-                        return (i, c)
-                    }
-                    do throws(AgentError) {
-                        try await self.onHost(host) { h in
-                            let summary = try await h.worktrees.changeSummary(row.task.worktree)
-                            (c.filesChanged, c.linesAdded, c.linesRemoved) = (summary.files, summary.linesAdded, summary.linesRemoved)
-                            if let check {
-                                let shell = try await h.detectAgents(providers).loginShell
-                                c.check = try await h.runCheck(check, in: row.task.worktree.path, port: row.task.port,
-                                                               timeout: checkTimeout, loginShell: shell)
-                            }
-                        }
-                    } catch {
-                        c.problem = error
-                    }
-                    return (i, c)
+        return rows.map { row in
+            let main = row.agents.first { $0.record.kind == .main } ?? row.agents.first
+            var c = AttemptComparison(task: row.task, label: row.task.attempt?.label ?? "", hostName: row.host?.name ?? "?",
+                                      agent: main)
+            if let status = main?.status {
+                switch status.activity {
+                case .done, .idle, .exited: c.timeToDone = .seconds(max(0, status.since.timeIntervalSince(row.task.createdAt)))
+                default: break
                 }
             }
-            var out: [(Int, AttemptComparison)] = []
-            for await r in group { out.append(r) }
-            return out.sorted { $0.0 < $1.0 }.map(\.1)
+            guard row.host != nil else {
+                c.problem = AgentError(.notFound, "the host of \(c.label) is gone from the store")
+                return c
+            }
+            if let e = row.hostError {
+                c.problem = e
+                return c
+            }
+            switch looks[row.task.id] {
+            case .success(let look)?:
+                if let changes = look.changes {
+                    (c.filesChanged, c.linesAdded, c.linesRemoved) = (changes.files, changes.linesAdded, changes.linesRemoved)
+                } else {
+                    c.problem = AgentError(.gitFailed, "cannot count the changes of \(row.task.worktree.path)", detail: look.changesProblem ?? "")
+                }
+                c.check = look.check
+                if check != nil, look.check == nil, c.problem == nil {
+                    c.problem = AgentError(.transport, "the check in \(row.task.worktree.path) gave no result")
+                }
+            case .failure(let e)?: c.problem = e
+            case nil: c.problem = AgentError(.notFound, "the project of \(c.label) is gone from the store")
+            }
+            return c
+        }
+    }
+
+    /// Each host's attempts in one remote process (`AgentHost.compareWorktrees`), the hosts
+    /// at once; a host that fails fails its attempts.
+    private func lookAtAttempts(_ groups: [(host: HostRecord, tasks: [TaskRecord])], check: String?, checkTimeout: Duration) async
+        -> [TaskID: Result<AgentHost.WorktreeLook, AgentError>]
+    {
+        let providers = providers
+        return await withTaskGroup(of: [TaskID: Result<AgentHost.WorktreeLook, AgentError>].self) { group in
+            for (host, tasks) in groups {
+                group.addTask {
+                    do throws(AgentError) {
+                        let looks = try await self.onHost(host) { h in
+                            let shell = check == nil ? "" : try await h.detectAgents(providers).loginShell
+                            return try await h.compareWorktrees(tasks.map { ($0.worktree, $0.port) }, check: check,
+                                                                timeout: checkTimeout, loginShell: shell)
+                        }
+                        return Dictionary(uniqueKeysWithValues: zip(tasks.map(\.id), looks.map { .success($0) }))
+                    } catch {
+                        return Dictionary(uniqueKeysWithValues: tasks.map { ($0.id, .failure(error)) })
+                    }
+                }
+            }
+            var all: [TaskID: Result<AgentHost.WorktreeLook, AgentError>] = [:]
+            for await part in group { all.merge(part) { a, _ in a } }
+            return all
         }
     }
 

@@ -95,6 +95,19 @@ struct AttemptTests {
         }
         let table = try u.ok(["tasks", "compare", "Fix it", "--check", "test -f ok"])
         #expect(table.contains("passed in") && table.contains("failed (exit 1) in"), "\(table)")
+        // a check past its time limit is ended whole (its own children too), what it printed
+        // kept; the others run to their end beside it
+        let marker = "31.\(UInt16.random(in: 100...999))"
+        let slow = try json(try u.ok(["tasks", "compare", "Fix it", "--check-timeout", "1", "--json", "--check",
+                                      "echo started; if [ -f ok ]; then sleep \(marker); fi; echo ended"]))
+        for row in try #require(slow["attempts"] as? [[String: Any]]) {
+            let check = try #require(row["check"] as? [String: Any])
+            let mine = row["label"] as? String == "amp-2"
+            #expect(check["timedOut"] as? Bool == mine, "\(row)")
+            #expect((check["output"] as? String) == (mine ? "started" : "started\nended"), "\(row)")
+        }
+        let left = try await WorktreeTests.sh(u.host, #"pgrep -f "sleep $1" || true"#, marker)
+        #expect(left.stdoutString.isEmpty, "the timed-out check's children are gone: \(left.stdoutString)")
 
         // pick: an attempt that does not exist; deleting the others refused while one holds
         // work, with nothing done; then the others archived, their branches kept
