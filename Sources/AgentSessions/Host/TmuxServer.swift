@@ -234,11 +234,13 @@ extension AgentTmuxServer {
     /// asynchronous list's own input is /dev/null).
     static let waitScript = #"""
         S=$1 P=$2 N=$3 most=$4 n=0
-        exec 3<&0; { cat <&3 >/dev/null 2>&1; kill $$ 2>/dev/null; } & exec 3<&-
         while [ $n -lt "$most" ]; do
             out=$(tmux -L "$S" -f /dev/null capture-pane -p -J -S -2000 -t "$P" \; display-message -p -t "$P" 'sshkit-pane-dead:#{pane_dead}' 2>/dev/null) || exit 3
             case $out in *"$N"*) exit 0 ;; esac
             case $out in *'sshkit-pane-dead:1') exit 4 ;; esac
+            # waiting on: the loop ends when the channel does (after the first look, which
+            # often finds the text already)
+            [ $n != 0 ] || { exec 3<&0; { cat <&3 >/dev/null 2>&1; kill $$ 2>/dev/null; } & exec 3<&-; }
             n=$((n + 1))
             if [ $n -lt 100 ]; then sleep 0.003; elif [ $n -lt 150 ]; then sleep 0.01; else sleep 0.05; fi
         done
@@ -246,8 +248,8 @@ extension AgentTmuxServer {
         """#
 
     /// Waits until the pane of the session `name` shows `text` (on its screen, or in the
-    /// 2,000 lines above it), looked at on the host every 10 ms at first, then every
-    /// 50 ms, over one channel. Text split across two writes of the agent is found.
+    /// 2,000 lines above it), looked at on the host every 3 ms at first, then every 10 ms,
+    /// then every 50 ms (see `waitScript`), over one channel. Text split across two writes of the agent is found.
     /// - Returns: true once shown; false when the agent ended, the session is not there,
     ///   or `timeout` passed first. Nothing of the wait runs on the host when this returns.
     /// - Throws: `transport`; `cancelled`.
