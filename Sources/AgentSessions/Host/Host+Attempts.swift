@@ -234,6 +234,8 @@ extension AgentHost {
             how=done; [ -f "$t/$3.late" ] && how=timeout
             echo "$how $st $((e - s))" > "$t/$3.rc"
         }
+        # a small file's lines, by the shell itself
+        show() { [ -f "$1" ] && while IFS= read -r l || [ -n "$l" ]; do printf '%s\n' "$l"; done < "$1"; }
         i=0
         while [ $# -ge 3 ]; do
             i=$((i + 1))
@@ -246,9 +248,9 @@ extension AgentHost {
         n=0
         while [ $n -lt $i ]; do
             n=$((n + 1))
-            printf '\036%s\n' "$n"; cat "$t/$n.sum" 2>/dev/null
+            printf '\036%s\n' "$n"; show "$t/$n.sum"
             if [ -n "$cmd" ]; then
-                printf '\035'; cat "$t/$n.rc" 2>/dev/null; printf '\035'; tail -n 21 "$t/$n.out" 2>/dev/null
+                printf '\035'; show "$t/$n.rc"; printf '\035'; [ -s "$t/$n.out" ] && tail -n 21 "$t/$n.out" 2>/dev/null
             fi
         done
         exit 0
