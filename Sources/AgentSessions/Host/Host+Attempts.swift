@@ -139,7 +139,7 @@ extension AgentHost {
     }
 
     /// Each worktree's changes against its base (as `AgentWorktrees.changeSummary` counts
-    /// them) and, with `check`, the check command run in it: all worktrees at once, in one
+    /// them, with the same shell function) and, with `check`, the check command run in it: all worktrees at once, in one
     /// remote process. The check runs with `sh -c` in the user's login environment (the
     /// login shell, then the engine's search path in front of PATH; `PORT` set to the
     /// worktree's port when given), its standard output and error together, each in a
@@ -152,7 +152,8 @@ extension AgentHost {
         guard !items.isEmpty else { return [] }
         let seconds = max(1, Int(timeout.components.seconds))
         let arguments = [check ?? "", "\(seconds)"] + items.flatMap { [$0.worktree.path, $0.worktree.baseCommit, $0.port.map(String.init) ?? ""] }
-        let inner = AgentSearchPath.shellSnippet(extra: extraSearchPath) + "\n" + Self.compareScript
+        let inner = AgentSearchPath.shellSnippet(extra: extraSearchPath) + "\n" + AgentWorktrees.countChangesFunction
+            + Self.compareScript
         let r: ProcessResult
         do {
             if check != nil {
@@ -173,9 +174,8 @@ extension AgentHost {
             let sections = part.split(separator: "\u{1D}", omittingEmptySubsequences: false).map(String.init)
             let head = sections[0].split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
             guard let i = Int(head[0]), i >= 1, i <= items.count else { continue }
-            let numbers = head.dropFirst().joined(separator: " ").split(separator: " ").compactMap { Int($0) }
-            if numbers.count == 5 {
-                looks[i - 1].changes = (numbers[0] + numbers[4], numbers[1] + numbers[3], numbers[2])
+            if let changes = AgentWorktrees.changeCounts(head.dropFirst().joined(separator: "\n")) {
+                looks[i - 1].changes = changes
             } else {
                 let why = head.dropFirst().joined(separator: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
                 looks[i - 1].changesProblem = why.isEmpty ? "git gave no count" : why
@@ -193,9 +193,9 @@ extension AgentHost {
     /// Arguments: the check command ('' for none), its time limit in seconds, then per
     /// worktree its path, base commit and port ('' for none). Every worktree's count, and
     /// its check, run at once; then per worktree `RS <n>` (1-based), the five numbers of
-    /// `changeSummary` (or what git said) on the lines after it, and with a check `GS`,
+    /// `countChangesFunction` (or what git said) on the lines after it, and with a check `GS`,
     /// `done|timeout <status> <centiseconds>`, `GS` and the output's last 21 lines. Its
-    /// checks end with it (HUP, INT, TERM).
+    /// checks end with it (HUP, INT, TERM). Needs `countChangesFunction` defined first.
     static let compareScript = #"""
         cmd=$1 limit=$2; shift 2
         t=$(mktemp -d "${TMPDIR:-/tmp}/sshkit-compare-XXXXXX") || exit 12
@@ -212,16 +212,6 @@ extension AgentHost {
         trap 'exit 129' HUP INT TERM
         S=; command -v setsid >/dev/null 2>&1 && S=setsid
         now() { if read -r u _ < /proc/uptime 2>/dev/null; then c=${u#*.}; echo "${u%%.*}${c%"${c#??}"}"; else echo $(( $(date +%s) * 100 )); fi; }
-        count() {
-            cd "$1" 2>/dev/null || { echo "the worktree is gone"; return; }
-            { git diff --numstat "$2" -- </dev/null || echo 'error'; echo '--'; git ls-files --others --exclude-standard </dev/null; } 2>&1 |
-                awk 'p == 0 && $0 == "--" { p = 1; next }
-                     p == 0 && $0 == "error" { bad = 1; next }
-                     p == 0 && NF >= 3 && $1 ~ /^[0-9-]+$/ { if ($1 != "-") a += $1; if ($2 != "-") r += $2; n++; next }
-                     p == 0 { msg = msg $0 "\n"; next }
-                     { u++; while ((getline l < $0) > 0) c++; close($0) }
-                     END { if (bad) { printf "%s", msg; exit } printf "%d %d %d\n%d\n%d\n", n, a, r, c, u }'
-        }
         check() {
             s=$(now)
             ( cd "$1" || exit 126; [ -n "$2" ] && { PORT=$2; export PORT; }; exec $S sh -c "$cmd" ) > "$t/$3.out" 2>&1 </dev/null & cp=$!

@@ -387,19 +387,41 @@ public struct AgentWorktrees: Sendable {
     public func changeSummary(_ worktree: Worktree) async throws(AgentError)
         -> (files: Int, linesAdded: Int, linesRemoved: Int)
     {
-        let script = #"""
-            cd "$1" || exit 3
-            git diff --numstat "$2" -- </dev/null | awk '{ if ($1 != "-") a += $1; if ($2 != "-") r += $2; n++ } END { printf "%d %d %d\n", n, a, r }' || exit 4
-            git ls-files -z --others --exclude-standard </dev/null | xargs -0 -r cat -- 2>/dev/null | wc -l
-            git ls-files --others --exclude-standard </dev/null | wc -l
-            """#
-        let r = try await shell.run("/bin/sh", ["-c", script, "sh", worktree.path, worktree.baseCommit], what: "counting the changes")
-        let numbers = r.stdoutString.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Int($0) }
-        guard r.exitStatus == .exited(0), numbers.count == 5 else {
+        let r = try await shell.run("/bin/sh", ["-c", Self.countChangesFunction + #"count "$1" "$2""#, "sh", worktree.path,
+                                                worktree.baseCommit], what: "counting the changes")
+        guard r.exitStatus == .exited(0), let summary = Self.changeCounts(r.stdoutString) else {
             throw AgentError(.gitFailed, "cannot count the changes of \(worktree.path)",
-                             detail: r.stderrString.trimmingCharacters(in: .whitespacesAndNewlines))
+                             detail: r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines))
         }
-        return (numbers[0] + numbers[4], numbers[1] + numbers[3], numbers[2])
+        return summary
+    }
+
+    /// A shell function, `count WORKTREE BASE`, that prints the worktree's changes against
+    /// BASE as five numbers: files, lines added and removed in `git diff --numstat`, then the
+    /// lines and the number of the files git does not know yet (one per line); or, when git
+    /// cannot say, what it said. Three processes, however many files changed.
+    static let countChangesFunction = #"""
+        count() {
+            cd "$1" 2>/dev/null || { echo "the worktree is gone"; return; }
+            { git diff --numstat "$2" -- </dev/null || echo 'error'; echo '--'; git ls-files --others --exclude-standard </dev/null; } 2>&1 |
+                awk 'p == 0 && $0 == "--" { p = 1; next }
+                     p == 0 && $0 == "error" { bad = 1; next }
+                     p == 0 && NF >= 3 && $1 ~ /^[0-9-]+$/ { if ($1 != "-") a += $1; if ($2 != "-") r += $2; n++; next }
+                     p == 0 { msg = msg $0 "\n"; next }
+                     { u++; while ((getline l < $0) > 0) c++; close($0) }
+                     END { if (bad) { printf "%s", msg; exit } printf "%d %d %d\n%d\n%d\n", n, a, r, c, u }'
+        }
+
+        """#
+
+    /// The files, lines added and lines removed from what `countChangesFunction` printed
+    /// (new files counted as changed files, their lines as added); nil when it printed
+    /// what git said instead.
+    static func changeCounts(_ printed: String) -> (files: Int, linesAdded: Int, linesRemoved: Int)? {
+        let numbers = printed.split(whereSeparator: { $0 == " " || $0 == "\n" }).map { Int($0) }
+        guard numbers.count == 5, numbers.allSatisfy({ $0 != nil }) else { return nil }
+        let n = numbers.map { $0! }
+        return (n[0] + n[4], n[1] + n[3], n[2])
     }
 
     /// What the worktree changed against its base commit, committed or not, with the

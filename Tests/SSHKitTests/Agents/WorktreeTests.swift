@@ -70,6 +70,15 @@ struct WorktreeTests {
         #expect(a.added == 3 && a.removed == 1)
         let n = try #require(diff.files.first { $0.path == "new.txt" })
         #expect(n.isUntracked && n.added == 2)
+        // the same counted in one go: a.txt (+3 -1) and new.txt (+2, not yet known to git)
+        let summary = try await host.worktrees.changeSummary(wt)
+        #expect(summary.files == 2 && summary.linesAdded == 5 && summary.linesRemoved == 1, "\(summary)")
+        #expect(try await host.worktrees.changedFileCounts([wt, second]) == [wt.path: 2, second.path: 0])
+        // a base git does not know: what git said, as a typed error
+        var unknownBase = wt
+        unknownBase.baseCommit = String(repeating: "0", count: 40)
+        let bad = await #expect(throws: AgentError.self) { _ = try await host.worktrees.changeSummary(unknownBase) }
+        #expect(bad?.code == .gitFailed && bad?.detail?.isEmpty == false, "\(String(describing: bad))")
 
         let patch = try await host.worktrees.patch(wt, file: "a.txt")
         #expect(patch.patch.contains("-two") && patch.patch.contains("+TWO") && patch.patch.contains("+more"))
