@@ -67,7 +67,7 @@ let package = Package(
         // Coding agents in remote git worktrees inside remote tmux sessions.
         .target(
             name: "AgentSessions",
-            dependencies: ["ServerTransport", "SSHKit"]
+            dependencies: ["ServerTransport", "SSHKit", "TerminalSupport"]
         ),
         // The agent-sessions store in SQLite: records and the session map.
         .target(

@@ -151,11 +151,11 @@ public struct CockpitModel: Sendable {
         case task(row: Int)
     }
 
-    public var board: AgentBoard
+    public var board: AgentBoard { didSet { items = listed() } }
     public var hostStates: [HostID: HostState] = [:]
     /// The tasks' ports forwarded here: task id → local port.
     public var forwards: [TaskID: Int] = [:]
-    public var filter = ""
+    public var filter = "" { didSet { if filter != oldValue { items = listed() } } }
     /// The selected agent's conversation id, or a task's id when it has no agent.
     public var selected: String?
     public var tab: Tab = .preview
@@ -175,25 +175,31 @@ public struct CockpitModel: Sendable {
     /// A cockpit of `board`, the first item selected.
     public init(board: AgentBoard) {
         self.board = board
+        items = listed()
         let first = items.compactMap { id(of: $0) }.first
         selected = first
     }
 
     /// The list as drawn: a "needs you" group first, then each host and project; the
     /// attempts of one work not yet picked together under their title, whatever their hosts.
-    public var items: [Item] {
+    /// Made again when the board or the filter changes, not at each frame.
+    public private(set) var items: [Item] = []
+
+    private func listed() -> [Item] {
+        let words = filter.lowercased().split(separator: " ")
+        let picked = Set(board.rows.compactMap { $0.task.attempt?.pickedAt != nil ? $0.task.attempt?.group : nil })
         var needs: [Item] = []
         var groups: [String: [Item]] = [:]
         var order: [String] = []
         var hostOf: [String: HostID] = [:]
-        for (r, row) in board.rows.enumerated() where matches(row) {
+        for (r, row) in board.rows.enumerated() where matches(row, words: words) {
             let entries: [Item] = row.agents.isEmpty ? [.task(row: r)] : row.agents.indices.map { .agent(row: r, agent: $0) }
             if row.needsYou {
                 needs += entries
                 continue
             }
             var key = "\(row.host?.name ?? "?") / \(row.project?.name ?? "?")"
-            if isOpenAttempt(row) { key = "attempts · \(row.task.title) · \(row.task.attempt!.group.prefix(8))" }
+            if let a = row.task.attempt, !picked.contains(a.group) { key = "attempts · \(row.task.title) · \(row.task.attempt!.group.prefix(8))" }
             if groups[key] == nil {
                 order.append(key)
                 hostOf[key] = row.host?.id
@@ -281,8 +287,7 @@ public struct CockpitModel: Sendable {
 
     /// Whether a row passes the filter (words, each in the title, host, project, agent,
     /// branch or state, any case).
-    func matches(_ row: AgentBoard.Row) -> Bool {
-        let words = filter.lowercased().split(separator: " ")
+    func matches(_ row: AgentBoard.Row, words: [Substring]) -> Bool {
         guard !words.isEmpty else { return true }
         let hay = ([row.task.displayTitle, row.host?.name ?? "", row.project?.name ?? "", row.task.worktree.branch]
             + row.agents.flatMap { [$0.record.providerID, $0.activity?.name ?? ""] }).joined(separator: " ").lowercased()

@@ -139,18 +139,22 @@ public enum CockpitView {
     static func title(_ model: CockpitModel, into s: inout ScreenBuffer) {
         s.fill(row: 0, column: 0, width: s.columns, height: 1, style: Style.bar)
         let tasks = model.board.rows.count
-        let needs = model.board.rows.filter(\.needsYou).count
+        var needs = 0
+        for i in model.board.rows.indices where model.board.rows[i].needsYou { needs += 1 }
         var left = " agent-sessions  \(tasks) task\(tasks == 1 ? "" : "s")"
         if needs > 0 { left += " · \(needs) need\(needs == 1 ? "s" : "") you" }
         if !model.filter.isEmpty { left += " · filter: \(model.filter)" }
         var hosts: [String] = []
         var seen = Set<HostID>()
-        for row in model.board.rows {
-            guard let h = row.host, seen.insert(h.id).inserted else { continue }
-            switch model.hostStates[h.id] {
-            case .unreachable?: hosts.append("\(h.name) unreachable")
-            case .connecting?: hosts.append("\(h.name) connecting")
-            default: break
+        // only the hosts not connected: a few look-ups, not a copy of every row
+        for i in model.board.rows.indices {
+            guard let id = model.board.rows[i].host?.id, let state = model.hostStates[id], state != .connected,
+                  seen.insert(id).inserted, let h = model.board.rows[i].host
+            else { continue }
+            switch state {
+            case .unreachable: hosts.append("\(h.name) unreachable")
+            case .connecting: hosts.append("\(h.name) connecting")
+            case .connected: break
             }
         }
         let right = hosts.isEmpty ? "" : hosts.joined(separator: " · ") + " "

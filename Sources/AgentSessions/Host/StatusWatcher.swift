@@ -28,7 +28,7 @@ import SSHKit
 /// or numbered twice; an older tool leaves a newer watcher alone.
 enum AgentStatusWatcher {
     /// Raised with every change of the script (a test pins the script's digest to it).
-    static let version = 3
+    static let version = 4
 
     /// The tmux session the watcher runs in (not a PTY id, so never taken for an agent).
     static let sessionName = "_sshkit-watch"
@@ -131,7 +131,7 @@ cat > plan.awk <<'SSHKIT_AWK'
 # the second of the last look moves nothing)
 FILENAME == ARGV[1] { if ($1 == "S") { known[$2] = 1; settled[$2] = ($8 == $10) } next }
 FILENAME == ARGV[2] { old[$1] = $0; next }
-$2 == "0" && (!($1 in known) || old[$1] != $0 || !settled[$1] || now - $4 <= 2) { print $1 }
+$1 != ":c" && $2 == "0" && (!($1 in known) || old[$1] != $0 || !settled[$1] || now - $4 <= 2) { print $1 }
 SSHKIT_AWK
 cat > round.awk <<'SSHKIT_AWK'
 # round.awk rules states panes capture.list: the new states, and an `E ` line per change
@@ -178,7 +178,10 @@ FILENAME == ARGV[2] {
     next
 }
 FILENAME == ARGV[3] {
-    present[$1] = 1; dead[$1] = $2; dstatus[$1] = $3; act[$1] = $4; attached[$1] = $5; size[$1] = $6
+    # the clients first (tmux 3.2 and later): `:c SESSION WORD`, c11 for a follower
+    if ($1 == ":c") { clients = 1; if ($3 != "c11") people[$2]++; next }
+    present[$1] = 1; dead[$1] = $2; dstatus[$1] = $3; act[$1] = $4; size[$1] = $6
+    attached[$1] = clients ? people[$1] + 0 : $5
     t = $0; for (i = 1; i <= 6; i++) sub(/^[^ ]* /, "", t); title[$1] = (NF > 6 ? t : "")
     order[++npanes] = $1
     next
@@ -311,9 +314,14 @@ old=
 # the exit status after an `s`: tmux leaves it empty when it did not record one, and an
 # empty field would shift the ones after it
 F='#{session_name} #{pane_dead} #{?pane_dead,s#{pane_dead_status},-} #{window_activity} #{session_attached} #{window_width}x#{window_height} #{pane_title}'
-# tmux 3.2 and later filter the list themselves: one process a round while nothing moves
+# tmux 3.2 and later filter the list themselves: one process a round while nothing moves.
+# The clients come first, a line each: a screen's follower (read-only, its size ignored:
+# the cockpit's preview) is not someone who looked
 if tmux -L "$SOCK" -f /dev/null list-panes -a -f 1 -F x >/dev/null 2>&1; then
-    panes() { tmux -L "$SOCK" -f /dev/null list-panes -a -f '#{!=:#{session_name},_sshkit-watch}' -F "$F" 2>/dev/null; }
+    panes() {
+        tmux -L "$SOCK" -f /dev/null list-clients -F ':c #{client_session} c#{client_readonly}#{m:*ignore-size*,#{client_flags}}' \; \
+            list-panes -a -f '#{!=:#{session_name},_sshkit-watch}' -F "$F" 2>/dev/null
+    }
 else
     panes() { tmux -L "$SOCK" -f /dev/null list-panes -a -F "$F" 2>/dev/null | grep -v '^_sshkit-watch '; }
 fi

@@ -3,6 +3,7 @@ import Foundation
 import SSHKit
 import ServerTransport
 import Synchronization
+import TerminalSupport
 import Testing
 
 /// Polls `body` every 100 ms until it returns a value, for at most `seconds` (a bound
@@ -391,17 +392,16 @@ struct AgentSessionTests {
         // the session ends while followed: the follow ends, without an error
         let ending = try await host.startAgent(try Self.spec(binary: "fake-tui"))
         let outcome = Mutex<String?>(nil)
+        let shown = Mutex(false)
         let ended = Task {
             do {
-                try await host.followScreen(of: ending) { _ in }
+                try await host.followScreen(of: ending) { text in if text.contains("READY>") { shown.withLock { $0 = true } } }
                 outcome.withLock { $0 = "ended" }
             } catch {
                 outcome.withLock { $0 = "failed: \(error)" }
             }
         }
-        _ = await eventually { () async -> Bool? in
-            (try? await host.recentOutput(of: ending, lines: 0))?.contains("READY>") == true ? true : nil
-        }
+        #expect(await eventually { shown.withLock { $0 } ? true : nil } == true, "the follow showed no screen")
         try await host.stop(ending)
         #expect(await eventually { outcome.withLock { $0 } } == "ended", "the follow outlived its session, or failed")
         ended.cancel()
@@ -448,10 +448,33 @@ struct AgentSessionTests {
         try await host.sendLine("hello", to: session)
         let shown = await eventually { screens.withLock { $0.last?.contains("got: hello") == true ? $0.last : nil } }
         #expect(shown.map { $0.split(separator: "\n", omittingEmptySubsequences: false).count <= 20 } == true, "\(shown ?? "")")
+        // tmux itself tells: a client on the host, read-only and ignoring its size
+        let clients = { () async throws -> String in
+            try await t.runProcess("tmux", "-L", host.tmuxSocket, "list-clients", "-F", "#{client_session} #{client_flags}")
+                .stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let following = try await clients()
+        #expect(following.hasPrefix(name + " ") && following.contains("ignore-size") && following.contains("read-only"),
+                "\(following)")
+        // the screen kept here is the pane's: line art and braille too
+        try await host.sendLine("box", to: session)
+        let boxed = await eventually { screens.withLock { $0.last?.contains("END") == true ? $0.last : nil } }
+        let pane = try await t.runProcess("tmux", "-L", host.tmuxSocket, "capture-pane", "-p", "-t", "=\(name):").stdoutString
+        let trimmed = { (text: String) -> [String] in
+            var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map {
+                String($0.reversed().drop { $0 == " " }.reversed())
+            }
+            while lines.last?.isEmpty == true { lines.removeLast() }
+            return lines
+        }
+        let kept = ANSIText.lines(boxed ?? "").map { $0.map(\.text).joined() }
+        #expect(trimmed(kept.joined(separator: "\n")) == trimmed(pane), "kept:\n\(kept.joined(separator: "\n"))\npane:\n\(pane)")
+        #expect(kept.contains { $0.contains("BOX ┌─┐ ⠿ END") })
         follower.cancel()
         let back = await window(becomes: before)
         #expect(back == before, "given back its own size, window-size unset: \(back)")
         #expect(await Self.nothingLeft("sshkit-screen", host, t), "the follow's loop was left running on the host")
+        #expect(await eventually { (try? await clients())?.isEmpty == true ? true : nil } == true, "the follower's client was left")
 
         // someone attached at 90 columns: the follow leaves the window to them
         let attached = try await host.attach(session, size: SSHTerminalSize(columns: 90, rows: 25))

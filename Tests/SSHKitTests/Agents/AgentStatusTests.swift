@@ -37,12 +37,17 @@ struct WatcherRounds {
         return AgentHost.look(parsing: r.out)
     }
 
-    /// One round: `screen` captured for `session` (nil: not captured this round).
+    /// One round: `screen` captured for `session` (nil: not captured this round). With
+    /// `clients`, the list of clients comes first, as tmux 3.2 and later give it (a word
+    /// per client attached to the session: `c11` a follower, `c00` a person), and
+    /// `attached` is what tmux counts, followers included.
     mutating func round(_ session: String, screen: String?, title: String = "", now: Int, dead: Bool = false,
-                        attached: Bool = false, size: String = "120x40") throws -> String {
+                        attached: Bool = false, clients: [String]? = nil, size: String = "120x40") throws -> String {
         if let screen { try screen.write(toFile: "\(dir)/screens/\(session)", atomically: true, encoding: .utf8) }
+        let listed = clients.map { $0.map { ":c \(session) \($0)\n" }.joined() + ":c other-session c00\n" } ?? ""
+        let count = clients?.count ?? (attached ? 1 : 0)
         // an ended pane whose status tmux did not record: "s" alone
-        try "\(session) \(dead ? 1 : 0) \(dead ? "s" : "-") \(now) \(attached ? 1 : 0) \(size) \(title)\n"
+        try (listed + "\(session) \(dead ? 1 : 0) \(dead ? "s" : "-") \(now) \(count) \(size) \(title)\n")
             .write(toFile: dir + "/panes", atomically: true, encoding: .utf8)
         try (screen == nil ? "" : session + "\n").write(toFile: dir + "/capture.list", atomically: true, encoding: .utf8)
         try states.write(toFile: dir + "/states", atomically: true, encoding: .utf8)
@@ -244,6 +249,30 @@ struct AgentScreenRuleTests {
         _ = try w.round("kimi-main-other", screen: idle, now: 117)
         #expect(w.events.last?.session == "kimi-main-other")
         #expect(!w.states.contains("S kimi-main-c "))
+    }
+
+    /// A screen's follower (the cockpit's preview: a tmux client, read-only, its size
+    /// ignored) is not someone who looked: a turn that ends while only followers are
+    /// attached is done, and stays done, until a person attaches.
+    @Test func aFollowerIsNotSomeoneWhoLooked() throws {
+        var w = try WatcherRounds()
+        defer { w.remove() }
+        let s = "kimi-main-f"
+        let idle = try #require(try WatcherRounds.recording("kimi-idle-x5").first).screen
+        let working = try #require(try WatcherRounds.recording("kimi-working-x8").first).screen
+        try w.hook(s, "start", at: 100)
+        #expect(try w.round(s, screen: idle, now: 100, clients: []) == "idle")
+        try w.hook(s, "prompt", at: 101)
+        #expect(try w.round(s, screen: working, now: 101, clients: ["c11"]) == "working")
+        try w.hook(s, "stop", at: 102)
+        #expect(try w.round(s, screen: idle, now: 102, clients: ["c11", "c11"]) == "done", "two followers: nobody looked")
+        #expect(try w.round(s, screen: nil, now: 103, clients: ["c11"]) == "done")
+        // a person attaches (a read-only client that sizes the window is one too)
+        #expect(try w.round(s, screen: nil, now: 104, clients: ["c11", "c10"]) == "idle")
+        try w.hook(s, "prompt", at: 105)
+        #expect(try w.round(s, screen: working, now: 105, clients: []) == "working")
+        try w.hook(s, "stop", at: 106)
+        #expect(try w.round(s, screen: idle, now: 106, clients: ["c00"]) == "idle", "someone attached saw it")
     }
 
     /// An agent with no screen rules is known to work by its screen changing. Resizing its
