@@ -284,7 +284,7 @@ public final class Cockpit: Sendable {
                 }
             case .check(let id, let command):
                 do throws(AgentError) {
-                    let rows = try await engine.task(id).compareAttempts(check: command)
+                    let rows = try await engine.task(id).checkAttempts(command)
                     var results: [TaskID: AttemptCheck] = [:]
                     for r in rows { if let c = r.check { results[r.task.id] = c } }
                     let passed = results.values.filter(\.passed).count

@@ -1,8 +1,8 @@
 // Several attempts at one task on several hosts: `createAttempts` (every attempt at once,
 // over each host's shared connection) against the same twelve tasks started one after
-// another, by the engine and by Emdash's way over OpenSSH; then `compareAttempts` with a
-// check command in the twelve worktrees against the same check run with `ssh host …` one
-// worktree after another. Four host records on the bench sshd, each with its own
+// another, by the engine and by Emdash's way over OpenSSH; then `checkAttempts` (a check
+// command in the twelve worktrees) and `compareAttempts` with it against the same check run
+// with `ssh host …` one worktree after another. Four host records on the bench sshd, each with its own
 // connection, tmux server and checkout of one repository.
 import AgentSessions
 import Foundation
@@ -85,6 +85,7 @@ func benchAttempts(_ base: Fixture, rounds: Int) async throws {
         return step.host.isEmpty ? name : "\(step.host.split(separator: " ").first.map(String.init) ?? step.host): \(name)"
     }
     var startSteps = Breakdown("\(attemptCount) attempts on \(hostCount) hosts at once, to every first output")
+    var checkSteps = Breakdown("checkAttempts with git status in the \(attemptCount) worktrees")
     var compareSteps = Breakdown("compareAttempts with git status in the \(attemptCount) worktrees")
     for round in -1..<rounds {
         for impl in rotated(startImpls, by: max(0, round)) {
@@ -144,7 +145,8 @@ func benchAttempts(_ base: Fixture, rounds: Int) async throws {
     kept = launch.started
     try await waitAll(kept)
     let checks = [("git status", "git status --short | wc -l"), ("a 0.5 s test", "sleep 0.5; test -f f1.txt")]
-    let compareImpls = ["compareAttempts, all at once", "ssh host, one after another", "ssh through a ControlMaster, one after another"]
+    let compareImpls = ["checkAttempts, all at once", "compareAttempts (states, changes and the check), all at once",
+                        "ssh host, one after another", "ssh through a ControlMaster, one after another"]
     var compare: [String: [Double]] = [:]
     for (name, command) in checks {
         for round in -1..<rounds {
@@ -153,6 +155,13 @@ func benchAttempts(_ base: Fixture, rounds: Int) async throws {
                 switch impl {
                 case compareImpls[0]:
                     let trace = AgentTrace()
+                    let runs = try await AgentTrace.$current.withValue(trace) { try await engine.task(kept[0].id).checkAttempts(command) }
+                    guard runs.count == attemptCount, runs.allSatisfy({ $0.check?.passed == true }) else {
+                        throw BenchError("a check failed: \(runs.map { $0.problem?.message ?? $0.check?.output ?? "-" })")
+                    }
+                    if round >= 0 && name == checks[0].0 { checkSteps.add(trace, total: now() - s, name: byHost) }
+                case compareImpls[1]:
+                    let trace = AgentTrace()
                     let rows = try await AgentTrace.$current.withValue(trace) { try await engine.task(kept[0].id).compareAttempts(check: command) }
                     guard rows.count == attemptCount, rows.allSatisfy({ $0.check?.passed == true }) else {
                         throw BenchError("a check failed: \(rows.map { $0.problem?.message ?? $0.check?.output ?? "-" })")
@@ -160,7 +169,7 @@ func benchAttempts(_ base: Fixture, rounds: Int) async throws {
                     if round >= 0 && name == checks[0].0 { compareSteps.add(trace, total: now() - s, name: byHost) }
                 default:
                     for t in kept {
-                        guard ssh("cd '\(t.worktree.path)' && sh -c '\(command)' >/dev/null", master: impl == compareImpls[2]) == 0 else {
+                        guard ssh("cd '\(t.worktree.path)' && sh -c '\(command)' >/dev/null", master: impl == compareImpls[3]) == 0 else {
                             throw BenchError("the check over ssh failed")
                         }
                     }
@@ -194,7 +203,7 @@ func benchAttempts(_ base: Fixture, rounds: Int) async throws {
         out("| \(impl) | \(fmt(median(xs))) | \(fmt(percentile(xs, 0.9))) | \(String(format: "%.2fx", median(xs) / mine)) |")
     }
     out()
-    out("| a check in \(attemptCount) worktrees on \(hostCount) hosts | median (ms) | p90 | ratio to compareAttempts |")
+    out("| a check in \(attemptCount) worktrees on \(hostCount) hosts | median (ms) | p90 | ratio to checkAttempts |")
     out("|---|---|---|---|")
     for (name, _) in checks {
         let base = median(compare["\(name)|\(compareImpls[0])"] ?? [])
@@ -206,6 +215,7 @@ func benchAttempts(_ base: Fixture, rounds: Int) async throws {
     out("compareAttempts without a check (status and changes of the \(attemptCount) attempts): median \(fmt(median(bare))) ms, p90 \(fmt(percentile(bare, 0.9)))")
     out("\(rounds) rounds, implementations alternating")
     startSteps.report()
+    checkSteps.report()
     compareSteps.report()
     out("attempts: done")
 }

@@ -147,6 +147,14 @@ public struct TaskHandle: Sendable, Hashable {
         try await engine.compareAttempts(of: id, check: check, checkTimeout: checkTimeout)
     }
 
+    /// `command` run in every attempt's worktree at once (`sh -c` in the user's login
+    /// environment, `PORT` set to the attempt's port, each ended whole at `timeout`), and
+    /// nothing else asked: one remote process per host, the hosts at once. For the state and
+    /// the changes beside it, `compareAttempts(check:)`.
+    public func checkAttempts(_ command: String, timeout: Duration = .seconds(600)) async throws(AgentError) -> [AttemptCheckRun] {
+        try await engine.checkAttempts(of: id, command: command, timeout: timeout)
+    }
+
     /// Picks one attempt (by label or id prefix) as the work's result; the others are
     /// archived or deleted.
     @discardableResult

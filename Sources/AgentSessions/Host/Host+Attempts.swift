@@ -139,19 +139,19 @@ extension AgentHost {
     }
 
     /// Each worktree's changes against its base (as `AgentWorktrees.changeSummary` counts
-    /// them, with the same shell function) and, with `check`, the check command run in it: all worktrees at once, in one
-    /// remote process. The check runs with `sh -c` in the user's login environment (the
+    /// them, with the same shell function; unless `counts` is false) and, with `check`, the
+    /// check command run in it: all worktrees at once, in one remote process. The check runs with `sh -c` in the user's login environment (the
     /// login shell, then the engine's search path in front of PATH; `PORT` set to the
     /// worktree's port when given), its standard output and error together, each in a
     /// session of its own (`setsid`, where the host has it) so that its time limit ends
     /// all of it. Durations are timed on the host (to 10 ms where it has `/proc/uptime`).
     /// - Returns: one look per item, in order.
-    func compareWorktrees(_ items: [(worktree: Worktree, port: Int?)], check: String?, timeout: Duration,
+    func compareWorktrees(_ items: [(worktree: Worktree, port: Int?)], counts: Bool = true, check: String?, timeout: Duration,
                           loginShell shellPath: String) async throws(AgentError) -> [WorktreeLook]
     {
         guard !items.isEmpty else { return [] }
         let seconds = max(1, Int(timeout.components.seconds))
-        let arguments = [check ?? "", "\(seconds)"] + items.flatMap { [$0.worktree.path, $0.worktree.baseCommit, $0.port.map(String.init) ?? ""] }
+        let arguments = [check ?? "", "\(seconds)", counts ? "1" : ""] + items.flatMap { [$0.worktree.path, $0.worktree.baseCommit, $0.port.map(String.init) ?? ""] }
         let inner = AgentSearchPath.shellSnippet(extra: extraSearchPath) + "\n" + AgentWorktrees.countChangesFunction
             + Self.compareScript
         let r: ProcessResult
@@ -174,7 +174,9 @@ extension AgentHost {
             let sections = part.split(separator: "\u{1D}", omittingEmptySubsequences: false).map(String.init)
             let head = sections[0].split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
             guard let i = Int(head[0]), i >= 1, i <= items.count else { continue }
-            if let changes = AgentWorktrees.changeCounts(head.dropFirst().joined(separator: "\n")) {
+            if !counts {
+                // not asked
+            } else if let changes = AgentWorktrees.changeCounts(head.dropFirst().joined(separator: "\n")) {
                 looks[i - 1].changes = changes
             } else {
                 let why = head.dropFirst().joined(separator: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
@@ -190,59 +192,70 @@ extension AgentHost {
         return looks
     }
 
-    /// Arguments: the check command ('' for none), its time limit in seconds, then per
-    /// worktree its path, base commit and port ('' for none). Every worktree's count, and
-    /// its check, run at once; then per worktree `RS <n>` (1-based), the five numbers of
-    /// `countChangesFunction` (or what git said) on the lines after it, and with a check `GS`,
-    /// `done|timeout <status> <centiseconds>`, `GS` and the output's last 21 lines. Its
-    /// checks end with it (HUP, INT, TERM). Needs `countChangesFunction` defined first.
+    /// Arguments: the check command ('' for none), its time limit in seconds, whether to
+    /// count the changes ('1' or ''), then per worktree its path, base commit and port (''
+    /// for none). Every worktree's count, and its check, run at once; then per worktree
+    /// `RS <n>` (1-based), the five numbers of `countChangesFunction` (or what git said) on
+    /// the lines after it, and with a check `GS`, `done|timeout <status> <centiseconds>`,
+    /// `GS` and the output's last 21 lines. Its checks end with it (HUP, INT, TERM). Needs
+    /// `countChangesFunction` defined first. Few processes: a check is its own command and
+    /// the subshell that waits for it; one watch over the time limit, one `awk` for what
+    /// is printed, the clock read by the shell itself.
     static let compareScript = #"""
-        cmd=$1 limit=$2; shift 2
+        cmd=$1 limit=$2 counts=$3; shift 3
         t=$(mktemp -d "${TMPDIR:-/tmp}/sshkit-compare-XXXXXX") || exit 12
-        pids=
+        pids= watch=
         # what still runs when the script is ended: the counts and the checks, each check's
-        # session whole
+        # session whole, and the watch over the time limit
         stop() {
             for f in "$t"/*.pid; do
                 [ -f "$f" ] && [ ! -f "${f%.pid}.rc" ] && read -r p < "$f" && { kill -TERM "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; }
             done
-            for p in $pids; do kill -TERM "$p" 2>/dev/null; done
+            for p in $pids $watch; do kill -TERM "$p" 2>/dev/null; done
         }
         trap 'stop; rm -rf "$t"' EXIT
         trap 'exit 129' HUP INT TERM
         S=; command -v setsid >/dev/null 2>&1 && S=setsid
-        now() { if read -r u _ < /proc/uptime 2>/dev/null; then c=${u#*.}; echo "${u%%.*}${c%"${c#??}"}"; else echo $(( $(date +%s) * 100 )); fi; }
+        # the time in hundredths of a second, in T
+        now() { if read -r u _ < /proc/uptime 2>/dev/null; then c=${u#*.}; T="${u%%.*}${c%"${c#??}"}"; else T=$(( $(date +%s) * 100 )); fi; }
         check() {
-            s=$(now)
+            now; s=$T
             ( cd "$1" || exit 126; [ -n "$2" ] && { PORT=$2; export PORT; }; exec $S sh -c "$cmd" ) > "$t/$3.out" 2>&1 </dev/null & cp=$!
             echo "$cp" > "$t/$3.pid"
-            ( trap 'kill $w 2>/dev/null; exit 0' TERM; sleep "$limit" & w=$!; wait $w
-              : > "$t/$3.late"; kill -TERM "-$cp" 2>/dev/null || kill -TERM "$cp" 2>/dev/null ) >/dev/null 2>&1 & wp=$!
             wait $cp; st=$?
-            kill $wp 2>/dev/null
-            e=$(now)
-            how=done; [ -f "$t/$3.late" ] && how=timeout
-            echo "$how $st $((e - s))" > "$t/$3.rc"
+            now
+            how=done; [ -f "$t/late" ] && how=timeout
+            echo "$how $st $((T - s))" > "$t/$3.rc"
         }
-        # a small file's lines, by the shell itself
-        show() { [ -f "$1" ] && while IFS= read -r l || [ -n "$l" ]; do printf '%s\n' "$l"; done < "$1"; }
+        if [ -n "$cmd" ]; then
+            # at the time limit, every check still running is ended whole
+            ( trap 'kill $w 2>/dev/null; exit 0' TERM; sleep "$limit" & w=$!; wait $w
+              : > "$t/late"
+              for f in "$t"/*.pid; do
+                  [ -f "${f%.pid}.rc" ] || { read -r p < "$f" && { kill -TERM "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; }; }
+              done ) >/dev/null 2>&1 & watch=$!
+        fi
         i=0
         while [ $# -ge 3 ]; do
             i=$((i + 1))
-            ( count "$1" "$2" > "$t/$i.sum" ) & pids="$pids $!"
-            if [ -n "$cmd" ]; then check "$1" "$3" "$i" & pids="$pids $!"; fi
+            [ -z "$counts" ] || { count "$1" "$2" > "$t/$i.sum" & pids="$pids $!"; }
+            [ -z "$cmd" ] || { check "$1" "$3" "$i" & pids="$pids $!"; }
             shift 3
         done
-        wait
+        wait $pids
         pids=
-        n=0
-        while [ $n -lt $i ]; do
-            n=$((n + 1))
-            printf '\036%s\n' "$n"; show "$t/$n.sum"
-            if [ -n "$cmd" ]; then
-                printf '\035'; show "$t/$n.rc"; printf '\035'; [ -s "$t/$n.out" ] && tail -n 21 "$t/$n.out" 2>/dev/null
-            fi
-        done
+        awk -v n="$i" -v t="$t" -v withcheck="${cmd:+1}" 'BEGIN {
+            for (k = 1; k <= n; k++) {
+                printf "\036%d\n", k
+                f = t "/" k ".sum"; while ((getline l < f) > 0) print l; close(f)
+                if (!withcheck) continue
+                printf "\035"; f = t "/" k ".rc"; while ((getline l < f) > 0) print l; close(f)
+                printf "\035"; f = t "/" k ".out"; m = 0
+                while ((getline l < f) > 0) { m++; ring[m % 21] = l }
+                close(f)
+                for (j = (m > 21 ? m - 20 : 1); j <= m; j++) print ring[j % 21]
+            }
+        }'
         exit 0
         """#
 }

@@ -126,6 +126,17 @@ public struct AttemptComparison: Sendable {
     public var problem: AgentError?
 }
 
+/// A command's run in one attempt's worktree (`checkAttempts`).
+public struct AttemptCheckRun: Sendable {
+    public var task: TaskRecord
+    public var label: String
+    public var hostName: String
+    /// How it ran; nil when it could not (`problem`).
+    public var check: AttemptCheck?
+    /// What went wrong: the host could not be asked, the worktree is gone.
+    public var problem: AgentError?
+}
+
 /// What `pickAttempt` did.
 public struct PickedAttempt: Sendable {
     /// The kept attempt: the work's task from now on.
@@ -465,9 +476,41 @@ extension AgentOrchestrator {
         }
     }
 
+    /// `command` run in every attempt's worktree at once, as `compareAttempts` runs its
+    /// check, and nothing else asked: one remote process per host, the hosts at once.
+    /// - Throws: as `attempts(of:)`, `invalidArgument` (an empty command).
+    func checkAttempts(of taskID: TaskID, command: String, timeout: Duration = .seconds(600))
+        async throws(AgentError) -> [AttemptCheckRun]
+    {
+        guard !command.trimmingCharacters(in: .whitespaces).isEmpty else {
+            throw AgentError(.invalidArgument, "the check command is empty")
+        }
+        let tasks = try await attempts(of: taskID)
+        var byHost: [HostID: (host: HostRecord, tasks: [TaskRecord])] = [:]
+        var hostNames: [TaskID: String] = [:]
+        for t in tasks {
+            guard let (_, _, host) = try? await context(task: t.id) else { continue }
+            byHost[host.id, default: (host, [])].tasks.append(t)
+            hostNames[t.id] = host.name
+        }
+        let looks = await lookAtAttempts(Array(byHost.values), counts: false, check: command, checkTimeout: timeout)
+        return tasks.map { t in
+            var run = AttemptCheckRun(task: t, label: t.attempt?.label ?? "", hostName: hostNames[t.id] ?? "?")
+            switch looks[t.id] {
+            case .success(let look)?:
+                run.check = look.check
+                if look.check == nil { run.problem = AgentError(.transport, "the check in \(t.worktree.path) gave no result") }
+            case .failure(let e)?: run.problem = e
+            case nil: run.problem = AgentError(.notFound, "the project or host of \(run.label) is gone from the store")
+            }
+            return run
+        }
+    }
+
     /// Each host's attempts in one remote process (`AgentHost.compareWorktrees`), the hosts
     /// at once; a host that fails fails its attempts.
-    private func lookAtAttempts(_ groups: [(host: HostRecord, tasks: [TaskRecord])], check: String?, checkTimeout: Duration) async
+    private func lookAtAttempts(_ groups: [(host: HostRecord, tasks: [TaskRecord])], counts: Bool = true, check: String?,
+                                checkTimeout: Duration) async
         -> [TaskID: Result<AgentHost.WorktreeLook, AgentError>]
     {
         let providers = providers
@@ -477,7 +520,7 @@ extension AgentOrchestrator {
                     do throws(AgentError) {
                         let looks = try await self.onHost(host) { h in
                             let shell = check == nil ? "" : try await h.detectAgents(providers).loginShell
-                            return try await h.compareWorktrees(tasks.map { ($0.worktree, $0.port) }, check: check,
+                            return try await h.compareWorktrees(tasks.map { ($0.worktree, $0.port) }, counts: counts, check: check,
                                                                 timeout: checkTimeout, loginShell: shell)
                         }
                         return Dictionary(uniqueKeysWithValues: zip(tasks.map(\.id), looks.map { .success($0) }))

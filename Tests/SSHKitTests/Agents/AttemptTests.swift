@@ -109,6 +109,31 @@ struct AttemptTests {
         let left = try await WorktreeTests.sh(u.host, #"pgrep -f "sleep $1" || true"#, marker)
         #expect(left.stdoutString.isEmpty, "the timed-out check's children are gone: \(left.stdoutString)")
 
+        // the check alone (the cockpit's), through the engine: the same runs, and its limit
+        let engine = AgentOrchestrator(store: store, searchPath: [], statusHooks: false) { record in
+            SSHTransport(configuration: u.server.configuration(), serverID: record.serverID)
+        }
+        let runs = try await engine.task(third.id).checkAttempts("test -f ok && echo found || { echo missing; exit 3; }")
+        #expect(runs.map(\.label) == ["amp-1", "amp-2", "gemini-1"])
+        for r in runs {
+            let mine = r.label == "amp-2"
+            #expect(r.problem == nil && r.check?.passed == mine && r.check?.output == (mine ? "found" : "missing"), "\(r)")
+            #expect(r.check?.outcome == .exited(.exited(mine ? 0 : 3)) && r.hostName == hostOf[r.label], "\(r)")
+        }
+        let marker2 = "32.\(UInt16.random(in: 100...999))"
+        let cut = try await engine.task(third.id).checkAttempts("echo started; if [ -f ok ]; then sleep \(marker2); fi; echo ended",
+                                                                timeout: .seconds(1))
+        for r in cut {
+            let mine = r.label == "amp-2"
+            #expect((r.check?.outcome == .timedOut) == mine && r.check?.output == (mine ? "started" : "started\nended"), "\(r)")
+        }
+        let left2 = try await WorktreeTests.sh(u.host, #"pgrep -f "sleep $1" || true"#, marker2)
+        #expect(left2.stdoutString.isEmpty, "the timed-out check's children are gone: \(left2.stdoutString)")
+        let scratch = try await WorktreeTests.sh(u.host, #"ls -d "${TMPDIR:-/tmp}"/sshkit-compare-* 2>/dev/null || true"#)
+        #expect(scratch.stdoutString.isEmpty, "a check's files were left: \(scratch.stdoutString)")
+        await #expect(throws: AgentError.self) { try await engine.task(third.id).checkAttempts("  ") }
+        await engine.close()
+
         // pick: an attempt that does not exist; deleting the others refused while one holds
         // work, with nothing done; then the others archived, their branches kept
         let none = try u.fails(["tasks", "pick", String(group.prefix(8)), "claude-9"], 2)
