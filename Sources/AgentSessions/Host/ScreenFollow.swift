@@ -191,25 +191,32 @@ final class FollowedScreen: Sendable {
                 if let f = frames.last { s.latest = f }
                 return !frames.isEmpty
             }
-            // the first line says which
+            // the first line of the script's says which (a line before it, such as a login
+            // banner, is passed over)
             s.header += chunk
-            guard let nl = s.header.firstIndex(of: UInt8(ascii: "\n")) else { return false }
-            let line = String(decoding: s.header[..<nl], as: UTF8.self)
-            if line.hasPrefix("sshkit-follow "), let x = line.firstIndex(of: "x"),
-               let columns = Int(line[line.index(line.startIndex, offsetBy: 14) ..< x]),
-               let rows = Int(line[line.index(after: x)...]), (1...10_000).contains(columns), (1...10_000).contains(rows)
-            {
-                s.terminal = VirtualTerminal(columns: columns, rows: rows)
-                let rest = Array(s.header[(nl + 1)...])
-                s.header = []
-                return rest.isEmpty ? false : Self.draw(rest, &s)
+            while let nl = s.header.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: s.header[..<nl], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                if line.hasPrefix("sshkit-follow "), let x = line.firstIndex(of: "x"),
+                   let columns = Int(line[line.index(line.startIndex, offsetBy: 14) ..< x]),
+                   let rows = Int(line[line.index(after: x)...]), (1...10_000).contains(columns), (1...10_000).contains(rows)
+                {
+                    s.terminal = VirtualTerminal(columns: columns, rows: rows)
+                    let rest = Array(s.header[(nl + 1)...])
+                    s.header = []
+                    return rest.isEmpty ? false : Self.draw(rest, &s)
+                }
+                if line.hasPrefix("sshkit-screen ") {
+                    var reader = ScreenFrameReader()
+                    let frames = reader.feed(s.header)
+                    s.header = []
+                    s.frames = reader
+                    if let f = frames.last { s.latest = f }
+                    return !frames.isEmpty
+                }
+                s.header.removeSubrange(...nl)
             }
-            var reader = ScreenFrameReader()
-            let frames = reader.feed(s.header)
-            s.header = []
-            s.frames = reader
-            if let f = frames.last { s.latest = f }
-            return !frames.isEmpty
+            if s.header.count > 65536 { s.header.removeAll() }
+            return false
         }
     }
 
