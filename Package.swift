@@ -23,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // `agent-sessions mcp`: the Model Context Protocol's own Swift SDK
+        .package(url: "https://github.com/modelcontextprotocol/swift-sdk", from: "0.12.1"),
         // `swift package generate-documentation`: the DocC catalogues of SSHKit and
         // ServerTransport (a command plugin; nothing links it).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
@@ -103,6 +105,7 @@ let package = Package(
             dependencies: [
                 "AgentSessions", "AgentSessionsSQLite", "AgentCockpit", "ServerTransport", "SSHKit", "TerminalSupport", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "MCP", package: "swift-sdk"),
             ]
         ),
         // what the ssh-like examples share: options, destinations, prompts, the connection

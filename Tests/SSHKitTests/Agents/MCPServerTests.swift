@@ -1,0 +1,162 @@
+import AgentSessions
+import Foundation
+import Testing
+
+/// `agent-sessions mcp` as an MCP client sees it: the protocol over its stdin and stdout
+/// (newline-delimited JSON-RPC), against the test sshd with a fake agent.
+@Suite("agent-sessions: mcp", .tags(.process), .serialized)
+struct MCPServerTests {
+    typealias User = AgentSessionsToolTests.User
+
+    /// The server started on pipes; its answers collected as they come, by id.
+    final class Client: @unchecked Sendable {
+        let process = Process()
+        private let input = Pipe()
+        private let lock = NSLock()
+        private var buffer = Data()
+        private var lines: [String] = []
+        private var next = 1
+
+        init(_ u: User) throws {
+            process.executableURL = URL(fileURLWithPath: AgentSessionsToolTests.binary)
+            process.arguments = ["mcp"]
+            process.environment = ["HOME": u.home, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"]
+            let out = Pipe()
+            process.standardInput = input
+            process.standardOutput = out
+            process.standardError = FileHandle.nullDevice
+            out.fileHandleForReading.readabilityHandler = { [weak self] h in
+                let chunk = h.availableData
+                guard let self, !chunk.isEmpty else { return }
+                self.lock.withLock {
+                    self.buffer.append(chunk)
+                    while let nl = self.buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                        self.lines.append(String(decoding: self.buffer[..<nl], as: UTF8.self))
+                        self.buffer.removeSubrange(...nl)
+                    }
+                }
+            }
+            try process.run()
+        }
+
+        /// Every line the server wrote so far.
+        var written: [String] { lock.withLock { lines } }
+
+        func send(_ message: [String: Any]) throws {
+            var m = message
+            m["jsonrpc"] = "2.0"
+            var data = try JSONSerialization.data(withJSONObject: m)
+            data.append(UInt8(ascii: "\n"))
+            input.fileHandleForWriting.write(data)
+        }
+
+        /// A request, and its answer (nil when none came within `seconds`).
+        func request(_ method: String, _ params: [String: Any] = [:], seconds: Double = 60) async throws -> [String: Any]? {
+            let id = lock.withLock { () -> Int in
+                next += 1
+                return next
+            }
+            try send(["id": id, "method": method, "params": params])
+            return await eventually(seconds) { () -> [String: Any]? in
+                for line in self.written {
+                    guard let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                          o["id"] as? Int == id else { continue }
+                    return o
+                }
+                return nil
+            }
+        }
+
+        /// A tool's result: its text (JSON for a success) and whether it is an error.
+        func call(_ tool: String, _ arguments: [String: Any] = [:], seconds: Double = 60) async throws -> (text: String, isError: Bool) {
+            let answer = try #require(try await request("tools/call", ["name": tool, "arguments": arguments], seconds: seconds),
+                                      "no answer to \(tool)")
+            let result = try #require(answer["result"] as? [String: Any], "\(answer)")
+            let content = try #require(result["content"] as? [[String: Any]], "\(result)")
+            return (content.compactMap { $0["text"] as? String }.joined(), result["isError"] as? Bool ?? false)
+        }
+
+        /// A successful tool's result as a JSON object.
+        func object(_ tool: String, _ arguments: [String: Any] = [:], seconds: Double = 60) async throws -> [String: Any] {
+            let r = try await call(tool, arguments, seconds: seconds)
+            #expect(!r.isError, "\(tool): \(r.text)")
+            return try #require(try JSONSerialization.jsonObject(with: Data(r.text.utf8)) as? [String: Any], "\(r.text)")
+        }
+
+        func closeInput() throws { try input.fileHandleForWriting.close() }
+    }
+
+    @Test func anAgentStartsFollowsAndStopsAnAgentOnAHost() async throws {
+        let u = try User()
+        let repo = try await WorktreeTests.makeRepository(u.host)
+        defer { Task { await u.tearDown([repo]) } }
+        try u.addHost()
+        try u.ok(["projects", "add", "fixture", repo, "--name", "app"])
+        let c = try Client(u)
+        defer { if c.process.isRunning { c.process.terminate() } }
+
+        let hello = try #require(try await c.request("initialize", [
+            "protocolVersion": "2025-06-18", "capabilities": [:] as [String: Any], "clientInfo": ["name": "test", "version": "1"],
+        ]), "no answer to initialize")
+        let info = try #require((hello["result"] as? [String: Any])?["serverInfo"] as? [String: Any], "\(hello)")
+        #expect(info["name"] as? String == "agent-sessions")
+        try c.send(["method": "notifications/initialized"])
+        let listed = try #require(try await c.request("tools/list"), "no tool list")
+        let names = ((listed["result"] as? [String: Any])?["tools"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
+        #expect(Set(names ?? []) == ["list_hosts", "board", "start_task", "task_status", "wait_for_task", "task_output",
+                                     "task_diff", "send_to_task", "stop_task"], "\(listed)")
+
+        let hosts = try await c.object("list_hosts")
+        let host = try #require((hosts["hosts"] as? [[String: Any]])?.first, "\(hosts)")
+        #expect(host["name"] as? String == "fixture")
+        #expect((host["projects"] as? [[String: Any]])?.first?["path"] as? String == repo, "\(host)")
+
+        // a task started, waited for, read, answered, its work seen, stopped
+        let started = try await c.object("start_task", ["project": "app", "title": "Via MCP", "agent": "amp", "prompt": "hello"])
+        #expect(started["title"] as? String == "Via MCP" && started["host"] as? String == "fixture", "\(started)")
+        #expect((started["agents"] as? [[String: Any]])?.first?["agent"] as? String == "amp", "\(started)")
+        let worktree = try #require(started["worktree"] as? String)
+        let waited = try await c.object("wait_for_task", ["task": "Via MCP", "timeout_seconds": 60], seconds: 90)
+        #expect(waited["timedOut"] as? Bool == false, "\(waited)")
+        let output = await eventually { () async -> String? in
+            let o = try? await c.object("task_output", ["task": "Via MCP", "lines": 20])
+            let text = o?["output"] as? String ?? ""
+            return text.contains("got: hello") ? text : nil
+        }
+        #expect(output?.contains("READY>") == true, "\(output ?? "no output with the prompt")")
+        #expect(try await !c.call("send_to_task", ["task": "Via MCP", "text": "second line"]).isError)
+        let answered = await eventually { () async -> Bool? in
+            let o = try? await c.object("task_output", ["task": "Via MCP"])
+            return (o?["output"] as? String)?.contains("got: second line") == true ? true : nil
+        }
+        #expect(answered == true, "the line sent did not reach the agent")
+        _ = try await WorktreeTests.sh(u.host, #"printf 'a\nb\nc\n' > "$1/notes.txt""#, worktree)
+        let diff = try await c.object("task_diff", ["task": "Via MCP"])
+        let file = try #require((diff["files"] as? [[String: Any]])?.first { $0["path"] as? String == "notes.txt" }, "\(diff)")
+        #expect(file["added"] as? Int == 3 && file["new"] as? Bool == true, "\(file)")
+        let stopped = try await c.object("stop_task", ["task": "Via MCP"])
+        #expect((stopped["agents"] as? [[String: Any]])?.first?["state"] as? String == "stopped", "\(stopped)")
+
+        // bad calls: tool errors with the command's one-line message, the server goes on
+        let missing = try await c.call("task_status", ["task": "no such task"])
+        #expect(missing.isError && missing.text.contains("no task"), "\(missing)")
+        let noTitle = try await c.call("start_task", ["project": "app", "agent": "amp"])
+        #expect(noTitle.isError && noTitle.text.contains("title is required"), "\(noTitle)")
+        let badAgent = try await c.call("start_task", ["project": "app", "title": "x", "agent": "no-such-agent"])
+        #expect(badAgent.isError && badAgent.text.contains("no-such-agent"), "\(badAgent)")
+        let badTool = try await c.call("rm_rf")
+        #expect(badTool.isError && badTool.text.contains("no tool rm_rf"), "\(badTool)")
+        let board = try await c.object("board")
+        #expect((board["tasks"] as? [[String: Any]])?.count == 1, "\(board)")
+
+        // the input's end ends the server; it wrote nothing but protocol messages
+        try c.closeInput()
+        #expect(await eventually(20) { c.process.isRunning ? nil : true } == true, "the server outlived its input")
+        #expect(c.process.terminationStatus == 0)
+        for line in c.written {
+            #expect((try? JSONSerialization.jsonObject(with: Data(line.utf8))) != nil, "not a protocol message: \(line)")
+        }
+        let sessions = try await u.transport.runProcess("/bin/sh", "-c", "tmux -L \"$1\" ls 2>/dev/null; true", "sh", u.socket)
+        #expect(!sessions.stdoutString.contains("amp-main-"), "the stopped agent's session is still there: \(sessions.stdoutString)")
+    }
+}
