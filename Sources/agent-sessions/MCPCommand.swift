@@ -2,35 +2,82 @@ import AgentSessions
 import ArgumentParser
 import CBuildInfo
 import Foundation
+import AgentSessionsSQLite
 import MCP
+import TerminalSupport
 
 /// `agent-sessions mcp`: the engine's door as Model Context Protocol tools over stdio, so
-/// that an agent can start agents on the user's hosts, follow them and collect their work.
-struct MCPServe: AsyncParsableCommand {
+/// that an agent can start agents on the user's hosts, follow them and collect their work;
+/// `mcp log`, what its clients did.
+struct MCPCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mcp",
         abstract: "An MCP server on stdin and stdout: tools for agents to start, follow and stop agents on your hosts.",
-        discussion: """
-            Add it to an agent's MCP servers as the command `agent-sessions mcp`. Its tools: list_hosts, board, \
-            start_task, task_status, wait_for_task, task_output, task_diff, send_to_task, stop_task. A task is \
-            named as on the command line (an id or its start, a title, a worktree name, WORK/LABEL). Results are \
-            JSON, as --json prints them; a refusal or failure is a tool error with the command's one-line message. \
-            Nothing but the protocol is written to stdout.
-            """)
-    @OptionGroup var global: GlobalOptions
+        subcommands: [Serve.self, Log.self], defaultSubcommand: Serve.self)
 
-    func run() async throws {
-        try await Context.with(global) { context in
-            let version = String(cString: sshkit_build_version_line())
-            let server = Server(name: "agent-sessions", version: version,
-                                instructions: "Coding agents in git worktrees on the user's hosts, inside tmux: start a task, "
-                                    + "wait for it to need input or be done, read its output and diff, send it a line, stop it.",
-                                capabilities: .init(tools: .init(listChanged: false)))
-            let tools = MCPTools(context: context)
-            await server.withMethodHandler(ListTools.self) { _ in .init(tools: MCPTools.list) }
-            await server.withMethodHandler(CallTool.self) { params in await tools.call(params.name, params.arguments ?? [:]) }
-            try await server.start(transport: StdioTransport())
-            await server.waitUntilCompleted()
+    struct Serve: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Serve MCP on stdin and stdout (what `agent-sessions mcp` alone does).",
+            discussion: """
+                Add it to an agent's MCP servers as the command `agent-sessions mcp`. Its tools: list_hosts, board, \
+                start_task, task_status, wait_for_task, task_output, task_diff, send_to_task, stop_task. A task is \
+                named as on the command line (an id or its start, a title, a worktree name, WORK/LABEL). Results are \
+                JSON, as --json prints them; a refusal or failure is a tool error with the command's one-line message. \
+                The settings file's "mcp" says which hosts, projects and agents a client may use and how many tasks \
+                it may have running at once; every call is written down (agent-sessions mcp log). Nothing but the \
+                protocol is written to stdout.
+                """)
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            try await Context.with(global) { context in
+                let version = String(cString: sshkit_build_version_line())
+                let server = Server(name: "agent-sessions", version: version,
+                                    instructions: "Coding agents in git worktrees on the user's hosts, inside tmux: start a task, "
+                                        + "wait for it to need input or be done, read its output and diff, send it a line, stop it.",
+                                    capabilities: .init(tools: .init(listChanged: false)))
+                let tools = MCPTools(context: context)
+                await server.withMethodHandler(ListTools.self) { _ in .init(tools: MCPTools.list) }
+                await server.withMethodHandler(CallTool.self) { params in await tools.call(params.name, params.arguments ?? [:]) }
+                try await server.start(transport: StdioTransport())
+                await server.waitUntilCompleted()
+            }
+        }
+    }
+
+    struct Log: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Every call MCP clients made: when, the tool, its arguments, the task, and how it went.")
+        @OptionGroup var global: GlobalOptions
+        @Option(name: [.customShort("n"), .customLong("lines")], help: "Only the last this many calls.") var lines: Int?
+        @Flag(help: "JSON, for scripts: one object per call.") var json = false
+
+        func run() async throws {
+            try await running {
+                let path = global.storePath ?? SQLiteAgentStore.defaultPath(tool: Context.tool)
+                var entries = try MCPAudit(storePath: path).entries()
+                if let lines { entries = Array(entries.suffix(max(0, lines))) }
+                if json {
+                    printJSON(.array(entries.map { e in
+                        .object(["at": .date(e.at), "tool": .string(e.tool), "ok": .bool(e.ok), "milliseconds": .int(e.milliseconds),
+                                 "task": e.task.map(JSONValue.string) ?? .null, "error": e.error.map(JSONValue.string) ?? .null,
+                                 "arguments": .object(e.arguments.mapValues(JSONValue.string))])
+                    }))
+                    return
+                }
+                if entries.isEmpty {
+                    note("no MCP calls yet")
+                    return
+                }
+                var table = Table(["WHEN", "TOOL", "TASK", "ARGUMENTS", "OUTCOME"])
+                for e in entries {
+                    let arguments = e.arguments.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+                    table.add([iso8601(e.at), e.tool, e.task.map { String($0.prefix(8)) } ?? "-",
+                               TerminalWidth.truncate(arguments.replacingOccurrences(of: "\n", with: " "), to: 60),
+                               e.ok ? "ok (\(e.milliseconds) ms)" : "refused or failed: " + (e.error ?? "")])
+                }
+                table.print()
+            }
         }
     }
 }
@@ -38,6 +85,8 @@ struct MCPServe: AsyncParsableCommand {
 /// The tools: each a call on the engine's door, its result as JSON text.
 struct MCPTools: Sendable {
     let context: Context
+    var policy: MCPPolicy { context.config.mcp }
+    var audit: MCPAudit { MCPAudit(storePath: context.storePath) }
 
     static func schema(_ properties: [String: (type: String, description: String)], required: [String] = []) -> Value {
         .object([
@@ -82,13 +131,37 @@ struct MCPTools: Sendable {
              inputSchema: schema(["task": taskArgument], required: ["task"]), annotations: .init(destructiveHint: true)),
     ]
 
-    /// Runs a tool; an engine error is a tool error with the command's message.
+    /// Runs a tool, and writes it down in the audit log; an engine error (or a refusal of
+    /// the MCP settings) is a tool error with the command's message.
     func call(_ name: String, _ arguments: [String: Value]) async -> CallTool.Result {
+        let start = ContinuousClock.now
+        var entry = MCPAudit.Entry(at: Date(), tool: name, arguments: arguments.mapValues(Self.describe), ok: true,
+                                   task: nil, error: nil, milliseconds: 0)
+        defer {
+            entry.milliseconds = Int((ContinuousClock.now - start) / .milliseconds(1))
+            audit.record(entry)
+        }
         do {
-            let value = try await run(name, arguments)
+            let (value, task) = try await run(name, arguments)
+            entry.task = task?.rawValue
             return .init(content: [.text(text: Self.text(value), annotations: nil, _meta: nil)], isError: false)
         } catch {
-            return .init(content: [.text(text: Failure.from(error).message, annotations: nil, _meta: nil)], isError: true)
+            let message = Failure.from(error).message
+            entry.ok = false
+            entry.error = message
+            return .init(content: [.text(text: message, annotations: nil, _meta: nil)], isError: true)
+        }
+    }
+
+    /// An argument as the audit log keeps it.
+    static func describe(_ v: Value) -> String {
+        switch v {
+        case .string(let s): s
+        case .int(let i): "\(i)"
+        case .bool(let b): "\(b)"
+        case .double(let d): "\(d)"
+        case .null: "null"
+        default: "\(v)"
         }
     }
 
@@ -105,31 +178,50 @@ struct MCPTools: Sendable {
         return s
     }
 
-    private func run(_ name: String, _ a: [String: Value]) async throws -> JSONValue {
+    /// A task the client named, refused when the MCP settings do not allow its project.
+    private func task(_ a: [String: Value]) async throws -> TaskRecord {
+        let task = try await context.task(try string(a, "task"))
+        let (project, host) = try await context.records.placeOf(task)
+        try policy.check(project: project, on: host)
+        return task
+    }
+
+    /// The tool's result, and the task it was about.
+    private func run(_ name: String, _ a: [String: Value]) async throws -> (JSONValue, TaskID?) {
         let engine = context.orchestrator
         switch name {
         case "list_hosts":
-            let hosts = try await context.records.hosts()
+            let hosts = try await context.records.hosts().filter(policy.allows(host:))
             let projects = try await context.records.projects()
-            return .object(["hosts": .array(hosts.map { h in
+            return (.object(["hosts": .array(hosts.map { h in
                 .object(["name": .string(h.name), "address": .string(h.address), "user": .string(h.user), "port": .int(h.port),
-                         "projects": .array(projects.filter { $0.hostID == h.id }.map {
+                         "projects": .array(projects.filter { $0.hostID == h.id && policy.allows(project: $0, on: h) }.map {
                              .object(["name": .string($0.name), "path": .string($0.path)])
                          })])
-            })])
+            })]), nil)
         case "board":
             let project = try await context.optional(a["project"]?.stringValue) { try await context.project($0) }
-            return try await engine.board(projectID: project?.id, includeArchived: a["archived"]?.boolValue ?? false, live: true).json
+            var board = try await engine.board(projectID: project?.id, includeArchived: a["archived"]?.boolValue ?? false, live: true)
+            board.rows.removeAll { row in
+                guard let host = row.host, let project = row.project else { return true }
+                return !policy.allows(project: project, on: host)
+            }
+            return (board.json, nil)
         case "start_task":
             let project = try await context.project(try string(a, "project"))
+            try policy.check(project: project, on: try await context.records.host(project.hostID))
             let agent = try string(a, "agent")
+            try policy.check(agent: agent)
+            let title = try string(a, "title")
+            try await checkRunning()
             let (_, task, _, _) = try await engine.project(project.id).createTask(
-                title: try string(a, "title"), providerID: agent, prompt: a["prompt"]?.stringValue, baseRef: a["base"]?.stringValue)
-            return try await row(task.id)
+                title: title, providerID: agent, prompt: a["prompt"]?.stringValue, baseRef: a["base"]?.stringValue)
+            return (try await row(task.id), task.id)
         case "task_status":
-            return try await row(try await context.task(try string(a, "task")).id)
+            let task = try await task(a)
+            return (try await row(task.id), task.id)
         case "wait_for_task":
-            let task = try await context.task(try string(a, "task"))
+            let task = try await task(a)
             let limit = Double(min(3600, max(1, a["timeout_seconds"]?.intValue ?? 300)))
             let main = try await engine.task(task.id).main()
             let start = Date()
@@ -137,40 +229,52 @@ struct MCPTools: Sendable {
                 let activity = try await Self.activity(of: main)
                 let settled = ["waiting", "done", "idle", "exited", "stopped", "lost"].contains(activity)
                 if settled || Date().timeIntervalSince(start) >= limit {
-                    guard case .object(var o) = try await row(task.id) else { return .null }
+                    guard case .object(var o) = try await row(task.id) else { return (.null, task.id) }
                     o["timedOut"] = .bool(!settled)
-                    return .object(o)
+                    return (.object(o), task.id)
                 }
                 try await Task.sleep(for: .seconds(1))
             }
         case "task_output":
-            let task = try await context.task(try string(a, "task"))
+            let task = try await task(a)
             let lines = min(2000, max(1, a["lines"]?.intValue ?? 60))
             let screen = try await engine.task(task.id).main().screen(lines: lines)
             var shown = stripEscapes(screen).split(separator: "\n", omittingEmptySubsequences: false).map {
                 String($0.reversed().drop { $0 == " " }.reversed())
             }
             while shown.last?.isEmpty == true { shown.removeLast() }
-            return .object(["task": .id(task.id), "output": .string(shown.suffix(lines).joined(separator: "\n"))])
+            return (.object(["task": .id(task.id), "output": .string(shown.suffix(lines).joined(separator: "\n"))]), task.id)
         case "task_diff":
-            let task = try await context.task(try string(a, "task"))
+            let task = try await task(a)
             let diff = try await engine.task(task.id).diff()
-            return .object(["task": .id(task.id), "baseRef": .string(task.worktree.baseRef), "files": .array(diff.files.map {
+            return (.object(["task": .id(task.id), "baseRef": .string(task.worktree.baseRef), "files": .array(diff.files.map {
                 .object(["path": .string($0.path), "added": $0.added.map(JSONValue.int) ?? .null,
                          "removed": $0.removed.map(JSONValue.int) ?? .null, "new": .bool($0.isUntracked)])
-            })])
+            })]), task.id)
         case "send_to_task":
-            let task = try await context.task(try string(a, "task"))
+            let task = try await task(a)
             guard let text = a["text"]?.stringValue else { throw Failure.usage("text is required (a string)") }
             try await engine.task(task.id).main().send(text, pressEnter: a["enter"]?.boolValue ?? true)
-            return .object(["task": .id(task.id), "sent": .bool(true)])
+            return (.object(["task": .id(task.id), "sent": .bool(true)]), task.id)
         case "stop_task":
-            let task = try await context.task(try string(a, "task"))
+            let task = try await task(a)
             try await engine.task(task.id).stop()
-            return try await row(task.id)
+            return (try await row(task.id), task.id)
         default:
             throw Failure.usage("no tool \(name); the tools are \(Self.list.map(\.name).joined(separator: ", "))")
         }
+    }
+
+    /// Refuses a start while `maxRunning` tasks started through MCP have an agent running.
+    private func checkRunning() async throws {
+        let started = Set(try audit.startedTasks().map { TaskID($0) })
+        guard !started.isEmpty || policy.maxRunning == 0 else { return }
+        let board = try await context.orchestrator.board(taskIDs: started, live: true)
+        let running = board.rows.filter { $0.agents.contains { $0.record.state == .running } }
+        guard running.count >= policy.maxRunning else { return }
+        let names = running.map { "\(short($0.task.id)) \($0.task.title)" }.joined(separator: ", ")
+        throw Failure(.refused, "\(running.count) of the tasks started through MCP run already, and the MCP settings allow "
+            + "\(policy.maxRunning) at once (mcp.maxRunning)" + (names.isEmpty ? "" : ": \(names)"))
     }
 
     /// The agent's state in one word; `exited` once its session is gone.

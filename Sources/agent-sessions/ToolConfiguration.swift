@@ -13,6 +13,7 @@ import Foundation
 ///
 /// `searchPath`: directories looked in for agents on every host, before the login-like
 /// PATH. `notifications`: where `watch` sends transitions (`NotificationSettings`).
+/// `mcp`: what an MCP client of `agent-sessions mcp` may use (`MCPPolicy`).
 /// `screenRules`: a file of the user's own screen rules (default: `screen-rules` beside
 /// this file). Per provider: `binary`, `defaultArguments`, `autoApproveFlag` ("" removes it),
 /// `resumeArguments`, `extraArguments`, `environment`, `continueAfterLimit` (seconds after a
@@ -25,6 +26,8 @@ struct ToolConfiguration: Sendable {
     /// The user's own screen rules (`screenRules`; default: `screen-rules` beside the
     /// settings file, when it exists).
     var screenRulesPath: String?
+    /// What an MCP client may use (`mcp`).
+    var mcp = MCPPolicy()
 
     /// Every provider of the registry with the user's settings applied (what detection
     /// looks for and what starts).
@@ -54,6 +57,7 @@ struct ToolConfiguration: Sendable {
         var providers: [String: Provider]?
         var notifications: NotificationSettings.File?
         var screenRules: String?
+        var mcp: MCPPolicy.File?
     }
 
     /// The settings at `path`; none when the file does not exist.
@@ -81,6 +85,13 @@ struct ToolConfiguration: Sendable {
             throw Failure(.storage, "the settings file \(path): \(error.message)")
         }
         config.screenRulesPath = file.screenRules ?? (FileManager.default.fileExists(atPath: rulesBeside) ? rulesBeside : nil)
+        if let m = file.mcp {
+            for id in m.agents ?? [] where !AgentProvider.all.contains(where: { $0.id == id }) {
+                throw Failure(.storage, "the settings file \(path), mcp: an unknown agent \(id)")
+            }
+            if let n = m.maxRunning, n < 0 { throw Failure(.storage, "the settings file \(path), mcp: maxRunning is 0 or more") }
+            config.mcp = MCPPolicy(hosts: m.hosts, projects: m.projects, agents: m.agents, maxRunning: m.maxRunning ?? MCPPolicy.defaultMaxRunning)
+        }
         for (id, p) in file.providers ?? [:] {
             guard AgentProvider.all.contains(where: { $0.id == id }) else {
                 throw Failure(.storage, "the settings file \(path) names an unknown agent \(id)")

@@ -159,4 +159,65 @@ struct MCPServerTests {
         let sessions = try await u.transport.runProcess("/bin/sh", "-c", "tmux -L \"$1\" ls 2>/dev/null; true", "sh", u.socket)
         #expect(!sessions.stdoutString.contains("amp-main-"), "the stopped agent's session is still there: \(sessions.stdoutString)")
     }
+
+    /// The settings' `mcp`: the hosts, projects and agents a client may use, how many of its
+    /// tasks may run at once; every call in the audit log, refusals too.
+    @Test func theSettingsSayWhatAClientMayUseAndEveryCallIsWrittenDown() async throws {
+        let u = try User()
+        let repo = try await WorktreeTests.makeRepository(u.host)
+        let other = try await WorktreeTests.makeRepository(u.host)
+        defer { Task { await u.tearDown([repo, other]) } }
+        try u.addHost()
+        try u.ok(["projects", "add", "fixture", repo, "--name", "app"])
+        try u.ok(["projects", "add", "fixture", other, "--name", "other"])
+        try u.ok(["tasks", "new", "other", "Not for MCP", "--agent", "amp"])
+        let settings = """
+            {"searchPath": ["\(FakeAgents.directory)"],
+             "providers": {"amp": {"binary": "fake-tui"}, "gemini": {"binary": "fake-ticker"}},
+             "mcp": {"hosts": ["fixture"], "projects": ["app"], "agents": ["amp"], "maxRunning": 1}}
+            """
+        try settings.write(toFile: u.home + "/.config/agent-sessions/config.json", atomically: true, encoding: .utf8)
+        let c = try Client(u)
+        defer { if c.process.isRunning { c.process.terminate() } }
+        _ = try #require(try await c.request("initialize", [
+            "protocolVersion": "2025-06-18", "capabilities": [:] as [String: Any], "clientInfo": ["name": "test", "version": "1"],
+        ]))
+        try c.send(["method": "notifications/initialized"])
+
+        let hosts = try await c.object("list_hosts")
+        let projects = (hosts["hosts"] as? [[String: Any]])?.first?["projects"] as? [[String: Any]]
+        #expect(projects?.compactMap { $0["name"] as? String } == ["app"], "\(hosts)")
+        let board = try await c.object("board")
+        #expect((board["tasks"] as? [[String: Any]])?.isEmpty == true, "another project's task is not shown: \(board)")
+        let hidden = try await c.call("task_status", ["task": "Not for MCP"])
+        #expect(hidden.isError && hidden.text.contains("not one the MCP settings allow"), "\(hidden)")
+        let otherProject = try await c.call("start_task", ["project": "other", "title": "x", "agent": "amp"])
+        #expect(otherProject.isError && otherProject.text.contains("fixture/other is not one the MCP settings allow"), "\(otherProject)")
+        let otherAgent = try await c.call("start_task", ["project": "app", "title": "x", "agent": "gemini"])
+        #expect(otherAgent.isError && otherAgent.text.contains("gemini is not one the MCP settings allow"), "\(otherAgent)")
+
+        // one at a time: the second waits for the first to stop
+        let first = try await c.object("start_task", ["project": "app", "title": "First", "agent": "amp"])
+        let firstID = try #require(first["id"] as? String)
+        let second = try await c.call("start_task", ["project": "app", "title": "Second", "agent": "amp"])
+        #expect(second.isError && second.text.contains("allow 1 at once") && second.text.contains("First"), "\(second)")
+        _ = try await c.object("stop_task", ["task": "First"])
+        let again = try await c.object("start_task", ["project": "app", "title": "Second", "agent": "amp"])
+        #expect(again["title"] as? String == "Second")
+        _ = try await c.object("stop_task", ["task": "Second"])
+        try c.closeInput()
+        #expect(await eventually(20) { c.process.isRunning ? nil : true } == true)
+
+        // every call written down, refusals too, in a file only the user reads
+        let log = try JSONSerialization.jsonObject(with: Data(try u.ok(["mcp", "log", "--json"]).utf8)) as? [[String: Any]]
+        let tools = log?.compactMap { $0["tool"] as? String }
+        #expect(tools == ["list_hosts", "board", "task_status", "start_task", "start_task", "start_task", "start_task", "stop_task",
+                          "start_task", "stop_task"], "\(tools ?? [])")
+        #expect(log?.filter { $0["ok"] as? Bool == false }.count == 4, "\(log ?? [])")
+        #expect(log?.first { $0["tool"] as? String == "start_task" && $0["ok"] as? Bool == true }?["task"] as? String == firstID)
+        let table = try u.ok(["mcp", "log", "-n", "2"])
+        #expect(table.contains("start_task") && table.contains("stop_task") && !table.contains("list_hosts"), "\(table)")
+        let mode = try FileManager.default.attributesOfItem(atPath: u.home + "/.local/share/agent-sessions/mcp-audit.jsonl")[.posixPermissions]
+        #expect((mode as? NSNumber)?.intValue == 0o600, "\(String(describing: mode))")
+    }
 }
