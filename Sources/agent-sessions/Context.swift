@@ -29,7 +29,7 @@ final class Context: Sendable {
 
     init(_ options: GlobalOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         self.environment = environment
-        let path = options.storePath ?? SQLiteAgentStore.defaultPath(tool: Self.tool, environment: environment)
+        let path = Self.storePath(options, environment: environment)
         storePath = path
         let store = try SQLiteAgentStore(path: path)
         config = try ToolConfiguration.load(options.configPath ?? ToolConfiguration.defaultPath(environment: environment))
@@ -40,6 +40,12 @@ final class Context: Sendable {
             SSHTransport(configuration: try HostConnection.configuration(for: record, environment: environment),
                          serverID: record.serverID)
         }
+    }
+
+    /// Where the store is: `--store`, else its place under the user's data directory.
+    static func storePath(_ options: GlobalOptions,
+                          environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        options.storePath ?? SQLiteAgentStore.defaultPath(tool: Self.tool, environment: environment)
     }
 
     /// The user's screen rules before the shipped ones. A file that cannot be read or

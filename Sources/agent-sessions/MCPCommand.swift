@@ -2,7 +2,6 @@ import AgentSessions
 import ArgumentParser
 import CBuildInfo
 import Foundation
-import AgentSessionsSQLite
 import MCP
 import TerminalSupport
 
@@ -54,7 +53,7 @@ struct MCPCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await running {
-                let path = global.storePath ?? SQLiteAgentStore.defaultPath(tool: Context.tool)
+                let path = Context.storePath(global)
                 var entries = try MCPAudit(storePath: path).entries()
                 if let lines { entries = Array(entries.suffix(max(0, lines))) }
                 if json {
