@@ -34,10 +34,26 @@ struct MCPCommand: AsyncParsableCommand {
                 let server = Server(name: "agent-sessions", version: version,
                                     instructions: "Coding agents in git worktrees on the user's hosts, inside tmux: start a task, "
                                         + "wait for it to need input or be done, read its output and diff, send it a line, stop it.",
-                                    capabilities: .init(tools: .init(listChanged: false)))
+                                    capabilities: .init(resources: .init(subscribe: false, listChanged: false),
+                                                        tools: .init(listChanged: false)))
                 let tools = MCPTools(context: context)
                 await server.withMethodHandler(ListTools.self) { _ in .init(tools: MCPTools.list) }
-                await server.withMethodHandler(CallTool.self) { params in await tools.call(params.name, params.arguments ?? [:]) }
+                await server.withMethodHandler(CallTool.self) { params in
+                    // the client asked to be told how a long call goes: a progress notification each time
+                    let progress: MCPTools.Progress? = params._meta?.progressToken.map { token in
+                        { done, total, message in
+                            try? await server.notify(ProgressNotification.message(
+                                .init(progressToken: token, progress: done, total: total, message: message)))
+                        }
+                    }
+                    return await tools.call(params.name, params.arguments ?? [:], progress: progress)
+                }
+                await server.withMethodHandler(ListResources.self) { _ in
+                    .init(resources: try await tools.resources(), nextCursor: nil)
+                }
+                await server.withMethodHandler(ReadResource.self) { params in
+                    .init(contents: [try await tools.read(params.uri)])
+                }
                 try await server.start(transport: StdioTransport())
                 await server.waitUntilCompleted()
             }
@@ -130,9 +146,12 @@ struct MCPTools: Sendable {
              inputSchema: schema(["task": taskArgument], required: ["task"]), annotations: .init(destructiveHint: true)),
     ]
 
+    /// Tells the client how a long call goes: done so far, of what total, and a line.
+    typealias Progress = @Sendable (Double, Double?, String) async -> Void
+
     /// Runs a tool, and writes it down in the audit log; an engine error (or a refusal of
     /// the MCP settings) is a tool error with the command's message.
-    func call(_ name: String, _ arguments: [String: Value]) async -> CallTool.Result {
+    func call(_ name: String, _ arguments: [String: Value], progress: Progress? = nil) async -> CallTool.Result {
         let start = ContinuousClock.now
         var entry = MCPAudit.Entry(at: Date(), tool: name, arguments: arguments.mapValues(Self.describe), ok: true,
                                    task: nil, error: nil, milliseconds: 0)
@@ -141,7 +160,7 @@ struct MCPTools: Sendable {
             audit.record(entry)
         }
         do {
-            let (value, task) = try await run(name, arguments)
+            let (value, task) = try await run(name, arguments, progress: progress)
             entry.task = task?.rawValue
             return .init(content: [.text(text: Self.text(value), annotations: nil, _meta: nil)], isError: false)
         } catch {
@@ -186,7 +205,7 @@ struct MCPTools: Sendable {
     }
 
     /// The tool's result, and the task it was about.
-    private func run(_ name: String, _ a: [String: Value]) async throws -> (JSONValue, TaskID?) {
+    private func run(_ name: String, _ a: [String: Value], progress: Progress?) async throws -> (JSONValue, TaskID?) {
         let engine = context.orchestrator
         switch name {
         case "list_hosts":
@@ -224,6 +243,7 @@ struct MCPTools: Sendable {
             let limit = Double(min(3600, max(1, a["timeout_seconds"]?.intValue ?? 300)))
             let main = try await engine.task(task.id).main()
             let start = Date()
+            var told: (activity: String, at: Date)?
             while true {
                 let activity = try await Self.activity(of: main)
                 let settled = ["waiting", "done", "idle", "exited", "stopped", "lost"].contains(activity)
@@ -231,6 +251,12 @@ struct MCPTools: Sendable {
                     guard case .object(var o) = try await row(task.id) else { return (.null, task.id) }
                     o["timedOut"] = .bool(!settled)
                     return (.object(o), task.id)
+                }
+                // told at each change of state, and every 10 s meanwhile
+                if let progress, told == nil || told!.activity != activity || Date().timeIntervalSince(told!.at) >= 10 {
+                    let waited = Date().timeIntervalSince(start)
+                    await progress(waited.rounded(), limit, "\(task.title): \(activity) after \(Int(waited)) s")
+                    told = (activity, Date())
                 }
                 try await Task.sleep(for: .seconds(1))
             }
@@ -261,6 +287,52 @@ struct MCPTools: Sendable {
             return (try await row(task.id), task.id)
         default:
             throw Failure.usage("no tool \(name); the tools are \(Self.list.map(\.name).joined(separator: ", "))")
+        }
+    }
+
+    // MARK: resources
+
+    /// Each allowed task's log (its agent's scrollback) and diff, as resources.
+    func resources() async throws -> [Resource] {
+        var out: [Resource] = []
+        for task in try await context.records.tasks() where task.archivedAt == nil {
+            guard let (project, host) = try? await context.records.placeOf(task), policy.allows(project: project, on: host) else {
+                continue
+            }
+            out.append(Resource(name: "\(task.title): log", uri: "agent-sessions://tasks/\(task.id.rawValue)/log",
+                                description: "The terminal of the agent of \(task.title) on \(host.name), as text", mimeType: "text/plain"))
+            out.append(Resource(name: "\(task.title): diff", uri: "agent-sessions://tasks/\(task.id.rawValue)/diff",
+                                description: "What \(task.title) changed against \(task.worktree.baseRef), as a patch",
+                                mimeType: "text/x-diff"))
+        }
+        return out
+    }
+
+    /// A task's log or diff (`agent-sessions://tasks/ID/log` or `/diff`).
+    func read(_ uri: String) async throws -> Resource.Content {
+        let prefix = "agent-sessions://tasks/"
+        let parts = uri.hasPrefix(prefix) ? uri.dropFirst(prefix.count).split(separator: "/").map(String.init) : []
+        guard parts.count == 2, parts[1] == "log" || parts[1] == "diff" else {
+            throw MCPError.invalidParams("no resource \(uri); a task's are agent-sessions://tasks/ID/log and /diff")
+        }
+        do {
+            let task = try await self.task(["task": .string(parts[0])])
+            let handle = context.orchestrator.task(task.id)
+            if parts[1] == "log" {
+                let text = try await handle.main().scrollback().text
+                return .text(stripEscapes(text), uri: uri, mimeType: "text/plain")
+            }
+            var patch = ""
+            for file in try await handle.diff().files {
+                let p = try await handle.patch(file: file.path, maxBytes: 64 * 1024)
+                patch += p.patch + (p.patch.hasSuffix("\n") || p.patch.isEmpty ? "" : "\n")
+                if p.isTruncated { patch += "… (\(file.path): cut at 64 KB)\n" }
+            }
+            return .text(patch, uri: uri, mimeType: "text/x-diff")
+        } catch let e as MCPError {
+            throw e
+        } catch {
+            throw MCPError.invalidParams(Failure.from(error).message)
         }
     }
 

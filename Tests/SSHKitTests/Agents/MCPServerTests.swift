@@ -50,6 +50,11 @@ struct MCPServerTests {
             input.fileHandleForWriting.write(data)
         }
 
+        /// The messages the server wrote that are not answers (its notifications).
+        var notifications: [[String: Any]] {
+            written.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }.filter { $0["id"] == nil }
+        }
+
         /// A request, and its answer (nil when none came within `seconds`).
         func request(_ method: String, _ params: [String: Any] = [:], seconds: Double = 60) async throws -> [String: Any]? {
             let id = lock.withLock { () -> Int in
@@ -134,6 +139,36 @@ struct MCPServerTests {
         let diff = try await c.object("task_diff", ["task": "Via MCP"])
         let file = try #require((diff["files"] as? [[String: Any]])?.first { $0["path"] as? String == "notes.txt" }, "\(diff)")
         #expect(file["added"] as? Int == 3 && file["new"] as? Bool == true, "\(file)")
+        // the task's log and diff as resources
+        let listedResources = try #require(try await c.request("resources/list"), "no resource list")
+        let uris = ((listedResources["result"] as? [String: Any])?["resources"] as? [[String: Any]])?.compactMap { $0["uri"] as? String }
+        let id = try #require(started["id"] as? String)
+        #expect(Set(uris ?? []) == ["agent-sessions://tasks/\(id)/log", "agent-sessions://tasks/\(id)/diff"], "\(listedResources)")
+        func resource(_ uri: String) async throws -> String? {
+            let r = try await c.request("resources/read", ["uri": uri])
+            return ((r?["result"] as? [String: Any])?["contents"] as? [[String: Any]])?.first?["text"] as? String
+        }
+        let patch = try await resource("agent-sessions://tasks/\(id)/diff")
+        #expect(patch?.contains("+++ b/notes.txt") == true && patch?.contains("+c") == true, "\(patch ?? "no diff")")
+        let log = try await resource("agent-sessions://tasks/\(id)/log")
+        #expect(log?.contains("got: second line") == true, "\(log ?? "no log")")
+        let noResource = try await c.request("resources/read", ["uri": "agent-sessions://tasks/\(id)/secrets"])
+        #expect(noResource?["error"] != nil, "\(noResource ?? [:])")
+
+        // a wait past its time, told as it goes: an agent that never stops working
+        let busy = try await c.object("start_task", ["project": "app", "title": "Busy", "agent": "gemini"])
+        let waitID = try #require(try await c.request("tools/call", ["name": "wait_for_task", "_meta": ["progressToken": "w1"],
+                                                                   "arguments": ["task": "Busy", "timeout_seconds": 3]],
+                                                   seconds: 60), "no answer to the wait")
+        let waitText = (((waitID["result"] as? [String: Any])?["content"] as? [[String: Any]])?.first?["text"] as? String) ?? ""
+        let waitResult = try JSONSerialization.jsonObject(with: Data(waitText.utf8)) as? [String: Any]
+        #expect(waitResult?["timedOut"] as? Bool == true && waitResult?["id"] as? String == busy["id"] as? String, "\(waitText)")
+        let told = c.notifications.filter { $0["method"] as? String == "notifications/progress" }
+            .compactMap { $0["params"] as? [String: Any] }
+        #expect(told.contains { $0["progressToken"] as? String == "w1" && ($0["message"] as? String)?.hasPrefix("Busy: ") == true },
+                "\(c.notifications)")
+        _ = try await c.object("stop_task", ["task": "Busy"])
+
         let stopped = try await c.object("stop_task", ["task": "Via MCP"])
         #expect((stopped["agents"] as? [[String: Any]])?.first?["state"] as? String == "stopped", "\(stopped)")
 
@@ -147,7 +182,7 @@ struct MCPServerTests {
         let badTool = try await c.call("rm_rf")
         #expect(badTool.isError && badTool.text.contains("no tool rm_rf"), "\(badTool)")
         let board = try await c.object("board")
-        #expect((board["tasks"] as? [[String: Any]])?.count == 1, "\(board)")
+        #expect((board["tasks"] as? [[String: Any]])?.count == 2, "\(board)")
 
         // the input's end ends the server; it wrote nothing but protocol messages
         try c.closeInput()
