@@ -12,7 +12,7 @@ struct MCPCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mcp",
         abstract: "An MCP server on stdin and stdout: tools for agents to start, follow and stop agents on your hosts.",
-        subcommands: [Serve.self, Log.self], defaultSubcommand: Serve.self)
+        subcommands: [Serve.self, Log.self, Install.self], defaultSubcommand: Serve.self)
 
     struct Serve: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -57,6 +57,89 @@ struct MCPCommand: AsyncParsableCommand {
                 try await server.start(transport: StdioTransport())
                 await server.waitUntilCompleted()
             }
+        }
+    }
+
+    struct Install: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Adds this MCP server to an agent's own MCP settings on this machine (or takes it out).",
+            discussion: """
+                Runs the agent's own command for it, so the agent's settings are written as the agent writes them: \
+                claude mcp add --scope user, codex mcp add, gemini mcp add --scope user, kimi mcp add, vibe mcp add. \
+                The server is added as agent-sessions, its command this executable by its absolute path (--command \
+                names another); one added before is replaced.
+                """)
+        @Option(name: .customLong("for"), help: "The agent: claude, codex, gemini, kimi or vibe.") var agent: String
+        @Flag(help: "Take the server out of the agent's settings.") var remove = false
+        @Option(help: "The server's command (default: this executable).") var command: String?
+        @Option(help: "The agent's executable (default: found on PATH).") var binary: String?
+
+        /// The agent's commands that add and remove a stdio server `name` running `server mcp`.
+        static func commands(for agent: String, server: String, name: String = "agent-sessions")
+            -> (add: [String], remove: [String])?
+        {
+            switch agent {
+            case "claude": (["mcp", "add", "--scope", "user", name, "--", server, "mcp"], ["mcp", "remove", "--scope", "user", name])
+            case "codex": (["mcp", "add", name, "--", server, "mcp"], ["mcp", "remove", name])
+            case "gemini": (["mcp", "add", "--scope", "user", name, server, "mcp"], ["mcp", "remove", "--scope", "user", name])
+            case "kimi": (["mcp", "add", "--transport", "stdio", name, "--", server, "mcp"], ["mcp", "remove", name])
+            case "vibe": (["mcp", "add", name, "--transport", "stdio", "--command", server, "--arg", "mcp"], ["mcp", "remove", name])
+            default: nil
+            }
+        }
+
+        func run() async throws {
+            try await running {
+                let server = command ?? ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+                    ?? CommandLine.arguments[0])
+                guard let commands = Self.commands(for: agent, server: server) else {
+                    throw Failure.usage("--for is claude, codex, gemini, kimi or vibe, not \(agent)")
+                }
+                let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+                let exe = binary ?? path.split(separator: ":").map { "\($0)/\(agent)" }
+                    .first { FileManager.default.isExecutableFile(atPath: $0) }
+                guard let exe else {
+                    throw Failure(.failed, "\(agent) is not on PATH here; install it, or name it with --binary")
+                }
+                // taken out first, so that adding replaces one added before (a removal of none fails: that is fine)
+                let removed = try Self.execute(exe, commands.remove)
+                if remove {
+                    guard removed.status == 0 else {
+                        throw Failure(.failed, "\(agent) \(commands.remove.joined(separator: " ")) failed: \(removed.output)")
+                    }
+                    print("took agent-sessions out of \(agent)'s MCP servers")
+                    return
+                }
+                let added = try Self.execute(exe, commands.add)
+                guard added.status == 0 else {
+                    throw Failure(.failed, "\(agent) \(commands.add.joined(separator: " ")) failed: \(added.output)")
+                }
+                print("added agent-sessions to \(agent)'s MCP servers: \(server) mcp")
+            }
+        }
+
+        /// Runs `exe args`, its output (standard output and error together, one line) and status.
+        static func execute(_ exe: String, _ args: [String]) throws -> (status: Int32, output: String) {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: exe)
+            p.arguments = args
+            let out = Pipe()
+            p.standardOutput = out
+            p.standardError = out
+            p.standardInput = FileHandle.nullDevice
+            do {
+                try p.run()
+            } catch {
+                throw Failure(.failed, "cannot run \(exe): \(error.localizedDescription)")
+            }
+            let watchdog = DispatchWorkItem { if p.isRunning { p.terminate() } }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 120, execute: watchdog)
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            p.waitUntilExit()
+            watchdog.cancel()
+            let text = stripEscapes(String(decoding: data, as: UTF8.self)).split(whereSeparator: \.isNewline)
+                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")
+            return (p.terminationStatus, text)
         }
     }
 

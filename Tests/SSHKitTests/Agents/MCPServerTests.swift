@@ -255,4 +255,63 @@ struct MCPServerTests {
         let mode = try FileManager.default.attributesOfItem(atPath: u.home + "/.local/share/agent-sessions/mcp-audit.jsonl")[.posixPermissions]
         #expect((mode as? NSNumber)?.intValue == 0o600, "\(String(describing: mode))")
     }
+
+    /// `mcp install --for` writes the server into the agent's own settings by the agent's own
+    /// command: the real Kimi and Vibe (their files read back, the server found by their own
+    /// list), and Claude's, Codex's and Gemini's documented `mcp add`/`mcp remove` through
+    /// fakes that write down what they were asked; adding twice keeps one entry.
+    @Test func installWritesTheServerIntoEachAgentsOwnSettings() async throws {
+        let u = try User()
+        defer { Task { await u.tearDown() } }
+        let kimi = RealAgentTests.binaries["kimi"]!, vibe = RealAgentTests.binaries["mistral"]!
+        #expect(FileManager.default.isExecutableFile(atPath: kimi) && FileManager.default.isExecutableFile(atPath: vibe),
+                "the real Kimi and Vibe are installed by scripts/install-deps.sh")
+        let fakes = u.home + "/fake-bin"
+        try FileManager.default.createDirectory(atPath: fakes, withIntermediateDirectories: true)
+        for name in ["claude", "codex", "gemini"] {
+            try "#!/bin/sh\nprintf '%s\\n' \"$*\" >> \"$HOME/\(name).calls\"\n".write(toFile: "\(fakes)/\(name)", atomically: true, encoding: .utf8)
+            chmod("\(fakes)/\(name)", 0o755)
+        }
+        let path = ["PATH": "\(fakes):\((kimi as NSString).deletingLastPathComponent):\((vibe as NSString).deletingLastPathComponent):/usr/local/bin:/usr/bin:/bin"]
+        // the executable by its absolute path, as /proc/self/exe names it (symbolic links resolved)
+        let server = URL(fileURLWithPath: AgentSessionsToolTests.binary).resolvingSymlinksInPath().path
+        func install(_ args: String...) throws -> (status: Int32, out: String, err: String) {
+            try u.run(["mcp", "install"] + args, env: path, timeout: 120)
+        }
+
+        // Kimi: its mcp.json, and its own list
+        for _ in 0..<2 { #expect(try install("--for", "kimi").status == 0) }
+        let kimiFile = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: u.home + "/.kimi/mcp.json"))) as? [String: Any]
+        let entry = (kimiFile?["mcpServers"] as? [String: Any])?["agent-sessions"] as? [String: Any]
+        #expect(entry?["command"] as? String == server && entry?["args"] as? [String] == ["mcp"], "\(kimiFile ?? [:])")
+        #expect((kimiFile?["mcpServers"] as? [String: Any])?.count == 1)
+        let listed = try TestServer.runCapturing("/usr/bin/env", ["HOME=\(u.home)", kimi, "mcp", "list"])
+        #expect(listed.out.contains("agent-sessions"), "\(listed.out) \(listed.err)")
+        // Vibe: its config.toml, one entry after two installs
+        for _ in 0..<2 { #expect(try install("--for", "vibe").status == 0) }
+        let toml = try String(contentsOfFile: u.home + "/.vibe/config.toml", encoding: .utf8)
+        #expect(toml.components(separatedBy: "name = \"agent-sessions\"").count == 2 && toml.contains("command = \"\(server)\"")
+                && toml.contains("transport = \"stdio\""), "\(toml)")
+        // taken out again
+        #expect(try install("--for", "kimi", "--remove").status == 0)
+        #expect(try install("--for", "vibe", "--remove").status == 0)
+        let kimiAfter = try String(contentsOfFile: u.home + "/.kimi/mcp.json", encoding: .utf8)
+        #expect(!kimiAfter.contains("agent-sessions"), "\(kimiAfter)")
+        #expect(!(try String(contentsOfFile: u.home + "/.vibe/config.toml", encoding: .utf8)).contains("agent-sessions"))
+
+        // Claude, Codex, Gemini: their documented commands, replacing one added before
+        for name in ["claude", "codex", "gemini"] { #expect(try install("--for", name).status == 0) }
+        func calls(_ name: String) throws -> [String] {
+            try String(contentsOfFile: "\(u.home)/\(name).calls", encoding: .utf8).split(separator: "\n").map(String.init)
+        }
+        #expect(try calls("claude") == ["mcp remove --scope user agent-sessions", "mcp add --scope user agent-sessions -- \(server) mcp"])
+        #expect(try calls("codex") == ["mcp remove agent-sessions", "mcp add agent-sessions -- \(server) mcp"])
+        #expect(try calls("gemini") == ["mcp remove --scope user agent-sessions", "mcp add --scope user agent-sessions \(server) mcp"])
+
+        // an agent it does not know, and one that is not there
+        let unknown = try install("--for", "emacs")
+        #expect(unknown.status == 64 && unknown.err.contains("claude, codex, gemini, kimi or vibe"), "\(unknown.err)")
+        let absent = try u.run(["mcp", "install", "--for", "claude"], env: ["PATH": "/usr/bin:/bin"])
+        #expect(absent.status == 1 && absent.err.contains("claude is not on PATH"), "\(absent.err)")
+    }
 }
