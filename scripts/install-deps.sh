@@ -29,6 +29,15 @@ if [ ! -x "$hermes_venv/bin/hermes" ]; then
     $SUDO "$hermes_venv/bin/pip" install --quiet --disable-pip-version-check 'hermes-agent==0.19.0'
     $SUDO chmod -R a+rX "$hermes_venv"
 fi
+# an MCP client nobody here wrote, for the tests of agent-sessions mcp: the protocol's
+# Python SDK (PyPI), in a virtualenv of Debian's Python
+mcp_venv=/opt/sshkit-mcp-client
+if [ ! -x "$mcp_venv/bin/python" ] || ! "$mcp_venv/bin/python" -c 'import mcp' 2>/dev/null; then
+    $SUDO /usr/bin/python3 -m venv "$mcp_venv"
+    $SUDO "$mcp_venv/bin/pip" install --quiet --disable-pip-version-check 'mcp==2.3.0' \
+        || echo "warning: the Python mcp SDK could not be installed; the test of a real MCP client will fail" >&2
+    $SUDO chmod -R a+rX "$mcp_venv"
+fi
 # the real coding agents that need Python 3.12 or newer (Mistral Vibe, Kimi): a Python of
 # their own in /opt/sshkit-python and one virtualenv each. A failure is reported and the
 # tests of those agents then fail saying what is missing; they never skip.

@@ -27,9 +27,14 @@ if [ -z "$paced" ]; then
     exit 1
 fi
 status=0
-swift test --skip-build --no-parallel --filter /Exclusive/ || status=$?
+# each run that fails says so by name, with the test process's exit status
+failed() {
+    status=$2
+    echo "scripts/test.sh: the $1 run failed (exit $2)" >&2
+}
+swift test --skip-build --no-parallel --filter /Exclusive/ || failed exclusive $?
 SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=1 \
-    swift test --skip-build --filter "\\.($paced)/" --skip /Exclusive/ || status=$?
+    swift test --skip-build --filter "\\.($paced)/" --skip /Exclusive/ || failed paced $?
 SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SSHKIT_TEST_WIDTH:-2}" \
-    swift test --skip-build --skip "/Exclusive/|\\.($paced)/" || status=$?
+    swift test --skip-build --skip "/Exclusive/|\\.($paced)/" || failed parallel $?
 exit $status

@@ -19,7 +19,7 @@ struct MCPCommand: AsyncParsableCommand {
             abstract: "Serve MCP on stdin and stdout (what `agent-sessions mcp` alone does).",
             discussion: """
                 Add it to an agent's MCP servers as the command `agent-sessions mcp`. Its tools: list_hosts, board, \
-                start_task, task_status, wait_for_task, task_output, task_diff, send_to_task, stop_task. A task is \
+                start_task, task_status, wait_for_task, task_output, task_diff, send_to_task, land_task, stop_task. A task is \
                 named as on the command line (an id or its start, a title, a worktree name, WORK/LABEL). Results are \
                 JSON, as --json prints them; a refusal or failure is a tool error with the command's one-line message. \
                 The settings file's "mcp" says which hosts, projects and agents a client may use and how many tasks \
@@ -214,7 +214,7 @@ struct MCPTools: Sendable {
              inputSchema: schema(["task": taskArgument], required: ["task"]), annotations: .init(readOnlyHint: true)),
         Tool(name: "wait_for_task", description: "Waits until the task's agent needs input, is done with its turn, is idle or has exited, or the time is up (then the state as it is, with timedOut). The agent goes on running either way.",
              inputSchema: schema(["task": taskArgument,
-                                  "timeout_seconds": ("integer", "At most this long (default 300, at most 3600).")],
+                                  "timeout_seconds": ("integer", "At most this long: 0 to 3600 (default 300; 0 gives the state at once).")],
                                  required: ["task"]), annotations: .init(readOnlyHint: true)),
         Tool(name: "task_output", description: "The last lines of the task's agent's terminal, as text.",
              inputSchema: schema(["task": taskArgument, "lines": ("integer", "How many of the last lines (default 60).")],
@@ -225,6 +225,11 @@ struct MCPTools: Sendable {
              inputSchema: schema(["task": taskArgument, "text": ("string", "What to type."),
                                   "enter": ("boolean", "Press Enter after it (default true).")],
                                  required: ["task", "text"])),
+        Tool(name: "land_task", description: "Lands the task's work: commits what is not committed (with message, or a message made from the title), then with push its branch is pushed to the project's remote, and with pull_request a pull request is opened (gh on the host, or the forge's page). The same refusals as the command: nothing to land, no remote.",
+             inputSchema: schema(["task": taskArgument, "message": ("string", "The commit message."),
+                                  "push": ("boolean", "Push the branch (default false)."),
+                                  "pull_request": ("boolean", "Open a pull request, pushing first (default false).")],
+                                 required: ["task"])),
         Tool(name: "stop_task", description: "Stops the task's agents (their tmux sessions end); the worktree and branch stay.",
              inputSchema: schema(["task": taskArgument], required: ["task"]), annotations: .init(destructiveHint: true)),
     ]
@@ -323,7 +328,9 @@ struct MCPTools: Sendable {
             return (try await row(task.id), task.id)
         case "wait_for_task":
             let task = try await task(a)
-            let limit = Double(min(3600, max(1, a["timeout_seconds"]?.intValue ?? 300)))
+            let seconds = a["timeout_seconds"].map { $0.intValue ?? -1 } ?? 300
+            guard (0...3600).contains(seconds) else { throw Failure.usage("timeout_seconds is a whole number of seconds, 0 to 3600") }
+            let limit = Double(seconds)
             let main = try await engine.task(task.id).main()
             let start = Date()
             var told: (activity: String, at: Date)?
@@ -364,6 +371,24 @@ struct MCPTools: Sendable {
             guard let text = a["text"]?.stringValue else { throw Failure.usage("text is required (a string)") }
             try await engine.task(task.id).main().send(text, pressEnter: a["enter"]?.boolValue ?? true)
             return (.object(["task": .id(task.id), "sent": .bool(true)]), task.id)
+        case "land_task":
+            let task = try await task(a)
+            let handle = engine.task(task.id)
+            var done: [String: JSONValue] = ["task": .id(task.id)]
+            let wantsPush = a["push"]?.boolValue ?? false, wantsPullRequest = a["pull_request"]?.boolValue ?? false
+            // all committed already: the push or pull request goes on
+            let c = try await Self.commit(handle, message: a["message"]?.stringValue, nothingIsFine: wantsPush || wantsPullRequest)
+            done["commit"] = c.map { .object(["commit": .string($0.commit), "files": .int($0.files)]) } ?? .null
+            if wantsPullRequest {
+                let pr = try await handle.openPullRequest(title: task.title)
+                done["pullRequest"] = .object(["outcome": .string(pr.outcome.rawValue), "url": .string(pr.url)])
+                done["push"] = .object(["remote": .string(pr.push.remote), "branch": .string(pr.push.branch),
+                                        "commits": .int(pr.push.commits)])
+            } else if wantsPush {
+                let p = try await handle.push()
+                done["push"] = .object(["remote": .string(p.remote), "branch": .string(p.branch), "commits": .int(p.commits)])
+            }
+            return (.object(done), task.id)
         case "stop_task":
             let task = try await task(a)
             try await engine.task(task.id).stop()
@@ -429,6 +454,18 @@ struct MCPTools: Sendable {
         let names = running.map { "\(short($0.task.id)) \($0.task.title)" }.joined(separator: ", ")
         throw Failure(.refused, "\(running.count) of the tasks started through MCP run already, and the MCP settings allow "
             + "\(policy.maxRunning) at once (mcp.maxRunning)" + (names.isEmpty ? "" : ": \(names)"))
+    }
+
+    /// Commits what is not committed; nil when everything was, and that is fine.
+    private static func commit(_ handle: TaskHandle, message: String?, nothingIsFine: Bool)
+        async throws(AgentError) -> WorktreeCommit?
+    {
+        do {
+            return try await handle.commit(message: message)
+        } catch {
+            if nothingIsFine && error.code == .nothingToLand { return nil }
+            throw error
+        }
     }
 
     /// The agent's state in one word; `exited` once its session is gone.

@@ -91,6 +91,28 @@ struct MCPServerTests {
         func closeInput() throws { try input.fileHandleForWriting.close() }
     }
 
+    /// The lines a client script printed, one JSON object each, by their `step`.
+    final class Steps: @unchecked Sendable {
+        private let lock = NSLock()
+        private var buffer = Data()
+        private var steps: [String: [String: Any]] = [:]
+
+        func take(_ chunk: Data) {
+            lock.withLock {
+                buffer.append(chunk)
+                while let nl = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                    let line = Data(buffer[..<nl])
+                    buffer.removeSubrange(...nl)
+                    if let o = try? JSONSerialization.jsonObject(with: line) as? [String: Any], let step = o["step"] as? String {
+                        steps[step] = o
+                    }
+                }
+            }
+        }
+
+        func step(_ name: String) -> [String: Any]? { lock.withLock { steps[name] } }
+    }
+
     @Test func anAgentStartsFollowsAndStopsAnAgentOnAHost() async throws {
         let u = try User()
         let repo = try await WorktreeTests.makeRepository(u.host)
@@ -109,7 +131,7 @@ struct MCPServerTests {
         let listed = try #require(try await c.request("tools/list"), "no tool list")
         let names = ((listed["result"] as? [String: Any])?["tools"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
         #expect(Set(names ?? []) == ["list_hosts", "board", "start_task", "task_status", "wait_for_task", "task_output",
-                                     "task_diff", "send_to_task", "stop_task"], "\(listed)")
+                                     "task_diff", "send_to_task", "land_task", "stop_task"], "\(listed)")
 
         let hosts = try await c.object("list_hosts")
         let host = try #require((hosts["hosts"] as? [[String: Any]])?.first, "\(hosts)")
@@ -313,5 +335,63 @@ struct MCPServerTests {
         #expect(unknown.status == 64 && unknown.err.contains("claude, codex, gemini, kimi or vibe"), "\(unknown.err)")
         let absent = try u.run(["mcp", "install", "--for", "claude"], env: ["PATH": "/usr/bin:/bin"])
         #expect(absent.status == 1 && absent.err.contains("claude is not on PATH"), "\(absent.err)")
+    }
+
+    /// A real MCP client nobody here wrote (the Python SDK from PyPI, `Tests/Fixtures/mcp/lead.py`)
+    /// lists the tools, starts a task with the stand-in agent, waits for it (told how the wait
+    /// goes), reads its diff, lands it (a commit in the worktree) and stops it; a start whose
+    /// title breaks the schema is a tool error.
+    @Test func aRealMCPClientStartsWaitsForReadsAndLandsATask() async throws {
+        let python = "/opt/sshkit-mcp-client/bin/python"
+        try #require(FileManager.default.isExecutableFile(atPath: python), "scripts/install-deps.sh installs the Python mcp SDK in \(python)")
+        let u = try User()
+        let repo = try await WorktreeTests.makeRepository(u.host)
+        defer { Task { await u.tearDown([repo]) } }
+        try u.addHost()
+        try u.ok(["projects", "add", "fixture", repo, "--name", "app"])
+
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: python)
+        p.arguments = [TestServer.packageRoot + "/Tests/Fixtures/mcp/lead.py", AgentSessionsToolTests.binary, u.home, "app", "amp"]
+        let input = Pipe(), out = Pipe()
+        p.standardInput = input
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        let steps = Steps()
+        out.fileHandleForReading.readabilityHandler = { h in
+            let chunk = h.availableData
+            if !chunk.isEmpty { steps.take(chunk) }
+        }
+        try p.run()
+        defer { if p.isRunning { p.terminate() } }
+        func step(_ name: String, within seconds: Double = 90) async -> [String: Any]? {
+            await eventually(seconds) { steps.step(name) }
+        }
+        func json(_ step: [String: Any]?) -> [String: Any] {
+            ((step?["text"] as? String).flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) } as? [String: Any]) ?? [:]
+        }
+
+        let tools = try #require(await step("tools"), "the client listed no tools")
+        #expect((tools["text"] as? String)?.contains("land_task") == true, "\(tools)")
+        let started = await step("started")
+        #expect(started?["error"] as? Bool == false, "\(started ?? [:])")
+        let worktree = try #require(json(started)["worktree"] as? String, "\(started ?? [:])")
+        let waited = await step("waited")
+        #expect(waited?["error"] as? Bool == false && json(waited)["timedOut"] as? Bool == false, "\(waited ?? [:])")
+        _ = try await WorktreeTests.sh(u.host, #"printf 'one\ntwo\n' > "$1/worker.txt""#, worktree)
+        input.fileHandleForWriting.write(Data("go\n".utf8))
+        let diff = await step("diff")
+        #expect((json(diff)["files"] as? [[String: Any]])?.contains { $0["path"] as? String == "worker.txt" && $0["added"] as? Int == 2 } == true,
+                "\(diff ?? [:])")
+        let landed = await step("landed")
+        #expect(landed?["error"] as? Bool == false && (json(landed)["commit"] as? [String: Any])?["files"] as? Int == 1, "\(landed ?? [:])")
+        let log = try await WorktreeTests.sh(u.host, #"git -C "$1" log -1 --format=%s"#, worktree)
+        #expect(log.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines) == "Notes from the worker")
+        let stopped = await step("stopped")
+        #expect(stopped?["error"] as? Bool == false, "\(stopped ?? [:])")
+        let bad = await step("bad")
+        #expect(bad?["error"] as? Bool == true, "a title that is not a string: \(bad ?? [:])")
+        #expect(await eventually(30) { p.isRunning ? nil : true } == true, "the client did not end")
+        #expect(p.terminationStatus == 0)
     }
 }
