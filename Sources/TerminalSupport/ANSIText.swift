@@ -72,51 +72,9 @@ public enum ANSIText {
         return lines
     }
 
-    /// `style` after the SGR parameters `params` (`1;38;5;208`).
+    /// `style` after the SGR parameters `params` (`1;38;5;208`, `38:2::255:0:0`), as a
+    /// terminal reads them (`VirtualTerminal.apply`).
     static func apply(_ params: String, to style: TerminalStyle) -> TerminalStyle {
-        var s = style
-        // `:` separates the parts of one parameter in the newer form (38:2::r:g:b)
-        let p = params.isEmpty ? [0] : params.split(separator: ";", omittingEmptySubsequences: false).map {
-            Int($0.split(separator: ":").first ?? "0") ?? 0
-        }
-        var i = 0
-        func color() -> TerminalColor? {
-            // after 38/48: 5;n or 2;r;g;b
-            guard i + 1 < p.count else { return nil }
-            if p[i + 1] == 5, i + 2 < p.count {
-                defer { i += 2 }
-                return .indexed(UInt8(clamping: p[i + 2]))
-            }
-            if p[i + 1] == 2, i + 4 < p.count {
-                defer { i += 4 }
-                return .rgb(UInt8(clamping: p[i + 2]), UInt8(clamping: p[i + 3]), UInt8(clamping: p[i + 4]))
-            }
-            return nil
-        }
-        while i < p.count {
-            switch p[i] {
-            case 0: s = .plain
-            case 1: s.bold = true
-            case 2: s.dim = true
-            case 3: s.italic = true
-            case 4: s.underline = true
-            case 7: s.reverse = true
-            case 22: s.bold = false; s.dim = false
-            case 23: s.italic = false
-            case 24: s.underline = false
-            case 27: s.reverse = false
-            case 30...37: s.foreground = .indexed(UInt8(p[i] - 30))
-            case 38: if let c = color() { s.foreground = c }
-            case 39: s.foreground = .default
-            case 40...47: s.background = .indexed(UInt8(p[i] - 40))
-            case 48: if let c = color() { s.background = c }
-            case 49: s.background = .default
-            case 90...97: s.foreground = .indexed(UInt8(p[i] - 90 + 8))
-            case 100...107: s.background = .indexed(UInt8(p[i] - 100 + 8))
-            default: break
-            }
-            i += 1
-        }
-        return s
+        VirtualTerminal.apply(params.split(separator: ";", omittingEmptySubsequences: false).map(String.init), to: style)
     }
 }

@@ -90,8 +90,7 @@ struct MCPCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await running {
-                let server = command ?? ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-                    ?? CommandLine.arguments[0])
+                let server = command ?? Service.binaryPath()
                 guard let commands = Self.commands(for: agent, server: server) else {
                     throw Failure.usage("--for is claude, codex, gemini, kimi or vibe, not \(agent)")
                 }
@@ -137,9 +136,7 @@ struct MCPCommand: AsyncParsableCommand {
             let data = out.fileHandleForReading.readDataToEndOfFile()
             p.waitUntilExit()
             watchdog.cancel()
-            let text = stripEscapes(String(decoding: data, as: UTF8.self)).split(whereSeparator: \.isNewline)
-                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")
-            return (p.terminationStatus, text)
+            return (p.terminationStatus, Failure.oneLine(stripEscapes(String(decoding: data, as: UTF8.self))))
         }
     }
 
