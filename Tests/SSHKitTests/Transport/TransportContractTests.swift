@@ -413,11 +413,15 @@ struct TransportContractTests {
             // a writer in WAL mode: the transport's own streaming process
             let writer = try await t.startProcess("sqlite3", arguments: [Self.argument(db)], environment: [:])
             defer { writer.cancel() }
-            try await writer.input.write("PRAGMA journal_mode=WAL; CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);\n")
+            // it waits for a lock as an application does (the count read below can hold one
+            // while the journal mode changes: without a busy timeout sqlite3 gives up at once)
+            try await writer.input.write(".timeout 10000\nPRAGMA journal_mode=WAL; CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);\n")
             for i in 0..<300 { try await writer.input.write("INSERT INTO t(v) VALUES ('row \(i)');\n") }
-            // wait until the 300 rows are committed (to the WAL: far below a checkpoint)
+            // wait until the 300 rows are committed (to the WAL: far below a checkpoint); the
+            // bound only catches a hang (a loaded machine can take seconds to run the writer)
             var rows = 0
-            for _ in 0..<100 where rows < 300 {
+            let deadline = ContinuousClock.now + .seconds(60)
+            while rows < 300 && ContinuousClock.now < deadline {
                 let r = try await t.runProcess("sqlite3", Self.argument(db), "SELECT count(*) FROM t;")
                 rows = Int(r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
                 if rows < 300 { try await Task.sleep(for: .milliseconds(50)) }
