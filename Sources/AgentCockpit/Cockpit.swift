@@ -43,14 +43,18 @@ public final class Cockpit: Sendable {
     let previewInterval: Duration
     /// How often every host is asked afresh (files changed, last activity).
     let boardInterval: Duration
+    let approvals: CockpitApprovals?
 
     /// - Parameter attach: attaches the terminal to the agent of a conversation until the
     ///   user detaches (the cockpit has given the terminal up meanwhile and draws itself
     ///   whole after), and says how it went.
+    /// - Parameter approvals: what waits for the user's yes (read each second), and how
+    ///   an answer is given.
     public init(engine: AgentOrchestrator, terminal: Terminal, previewInterval: Duration = .milliseconds(500),
-                boardInterval: Duration = .seconds(30),
+                boardInterval: Duration = .seconds(30), approvals: CockpitApprovals? = nil,
                 attach: @escaping @Sendable (ChatID) async -> (text: String, isError: Bool)?)
     {
+        self.approvals = approvals
         self.engine = engine
         self.terminal = terminal
         self.attach = attach
@@ -69,6 +73,8 @@ public final class Cockpit: Sendable {
         case pane(id: String, tab: CockpitModel.Tab, lines: [[StyledText]])
         case paneFailed(id: String, tab: CockpitModel.Tab, why: String)
         case tick
+        /// What waits for the user's yes now.
+        case requests([CockpitApprovals.Request])
         /// The selected agent's screen stopped being followed (its session ended, or the
         /// host could not be followed: the preview is then read every `previewInterval`).
         case followEnded(id: ChatID, failed: Bool)
@@ -147,6 +153,13 @@ public final class Cockpit: Sendable {
                 case .stopFollowing:
                     follow?.cancel()
                     follow = nil
+                case .run(.answerRequest(let id, let yes), _):
+                    guard let approvals else { break }
+                    Task {
+                        let (text, isError) = approvals.answer(id, yes)
+                        sink.yield(.requests(approvals.pending()))
+                        sink.yield(.done(text, isError: isError, refresh: yes && !isError, forwards: Self.forwards(engine)))
+                    }
                 case .run(let command, let label):
                     Task { [engine] in if let e = await Self.act(command, label: label, on: engine) { sink.yield(e) } }
                 case .openForm(let preferred, let selectedProject):
@@ -198,6 +211,16 @@ public final class Cockpit: Sendable {
                 sink.yield(.tick)
             }
         }
+        let asked = Task { [approvals] in
+            guard let approvals else { return }
+            var last: [CockpitApprovals.Request] = []
+            while !Task.isCancelled {
+                let now = approvals.pending()
+                if now != last { sink.yield(.requests(now)) }
+                last = now
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
         let resizes = Task { [terminal] in
             for await _ in terminal.resizes { sink.yield(.resize) }
         }
@@ -207,6 +230,7 @@ public final class Cockpit: Sendable {
             keys.cancel()
             updates.cancel()
             clock.cancel()
+            asked.cancel()
             resizes.cancel()
         }
         guard await carryOut(state.start(now: .now, size: terminal.size())) else { return }
@@ -323,7 +347,7 @@ public final class Cockpit: Sendable {
                     }
                     return done(error.message, isError: true, refresh: false)
                 }
-            case .quit, .refreshPane, .refreshBoard, .openNewTask, .attach:
+            case .quit, .refreshPane, .refreshBoard, .openNewTask, .attach, .answerRequest:
                 return nil
             }
         } catch {
@@ -386,5 +410,31 @@ public final class Cockpit: Sendable {
         if line.hasPrefix("-") { return TerminalStyle(foreground: .indexed(1)) }
         if line.hasPrefix("@@") { return TerminalStyle(foreground: .indexed(6)) }
         return .plain
+    }
+}
+
+/// What waits for the user's yes or no, from outside the engine (a start an agent asked
+/// for through MCP): the cockpit reads `pending` each second, shows the first on its
+/// status line, and Y or N answers it through `answer`.
+public struct CockpitApprovals: Sendable {
+    public struct Request: Sendable, Equatable {
+        public var id: String
+        /// One line: who asks what.
+        public var text: String
+
+        public init(id: String, text: String) {
+            self.id = id
+            self.text = text
+        }
+    }
+
+    public var pending: @Sendable () -> [Request]
+    /// Answers a request (true: yes); the line to show, and whether it is an error.
+    public var answer: @Sendable (_ id: String, _ yes: Bool) -> (text: String, isError: Bool)
+
+    public init(pending: @escaping @Sendable () -> [Request],
+                answer: @escaping @Sendable (_ id: String, _ yes: Bool) -> (text: String, isError: Bool)) {
+        self.pending = pending
+        self.answer = answer
     }
 }

@@ -40,6 +40,8 @@ public enum CockpitCommand: Sendable, Equatable {
     case check(taskID: TaskID, command: String)
     /// Keep this attempt of its work; the others are archived.
     case pick(taskID: TaskID)
+    /// Answer a request that waits for the user (an agent asking through MCP to start one).
+    case answerRequest(id: String, yes: Bool)
     case quit
 }
 
@@ -66,6 +68,7 @@ public enum CockpitKeys {
         ("O", "forward the task's port here (its dev server) while the cockpit runs"),
         ("=", "attempts: run a check command in every attempt of the work (the compare tab shows it)"),
         ("K", "attempts: keep this one (asks first); the others are archived, their branches kept"),
+        ("Y  N", "allow or deny what an agent asks of you, shown on the status line (a start through MCP)"),
         ("/", "filter by title, host, project, agent, branch or state (esc clears)"),
         ("g", "ask every host afresh"),
         ("?", "this help (any key closes it)"),
@@ -296,6 +299,12 @@ public enum CockpitKeys {
         case (.character("]"), []), (.down, .shift):
             model.scroll += model.tab == .diff ? 1 : -1
             model.scroll = max(0, model.scroll)
+        case (.character("Y"), _), (.character("N"), _):
+            guard let request = model.requests.first else {
+                model.message = ("nothing waits for your yes", true)
+                return nil
+            }
+            if case .character(let c) = press.key { return .answerRequest(id: request.id, yes: c == "Y") }
         case (.character("?"), _):
             model.mode = .help
         case (.character("/"), []):

@@ -123,6 +123,8 @@ struct CockpitState {
             }
             if now - lastBoard >= boardInterval { effects += readBoard(live: true) }
             return effects
+        case .requests(let list):
+            model.requests = list
         case .followEnded(let id, let failed):
             if following?.id == id { following = nil }
             if failed { followFailed[id] = now }
@@ -212,7 +214,7 @@ struct CockpitState {
             return [.run(command, label: label)]
         case .delete(let id, _):
             return [.run(command, label: model.board.rows.first { $0.task.id == id }?.task.title ?? id.rawValue)]
-        case .detectAgents, .addChat, .send, .stop, .resume, .archive:
+        case .detectAgents, .addChat, .send, .stop, .resume, .archive, .answerRequest:
             break
         }
         return [.run(command, label: "")]

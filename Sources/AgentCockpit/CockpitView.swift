@@ -414,6 +414,14 @@ public enum CockpitView {
                 s.write(m.text, row: row, column: 0, style: m.isError ? Style.error : Style.key)
                 return nil
             }
+            if let r = model.requests.first {
+                let more = model.requests.count > 1 ? " (\(model.requests.count - 1) more after)" : ""
+                let keys = " · Y allow · N deny" + more
+                let room = max(10, s.columns - TerminalWidth.of(keys))
+                let c = s.write(TerminalWidth.truncate(r.text, to: room), row: row, column: 0, style: Style.error)
+                s.write(keys, row: row, column: c, style: Style.key)
+                return nil
+            }
             var c = 0
             for (key, what) in CockpitKeys.hints {
                 let part = TerminalWidth.of(key) + TerminalWidth.of(what) + 3

@@ -41,7 +41,21 @@ struct CockpitCommand: AsyncParsableCommand {
                 input: { LocalTerminal.keystrokes() }, write: { LocalTerminal.writeOut($0) },
                 size: { LocalTerminal.size().map { ($0.columns, $0.rows) } ?? (80, 24) }, resizes: resizes,
                 colors: TerminalColors.from(environment: context.environment))
-            let cockpit = Cockpit(engine: context.orchestrator, terminal: terminal) { conversationID in
+            let requests = MCPRequests(storePath: context.storePath)
+            let approvals = CockpitApprovals(
+                pending: {
+                    requests.pending().map { CockpitApprovals.Request(id: $0.id, text: "\($0.client) asks to start \($0.what)") }
+                },
+                answer: { id, yes in
+                    do {
+                        let (r, a, made) = try requests.answer(id, yes ? .yes : .no, by: "cockpit")
+                        if !made { return ("\(r.what): answered already (\(a.outcome.rawValue), \(a.by))", true) }
+                        return (yes ? "allowed: \(r.what) starts now" : "denied: \(r.what)", false)
+                    } catch {
+                        return (Failure.from(error).message, true)
+                    }
+                })
+            let cockpit = Cockpit(engine: context.orchestrator, terminal: terminal, approvals: approvals) { conversationID in
                 screen.suspend()
                 defer { screen.resume() }
                 return await attach(conversationID, context: context, detach: detach)

@@ -27,7 +27,10 @@ final class Context: Sendable {
     let orchestrator: AgentOrchestrator
     let environment: [String: String]
 
-    init(_ options: GlobalOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+    /// - Parameter agentsStartedHere: variables every agent this context starts gets in
+    ///   its environment (beside its provider's own).
+    init(_ options: GlobalOptions, environment: [String: String] = ProcessInfo.processInfo.environment,
+         agentsStartedHere: [String: String] = [:]) throws {
         self.environment = environment
         let path = Self.storePath(options, environment: environment)
         storePath = path
@@ -35,7 +38,13 @@ final class Context: Sendable {
         config = try ToolConfiguration.load(options.configPath ?? ToolConfiguration.defaultPath(environment: environment))
         let config = config
         let environment = environment
-        orchestrator = AgentOrchestrator(store: store, providerSettings: config.providers, searchPath: config.searchPath,
+        var providers = config.providers
+        if !agentsStartedHere.isEmpty {
+            for id in Set(AgentProvider.all.map(\.id)).union(providers.keys) {
+                providers[id, default: AgentProviderSettings()].environment.merge(agentsStartedHere) { own, _ in own }
+            }
+        }
+        orchestrator = AgentOrchestrator(store: store, providerSettings: providers, searchPath: config.searchPath,
                                          screenRules: Self.screenRules(config.screenRulesPath)) { record in
             SSHTransport(configuration: try HostConnection.configuration(for: record, environment: environment),
                          serverID: record.serverID)
@@ -70,9 +79,10 @@ final class Context: Sendable {
 
     /// Opens the context, runs `body`, closes the connections; failures become one line
     /// and an exit status.
-    static func with(_ options: GlobalOptions, _ body: (Context) async throws -> Void) async throws {
+    static func with(_ options: GlobalOptions, agentsStartedHere: [String: String] = [:],
+                     _ body: (Context) async throws -> Void) async throws {
         try await running {
-            let context = try Context(options)
+            let context = try Context(options, agentsStartedHere: agentsStartedHere)
             do {
                 try await body(context)
             } catch {

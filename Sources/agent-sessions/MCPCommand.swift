@@ -12,7 +12,7 @@ struct MCPCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mcp",
         abstract: "An MCP server on stdin and stdout: tools for agents to start, follow and stop agents on your hosts.",
-        subcommands: [Serve.self, Log.self, Install.self], defaultSubcommand: Serve.self)
+        subcommands: [Serve.self, Log.self, Install.self, Requests.self, Allow.self, Deny.self], defaultSubcommand: Serve.self)
 
     struct Serve: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -29,7 +29,7 @@ struct MCPCommand: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            try await Context.with(global) { context in
+            try await Context.with(global, agentsStartedHere: [MCPPolicy.workerVariable: "1"]) { context in
                 let version = String(cString: sshkit_build_version_line())
                 let server = Server(name: "agent-sessions", version: version,
                                     instructions: "Coding agents in git worktrees on the user's hosts, inside tmux: start a task, "
@@ -55,6 +55,16 @@ struct MCPCommand: AsyncParsableCommand {
                     .init(contents: [try await tools.read(params.uri)])
                 }
                 try await server.start(transport: StdioTransport())
+                // every initialize answered, not only the first: a client may begin a new
+                // session on a server it kept running (fastmcp, which Kimi uses, does)
+                let capabilities = await server.capabilities
+                await server.withMethodHandler(Initialize.self) { params in
+                    tools.client.set(params.clientInfo.name)
+                    let version = Version.supported.contains(params.protocolVersion) ? params.protocolVersion : Version.latest
+                    return Initialize.Result(protocolVersion: version, capabilities: capabilities,
+                                             serverInfo: .init(name: server.name, version: server.version),
+                                             instructions: server.instructions)
+                }
                 await server.waitUntilCompleted()
             }
         }
@@ -62,16 +72,20 @@ struct MCPCommand: AsyncParsableCommand {
 
     struct Install: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Adds this MCP server to an agent's own MCP settings on this machine (or takes it out).",
+            abstract: "Adds this MCP server to an agent's own MCP settings, on this machine or on a host (or takes it out).",
             discussion: """
                 Runs the agent's own command for it, so the agent's settings are written as the agent writes them: \
                 claude mcp add --scope user, codex mcp add, gemini mcp add --scope user, kimi mcp add, vibe mcp add. \
-                The server is added as agent-sessions, its command this executable by its absolute path (--command \
-                names another); one added before is replaced.
+                The server is added as agent-sessions; one added before is replaced. Here its command is this \
+                executable by its absolute path; with --host the agent's command runs on that host (found on its \
+                search path, as agents are started) and the server's command is agent-sessions on the host's PATH, \
+                for an agent-sessions installed there. --command names another.
                 """)
+        @OptionGroup var global: GlobalOptions
         @Option(name: .customLong("for"), help: "The agent: claude, codex, gemini, kimi or vibe.") var agent: String
+        @Option(help: "On this host (its name in agent-sessions hosts), not this machine.") var host: String?
         @Flag(help: "Take the server out of the agent's settings.") var remove = false
-        @Option(help: "The server's command (default: this executable).") var command: String?
+        @Option(help: "The server's command (default: this executable; with --host, agent-sessions).") var command: String?
         @Option(help: "The agent's executable (default: found on PATH).") var binary: String?
 
         /// The agent's commands that add and remove a stdio server `name` running `server mcp`.
@@ -89,6 +103,12 @@ struct MCPCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
+            if let host {
+                try await Context.with(global) { context in
+                    try await onHost(context, host)
+                }
+                return
+            }
             try await running {
                 let server = command ?? Service.binaryPath()
                 guard let commands = Self.commands(for: agent, server: server) else {
@@ -100,21 +120,51 @@ struct MCPCommand: AsyncParsableCommand {
                 guard let exe else {
                     throw Failure(.failed, "\(agent) is not on PATH here; install it, or name it with --binary")
                 }
-                // taken out first, so that adding replaces one added before (a removal of none fails: that is fine)
-                let removed = try Self.execute(exe, commands.remove)
-                if remove {
-                    guard removed.status == 0 else {
-                        throw Failure(.failed, "\(agent) \(commands.remove.joined(separator: " ")) failed: \(removed.output)")
-                    }
-                    print("took agent-sessions out of \(agent)'s MCP servers")
-                    return
-                }
-                let added = try Self.execute(exe, commands.add)
-                guard added.status == 0 else {
-                    throw Failure(.failed, "\(agent) \(commands.add.joined(separator: " ")) failed: \(added.output)")
-                }
-                print("added agent-sessions to \(agent)'s MCP servers: \(server) mcp")
+                try Self.apply(commands, remove: remove, where: "") { try Self.execute(exe, $0) }
             }
+        }
+
+        private func onHost(_ context: Context, _ name: String) async throws {
+            let server = command ?? "agent-sessions"
+            guard let commands = Self.commands(for: agent, server: server) else {
+                throw Failure.usage("--for is claude, codex, gemini, kimi or vibe, not \(agent)")
+            }
+            let handle = context.orchestrator.host(try await context.host(named: name).id)
+            let exe = binary ?? agent
+            var outcomes: [(Int32, String)] = []
+            for args in [commands.remove, commands.add] {
+                let r = try await handle.runAgentCommand(exe, arguments: args)
+                let status: Int32 = if case .exited(let code) = r.status { code } else { -1 }
+                if status == 127 && r.output.contains("not on the host's search path") {
+                    throw Failure(.failed, "\(exe) is not on \(name)'s search path; install it there, or name it with --binary")
+                }
+                outcomes.append((status, Failure.oneLine(stripEscapes(r.output))))
+                if remove { break }
+            }
+            var i = 0
+            try Self.apply(commands, remove: remove, where: " on \(name)") { _ in
+                defer { i += 1 }
+                return outcomes[i]
+            }
+        }
+
+        /// Takes the server out first, so that adding replaces one added before (taking out
+        /// none fails: that is fine), then adds it; prints what was done.
+        static func apply(_ commands: (add: [String], remove: [String]), remove: Bool, where place: String,
+                          _ execute: ([String]) throws -> (status: Int32, output: String)) throws {
+            let removed = try execute(commands.remove)
+            if remove {
+                guard removed.status == 0 else {
+                    throw Failure(.failed, "\(commands.remove.joined(separator: " ")) failed\(place): \(removed.output)")
+                }
+                print("took agent-sessions out of the agent's MCP servers\(place)")
+                return
+            }
+            let added = try execute(commands.add)
+            guard added.status == 0 else {
+                throw Failure(.failed, "\(commands.add.joined(separator: " ")) failed\(place): \(added.output)")
+            }
+            print("added agent-sessions to the agent's MCP servers\(place): \(commands.add.joined(separator: " "))")
         }
 
         /// Runs `exe args`, its output (standard output and error together, one line) and status.
@@ -140,6 +190,73 @@ struct MCPCommand: AsyncParsableCommand {
         }
     }
 
+    struct Requests: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The starts MCP clients asked for that wait for your yes (the settings' mcp.ask).",
+            discussion: "Answer one with agent-sessions mcp allow ID or deny ID (or Y and N in the cockpit). --all lists the answered ones too.")
+        @OptionGroup var global: GlobalOptions
+        @Flag(help: "The answered and expired ones too.") var all = false
+        @Flag(help: "JSON, for scripts.") var json = false
+
+        func run() async throws {
+            try await running {
+                let requests = MCPRequests(storePath: Context.storePath(global))
+                let now = Date()
+                let shown = requests.all().filter { all || ($0.answer == nil && $0.request.expires > now) }
+                if json {
+                    printJSON(.array(shown.map { r, a in
+                        .object(["id": .string(r.id), "at": .date(r.at), "expires": .date(r.expires), "client": .string(r.client),
+                                 "host": .string(r.host), "project": .string(r.project), "title": .string(r.title),
+                                 "agent": .string(r.agent), "prompt": r.prompt.map(JSONValue.string) ?? .null,
+                                 "answer": .string(a?.outcome.rawValue ?? (r.expires > now ? "waiting" : "expired"))])
+                    }))
+                    return
+                }
+                if shown.isEmpty {
+                    note(all ? "no MCP requests" : "no MCP request waits for an answer")
+                    return
+                }
+                var table = Table(["ID", "ASKED", "BY", "START", "ANSWER"])
+                for (r, a) in shown {
+                    let answer = a.map { "\($0.outcome.rawValue) (\($0.by))" }
+                        ?? (r.expires > now ? "waiting, \(Int(r.expires.timeIntervalSince(now))) s left" : "expired")
+                    table.add([r.id, iso8601(r.at), r.client, TerminalWidth.truncate(r.what, to: 60), answer])
+                }
+                table.print()
+            }
+        }
+    }
+
+    struct Allow: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Lets a start an MCP client asked for go ahead.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The request's id (or its start), as mcp requests lists it.") var id: String
+
+        func run() async throws {
+            try await running { try MCPCommand.answer(id, .yes, global: global) }
+        }
+    }
+
+    struct Deny: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Refuses a start an MCP client asked for.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The request's id (or its start), as mcp requests lists it.") var id: String
+
+        func run() async throws {
+            try await running { try MCPCommand.answer(id, .no, global: global) }
+        }
+    }
+
+    /// Answers a request; an answer given before (or its time being up) is a refusal.
+    static func answer(_ id: String, _ outcome: MCPAnswer.Outcome, global: GlobalOptions) throws {
+        let (request, answer, made) = try MCPRequests(storePath: Context.storePath(global)).answer(id, outcome, by: "command")
+        guard made else {
+            throw Failure(.refused, "the request \(request.id) (\(request.what)) has its answer already: \(answer.outcome.rawValue)"
+                + " (\(answer.by), \(iso8601(answer.at)))")
+        }
+        print(outcome == .yes ? "allowed: \(request.what) starts now" : "denied: \(request.what) is not started")
+    }
+
     struct Log: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Every call MCP clients made: when, the tool, its arguments, the task, and how it went.")
@@ -155,6 +272,7 @@ struct MCPCommand: AsyncParsableCommand {
                 if json {
                     printJSON(.array(entries.map { e in
                         .object(["at": .date(e.at), "tool": .string(e.tool), "ok": .bool(e.ok), "milliseconds": .int(e.milliseconds),
+                                 "client": e.client.map(JSONValue.string) ?? .null,
                                  "task": e.task.map(JSONValue.string) ?? .null, "error": e.error.map(JSONValue.string) ?? .null,
                                  "arguments": .object(e.arguments.mapValues(JSONValue.string))])
                     }))
@@ -180,6 +298,15 @@ struct MCPCommand: AsyncParsableCommand {
 /// The tools: each a call on the engine's door, its result as JSON text.
 struct MCPTools: Sendable {
     let context: Context
+    /// The client's name, as it gave it when it began.
+    let client = Named()
+
+    final class Named: @unchecked Sendable {
+        private let lock = NSLock()
+        private var name = "an MCP client"
+        func set(_ n: String) { lock.withLock { name = n.isEmpty ? name : n } }
+        func get() -> String { lock.withLock { name } }
+    }
     var policy: MCPPolicy { context.config.mcp }
     var audit: MCPAudit { MCPAudit(storePath: context.storePath) }
 
@@ -205,13 +332,17 @@ struct MCPTools: Sendable {
                                   "title": ("string", "The task's title (its branch and worktree are named after it)."),
                                   "agent": ("string", "The agent: claude, codex, gemini, vibe, kimi, hermes, … (agent-sessions agents list)."),
                                   "prompt": ("string", "What the agent is asked first."),
-                                  "base": ("string", "The branch or commit to start from (default: the checkout's branch).")],
+                                  "base": ("string", "The branch or commit to start from (default: the checkout's branch)."),
+                                  "auto_approve": ("boolean", "Start the agent with its own flag that approves its actions without asking (claude's --dangerously-skip-permissions, kimi's --yolo, …); default false: it asks, and wait_for_task returns with its question.")],
                                  required: ["project", "title", "agent"])),
         Tool(name: "task_status", description: "A task's state now: each agent's state, where it came from (hook, screen, process) and the question it waits on.",
              inputSchema: schema(["task": taskArgument], required: ["task"]), annotations: .init(readOnlyHint: true)),
-        Tool(name: "wait_for_task", description: "Waits until the task's agent needs input, is done with its turn, is idle or has exited, or the time is up (then the state as it is, with timedOut). The agent goes on running either way.",
+        Tool(name: "wait_for_task", description: "Waits until the task's agent needs input, is done with its turn, is idle or has exited, or the time is up (then the state as it is, with timedOut); once settled, with lastTurn, the screen it ended on. The agent goes on running either way, also when the wait is cut.",
              inputSchema: schema(["task": taskArgument,
                                   "timeout_seconds": ("integer", "At most this long: 0 to 3600 (default 300; 0 gives the state at once).")],
+                                 required: ["task"]), annotations: .init(readOnlyHint: true)),
+        Tool(name: "task_result", description: "What the task's agent last said and what it changed, for a lead that comes back later: the screen it ended its last turn with (kept on its host by the host's watcher, also after its session ended), its state now, and each file changed against the base.",
+             inputSchema: schema(["task": taskArgument, "lines": ("integer", "How many of the screen's last lines (default 40).")],
                                  required: ["task"]), annotations: .init(readOnlyHint: true)),
         Tool(name: "task_output", description: "The last lines of the task's agent's terminal, as text.",
              inputSchema: schema(["task": taskArgument, "lines": ("integer", "How many of the last lines (default 60).")],
@@ -239,7 +370,7 @@ struct MCPTools: Sendable {
     func call(_ name: String, _ arguments: [String: Value], progress: Progress? = nil) async -> CallTool.Result {
         let start = ContinuousClock.now
         var entry = MCPAudit.Entry(at: Date(), tool: name, arguments: arguments.mapValues(Self.describe), ok: true,
-                                   task: nil, error: nil, milliseconds: 0)
+                                   task: nil, error: nil, milliseconds: 0, client: client.get())
         defer {
             entry.milliseconds = Int((ContinuousClock.now - start) / .milliseconds(1))
             audit.record(entry)
@@ -311,14 +442,37 @@ struct MCPTools: Sendable {
             }
             return (board.json, nil)
         case "start_task":
+            try policy.checkNotAWorker(environment: context.environment)
             let project = try await context.project(try string(a, "project"))
-            try policy.check(project: project, on: try await context.records.host(project.hostID))
+            let host = try await context.records.host(project.hostID)
+            try policy.check(project: project, on: host)
             let agent = try string(a, "agent")
             try policy.check(agent: agent)
+            _ = try AgentProvider.named(agent)
             let title = try string(a, "title")
+            let autoApprove = a["auto_approve"]?.boolValue ?? false
             try await checkRunning()
+            if policy.ask {
+                let now = Date()
+                let request = MCPRequest(id: String(format: "%08x", UInt32.random(in: 0...UInt32.max)), at: now,
+                                         expires: now.addingTimeInterval(Double(policy.askSeconds)), client: client.get(),
+                                         host: host.name, project: project.name, title: title, agent: agent,
+                                         prompt: a["prompt"]?.stringValue, autoApprove: autoApprove)
+                let answer = try await MCPRequests(storePath: context.storePath)
+                    .ask(request, channels: context.config.notifications.channels, progress: progress)
+                switch answer.outcome {
+                case .yes: break
+                case .no: throw Failure(.refused, "the user did not allow starting \(request.what) (request \(request.id))")
+                case .expired:
+                    throw Failure(.refused, "the user did not answer within \(policy.askSeconds) s, so \(request.what) was not started "
+                        + "(request \(request.id); mcp.askSeconds in the settings file)")
+                }
+                // the others started meanwhile count too
+                try await checkRunning()
+            }
             let (_, task, _, _) = try await engine.project(project.id).createTask(
-                title: title, providerID: agent, prompt: a["prompt"]?.stringValue, baseRef: a["base"]?.stringValue)
+                title: title, providerID: agent, prompt: a["prompt"]?.stringValue, autoApprove: autoApprove,
+                baseRef: a["base"]?.stringValue)
             return (try await row(task.id), task.id)
         case "task_status":
             let task = try await task(a)
@@ -327,26 +481,20 @@ struct MCPTools: Sendable {
             let task = try await task(a)
             let seconds = a["timeout_seconds"].map { $0.intValue ?? -1 } ?? 300
             guard (0...3600).contains(seconds) else { throw Failure.usage("timeout_seconds is a whole number of seconds, 0 to 3600") }
-            let limit = Double(seconds)
-            let main = try await engine.task(task.id).main()
-            let start = Date()
-            var told: (activity: String, at: Date)?
-            while true {
-                let activity = try await Self.activity(of: main)
-                let settled = ["waiting", "done", "idle", "exited", "stopped", "lost"].contains(activity)
-                if settled || Date().timeIntervalSince(start) >= limit {
-                    guard case .object(var o) = try await row(task.id) else { return (.null, task.id) }
-                    o["timedOut"] = .bool(!settled)
-                    return (.object(o), task.id)
-                }
-                // told at each change of state, and every 10 s meanwhile
-                if let progress, told == nil || told!.activity != activity || Date().timeIntervalSince(told!.at) >= 10 {
-                    let waited = Date().timeIntervalSince(start)
-                    await progress(waited.rounded(), limit, "\(task.title): \(activity) after \(Int(waited)) s")
-                    told = (activity, Date())
-                }
-                try await Task.sleep(for: .seconds(1))
-            }
+            return (try await wait(for: task, seconds: Double(seconds), progress: progress), task.id)
+        case "task_result":
+            let task = try await task(a)
+            let lines = min(2000, max(1, a["lines"]?.intValue ?? 40))
+            let handle = engine.task(task.id)
+            let main = try await handle.main()
+            guard case .object(var o) = try await row(task.id) else { return (.null, task.id) }
+            o["lastTurn"] = Self.json(try await main.lastTurn(), lines: lines)
+            let diff = try await handle.diff()
+            o["files"] = .array(diff.files.map {
+                .object(["path": .string($0.path), "added": $0.added.map(JSONValue.int) ?? .null,
+                         "removed": $0.removed.map(JSONValue.int) ?? .null, "new": .bool($0.isUntracked)])
+            })
+            return (.object(o), task.id)
         case "task_output":
             let task = try await task(a)
             let lines = min(2000, max(1, a["lines"]?.intValue ?? 60))
@@ -473,6 +621,68 @@ struct MCPTools: Sendable {
             if error.code == .sessionNotRunning { return "exited" }
             throw error
         }
+    }
+
+    /// The last turn as the tools give it: how it ended, when, the screen's last `lines` lines.
+    static func json(_ turn: AgentLastTurn?, lines: Int) -> JSONValue {
+        guard let turn else { return .null }
+        let name = turn.activity.name
+        return .object(["state": .string(name), "at": .date(turn.at),
+                        "screen": .string(turn.screen.split(separator: "\n", omittingEmptySubsequences: false).suffix(lines)
+                            .joined(separator: "\n"))])
+    }
+
+    /// Waits until the task's main agent has settled (waiting, done, idle, exited, …) or
+    /// `seconds` passed: the host's events are followed, and the state asked again at each
+    /// event of the agent's (and every 5 s, should the events fail); `progress` is told at
+    /// each change and every 10 s.
+    private func wait(for task: TaskRecord, seconds: Double, progress: Progress?) async throws -> JSONValue {
+        let engine = context.orchestrator
+        let main = try await engine.task(task.id).main()
+        let (_, host) = try await context.records.placeOf(task)
+        let events = Counter()
+        let follower = Task {
+            for await update in engine.followStatus(hosts: [host]) {
+                switch update {
+                case .status(_, _, let c) where c?.id == main.id: events.add()
+                case .hostConnected: events.add()
+                default: break
+                }
+            }
+        }
+        defer { follower.cancel() }
+        let start = Date()
+        var asked: (count: Int, at: Date)?
+        var told: (activity: String, at: Date)?
+        var activity = ""
+        while true {
+            let count = events.value
+            if asked == nil || asked!.count != count || Date().timeIntervalSince(asked!.at) >= 5 {
+                asked = (count, Date())
+                activity = try await Self.activity(of: main)
+            }
+            let settled = ["waiting", "done", "idle", "exited", "stopped", "lost"].contains(activity)
+            if settled || Date().timeIntervalSince(start) >= seconds {
+                guard case .object(var o) = try await row(task.id) else { return .null }
+                o["timedOut"] = .bool(!settled)
+                if settled { o["lastTurn"] = Self.json(try? await main.lastTurn(), lines: 40) }
+                return .object(o)
+            }
+            // told at each change of state, and every 10 s meanwhile
+            if let progress, told == nil || told!.activity != activity || Date().timeIntervalSince(told!.at) >= 10 {
+                let waited = Date().timeIntervalSince(start)
+                await progress(waited.rounded(), seconds, "\(task.title): \(activity) after \(Int(waited)) s")
+                told = (activity, Date())
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    final class Counter: @unchecked Sendable {
+        private let lock = NSLock()
+        private var n = 0
+        func add() { lock.withLock { n += 1 } }
+        var value: Int { lock.withLock { n } }
     }
 
     /// The task's row of the board, with every host asked.

@@ -4,25 +4,40 @@ import Foundation
 /// What an MCP client of `agent-sessions mcp` may use, from the settings file's `mcp`:
 ///
 ///     "mcp": {"hosts": ["build-1"], "projects": ["app", "build-1/web"],
-///             "agents": ["claude", "codex"], "maxRunning": 4}
+///             "agents": ["claude", "codex"], "maxRunning": 4,
+///             "ask": true, "askSeconds": 300, "workers": false}
 ///
 /// A list left out allows all. `maxRunning`: at most this many tasks started through MCP
 /// with an agent running at once (default 8; 0 starts none). The tools see only the
-/// allowed hosts' and projects' tasks.
+/// allowed hosts' and projects' tasks. `ask`: each start waits for the user's yes
+/// (`mcp allow`, or the cockpit), told through the notification channels; no answer within
+/// `askSeconds` (default 300) is no. `workers`: whether an agent started through MCP may
+/// itself start agents through an `agent-sessions mcp` it runs (default no: its server
+/// refuses `start_task`).
 struct MCPPolicy: Sendable {
     static let defaultMaxRunning = 8
+    static let defaultAskSeconds = 300
+
+    /// The variable every agent started through MCP has in its environment.
+    static let workerVariable = "AGENT_SESSIONS_MCP_WORKER"
 
     var hosts: [String]?
     /// Names, or `HOST/NAME`.
     var projects: [String]?
     var agents: [String]?
     var maxRunning = Self.defaultMaxRunning
+    var ask = false
+    var askSeconds = Self.defaultAskSeconds
+    var workers = false
 
     struct File: Decodable {
         var hosts: [String]?
         var projects: [String]?
         var agents: [String]?
         var maxRunning: Int?
+        var ask: Bool?
+        var askSeconds: Int?
+        var workers: Bool?
     }
 
     func allows(host: HostRecord) -> Bool { hosts.map { $0.contains(host.name) } ?? true }
@@ -38,6 +53,35 @@ struct MCPPolicy: Sendable {
             throw Failure(.refused, "the project \(host.name)/\(project.name) is not one the MCP settings allow "
                 + "(mcp.hosts and mcp.projects in the settings file)")
         }
+    }
+
+    /// Refuses a start from a server that runs inside an agent started through MCP, unless
+    /// workers may start agents. The agent has `workerVariable` in its environment; an
+    /// agent's MCP client may start its servers with a few variables only (the MCP SDKs'
+    /// default), so the processes above this one are looked at too.
+    func checkNotAWorker(environment: [String: String]) throws {
+        guard !workers, environment[Self.workerVariable] != nil || Self.anAncestorIsAWorker() else { return }
+        throw Failure(.refused, "this MCP server runs inside an agent that was itself started through MCP, and the MCP "
+            + "settings do not let such workers start agents (mcp.workers in the settings file)")
+    }
+
+    /// Whether a process above this one (its parent, and theirs, to the first) has
+    /// `workerVariable` in its environment, as /proc shows it.
+    static func anAncestorIsAWorker() -> Bool {
+        var pid = getppid()
+        let marker = Array((workerVariable + "=").utf8)
+        for _ in 0..<64 where pid > 1 {
+            if let environ = FileManager.default.contents(atPath: "/proc/\(pid)/environ") {
+                for entry in environ.split(separator: 0) where entry.starts(with: marker) { return true }
+            }
+            // the parent's parent: the field after the command's closing parenthesis and the state
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return false }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 1, let parent = Int32(fields[1]) else { return false }
+            pid = parent
+        }
+        return false
     }
 
     func check(agent: String) throws {
@@ -66,6 +110,8 @@ struct MCPAudit: Sendable {
         /// The error's message, for a call that failed.
         var error: String?
         var milliseconds: Int
+        /// The MCP client's name, as it gave it.
+        var client: String?
     }
 
     /// Appends an entry (a line written whole, so servers running at once do not mix).

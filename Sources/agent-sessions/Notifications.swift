@@ -340,40 +340,39 @@ actor Notifier {
     }
 
     private func deliver(_ e: NotificationEvent, to channel: NotificationSettings.Channel) async throws {
+        try await Self.deliver(e.message, to: channel, session: session)
+    }
+
+    /// Sends one message on one channel (a failure thrown as `DeliveryError`).
+    static func deliver(_ m: NotificationMessage, to channel: NotificationSettings.Channel, session: URLSession) async throws {
         switch channel.kind {
         case .terminal:
-            TerminalNotification.write(title: e.title, body: e.body)
+            TerminalNotification.write(title: m.title, body: m.body)
         case .desktop:
-            let urgency = e.event.status.activity == .waitingForInput ? "critical" : "normal"
-            try run(["notify-send", "--app-name=agent-sessions", "--urgency=\(urgency)", e.title, e.body], stdin: nil, environment: [:])
+            try run(["notify-send", "--app-name=agent-sessions", "--urgency=\(m.urgent ? "critical" : "normal")", m.title, m.body],
+                    stdin: nil, environment: [:])
         case .ntfy(let url, let token):
             var r = URLRequest(url: url)
             r.httpMethod = "POST"
-            r.httpBody = Data(e.body.utf8)
-            r.setValue(e.title, forHTTPHeaderField: "Title")
-            r.setValue(e.event.status.activity == .waitingForInput ? "4" : "3", forHTTPHeaderField: "Priority")
-            r.setValue("agent-sessions,\(e.stateName)", forHTTPHeaderField: "Tags")
+            r.httpBody = Data(m.body.utf8)
+            r.setValue(m.title, forHTTPHeaderField: "Title")
+            r.setValue(m.urgent ? "4" : "3", forHTTPHeaderField: "Priority")
+            r.setValue((["agent-sessions"] + m.tags).joined(separator: ","), forHTTPHeaderField: "Tags")
             if let token { r.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
-            try await post(r)
+            try await post(r, session: session)
         case .webhook(let url, let headers):
             var r = URLRequest(url: url)
             r.httpMethod = "POST"
-            r.httpBody = Data(e.jsonLine.utf8)
+            r.httpBody = Data(m.json.utf8)
             r.setValue("application/json", forHTTPHeaderField: "Content-Type")
             for (k, v) in headers { r.setValue(v, forHTTPHeaderField: k) }
-            try await post(r)
+            try await post(r, session: session)
         case .command(let argv):
-            var env = [
-                "AGENT_SESSIONS_EVENT": e.jsonLine, "AGENT_SESSIONS_STATE": e.stateName, "AGENT_SESSIONS_HOST": e.host.name,
-                "AGENT_SESSIONS_AGENT": e.agent, "AGENT_SESSIONS_TITLE": e.title, "AGENT_SESSIONS_TEXT": e.body,
-            ]
-            if let q = e.event.status.question { env["AGENT_SESSIONS_QUESTION"] = q }
-            if let t = e.task { env["AGENT_SESSIONS_TASK"] = t.id.rawValue }
-            try run(argv, stdin: Data((e.jsonLine + "\n").utf8), environment: env)
+            try run(argv, stdin: Data((m.json + "\n").utf8), environment: m.environment)
         }
     }
 
-    private func post(_ request: URLRequest) async throws {
+    private static func post(_ request: URLRequest, session: URLSession) async throws {
         let (_, response) = try await session.data(for: request)
         guard let http = response as? HTTPURLResponse else { throw DeliveryError(description: "no HTTP response") }
         guard (200..<300).contains(http.statusCode) else {
@@ -382,7 +381,7 @@ actor Notifier {
     }
 
     /// Runs a program (found on PATH) to its end, at most 30 s.
-    private nonisolated func run(_ argv: [String], stdin: Data?, environment: [String: String]) throws {
+    private static func run(_ argv: [String], stdin: Data?, environment: [String: String]) throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         p.arguments = argv
@@ -408,6 +407,30 @@ actor Notifier {
             throw DeliveryError(description: "\(argv[0]) ended with status \(p.terminationStatus)"
                 + (p.terminationStatus == 127 ? " (not installed?)" : ""))
         }
+    }
+}
+
+/// What a channel sends: a title and a line, whether it is urgent (someone is waited on),
+/// ntfy's tags, the JSON document (webhooks, a command's stdin) and a command's variables.
+struct NotificationMessage: Sendable {
+    var title: String
+    var body: String
+    var urgent: Bool
+    var tags: [String]
+    var json: String
+    var environment: [String: String]
+}
+
+extension NotificationEvent {
+    var message: NotificationMessage {
+        var env = [
+            "AGENT_SESSIONS_EVENT": jsonLine, "AGENT_SESSIONS_STATE": stateName, "AGENT_SESSIONS_HOST": host.name,
+            "AGENT_SESSIONS_AGENT": agent, "AGENT_SESSIONS_TITLE": title, "AGENT_SESSIONS_TEXT": body,
+        ]
+        if let q = event.status.question { env["AGENT_SESSIONS_QUESTION"] = q }
+        if let t = task { env["AGENT_SESSIONS_TASK"] = t.id.rawValue }
+        return NotificationMessage(title: title, body: body, urgent: event.status.activity == .waitingForInput,
+                                   tags: [stateName], json: jsonLine, environment: env)
     }
 }
 

@@ -90,7 +90,12 @@ struct ToolConfiguration: Sendable {
                 throw Failure(.storage, "the settings file \(path), mcp: an unknown agent \(id)")
             }
             if let n = m.maxRunning, n < 0 { throw Failure(.storage, "the settings file \(path), mcp: maxRunning is 0 or more") }
-            config.mcp = MCPPolicy(hosts: m.hosts, projects: m.projects, agents: m.agents, maxRunning: m.maxRunning ?? MCPPolicy.defaultMaxRunning)
+            if let n = m.askSeconds, !(10...86_400).contains(n) {
+                throw Failure(.storage, "the settings file \(path), mcp: askSeconds is from 10 to 86400")
+            }
+            config.mcp = MCPPolicy(hosts: m.hosts, projects: m.projects, agents: m.agents, maxRunning: m.maxRunning ?? MCPPolicy.defaultMaxRunning,
+                                   ask: m.ask ?? false, askSeconds: m.askSeconds ?? MCPPolicy.defaultAskSeconds,
+                                   workers: m.workers ?? false)
         }
         for (id, p) in file.providers ?? [:] {
             guard AgentProvider.all.contains(where: { $0.id == id }) else {

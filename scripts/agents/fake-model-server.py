@@ -31,6 +31,12 @@ Directives in the user's message change the script:
     run: CMD         call the agent's shell tool (bash / Shell / terminal …) with CMD instead
     slow: SECONDS    wait that long before answering (to watch the "working" screen)
     say: TEXT        answer TEXT with no tool call
+    calls: NAME JSON | NAME JSON | …
+                     call these tools one after another (an MCP tool is found by the end of
+                     its name: `start_task` is also `agent-sessions_start_task` or
+                     `mcp__agent-sessions__start_task`), each with its JSON arguments, one
+                     per turn; after the last one's result, answer `lead: ` and that result
+                     on one line
 Without tools in the request (titles, summaries) the answer is plain text.
 """
 
@@ -183,6 +189,9 @@ def plan_reply(body: dict):
             pass
     if not tools:
         return ("hello from the fake model" if last_user_index < 0 else "Fake model answer"), None, delay
+    chain = directive(last_user, "calls")
+    if chain:
+        return chained_call(chain, tools, messages[last_user_index + 1:], delay)
     say = directive(last_user, "say")
     command = directive(last_user, "run")
     name = directive(last_user, "file") or DEFAULT_FILE
@@ -207,6 +216,27 @@ def plan_reply(body: dict):
             if cwd:
                 path = os.path.join(cwd, path)
         arguments = fill_arguments(tool_params(tool), {"path": path, "content": content + "\n"})
+    call = {"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
+            "function": {"name": tool_name(tool), "arguments": json.dumps(arguments)}}
+    return "", call, delay
+
+
+def chained_call(chain: str, tools: list, since_user: list, delay: float):
+    """The next call of a `calls:` chain, or the answer after its last result."""
+    steps = [step.strip() for step in chain.split(" | ") if step.strip()]
+    results = [m for m in since_user if m.get("role") == "tool"]
+    if len(results) >= len(steps):
+        last = " ".join(text_of(results[-1].get("content")).split()) if results else ""
+        return "lead: " + last[:4000], None, delay
+    name, _, raw = steps[len(results)].partition(" ")
+    tool = next((t for t in tools if tool_name(t) == name), None) or next(
+        (t for t in tools if re.search(r"[_.:-]" + re.escape(name) + "$", tool_name(t))), None)
+    if tool is None:
+        return f"no tool {name} offered (offered: {', '.join(tool_name(t) for t in tools)})", None, delay
+    try:
+        arguments = json.loads(raw) if raw.strip() else {}
+    except ValueError as e:
+        return f"calls: the arguments of {name} are not JSON: {e}", None, delay
     call = {"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
             "function": {"name": tool_name(tool), "arguments": json.dumps(arguments)}}
     return "", call, delay

@@ -81,6 +81,11 @@ public struct ChatHandle: Sendable, Hashable {
         try await engine.waitForOutput(of: id, containing: text, timeout: timeout)
     }
 
+    /// The screen it ended its last turn with (or asked its question with, or exited
+    /// with), kept on its host by the host's watcher, so it is there after the agent's
+    /// session ended and for whoever asks later; nil before its first.
+    public func lastTurn() async throws(AgentError) -> AgentLastTurn? { try await engine.lastTurn(of: id) }
+
     /// Its scrollback: live from the host, or the log saved when it stopped.
     public func scrollback() async throws(AgentError) -> AgentScrollback { try await engine.scrollback(of: id) }
 

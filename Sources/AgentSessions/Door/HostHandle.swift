@@ -46,6 +46,15 @@ public struct HostHandle: Sendable, Hashable {
         try await engine.installAgent(providerID, on: try await record(), output: output)
     }
 
+    /// Runs an agent's own executable on the host (a name found on the host's search path,
+    /// as agents are started, or a path), for the agent's own setup commands: its exit
+    /// status (127 when it is not there) and output.
+    public func runAgentCommand(_ binary: String, arguments: [String]) async throws(AgentError)
+        -> (status: SSHExitStatus, output: String)
+    {
+        try await engine.runAgentCommand(binary, arguments, on: try await record())
+    }
+
     /// Its projects.
     public func projects() async throws(AgentError) -> [ProjectRecord] { try await engine.records.projects(on: id) }
 

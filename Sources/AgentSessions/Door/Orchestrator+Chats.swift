@@ -136,6 +136,13 @@ extension AgentOrchestrator {
         return try await onHost(host) { h in try await h.recentOutput(of: session, lines: lines) }
     }
 
+    /// The screen the agent ended its last turn with (or its question, or its exit), as
+    /// its host's watcher kept it; nil before its first.
+    func lastTurn(of conversationID: ChatID) async throws(AgentError) -> AgentLastTurn? {
+        let (c, _, host, _) = try await locate(conversationID)
+        return try await onHost(host) { h in try await h.lastTurn(of: c.ptyID) }
+    }
+
     /// A running agent's visible screen (with its escape sequences), first as it is and
     /// then each time it changes (a loop on the host compares each screen with the last
     /// and sends only a changed one; see `AgentTmuxServer.followScreen`). The

@@ -223,3 +223,40 @@ extension AgentHost {
         return Int64(r.stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)).map { .seconds($0) }
     }
 }
+
+/// The screen an agent ended its last turn with, as its host's watcher kept it: at each
+/// turn that ended (done, idle), question (waiting) and exit, so it outlives the agent's
+/// session and whoever asked for the work, for 30 days.
+public struct AgentLastTurn: Sendable, Equatable {
+    /// How the turn ended: `.done`, `.idle`, `.waitingForInput` or `.exited`.
+    public var activity: AgentActivity
+    /// When the watcher saw it.
+    public var at: Date
+    /// The agent's screen then, as text (trailing blank lines taken off).
+    public var screen: String
+
+    /// Parses the kept file: `<state> <unix time>`, then the screen.
+    static func parse(_ text: String) -> AgentLastTurn? {
+        guard let nl = text.firstIndex(of: "\n") else { return nil }
+        let head = text[..<nl].split(separator: " ")
+        guard head.count == 2, let seconds = Double(head[1]),
+              let status = AgentStatusWatcher.status(state: head[0], source: "process", rule: "-", since: head[1], question: "")
+        else { return nil }
+        var lines = text[text.index(after: nl)...].split(separator: "\n", omittingEmptySubsequences: false).map {
+            String($0.reversed().drop { $0 == " " }.reversed())
+        }
+        while lines.last?.isEmpty == true { lines.removeLast() }
+        return AgentLastTurn(activity: status.activity, at: Date(timeIntervalSince1970: seconds), screen: lines.joined(separator: "\n"))
+    }
+}
+
+extension AgentHost {
+    /// The screen the host's watcher kept when the agent of `ptyID` last ended a turn,
+    /// asked a question or exited; nil when it has not yet.
+    func lastTurn(of ptyID: AgentPTYID) async throws(AgentError) -> AgentLastTurn? {
+        let r = try await run("/bin/sh", ["-c", "cat \"$HOME/$1\" 2>/dev/null; exit 0",
+                                          "sh", "\(AgentStatusWatcher.directory(socket: tmux.socket))/results/\(ptyID)"],
+                              what: "reading the agent's last turn")
+        return AgentLastTurn.parse(r.stdoutString)
+    }
+}

@@ -260,4 +260,32 @@ extension AgentOrchestrator {
             return status
         }
     }
+
+    /// Runs an agent's own executable `binary` (a name found on the host's search path,
+    /// as agents are started, or a path) with `arguments` on the host, in its login shell,
+    /// standard input closed: for the agent's own setup commands (`kimi mcp add …`).
+    /// - Returns: its exit status (127: not found) and its output, standard error after
+    ///   standard output.
+    func runAgentCommand(_ binary: String, _ arguments: [String], on host: HostRecord)
+        async throws(AgentError) -> (status: SSHExitStatus, output: String)
+    {
+        let providers = providers
+        return try await onHost(host) { h in
+            let shell = try await h.detectAgents(providers).loginShell
+            try AgentShells.check(shell)
+            let script = AgentSearchPath.shellSnippet(extra: h.extraSearchPath) + "\n"
+                + "command -v \"$0\" >/dev/null 2>&1 || { echo \"$0 is not on the host's search path\" >&2; exit 127; }\n"
+                + "exec \"$0\" \"$@\"\n"
+            let login = "exec /bin/sh -c \(SSHShellQuoting.quote(script)) " + ([binary] + arguments).map(SSHShellQuoting.quote).joined(separator: " ")
+            do {
+                let r = try await h.transport.runProcess(shell, arguments: ["-l", "-c", login], stdin: [], environment: [:],
+                                                         timeout: .seconds(120))
+                return (r.exitStatus, r.stdoutString + r.stderrString)
+            } catch let e as TransportError {
+                throw AgentError(e, while: "running \(binary) on \(host.name)")
+            } catch {
+                throw AgentError(.cancelled, "running \(binary) on \(host.name) was interrupted")
+            }
+        }
+    }
 }

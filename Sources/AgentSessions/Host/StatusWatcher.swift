@@ -15,6 +15,10 @@ import SSHKit
 /// which the laptop follows over one channel (`AgentHost.statusEvents`). It ends 30 s
 /// after the last agent did; the engine starts it again with the next agent.
 ///
+/// At each end of a turn, question and exit it keeps the agent's screen in
+/// `results/SESSION` (30 days), so what an agent last said outlives its session and whoever
+/// asked for the work (`ChatHandle.lastTurn`).
+///
 /// It also drains the prompt queues (`AgentHost.enqueue`): a session's next queued prompt is
 /// pasted, then Enter, when its agent is idle or done and the prompt sent before started a
 /// turn, so a queue goes on while nobody is connected. For an agent set to continue after
@@ -28,7 +32,7 @@ import SSHKit
 /// or numbered twice; an older tool leaves a newer watcher alone.
 enum AgentStatusWatcher {
     /// Raised with every change of the script (a test pins the script's digest to it).
-    static let version = 4
+    static let version = 5
 
     /// The tmux session the watcher runs in (not a PTY id, so never taken for an agent).
     static let sessionName = "_sshkit-watch"
@@ -122,8 +126,10 @@ D="$HOME/.cache/sshkit-agents"
 W="$D/watch/tmux-$2"
 S="$D/status"
 SOCK=$2
-mkdir -p "$W/screens" "$W/seen" "$S" || exit 1
+mkdir -p "$W/screens" "$W/seen" "$W/results" "$S" || exit 1
 cd "$W" || exit 1
+# results are kept 30 days
+find results -type f -mtime +30 -exec rm -f {} + 2>/dev/null
 cat > plan.awk <<'SSHKIT_AWK'
 # plan.awk states panes panes.new: the sessions whose screen to look at this round:
 # new ones, ones whose line changed (output, title, a client), ones not yet settled, and
@@ -461,6 +467,14 @@ while [ "$stop" = 0 ]; do
         awk -v seq="${seq:-0}" -v now="$now" -v status="$S" -v w="$W" -f round.awk rules states panes capture.list > round.out
         grep '^E ' round.out | cut -c 3- > round.events
         grep -v '^E ' round.out > states.tmp
+        # the last screen at each end of a turn, question and exit, kept for whoever asks
+        # later (results/SESSION: `<state> <unix time>`, then the screen), written before
+        # the state, so a reader who sees the state finds its screen
+        while read -r _ t p st _; do
+            case "$st" in done|waiting|idle|exited:*) ;; *) continue ;; esac
+            [ -f "screens/$p" ] || continue
+            { printf '%s %s\n' "$st" "$t"; cat "screens/$p"; } > "results/$p.tmp" && mv -f "results/$p.tmp" "results/$p"
+        done < round.events
         [ -s round.events ] && cat round.events >> events
         mv -f states.tmp states
         read -r _ pending live < states

@@ -17,10 +17,12 @@ struct MCPServerTests {
         private var lines: [String] = []
         private var next = 1
 
-        init(_ u: User) throws {
-            process.executableURL = URL(fileURLWithPath: AgentSessionsToolTests.binary)
-            process.arguments = ["mcp"]
-            process.environment = ["HOME": u.home, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"]
+        /// The server, or with `launcher` the server started by that program (its
+        /// arguments before the server's path), `env` added to the environment.
+        init(_ u: User, env: [String: String] = [:], launcher: [String] = []) throws {
+            process.executableURL = URL(fileURLWithPath: launcher.first ?? AgentSessionsToolTests.binary)
+            process.arguments = launcher.isEmpty ? ["mcp"] : Array(launcher.dropFirst()) + [AgentSessionsToolTests.binary, "mcp"]
+            process.environment = ["HOME": u.home, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"].merging(env) { $1 }
             let out = Pipe()
             process.standardInput = input
             process.standardOutput = out
@@ -89,6 +91,34 @@ struct MCPServerTests {
         }
 
         func closeInput() throws { try input.fileHandleForWriting.close() }
+
+        /// `initialize` and `initialized`, as a client begins.
+        func begin(_ name: String = "test") async throws {
+            _ = try #require(try await request("initialize", [
+                "protocolVersion": "2025-06-18", "capabilities": [:] as [String: Any], "clientInfo": ["name": name, "version": "1"],
+            ]), "no answer to initialize")
+            try send(["method": "notifications/initialized"])
+        }
+    }
+
+    /// Runs a program here to its end (killed after `timeout` seconds): its status and
+    /// standard output and error together.
+    static func runHere(_ exe: String, _ args: [String], env: [String: String], timeout: Double) throws -> (status: Int32, output: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: exe)
+        p.arguments = args
+        p.environment = env
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        let watchdog = DispatchWorkItem { if p.isRunning { p.terminate() } }
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: watchdog)
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        watchdog.cancel()
+        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
     /// The lines a client script printed, one JSON object each, by their `step`.
@@ -131,7 +161,7 @@ struct MCPServerTests {
         let listed = try #require(try await c.request("tools/list"), "no tool list")
         let names = ((listed["result"] as? [String: Any])?["tools"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
         #expect(Set(names ?? []) == ["list_hosts", "board", "start_task", "task_status", "wait_for_task", "task_output",
-                                     "task_diff", "send_to_task", "land_task", "stop_task"], "\(listed)")
+                                     "task_diff", "task_result", "send_to_task", "land_task", "stop_task"], "\(listed)")
 
         let hosts = try await c.object("list_hosts")
         let host = try #require((hosts["hosts"] as? [[String: Any]])?.first, "\(hosts)")
@@ -394,4 +424,221 @@ struct MCPServerTests {
         #expect(await eventually(30) { p.isRunning ? nil : true } == true, "the client did not end")
         #expect(p.terminationStatus == 0)
     }
+
+    /// A real agent as the lead: Kimi (kimi-cli from PyPI), given this server by
+    /// `mcp install --for kimi` and scripted by the test's model server, starts a worker (a
+    /// real Kimi too) on another host through `start_task`, waits for it and collects its
+    /// result; the worker's file is on its host, and the lead's answer quotes what the
+    /// worker said. The worker's own server (the same settings) refuses to start agents.
+    @Test(.tags(.integration)) func aRealAgentAsTheLeadStartsAWorkerOnAnotherHost() async throws {
+        let kimi = RealAgentTests.binaries["kimi"]!
+        try #require(FileManager.default.isExecutableFile(atPath: kimi), "scripts/install-deps.sh installs the real Kimi")
+        let model = try RealAgentTests.ModelServer()
+        defer { model.stop() }
+        let u = try User()
+        let repo = try await WorktreeTests.makeRepository(u.host)
+        defer { Task { await u.tearDown([repo]) } }
+        // the lead's agent home is the user's (here); the worker's, one of its own on the host
+        let workerHome = u.home + "/worker-home"
+        _ = try TestServer.run("/bin/bash", [TestServer.packageRoot + "/scripts/agents/configure-agents.sh", u.home, "\(model.port)"])
+        _ = try TestServer.run("/bin/bash", [TestServer.packageRoot + "/scripts/agents/configure-agents.sh", workerHome, "\(model.port)",
+                                             TestServer.shared.user])
+        _ = try TestServer.run("/bin/chown", [TestServer.shared.user, workerHome])
+        let kimiDir = (kimi as NSString).deletingLastPathComponent
+        let agentEnvironment = #"{"HOME": "\#(workerHome)", "KIMI_SHARE_DIR": "\#(workerHome)/.kimi", "KIMI_CLI_NO_AUTO_UPDATE": "1"}"#
+        try """
+            {"searchPath": ["\(FakeAgents.directory)", "\(kimiDir)"],
+             "providers": {"kimi": {"environment": \(agentEnvironment)}},
+             "mcp": {"hosts": ["build"], "agents": ["kimi"]}}
+            """.write(toFile: u.home + "/.config/agent-sessions/config.json", atomically: true, encoding: .utf8)
+        try u.addHost("build")
+        try u.ok(["projects", "add", "build", repo, "--name", "app"])
+        let path = "\(kimiDir):/usr/local/bin:/usr/bin:/bin"
+        #expect(try u.run(["mcp", "install", "--for", "kimi"], env: ["PATH": path], timeout: 120).status == 0)
+
+        // the lead, here, in a directory of its own
+        let desk = u.home + "/lead-desk"
+        try FileManager.default.createDirectory(atPath: desk, withIntermediateDirectories: true)
+        let calls = #"calls: start_task {"project": "app", "title": "Worker", "agent": "kimi", "prompt": "file: worker.txt", "auto_approve": true}"#
+            + #" | wait_for_task {"task": "Worker", "timeout_seconds": 45} | task_result {"task": "Worker"}"#
+        let lead = try Self.runHere(kimi, ["--quiet", "--yolo", "-w", desk, "-p", calls],
+                                    env: ["HOME": u.home, "KIMI_SHARE_DIR": u.home + "/.kimi", "KIMI_CLI_NO_AUTO_UPDATE": "1",
+                                          "PATH": path, "LANG": "C.UTF-8"], timeout: 240)
+        #expect(lead.status == 0, "\(lead.output.suffix(2000))")
+        #expect(lead.output.contains("lead: ") && lead.output.contains("done: wrote worker.txt"),
+                "the lead's answer does not quote the worker: \(lead.output.suffix(2000))")
+
+        // the worker's file, on its host, in its worktree
+        let task = try #require(try await u.store().tasks(projectID: nil).first { $0.title == "Worker" }, "no task Worker")
+        let file = try? await u.transport.readTextFile(task.worktree.path + "/worker.txt")
+        #expect(file == "hello from the model\n", "\(file ?? "no worker.txt")")
+        let log = try JSONSerialization.jsonObject(with: Data(try u.ok(["mcp", "log", "--json"]).utf8)) as? [[String: Any]]
+        #expect(log?.map { "\($0["tool"] ?? "") \($0["ok"] ?? "") \($0["client"] ?? "")" }.prefix(3)
+                == ["start_task 1 kimi", "wait_for_task 1 kimi", "task_result 1 kimi"]
+                || log?.filter { $0["ok"] as? Bool == true }.compactMap { $0["tool"] as? String } == ["start_task", "wait_for_task", "task_result"],
+                "\(log ?? [])")
+        try u.ok(["tasks", "stop", "Worker"])
+    }
+
+    /// The settings' `mcp.ask`: a start waits for the user's yes, told through the
+    /// notification channels; `mcp allow` lets it go, `mcp deny` refuses it, no answer in
+    /// time is no, and an answered request cannot be answered again.
+    @Test func aStartWaitsForTheUsersYesWhenTheSettingsAsk() async throws {
+        let u = try User()
+        let repo = try await WorktreeTests.makeRepository(u.host)
+        defer { Task { await u.tearDown([repo]) } }
+        try """
+            {"searchPath": ["\(FakeAgents.directory)"],
+             "providers": {"amp": {"binary": "fake-tui"}, "gemini": {"binary": "fake-ticker"}},
+             "notifications": {"channels": [{"type": "command", "command": ["/bin/sh", "-c", "cat >> \(u.home)/told.jsonl"]}]},
+             "mcp": {"ask": true, "askSeconds": 10}}
+            """.write(toFile: u.home + "/.config/agent-sessions/config.json", atomically: true, encoding: .utf8)
+        try u.addHost()
+        try u.ok(["projects", "add", "fixture", repo, "--name", "app"])
+        let c = try Client(u)
+        defer { if c.process.isRunning { c.process.terminate() } }
+        try await c.begin("lead-test")
+
+        func pending() throws -> [[String: Any]] {
+            (try JSONSerialization.jsonObject(with: Data(try u.ok(["mcp", "requests", "--json"]).utf8)) as? [[String: Any]]) ?? []
+        }
+        func start(_ title: String) async throws -> Task<(text: String, isError: Bool), Error> {
+            let started = Task { try await c.call("start_task", ["project": "app", "title": title, "agent": "amp"], seconds: 60) }
+            _ = await eventually(20) { (try? pending())?.first { $0["title"] as? String == title } }
+            return started
+        }
+
+        // allowed: the task starts, and the user was told, naming the request
+        let first = try await start("Allowed")
+        let request = try #require(try pending().first, "no request waits")
+        #expect(request["client"] as? String == "lead-test" && request["agent"] as? String == "amp" && request["host"] as? String == "fixture")
+        let id = try #require(request["id"] as? String)
+        #expect(try u.ok(["mcp", "allow", String(id.prefix(4))]).contains("allowed: amp on fixture/app"))
+        let allowed = try await first.value
+        #expect(!allowed.isError && allowed.text.contains("\"title\":\"Allowed\""), "\(allowed)")
+        let told = (try? String(contentsOfFile: u.home + "/told.jsonl", encoding: .utf8)) ?? ""
+        #expect(told.contains("\"kind\":\"mcp-request\"") && told.contains("\"request\":\"\(id)\""), "\(told)")
+        let again = try u.run(["mcp", "deny", id])
+        #expect(again.status == 3 && again.err.contains("has its answer already: yes"), "\(again)")
+
+        // denied
+        let second = try await start("Denied")
+        let deniedID = try #require(try pending().first?["id"] as? String)
+        #expect(try u.ok(["mcp", "deny", deniedID]).contains("denied"))
+        let denied = try await second.value
+        #expect(denied.isError && denied.text.contains("the user did not allow starting amp on fixture/app"), "\(denied)")
+
+        // no answer: no, after askSeconds
+        let third = try await start("Unanswered")
+        let unanswered = try await third.value
+        #expect(unanswered.isError && unanswered.text.contains("did not answer within 10 s"), "\(unanswered)")
+        #expect(try pending().isEmpty)
+        let late = try u.run(["mcp", "allow", (try #require(unanswered.text.split(separator: " ").last.map(String.init)))])
+        #expect(late.status != 0, "\(late)")
+        let listed = try u.ok(["mcp", "requests", "--all"])
+        #expect(listed.contains("yes (command)") && listed.contains("no (command)") && listed.contains("expired"), "\(listed)")
+
+        // only the allowed one was made
+        let board = try await c.object("board")
+        #expect((board["tasks"] as? [[String: Any]])?.compactMap { $0["title"] as? String } == ["Allowed"], "\(board)")
+        _ = try await c.object("stop_task", ["task": "Allowed"])
+        try c.closeInput()
+        #expect(await eventually(20) { c.process.isRunning ? nil : true } == true)
+    }
+
+    /// A wait cut by its client going away leaves the worker running and orphans nothing;
+    /// a lead that comes back (a new server) collects the worker's last turn, also after
+    /// its session ended. A server inside an agent started through MCP (the variable in
+    /// its own environment, or in a process above it only) refuses to start agents unless
+    /// the settings let workers do so.
+    @Test func resultsOutliveTheLeadAndWorkersDoNotStartAgents() async throws {
+        let u = try User()
+        let repo = try await WorktreeTests.makeRepository(u.host)
+        defer { Task { await u.tearDown([repo]) } }
+        try u.addHost()
+        try u.ok(["projects", "add", "fixture", repo, "--name", "app"])
+        let c = try Client(u)
+        defer { if c.process.isRunning { c.process.terminate() } }
+        try await c.begin()
+        _ = try await c.object("start_task", ["project": "app", "title": "Answers", "agent": "amp", "prompt": "hello"])
+        _ = try await c.object("start_task", ["project": "app", "title": "Ticks", "agent": "gemini"])
+        let now = try await c.object("wait_for_task", ["task": "Ticks", "timeout_seconds": 0])
+        #expect(now["timedOut"] as? Bool == true, "a wait of 0 s gives the state at once: \(now)")
+        let done = try await c.object("wait_for_task", ["task": "Answers", "timeout_seconds": 60], seconds: 90)
+        let turn = done["lastTurn"] as? [String: Any]
+        #expect(done["timedOut"] as? Bool == false && (turn?["screen"] as? String)?.contains("got: hello") == true, "\(done)")
+
+        // the lead goes away in the middle of a wait
+        try c.send(["id": 999, "method": "tools/call", "params": ["name": "wait_for_task",
+                                                                  "arguments": ["task": "Ticks", "timeout_seconds": 600]]])
+        try await Task.sleep(for: .seconds(2))
+        try c.closeInput()
+        #expect(await eventually(30) { c.process.isRunning ? nil : true } == true, "the server outlived its client's wait")
+        let children = try TestServer.runCapturing("/usr/bin/pgrep", ["-P", "\(c.process.processIdentifier)"])
+        #expect(children.out.isEmpty, "the server left processes: \(children.out)")
+
+        // a lead that comes back: the worker runs on, the other's last turn is there, also
+        // once its session is gone
+        let back = try Client(u)
+        defer { if back.process.isRunning { back.process.terminate() } }
+        try await back.begin()
+        let ticks = try await back.object("task_status", ["task": "Ticks"])
+        #expect((ticks["agents"] as? [[String: Any]])?.first?["state"] as? String == "working", "\(ticks)")
+        _ = try await back.object("stop_task", ["task": "Answers"])
+        let result = try await back.object("task_result", ["task": "Answers"])
+        let kept = result["lastTurn"] as? [String: Any]
+        #expect((kept?["screen"] as? String)?.contains("got: hello") == true && kept?["state"] as? String != nil, "\(result)")
+        #expect(result["files"] as? [[String: Any]] != nil, "\(result)")
+        _ = try await back.object("stop_task", ["task": "Ticks"])
+        try back.closeInput()
+
+        // workers: the variable in the server's own environment, then in its parent's only
+        for launcher in [[], ["/usr/bin/env", "\(MCPPolicyName.variable)=1", "/bin/sh", "-c", "env -u \(MCPPolicyName.variable) \"$0\" \"$@\"; true"]] {
+            let worker = try Client(u, env: launcher.isEmpty ? [MCPPolicyName.variable: "1"] : [:], launcher: launcher)
+            defer { if worker.process.isRunning { worker.process.terminate() } }
+            try await worker.begin()
+            let refused = try await worker.call("start_task", ["project": "app", "title": "Grandchild", "agent": "amp"])
+            #expect(refused.isError && refused.text.contains("do not let such workers start agents"), "\(launcher): \(refused)")
+            #expect(try await !worker.call("board").isError, "a worker may still read the board")
+            try worker.closeInput()
+            #expect(await eventually(20) { worker.process.isRunning ? nil : true } == true)
+        }
+        try """
+            {"searchPath": ["\(FakeAgents.directory)"], "providers": {"amp": {"binary": "fake-tui"}}, "mcp": {"workers": true}}
+            """.write(toFile: u.home + "/.config/agent-sessions/config.json", atomically: true, encoding: .utf8)
+        let allowed = try Client(u, env: [MCPPolicyName.variable: "1"])
+        defer { if allowed.process.isRunning { allowed.process.terminate() } }
+        try await allowed.begin()
+        let child = try await allowed.object("start_task", ["project": "app", "title": "Grandchild", "agent": "amp"])
+        #expect(child["title"] as? String == "Grandchild")
+        _ = try await allowed.object("stop_task", ["task": "Grandchild"])
+        try allowed.closeInput()
+    }
+
+    /// `mcp install --host` runs the agent's own `mcp add` on the host (found on the host's
+    /// search path), naming `agent-sessions` there; an agent the host lacks is one line.
+    @Test func installOnAHostRunsTheAgentsOwnCommandThere() async throws {
+        let u = try User()
+        defer { Task { await u.tearDown() } }
+        try u.addHost()
+        let fakes = u.home + "/host-bin"
+        try FileManager.default.createDirectory(atPath: fakes, withIntermediateDirectories: true)
+        chmod(u.home, 0o777)
+        chmod(fakes, 0o777)
+        try "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '\(fakes)/codex.calls'\n".write(toFile: "\(fakes)/codex", atomically: true, encoding: .utf8)
+        chmod("\(fakes)/codex", 0o755)
+        let added = try u.run(["mcp", "install", "--for", "codex", "--host", "fixture", "--binary", "\(fakes)/codex"], timeout: 120)
+        #expect(added.status == 0 && added.out.contains("on fixture"), "\(added)")
+        let calls = try String(contentsOfFile: "\(fakes)/codex.calls", encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(calls == ["mcp remove agent-sessions", "mcp add agent-sessions -- agent-sessions mcp"], "\(calls)")
+        let missing = try u.run(["mcp", "install", "--for", "claude", "--host", "fixture", "--binary", "no-such-claude-here"], timeout: 120)
+        #expect(missing.status == 1 && missing.err.contains("no-such-claude-here is not on fixture's search path"), "\(missing)")
+        let noHost = try u.run(["mcp", "install", "--for", "claude", "--host", "nowhere"])
+        #expect(noHost.status != 0 && noHost.err.contains("nowhere"), "\(noHost)")
+    }
+}
+
+/// The variable the engine gives every agent started through MCP.
+enum MCPPolicyName {
+    static let variable = "AGENT_SESSIONS_MCP_WORKER"
 }
