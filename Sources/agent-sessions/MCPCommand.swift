@@ -473,7 +473,8 @@ struct MCPTools: Sendable {
             let (_, task, _, _) = try await engine.project(project.id).createTask(
                 title: title, providerID: agent, prompt: a["prompt"]?.stringValue, autoApprove: autoApprove,
                 baseRef: a["base"]?.stringValue)
-            return (try await row(task.id), task.id)
+            // as the store has it: the agent has just started
+            return (try await row(task.id, live: false), task.id)
         case "task_status":
             let task = try await task(a)
             return (try await row(task.id), task.id)
@@ -593,8 +594,15 @@ struct MCPTools: Sendable {
     private func checkRunning() async throws {
         let started = Set(try audit.startedTasks().map { TaskID($0) })
         guard !started.isEmpty || policy.maxRunning == 0 else { return }
-        let board = try await context.orchestrator.board(taskIDs: started, live: true)
-        let running = board.rows.filter { $0.agents.contains { $0.record.state == .running } }
+        // the store first: a task it records as ended does not run; the hosts are asked only
+        // when the store's count reaches the limit (an agent may have ended since)
+        func running(live: Bool) async throws -> [AgentBoard.Row] {
+            try await context.orchestrator.board(taskIDs: started, live: live).rows.filter {
+                $0.agents.contains { $0.record.state == .running }
+            }
+        }
+        guard try await running(live: false).count >= policy.maxRunning else { return }
+        let running = try await running(live: true)
         guard running.count >= policy.maxRunning else { return }
         let names = running.map { "\(short($0.task.id)) \($0.task.title)" }.joined(separator: ", ")
         throw Failure(.refused, "\(running.count) of the tasks started through MCP run already, and the MCP settings allow "
@@ -685,9 +693,9 @@ struct MCPTools: Sendable {
         var value: Int { lock.withLock { n } }
     }
 
-    /// The task's row of the board, with every host asked.
-    private func row(_ id: TaskID) async throws -> JSONValue {
-        let board = try await context.orchestrator.board(taskIDs: [id], includeArchived: true, live: true)
+    /// The task's row of the board, with every host asked (or, not `live`, as the store has it).
+    private func row(_ id: TaskID, live: Bool = true) async throws -> JSONValue {
+        let board = try await context.orchestrator.board(taskIDs: [id], includeArchived: true, live: live)
         guard let row = board.rows.first else { throw Failure(.notFound, "no task \(id.rawValue)") }
         return row.json
     }

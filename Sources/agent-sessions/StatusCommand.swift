@@ -19,7 +19,7 @@ extension AgentBoard.Agent {
 
     var json: JSONValue {
         var o: [String: JSONValue] = [
-            "id": .id(record.id), "agent": .string(record.providerID),
+            "id": .id(record.id), "agent": .string(record.providerID), "session": .string(record.ptyID.description),
             "kind": .string(record.kind == .main ? "main" : "chat"), "state": .string(stateName),
             "lastActivity": lastActivity.map(JSONValue.date) ?? .null,
             "survivesDisconnect": .bool(record.survivesDisconnect),

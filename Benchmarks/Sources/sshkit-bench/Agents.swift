@@ -78,7 +78,7 @@ final class CuttableRelay: @unchecked Sendable {  // safe because: the state is 
 /// The bench user's remote setup: three fake agents on the login PATH (so detection
 /// finds some), one that prints a marker and waits, a ticker and a key echo; a git
 /// repository.
-private func prepareAgentHost(_ t: SSHTransport) async throws -> String {
+func prepareAgentHost(_ t: SSHTransport) async throws -> String {
     let script = """
         set -e
         mkdir -p "$HOME/.local/bin" "$HOME/bench-agents"

@@ -449,6 +449,9 @@ func runBenchmarks() async -> Int32 {
         if only == nil || only == "attempts" {
             try await benchAttempts(fixture, rounds: quick ? 3 : 10)
         }
+        if only == nil || only == "mcp" {
+            try await benchMCP(fixture, rounds: quick ? 3 : 10)
+        }
     } catch {
         out("benchmark failed: \(error)")
         return 1

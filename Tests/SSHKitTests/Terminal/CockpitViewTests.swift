@@ -155,6 +155,30 @@ struct CockpitViewTests {
         #expect(!text.contains { $0.contains("claude-1: make test") }, "a passed check's output is not repeated")
     }
 
+    /// A start an agent asked for through MCP waits on the status line; Y and N answer the
+    /// first; a message of the moment goes before it, and with none waiting the keys say so.
+    @Test func whatWaitsForYourYesIsOnTheStatusLineAndYOrNAnswersIt() {
+        var model = CockpitModel(board: Self.board())
+        #expect(CockpitKeys.handle(KeyPress(.character("Y")), &model) == nil)
+        #expect(model.message?.text == "nothing waits for your yes" && model.message?.isError == true)
+        model.message = nil
+        model.requests = [.init(id: "0a1b2c3d", text: "lead asks to start kimi on build-1/app: \"Split the parser\""),
+                          .init(id: "99990000", text: "lead asks to start codex on build-2/web: \"Docs\"")]
+        let line = CockpitView.render(model, columns: 120, rows: 30, now: Self.now).screen.text(row: 29)
+        #expect(line.hasPrefix("lead asks to start kimi on build-1/app") && line.contains("Y allow · N deny (1 more after)"), "\(line)")
+        // a narrow terminal keeps the keys and cuts the request
+        let narrow = CockpitView.render(model, columns: 60, rows: 20, now: Self.now).screen.text(row: 19)
+        #expect(narrow.contains("Y allow · N deny") && narrow.contains("…"), "\(narrow)")
+        #expect(CockpitKeys.handle(KeyPress(.character("Y")), &model) == .answerRequest(id: "0a1b2c3d", yes: true))
+        #expect(CockpitKeys.handle(KeyPress(.character("N")), &model) == .answerRequest(id: "0a1b2c3d", yes: false))
+        // not while typing: a capital in a field is text
+        model.mode = .filter
+        #expect(CockpitKeys.handle(KeyPress(.character("Y")), &model) == nil && model.filter == "Y")
+        model.mode = .list
+        model.message = ("committed", false)
+        #expect(CockpitView.render(model, columns: 120, rows: 30, now: Self.now).screen.text(row: 29).hasPrefix("committed"))
+    }
+
     @Test func aboveAndBelowOnASmallTerminal() {
         let model = CockpitModel(board: Self.board())
         let (s, _) = CockpitView.render(model, columns: 60, rows: 20, now: Self.now)
