@@ -106,6 +106,7 @@ let package = Package(
                 "AgentSessions", "AgentSessionsSQLite", "AgentCockpit", "ServerTransport", "SSHKit", "TerminalSupport", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "MCP", package: "swift-sdk"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // what the ssh-like examples share: options, destinations, prompts, the connection

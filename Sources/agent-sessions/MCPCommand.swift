@@ -29,6 +29,8 @@ struct MCPCommand: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
+            // a client gone is a failed write (the server ends), not a signal
+            signal(SIGPIPE, SIG_IGN)
             try await Context.with(global, agentsStartedHere: [MCPPolicy.workerVariable: "1"]) { context in
                 let version = String(cString: sshkit_build_version_line())
                 let server = Server(name: "agent-sessions", version: version,
@@ -54,7 +56,7 @@ struct MCPCommand: AsyncParsableCommand {
                 await server.withMethodHandler(ReadResource.self) { params in
                     .init(contents: [try await tools.read(params.uri)])
                 }
-                try await server.start(transport: StdioTransport())
+                try await server.start(transport: MCPStdio())
                 // every initialize answered, not only the first: a client may begin a new
                 // session on a server it kept running (fastmcp, which Kimi uses, does)
                 let capabilities = await server.capabilities
