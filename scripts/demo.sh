@@ -13,8 +13,9 @@ swift build --product agent-sessions
 bin=$(swift build --show-bin-path)
 
 dir=$(mktemp -d /tmp/sshkit-demo.XXXXXX)
-agents=; repo=; origin=
+agents=; repo=; origin=; model=
 cleanup() {
+    [ -z "$model" ] || kill "$model" 2>/dev/null || true
     tmux -S "$dir/tmux.sock" kill-server 2>/dev/null || true
     if [ -n "$repo" ]; then
         runuser -u "$SSHKIT_TEST_USER" -- tmux -L agent-sessions kill-server 2>/dev/null || true
@@ -244,3 +245,56 @@ git -C "$clone" log --oneline -2 "$branch" | sed 's/^/  | /'
 as tasks merge "$id"
 as tasks delete "$id"
 as status
+
+echo; echo "== agents that start agents: a lead agent starts a worker on the host through agent-sessions mcp"
+echo "   (the lead is the real Kimi CLI, its model a small scripted server here, so it does real work;"
+echo "   the settings make each start wait for your yes: see Docs/Guide-Agents-That-Start-Agents.md)"
+kimi=/opt/sshkit-kimi/bin/kimi
+python3 scripts/agents/fake-model-server.py 0 --idle 300 > "$dir/model.out" 2>&1 &
+model=$!
+for _ in $(seq 1 100); do [ -s "$dir/model.out" ] && break; sleep 0.1; done
+bash scripts/agents/configure-agents.sh "$ashome" "$(head -n 1 "$dir/model.out")"
+python3 - "$ashome/.config/agent-sessions/config.json" <<'PY'
+import json, sys
+path = sys.argv[1]
+settings = json.load(open(path))
+settings["mcp"] = {"agents": ["claude"], "maxRunning": 2, "ask": True, "askSeconds": 120}
+json.dump(settings, open(path, "w"), indent=1)
+PY
+echo "(the settings' mcp: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mcp"])' "$ashome/.config/agent-sessions/config.json"))"
+as mcp install --for kimi --binary "$kimi"
+mkdir -p "$dir/lead"
+ask='calls: start_task {"project": "app", "title": "Write the changelog", "agent": "claude", "prompt": "write the changelog"}'
+ask="$ask"' | wait_for_task {"task": "Write the changelog", "timeout_seconds": 60} | task_result {"task": "Write the changelog", "lines": 4}'
+echo "\$ kimi --quiet --yolo -p '$ask' &"
+env -u SSH_AUTH_SOCK HOME="$ashome" KIMI_SHARE_DIR="$ashome/.kimi" KIMI_CLI_NO_AUTO_UPDATE=1 \
+    "$kimi" --quiet --yolo -w "$dir/lead" -p "$ask" > "$dir/lead.out" 2>&1 &
+lead=$!
+for _ in $(seq 1 300); do
+    env -u SSH_AUTH_SOCK HOME="$ashome" "$bin/agent-sessions" mcp requests --json 2>/dev/null | grep -q '"id"' && break
+    sleep 0.2
+done
+as mcp requests
+request=$(env -u SSH_AUTH_SOCK HOME="$ashome" "$bin/agent-sessions" mcp requests --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
+as mcp allow "$request"
+wait "$lead" || true
+echo "(the lead's answer, the worker's result it collected:)"
+python3 - "$dir/lead.out" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+start = text.find("lead: ")
+if start < 0:
+    print("  | " + text.strip().replace("\n", "\n  | "))
+    sys.exit(0)
+result, end = json.JSONDecoder().raw_decode(text[start + 6:].strip())
+after = text[start + 6:].strip()[end:].strip()
+turn = result.get("lastTurn") or {}
+print("  | the worker %s on %s: %s" % (result["agents"][0]["agent"], result["host"], turn.get("state")))
+for line in (turn.get("screen") or "").splitlines():
+    print("  |   " + line)
+print("  | files: %s" % ", ".join(f["path"] for f in result.get("files", [])))
+for line in after.splitlines():
+    print("  | " + line)
+PY
+as mcp log
+as tasks delete "Write the changelog" --force
