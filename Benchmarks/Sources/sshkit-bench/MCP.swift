@@ -9,7 +9,7 @@ import ServerTransport
 
 /// The release `agent-sessions`: built beside the library (`swift build -c release
 /// --product agent-sessions` at the top) or in this package.
-private func agentSessionsBinary() throws -> String {
+func agentSessionsBinary() throws -> String {
     let candidates = ["\(root)/.build/release/agent-sessions", "\(root)/Benchmarks/.build/release/agent-sessions"]
     guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
         throw BenchError("no release agent-sessions: run `swift build -c release --product agent-sessions` at the top first")

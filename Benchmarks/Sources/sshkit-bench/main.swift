@@ -449,8 +449,15 @@ func runBenchmarks() async -> Int32 {
         if only == nil || only == "attempts" {
             try await benchAttempts(fixture, rounds: quick ? 3 : 10)
         }
-        if only == nil || only == "mcp" {
+        if only == "mcp" {
             try await benchMCP(fixture, rounds: quick ? 3 : 10)
+        } else if only == nil {
+            // with the release agent-sessions only (it is built at the top, not here)
+            if (try? agentSessionsBinary()) != nil {
+                try await benchMCP(fixture, rounds: quick ? 3 : 10)
+            } else {
+                out("mcp: skipped (no release agent-sessions; swift build -c release --product agent-sessions at the top)")
+            }
         }
     } catch {
         out("benchmark failed: \(error)")
