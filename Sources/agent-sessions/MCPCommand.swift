@@ -68,6 +68,9 @@ struct MCPCommand: AsyncParsableCommand {
                                              instructions: server.instructions)
                 }
                 await server.waitUntilCompleted()
+                // the client is gone: what it asked the user for is taken back
+                let requests = MCPRequests(storePath: context.storePath)
+                for id in tools.asking.all { _ = try? requests.answer(id, .no, by: "client gone") }
             }
         }
     }
@@ -302,6 +305,16 @@ struct MCPTools: Sendable {
     let context: Context
     /// The client's name, as it gave it when it began.
     let client = Named()
+    /// The requests for the user's yes this server waits on.
+    let asking = Asking()
+
+    final class Asking: @unchecked Sendable {
+        private let lock = NSLock()
+        private var ids: Set<String> = []
+        func add(_ id: String) { _ = lock.withLock { ids.insert(id) } }
+        func remove(_ id: String) { _ = lock.withLock { ids.remove(id) } }
+        var all: [String] { lock.withLock { Array(ids) } }
+    }
 
     final class Named: @unchecked Sendable {
         private let lock = NSLock()
@@ -460,6 +473,8 @@ struct MCPTools: Sendable {
                                          expires: now.addingTimeInterval(Double(policy.askSeconds)), client: client.get(),
                                          host: host.name, project: project.name, title: title, agent: agent,
                                          prompt: a["prompt"]?.stringValue, autoApprove: autoApprove)
+                asking.add(request.id)
+                defer { asking.remove(request.id) }
                 let answer = try await MCPRequests(storePath: context.storePath)
                     .ask(request, channels: context.config.notifications.channels, progress: progress)
                 switch answer.outcome {

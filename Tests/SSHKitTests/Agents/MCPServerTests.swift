@@ -231,6 +231,8 @@ struct MCPServerTests {
         #expect(noTitle.isError && noTitle.text.contains("title is required"), "\(noTitle)")
         let badAgent = try await c.call("start_task", ["project": "app", "title": "x", "agent": "no-such-agent"])
         #expect(badAgent.isError && badAgent.text.contains("no-such-agent"), "\(badAgent)")
+        let noHost = try await c.call("start_task", ["project": "nowhere/app", "title": "x", "agent": "amp"])
+        #expect(noHost.isError && noHost.text.contains("nowhere"), "\(noHost)")
         let badTool = try await c.call("rm_rf")
         #expect(badTool.isError && badTool.text.contains("no tool rm_rf"), "\(badTool)")
         let board = try await c.object("board")
@@ -542,8 +544,16 @@ struct MCPServerTests {
         let board = try await c.object("board")
         #expect((board["tasks"] as? [[String: Any]])?.compactMap { $0["title"] as? String } == ["Allowed"], "\(board)")
         _ = try await c.object("stop_task", ["task": "Allowed"])
+        // a client that goes away while its start waits takes the request back
+        try c.send(["id": 998, "method": "tools/call", "params": ["name": "start_task",
+                                                                  "arguments": ["project": "app", "title": "Abandoned", "agent": "amp"]]])
+        _ = await eventually(20) { (try? pending())?.first { $0["title"] as? String == "Abandoned" } }
         try c.closeInput()
         #expect(await eventually(20) { c.process.isRunning ? nil : true } == true)
+        #expect(try pending().isEmpty)
+        #expect(try u.ok(["mcp", "requests", "--all"]).contains("no (client gone)"))
+        let tasks = try await u.store().tasks(projectID: nil).map(\.title)
+        #expect(tasks == ["Allowed"], "\(tasks)")
     }
 
     /// A wait cut by its client going away leaves the worker running and orphans nothing;
