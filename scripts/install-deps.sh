@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages SSHKit builds against and tests with (Debian/Ubuntu).
 set -euo pipefail
-packages=(libssh-dev libssl-dev pkg-config openssh-server openssh-client dropbear-bin procps iproute2 iptables tmux curl sqlite3 libsqlite3-dev git python3 python3-venv
+packages=(libssh-dev libssl-dev pkg-config openssh-server openssh-client dropbear-bin ssh-audit procps iproute2 iptables tmux curl sqlite3 libsqlite3-dev git python3 python3-venv
           zsh mksh busybox  # the shells of the quoting proof (Reliability part 7)
           netcat-openbsd socat  # ProxyCommand tests (nc and socat as ssh users run them)
           nodejs  # the stand-in for OpenCode that loads the engine's status plugin

@@ -106,6 +106,21 @@ func prepareAgentHost(_ t: SSHTransport) async throws -> String {
         .check("preparing the agent host").stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
+/// Takes back what the agent workloads put in the bench user's home (the test suite's user
+/// too: a fake `codex` left on its PATH would be taken for an installed agent).
+func removeAgentHostFiles(user: String) {
+    guard let pw = getpwnam(user), let dir = pw.pointee.pw_dir else { return }
+    let home = String(cString: dir)
+    let bin = "\(home)/.local/bin"
+    let names = ((try? FileManager.default.contentsOfDirectory(atPath: bin)) ?? []).filter {
+        ["claude", "codex", "gemini"].contains($0) || $0.hasPrefix("bench-")
+    }
+    for name in names { try? FileManager.default.removeItem(atPath: "\(bin)/\(name)") }
+    for dir in ["bench-agents", "bench-attempts", "bench-cockpit", "bench-fetch", "bench-status"] {
+        try? FileManager.default.removeItem(atPath: "\(home)/\(dir)")
+    }
+}
+
 func benchAgents(_ f: Fixture, rounds: Int) async throws -> [Row] {
     let t = SSHTransport(configuration: f.sshkitConfig, serverID: ServerID("bench-host"), maxSessions: 256)
     let repo = try await prepareAgentHost(t)

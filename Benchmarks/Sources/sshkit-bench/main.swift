@@ -389,7 +389,10 @@ func runBenchmarks() async -> Int32 {
         out("benchmark failed: \(error)")
         return 1
     }
-    defer { fixture.stop(root: root) }
+    defer {
+        fixture.stop(root: root)
+        removeAgentHostFiles(user: fixture.user)
+    }
     let only = CommandLine.arguments.first { $0.hasPrefix("--only=") }.map { String($0.dropFirst(7)) }
     out("sshd on 127.0.0.1:\(fixture.port); \(quick ? "quick run" : "full run"); implementations alternate")
     do {

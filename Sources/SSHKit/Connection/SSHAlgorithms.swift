@@ -51,13 +51,13 @@ public struct SSHAlgorithms: Sendable, Equatable {
     /// libssh's own defaults for everything.
     public static let libsshDefaults = SSHAlgorithms()
 
-    /// Nothing built on SHA-1 or CBC; RSA keys of at least 2048 bits.
+    /// Nothing built on SHA-1 or CBC, and no NIST curve for the key exchange or the
+    /// server's key (what ssh-audit fails); RSA keys of at least 2048 bits. A server whose
+    /// only host key is ECDSA needs `compatible`.
     public static let modern = SSHAlgorithms(
-        keyExchange: ["curve25519-sha256", "curve25519-sha256@libssh.org", "ecdh-sha2-nistp256",
-                      "ecdh-sha2-nistp384", "ecdh-sha2-nistp521", "diffie-hellman-group18-sha512",
+        keyExchange: ["curve25519-sha256", "curve25519-sha256@libssh.org", "diffie-hellman-group18-sha512",
                       "diffie-hellman-group16-sha512", "diffie-hellman-group-exchange-sha256"],
-        hostKey: ["ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
-                  "rsa-sha2-512", "rsa-sha2-256"],
+        hostKey: ["ssh-ed25519", "rsa-sha2-512", "rsa-sha2-256"],
         ciphers: ["chacha20-poly1305@openssh.com", "aes256-gcm@openssh.com", "aes128-gcm@openssh.com",
                   "aes256-ctr", "aes192-ctr", "aes128-ctr"],
         macs: ["hmac-sha2-256-etm@openssh.com", "hmac-sha2-512-etm@openssh.com", "hmac-sha2-256", "hmac-sha2-512"],
@@ -66,12 +66,14 @@ public struct SSHAlgorithms: Sendable, Equatable {
                                  "ecdsa-sha2-nistp521", "rsa-sha2-512", "rsa-sha2-256"],
         minimumRSABits: 2048)
 
-    /// `modern` plus what old servers need: SHA-1 key exchange and MACs, `ssh-rsa`
-    /// signatures, CBC ciphers, 1024-bit RSA. Use it only for servers that need it.
+    /// `modern` plus what other and older servers need: NIST-curve key exchange and ECDSA
+    /// host keys, SHA-1 key exchange and MACs, `ssh-rsa` signatures, CBC ciphers, 1024-bit
+    /// RSA. Use it only for servers that need it.
     public static let compatible = SSHAlgorithms(
-        keyExchange: modern.keyExchange! + ["diffie-hellman-group14-sha256", "diffie-hellman-group14-sha1",
+        keyExchange: modern.keyExchange! + ["ecdh-sha2-nistp256", "ecdh-sha2-nistp384", "ecdh-sha2-nistp521",
+                                            "diffie-hellman-group14-sha256", "diffie-hellman-group14-sha1",
                                             "diffie-hellman-group-exchange-sha1", "diffie-hellman-group1-sha1"],
-        hostKey: modern.hostKey! + ["ssh-rsa"],
+        hostKey: modern.hostKey! + ["ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521", "ssh-rsa"],
         ciphers: modern.ciphersClientToServer! + ["aes256-cbc", "aes192-cbc", "aes128-cbc", "3des-cbc"],
         macs: modern.macsClientToServer! + ["hmac-sha1-etm@openssh.com", "hmac-sha1"],
         compression: ["none", "zlib@openssh.com", "zlib"],
