@@ -24,6 +24,8 @@ struct CompatibilityTableTests {
         var config: [String]
         var named: String?
         var userKey = "id_ed25519"
+        /// A key of its own (an absolute path) and its passphrase, in `userKey`'s place.
+        var ownKey: (path: String, passphrase: String)?
         var negotiated: (@Sendable (SSHNegotiatedAlgorithms) -> Bool)?
     }
 
@@ -68,11 +70,26 @@ struct CompatibilityTableTests {
                 try keygen(["-t", t, "-N", "", "-f", dir + "/cert_\(t)"])
                 try keygen(["-s", dir + "/ca", "-I", "table-\(t)", "-h", "-n", "127.0.0.1", dir + "/cert_\(t).pub"])
             }
+            // encrypted user keys in each format: OpenSSH's own (bcrypt, aes256-ctr), PEM, PKCS#8
+            var authorized = ""
+            for (type, format) in Self.userKeys {
+                var args = ["-t", type, "-N", Self.passphrase, "-f", dir + "/user_\(type)_\(format)"]
+                if type == "rsa" { args += ["-b", "2048"] }
+                if format != "openssh" { args += ["-m", format == "pem" ? "PEM" : "PKCS8"] }
+                try keygen(args)
+                authorized += try String(contentsOfFile: dir + "/user_\(type)_\(format).pub", encoding: .utf8)
+            }
+            try authorized.write(toFile: dir + "/user_keys", atomically: true, encoding: .utf8)
+            chmod(dir + "/user_keys", 0o644)
             fingerprints = try ["host_ecdsa384", "host_ecdsa521", "host_dsa", "cert_ed25519", "cert_ecdsa", "cert_rsa"].map {
                 let line = try TestServer.run("/usr/bin/ssh-keygen", ["-lf", dir + "/\($0).pub"])
                 return String(line.split(separator: " ")[1])
             }
         }
+
+        static let passphrase = "table passphrase"
+        static let userKeys = [("ed25519", "openssh"), ("ecdsa", "openssh"), ("ecdsa", "pem"), ("ecdsa", "pkcs8"),
+                               ("rsa", "openssh"), ("rsa", "pem"), ("rsa", "pkcs8")]
 
         var hostKeyLines: [String] {
             ["HostKey \(dir)/host_ecdsa384", "HostKey \(dir)/host_ecdsa521", "HostKey \(dir)/host_dsa",
@@ -114,6 +131,15 @@ struct CompatibilityTableTests {
             rows.append(Row(section: "host key", label: "`\(alg)`", config: ["HostKeyAlgorithms \(alg)"] + extra.hostKeyLines,
                             named: alg, negotiated: { [type] in $0.hostKey == type || $0.hostKey == alg }))
         }
+        // encrypted user keys, each in a format the client reads
+        for (type, format) in ExtraKeys.userKeys {
+            let name = ["ed25519": "Ed25519", "ecdsa": "ECDSA P-256", "rsa": "RSA 2048"][type]!
+            let how = ["openssh": "OpenSSH's format (bcrypt, aes256-ctr)", "pem": "PEM (`Proc-Type: 4,ENCRYPTED`, AES-128-CBC)",
+                       "pkcs8": "PKCS#8 (`ENCRYPTED PRIVATE KEY`, PBES2)"][format]!
+            rows.append(Row(section: "user key", label: "\(name), \(how), with a passphrase",
+                            config: ["AuthorizedKeysFile \(extra.dir)/user_keys", "AuthenticationMethods publickey"],
+                            ownKey: (extra.dir + "/user_\(type)_\(format)", ExtraKeys.passphrase)))
+        }
         // hardening configurations, whole
         rows.append(Row(section: "hardening", label: "Mozilla's OpenSSH guidelines (modern, OpenSSH 6.7+)", config: [
             "KexAlgorithms curve25519-sha256@libssh.org,ecdh-sha2-nistp521,ecdh-sha2-nistp384,ecdh-sha2-nistp256,diffie-hellman-group-exchange-sha256",
@@ -140,7 +166,9 @@ struct CompatibilityTableTests {
 
     /// One cell: connect with `algorithms`, run a command, write a file by SFTP and read it back.
     static func cell(_ server: TestServer, _ row: Row, _ algorithms: SSHAlgorithms, pins: [String]) async -> Outcome {
-        var config = server.configuration(.privateKey(path: server.key(row.userKey)), policy: .pinned(pins))
+        let auth: SSHAuthentication = row.ownKey.map { .privateKey(path: $0.path, passphrase: $0.passphrase) }
+            ?? .privateKey(path: server.key(row.userKey))
+        var config = server.configuration(auth, policy: .pinned(pins))
         config.algorithms = algorithms
         let conn: SSHConnection
         do {
@@ -207,6 +235,21 @@ struct CompatibilityTableTests {
             for outcome in line { if case .broken(let why) = outcome { Issue.record("\(row.label): \(why)") } }
         }
 
+        // the user key cells are the passphrase's doing: a wrong one is refused
+        let keyed = try TestServer.start(name: "table-wrong-passphrase", extraConfig: ["AuthorizedKeysFile \(extra.dir)/user_keys"])
+        defer { keyed.stop() }
+        for (type, format) in ExtraKeys.userKeys {
+            let config = keyed.configuration(.privateKey(path: extra.dir + "/user_\(type)_\(format)", passphrase: "wrong"))
+            do {
+                let conn = try await SSHClient.connect(config)
+                await conn.close()
+                Issue.record("\(type) \(format): a wrong passphrase connected")
+            } catch {
+                #expect([.authenticationFailed, .invalidArgument].contains(error.code) || "\(error)".contains("passphrase"),
+                        "\(type) \(format): \(error)")
+            }
+        }
+
         let table = Self.markdown(rows, results, versions: try Self.versions())
         let guide = TestServer.packageRoot + "/Docs/Guide-Algorithms.md"
         let text = try String(contentsOfFile: guide, encoding: .utf8)
@@ -242,7 +285,11 @@ struct CompatibilityTableTests {
         for (row, line) in zip(rows, results) {
             if row.section != section {
                 section = row.section
-                let heading = section == "hardening" ? "the server's configuration" : "the server offers only this \(section)"
+                let heading = switch section {
+                case "hardening": "the server's configuration"
+                case "user key": "the user's key (the server takes only keys)"
+                default: "the server offers only this \(section)"
+                }
                 out += "\n| \(heading) | " + profiles.map(\.name).joined(separator: " | ") + " |\n"
                 out += "|---|" + String(repeating: "---|", count: profiles.count) + "\n"
             }
