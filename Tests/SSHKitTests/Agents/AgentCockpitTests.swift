@@ -171,6 +171,7 @@ struct AgentCockpitTests {
             _ = try? await u.transport.runProcess("/bin/sh", "-c", """
                 for p in $(tmux -L "$1" list-panes -a -F '#{pane_pid}' 2>/dev/null); do pkill -KILL -s "$p"; done; exit 0
                 """, "sh", u.socket)
+            await endProcesses(home: agentHome, on: u.transport)
             await u.tearDown([repo, agentHome])
             model.stop()
         }

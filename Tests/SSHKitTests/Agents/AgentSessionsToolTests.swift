@@ -138,7 +138,7 @@ struct AgentSessionsToolTests {
 
         func tearDown(_ paths: [String] = []) async {
             await endTmuxServer(socket, on: transport)
-            for p in paths { _ = try? await transport.runProcess("/bin/rm", "-rf", p) }
+            await removeOnHost(paths, transport)
             await transport.close()
             try? FileManager.default.removeItem(atPath: home)
         }

@@ -125,7 +125,8 @@ struct RealAgentTests {
                 """
             _ = try? await transport.runProcess("/bin/sh", "-c", stop, "sh", tmuxSocket)
             await endTmuxServer(tmuxSocket, on: transport)
-            _ = try? await transport.runProcess("/bin/rm", "-rf", project.path, home)
+            await endProcesses(home: home, on: transport)
+            await removeOnHost([project.path, home], transport)
             await transport.close()
             server.stop()
         }
@@ -360,13 +361,19 @@ struct RealAgentTests {
         let t = SSHTransport(configuration: TestServer.shared.configuration())
         let stubDir = try await AgentHost(transport: t).absolutePath("~/kimi-stub-\(UInt32.random(in: 0...UInt32.max))")
         let host = AgentHost(transport: t, tmuxSocket: "sshkit-stub-\(UInt32.random(in: 0...UInt32.max))", extraSearchPath: [stubDir])
-        defer {
-            Task {
-                _ = try? await t.runProcess("tmux", "-L", host.tmuxSocket, "kill-server")
-                _ = try? await t.runProcess("/bin/rm", "-rf", stubDir)
-                await t.close()
-            }
+        do { try await stub(t, host, stubDir) } catch {
+            await endTmuxServer(host.tmuxSocket, on: t)
+            await removeOnHost([stubDir], t)
+            await t.close()
+            throw error
         }
+        // awaited, not left to a task: the last test's tasks do not outlive the test process
+        await endTmuxServer(host.tmuxSocket, on: t)
+        await removeOnHost([stubDir], t)
+        await t.close()
+    }
+
+    func stub(_ t: SSHTransport, _ host: AgentHost, _ stubDir: String) async throws {
         try await t.createDirectory(stubDir)
         try await t.writeTextFile(stubDir + "/kimi", """
             #!/bin/sh

@@ -125,3 +125,17 @@ func endTmuxServer(_ socket: String, on transport: any ServerTransport) async {
         """#
     _ = try? await transport.runProcess("/bin/sh", "-c", script, "sh", socket)
 }
+
+/// Ends (KILL) every process of the transport's user on the host with `home` (or a path in
+/// it) in its environment (HOME, VIBE_HOME, …):
+/// what an agent started outside its tmux session (a plugin's download, a language
+/// server) and would go on writing into that home after the test removed it.
+func endProcesses(home: String, on transport: any ServerTransport) async {
+    let script = #"""
+        for p in /proc/[0-9]*; do
+            tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -q "^[A-Za-z_]*=$1\(/\|$\)" && kill -KILL "${p#/proc/}" 2>/dev/null
+        done
+        exit 0
+        """#
+    _ = try? await transport.runProcess("/bin/sh", "-c", script, "sh", home)
+}

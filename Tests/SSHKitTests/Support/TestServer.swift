@@ -1,6 +1,7 @@
 import Foundation
 import SSHKit
 import Synchronization
+import ServerTransport
 
 /// A real OpenSSH sshd on 127.0.0.1 with a random free port and throwaway keys,
 /// prepared by scripts/test-sshd.sh and started (and stopped, by PID) here.
@@ -247,4 +248,23 @@ enum ServerRegistry {
     }
 
     static func remove(_ pid: Int32) { pids.withLock { _ = $0.remove(pid) } }
+}
+
+/// Removes `paths` on the host through `transport`, read-only directories inside too (Vibe
+/// copies its plugins' files with their package's modes), and again for a few seconds while
+/// something still writes into them.
+func removeOnHost(_ paths: [String], _ transport: any ServerTransport) async {
+    guard !paths.isEmpty else { return }
+    let script = """
+        i=0
+        while [ $i -lt 20 ]; do
+            chmod -R u+w "$@" 2>/dev/null; rm -rf "$@"
+            back=0; for p in "$@"; do [ ! -e "$p" ] || back=1; done
+            [ $back = 1 ] || exit 0
+            sleep 0.25; i=$((i + 1))
+        done
+        exit 1
+        """
+    _ = try? await transport.runProcess("/bin/sh", arguments: ["-c", script, "sh"] + paths, stdin: [], environment: [:],
+                                        timeout: .seconds(30))
 }
