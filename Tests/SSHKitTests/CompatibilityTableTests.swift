@@ -27,6 +27,20 @@ struct CompatibilityTableTests {
         /// A key of its own (an absolute path) and its passphrase, in `userKey`'s place.
         var ownKey: (path: String, passphrase: String)?
         var negotiated: (@Sendable (SSHNegotiatedAlgorithms) -> Bool)?
+        /// A feature the cell tries after the command and SFTP (nil when it worked, else why not).
+        var feature: Feature?
+        /// Shell commands run as root in the server's own mount namespace before it starts.
+        var mountSetup: String?
+    }
+
+    enum Feature: Sendable {
+        /// `ssh -A` from the test's ssh-agent: `ssh-add -l` on the server lists its key.
+        case agentForwarding
+        /// `ssh -R 0`: a connection made on the server to the port the server picked reaches
+        /// an echo server here.
+        case remoteForward
+        /// Keyboard-interactive through PAM asking two questions, each answered.
+        case twoPrompts
     }
 
     enum Outcome: Sendable, Equatable {
@@ -140,6 +154,25 @@ struct CompatibilityTableTests {
                             config: ["AuthorizedKeysFile \(extra.dir)/user_keys", "AuthenticationMethods publickey"],
                             ownKey: (extra.dir + "/user_\(type)_\(format)", ExtraKeys.passphrase)))
         }
+        // features a hardened server may still allow
+        rows.append(Row(section: "feature", label: "agent forwarding (`AllowAgentForwarding yes`): `ssh-add -l` on the server",
+                        config: ["AllowAgentForwarding yes"], feature: .agentForwarding))
+        rows.append(Row(section: "feature", label: "a remote forward of port 0 (`-R`, `AllowTcpForwarding remote`), used from the server",
+                        config: ["AllowTcpForwarding remote"], feature: .remoteForward))
+        // keyboard-interactive only, through a PAM stack (bound over the server's own
+        // /etc/pam.d/sshd in its mount namespace) that asks two questions: the password
+        // (pam_unix), then pam_stress's own
+        let pam = extra.dir + "/pam-sshd"
+        try """
+            auth required pam_unix.so
+            auth required pam_stress.so
+            account required pam_unix.so
+            session required pam_unix.so
+            """.write(toFile: pam, atomically: true, encoding: .utf8)
+        chmod(pam, 0o644)
+        rows.append(Row(section: "feature", label: "keyboard-interactive only, PAM asking two questions",
+                        config: ["AuthenticationMethods keyboard-interactive", "KbdInteractiveAuthentication yes", "UsePAM yes"],
+                        feature: .twoPrompts, mountSetup: "mount --bind \(pam) /etc/pam.d/sshd"))
         // hardening configurations, whole
         rows.append(Row(section: "hardening", label: "Mozilla's OpenSSH guidelines (modern, OpenSSH 6.7+)", config: [
             "KexAlgorithms curve25519-sha256@libssh.org,ecdh-sha2-nistp521,ecdh-sha2-nistp384,ecdh-sha2-nistp256,diffie-hellman-group-exchange-sha256",
@@ -165,11 +198,21 @@ struct CompatibilityTableTests {
     }
 
     /// One cell: connect with `algorithms`, run a command, write a file by SFTP and read it back.
-    static func cell(_ server: TestServer, _ row: Row, _ algorithms: SSHAlgorithms, pins: [String]) async -> Outcome {
-        let auth: SSHAuthentication = row.ownKey.map { .privateKey(path: $0.path, passphrase: $0.passphrase) }
+    static func cell(_ server: TestServer, _ row: Row, _ algorithms: SSHAlgorithms, pins: [String],
+                     agent: AgentForwardingTests.Agent?) async -> Outcome {
+        let asked = PromptLog()
+        var auth: SSHAuthentication = row.ownKey.map { .privateKey(path: $0.path, passphrase: $0.passphrase) }
             ?? .privateKey(path: server.key(row.userKey))
+        if case .twoPrompts = row.feature {
+            let password = server.password
+            auth = .keyboardInteractive { challenge in
+                await asked.add(challenge.prompts.map(\.text))
+                return challenge.prompts.map { _ in password }
+            }
+        }
         var config = server.configuration(auth, policy: .pinned(pins))
         config.algorithms = algorithms
+        if case .agentForwarding = row.feature { config.agentForwarding = agent?.socket }
         let conn: SSHConnection
         do {
             conn = try await SSHClient.connect(config)
@@ -192,7 +235,27 @@ struct CompatibilityTableTests {
             let back = try await sftp.contentsOfFile(path)
             try? await sftp.removeFile(at: path)
             sftp.close()
-            return back == bytes ? .works : .broken("SFTP gave other bytes back")
+            guard back == bytes else { return .broken("SFTP gave other bytes back") }
+            switch row.feature {
+            case nil:
+                return .works
+            case .agentForwarding:
+                let listed = try await conn.execute("ssh-add -l")
+                let fingerprint = (try? AgentForwardingTests.fingerprint()) ?? "?"
+                return listed.stdoutString.contains(fingerprint) ? .works : .broken("`ssh-add -l`: \(listed.stderrString)")
+            case .twoPrompts:
+                let prompts = await asked.all
+                return prompts.count == 2 ? .works : .broken("\(prompts.count) questions: \(prompts)")
+            case .remoteForward:
+                let echo = try? EchoServer()
+                defer { echo?.stop() }
+                guard let echo else { return .broken("no echo server here") }
+                let forward = try await conn.forwardRemotePort(port: 0, to: .tcp(host: "127.0.0.1", port: echo.port))
+                let p = forward.port
+                let through = try await conn.execute("bash -c 'exec 3<>/dev/tcp/127.0.0.1/\(p) && echo ping-\(p) >&3 && head -n 1 <&3'")
+                await forward.close()
+                return through.stdoutString == "ping-\(forward.port)\n" ? .works : .broken("the forward's port: \(through.stderrString)")
+            }
         } catch {
             return .broken("`\(error.code)` after connecting")
         }
@@ -209,6 +272,8 @@ struct CompatibilityTableTests {
         chmod(moduli, 0o644)
 
         let rows = try Self.rows(extra: extra, moduli: moduli)
+        let agent = try AgentForwardingTests.Agent()
+        defer { agent.stop() }
         var results: [[Outcome]] = []
         // the shared fixture's keys, so that each server does not make its own (seconds each)
         let keys = try FileManager.default.contentsOfDirectory(atPath: TestServer.shared.dir).filter {
@@ -218,11 +283,11 @@ struct CompatibilityTableTests {
             let dir = TestServer.directory(pid: getpid(), name: "table-\(i)")
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             for key in keys { try? FileManager.default.copyItem(atPath: TestServer.shared.dir + "/" + key, toPath: dir + "/" + key) }
-            let server = try TestServer.start(name: "table-\(i)", extraConfig: row.config)
+            let server = try TestServer.start(name: "table-\(i)", extraConfig: row.config, mountSetup: row.mountSetup)
             defer { server.stop() }
             var line: [Outcome] = []
             for (_, algorithms) in Self.profiles {
-                line.append(await Self.cell(server, row, algorithms, pins: server.allFingerprints + extra.fingerprints))
+                line.append(await Self.cell(server, row, algorithms, pins: server.allFingerprints + extra.fingerprints, agent: agent))
             }
             results.append(line)
         }
@@ -288,6 +353,7 @@ struct CompatibilityTableTests {
                 let heading = switch section {
                 case "hardening": "the server's configuration"
                 case "user key": "the user's key (the server takes only keys)"
+                case "feature": "beside the command and SFTP"
                 default: "the server offers only this \(section)"
                 }
                 out += "\n| \(heading) | " + profiles.map(\.name).joined(separator: " | ") + " |\n"
