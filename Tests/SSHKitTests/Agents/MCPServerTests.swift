@@ -92,12 +92,14 @@ struct MCPServerTests {
 
         func closeInput() throws { try input.fileHandleForWriting.close() }
 
-        /// `initialize` and `initialized`, as a client begins.
-        func begin(_ name: String = "test") async throws {
-            _ = try #require(try await request("initialize", [
+        /// `initialize` and `initialized`, as a client begins; the answer to `initialize`.
+        @discardableResult
+        func begin(_ name: String = "test") async throws -> [String: Any] {
+            let hello = try #require(try await request("initialize", [
                 "protocolVersion": "2025-06-18", "capabilities": [:] as [String: Any], "clientInfo": ["name": name, "version": "1"],
             ]), "no answer to initialize")
             try send(["method": "notifications/initialized"])
+            return hello
         }
     }
 
@@ -152,12 +154,9 @@ struct MCPServerTests {
         let c = try Client(u)
         defer { if c.process.isRunning { c.process.terminate() } }
 
-        let hello = try #require(try await c.request("initialize", [
-            "protocolVersion": "2025-06-18", "capabilities": [:] as [String: Any], "clientInfo": ["name": "test", "version": "1"],
-        ]), "no answer to initialize")
+        let hello = try await c.begin()
         let info = try #require((hello["result"] as? [String: Any])?["serverInfo"] as? [String: Any], "\(hello)")
         #expect(info["name"] as? String == "agent-sessions")
-        try c.send(["method": "notifications/initialized"])
         let listed = try #require(try await c.request("tools/list"), "no tool list")
         let names = ((listed["result"] as? [String: Any])?["tools"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
         #expect(Set(names ?? []) == ["list_hosts", "board", "start_task", "task_status", "wait_for_task", "task_output",
@@ -268,10 +267,7 @@ struct MCPServerTests {
         try settings.write(toFile: u.home + "/.config/agent-sessions/config.json", atomically: true, encoding: .utf8)
         let c = try Client(u)
         defer { if c.process.isRunning { c.process.terminate() } }
-        _ = try #require(try await c.request("initialize", [
-            "protocolVersion": "2025-06-18", "capabilities": [:] as [String: Any], "clientInfo": ["name": "test", "version": "1"],
-        ]))
-        try c.send(["method": "notifications/initialized"])
+        try await c.begin()
 
         let hosts = try await c.object("list_hosts")
         let projects = (hosts["hosts"] as? [[String: Any]])?.first?["projects"] as? [[String: Any]]
