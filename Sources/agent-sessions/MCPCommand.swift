@@ -56,7 +56,9 @@ struct MCPCommand: AsyncParsableCommand {
                 await server.withMethodHandler(ReadResource.self) { params in
                     .init(contents: [try await tools.read(params.uri)])
                 }
-                try await server.start(transport: MCPStdio())
+                // the name set by the first initialize too: the handler below replaces the
+                // SDK's only once the server runs, and a client may have begun by then
+                try await server.start(transport: MCPStdio()) { client, _ in tools.client.set(client.name) }
                 // every initialize answered, not only the first: a client may begin a new
                 // session on a server it kept running (fastmcp, which Kimi uses, does)
                 let capabilities = await server.capabilities
