@@ -13,12 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "sshcore_internal.h"
-
-/* Random ports tried for port 0 while the server refuses. */
-#define RANDOM_PORT_TRIES 8
 
 typedef struct waiting {
     struct waiting *_Nullable next;
@@ -31,9 +27,7 @@ typedef struct rforward_op {
     sshcore_op base;
     sshcore_rforward_callbacks cb;
     char *_Nullable address;
-    int asked_port;
-    int port; /* the port requested now; bound once listening */
-    int tries;
+    int port;
     int accept_timeout_ms;
     bool released;
 
@@ -79,23 +73,6 @@ complete_code(rforward_op *x, int code, const char *_Nullable detail)
     sshcore_error err;
     sshcore__error_set(&err, code, detail);
     (void)sshcore__op_complete(&x->base, &err);
-}
-
-/* Ports tried for port 0: below Linux's ephemeral range (32768...60999), from
- * which the kernel picks every outgoing connection's local port, so a pick
- * does not collide with a busy machine's connections (an address family where
- * the port is taken would silently not listen). */
-#define RANDOM_PORT_MIN 20000
-#define RANDOM_PORT_MAX 32767
-
-static int
-random_port(void)
-{
-    uint32_t r = 0;
-    if (getrandom(&r, sizeof(r), 0) != sizeof(r)) {
-        r = (uint32_t)sshcore__now_ms();
-    }
-    return RANDOM_PORT_MIN + (int)(r % (RANDOM_PORT_MAX - RANDOM_PORT_MIN + 1));
 }
 
 static void
@@ -246,10 +223,6 @@ request_step(sshcore_conn *conn, rforward_op *x)
     int rc;
 
     if (port_taken(conn, x)) {
-        if (x->asked_port == 0 && ++x->tries < RANDOM_PORT_TRIES) {
-            x->port = random_port();
-            return true;
-        }
         complete_code(x,
                       SSHCORE_E_FORWARD_REFUSED,
                       "this connection already forwards that port");
@@ -286,7 +259,7 @@ request_step(sshcore_conn *conn, rforward_op *x)
     return finish_request(conn, x, rc); /* answered within the call */
 }
 
-/** The answer to our request: listening, another random port, or refused. */
+/** The answer to our request: listening, or refused. */
 static bool
 finish_request(sshcore_conn *conn, rforward_op *x, int rc)
 {
@@ -313,10 +286,6 @@ finish_request(sshcore_conn *conn, rforward_op *x, int rc)
         (void)sshcore__op_complete(&x->base, &err);
         return false;
     }
-    if (x->asked_port == 0 && ++x->tries < RANDOM_PORT_TRIES) {
-        x->port = random_port();
-        return rf_event(x, SSHCORE_RF_EV_RETRY) != SSHCORE_RF_ACT_REJECT;
-    }
     {
         sshcore_error err;
         sshcore__error_from_session(&err,
@@ -325,10 +294,9 @@ finish_request(sshcore_conn *conn, rforward_op *x, int rc)
                                     "ssh_channel_listen_forward");
         snprintf(err.detail,
                  sizeof(err.detail),
-                 "tcpip-forward %s:%d%s",
+                 "tcpip-forward %s:%d",
                  x->address != NULL ? x->address : "",
-                 x->port,
-                 x->asked_port == 0 ? " (and other random ports)" : "");
+                 x->port);
         (void)sshcore__op_complete(&x->base, &err);
     }
     return false;
@@ -446,7 +414,7 @@ sshcore_rforward_start(sshcore_conn *conn,
 {
     rforward_op *x = NULL;
 
-    if (port < 0 || port > 65535 || accept_timeout_ms <= 0 ||
+    if (port < 1 || port > 65535 || accept_timeout_ms <= 0 ||
         callbacks->listening == NULL || callbacks->incoming == NULL ||
         callbacks->released == NULL) {
         sshcore__error_set(err,
@@ -463,8 +431,7 @@ sshcore_rforward_start(sshcore_conn *conn,
     }
     pthread_mutex_init(&x->mu, NULL);
     x->cb = *callbacks;
-    x->asked_port = port;
-    x->port = port != 0 ? port : random_port();
+    x->port = port;
     x->accept_timeout_ms = accept_timeout_ms;
     x->state = SSHCORE_RF_REQUEST;
     sshcore__op_init(&x->base,

@@ -1,5 +1,5 @@
 import Foundation
-import SSHKit
+@testable import SSHKit
 import Synchronization
 import Testing
 
@@ -190,6 +190,63 @@ struct RemoteForwardTests {
         try await SSHClient.withConnection(off.configuration()) { conn in
             let e = await expectSSHError { try await conn.forwardRemotePort(port: 0, to: .tcp(host: "127.0.0.1", port: 9)) }
             #expect(e?.code == .forwardingRefused, "\(String(describing: e))")
+            #expect(conn.isConnected)
+        }
+    }
+
+    /// sshd binds `localhost` on both loopbacks and reports success when only ::1 bound, so
+    /// a random pick that another process holds on 127.0.0.1 looked forwarded while
+    /// connections to it reached that process. The pick moves: first to a port the
+    /// fixture's sshd holds (it speaks first, its banner), then to one a silent listener
+    /// holds, then to a random one, which the server's own connections reach.
+    @Test func aRandomPortAnotherProcessHoldsOnALoopbackIsPickedAgain() async throws {
+        let echo = try EchoServer()
+        defer { echo.stop() }
+        let silent = try EchoServer() // answers only what it is sent: the check sends nothing
+        defer { silent.stop() }
+        let events = ForwardTests.Events()
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            let ipv6 = try await conn.execute("test -e /proc/net/if_inet6 && echo yes || echo no").stdoutString == "yes\n"
+            if ipv6 {
+                // the fault as it was: an explicit port held on 127.0.0.1 is reported forwarded
+                let blind = try await conn.forwardRemotePort(port: server.port, to: .tcp(host: "127.0.0.1", port: echo.port))
+                await blind.close()
+            }
+            var options = SSHForwardOptions(eventHandler: events.handler)
+            options.firstRandomPorts = [server.port, silent.port]
+            let forward = try await conn.forwardRemotePort(port: 0, to: .tcp(host: "127.0.0.1", port: echo.port), options: options)
+            #expect(![server.port, silent.port].contains(forward.port))
+            #expect((20000...32767).contains(forward.port))
+            if ipv6 { #expect(silent.connections == 1, "the check reached the silent listener through sshd") }
+            for host in ["127.0.0.1", "localhost"] {
+                let t = try await conn.openTunnel(toHost: host, port: forward.port)
+                #expect(try await SSHTunnel.roundTrip(t, [1, 2, 3]) == [1, 2, 3])
+            }
+            // the checks' own connections are neither handed on nor counted
+            #expect(forward.statistics.accepted == 2)
+            #expect(echo.connections == 2)
+            await forward.close()
+            #expect(try await conn.execute("echo alive").stdoutString == "alive\n")
+        }
+    }
+
+    /// A pick the server refuses (127.0.0.1 asked alone, the port taken there) is replaced;
+    /// when every pick fails, the error names each.
+    @Test func aRefusedRandomPortIsPickedAgainAndAllRefusedIsForwardingRefused() async throws {
+        try await SSHClient.withConnection(server.configuration()) { conn in
+            var options = SSHForwardOptions()
+            options.firstRandomPorts = [server.port]
+            let forward = try await conn.forwardRemotePort(bindAddress: "127.0.0.1", port: 0,
+                                                           to: .tcp(host: "127.0.0.1", port: 9), options: options)
+            #expect(forward.port != server.port)
+            await forward.close()
+            options.firstRandomPorts = Array(repeating: server.port, count: 8)
+            let e = await expectSSHError {
+                try await conn.forwardRemotePort(bindAddress: "127.0.0.1", port: 0, to: .tcp(host: "127.0.0.1", port: 9),
+                                                 options: options)
+            }
+            #expect(e?.code == .forwardingRefused)
+            #expect(e?.message.contains("\(server.port) refused") == true, "\(String(describing: e))")
             #expect(conn.isConnected)
         }
     }

@@ -212,7 +212,6 @@ extern "C" {
 #define SSHCORE_RF_EVENT_MAP(XX) \
     XX(SENT, "sent")             \
     XX(ACCEPTED, "accepted")     \
-    XX(RETRY, "retry")           \
     XX(END, "end")
 
 #define SSHCORE_RF_ACTION_MAP(XX)           \
@@ -226,7 +225,6 @@ extern "C" {
     T(REQUEST, SENT, WAIT, NONE)                \
     T(REQUEST, END, ENDED, NONE)                \
     T(WAIT, ACCEPTED, LISTEN, REPORT_LISTENING) \
-    T(WAIT, RETRY, REQUEST, NONE)               \
     T(WAIT, END, ENDED, ABANDON_QUESTION)       \
     T(LISTEN, END, ENDED, CANCEL_FORWARD)       \
     T(ENDED, END, ENDED, NONE)

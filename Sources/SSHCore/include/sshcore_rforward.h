@@ -22,8 +22,8 @@ extern "C" {
 
 typedef struct sshcore_rforward_callbacks {
     void *_Nullable ctx;
-    /** Worker: the server listens on `bound_port` (the port asked for, or the
-     *  one chosen when 0 was asked). Called once, before any `incoming`. */
+    /** Worker: the server listens on `bound_port` (the port asked for).
+     *  Called once, before any `incoming`. */
     void (*listening)(void *_Nullable ctx, int bound_port);
     /** Worker: a connection to the server's port arrived as a forwarded-tcpip
      *  channel, open and waiting (its data is buffered, within its window).
@@ -43,11 +43,11 @@ typedef struct sshcore_rforward_callbacks {
  * @brief Ask the server to listen on `bind_address`:`port` ("tcpip-forward")
  * and hand each connection it forwards to the callbacks.
  *
- * Port 0 picks a random port in 20000...32767, below the kernel's ephemeral
- * range (retried up to 8 times while the server refuses): libssh 0.10 reads the
- * server's chosen port from whatever packet it processed last, which is
- * unreliable while other channels are busy. Global requests (this one, its
- * cancel, keepalives) take turns: libssh has one slot for them. `done` runs
+ * `port` is 1...65535: a port the server chooses (0) is not asked for, since
+ * libssh 0.10 reads it from whatever packet it processed last, which is
+ * unreliable while other channels are busy; callers pick one (SSHKit picks
+ * random ports and checks they reach the forward). Global requests (this one,
+ * its cancel, keepalives) take turns: libssh has one slot for them. `done` runs
  * once: FORWARD_REFUSED when the server says no, CANCELLED after
  * sshcore_op_cancel (which also sends cancel-tcpip-forward and closes waiting
  * connections), or the connection's failure. Channels already handed on are

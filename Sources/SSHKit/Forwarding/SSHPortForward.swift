@@ -81,6 +81,9 @@ public struct SSHForwardOptions: Sendable {
     /// `opened` never after its end), and all of them before `close()` or
     /// `waitUntilClosed()` returns.
     public var eventHandler: (@Sendable (SSHForwardEvent) -> Void)?
+    /// Remote forwards of port 0: the ports to try first, before random ones (tests
+    /// make a pick land on a port they hold).
+    var firstRandomPorts: [Int] = []
 
     /// Settings with these values; checked when the forward starts, which throws
     /// `invalidArgument` for `maxConnections` outside 1...100000, `bufferLimit` outside

@@ -63,8 +63,14 @@ extension SSHConnection {
     /// forward goes on. Whether the server binds anything but loopback is up to its
     /// `GatewayPorts`.
     ///
+    /// Port 0 picks a random port in 20000...32767 and, for `localhost` (or `""`, `"*"`),
+    /// checks that a connection to it on the server's loopback comes back through this
+    /// forward, picking another when the server refused it or another process holds
+    /// it on one loopback.
+    ///
     /// - Throws: `forwardingRefused` (`AllowTcpForwarding no`, `PermitListen`, a port
-    ///   in use), `invalidArgument`, `invalidState`, the connection's failure.
+    ///   in use, no random port that worked), `invalidArgument`, `invalidState`, the
+    ///   connection's failure.
     public func forwardRemotePort(bindAddress: String = "localhost", port: Int, to target: SSHForwardTarget,
                                   options: SSHForwardOptions = SSHForwardOptions()) async throws(SSHError) -> SSHRemoteForward {
         try target.validate()
@@ -85,6 +91,9 @@ extension SSHConnection {
         guard (0...65535).contains(port) else { throw SSHError(.invalidArgument, "port \(port) out of range 0...65535") }
         guard !bindAddress.utf8.contains(0) else { throw SSHError(.invalidArgument, "bind address contains NUL") }
         guard core.isReady else { throw SSHError(.invalidState, "the connection is closed") }
+        if port == 0 {
+            return try await startRemoteForwardOnRandomPort(bindAddress: bindAddress, options: options, mode: mode)
+        }
         let book = RemoteForwardBook(mode: mode, options: options, logger: logger)
         let bound = try await book.start(on: core, address: bindAddress, port: port)
         logger.debug("remote forward listening", metadata: ["bind": "\(bindAddress):\(bound)"])
@@ -103,6 +112,8 @@ final class RemoteForwardBook: Sendable {
     private let started = OpenWaiter()
     private let boundPort = Mutex(0)
     private let handlerTasks = Mutex<[UInt64: Task<Void, Never>]>([:])
+    /// While a reach check is out: what each forwarded connection answers with.
+    private let checkNonce = Mutex<[UInt8]?>(nil)
     let ledger: ForwardLedger
     let mode: Mode
     let options: SSHForwardOptions
@@ -150,6 +161,10 @@ final class RemoteForwardBook: Sendable {
 
     private func incoming(_ id: UInt64, peer: String) {
         guard let op = forward.withLock({ $0 }) else { return }
+        if let nonce = checkNonce.withLock({ $0 }) {
+            answerReachCheck(id, nonce: nonce, op: op)
+            return
+        }
         guard ledger.admit(id) else {
             op.reject(id)
             ledger.rejected(id, peer: peer, reason: "the forward is stopping or more than \(options.maxConnections) connections are open")
@@ -187,6 +202,26 @@ final class RemoteForwardBook: Sendable {
                     tunnel.cancel()
                     ledger.ended(id, peer: peer, target: nil, error: nil)
                 }
+            }
+        }
+    }
+
+    func beginReachCheck(_ nonce: [UInt8]) { checkNonce.withLock { $0 = nonce } }
+    func endReachCheck() { checkNonce.withLock { $0 = nil } }
+
+    /// A connection that arrived while a reach check was out (RemoteForwardRandomPort):
+    /// answered with the check's bytes and closed, never handed on or counted.
+    private func answerReachCheck(_ id: UInt64, nonce: [UInt8], op: CoreRemoteForward) {
+        handlerTasks.withLock { tasks in
+            tasks[id] = Task { [self] in
+                defer { _ = handlerTasks.withLock { $0.removeValue(forKey: id) } }
+                guard let channel = try? await op.stream(id, bufferLimit: 64 * 1024) else { return }
+                defer { channel.cancel() }
+                do throws(SSHError) {
+                    try await channel.write(nonce)
+                    try channel.finishInput()
+                    _ = try await channel.exitStatus() // the check closes its end once it has read
+                } catch {}
             }
         }
     }
