@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "AgentSessions", targets: ["AgentSessions"]),
         .library(name: "AgentSessionsSQLite", targets: ["AgentSessionsSQLite"]),
         .library(name: "AgentCockpit", targets: ["AgentCockpit"]),
+        .library(name: "AgentServe", targets: ["AgentServe"]),
         .library(name: "TerminalSupport", targets: ["TerminalSupport"]),
         .executable(name: "ssh-exec", targets: ["ssh-exec"]),
         .executable(name: "known-hosts", targets: ["known-hosts"]),
@@ -25,6 +26,11 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         // `agent-sessions mcp`: the Model Context Protocol's own Swift SDK
         .package(url: "https://github.com/modelcontextprotocol/swift-sdk", from: "0.12.1"),
+        // `agent-sessions serve`: the page's HTTP and WebSocket server, and the hashes,
+        // keys and encryption of its pairing and Web Push
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         // `swift package generate-documentation`: the DocC catalogues of SSHKit and
         // ServerTransport (a command plugin; nothing links it).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
@@ -92,6 +98,18 @@ let package = Package(
             name: "AgentCockpit",
             dependencies: ["AgentSessions", "SSHKit", "TerminalSupport"]
         ),
+        // agent-sessions serve: the engine as pages for phones and browsers, over the same
+        // connections (a front end: it reaches the engine through its door only)
+        .target(
+            name: "AgentServe",
+            dependencies: [
+                "AgentSessions", "SSHKit",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The fuzz targets of the reliability suite (part 6): a corpus replayer here, a
         // libFuzzer binary when scripts/fuzz.sh builds it with --sanitize=fuzzer.
         .executableTarget(
@@ -103,7 +121,8 @@ let package = Package(
         .executableTarget(
             name: "agent-sessions",
             dependencies: [
-                "AgentSessions", "AgentSessionsSQLite", "AgentCockpit", "ServerTransport", "SSHKit", "TerminalSupport", "CBuildInfo",
+                "AgentSessions", "AgentSessionsSQLite", "AgentCockpit", "AgentServe", "ServerTransport", "SSHKit", "TerminalSupport",
+                "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "MCP", package: "swift-sdk"),
                 .product(name: "Logging", package: "swift-log"),
@@ -176,7 +195,7 @@ let package = Package(
         .testTarget(
             name: "SSHKitTests",
             dependencies: ["SSHKit", "SSHCore", "ServerTransport", "AgentSessions", "AgentSessionsSQLite", "AgentSettingsExample",
-                           "TerminalSupport", "AgentCockpit"],
+                           "TerminalSupport", "AgentCockpit", "AgentServe"],
             path: "Tests/SSHKitTests"
         ),
     ],

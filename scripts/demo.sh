@@ -13,9 +13,10 @@ swift build --product agent-sessions
 bin=$(swift build --show-bin-path)
 
 dir=$(mktemp -d /tmp/sshkit-demo.XXXXXX)
-agents=; repo=; origin=; model=
+agents=; repo=; origin=; model=; served=
 cleanup() {
     [ -z "$model" ] || kill "$model" 2>/dev/null || true
+    [ -z "$served" ] || kill "$served" 2>/dev/null || true
     tmux -S "$dir/tmux.sock" kill-server 2>/dev/null || true
     if [ -n "$repo" ]; then
         runuser -u "$SSHKIT_TEST_USER" -- tmux -L agent-sessions kill-server 2>/dev/null || true
@@ -297,4 +298,35 @@ for line in after.splitlines():
     print("  | " + line)
 PY
 as mcp log
+
+echo; echo "== every agent from a phone: agent-sessions serve, a device paired, the board in a headless Chromium"
+echo "   (see Docs/Guide-From-Your-Phone.md for reaching it from elsewhere)"
+echo "\$ agent-sessions serve --listen 127.0.0.1:0 &"
+rm -f "$ashome/.local/share/agent-sessions/serve/address"
+env -u SSH_AUTH_SOCK HOME="$ashome" "$bin/agent-sessions" serve --listen 127.0.0.1:0 > "$dir/serve.out" 2>&1 &
+served=$!
+for _ in $(seq 1 100); do [ -s "$ashome/.local/share/agent-sessions/serve/address" ] && break; sleep 0.1; done
+sed 's/^/  | /' "$dir/serve.out"
+as serve pair
+code=$(env -u SSH_AUTH_SOCK HOME="$ashome" "$bin/agent-sessions" serve pair --quiet)
+shots="${TMPDIR:-/tmp}/sshkit-demo-serve"
+rm -rf "$shots"
+echo "\$ (headless Chromium at 390x844 opens the link, pairs with a new code, shows the board)"
+/opt/sshkit-browser/bin/python Tests/Browser/serve_page.py --board-only --url "$(cat "$ashome/.local/share/agent-sessions/serve/address")" \
+    --code "$code" --title "Write the changelog" --out "$shots" > "$dir/browser.out" 2>&1 || true
+python3 - "$dir/browser.out" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    try:
+        step = json.loads(line)
+    except ValueError:
+        continue
+    if step.get("step") == "board":
+        print("  | the board's row: " + (step.get("text") or "(none)").replace("\n", " / "))
+    if step.get("step") == "error":
+        print("  | the browser failed: " + step.get("error", ""))
+PY
+echo "(its screenshot: $shots/board.png; the pairing page: $shots/pair.png)"
+as serve devices
+kill "$served"; wait "$served" 2>/dev/null || true; served=
 as tasks delete "Write the changelog" --force

@@ -6,7 +6,9 @@ packages=(libssh-dev libssl-dev pkg-config openssh-server openssh-client dropbea
           netcat-openbsd socat  # ProxyCommand tests (nc and socat as ssh users run them)
           nodejs  # the stand-in for OpenCode that loads the engine's status plugin
           clang-format-16  # the C core's layout check (scripts/format-c.sh --check)
-          libcurl4-openssl-dev)  # a release build with the Swift runtime linked in (scripts/install.sh)
+          libcurl4-openssl-dev  # a release build with the Swift runtime linked in (scripts/install.sh)
+          node-xterm qrencode  # agent-sessions serve: the terminal on its page, the pairing QR code
+          chromium chromium-driver)  # the page's tests, in a real headless browser
 SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 missing=()
 for p in "${packages[@]}"; do
@@ -37,6 +39,14 @@ if [ ! -x "$mcp_venv/bin/python" ] || ! "$mcp_venv/bin/python" -c 'import mcp' 2
     $SUDO "$mcp_venv/bin/pip" install --quiet --disable-pip-version-check 'mcp==2.3.0' \
         || echo "warning: the Python mcp SDK could not be installed; the test of a real MCP client will fail" >&2
     $SUDO chmod -R a+rX "$mcp_venv"
+fi
+# Selenium (PyPI) drives the headless Chromium of the page's tests
+browser_venv=/opt/sshkit-browser
+if [ ! -x "$browser_venv/bin/python" ] || ! "$browser_venv/bin/python" -c 'import selenium' 2>/dev/null; then
+    $SUDO /usr/bin/python3 -m venv "$browser_venv"
+    $SUDO "$browser_venv/bin/pip" install --quiet --disable-pip-version-check 'selenium==4.27.1' \
+        || echo "warning: Selenium could not be installed; the tests of the page will fail" >&2
+    $SUDO chmod -R a+rX "$browser_venv"
 fi
 # the real coding agents that need Python 3.12 or newer (Mistral Vibe, Kimi): a Python of
 # their own in /opt/sshkit-python and one virtualenv each. A failure is reported and the

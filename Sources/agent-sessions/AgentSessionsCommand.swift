@@ -25,7 +25,7 @@ struct AgentSessionsCommand: AsyncParsableCommand {
             """,
         version: String(cString: sshkit_build_version_line()),
         subcommands: [CockpitCommand.self, Hosts.self, Projects.self, Agents.self, Tasks.self, Chats.self, Attach.self, Send.self, Queue.self,
-                      Open.self, Log.self, Diff.self, Status.self, Watch.self, Events.self, Orphans.self, Store.self, Service.self, MCPCommand.self])
+                      Open.self, Log.self, Diff.self, Status.self, Watch.self, Events.self, Orphans.self, Store.self, Service.self, MCPCommand.self, ServeCommand.self])
 
     /// No subcommand: the cockpit on a terminal, the board when piped.
     func run() async throws {

@@ -75,7 +75,7 @@ struct LayeringTests {
         }
     }
 
-    /// The agent tool and its cockpit reach the engine only through its door,
+    /// The agent tool, its cockpit and its page's server reach the engine only through its door,
     /// `AgentOrchestrator` and its handles: no file of theirs names the host type, the
     /// connection pool or the store (records are read through `records` and written by the
     /// engine). The command's `Context` alone makes the SQLite store it hands the engine.
@@ -88,7 +88,9 @@ struct LayeringTests {
             #expect(behind.firstMatch(in: sample, range: NSRange(sample.startIndex..., in: sample)) != nil, "\(sample)")
         }
         let files = Self.swiftFiles(under: "Sources/agent-sessions") + Self.swiftFiles(under: "Sources/AgentCockpit")
+            + Self.swiftFiles(under: "Sources/AgentServe")
         #expect(files.count >= 13, "\(files)")
+        #expect(files.contains { $0.hasSuffix("/AgentServe/ServeServer.swift") }, "the page's server is checked too")
         // where the command makes its store and hands it to the engine
         let composition = ["let store = try SQLiteAgentStore(path: path)",
                            "SQLiteAgentStore.defaultPath(tool: Self.tool, environment: environment)"]

@@ -521,6 +521,7 @@ public final class AgentOrchestrator: Sendable {
 
     /// Stops every agent of a task (its worktree stays).
     func stop(taskID: TaskID) async throws(AgentError) {
+        _ = try await records.task(taskID) // a task that is not there is notFound, not stopped
         for c in try await stored("reading conversations", { try await store.conversations(taskID: taskID) }) {
             try await stop(conversationID: c.id)
         }

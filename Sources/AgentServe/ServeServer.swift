@@ -1,0 +1,449 @@
+import AgentSessions
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import ServiceLifecycle
+import SSHKit
+import Synchronization
+
+/// Ends every open WebSocket when the server begins to stop, so that a graceful stop
+/// (SIGTERM, SIGINT) does not wait for pages that stay open.
+struct ClosingSockets: Service {
+    let gate: DeviceGate
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        gate.endAll()
+    }
+}
+
+/// `agent-sessions serve`: the engine as pages for phones and browsers, from this machine,
+/// over the connections the engine holds to each host. A front end like the command and the
+/// cockpit: everything it does goes through the engine's door.
+///
+/// Who may come in: only a paired device (a random token in an HttpOnly, SameSite=Strict
+/// cookie, checked on every request and WebSocket upgrade); requests that change anything
+/// and every upgrade must come from the page's own origin; every action is kept in the
+/// audit log with its device.
+public final class ServeServer: Sendable {
+    public struct Options: Sendable {
+        /// Where to listen; loopback unless told otherwise.
+        public var host: String = "127.0.0.1"
+        public var port: Int = 7420
+        /// Where xterm.js (Debian's node-xterm) is: the directory of its `lib`.
+        public var xtermDirectory: String = "/usr/share/nodejs/xterm/lib"
+        /// Mark the cookie Secure (when a TLS proxy is in front).
+        public var secureCookie = false
+
+        public init() {}
+
+        public var isLoopback: Bool { ["127.0.0.1", "::1", "localhost"].contains(host) }
+    }
+
+    static let cookieName = "as_device"
+
+    /// Warnings and errors only: the server's own start line is the command's.
+    public static var quietLogger: Logger {
+        var l = Logger(label: "agent-sessions.serve")
+        l.logLevel = .warning
+        return l
+    }
+
+    let engine: AgentOrchestrator
+    let state: ServeState
+    let options: Options
+    let gate: DeviceGate
+    let board: BoardFeed
+    let assets: ServeAssets
+    let logger: Logger
+
+    public init(engine: AgentOrchestrator, state: ServeState, options: Options,
+                logger: Logger = ServeServer.quietLogger) {
+        self.engine = engine
+        self.state = state
+        self.options = options
+        self.logger = logger
+        gate = DeviceGate(state: state)
+        board = BoardFeed(engine: engine)
+        assets = ServeAssets(xtermDirectory: options.xtermDirectory)
+    }
+
+    /// Serves until the task is cancelled or the process is told to stop (SIGINT, SIGTERM).
+    /// `onListening` gets the address once the server listens (the port chosen for 0).
+    public func run(onListening: @escaping @Sendable (String) -> Void = { _ in }) async throws {
+        board.start()
+        defer { board.stop() }
+        let watcher = Task { [gate] in
+            // revocations made by `serve devices --revoke` end that device's sockets
+            while !Task.isCancelled {
+                gate.refresh()
+                try? await Task.sleep(for: .milliseconds(500))
+            }
+        }
+        defer { watcher.cancel() }
+        let router = makeRouter()
+        let host = options.host
+        let app = Application(
+            router: router,
+            server: .http1WebSocketUpgrade(webSocketRouter: router),
+            configuration: ApplicationConfiguration(address: .hostname(host, port: options.port), serverName: "agent-sessions"),
+            services: [ClosingSockets(gate: gate)],
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? 0
+                onListening(host.contains(":") ? "http://[\(host)]:\(port)" : "http://\(host):\(port)")
+            },
+            logger: logger)
+        try await app.runService()
+    }
+
+    // MARK: the routes
+
+    typealias Context = BasicWebSocketRequestContext
+
+    func makeRouter() -> Router<Context> {
+        let router = Router(context: Context.self)
+        // pages
+        router.get("/pair") { _, _ in Self.html(ServeAssets.pairPage) }
+        router.get("/favicon.ico") { _, _ in Response(status: .noContent) }
+        router.get("/") { [self] request, _ in
+            guard device(request) != nil else { return Self.unpaired() }
+            return Self.html(ServeAssets.boardPage)
+        }
+        router.get("/t/:task") { [self] request, _ in
+            guard device(request) != nil else { return Self.unpaired() }
+            return Self.html(ServeAssets.taskPage)
+        }
+        router.get("/static/:file") { [self] request, context in
+            let file = context.parameters.get("file") ?? ""
+            // what the pairing page needs is open; the rest only to a paired device
+            guard ServeAssets.open.contains(file) || device(request) != nil else { return Self.unpaired() }
+            return assets.response(file)
+        }
+        // pairing
+        router.post("/api/pair") { [self] request, context in
+            try await pair(request, context: context)
+        }
+        // the board
+        router.get("/api/board") { [self] request, _ in
+            guard device(request) != nil else { return Self.unpaired() }
+            return Self.json(await board.current())
+        }
+        router.ws("/api/board/live") { [self] request, _ in
+            try admitUpgrade(request)
+        } onUpgrade: { [self] inbound, outbound, context in
+            guard let device = device(context.request) else { return }
+            let key = gate.opened(device: device.id) { Task { try? await outbound.close(.policyViolation, reason: "revoked") } }
+            defer { gate.forget(key) }
+            let encoder = Self.encoder
+            let updates = Task {
+                for await view in board.updates() {
+                    guard let data = try? encoder.encode(view) else { continue }
+                    do { try await outbound.write(.text(String(decoding: data, as: UTF8.self))) } catch { return }
+                }
+            }
+            defer { updates.cancel() }
+            // the socket lasts until the page closes it or the server does (a revoked
+            // device, the server stopping): its end ends the updates
+            for try await _ in inbound.messages(maxSize: 4096) {}
+        }
+        // a task
+        router.get("/api/tasks/:task") { [self] request, context in
+            try await act(request, context, action: nil) { task in
+                let record = try await task.record()
+                let chats = try await task.chats()
+                var agents: [ChatView] = []
+                for chat in chats {
+                    let r = try await chat.record()
+                    // a stopped or ended agent is what its record says; a running one, what its host says
+                    let status = r.state == .running ? try? await chat.status() : nil
+                    agents.append(ChatView(id: r.id.rawValue, provider: r.providerID,
+                                           state: status?.activity.name ?? BoardView.name(of: r.state),
+                                           needsYou: status?.activity.needsYou ?? false, question: status?.question))
+                }
+                return Self.json(TaskView(id: record.id.rawValue, title: record.title, branch: record.worktree.branch,
+                                          archived: record.archivedAt != nil, agents: agents))
+            }
+        }
+        router.get("/api/tasks/:task/diff") { [self] request, context in
+            try await act(request, context, action: nil) { task in
+                let diff = try await task.diff()
+                return Self.json(diff.files.map { FileView(path: $0.path, added: $0.added, removed: $0.removed, untracked: $0.isUntracked) })
+            }
+        }
+        router.get("/api/tasks/:task/patch") { [self] request, context in
+            let path = request.uri.queryParameters.get("path") ?? ""
+            return try await act(request, context, action: nil) { task in
+                let p = try await task.patch(file: path)
+                return Self.json(PatchView(path: p.path, patch: p.patch, truncated: p.isTruncated))
+            }
+        }
+        router.post("/api/tasks/:task/stop") { [self] request, context in
+            try await act(request, context, action: "stop") { task in
+                try await task.stop()
+                return Self.json(Done(message: "stopped"))
+            }
+        }
+        router.post("/api/tasks/:task/resume") { [self] request, context in
+            try await act(request, context, action: "resume") { task in
+                let resumed = try await task.resume()
+                return Self.json(Done(message: "resumed \(resumed.count) agent\(resumed.count == 1 ? "" : "s")"))
+            }
+        }
+        router.post("/api/tasks/:task/commit") { [self] request, context in
+            let body = try? await request.decode(as: Line.self, context: context)
+            return try await act(request, context, action: "commit") { task in
+                let c = try await task.commit(message: body?.text?.isEmpty == false ? body?.text : nil)
+                return Self.json(Done(message: "committed \(c.files) file\(c.files == 1 ? "" : "s") as \(c.commit.prefix(12))"))
+            }
+        }
+        router.post("/api/tasks/:task/push") { [self] request, context in
+            try await act(request, context, action: "push") { task in
+                let p = try await task.push()
+                return Self.json(Done(message: p.wasUpToDate ? "\(p.branch) was up to date on \(p.remote)"
+                                                             : "pushed \(p.commits) commit\(p.commits == 1 ? "" : "s") to \(p.remote)/\(p.branch)"))
+            }
+        }
+        router.post("/api/chats/:chat/send") { [self] request, context in
+            let body = try? await request.decode(as: Line.self, context: context)
+            return try await actOnChat(request, context, action: "send") { chat in
+                guard let text = body?.text, !text.isEmpty else { throw AgentError(.invalidArgument, "nothing to send") }
+                try await chat.send(text)
+                return Self.json(Done(message: "sent"))
+            }
+        }
+        router.ws("/api/chats/:chat/terminal") { [self] request, _ in
+            try admitUpgrade(request)
+        } onUpgrade: { [self] inbound, outbound, context in
+            try await terminal(inbound: inbound, outbound: outbound, context: context)
+        }
+        return router
+    }
+
+    // MARK: who may come in
+
+    func device(_ request: Request) -> ServeDevice? {
+        gate.device(token: request.cookies[Self.cookieName]?.value)
+    }
+
+    /// Whether a request that changes something comes from the page's own origin. A
+    /// refused WebSocket upgrade is answered 400 and closed by the WebSocket library (it
+    /// has no other answer for an upgrade it does not make); the refusal is in the audit log.
+    static func sameOrigin(_ request: Request) -> Bool {
+        guard let origin = request.headers[.origin], let host = request.head.authority else {
+            return false
+        }
+        return origin == "http://\(host)" || origin == "https://\(host)"
+    }
+
+    func admitUpgrade(_ request: Request) throws -> RouterShouldUpgrade {
+        guard let device = device(request) else {
+            state.audit(device: nil, action: "upgrade", target: request.uri.path, outcome: "refused: not paired")
+            throw HTTPError(.unauthorized, message: "this device is not paired: agent-sessions serve pair")
+        }
+        guard Self.sameOrigin(request) else {
+            state.audit(device: device.id, action: "upgrade", target: request.uri.path, outcome: "refused: another origin")
+            throw HTTPError(.forbidden, message: "another origin")
+        }
+        return .upgrade([:])
+    }
+
+    private func pair(_ request: Request, context: Context) async throws -> Response {
+        guard Self.sameOrigin(request) else {
+            state.audit(device: nil, action: "pair", outcome: "refused: another origin")
+            return Self.error(.forbidden, code: "forbidden", "another origin")
+        }
+        guard gate.mayTryPairing() else {
+            state.audit(device: nil, action: "pair", outcome: "refused: too many attempts")
+            return Self.error(.tooManyRequests, code: "tooManyAttempts", "too many pairing attempts; wait a minute")
+        }
+        struct Body: Decodable {
+            var code: String
+            var name: String?
+        }
+        guard let body = try? await request.decode(as: Body.self, context: context) else {
+            return Self.error(.badRequest, code: "invalidArgument", "give the code")
+        }
+        do throws(ServeError) {
+            let (device, token) = try state.pair(code: body.code, name: body.name ?? "")
+            gate.refresh()
+            state.audit(device: device.id, action: "pair", target: device.name, outcome: "paired")
+            var response = Self.json(Done(message: "paired as \(device.name)"))
+            let secure = options.secureCookie || request.headers[.init("X-Forwarded-Proto")!] == "https"
+            response.headers[.setCookie] = "\(Self.cookieName)=\(token); Path=/; Max-Age=31536000; HttpOnly; SameSite=Strict"
+                + (secure ? "; Secure" : "")
+            return response
+        } catch {
+            gate.pairingFailed()
+            state.audit(device: nil, action: "pair", outcome: "refused: \(error.message)")
+            return Self.error(.unauthorized, code: "pairingRefused", error.message)
+        }
+    }
+
+    // MARK: acting through the door
+
+    /// Runs `body` on the request's task for a paired device (and, for an action, from the
+    /// page's origin), mapping the engine's errors to HTTP statuses and keeping the action
+    /// in the audit log.
+    private func act(_ request: Request, _ context: Context, action: String?,
+                     _ body: (TaskHandle) async throws -> Response) async throws -> Response {
+        guard let device = device(request) else { return Self.unpaired() }
+        let id = context.parameters.get("task") ?? ""
+        if let action, !Self.sameOrigin(request) {
+            state.audit(device: device.id, action: action, target: id, outcome: "refused: another origin")
+            return Self.error(.forbidden, code: "forbidden", "another origin")
+        }
+        do {
+            let response = try await body(engine.task(TaskID(id)))
+            if let action { state.audit(device: device.id, action: action, target: id, outcome: "done") }
+            return response
+        } catch let e as AgentError {
+            if let action { state.audit(device: device.id, action: action, target: id, outcome: "refused: \(e.code.name)") }
+            return Self.error(e)
+        }
+    }
+
+    private func actOnChat(_ request: Request, _ context: Context, action: String,
+                           _ body: (ChatHandle) async throws -> Response) async throws -> Response {
+        guard let device = device(request) else { return Self.unpaired() }
+        let id = context.parameters.get("chat") ?? ""
+        guard Self.sameOrigin(request) else {
+            state.audit(device: device.id, action: action, target: id, outcome: "refused: another origin")
+            return Self.error(.forbidden, code: "forbidden", "another origin")
+        }
+        do {
+            let response = try await body(engine.chat(ChatID(id)))
+            state.audit(device: device.id, action: action, target: id, outcome: "done")
+            return response
+        } catch let e as AgentError {
+            state.audit(device: device.id, action: action, target: id, outcome: "refused: \(e.code.name)")
+            return Self.error(e)
+        }
+    }
+
+    /// The agent's terminal: its screen out as binary messages, keystrokes in as binary
+    /// messages, `{"cols":…,"rows":…}` text messages to resize.
+    private func terminal(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter,
+                          context: WebSocketRouterContext<Context>) async throws {
+        guard let device = device(context.request) else { return }
+        let id = context.requestContext.parameters.get("chat") ?? ""
+        let query = context.request.uri.queryParameters
+        let size = SSHTerminalSize(columns: min(500, max(20, query.get("cols", as: Int.self) ?? 80)),
+                                   rows: min(300, max(5, query.get("rows", as: Int.self) ?? 24)))
+        let term: AgentTerminal
+        do {
+            term = try await engine.chat(ChatID(id)).attach(size: size)
+        } catch {
+            state.audit(device: device.id, action: "terminal", target: id, outcome: "refused: \(error.code.name)")
+            try? await outbound.write(.text(#"{"error":"# + Self.quoted(error.message) + "}"))
+            try? await outbound.close(.normalClosure, reason: nil)
+            return
+        }
+        state.audit(device: device.id, action: "terminal", target: id, outcome: "opened")
+        let key = gate.opened(device: device.id) {
+            term.cancel()
+            Task { try? await outbound.close(.policyViolation, reason: "revoked") }
+        }
+        defer {
+            gate.forget(key)
+            term.cancel()
+        }
+        let pump = Task {
+            for await chunk in term.output {
+                do { try await outbound.write(.binary(ByteBuffer(bytes: chunk))) } catch { break }
+            }
+            try? await outbound.close(.normalClosure, reason: "the agent's session ended")
+        }
+        defer { pump.cancel() }
+        struct Resize: Decodable {
+            var cols: Int
+            var rows: Int
+        }
+        for try await message in inbound.messages(maxSize: 1 << 20) {
+            switch message {
+            case .binary(let buffer):
+                do { try await term.input.write(Array(buffer.readableBytesView)) } catch { return }
+            case .text(let text):
+                if let r = try? JSONDecoder().decode(Resize.self, from: Data(text.utf8)) {
+                    try? term.resize(to: SSHTerminalSize(columns: min(500, max(20, r.cols)), rows: min(300, max(5, r.rows))))
+                }
+            }
+        }
+    }
+
+    // MARK: responses
+
+    struct Done: Encodable { var message: String }
+    struct Line: Decodable { var text: String? }
+    struct ChatView: Encodable {
+        var id, provider, state: String
+        var needsYou: Bool
+        var question: String?
+    }
+    struct TaskView: Encodable {
+        var id, title, branch: String
+        var archived: Bool
+        var agents: [ChatView]
+    }
+    struct FileView: Encodable {
+        var path: String
+        var added, removed: Int?
+        var untracked: Bool
+    }
+    struct PatchView: Encodable {
+        var path, patch: String
+        var truncated: Bool
+    }
+
+    static let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.dateEncodingStrategy = .iso8601
+        e.outputFormatting = [.sortedKeys]
+        return e
+    }()
+
+    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
+        let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
+        return Response(status: status, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+                        body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    static func html(_ text: String) -> Response {
+        Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
+                                        .contentSecurityPolicy: ServeAssets.contentSecurityPolicy,
+                                        .init("X-Content-Type-Options")!: "nosniff",
+                                        .init("Referrer-Policy")!: "no-referrer"],
+                 body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    static func unpaired() -> Response {
+        error(.unauthorized, code: "notPaired", "this device is not paired: run agent-sessions serve pair and open /pair")
+    }
+
+    static func error(_ status: HTTPResponse.Status, code: String, _ message: String) -> Response {
+        struct Body: Encodable { var error, message: String }
+        return json(Body(error: code, message: message), status: status)
+    }
+
+    /// The engine's error codes as HTTP statuses (one table, as the command has for exit statuses).
+    static func status(of code: AgentError.Code) -> HTTPResponse.Status {
+        switch code {
+        case .notFound: .notFound
+        case .invalidArgument, .invalidEnvironmentName, .unknownProvider, .ambiguous, .shellNotAllowed: .badRequest
+        case .taskArchived, .nameTaken, .hasTasks, .checkoutHasChanges, .nothingToLand, .notTheSameProject, .notAnAttempt,
+             .worktreeHasUnsavedWork, .mergeConflict, .sessionNotRunning, .noRemote, .noForge:
+            .conflict
+        case .transport, .tmuxUnavailable, .tmuxFailed, .agentUnavailable, .gitFailed, .notAGitRepository: .badGateway
+        default: .internalServerError
+        }
+    }
+
+    static func error(_ e: AgentError) -> Response {
+        error(status(of: e.code), code: e.code.name, e.message)
+    }
+
+    static func quoted(_ s: String) -> String {
+        String(decoding: (try? JSONEncoder().encode(s)) ?? Data("\"\"".utf8), as: UTF8.self)
+    }
+}

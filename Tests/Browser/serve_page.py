@@ -1,0 +1,152 @@
+"""The page of `agent-sessions serve` in a real headless Chromium at a phone's size.
+
+Run by ServeTests with the server's address, a fresh pairing code and the task to open.
+Each step prints one JSON line ({"step": ..., ...}); a screenshot of each page is kept in
+--out. The script does what a user does and reports what the page showed; the test
+decides what is right.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.chrome.service import Service
+
+
+def say(step, **fields):
+    fields["step"] = step
+    print(json.dumps(fields), flush=True)
+
+
+def wait_for(what, seconds=30.0, every=0.2):
+    end = time.time() + seconds
+    last = None
+    while time.time() < end:
+        try:
+            last = what()
+            if last:
+                return last
+        except Exception as e:  # the page may be between two states
+            last = None
+        time.sleep(every)
+    return last
+
+
+def console(driver):
+    """The page's console errors and warnings so far."""
+    try:
+        return [e["message"][:300] for e in driver.get_log("browser") if e.get("level") in ("SEVERE", "WARNING")]
+    except Exception:
+        return []
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--code", required=True)
+    ap.add_argument("--title", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--width", type=int, default=390)
+    ap.add_argument("--height", type=int, default=844)
+    ap.add_argument("--board-only", action="store_true", help="pair and show the board, then stop")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+
+    options = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=%d,%d" % (a.width, a.height), "--user-data-dir=" + os.path.join(a.out, "profile")):
+        options.add_argument(arg)
+    options.add_experimental_option("mobileEmulation", {
+        "deviceMetrics": {"width": a.width, "height": a.height, "pixelRatio": 2.0, "touch": False}})
+    options.binary_location = "/usr/bin/chromium"
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    driver.set_page_load_timeout(30)
+    try:
+        # an unpaired device gets nowhere
+        driver.get(a.url + "/")
+        say("unpaired", body=driver.find_element(By.TAG_NAME, "body").text[:300])
+
+        # pairing, with the code the QR code's link carries
+        driver.get(a.url + "/pair#code=" + a.code)
+        driver.find_element(By.ID, "name").send_keys("test phone")
+        driver.save_screenshot(os.path.join(a.out, "pair.png"))
+        driver.find_element(By.CSS_SELECTOR, "#pair button").click()
+        rows = wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "#board a.row"))
+        cookies = driver.get_cookies()
+        say("paired", url=driver.current_url, rows=len(rows or []),
+            cookie=[{k: c.get(k) for k in ("name", "httpOnly", "sameSite", "secure")} for c in cookies])
+
+        # the board, live: the task's row, its title as text
+        row = wait_for(lambda: [r for r in driver.find_elements(By.CSS_SELECTOR, "#board a.row")
+                                if a.title in r.text])
+        driver.save_screenshot(os.path.join(a.out, "board.png"))
+        scripts = len(driver.find_elements(By.TAG_NAME, "script"))
+        say("board", found=bool(row), text=row[0].text if row else None, scripts=scripts,
+            injected=driver.execute_script("return window.__injected === true"),
+            live=wait_for(lambda: "on" in driver.find_element(By.ID, "live").get_attribute("class"), 10))
+
+        if a.board_only:
+            return 0
+
+        # the task: its terminal shows the agent's screen
+        row[0].click()
+        wait_for(lambda: "/t/" in driver.current_url)
+        screen = wait_for(lambda: (driver.execute_script("return app.screenText ? app.screenText() : ''") or "")
+                          if "got: hello" in (driver.execute_script("return app.screenText ? app.screenText() : ''") or "")
+                          else None)
+        say("task", title=driver.find_element(By.ID, "title").text, screen=screen, console=console(driver),
+            width=driver.execute_script("return document.documentElement.scrollWidth"))
+        driver.save_screenshot(os.path.join(a.out, "task.png"))
+
+        # keystrokes into the agent's terminal come back through tmux
+        term = driver.find_element(By.CSS_SELECTOR, "#terminal .xterm")
+        term.click()
+        ActionChains(driver).send_keys("typed in the browser\n").perform()
+        typed = wait_for(lambda: "got: typed in the browser" in driver.execute_script("return app.screenText()"))
+        say("typed", echoed=bool(typed), screen=driver.execute_script("return app.screenText()")[-400:])
+
+        # a line through the form
+        driver.find_element(By.ID, "line").send_keys("sent from the form")
+        driver.find_element(By.CSS_SELECTOR, "#send button").click()
+        sent = wait_for(lambda: "got: sent from the form" in driver.execute_script("return app.screenText()"))
+        say("sent", echoed=bool(sent), message=driver.find_element(By.ID, "message").text)
+
+        # the diff, one file opened
+        driver.find_element(By.ID, "show-diff").click()
+        files = wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "#diff details"))
+        patch = None
+        if files:
+            files[0].find_element(By.TAG_NAME, "summary").click()
+            patch = wait_for(lambda: files[0].find_element(By.TAG_NAME, "pre").text)
+        driver.save_screenshot(os.path.join(a.out, "diff.png"))
+        say("diff", files=[f.find_element(By.TAG_NAME, "summary").text for f in files or []], patch=patch)
+
+        def act(name):
+            driver.find_element(By.CSS_SELECTOR, "[data-action=%s]" % name).click()
+            return wait_for(lambda: (lambda t: t if t and not t.endswith("…") else None)(
+                driver.find_element(By.ID, "message").text), 60)
+
+        say("commit", message=act("commit"))
+        say("push", message=act("push"),
+            bad="bad" in driver.find_element(By.ID, "message").get_attribute("class"))
+        say("stop", message=act("stop"),
+            agents=wait_for(lambda: (lambda t: t if "stopped" in t else None)(
+                driver.find_element(By.ID, "agents").text), 15))
+        say("resume", message=act("resume"),
+            screen=wait_for(lambda: (lambda t: t if "READY>" in t else None)(
+                driver.execute_script("return app.screenText()")), 30))
+        driver.save_screenshot(os.path.join(a.out, "resumed.png"))
+    except Exception as e:
+        say("error", error=repr(e), console=console(driver))
+        driver.save_screenshot(os.path.join(a.out, "error.png"))
+    finally:
+        driver.quit()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

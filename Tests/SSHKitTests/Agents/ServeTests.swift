@@ -1,0 +1,367 @@
+import AgentServe
+import AgentSessions
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `agent-sessions serve` as a phone and an attacker see it: the page in a real headless
+/// Chromium (Selenium) at a phone's size, and the HTTP and WebSocket doors by hand.
+@Suite("agent-sessions: serve", .tags(.process), .serialized)
+struct ServeTests {
+    typealias User = AgentSessionsToolTests.User
+
+    /// `agent-sessions serve` on a free loopback port, stopped (SIGTERM, then waited for)
+    /// by `stop()`.
+    final class Served: @unchecked Sendable {
+        let process = Process()
+        let url: String
+        let port: Int
+        let state: String
+
+        init(_ u: User) throws {
+            state = u.home + "/.local/share/agent-sessions/serve"
+            try? FileManager.default.removeItem(atPath: state + "/address")
+            process.executableURL = URL(fileURLWithPath: AgentSessionsToolTests.binary)
+            process.arguments = ["serve", "--listen", "127.0.0.1:0"]
+            process.environment = ["HOME": u.home, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            var found: String?
+            for _ in 0..<300 where found == nil {
+                found = try? String(contentsOfFile: state + "/address", encoding: .utf8)
+                if found == nil { usleep(50_000) }
+            }
+            guard let found, let port = Int(found.split(separator: ":").last ?? "") else {
+                process.terminate()
+                throw FixtureError("agent-sessions serve did not start")
+            }
+            url = found
+            self.port = port
+        }
+
+        /// SIGTERM, and the server must be gone within 15 s (else SIGKILL, and the test fails).
+        func stop(sourceLocation: SourceLocation = #_sourceLocation) {
+            guard process.isRunning else { return }
+            process.terminate()
+            var waited = 0
+            while process.isRunning && waited < 300 {
+                usleep(50_000)
+                waited += 1
+            }
+            if process.isRunning {
+                Issue.record("agent-sessions serve did not stop on SIGTERM", sourceLocation: sourceLocation)
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+            }
+        }
+    }
+
+    /// One HTTP/1.1 exchange on a socket of its own: the status, the head's fields
+    /// (lower-cased names) and the body. A 101 answer leaves the socket open in `socket`.
+    struct Exchange {
+        var status: Int
+        var fields: [String: String]
+        var body: String
+        var socket: Int32 = -1
+    }
+
+    static func http(_ port: Int, _ method: String, _ path: String, headers: [String: String] = [:],
+                     body: String? = nil) throws -> Exchange {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var tv = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        let ok = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard ok == 0 else {
+            close(fd)
+            throw FixtureError("cannot connect to 127.0.0.1:\(port)")
+        }
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n"
+        for (k, v) in headers { head += "\(k): \(v)\r\n" }
+        if let body { head += "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n" }
+        head += "Connection: close\r\n\r\n" + (body ?? "")
+        _ = head.withCString { send(fd, $0, strlen($0), 0) }
+        var data = [UInt8]()
+        var buf = [UInt8](repeating: 0, count: 65536)
+        var headEnd: Int?
+        var length: Int?
+        while true {
+            let n = recv(fd, &buf, buf.count, 0)
+            if n <= 0 { break }
+            data += buf[0..<n]
+            if headEnd == nil, let r = data.firstRange(of: Array("\r\n\r\n".utf8)) {
+                headEnd = r.upperBound
+                let text = String(decoding: data[..<r.lowerBound], as: UTF8.self).lowercased()
+                if text.hasPrefix("http/1.1 101") { break }
+                if let l = text.split(separator: "\r\n").first(where: { $0.hasPrefix("content-length:") }) {
+                    length = Int(l.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces))
+                }
+            }
+            if let h = headEnd, let length, data.count >= h + length { break }
+        }
+        let h = headEnd ?? data.count
+        let lines = String(decoding: data[..<h], as: UTF8.self).split(separator: "\r\n")
+        let status = lines.first.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+        var fields: [String: String] = [:]
+        for l in lines.dropFirst() {
+            if let c = l.firstIndex(of: ":") {
+                fields[l[..<c].lowercased()] = l[l.index(after: c)...].trimmingCharacters(in: .whitespaces)
+            }
+        }
+        var e = Exchange(status: status, fields: fields, body: String(decoding: data[h...], as: UTF8.self))
+        if status == 101 { e.socket = fd } else { close(fd) }
+        return e
+    }
+
+    static func upgrade(_ port: Int, _ path: String, headers: [String: String] = [:]) throws -> Exchange {
+        try http(port, "GET", path, headers: ["Upgrade": "websocket", "Connection": "Upgrade",
+                                              "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version": "13"]
+                    .merging(headers) { $1 })
+    }
+
+    /// Pairs through the API as a browser would: the device's cookie ("as_device=…").
+    static func pairByHand(_ u: User, _ s: Served) throws -> String {
+        let code = try u.ok(["serve", "pair", "--quiet"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        let r = try http(s.port, "POST", "/api/pair", headers: ["Origin": s.url], body: #"{"code":"\#(code)","name":"by hand"}"#)
+        #expect(r.status == 200, "\(r)")
+        let cookie = try #require(r.fields["set-cookie"], "\(r)")
+        #expect(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && cookie.contains("Path=/"), "\(cookie)")
+        return String(cookie.split(separator: ";")[0])
+    }
+
+    static var browserPython: String { "/opt/sshkit-browser/bin/python" }
+
+    @Test func aPhonePairsSeesTheBoardAndDrivesAnAgentInARealBrowser() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.browserPython),
+                     "Selenium is missing: bash scripts/install-deps.sh")
+        try await MCPServerTests.withRepository { u, repo in
+            try u.addHost()
+            try u.ok(["projects", "add", "fixture", repo, "--name", "app"])
+            let title = #"Fix <script>window.__injected=true</script> & "quotes""#
+            try u.ok(["tasks", "new", "app", title, "--agent", "amp", "--prompt", "hello"])
+            let task = try #require(try await u.store().tasks(projectID: nil).first)
+            _ = try await u.transport.runProcess("/bin/sh", arguments: ["-c", "echo 'from the agent' > \"$1/made.txt\"", "sh",
+                                                                        task.worktree.path],
+                                                 stdin: [], environment: [:], timeout: .seconds(30)).check("a file")
+            let s = try Served(u)
+            defer { s.stop() }
+            let code = try u.ok(["serve", "pair", "--quiet"]).trimmingCharacters(in: .whitespacesAndNewlines)
+            let out = Self.artifacts + "/serve-phone"
+            try? FileManager.default.removeItem(atPath: out)
+            let run = try MCPServerTests.runHere(Self.browserPython, [
+                TestServer.packageRoot + "/Tests/Browser/serve_page.py", "--url", s.url, "--code", code, "--title", "Fix <script>",
+                "--out", out,
+            ], env: ["PATH": "/usr/bin:/bin", "HOME": u.home], timeout: 300)
+            try? run.output.write(toFile: out + "/steps.jsonl", atomically: true, encoding: .utf8)
+            let steps = MCPServerTests.Steps()
+            steps.take(Data(run.output.utf8))
+            #expect(steps.step("error") == nil, "\(run.output)")
+
+            let unpaired = try #require(steps.step("unpaired"), "\(run.output)")
+            #expect((unpaired["body"] as? String)?.contains("not paired") == true, "\(unpaired)")
+            let paired = try #require(steps.step("paired"), "\(run.output)")
+            let cookie = (paired["cookie"] as? [[String: Any]])?.first { $0["name"] as? String == "as_device" }
+            #expect(cookie?["httpOnly"] as? Bool == true && cookie?["sameSite"] as? String == "Strict", "\(paired)")
+
+            let board = try #require(steps.step("board"), "\(run.output)")
+            #expect((board["text"] as? String)?.contains(title) == true, "the title shown as text: \(board)")
+            #expect(board["injected"] as? Bool == false, "\(board)")
+            #expect(board["live"] as? Bool == true, "\(board)")
+
+            let page = try #require(steps.step("task"), "\(run.output)")
+            #expect((page["screen"] as? String)?.contains("got: hello") == true, "\(page)")
+            #expect((page["width"] as? Int ?? 999) <= 390, "no sideways scrolling at a phone's width: \(page)")
+            #expect(steps.step("typed")?["echoed"] as? Bool == true, "\(String(describing: steps.step("typed")))")
+            #expect(steps.step("sent")?["echoed"] as? Bool == true, "\(String(describing: steps.step("sent")))")
+
+            let diff = try #require(steps.step("diff"), "\(run.output)")
+            #expect((diff["files"] as? [String])?.contains { $0.hasPrefix("made.txt") } == true, "\(diff)")
+            #expect((diff["patch"] as? String)?.contains("+from the agent") == true, "\(diff)")
+            #expect((steps.step("commit")?["message"] as? String)?.contains("committed 1 file") == true,
+                    "\(String(describing: steps.step("commit")))")
+            // the command's refusal, word for word
+            let push = try #require(steps.step("push"), "\(run.output)")
+            #expect(push["bad"] as? Bool == true, "\(push)")
+            let refused = try u.fails(["tasks", "push", String(task.id.short)], 1)
+            #expect(refused.contains(push["message"] as? String ?? "<none>"), "\(push) vs \(refused)")
+            #expect((steps.step("stop")?["agents"] as? String)?.contains("stopped") == true,
+                    "\(String(describing: steps.step("stop")))")
+            #expect((steps.step("resume")?["screen"] as? String)?.contains("READY>") == true,
+                    "\(String(describing: steps.step("resume")))")
+            for shot in ["pair", "board", "task", "diff", "resumed"] {
+                #expect(FileManager.default.fileExists(atPath: "\(out)/\(shot).png"), "\(shot).png")
+            }
+
+            // every action in the audit log, with the device
+            let audit = try String(contentsOfFile: s.state + "/audit.jsonl", encoding: .utf8)
+            let device = try #require(try ServeState(directory: s.state).devices().first { $0.name == "test phone" })
+            for action in ["pair", "send", "commit", "push", "stop", "resume", "terminal"] {
+                #expect(audit.contains(#""action":"\#(action)""#) && audit.contains(#""device":"\#(device.id)""#),
+                        "\(action) in \(audit)")
+            }
+            #expect(audit.contains(#""action":"push""#) && audit.contains("refused: noRemote"), "\(audit)")
+        }
+    }
+
+    @Test func everyRouteAndUpgradeRefusesADeviceThatIsNotPaired() async throws {
+        try await MCPServerTests.withUser { u, _ in
+            let s = try Served(u)
+            defer { s.stop() }
+            for path in ["/", "/t/abc", "/api/board", "/api/tasks/abc", "/api/tasks/abc/diff", "/api/tasks/abc/patch?path=x",
+                         "/static/app.js", "/static/xterm.js", "/static/task.js"] {
+                let r = try Self.http(s.port, "GET", path)
+                #expect(r.status == 401, "GET \(path): \(r.status)")
+                #expect(!r.body.contains("function"), "GET \(path) gave something away")
+            }
+            for path in ["/api/tasks/abc/stop", "/api/tasks/abc/resume", "/api/tasks/abc/commit", "/api/tasks/abc/push",
+                         "/api/chats/abc/send"] {
+                let r = try Self.http(s.port, "POST", path, headers: ["Origin": s.url], body: "{}")
+                #expect(r.status == 401, "POST \(path): \(r.status)")
+            }
+            for path in ["/api/board/live", "/api/chats/abc/terminal"] {
+                // the WebSocket library answers an upgrade it does not make 400 (and closes)
+                let r = try Self.upgrade(s.port, path, headers: ["Origin": s.url])
+                #expect(r.status == 400 && r.socket < 0, "upgrade \(path): \(r.status)")
+                if r.socket >= 0 { close(r.socket) }
+            }
+            let audit = try String(contentsOfFile: s.state + "/audit.jsonl", encoding: .utf8)
+            #expect(audit.contains(#""action":"upgrade""#) && audit.contains("refused: not paired"), "\(audit)")
+            // what pairing needs is open
+            #expect(try Self.http(s.port, "GET", "/pair").status == 200)
+            #expect(try Self.http(s.port, "GET", "/static/app.css").status == 200)
+            // a forged cookie is no device
+            #expect(try Self.http(s.port, "GET", "/api/board", headers: ["Cookie": "as_device=forged"]).status == 401)
+        }
+    }
+
+    @Test func aPairingCodeWorksOnceExpiresAndWrongCodesAreRateLimited() async throws {
+        // the codes themselves
+        let dir = try TestPaths.makeTemporaryDirectory("serve-state")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let state = try ServeState(directory: dir + "/serve")
+        let now = Date()
+        let code = try state.newPairingCode(now: now)
+        #expect(code.count == 9 && code.contains("-"), "\(code)")
+        let (device, token) = try state.pair(code: code.lowercased().replacingOccurrences(of: "-", with: " "), name: "a", now: now)
+        #expect(device.tokenHash != token && device.tokenHash.count == 64)
+        #expect(throws: ServeError.self) { try state.pair(code: code, name: "b", now: now) }
+        let late = try state.newPairingCode(now: now)
+        do {
+            _ = try state.pair(code: late, name: "late", now: now + ServeState.codeLifetime + 1)
+            Issue.record("an expired code paired")
+        } catch {
+            #expect(error.message.contains("expired"), "\(error)")
+        }
+        #expect(try state.devices().map(\.name) == ["a"])
+        let mode = try FileManager.default.attributesOfItem(atPath: dir + "/serve")[.posixPermissions] as? Int
+        #expect(mode == 0o700)
+        for f in ["devices.json", "pairing.json"] {
+            #expect(try FileManager.default.attributesOfItem(atPath: "\(dir)/serve/\(f)")[.posixPermissions] as? Int == 0o600, "\(f)")
+        }
+
+        // through the server: replayed, forged origin, and too many wrong codes
+        try await MCPServerTests.withUser { u, _ in
+            let s = try Served(u)
+            defer { s.stop() }
+            let code = try u.ok(["serve", "pair", "--quiet"]).trimmingCharacters(in: .whitespacesAndNewlines)
+            let body = #"{"code":"\#(code)","name":"x"}"#
+            #expect(try Self.http(s.port, "POST", "/api/pair", headers: ["Origin": "http://evil.example"], body: body).status == 403)
+            #expect(try Self.http(s.port, "POST", "/api/pair", body: body).status == 403, "no Origin at all")
+            #expect(try Self.http(s.port, "POST", "/api/pair", headers: ["Origin": s.url], body: body).status == 200)
+            let replay = try Self.http(s.port, "POST", "/api/pair", headers: ["Origin": s.url], body: body)
+            #expect(replay.status == 401 && replay.body.contains("used already"), "\(replay)")
+            var statuses: [Int] = []
+            for i in 0..<7 {
+                statuses.append(try Self.http(s.port, "POST", "/api/pair", headers: ["Origin": s.url],
+                                              body: #"{"code":"WRNG-\#(1000 + i)"}"#).status)
+            }
+            #expect(statuses.filter { $0 == 429 }.count >= 2, "\(statuses)")
+            // a good code is refused too while the limit holds: guessing is what it stops
+            let fresh = try u.ok(["serve", "pair", "--quiet"]).trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(try Self.http(s.port, "POST", "/api/pair", headers: ["Origin": s.url],
+                                  body: #"{"code":"\#(fresh)"}"#).status == 429)
+        }
+    }
+
+    @Test func aForgedOriginIsRefusedAndARevokedDeviceIsShutOutAtOnce() async throws {
+        try await MCPServerTests.withUser { u, _ in
+            let s = try Served(u)
+            defer { s.stop() }
+            let cookie = try Self.pairByHand(u, s)
+            #expect(try Self.http(s.port, "GET", "/api/board", headers: ["Cookie": cookie]).status == 200)
+            // the page's own origin only, for actions and upgrades
+            let forged = try Self.http(s.port, "POST", "/api/tasks/abc/stop", headers: ["Cookie": cookie, "Origin": "http://evil.example"],
+                                       body: "{}")
+            #expect(forged.status == 403, "\(forged)")
+            let noOrigin = try Self.http(s.port, "POST", "/api/tasks/abc/stop", headers: ["Cookie": cookie], body: "{}")
+            #expect(noOrigin.status == 403, "\(noOrigin)")
+            let forgedUpgrade = try Self.upgrade(s.port, "/api/board/live", headers: ["Cookie": cookie, "Origin": "http://evil.example"])
+            #expect(forgedUpgrade.status == 400 && forgedUpgrade.socket < 0, "\(forgedUpgrade)")
+            // an unknown task, asked properly: the engine's notFound as 404
+            let missing = try Self.http(s.port, "POST", "/api/tasks/abc/stop", headers: ["Cookie": cookie, "Origin": s.url], body: "{}")
+            #expect(missing.status == 404 && missing.body.contains("notFound"), "\(missing)")
+
+            // a live board socket ends when its device is revoked
+            let live = try Self.upgrade(s.port, "/api/board/live", headers: ["Cookie": cookie, "Origin": s.url])
+            #expect(live.status == 101, "\(live)")
+            defer { if live.socket >= 0 { close(live.socket) } }
+            let id = try #require(try ServeState(directory: s.state).devices().first?.id)
+            #expect(try u.ok(["serve", "devices"]).contains(id))
+            #expect(try u.ok(["serve", "devices", "--revoke", String(id.prefix(4))]).contains("revoked \(id)"))
+            // read until the server's close frame (opcode 8) or the socket's end
+            var closed = false
+            var buf = [UInt8](repeating: 0, count: 65536)
+            let deadline = Date() + 10
+            while Date() < deadline && !closed {
+                let n = recv(live.socket, &buf, buf.count, 0)
+                if n <= 0 {
+                    closed = true
+                } else if buf[0..<n].enumerated().contains(where: { $0.element & 0x0F == 0x8 && $0.offset == 0 }) {
+                    closed = true
+                }
+            }
+            #expect(closed, "the revoked device's socket stayed open")
+            #expect(try Self.http(s.port, "GET", "/api/board", headers: ["Cookie": cookie]).status == 401)
+            let audit = try String(contentsOfFile: s.state + "/audit.jsonl", encoding: .utf8)
+            #expect(audit.contains("refused: another origin") && audit.contains(#""action":"revoke""#), "\(audit)")
+            #expect(try u.fails(["serve", "devices", "--revoke", "nosuch"], 2).contains("no device"))
+        }
+    }
+
+    @Test func aHostThatIsDownMarksItsRowsAndThePageStillAnswers() async throws {
+        try await MCPServerTests.withRepository { u, repo in
+            let proxy = try FaultProxy(target: u.server.port)
+            defer { proxy.stop() }
+            try u.addHost("far", port: proxy.port)
+            try u.ok(["projects", "add", "far", repo, "--name", "app"])
+            try u.ok(["tasks", "new", "app", "On a far host", "--agent", "amp", "--prompt", "hi"])
+            let s = try Served(u)
+            defer { s.stop() }
+            let cookie = try Self.pairByHand(u, s)
+            let up = try Self.http(s.port, "GET", "/api/board", headers: ["Cookie": cookie])
+            #expect(up.status == 200 && up.body.contains("On a far host") && !up.body.contains("hostError"), "\(up)")
+            // the host goes away (its connection cut, no new one gets through)
+            proxy.stop()
+            let down = await eventually(60) { () -> String? in
+                guard let r = try? Self.http(s.port, "GET", "/api/board", headers: ["Cookie": cookie]), r.status == 200,
+                      r.body.contains(#""hostError""#) else { return nil }
+                return r.body
+            }
+            #expect(down?.contains("On a far host") == true, "the row stays, marked: \(String(describing: down))")
+            #expect(try Self.http(s.port, "GET", "/", headers: ["Cookie": cookie]).status == 200, "the page still answers")
+        }
+    }
+
+    /// Where screenshots and other files a person should look at are kept.
+    static var artifacts: String {
+        ProcessInfo.processInfo.environment["SSHKIT_ARTIFACTS"] ?? TestServer.packageRoot + "/.build/test-artifacts"
+    }
+}
