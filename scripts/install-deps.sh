@@ -40,12 +40,13 @@ if [ ! -x "$mcp_venv/bin/python" ] || ! "$mcp_venv/bin/python" -c 'import mcp' 2
         || echo "warning: the Python mcp SDK could not be installed; the test of a real MCP client will fail" >&2
     $SUDO chmod -R a+rX "$mcp_venv"
 fi
-# Selenium (PyPI) drives the headless Chromium of the page's tests
+# Selenium (PyPI) drives the headless Chromium of the page's tests; http_ece (PyPI), Web
+# Push encryption nobody here wrote, decrypts what the page's server sends
 browser_venv=/opt/sshkit-browser
-if [ ! -x "$browser_venv/bin/python" ] || ! "$browser_venv/bin/python" -c 'import selenium' 2>/dev/null; then
+if [ ! -x "$browser_venv/bin/python" ] || ! "$browser_venv/bin/python" -c 'import selenium, http_ece' 2>/dev/null; then
     $SUDO /usr/bin/python3 -m venv "$browser_venv"
-    $SUDO "$browser_venv/bin/pip" install --quiet --disable-pip-version-check 'selenium==4.27.1' \
-        || echo "warning: Selenium could not be installed; the tests of the page will fail" >&2
+    $SUDO "$browser_venv/bin/pip" install --quiet --disable-pip-version-check 'selenium==4.27.1' 'http_ece==1.2.1' \
+        || echo "warning: Selenium or http_ece could not be installed; the tests of the page will fail" >&2
     $SUDO chmod -R a+rX "$browser_venv"
 fi
 # the real coding agents that need Python 3.12 or newer (Mistral Vibe, Kimi): a Python of

@@ -108,8 +108,10 @@ struct ServeAssets: Sendable {
     }
 
     static let boardPage = page(title: "agent-sessions", body: """
-        <header><h1>agent-sessions</h1><span id="live" class="dot" title="live"></span></header>
+        <header><h1>agent-sessions</h1><button id="notify" class="small">Notify me</button>
+        <span id="live" class="dot" title="live"></span></header>
         <main>
+        <p id="message" class="message" role="status"></p>
         <p id="hosts" class="hosts"></p>
         <section id="board" aria-live="polite"><p class="empty">Loading the board…</p></section>
         </main>
@@ -186,11 +188,13 @@ struct ServeAssets: Sendable {
         .terminal { background: #000; border-radius: .4rem; padding: .25rem; height: 55vh; min-height: 14rem; overflow: hidden; }
         .question { background: var(--card); border-left: .25rem solid var(--accent); padding: .5rem .7rem; margin: 0 0 .5rem;
                     white-space: pre-wrap; }
+        .question .answers { display: flex; flex-wrap: wrap; gap: .4rem; margin-top: .4rem; white-space: normal; }
         .send { display: flex; gap: .4rem; margin: .6rem 0; }
         .send input { flex: 1; min-width: 0; }
         input, button { font: inherit; padding: .55rem .7rem; border-radius: .45rem; border: 1px solid #8884;
                         background: var(--card); color: var(--fg); }
         button { cursor: pointer; min-height: 2.75rem; }
+        button.small { min-height: 2.2rem; padding: .3rem .6rem; font-size: .85rem; }
         .actions { display: flex; flex-wrap: wrap; gap: .4rem; }
         .message { min-height: 1.2rem; color: var(--dim); }
         .message.bad { color: var(--bad); }
@@ -276,6 +280,23 @@ struct ServeAssets: Sendable {
               setTimeout(live, 2000);
             };
           }
+          // Web Push: the browser subscribes with the server's key; the server keeps it for this device
+          function key(b64) {
+            var s = atob(b64.replace(/-/g, '+').replace(/_/g, '/') + '==='.slice((b64.length + 3) % 4));
+            return Uint8Array.from(s, function (c) { return c.charCodeAt(0); });
+          }
+          document.getElementById('notify').onclick = async function () {
+            try {
+              if (!('serviceWorker' in navigator) || !('PushManager' in window)) throw new Error('this browser cannot be told (no Web Push)');
+              var reg = await navigator.serviceWorker.register('/sw.js');
+              if ((await Notification.requestPermission()) !== 'granted') throw new Error('notifications are not allowed for this page');
+              var k = await app.request('GET', '/api/push/key');
+              var sub = await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: key(k.publicKey) });
+              var j = sub.toJSON();
+              var r = await app.request('POST', '/api/push/subscribe', { endpoint: j.endpoint, keys: j.keys });
+              app.say(r.message);
+            } catch (e) { app.say(e.message, true); }
+          };
           app.request('GET', '/api/board').then(render).catch(function (e) {
             document.getElementById('board').replaceChildren(el('p', 'empty', e.message));
           });
@@ -348,7 +369,22 @@ struct ServeAssets: Sendable {
                 b.setAttribute('aria-pressed', String(a.id === chat));
                 b.onclick = function () { connect(a.id); load(); };
                 nav.append(b);
-                if (a.needsYou && a.question) { q.textContent = a.provider + ' asks: ' + a.question; q.hidden = false; }
+                if (a.needsYou && a.question && a.id === (chat || t.agents[0].id)) {
+                  q.replaceChildren(el('span', '', a.provider + ' asks: ' + a.question));
+                  var answers = el('div', 'answers');
+                  (a.choices || []).forEach(function (c) {
+                    var b = el('button', '', c.label);
+                    b.dataset.keys = c.keys;
+                    b.onclick = function () {
+                      app.request('POST', '/api/chats/' + encodeURIComponent(a.id) + '/answer', { question: a.questionKey, keys: c.keys })
+                        .then(function (r) { app.say(r.message); load(); })
+                        .catch(function (e) { app.say(e.message, true); load(); });
+                    };
+                    answers.append(b);
+                  });
+                  q.append(answers);
+                  q.hidden = false;
+                }
               });
               if (!chat && t.agents.length) { connect(t.agents[0].id); load(); }
               return t;
@@ -396,6 +432,29 @@ struct ServeAssets: Sendable {
           load();
           setInterval(load, 5000);
         })();
+        """
+
+    /// The service worker: shows a push as a notification; tapping it opens the task.
+    static let serviceWorker = """
+        'use strict';
+        self.addEventListener('push', function (e) {
+          var d = {};
+          try { d = e.data.json(); } catch (x) { d = {}; }
+          var title = (d.agent || 'An agent') + (d.state === 'done' ? ' is done' : ' needs you');
+          var url = typeof d.url === 'string' && d.url.indexOf('/t/') === 0 ? d.url : '/';
+          e.waitUntil(self.registration.showNotification(title, {
+            body: (d.title || '') + (d.host ? ' · ' + d.host : ''), tag: d.task || 'agent-sessions', data: { url: url } }));
+        });
+        self.addEventListener('notificationclick', function (e) {
+          e.notification.close();
+          var url = (e.notification.data && e.notification.data.url) || '/';
+          e.waitUntil(self.clients.matchAll({ type: 'window' }).then(function (list) {
+            for (var i = 0; i < list.length; i++) {
+              if (new URL(list[i].url).pathname === url && 'focus' in list[i]) return list[i].focus();
+            }
+            return self.clients.openWindow(url);
+          }));
+        });
         """
 
     static let pairScript = """

@@ -100,9 +100,14 @@ final class BoardFeed: Sendable {
     /// How often the records are read again for changes made by other processes.
     let rereadEvery: Duration
 
-    init(engine: AgentOrchestrator, rereadEvery: Duration = .seconds(3)) {
+    /// Told when an agent comes to need you (its status turns waiting or done).
+    private let onNeedsYou: @Sendable (PushSender.Payload) -> Void
+
+    init(engine: AgentOrchestrator, rereadEvery: Duration = .seconds(3),
+         onNeedsYou: @escaping @Sendable (PushSender.Payload) -> Void = { _ in }) {
         self.engine = engine
         self.rereadEvery = rereadEvery
+        self.onNeedsYou = onNeedsYou
     }
 
     /// Starts following (once).
@@ -182,17 +187,26 @@ final class BoardFeed: Sendable {
     }
 
     private func apply(_ update: AgentStatusUpdate) {
-        state.withLock { s in
+        let told: PushSender.Payload? = state.withLock { s in
             switch update {
-            case .status(let e, _, let conversation):
-                if let c = conversation { s.statuses[c.id] = e.status }
+            case .status(let e, let host, let conversation):
+                guard let c = conversation else { return nil }
+                let before = s.statuses[c.id]
+                s.statuses[c.id] = e.status
+                guard e.status.activity.needsYou, before?.activity != e.status.activity else { return nil }
+                let title = s.board.rows.first { $0.task.id == c.taskID }?.task.title ?? "a task"
+                return PushSender.Payload(task: c.taskID.rawValue, title: String(title.prefix(80)), host: host.displayName,
+                                          agent: c.providerID, state: e.status.activity.name,
+                                          url: "/t/" + c.taskID.rawValue)
             case .hostConnected(let h, _):
                 s.hostErrors[h.id] = nil
             case .hostUnreachable(let h, let e):
                 s.hostErrors[h.id] = e.message
             }
+            return nil
         }
         publish()
+        if let told { onNeedsYou(told) }
     }
 
     private func publish() {

@@ -1,4 +1,5 @@
 import AgentSessions
+import Crypto
 import Foundation
 import Hummingbird
 import HummingbirdWebSocket
@@ -56,6 +57,7 @@ public final class ServeServer: Sendable {
     let options: Options
     let gate: DeviceGate
     let board: BoardFeed
+    let push: PushSender
     let assets: ServeAssets
     let logger: Logger
 
@@ -66,7 +68,9 @@ public final class ServeServer: Sendable {
         self.options = options
         self.logger = logger
         gate = DeviceGate(state: state)
-        board = BoardFeed(engine: engine)
+        let push = PushSender(state: state)
+        self.push = push
+        board = BoardFeed(engine: engine) { payload in Task { await push.send(payload) } }
         assets = ServeAssets(xtermDirectory: options.xtermDirectory)
     }
 
@@ -148,6 +152,40 @@ public final class ServeServer: Sendable {
             // device, the server stopping): its end ends the updates
             for try await _ in inbound.messages(maxSize: 4096) {}
         }
+        // Web Push: the server's key, and the device's subscription
+        router.get("/sw.js") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/javascript; charset=utf-8", .cacheControl: "no-cache"],
+                     body: .init(byteBuffer: ByteBuffer(string: ServeAssets.serviceWorker)))
+        }
+        router.get("/api/push/key") { [self] request, _ in
+            guard device(request) != nil else { return Self.unpaired() }
+            guard let key = push.publicKey else { return Self.error(.internalServerError, code: "storage", "no VAPID key") }
+            return Self.json(["publicKey": key])
+        }
+        router.post("/api/push/subscribe") { [self] request, context in
+            guard let device = device(request) else { return Self.unpaired() }
+            guard Self.sameOrigin(request) else { return Self.error(.forbidden, code: "forbidden", "another origin") }
+            struct Body: Decodable {
+                struct Keys: Decodable { var p256dh, auth: String }
+                var endpoint: String
+                var keys: Keys
+            }
+            guard let body = try? await request.decode(as: Body.self, context: context) else {
+                return Self.error(.badRequest, code: "invalidArgument", "give the subscription (endpoint, keys)")
+            }
+            if let refusal = Self.refusal(of: body.endpoint, p256dh: body.keys.p256dh, auth: body.keys.auth) {
+                state.audit(device: device.id, action: "subscribe", outcome: "refused: \(refusal)")
+                return Self.error(.badRequest, code: "invalidArgument", refusal)
+            }
+            do throws(ServeError) {
+                try state.subscribe(PushSubscription(device: device.id, endpoint: body.endpoint, p256dh: body.keys.p256dh,
+                                                     auth: body.keys.auth, createdAt: Date()))
+            } catch {
+                return Self.error(.internalServerError, code: "storage", error.message)
+            }
+            state.audit(device: device.id, action: "subscribe", target: URL(string: body.endpoint)?.host, outcome: "done")
+            return Self.json(Done(message: "this device will be told when an agent needs you"))
+        }
         // a task
         router.get("/api/tasks/:task") { [self] request, context in
             try await act(request, context, action: nil) { task in
@@ -158,9 +196,16 @@ public final class ServeServer: Sendable {
                     let r = try await chat.record()
                     // a stopped or ended agent is what its record says; a running one, what its host says
                     let status = r.state == .running ? try? await chat.status() : nil
+                    var choices: [AgentAnswerChoice] = []
+                    var questionKey: String?
+                    if let status, status.activity == .waitingForInput, let screen = try? await chat.screen(lines: 60) {
+                        choices = AgentAnswerChoice.offered(question: status.question, screen: screen)
+                        questionKey = AgentAnswerChoice.questionKey(question: status.question, screen: screen)
+                    }
                     agents.append(ChatView(id: r.id.rawValue, provider: r.providerID,
                                            state: status?.activity.name ?? BoardView.name(of: r.state),
-                                           needsYou: status?.activity.needsYou ?? false, question: status?.question))
+                                           needsYou: status?.activity.needsYou ?? false, question: status?.question,
+                                           questionKey: questionKey, choices: choices))
                 }
                 return Self.json(TaskView(id: record.id.rawValue, title: record.title, branch: record.worktree.branch,
                                           archived: record.archivedAt != nil, agents: agents))
@@ -211,6 +256,31 @@ public final class ServeServer: Sendable {
                 guard let text = body?.text, !text.isEmpty else { throw AgentError(.invalidArgument, "nothing to send") }
                 try await chat.send(text)
                 return Self.json(Done(message: "sent"))
+            }
+        }
+        // an answer is bound to the question it answers: refused once the agent asks
+        // something else (or nothing), or when the screen no longer offers it
+        router.post("/api/chats/:chat/answer") { [self] request, context in
+            struct Body: Decodable {
+                var question: String
+                var keys: String
+            }
+            let body = try? await request.decode(as: Body.self, context: context)
+            return try await actOnChat(request, context, action: "answer") { chat in
+                guard let body else { throw AgentError(.invalidArgument, "give the question and the answer's keys") }
+                let status = try await chat.status()
+                let screen = try await chat.screen(lines: 60)
+                guard status.activity == .waitingForInput,
+                      AgentAnswerChoice.questionKey(question: status.question, screen: screen) == body.question
+                else {
+                    throw AgentError(.sessionNotRunning, "the agent no longer asks that; it is \(status.activity.name) now")
+                }
+                let offered = AgentAnswerChoice.offered(question: status.question, screen: screen)
+                guard let choice = offered.first(where: { $0.keys == body.keys }) else {
+                    throw AgentError(.sessionNotRunning, "the agent's screen no longer offers that answer")
+                }
+                try await chat.send(choice.keys, pressEnter: choice.enter)
+                return Self.json(Done(message: "answered: \(choice.label)"))
             }
         }
         router.ws("/api/chats/:chat/terminal") { [self] request, _ in
@@ -279,6 +349,23 @@ public final class ServeServer: Sendable {
             state.audit(device: nil, action: "pair", outcome: "refused: \(error.message)")
             return Self.error(.unauthorized, code: "pairingRefused", error.message)
         }
+    }
+
+    /// What is wrong with a subscription, nil when nothing: the endpoint must be HTTPS (or
+    /// plain HTTP on loopback), the key an uncompressed P-256 point, the secret 16 bytes.
+    static func refusal(of endpoint: String, p256dh: String, auth: String) -> String? {
+        guard let url = URL(string: endpoint), let scheme = url.scheme, let host = url.host else {
+            return "the endpoint is not a URL"
+        }
+        guard scheme == "https" || (scheme == "http" && ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host)) else {
+            return "the endpoint must be https"
+        }
+        guard let key = WebPushCrypto.data(base64url: p256dh), key.count == 65, key.first == 4,
+              (try? P256.KeyAgreement.PublicKey(x963Representation: key)) != nil else {
+            return "p256dh is not a P-256 public key"
+        }
+        guard WebPushCrypto.data(base64url: auth)?.count == 16 else { return "auth is not 16 bytes" }
+        return nil
     }
 
     // MARK: acting through the door
@@ -380,6 +467,9 @@ public final class ServeServer: Sendable {
         var id, provider, state: String
         var needsYou: Bool
         var question: String?
+        /// What an answer names the question by (AgentAnswerChoice.questionKey).
+        var questionKey: String?
+        var choices: [AgentAnswerChoice]
     }
     struct TaskView: Encodable {
         var id, title, branch: String

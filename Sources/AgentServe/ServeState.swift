@@ -21,7 +21,9 @@ public struct ServeDevice: Codable, Sendable, Equatable {
 /// - `devices.json`: the paired devices (a revoked one is removed);
 /// - `pairing.json`: the one-time codes `serve pair` made (their SHA-256, when they expire,
 ///   whether they were used);
-/// - `audit.jsonl`: every pairing, refusal and action, with its device.
+/// - `audit.jsonl`: every pairing, refusal and action, with its device;
+/// - `vapid.json`: the server's Web Push (VAPID) key, made on first use;
+/// - `push.json`: the devices' push subscriptions.
 public final class ServeState: Sendable {
     public let directory: String
     /// How long a pairing code is valid.
@@ -115,6 +117,12 @@ public final class ServeState: Sendable {
             guard matching.count == 1 else { throw ServeError(.invalidArgument, "\(id) starts more than one device's id") }
             devices.removeAll { $0.id == device.id }
             try write(devices, to: devicesPath)
+            // and its push subscriptions
+            var subscriptions: [PushSubscription] = try read(pushPath) ?? []
+            if subscriptions.contains(where: { $0.device == device.id }) {
+                subscriptions.removeAll { $0.device == device.id }
+                try write(subscriptions, to: pushPath)
+            }
             return device
         }
     }
@@ -170,7 +178,7 @@ public final class ServeState: Sendable {
             .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 
-    private func locked<R>(_ body: () throws(ServeError) -> R) throws(ServeError) -> R {
+    func locked<R>(_ body: () throws(ServeError) -> R) throws(ServeError) -> R {
         let fd = open(directory + "/.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw ServeError(.storage, "cannot open \(directory)/.lock: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
@@ -178,7 +186,7 @@ public final class ServeState: Sendable {
         return try body()
     }
 
-    private func read<T: Decodable>(_ path: String) throws(ServeError) -> T? {
+    func read<T: Decodable>(_ path: String) throws(ServeError) -> T? {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
@@ -189,7 +197,7 @@ public final class ServeState: Sendable {
         }
     }
 
-    private func write<T: Encodable>(_ value: T, to path: String) throws(ServeError) {
+    func write<T: Encodable>(_ value: T, to path: String) throws(ServeError) {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]

@@ -116,6 +116,18 @@ def main():
         sent = wait_for(lambda: "got: sent from the form" in driver.execute_script("return app.screenText()"))
         say("sent", echoed=bool(sent), message=driver.find_element(By.ID, "message").text)
 
+        # a question, with a button per answer its screen offers
+        driver.find_element(By.ID, "line").send_keys("Continue? (y/n)")
+        driver.find_element(By.CSS_SELECTOR, "#send button").click()
+        buttons = wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "#question .answers button"), 40)
+        labels = [b.text for b in buttons or []]
+        driver.save_screenshot(os.path.join(a.out, "question.png"))
+        yes = [b for b in buttons or [] if b.text == "Yes"]
+        if yes:
+            yes[0].click()
+        answered = wait_for(lambda: "got: y\n" in driver.execute_script("return app.screenText()"), 30)
+        say("question", labels=labels, answered=bool(answered), message=driver.find_element(By.ID, "message").text)
+
         # the diff, one file opened
         driver.find_element(By.ID, "show-diff").click()
         files = wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "#diff details"))

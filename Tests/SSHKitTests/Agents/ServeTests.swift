@@ -182,6 +182,9 @@ struct ServeTests {
             #expect(steps.step("typed")?["echoed"] as? Bool == true, "\(String(describing: steps.step("typed")))")
             #expect(steps.step("sent")?["echoed"] as? Bool == true, "\(String(describing: steps.step("sent")))")
 
+            let question = try #require(steps.step("question"), "\(run.output)")
+            #expect(question["labels"] as? [String] == ["Yes", "No"], "\(question)")
+            #expect(question["answered"] as? Bool == true && question["message"] as? String == "answered: Yes", "\(question)")
             let diff = try #require(steps.step("diff"), "\(run.output)")
             #expect((diff["files"] as? [String])?.contains { $0.hasPrefix("made.txt") } == true, "\(diff)")
             #expect((diff["patch"] as? String)?.contains("+from the agent") == true, "\(diff)")
@@ -196,14 +199,14 @@ struct ServeTests {
                     "\(String(describing: steps.step("stop")))")
             #expect((steps.step("resume")?["screen"] as? String)?.contains("READY>") == true,
                     "\(String(describing: steps.step("resume")))")
-            for shot in ["pair", "board", "task", "diff", "resumed"] {
+            for shot in ["pair", "board", "task", "question", "diff", "resumed"] {
                 #expect(FileManager.default.fileExists(atPath: "\(out)/\(shot).png"), "\(shot).png")
             }
 
             // every action in the audit log, with the device
             let audit = try String(contentsOfFile: s.state + "/audit.jsonl", encoding: .utf8)
             let device = try #require(try ServeState(directory: s.state).devices().first { $0.name == "test phone" })
-            for action in ["pair", "send", "commit", "push", "stop", "resume", "terminal"] {
+            for action in ["pair", "send", "answer", "commit", "push", "stop", "resume", "terminal"] {
                 #expect(audit.contains(#""action":"\#(action)""#) && audit.contains(#""device":"\#(device.id)""#),
                         "\(action) in \(audit)")
             }
@@ -357,6 +360,101 @@ struct ServeTests {
             }
             #expect(down?.contains("On a far host") == true, "the row stays, marked: \(String(describing: down))")
             #expect(try Self.http(s.port, "GET", "/", headers: ["Cookie": cookie]).status == 200, "the page still answers")
+        }
+    }
+
+    @Test func anAgentThatNeedsYouIsPushedEncryptedToEachSubscription() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.browserPython),
+                     "http_ece is missing: bash scripts/install-deps.sh")
+        try await MCPServerTests.withRepository { u, repo in
+            try u.addHost()
+            try u.ok(["projects", "add", "fixture", repo, "--name", "app"])
+            try u.ok(["tasks", "new", "app", "Push me", "--agent", "amp", "--prompt", "hello"])
+            let task = try #require(try await u.store().tasks(projectID: nil).first)
+
+            // the stand-in push service, and a subscription as a browser makes one
+            let service = Process()
+            service.executableURL = URL(fileURLWithPath: Self.browserPython)
+            service.arguments = [TestServer.packageRoot + "/Tests/Browser/push_endpoint.py", "--seconds", "180"]
+            let pipe = Pipe()
+            service.standardOutput = pipe
+            service.standardError = FileHandle.nullDevice
+            let steps = MCPServerTests.Steps()
+            pipe.fileHandleForReading.readabilityHandler = { h in steps.take(h.availableData) }
+            try service.run()
+            defer { if service.isRunning { service.terminate() } }
+            let sub = try #require(await eventually(30) { steps.step("subscription") }, "the push service did not start")
+            let endpoint = try #require(sub["endpoint"] as? String), gone = try #require(sub["gone"] as? String)
+            let p256dh = try #require(sub["p256dh"] as? String), auth = try #require(sub["auth"] as? String)
+
+            let s = try Served(u)
+            defer { s.stop() }
+            let cookie = try Self.pairByHand(u, s)
+            func subscribe(_ endpoint: String, _ p256dh: String, _ auth: String, origin: String? = nil) throws -> Exchange {
+                try Self.http(s.port, "POST", "/api/push/subscribe", headers: ["Cookie": cookie, "Origin": origin ?? s.url],
+                              body: #"{"endpoint":"\#(endpoint)","keys":{"p256dh":"\#(p256dh)","auth":"\#(auth)"}}"#)
+            }
+            // what is refused: plain HTTP elsewhere than loopback, a key that is no P-256 point,
+            // a short secret, another origin, no device
+            #expect(try subscribe("http://push.example/x", p256dh, auth).status == 400)
+            #expect(try subscribe(endpoint, "AAAA", auth).status == 400)
+            #expect(try subscribe(endpoint, p256dh, "AAAA").status == 400)
+            #expect(try subscribe(endpoint, p256dh, auth, origin: "http://evil.example").status == 403)
+            #expect(try Self.http(s.port, "POST", "/api/push/subscribe", headers: ["Origin": s.url], body: "{}").status == 401)
+            #expect(try subscribe(endpoint, p256dh, auth).status == 200)
+            #expect(try subscribe(gone, p256dh, auth).status == 200)
+            let state = try ServeState(directory: s.state)
+            #expect(try state.pushSubscriptions().count == 2)
+            #expect(try FileManager.default.attributesOfItem(atPath: s.state + "/vapid.json")[.posixPermissions] as? Int == 0o600)
+            let key = try Self.http(s.port, "GET", "/api/push/key", headers: ["Cookie": cookie])
+            #expect(key.status == 200 && key.body.contains("publicKey"), "\(key)")
+
+            // the board follows the host's events; then the agent asks something
+            _ = await eventually(30) { () -> Bool? in
+                let r = try? Self.http(s.port, "GET", "/api/board", headers: ["Cookie": cookie])
+                return r?.body.contains("amp") == true ? true : nil
+            }
+            try await Task.sleep(for: .seconds(2))
+            try u.ok(["send", String(task.id.short), "Continue? (y/n)"])
+            let push = try #require(await eventually(60) { steps.step("push") }, "no push came")
+            #expect(push["problem"] is NSNull, "the push service's check: \(push)")
+            #expect(push["encoding"] as? String == "aes128gcm", "\(push)")
+            let payload = try #require(push["payload"] as? [String: Any], "\(push)")
+            #expect(Set(payload.keys) == ["task", "title", "host", "agent", "state", "url"], "\(payload)")
+            #expect(payload["task"] as? String == task.id.rawValue && payload["title"] as? String == "Push me", "\(payload)")
+            #expect(payload["agent"] as? String == "amp" && payload["state"] as? String == "waiting", "\(payload)")
+            #expect(payload["url"] as? String == "/t/" + task.id.rawValue, "\(payload)")
+            #expect((payload["host"] as? String)?.hasPrefix("fixture") == true, "\(payload)")
+            #expect(!"\(payload)".contains("Continue?") && !"\(payload)".contains("got:"), "no screen in a push: \(payload)")
+            // an answer is bound to its question: another question, an answer the screen
+            // does not offer, and the same answer once the question is gone are refused
+            let chat = try #require(try await u.store().conversations(taskID: task.id).first)
+            func answer(_ question: String, _ keys: String) throws -> Exchange {
+                try Self.http(s.port, "POST", "/api/chats/\(chat.id.rawValue)/answer", headers: ["Cookie": cookie, "Origin": s.url],
+                              body: #"{"question":"\#(question)","keys":"\#(keys)"}"#)
+            }
+            let view = try Self.http(s.port, "GET", "/api/tasks/\(task.id.rawValue)", headers: ["Cookie": cookie])
+            let agentView = try #require(
+                ((try JSONSerialization.jsonObject(with: Data(view.body.utf8)) as? [String: Any])?["agents"] as? [[String: Any]])?.first,
+                "\(view)")
+            let asked = try #require(agentView["questionKey"] as? String, "\(agentView)")
+            #expect((agentView["choices"] as? [[String: Any]])?.compactMap { $0["label"] as? String } == ["Yes", "No"], "\(agentView)")
+            #expect(try answer("0123abcd", "y").status == 409)
+            #expect(try answer(asked, "x").status == 409)
+            let yes = try answer(asked, "y")
+            #expect(yes.status == 200 && yes.body.contains("answered: Yes"), "\(yes)")
+            let replay = await eventually(30) { () -> Exchange? in
+                let r = try? answer(asked, "y")
+                return r?.status == 409 ? r : nil
+            }
+            #expect(replay?.body.contains("no longer") == true, "\(String(describing: replay))")
+            // the subscription its service says is gone is dropped
+            #expect(await eventually(30) { steps.step("gone") } != nil)
+            #expect(await eventually(30) { () -> Bool? in (try? state.pushSubscriptions().count) == 1 ? true : nil } == true)
+            // revoking the device drops its subscriptions too
+            let device = try #require(try state.devices().first)
+            try u.ok(["serve", "devices", "--revoke", device.id])
+            #expect(try state.pushSubscriptions().isEmpty)
         }
     }
 
