@@ -64,15 +64,6 @@ final class DeviceGate: Sendable {
         _ = sockets.withLock { $0.open.removeValue(forKey: key) }
     }
 
-    /// Ends every open socket (the server is stopping).
-    func endAll() {
-        let all = sockets.withLock { s in
-            defer { s.open = [:] }
-            return Array(s.open.values)
-        }
-        for entry in all { entry.end() }
-    }
-
     var openSockets: Int { sockets.withLock { $0.open.count } }
 
     /// Whether another pairing may be tried now (a limited number fail per minute).

@@ -9,17 +9,6 @@ import ServiceLifecycle
 import SSHKit
 import Synchronization
 
-/// Ends every open WebSocket when the server begins to stop, so that a graceful stop
-/// (SIGTERM, SIGINT) does not wait for pages that stay open.
-struct ClosingSockets: Service {
-    let gate: DeviceGate
-
-    func run() async throws {
-        try? await gracefulShutdown()
-        gate.endAll()
-    }
-}
-
 /// `agent-sessions serve`: the engine as pages for phones and browsers, from this machine,
 /// over the connections the engine holds to each host. A front end like the command and the
 /// cockpit: everything it does goes through the engine's door.
@@ -91,15 +80,25 @@ public final class ServeServer: Sendable {
         let host = options.host
         let app = Application(
             router: router,
-            server: .http1WebSocketUpgrade(webSocketRouter: router),
+            // a screen's burst is one frame; a client that does not answer a close (a phone
+            // gone to sleep) is let go after 2 s, so stopping never waits long; a ping every
+            // 30 s finds the dead ones
+            server: .http1WebSocketUpgrade(webSocketRouter: router, configuration: .init(
+                ws: .init(maxFrameSize: 1 << 20, autoPing: .enabled(timePeriod: .seconds(30)), closeTimeout: .seconds(2)))),
             configuration: ApplicationConfiguration(address: .hostname(host, port: options.port), serverName: "agent-sessions"),
-            services: [ClosingSockets(gate: gate)],
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
                 onListening(host.contains(":") ? "http://[\(host)]:\(port)" : "http://\(host):\(port)")
             },
             logger: logger)
-        try await app.runService()
+        // SIGTERM and SIGINT stop it gracefully (the sockets closed, their clients given 2 s
+        // to answer); a stop that takes longer is cancelled, and a cancel that hangs ends
+        // the process, so that stopping is always bounded
+        var group = ServiceGroupConfiguration(services: [.init(service: app)], gracefulShutdownSignals: [.sigterm, .sigint],
+                                              logger: logger)
+        group.maximumGracefulShutdownDuration = .seconds(5)
+        group.maximumCancellationDuration = .seconds(5)
+        try await ServiceGroup(configuration: group).run()
     }
 
     // MARK: the routes
@@ -138,7 +137,7 @@ public final class ServeServer: Sendable {
             try admitUpgrade(request)
         } onUpgrade: { [self] inbound, outbound, context in
             guard let device = device(context.request) else { return }
-            let key = gate.opened(device: device.id) { Task { try? await outbound.close(.policyViolation, reason: "revoked") } }
+            let key = gate.opened(device: device.id) { Task { await Self.close(outbound, revoked: true) } }
             defer { gate.forget(key) }
             let encoder = Self.encoder
             let updates = Task {
@@ -150,7 +149,11 @@ public final class ServeServer: Sendable {
             defer { updates.cancel() }
             // the socket lasts until the page closes it or the server does (a revoked
             // device, the server stopping): its end ends the updates
-            for try await _ in inbound.messages(maxSize: 4096) {}
+            try await withGracefulShutdownHandler {
+                for try await _ in inbound.messages(maxSize: 4096) {}
+            } onGracefulShutdown: {
+                Task { await Self.close(outbound, revoked: false) }
+            }
         }
         // Web Push: the server's key, and the device's subscription
         router.get("/sw.js") { _, _ in
@@ -375,36 +378,30 @@ public final class ServeServer: Sendable {
     /// in the audit log.
     private func act(_ request: Request, _ context: Context, action: String?,
                      _ body: (TaskHandle) async throws -> Response) async throws -> Response {
+        try await acting(request, context, parameter: "task", action: action) { id in try await body(engine.task(TaskID(id))) }
+    }
+
+    private func actOnChat(_ request: Request, _ context: Context, action: String,
+                           _ body: (ChatHandle) async throws -> Response) async throws -> Response {
+        try await acting(request, context, parameter: "chat", action: action) { id in try await body(engine.chat(ChatID(id))) }
+    }
+
+    /// The rules every route on a record keeps: a paired device; for an action (a name to
+    /// audit it by), the page's own origin and a line in the audit log however it ends.
+    private func acting(_ request: Request, _ context: Context, parameter: String, action: String?,
+                        _ body: (String) async throws -> Response) async throws -> Response {
         guard let device = device(request) else { return Self.unpaired() }
-        let id = context.parameters.get("task") ?? ""
+        let id = context.parameters.get(parameter) ?? ""
         if let action, !Self.sameOrigin(request) {
             state.audit(device: device.id, action: action, target: id, outcome: "refused: another origin")
             return Self.error(.forbidden, code: "forbidden", "another origin")
         }
         do {
-            let response = try await body(engine.task(TaskID(id)))
+            let response = try await body(id)
             if let action { state.audit(device: device.id, action: action, target: id, outcome: "done") }
             return response
         } catch let e as AgentError {
             if let action { state.audit(device: device.id, action: action, target: id, outcome: "refused: \(e.code.name)") }
-            return Self.error(e)
-        }
-    }
-
-    private func actOnChat(_ request: Request, _ context: Context, action: String,
-                           _ body: (ChatHandle) async throws -> Response) async throws -> Response {
-        guard let device = device(request) else { return Self.unpaired() }
-        let id = context.parameters.get("chat") ?? ""
-        guard Self.sameOrigin(request) else {
-            state.audit(device: device.id, action: action, target: id, outcome: "refused: another origin")
-            return Self.error(.forbidden, code: "forbidden", "another origin")
-        }
-        do {
-            let response = try await body(engine.chat(ChatID(id)))
-            state.audit(device: device.id, action: action, target: id, outcome: "done")
-            return response
-        } catch let e as AgentError {
-            state.audit(device: device.id, action: action, target: id, outcome: "refused: \(e.code.name)")
             return Self.error(e)
         }
     }
@@ -430,7 +427,7 @@ public final class ServeServer: Sendable {
         state.audit(device: device.id, action: "terminal", target: id, outcome: "opened")
         let key = gate.opened(device: device.id) {
             term.cancel()
-            Task { try? await outbound.close(.policyViolation, reason: "revoked") }
+            Task { await Self.close(outbound, revoked: true) }
         }
         defer {
             gate.forget(key)
@@ -447,16 +444,27 @@ public final class ServeServer: Sendable {
             var cols: Int
             var rows: Int
         }
-        for try await message in inbound.messages(maxSize: 1 << 20) {
-            switch message {
-            case .binary(let buffer):
-                do { try await term.input.write(Array(buffer.readableBytesView)) } catch { return }
-            case .text(let text):
-                if let r = try? JSONDecoder().decode(Resize.self, from: Data(text.utf8)) {
-                    try? term.resize(to: SSHTerminalSize(columns: min(500, max(20, r.cols)), rows: min(300, max(5, r.rows))))
+        try await withGracefulShutdownHandler {
+            for try await message in inbound.messages(maxSize: 1 << 20) {
+                switch message {
+                case .binary(let buffer):
+                    do { try await term.input.write(Array(buffer.readableBytesView)) } catch { return }
+                case .text(let text):
+                    if let r = try? JSONDecoder().decode(Resize.self, from: Data(text.utf8)) {
+                        try? term.resize(to: SSHTerminalSize(columns: min(500, max(20, r.cols)), rows: min(300, max(5, r.rows))))
+                    }
                 }
             }
+        } onGracefulShutdown: {
+            term.cancel()
+            Task { await Self.close(outbound, revoked: false) }
         }
+    }
+
+    /// Closes a socket the server ends: 1008 for a revoked device (the page goes to the
+    /// pairing page), 1001 when the server stops (the page tries again).
+    static func close(_ outbound: WebSocketOutboundWriter, revoked: Bool) async {
+        try? await outbound.close(revoked ? .policyViolation : .goingAway, reason: revoked ? "revoked" : "the server is stopping")
     }
 
     // MARK: responses

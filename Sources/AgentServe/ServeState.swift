@@ -174,8 +174,7 @@ public final class ServeState: Sendable {
     static func randomToken() -> String {
         var rng = SystemRandomNumberGenerator()
         let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &rng) }
-        return Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        return WebPushCrypto.base64url(Data(bytes))
     }
 
     func locked<R>(_ body: () throws(ServeError) -> R) throws(ServeError) -> R {

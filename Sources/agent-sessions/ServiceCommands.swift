@@ -4,7 +4,7 @@ import Foundation
 /// `service install|remove NAME`: the tool's long-running commands as systemd user units.
 struct Service: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run a long-running command (watch) as a systemd user service, started at login and restarted when it fails.",
+        abstract: "Run a long-running command (watch, serve) as a systemd user service, started at login and restarted when it fails.",
         discussion: """
             install writes ~/.config/systemd/user/agent-sessions-NAME.service ($XDG_CONFIG_HOME when set), with this binary's path and the --store and --config given here, then enables and starts it (systemctl --user enable --now). remove stops and disables it and removes the unit. A user's services run while the user is logged in; to keep them running after logout (on an always-on machine), run loginctl enable-linger once.
 
@@ -13,7 +13,11 @@ struct Service: AsyncParsableCommand {
         subcommands: [ServiceInstall.self, ServiceRemove.self])
 
     /// The commands that can run as a service.
-    static let names = ["watch"]
+    static let names = ["watch", "serve"]
+
+    /// What each service is, for its unit's description.
+    static let descriptions = ["watch": "notifications from every host",
+                               "serve": "the board and the agents' terminals for phones and browsers"]
 
     static func check(_ name: String) throws {
         guard names.contains(name) else {
@@ -36,7 +40,7 @@ struct Service: AsyncParsableCommand {
         if let config = global.configPath { command += ["--config", absolute(config)] }
         return """
             [Unit]
-            Description=agent-sessions \(name): notifications from every host
+            Description=agent-sessions \(name): \(descriptions[name] ?? name)
             After=network-online.target
             Wants=network-online.target
 
@@ -93,9 +97,9 @@ struct Service: AsyncParsableCommand {
 }
 
 struct ServiceInstall: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "install", abstract: "Write, enable and start the user unit of a command (watch).")
+    static let configuration = CommandConfiguration(commandName: "install", abstract: "Write, enable and start the user unit of a command (watch, serve).")
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The command: watch.") var name: String
+    @Argument(help: "The command: watch or serve.") var name: String
     @Flag(help: "Write the unit only; enable and start nothing.") var noStart = false
 
     func run() async throws {
@@ -138,8 +142,8 @@ struct ServiceInstall: AsyncParsableCommand {
 }
 
 struct ServiceRemove: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "remove", abstract: "Stop, disable and remove the user unit of a command (watch).")
-    @Argument(help: "The command: watch.") var name: String
+    static let configuration = CommandConfiguration(commandName: "remove", abstract: "Stop, disable and remove the user unit of a command (watch, serve).")
+    @Argument(help: "The command: watch or serve.") var name: String
 
     func run() async throws {
         try await running {

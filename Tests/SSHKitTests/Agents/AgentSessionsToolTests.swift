@@ -363,7 +363,15 @@ struct AgentSessionsToolTests {
         try u.ok(["service", "install", "watch", "--no-start", "--store", u.home + "/my store.sqlite"])
         #expect(try String(contentsOfFile: unitPath, encoding: .utf8) == unit)
         #expect(!FileManager.default.fileExists(atPath: unitPath + ".tmp"))
-        #expect(try u.fails(["service", "install", "serve", "--no-start"], 64).contains("no service is called serve (watch)"))
+        #expect(try u.fails(["service", "install", "cockpit", "--no-start"], 64).contains("no service is called cockpit (watch, serve)"))
+        // the page's server as a service too, beside watch
+        let servePath = u.home + "/.config/systemd/user/agent-sessions-serve.service"
+        #expect(try u.ok(["service", "install", "serve", "--no-start"]).contains("wrote \(servePath)"))
+        let serveUnit = try String(contentsOfFile: servePath, encoding: .utf8)
+        #expect(serveUnit.contains("ExecStart=\(binary) serve\n") && serveUnit.contains("Description=agent-sessions serve: the board"),
+                "\(serveUnit)")
+        #expect(try u.run(["service", "remove", "serve"]).status == 0)
+        #expect(!FileManager.default.fileExists(atPath: servePath))
         // no user manager in the test's environment: said, and the unit is removed all the same
         let removed = try u.run(["service", "remove", "watch"])
         #expect(removed.status == 0 && removed.out.contains("removed \(unitPath)"), "\(removed)")

@@ -319,19 +319,7 @@ struct ServeTests {
             let id = try #require(try ServeState(directory: s.state).devices().first?.id)
             #expect(try u.ok(["serve", "devices"]).contains(id))
             #expect(try u.ok(["serve", "devices", "--revoke", String(id.prefix(4))]).contains("revoked \(id)"))
-            // read until the server's close frame (opcode 8) or the socket's end
-            var closed = false
-            var buf = [UInt8](repeating: 0, count: 65536)
-            let deadline = Date() + 10
-            while Date() < deadline && !closed {
-                let n = recv(live.socket, &buf, buf.count, 0)
-                if n <= 0 {
-                    closed = true
-                } else if buf[0..<n].enumerated().contains(where: { $0.element & 0x0F == 0x8 && $0.offset == 0 }) {
-                    closed = true
-                }
-            }
-            #expect(closed, "the revoked device's socket stayed open")
+            #expect(Self.closeCode(live.socket) == 1008, "the revoked device's socket ends as a policy violation")
             #expect(try Self.http(s.port, "GET", "/api/board", headers: ["Cookie": cookie]).status == 401)
             let audit = try String(contentsOfFile: s.state + "/audit.jsonl", encoding: .utf8)
             #expect(audit.contains("refused: another origin") && audit.contains(#""action":"revoke""#), "\(audit)")
@@ -456,6 +444,59 @@ struct ServeTests {
             try u.ok(["serve", "devices", "--revoke", device.id])
             #expect(try state.pushSubscriptions().isEmpty)
         }
+    }
+
+    /// Stopping the server (SIGTERM) closes its open sockets, not as a revocation (the page
+    /// tries again, it does not go to pairing), and does not wait long for a client that
+    /// does not answer the close (this one never does).
+    @Test func stoppingTheServerClosesItsSocketsWithoutWaitingForThem() async throws {
+        try await MCPServerTests.withUser { u, _ in
+            let s = try Served(u)
+            defer { s.stop() }
+            let cookie = try Self.pairByHand(u, s)
+            let live = try Self.upgrade(s.port, "/api/board/live", headers: ["Cookie": cookie, "Origin": s.url])
+            #expect(live.status == 101, "\(live)")
+            defer { if live.socket >= 0 { close(live.socket) } }
+            s.process.terminate()
+            // the WebSocket library's own close on a graceful stop (1000), or ours (1001)
+            let code = Self.closeCode(live.socket)
+            #expect(code == 1000 || code == 1001, "\(String(describing: code))")
+            s.stop() // within its bound, or the test fails
+        }
+    }
+
+    /// The status code of the close frame the server sends on `socket` (nil if the socket
+    /// ends without one within 10 s), the messages before it skipped.
+    static func closeCode(_ socket: Int32) -> Int? {
+        var data: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 65536)
+        let deadline = Date() + 10
+        while Date() < deadline {
+            // the frames so far: FIN/opcode, a length (7 bits, or 16 or 64 more), no mask from a server
+            var i = 0
+            while i + 2 <= data.count {
+                let opcode = data[i] & 0x0F
+                var length = Int(data[i + 1] & 0x7F), header = 2
+                if length == 126, i + 4 <= data.count {
+                    length = Int(data[i + 2]) << 8 | Int(data[i + 3])
+                    header = 4
+                } else if length == 127, i + 10 <= data.count {
+                    length = data[(i + 2)..<(i + 10)].reduce(0) { $0 << 8 | Int($1) }
+                    header = 10
+                } else if length >= 126 {
+                    break
+                }
+                guard i + header + length <= data.count else { break }
+                if opcode == 0x8 {
+                    return length >= 2 ? Int(data[i + header]) << 8 | Int(data[i + header + 1]) : 1005
+                }
+                i += header + length
+            }
+            let n = recv(socket, &buf, buf.count, 0)
+            if n <= 0 { return nil }
+            data += buf[0..<n]
+        }
+        return nil
     }
 
     /// Where screenshots and other files a person should look at are kept.
