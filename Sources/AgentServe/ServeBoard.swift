@@ -79,9 +79,10 @@ struct BoardView: Encodable, Sendable, Equatable {
 }
 
 /// The live board every open page shares: read from the hosts, then kept by their status
-/// events (one stream for all pages) and by the records (re-read on each change this
-/// engine makes, and every few seconds for changes other processes make); the hosts are
-/// asked again every fifth time.
+/// events (one stream per host for all pages, started for a host added while it runs and
+/// ended for one removed) and by the records (re-read on each change this engine makes,
+/// and every few seconds for changes other processes make); the hosts are asked again
+/// every fifth time.
 final class BoardFeed: Sendable {
     private struct State {
         var board = AgentBoard(rows: [])
@@ -97,6 +98,8 @@ final class BoardFeed: Sendable {
     private let engine: AgentOrchestrator
     private let state = Mutex(State())
     private let tasks = Mutex<[Task<Void, Never>]>([])
+    /// Each host's status events, followed as the host is recorded now.
+    private let followers = Mutex<(stopped: Bool, byHost: [HostID: (record: HostRecord, task: Task<Void, Never>)])>((false, [:]))
     /// How often the records are read again for changes made by other processes.
     let rereadEvery: Duration
 
@@ -118,9 +121,6 @@ final class BoardFeed: Sendable {
             await reload(live: true)
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { [self] in
-                    for await u in engine.followStatus() { apply(u) }
-                }
-                group.addTask { [self] in
                     for await _ in engine.recordChanges() { await reload(live: false) }
                 }
                 group.addTask { [self] in
@@ -140,6 +140,11 @@ final class BoardFeed: Sendable {
 
     func stop() {
         for t in tasks.withLock({ $0 }) { t.cancel() }
+        let following = followers.withLock { f in
+            defer { f = (true, [:]) }
+            return f.byHost.values.map(\.task)
+        }
+        for t in following { t.cancel() }
         let subs = state.withLock { s in
             defer { s.subscribers = [:] }
             return Array(s.subscribers.values)
@@ -169,8 +174,30 @@ final class BoardFeed: Sendable {
         return stream
     }
 
+    /// Follows the status events of `hosts`: a host new or changed since the last time is
+    /// followed (again), one no longer recorded is let go.
+    private func follow(_ hosts: [HostRecord]) {
+        let engine = engine
+        let ended: [Task<Void, Never>] = followers.withLock { f in
+            guard !f.stopped else { return [] }
+            var ended: [Task<Void, Never>] = []
+            for (id, kept) in f.byHost where !hosts.contains(kept.record) {
+                ended.append(kept.task)
+                f.byHost[id] = nil
+            }
+            for host in hosts where f.byHost[host.id] == nil {
+                f.byHost[host.id] = (host, Task { [self] in
+                    for await u in engine.followStatus(hosts: [host]) { apply(u) }
+                })
+            }
+            return ended
+        }
+        for t in ended { t.cancel() }
+    }
+
     private func reload(live: Bool) async {
         guard let board = try? await engine.board(live: live), let hosts = try? await engine.records.hosts() else { return }
+        follow(hosts)
         state.withLock { s in
             s.board = board
             s.hosts = hosts

@@ -211,6 +211,7 @@ public final class ServeServer: Sendable {
                                            questionKey: questionKey, choices: choices))
                 }
                 return Self.json(TaskView(id: record.id.rawValue, title: record.title, branch: record.worktree.branch,
+                                          project: record.projectID.rawValue, attempt: record.attempt?.label, port: record.port,
                                           archived: record.archivedAt != nil, agents: agents))
             }
         }
@@ -291,6 +292,7 @@ public final class ServeServer: Sendable {
         } onUpgrade: { [self] inbound, outbound, context in
             try await terminal(inbound: inbound, outbound: outbound, context: context)
         }
+        addWorkRoutes(to: router)
         return router
     }
 
@@ -376,32 +378,34 @@ public final class ServeServer: Sendable {
     /// Runs `body` on the request's task for a paired device (and, for an action, from the
     /// page's origin), mapping the engine's errors to HTTP statuses and keeping the action
     /// in the audit log.
-    private func act(_ request: Request, _ context: Context, action: String?,
-                     _ body: (TaskHandle) async throws -> Response) async throws -> Response {
-        try await acting(request, context, parameter: "task", action: action) { id in try await body(engine.task(TaskID(id))) }
+    func act(_ request: Request, _ context: Context, action: String?,
+             _ body: (TaskHandle) async throws -> Response) async throws -> Response {
+        let id = context.parameters.get("task") ?? ""
+        return try await acting(request, action: action, target: id) { try await body(engine.task(TaskID(id))) }
     }
 
-    private func actOnChat(_ request: Request, _ context: Context, action: String,
-                           _ body: (ChatHandle) async throws -> Response) async throws -> Response {
-        try await acting(request, context, parameter: "chat", action: action) { id in try await body(engine.chat(ChatID(id))) }
+    func actOnChat(_ request: Request, _ context: Context, action: String,
+                   _ body: (ChatHandle) async throws -> Response) async throws -> Response {
+        let id = context.parameters.get("chat") ?? ""
+        return try await acting(request, action: action, target: id) { try await body(engine.chat(ChatID(id))) }
     }
 
-    /// The rules every route on a record keeps: a paired device; for an action (a name to
-    /// audit it by), the page's own origin and a line in the audit log however it ends.
-    private func acting(_ request: Request, _ context: Context, parameter: String, action: String?,
-                        _ body: (String) async throws -> Response) async throws -> Response {
+    /// The rules every route keeps: a paired device; for an action (a name to audit it
+    /// by), the page's own origin and a line in the audit log however it ends. The
+    /// engine's errors come out as HTTP statuses (`status(of:)`).
+    func acting(_ request: Request, action: String?, target: String?,
+                _ body: () async throws -> Response) async throws -> Response {
         guard let device = device(request) else { return Self.unpaired() }
-        let id = context.parameters.get(parameter) ?? ""
         if let action, !Self.sameOrigin(request) {
-            state.audit(device: device.id, action: action, target: id, outcome: "refused: another origin")
+            state.audit(device: device.id, action: action, target: target, outcome: "refused: another origin")
             return Self.error(.forbidden, code: "forbidden", "another origin")
         }
         do {
-            let response = try await body(id)
-            if let action { state.audit(device: device.id, action: action, target: id, outcome: "done") }
+            let response = try await body()
+            if let action { state.audit(device: device.id, action: action, target: target, outcome: "done") }
             return response
         } catch let e as AgentError {
-            if let action { state.audit(device: device.id, action: action, target: id, outcome: "refused: \(e.code.name)") }
+            if let action { state.audit(device: device.id, action: action, target: target, outcome: "refused: \(e.code.name)") }
             return Self.error(e)
         }
     }
@@ -480,7 +484,11 @@ public final class ServeServer: Sendable {
         var choices: [AgentAnswerChoice]
     }
     struct TaskView: Encodable {
-        var id, title, branch: String
+        var id, title, branch, project: String
+        /// Its label when it is one of several attempts at a work.
+        var attempt: String?
+        /// Its own port on its host (`PORT`).
+        var port: Int?
         var archived: Bool
         var agents: [ChatView]
     }

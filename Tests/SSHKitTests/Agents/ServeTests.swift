@@ -214,6 +214,120 @@ struct ServeTests {
         }
     }
 
+    /// Work started and landed from the page: a new task, another agent in it, its port as
+    /// a link that reaches a server on the task's PORT, commit, pull request and merge with
+    /// the command's refusals, and attempts compared with a check and one kept; then what
+    /// the same routes refuse.
+    @Test func aPhoneStartsWorkLandsItAndKeepsOneAttempt() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.browserPython),
+                     "Selenium is missing: bash scripts/install-deps.sh")
+        try await MCPServerTests.withRepository { u, repo in
+            try u.addHost()
+            try u.ok(["projects", "add", "fixture", repo, "--name", "app"])
+            try u.ok(["tasks", "new", "app", "Land me", "--agent", "amp", "--prompt", "hello"])
+            let land = try #require(try await u.store().tasks(projectID: nil).first)
+            _ = try await u.transport.runProcess("/bin/sh", arguments: ["-c", "echo landed > \"$1/landed.txt\"", "sh",
+                                                                        land.worktree.path],
+                                                 stdin: [], environment: [:], timeout: .seconds(30)).check("a file")
+            let s = try Served(u)
+            defer { s.stop() }
+            let code = try u.ok(["serve", "pair", "--quiet"]).trimmingCharacters(in: .whitespacesAndNewlines)
+            let out = Self.artifacts + "/serve-work"
+            try? FileManager.default.removeItem(atPath: out)
+            let run = try MCPServerTests.runHere(Self.browserPython, [
+                TestServer.packageRoot + "/Tests/Browser/serve_work.py", "--url", s.url, "--code", code, "--land", "Land me",
+                "--out", out,
+            ], env: ["PATH": "/usr/bin:/bin", "HOME": u.home], timeout: 420)
+            try? run.output.write(toFile: out + "/steps.jsonl", atomically: true, encoding: .utf8)
+            let steps = MCPServerTests.Steps()
+            steps.take(Data(run.output.utf8))
+            #expect(steps.step("error") == nil, "\(run.output)")
+
+            // a new task: the project's agents offered, the agent started with the prompt
+            let made = try #require(steps.step("new"), "\(run.output)")
+            #expect((made["agents"] as? [String])?.contains("amp") == true, "\(made)")
+            #expect((made["screen"] as? String)?.contains("got: hello from the phone") == true, "\(made)")
+            let tasks = try await u.store().tasks(projectID: nil)
+            let started = try #require(tasks.first { $0.title == "Started from the phone" }, "\(tasks.map(\.title))")
+            #expect((made["url"] as? String)?.hasSuffix("/t/" + started.id.rawValue) == true, "\(made)")
+            // another agent in its worktree
+            let chat = try #require(steps.step("chat"), "\(run.output)")
+            #expect((chat["screen"] as? String)?.contains("got: a second opinion") == true, "\(chat)")
+            #expect((chat["agents"] as? [String])?.count == 2, "\(chat)")
+            #expect(try await u.store().conversations(taskID: started.id).count == 2)
+            // its port, through the host's connection, as a link that opens elsewhere
+            let port = try #require(steps.step("port"), "\(run.output)")
+            #expect(port["port"] as? String == started.port.map(String.init), "\(port)")
+            #expect((port["href"] as? String)?.wholeMatch(of: /http:\/\/127\.0\.0\.1:\d+\//) != nil, "\(port)")
+            #expect((port["rel"] as? String)?.contains("noopener") == true, "\(port)")
+            #expect(port["page"] as? String == "hello from the task's port", "\(port)")
+
+            // landing: commit, a pull request refused as the command refuses it, merge
+            #expect((steps.step("commit")?["message"] as? String)?.contains("committed 1 file") == true,
+                    "\(String(describing: steps.step("commit")))")
+            let pr = try #require(steps.step("pr"), "\(run.output)")
+            #expect(pr["bad"] as? Bool == true, "\(pr)")
+            let refused = try u.fails(["tasks", "pr", String(land.id.short)], 1)
+            #expect(refused.contains(pr["message"] as? String ?? "<none>"), "\(pr) vs \(refused)")
+            let merged = try #require(steps.step("merge")?["message"] as? String, "\(run.output)")
+            #expect(merged.contains("merged \(land.worktree.branch) into ") && merged.contains("fast-forward"), "\(merged)")
+            let base = String(merged.split(separator: " ")[3].dropLast())
+            let log = try await u.transport.runProcess("git", arguments: ["-C", repo, "log", "-1", "--format=%s", base], stdin: [],
+                                                       environment: [:], timeout: .seconds(30)).check("git log")
+            #expect(String(decoding: log.stdout, as: UTF8.self).contains("Land me"), "\(base)")
+            #expect((steps.step("merge again")?["message"] as? String)?.contains("has every commit") == true,
+                    "\(String(describing: steps.step("merge again")))")
+
+            // attempts side by side, a check in each, the second kept and the first archived
+            let attempts = try #require(steps.step("attempts"), "\(run.output)")
+            #expect(attempts["labels"] as? [String] == ["amp-1", "amp-2"], "\(attempts)")
+            #expect(attempts["checked"] as? String == "2 of 2 passed", "\(attempts)")
+            #expect((attempts["passes"] as? [String])?.count == 2, "\(attempts)")
+            #expect(attempts["archived"] as? [String] == ["amp-1"], "\(attempts)")
+            #expect((attempts["width"] as? Int ?? 999) <= 390, "no sideways scrolling at a phone's width: \(attempts)")
+            let both = try await u.store().tasks(projectID: nil).filter { $0.title == "Two ways" }
+            let kept = try #require(both.first { $0.attempt?.label == "amp-2" }, "\(both)")
+            #expect((attempts["kept"] as? String)?.hasSuffix("/t/" + kept.id.rawValue) == true, "\(attempts)")
+            #expect(kept.archivedAt == nil && both.first { $0.attempt?.label == "amp-1" }?.archivedAt != nil, "\(both)")
+            for shot in ["new", "new-task", "port", "landed", "attempts", "picked"] {
+                #expect(FileManager.default.fileExists(atPath: "\(out)/\(shot).png"), "\(shot).png")
+            }
+            let audit = try String(contentsOfFile: s.state + "/audit.jsonl", encoding: .utf8)
+            for action in ["new task", "new chat", "open port", "commit", "pr", "merge", "check attempts", "pick"] {
+                #expect(audit.contains(#""action":"\#(action)""#), "\(action) in \(audit)")
+            }
+
+            // what the same routes refuse
+            let cookie = try Self.pairByHand(u, s)
+            let project = try #require(try await u.store().projects(hostID: nil).first)
+            func post(_ path: String, _ body: String, origin: String? = nil, cookie c: String? = nil) throws -> Exchange {
+                try Self.http(s.port, "POST", path, headers: ["Cookie": c ?? cookie, "Origin": origin ?? s.url], body: body)
+            }
+            func refusal(_ r: Exchange, _ status: Int, _ code: String, sourceLocation: SourceLocation = #_sourceLocation) {
+                #expect(r.status == status && r.body.contains(#""error":"\#(code)""#), "\(r)", sourceLocation: sourceLocation)
+            }
+            let newTask = #"{"project":"\#(project.id.rawValue)","title":"X","agent":"amp"}"#
+            refusal(try post("/api/tasks", newTask, cookie: "as_device=forged"), 401, "notPaired")
+            refusal(try post("/api/tasks", newTask, origin: "http://evil.example"), 403, "forbidden")
+            refusal(try post("/api/tasks", "not json"), 400, "invalidArgument")
+            refusal(try post("/api/tasks", #"{"project":"\#(project.id.rawValue)","title":"X","agent":"nope"}"#), 400, "unknownProvider")
+            refusal(try post("/api/tasks", #"{"project":"\#(project.id.rawValue)","title":"X","agent":"amp","attempts":0}"#),
+                    400, "invalidArgument")
+            refusal(try post("/api/tasks", #"{"project":"nope","title":"X","agent":"amp"}"#), 404, "notFound")
+            refusal(try post("/api/tasks/\(land.id.rawValue)/pick", #"{"attempt":"amp-1"}"#), 409, "notAnAttempt")
+            refusal(try post("/api/tasks/\(kept.id.rawValue)/pick", #"{"attempt":"amp-1","others":"burn"}"#), 400, "invalidArgument")
+            refusal(try post("/api/tasks/\(kept.id.rawValue)/pick", #"{"attempt":"amp-9"}"#), 404, "notFound")
+            let archived = try #require(both.first { $0.attempt?.label == "amp-1" })
+            refusal(try post("/api/tasks/\(archived.id.rawValue)/chats", #"{"agent":"amp"}"#), 409, "taskArchived")
+            refusal(try post("/api/tasks/\(archived.id.rawValue)/port", "{}"), 409, "taskArchived")
+            refusal(try post("/api/tasks/\(kept.id.rawValue)/attempts/check", #"{"text":""}"#), 400, "invalidArgument")
+            #expect(try Self.http(s.port, "GET", "/api/projects").status == 401)
+            #expect(try Self.http(s.port, "GET", "/new").status == 401)
+            // nothing was made by what was refused
+            #expect(try await u.store().tasks(projectID: nil).count == tasks.count)
+        }
+    }
+
     @Test func everyRouteAndUpgradeRefusesADeviceThatIsNotPaired() async throws {
         try await MCPServerTests.withUser { u, _ in
             let s = try Served(u)
@@ -351,10 +465,14 @@ struct ServeTests {
         }
     }
 
-    @Test func anAgentThatNeedsYouIsPushedEncryptedToEachSubscription() async throws {
+    @Test func anAgentThatNeedsYouIsPushedEncryptedToEachSubscriptionFromAHostAddedWhileServing() async throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.browserPython),
                      "http_ece is missing: bash scripts/install-deps.sh")
         try await MCPServerTests.withRepository { u, repo in
+            // the host is added while serve runs: its events are followed from then on (a
+            // push comes only from a host's events)
+            let s = try Served(u)
+            defer { s.stop() }
             try u.addHost()
             try u.ok(["projects", "add", "fixture", repo, "--name", "app"])
             try u.ok(["tasks", "new", "app", "Push me", "--agent", "amp", "--prompt", "hello"])
@@ -375,8 +493,6 @@ struct ServeTests {
             let endpoint = try #require(sub["endpoint"] as? String), gone = try #require(sub["gone"] as? String)
             let p256dh = try #require(sub["p256dh"] as? String), auth = try #require(sub["auth"] as? String)
 
-            let s = try Served(u)
-            defer { s.stop() }
             let cookie = try Self.pairByHand(u, s)
             func subscribe(_ endpoint: String, _ p256dh: String, _ auth: String, origin: String? = nil) throws -> Exchange {
                 try Self.http(s.port, "POST", "/api/push/subscribe", headers: ["Cookie": cookie, "Origin": origin ?? s.url],
