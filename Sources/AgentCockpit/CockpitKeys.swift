@@ -85,7 +85,17 @@ public enum CockpitKeys {
     public static func handle(_ press: KeyPress, _ model: inout CockpitModel) -> CockpitCommand? {
         switch model.mode {
         case .help:
-            model.mode = .list
+            // the arrows, the page keys and space scroll a help taller than the terminal;
+            // any other key closes it
+            switch press.key {
+            case .down, .character("j"), .character(" "): model.helpOffset += 1
+            case .pageDown: model.helpOffset += 10
+            case .up, .character("k"): model.helpOffset = max(0, model.helpOffset - 1)
+            case .pageUp: model.helpOffset = max(0, model.helpOffset - 10)
+            default:
+                model.mode = .list
+                model.helpOffset = 0
+            }
             return nil
         case .filter:
             return filterKey(press, &model)

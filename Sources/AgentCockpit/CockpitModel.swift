@@ -167,6 +167,8 @@ public struct CockpitModel: Sendable {
     public var mode: Mode = .list
     /// A line for the status bar, and whether it is an error.
     public var message: (text: String, isError: Bool)?
+    /// How far the help is scrolled (on a terminal too short for all of it).
+    public var helpOffset = 0
     /// What waits for the user's yes or no (Y, N), oldest first, on the status line.
     public var requests: [CockpitApprovals.Request] = []
     /// The last check run in the attempts, by task id (shown in the compare tab), and

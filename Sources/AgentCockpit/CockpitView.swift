@@ -31,7 +31,7 @@ public enum CockpitView {
             }
         }
         if model.mode == .help {
-            help(into: &s, top: bodyTop, rows: bodyRows)
+            help(into: &s, top: bodyTop, rows: bodyRows, offset: model.helpOffset)
         } else if columns >= sideBySideColumns {
             let p = paneRect(columns: columns, rows: rows)
             list(model, into: &s, top: bodyTop, left: 0, width: p.left - 1, rows: bodyRows, now: now)
@@ -203,19 +203,23 @@ public enum CockpitView {
         let (mark, markStyle) = self.mark(agent, hostError: row.hostError != nil)
         var c = s.write(isSelected ? "▌" : " ", row: r, column: left, style: base.with(foreground: .indexed(4)))
         c = s.write(mark + " ", row: r, column: c, style: base.with(markStyle), limit: left + width)
-        let name = !first ? "  ↳ chat" : model.isOpenAttempt(row) ? "\(row.task.attempt!.label) @ \(row.host?.name ?? "?")"
-            : row.task.title
         let agentName = agent.map { $0.record.providerID } ?? "-"
+        let room = left + width - c
+        // on a narrow terminal (a phone's) the agent's column goes: a chat is named by its
+        // agent, and the title gets half the room
+        let narrow = s.columns < 60
+        let name = !first ? (narrow ? "  ↳ \(agentName)" : "  ↳ chat")
+            : model.isOpenAttempt(row) ? "\(row.task.attempt!.label) @ \(row.host?.name ?? "?")" : row.task.title
         let state = stateText(agent, row: row)
         let changed = row.filesChanged.map { "\($0)f" } ?? ""
         let activity = agent?.lastActivity.map { shortAgo($0, now: now) } ?? ""
         // fixed columns first when there is room, the title takes the rest
-        let room = left + width - c
         let tail = room >= 50 ? " \(TerminalWidth.pad(changed, to: 4)) \(TerminalWidth.pad(activity, to: 4))" : ""
-        let agentCol = room >= 40 ? " " + TerminalWidth.pad(agentName, to: 8) : ""
-        // the title first (two fifths of the room, up to 28), then the state and its question
+        let agentCol = narrow ? "" : " " + TerminalWidth.pad(agentName, to: 8)
+        // the title first (two fifths of the room, up to 28; half on a narrow terminal),
+        // then the state and its question
         let fixed = TerminalWidth.of(tail) + TerminalWidth.of(agentCol) + 1
-        let titleWidth = max(4, max(min(28, room * 2 / 5), room - fixed - 40))
+        let titleWidth = max(4, max(narrow ? room / 2 : min(28, room * 2 / 5), room - fixed - 40))
         let stateWidth = max(4, room - fixed - titleWidth)
         c = s.write(TerminalWidth.pad(name, to: titleWidth), row: r, column: c, style: base, limit: left + width)
         c = s.write(agentCol, row: r, column: c, style: base.with(Style.dim), limit: left + width)
@@ -364,11 +368,25 @@ public enum CockpitView {
         }
     }
 
-    static func help(into s: inout ScreenBuffer, top: Int, rows: Int) {
+    /// The keys and what each does; on a narrow terminal each description wraps under
+    /// itself, and a help taller than the terminal scrolls (`offset` lines down).
+    static func help(into s: inout ScreenBuffer, top: Int, rows: Int, offset: Int) {
+        let keysWidth = min(16, max(14, s.columns / 4))
+        let room = max(10, s.columns - keysWidth - 3)
+        var lines: [(keys: String, what: String)] = []
+        for (keys, what) in CockpitKeys.help {
+            for (i, part) in TerminalWidth.wrap(what, to: room).enumerated() { lines.append((i == 0 ? keys : "", part)) }
+        }
+        let shown = rows - 1
+        let start = min(max(0, offset), max(0, lines.count - shown + 1))
         var r = top + 1
-        for (keys, what) in CockpitKeys.help where r < top + rows {
-            let c = s.write("  " + TerminalWidth.pad(keys, to: 16), row: r, column: 0, style: Style.key)
-            s.write(what, row: r, column: c)
+        for line in lines.dropFirst(start) where r < top + rows {
+            if r == top + rows - 1, start + (r - top) < lines.count {
+                s.write("  ↓ more (↑ ↓ scroll, any other key closes)", row: r, column: 0, style: Style.dim)
+                break
+            }
+            let c = s.write("  " + TerminalWidth.pad(line.keys, to: keysWidth) + " ", row: r, column: 0, style: Style.key)
+            s.write(line.what, row: r, column: c)
             r += 1
         }
     }
@@ -376,6 +394,20 @@ public enum CockpitView {
     /// The last line; the cursor's place when a field is being typed.
     static func statusLine(_ model: CockpitModel, into s: inout ScreenBuffer, row: Int) -> ScreenRenderer.Cursor? {
         s.fill(row: row, column: 0, width: s.columns, height: 1)
+        // a question or a message wider than the terminal (a phone's) wraps upwards, over
+        // the bottom of the pane, up to three rows, so its end ("(y/n)") stays in view
+        func say(_ text: String, style: TerminalStyle) {
+            var lines = TerminalWidth.wrap(text, to: s.columns)
+            if lines.count > 3 {
+                lines = Array(lines.prefix(3))
+                lines[2] = TerminalWidth.truncate(lines[2] + " …", to: s.columns)
+            }
+            for (i, line) in lines.enumerated() {
+                let r = row - (lines.count - 1) + i
+                s.fill(row: r, column: 0, width: s.columns, height: 1)
+                s.write(line, row: r, column: 0, style: style)
+            }
+        }
         func prompt(_ label: String, _ text: String) -> ScreenRenderer.Cursor {
             let c = s.write(label, row: row, column: 0, style: Style.key)
             // the end of what was typed stays in view
@@ -395,23 +427,24 @@ public enum CockpitView {
             }
         case .confirm(let c):
             let text: String
+            // a long title is cut, so that the question fits and ends in view
+            func cut(_ t: String) -> String { TerminalWidth.truncate(t, to: 40) }
             switch c {
-            case .stop(_, let t): text = "Stop the agents of \"\(t)\"? (y/n)"
-            case .archive(_, let t): text = "Archive \"\(t)\" (its agents stop, its worktree stays)? (y/n)"
-            case .delete(_, let t, false): text = "Delete \"\(t)\", its worktree and branch? (y/n)"
-            case .delete(_, let t, true): text = "\"\(t)\" has work not pushed. Delete it anyway, losing it? (y/n)"
-            case .merge(_, let t, let base): text = "Merge \"\(t)\" into \(base) on its host? (y/n)"
+            case .stop(_, let t): text = "Stop the agents of \"\(cut(t))\"? (y/n)"
+            case .archive(_, let t): text = "Archive \"\(cut(t))\" (its agents stop, its worktree stays)? (y/n)"
+            case .delete(_, let t, false): text = "Delete \"\(cut(t))\", its worktree and branch? (y/n)"
+            case .delete(_, let t, true): text = "\"\(cut(t))\" has work not pushed. Delete it anyway, losing it? (y/n)"
+            case .merge(_, let t, let base): text = "Merge \"\(cut(t))\" into \(base) on its host? (y/n)"
             case .pick(_, let label): text = "Keep \(label) and archive the other attempts (their branches stay)? (y/n)"
             }
-            s.write(text, row: row, column: 0, style: Style.error)
+            say(text, style: Style.error)
             return nil
         case .form:
-            s.write(TerminalWidth.truncate("tab next · ← → choose · enter on the prompt starts it · esc cancels", to: s.columns),
-                    row: row, column: 0, style: Style.dim)
+            say("tab next · ← → choose · enter on the prompt starts it · esc cancels", style: Style.dim)
             return nil
         case .list, .help:
             if let m = model.message {
-                s.write(m.text, row: row, column: 0, style: m.isError ? Style.error : Style.key)
+                say(m.text, style: m.isError ? Style.error : Style.key)
                 return nil
             }
             if let r = model.requests.first {

@@ -51,6 +51,38 @@ public enum TerminalWidth {
         return ellipsis ? out + "…" : out
     }
 
+    /// `text` in lines of at most `columns`, broken at spaces where it can be (a word
+    /// longer than a line is cut where the line ends).
+    public static func wrap(_ text: String, to columns: Int) -> [String] {
+        guard columns > 0 else { return [] }
+        var lines: [String] = []
+        var line = "", used = 0
+        for word in text.split(separator: " ", omittingEmptySubsequences: false) {
+            var word = String(word)
+            var w = of(word)
+            if used > 0 && used + 1 + w > columns {
+                lines.append(line)
+                (line, used) = ("", 0)
+            } else if used > 0 {
+                line += " "
+                used += 1
+            }
+            // a word wider than a line: as much as fits, the rest on the next
+            while w > columns - used {
+                let head = truncate(word, to: columns - used, ellipsis: false)
+                guard !head.isEmpty else { break }
+                lines.append(line + head)
+                word = String(word.dropFirst(head.count))
+                w = of(word)
+                (line, used) = ("", 0)
+            }
+            line += word
+            used += w
+        }
+        if used > 0 || lines.isEmpty { lines.append(line) }
+        return lines
+    }
+
     /// `text` cut or padded with spaces to exactly `columns`.
     public static func pad(_ text: String, to columns: Int) -> String {
         let cut = truncate(text, to: columns)

@@ -159,7 +159,7 @@ struct ServeTests {
             let run = try MCPServerTests.runHere(Self.browserPython, [
                 TestServer.packageRoot + "/Tests/Browser/serve_page.py", "--url", s.url, "--code", code, "--title", "Fix <script>",
                 "--out", out,
-            ], env: ["PATH": "/usr/bin:/bin", "HOME": u.home], timeout: 300)
+            ], env: ["PATH": "/usr/bin:/bin", "HOME": u.home, "PYTHONDONTWRITEBYTECODE": "1"], timeout: 300)
             try? run.output.write(toFile: out + "/steps.jsonl", atomically: true, encoding: .utf8)
             let steps = MCPServerTests.Steps()
             steps.take(Data(run.output.utf8))
@@ -237,7 +237,7 @@ struct ServeTests {
             let run = try MCPServerTests.runHere(Self.browserPython, [
                 TestServer.packageRoot + "/Tests/Browser/serve_work.py", "--url", s.url, "--code", code, "--land", "Land me",
                 "--out", out,
-            ], env: ["PATH": "/usr/bin:/bin", "HOME": u.home], timeout: 420)
+            ], env: ["PATH": "/usr/bin:/bin", "HOME": u.home, "PYTHONDONTWRITEBYTECODE": "1"], timeout: 420)
             try? run.output.write(toFile: out + "/steps.jsonl", atomically: true, encoding: .utf8)
             let steps = MCPServerTests.Steps()
             steps.take(Data(run.output.utf8))

@@ -73,6 +73,82 @@ struct CockpitViewTests {
 
     /// An agent held by a usage limit whose reset the host read says until when, on the
     /// board and in the cockpit alike; without the time, the limit's message is the question.
+    /// A phone's terminal app, 45 columns wide: the titles keep their room (the agent's
+    /// column goes), a question to confirm and a message wrap so their ends stay in view,
+    /// the help wraps and scrolls.
+    @Test func aPhonesTerminalOf45ColumnsKeepsWhatMatters() {
+        var model = CockpitModel(board: Self.board())
+        model.pane = ANSIText.lines("line 1\n")
+        model.paneFor = "c1"
+        func lines(_ m: CockpitModel, rows: Int = 24) -> [String] {
+            let s = CockpitView.render(m, columns: 45, rows: rows, now: Self.now).screen
+            for r in 0..<s.rows { #expect(TerminalWidth.of(s.text(row: r)) == 45, "row \(r)") }
+            return s.text.split(separator: "\n", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        }
+        let list = lines(model)
+        #expect(list[2].contains("Fix the flaky test") && list[2].contains("waiting: Allow"), "\(list[2])")
+        #expect(list[5].contains("↳ claude") && list[5].contains("idle"), "a chat named by its agent: \(list[5])")
+        #expect(list[7].contains("Write the docs") && !list[7].contains("kimi"), "\(list[7])")
+
+        var m = model
+        m.mode = .confirm(.delete(taskID: "t1", title: "Fix the flaky test", force: true))
+        let confirm = lines(m)
+        #expect(confirm[22] == "\"Fix the flaky test\" has work not pushed.", "\(confirm.suffix(3))")
+        #expect(confirm[23] == "Delete it anyway, losing it? (y/n)", "\(confirm.suffix(3))")
+        m.mode = .confirm(.archive(taskID: "t1", title: String(repeating: "a very long title ", count: 6)))
+        let long = lines(m)
+        #expect(long[23].hasSuffix("(y/n)") && long.joined().contains("…\""), "the title cut, the question whole: \(long.suffix(3))")
+
+        m = model
+        m.message = ("committed 3 files as abc123def456 on emdash/fix-the-flaky-test", false)
+        #expect(lines(m).suffix(2) == ["committed 3 files as abc123def456 on", "emdash/fix-the-flaky-test"])
+        m = model
+        m.mode = .form(CockpitModel.NewAgent(projects: [.init(id: "p1", name: "app", hostID: "h1", hostName: "build-1")]))
+        #expect(lines(m).last == "starts it · esc cancels", "\(lines(m).suffix(2))")
+
+        // the help: each description whole, wrapped under itself; scrolled to its end
+        m = model
+        m.mode = .help
+        let help = lines(m)
+        #expect(help[2].hasPrefix("↑ ↓  k j") && help[3] == "further)", "\(help[2...3])")
+        #expect(help[22] == "↓ more (↑ ↓ scroll, any other key closes)", "\(help[22])")
+        #expect(!help.contains { $0.hasSuffix("…") }, "nothing cut: \(help)")
+        for _ in 0..<60 { _ = CockpitKeys.handle(KeyPress(.down), &m) }
+        let end = lines(m)
+        #expect(end.contains { $0.hasPrefix("q  ctrl-c") && $0.contains("quit") }, "\(end)")
+        #expect(!end.contains { $0.hasPrefix("↓ more") }, "\(end)")
+        _ = CockpitKeys.handle(KeyPress(.up), &m)
+        #expect(m.mode == .help)
+        _ = CockpitKeys.handle(KeyPress(.character("z")), &m)
+        #expect(m.mode == .list && m.helpOffset == 0)
+    }
+
+    /// Words broken at spaces; a word longer than a line cut where the line ends.
+    @Test func textWrapsAtSpaces() {
+        #expect(TerminalWidth.wrap("merge the task into its base", to: 10) == ["merge the", "task into", "its base"])
+        #expect(TerminalWidth.wrap("emdash/fix-the-flaky-test", to: 10) == ["emdash/fix", "-the-flaky", "-test"])
+        #expect(TerminalWidth.wrap("修复测试 ok", to: 5) == ["修复", "测试", "ok"])
+        #expect(TerminalWidth.wrap("", to: 10) == [""])
+    }
+
+    /// An agent held by a usage limit whose reset the host read says until when, on the
+    /// board and in the cockpit alike; without the time, the limit's message is the question.
+    @Test func dump45() {
+        var model = CockpitModel(board: Self.board())
+        model.pane = ANSIText.lines("line 1\n\u{1B}[32mgreen prompt ❯\u{1B}[0m\n")
+        model.paneFor = "c1"
+        func show(_ name: String, _ m: CockpitModel, rows: Int = 24) {
+            print("=== \(name)")
+            print(CockpitView.render(m, columns: 45, rows: rows, now: Self.now).screen.text)
+        }
+        show("list", model)
+        var c = model; c.mode = .confirm(.delete(taskID: "t1", title: "Fix the flaky test", force: true)); show("confirm", c)
+        c = model; c.mode = .help; show("help", c, rows: 40)
+        c = model; c.mode = .form(CockpitModel.NewAgent(projects: [.init(id: "p1", name: "app", hostID: "h1", hostName: "build-1")])); show("form", c)
+        c = model; c.message = ("committed 3 files as abc123def456 on emdash/fix-the-flaky-test", false); show("message", c)
+        c = model; c.requests = [.init(id: "0a1b2c3d", text: "lead asks to start kimi on build-1/app: \"Split the parser\"")]; show("request", c)
+    }
+
     @Test func aUsageLimitSaysUntilWhen() {
         let reset = Date().addingTimeInterval(600)
         var status = AgentStatus(activity: .waitingForInput, source: .screen, since: Self.now,
