@@ -91,7 +91,9 @@ final class BoardFeed: Sendable {
         var hostErrors: [HostID: String] = [:]
         var filesChanged: [TaskID: Int] = [:]
         var view: BoardView?
-        var subscribers: [UInt64: AsyncStream<BoardView>.Continuation] = [:]
+        /// The view as the sockets send it, encoded once for all of them.
+        var text: String?
+        var subscribers: [UInt64: AsyncStream<String>.Continuation] = [:]
         var next: UInt64 = 0
     }
 
@@ -160,14 +162,15 @@ final class BoardFeed: Sendable {
     }
 
     /// The board at once, then each time it changes.
-    func updates() -> AsyncStream<BoardView> {
-        let (stream, continuation) = AsyncStream.makeStream(of: BoardView.self, bufferingPolicy: .bufferingNewest(1))
-        let (id, view) = state.withLock { s in
+    /// The board at once, then each time it changes, as JSON (encoded once for every page).
+    func updates() -> AsyncStream<String> {
+        let (stream, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(1))
+        let (id, text) = state.withLock { s in
             s.next += 1
             s.subscribers[s.next] = continuation
-            return (s.next, s.view)
+            return (s.next, s.text)
         }
-        if let view { continuation.yield(view) }
+        if let text { continuation.yield(text) }
         continuation.onTermination = { [weak self] _ in
             _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
         }
@@ -202,9 +205,14 @@ final class BoardFeed: Sendable {
             s.board = board
             s.hosts = hosts
             if live {
-                // the hosts were just asked: their answers replace what the events said
+                // the hosts were just asked: their answers replace what the events said, but
+                // not an event that came while they were asked (a state that began later)
                 for row in board.rows {
-                    for a in row.agents { if let st = a.status { s.statuses[a.record.id] = st } }
+                    for a in row.agents {
+                        guard let st = a.status else { continue }
+                        if let known = s.statuses[a.record.id], known.since > st.since { continue }
+                        s.statuses[a.record.id] = st
+                    }
                     if let n = row.filesChanged { s.filesChanged[row.task.id] = n }
                     if let h = row.host { s.hostErrors[h.id] = row.hostError?.message }
                 }
@@ -237,13 +245,29 @@ final class BoardFeed: Sendable {
     }
 
     private func publish() {
-        let (view, subs): (BoardView, [AsyncStream<BoardView>.Continuation]) = state.withLock { s in
+        let changed: BoardView? = state.withLock { s in
             let v = BoardView(board: s.board, statuses: s.statuses, hostErrors: s.hostErrors, hosts: s.hosts,
                               filesChanged: s.filesChanged)
-            let changed = v != s.view
+            guard v != s.view else { return nil }
             s.view = v
-            return (v, changed ? Array(s.subscribers.values) : [])
+            return v
         }
-        for c in subs { c.yield(view) }
+        guard let view = changed, let data = try? Self.encoder.encode(view) else { return }
+        let text = String(decoding: data, as: UTF8.self)
+        // a later view may have been published while this one was encoded: the latest wins
+        let subs: [AsyncStream<String>.Continuation] = state.withLock { s in
+            guard s.view == view else { return [] }
+            s.text = text
+            return Array(s.subscribers.values)
+        }
+        for c in subs { c.yield(text) }
     }
+
+    /// The live feed's encoder: ISO 8601 dates, keys in no particular order (the page
+    /// reads them by name).
+    static let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.dateEncodingStrategy = .iso8601
+        return e
+    }()
 }

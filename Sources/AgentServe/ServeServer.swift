@@ -139,11 +139,9 @@ public final class ServeServer: Sendable {
             guard let device = device(context.request) else { return }
             let key = gate.opened(device: device.id) { Task { await Self.close(outbound, revoked: true) } }
             defer { gate.forget(key) }
-            let encoder = Self.encoder
             let updates = Task {
-                for await view in board.updates() {
-                    guard let data = try? encoder.encode(view) else { continue }
-                    do { try await outbound.write(.text(String(decoding: data, as: UTF8.self))) } catch { return }
+                for await text in board.updates() {
+                    do { try await outbound.write(.text(text)) } catch { return }
                 }
             }
             defer { updates.cancel() }

@@ -116,7 +116,7 @@ func removeAgentHostFiles(user: String) {
         ["claude", "codex", "gemini"].contains($0) || $0.hasPrefix("bench-")
     }
     for name in names { try? FileManager.default.removeItem(atPath: "\(bin)/\(name)") }
-    for dir in ["bench-agents", "bench-attempts", "bench-cockpit", "bench-fetch", "bench-status"] {
+    for dir in ["bench-agents", "bench-attempts", "bench-cockpit", "bench-fetch", "bench-serve", "bench-status"] {
         try? FileManager.default.removeItem(atPath: "\(home)/\(dir)")
     }
 }

@@ -452,6 +452,9 @@ func runBenchmarks() async -> Int32 {
         if only == nil || only == "attempts" {
             try await benchAttempts(fixture, rounds: quick ? 3 : 10)
         }
+        if only == "serve" { // not in the default run: it needs the release agent-sessions, Chromium and webssh
+            try await benchServe(fixture, rounds: quick ? 3 : 10)
+        }
         if only == "mcp" {
             try await benchMCP(fixture, rounds: quick ? 3 : 10)
         } else if only == nil {

@@ -23,14 +23,7 @@ public struct AgentAnswerChoice: Sendable, Hashable, Codable {
     /// it, else the screen's last lines), in the order shown; empty when it offers none
     /// this recognises.
     public static func offered(question: String?, screen: String) -> [AgentAnswerChoice] {
-        let lines = screen.split(separator: "\n", omittingEmptySubsequences: false).map { String($0) }
-        // the question's line and what follows it, else the last 20 lines
-        var start = max(0, lines.count - 20)
-        if let q = question?.trimmingCharacters(in: .whitespaces), !q.isEmpty,
-           let i = lines.lastIndex(where: { $0.contains(q) }) {
-            start = i
-        }
-        let tail = Array(lines[start...])
+        let tail = asked(question, on: screen)
         var numbered: [AgentAnswerChoice] = []
         var seen = Set<String>()
         for line in tail {
@@ -52,6 +45,19 @@ public struct AgentAnswerChoice: Sendable, Hashable, Codable {
     /// the screen has moved on (the question answered, another asked), even when the same
     /// words are still in view.
     public static func questionKey(question: String?, screen: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325 // FNV-1a
+        for line in asked(question, on: screen) where !line.isEmpty {
+            for b in line.utf8 + [0x0A] {
+                hash ^= UInt64(b)
+                hash = hash &* 0x100_0000_01b3
+            }
+        }
+        return String(hash, radix: 16)
+    }
+
+    /// Where the question is on the screen: its line and the lines after it (the last
+    /// time it shows), else the screen's last 20 lines; trailing blanks taken off.
+    static func asked(_ question: String?, on screen: String) -> [String] {
         let lines = screen.split(separator: "\n", omittingEmptySubsequences: false)
             .map { String($0).replacingOccurrences(of: "\\s+$", with: "", options: .regularExpression) }
         var start = max(0, lines.count - 20)
@@ -59,14 +65,7 @@ public struct AgentAnswerChoice: Sendable, Hashable, Codable {
            let i = lines.lastIndex(where: { $0.contains(q) }) {
             start = i
         }
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325 // FNV-1a
-        for line in lines[start...] where !line.isEmpty {
-            for b in line.utf8 + [0x0A] {
-                hash ^= UInt64(b)
-                hash = hash &* 0x100_0000_01b3
-            }
-        }
-        return String(hash, radix: 16)
+        return Array(lines[start...])
     }
 
     /// `❯ 1. Yes`, `  2) No`, `│ 3. No, and tell…` → ("1", "Yes").
