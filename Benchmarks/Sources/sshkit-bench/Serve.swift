@@ -18,7 +18,8 @@ private let hookedServeAgent = #"""
         n=$((n + 1)); if [ $((n % 2)) = 1 ]; then ev=prompt; else ev=stop; fi
         printf '%s %s\n' "$(date +%s.%N)" "$n" >> "$HOME/bench-serve/hook-times-$id"
         printf '%s %s\n' "$(date +%s)" "$ev" >> "$HOME/.cache/sshkit-agents/status/$id"
-        s=${TMUX%%,*}; kill -USR1 "$(cat "$HOME/.cache/sshkit-agents/watch/tmux-${s##*/}/pid" 2>/dev/null)" 2>/dev/null
+        s=${TMUX%%,*}; w=$(cat "$HOME/.cache/sshkit-agents/watch/tmux-${s##*/}/pid" 2>/dev/null)
+        kill -USR1 "$w" 2>/dev/null || printf '%s %s %s no watcher (%s)\n' "$(date +%s.%N)" "$id" "$n" "$w" >> "$HOME/bench-serve/unwoken"
         echo "MARK-$n"
     done
     """#
@@ -205,10 +206,15 @@ func benchServe(_ f: Fixture, rounds: Int) async throws {
                 hostMs.append((written - t0) * 1000)
                 wireMs.append((m.at - written) * 1000)
             }
+            if (m.at - t0) * 1000 > 200 {
+                out("serve: slow sample \(Int((m.at - t0) * 1000)) ms: \(t.session) on \(t.socket), line \(n), the log written \(written.map { String(format: "%.3f", $0 - t0) } ?? "?") s after the hook")
+            }
         } else {
             missed += 1
         }
     }
+    let unwoken = try await run(setup, "cat \"$HOME/bench-serve/unwoken\" 2>/dev/null; exit 0")
+    if !unwoken.isEmpty { out("serve: hooks that found no watcher to wake:\n\(unwoken)") }
     out("serve: board latency measured")
 
     // 3. a keystroke's round trip: the page, webssh and ssh -tt, in turns
