@@ -121,7 +121,7 @@ struct AgentSessionTests {
     }
 
     static func killServer(_ host: AgentHost) async {
-        _ = try? await host.transport.runProcess("tmux", "-L", host.tmuxSocket, "kill-server")
+        await endTmuxServer(host.tmuxSocket, on: host.transport)
     }
 
     @Test func anAgentStartsInItsDirectoryWithItsArgumentsAndEnvironment() async throws {

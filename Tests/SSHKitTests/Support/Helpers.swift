@@ -113,10 +113,14 @@ func sshError<T>(_ r: Result<T, any Error>?) -> SSHError? {
 
 /// Ends a test's private tmux server on the host and gives back the port claims its tasks
 /// made there (a test that ends without deleting its tasks would leave them, and the next
-/// runs' claims would take them over one by one).
+/// runs' claims would take them over one by one); its status watcher is ended and its
+/// directory removed (on a machine that runs the suite again and again they would pile up).
 func endTmuxServer(_ socket: String, on transport: any ServerTransport) async {
     let script = #"""
         tmux -L "$1" kill-server 2>/dev/null
+        w="$HOME/.cache/sshkit-agents/watch/tmux-$1"
+        if [ -f "$w/pid" ]; then p=; read -r p < "$w/pid"; [ -z "$p" ] || kill "$p" 2>/dev/null; fi
+        rm -rf "$w"
         for c in "$HOME/.cache/sshkit-agents/ports"/[0-9]*; do
             s=; [ -f "$c/tmux" ] && read -r s < "$c/tmux"
             [ "$s" = "$1" ] && rm -rf "$c"
