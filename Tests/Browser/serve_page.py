@@ -82,19 +82,22 @@ def main():
             cookie=[{k: c.get(k) for k in ("name", "httpOnly", "sameSite", "secure")} for c in cookies])
 
         # the board, live: the task's row, its title as text
-        row = wait_for(lambda: [r for r in driver.find_elements(By.CSS_SELECTOR, "#board a.row")
+        # (its text read where it is found: the board is drawn afresh as it changes)
+        row = wait_for(lambda: [r.text for r in driver.find_elements(By.CSS_SELECTOR, "#board a.row")
                                 if a.title in r.text])
         driver.save_screenshot(os.path.join(a.out, "board.png"))
         scripts = len(driver.find_elements(By.TAG_NAME, "script"))
-        say("board", found=bool(row), text=row[0].text if row else None, scripts=scripts,
+        say("board", found=bool(row), text=row[0] if row else None, scripts=scripts,
             injected=driver.execute_script("return window.__injected === true"),
             live=wait_for(lambda: "on" in driver.find_element(By.ID, "live").get_attribute("class"), 10))
 
         if a.board_only:
             return 0
 
-        # the task: its terminal shows the agent's screen
-        row[0].click()
+        # the task: its terminal shows the agent's screen (the board is drawn afresh as it
+        # changes: the row found and clicked in one go)
+        wait_for(lambda: [r for r in driver.find_elements(By.CSS_SELECTOR, "#board a.row") if a.title in r.text][0].click()
+                 or True)
         wait_for(lambda: "/t/" in driver.current_url)
         screen = wait_for(lambda: (driver.execute_script("return app.screenText ? app.screenText() : ''") or "")
                           if "got: hello" in (driver.execute_script("return app.screenText ? app.screenText() : ''") or "")
