@@ -393,6 +393,21 @@ func runBenchmarks() async -> Int32 {
         fixture.stop(root: root)
         removeAgentHostFiles(user: fixture.user)
     }
+    // a run stopped with SIGINT or SIGTERM takes back what it put on the host as an ended
+    // one does: the fixture's sshd, the fake agents in the test user's ~/.local/bin (left
+    // there, they are taken for installed agents by the next test run)
+    let stopping = [SIGINT, SIGTERM].map { sig -> any DispatchSourceSignal in
+        signal(sig, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+        source.setEventHandler {
+            fixture.stop(root: root)
+            removeAgentHostFiles(user: fixture.user)
+            exit(128 + sig)
+        }
+        source.resume()
+        return source
+    }
+    defer { for s in stopping { s.cancel() } }
     let only = CommandLine.arguments.first { $0.hasPrefix("--only=") }.map { String($0.dropFirst(7)) }
     out("sshd on 127.0.0.1:\(fixture.port); \(quick ? "quick run" : "full run"); implementations alternate")
     do {
