@@ -44,6 +44,21 @@ def console(driver):
         return []
 
 
+def phone(out, width, height):
+    """Headless Chromium as a phone of that size, its profile and console log kept."""
+    options = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=%d,%d" % (width, height), "--user-data-dir=" + os.path.join(out, "profile")):
+        options.add_argument(arg)
+    options.add_experimental_option("mobileEmulation", {
+        "deviceMetrics": {"width": width, "height": height, "pixelRatio": 2.0, "touch": False}})
+    options.binary_location = "/usr/bin/chromium"
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    driver.set_page_load_timeout(30)
+    return driver
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", required=True)
@@ -56,16 +71,7 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
 
-    options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=%d,%d" % (a.width, a.height), "--user-data-dir=" + os.path.join(a.out, "profile")):
-        options.add_argument(arg)
-    options.add_experimental_option("mobileEmulation", {
-        "deviceMetrics": {"width": a.width, "height": a.height, "pixelRatio": 2.0, "touch": False}})
-    options.binary_location = "/usr/bin/chromium"
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
-    driver.set_page_load_timeout(30)
+    driver = phone(a.out, a.width, a.height)
     try:
         # an unpaired device gets nowhere
         driver.get(a.url + "/")

@@ -15,26 +15,10 @@ import socketserver
 import sys
 import threading
 
-from selenium import webdriver
 from selenium.webdriver.common.by import By
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import Select
 
-from serve_page import console, say, wait_for
-
-
-def phone(out, width, height):
-    options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=%d,%d" % (width, height), "--user-data-dir=" + os.path.join(out, "profile")):
-        options.add_argument(arg)
-    options.add_experimental_option("mobileEmulation", {
-        "deviceMetrics": {"width": width, "height": height, "pixelRatio": 2.0, "touch": False}})
-    options.binary_location = "/usr/bin/chromium"
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
-    driver.set_page_load_timeout(30)
-    return driver
+from serve_page import console, phone, say, wait_for
 
 
 class TaskPortPage(http.server.BaseHTTPRequestHandler):
