@@ -8,7 +8,9 @@ packages=(libssh-dev libssl-dev pkg-config openssh-server openssh-client dropbea
           clang-format-16  # the C core's layout check (scripts/format-c.sh --check)
           libcurl4-openssl-dev  # a release build with the Swift runtime linked in (scripts/install.sh)
           node-xterm qrencode  # agent-sessions serve: the terminal on its page, the pairing QR code
-          chromium chromium-driver)  # the page's tests, in a real headless browser
+          chromium chromium-driver  # the page's tests, in a real headless browser
+          dpkg-dev lintian  # the Debian package (scripts/package-deb.sh) and its test
+          systemd)  # systemd-analyze verify reads the service units the command writes
 SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 missing=()
 for p in "${packages[@]}"; do

@@ -6,7 +6,7 @@ import Synchronization
 import TerminalSupport
 
 struct Attach: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(commandName: "attach",
         abstract: "Show an agent's terminal here: type to it, resize it, detach and leave it running.",
         discussion: """
             The terminal is in raw mode while attached: every key goes to the agent, Ctrl-C included. The detach key (default Ctrl-]) or tmux's own Ctrl-B d leaves the agent running. When the connection drops, agent-sessions says so, reconnects and reattaches by itself; what the agent printed meanwhile is on the screen again (tmux redraws it).

@@ -7,12 +7,12 @@ import Synchronization
 import TerminalSupport
 
 struct Hosts: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(commandName: "hosts",
         abstract: "Add, list, test and remove the machines agents run on.",
         subcommands: [Add.self, Import.self, List.self, Test.self, Doctor.self, Remove.self])
 
     struct Add: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "add",
             abstract: "Add a host: connect once, check its host key and what it has installed.",
             discussion: """
                 With no destination, NAME is a host of your OpenSSH configuration (~/.ssh/config, or -F): it is connected to as `ssh NAME` would (HostName, User, Port, IdentityFile and certificates, IdentityAgent, ProxyJump or ProxyCommand, known_hosts files, StrictHostKeyChecking, Match and Include). The store keeps the name, not what it resolves to: a change to the configuration takes effect on the next connect. A destination without a user (`gpu-7`) is such a name too; `user@host[:port]` is an address, and the configuration is not read for it. --key, --agent, --password, --jump and --fingerprint win over the configuration.
@@ -186,7 +186,7 @@ struct Hosts: AsyncParsableCommand {
     }
 
     struct Import: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "import",
             abstract: "Add the hosts of your OpenSSH configuration whose names match a pattern.",
             discussion: """
                 PATTERN is a list as a Host line takes it: `gpu-*,!gpu-old` (a `*`/`?` pattern each, `!` excluding). Each Host name of the configuration (Include followed) that matches, and that no host of the store has as its name yet, is added as `hosts add NAME` adds it: connected to once, its key recorded when the configuration would ask. A host that cannot be reached is reported and left out; the others are added.
@@ -236,7 +236,7 @@ struct Hosts: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the hosts and whether each can be reached now.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List the hosts and whether each can be reached now.")
         @OptionGroup var global: GlobalOptions
         @Flag(help: "Do not connect; list the records only.") var offline = false
         @Flag(help: "JSON, for scripts.") var json = false
@@ -293,7 +293,7 @@ struct Hosts: AsyncParsableCommand {
     }
 
     struct Test: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Connect to a host and show what agents need there.")
+        static let configuration = CommandConfiguration(commandName: "test", abstract: "Connect to a host and show what agents need there.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The host's name.") var name: String
 
@@ -316,7 +316,7 @@ struct Hosts: AsyncParsableCommand {
     }
 
     struct Doctor: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "doctor",
             abstract: "Check what a host needs to run agents, with the fix for each problem.",
             discussion: """
                 One round trip: tmux and git (and their versions), the login shell and whether agents are started under it, the PATH a login gets and the agents found on it, whether each agent has a login there (a credentials file or variable present; never its content), the free space in the home and in the host's projects, and the clock against this machine's. Exit status 0 when nothing is a problem (warnings allowed), 1 otherwise.
@@ -352,7 +352,7 @@ struct Hosts: AsyncParsableCommand {
     }
 
     struct Remove: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "remove",
             abstract: "Remove a host and its projects and tasks from the store.",
             discussion: "Nothing on the host is touched. A host with tasks is refused unless --force.")
         @OptionGroup var global: GlobalOptions
@@ -371,7 +371,7 @@ struct Hosts: AsyncParsableCommand {
 
 /// `agents <host>`: the installed agents; `agents install`.
 struct Agents: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(commandName: "agents",
         abstract: "Show which agents are installed on a host, or install one.",
         subcommands: [AgentsList.self, AgentsInstall.self], defaultSubcommand: AgentsList.self)
 }

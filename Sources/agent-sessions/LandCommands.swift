@@ -5,7 +5,7 @@ import Foundation
 /// Landing a task's work: commit, push, pull request, merge (all run on the task's host).
 extension Tasks {
     struct Commit: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "commit",
             abstract: "Commit every change of the task's worktree (new files too).",
             discussion: "Nothing to commit is not an error: it says so and exits 0.")
         @OptionGroup var global: GlobalOptions
@@ -26,7 +26,7 @@ extension Tasks {
     }
 
     struct Push: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "push",
             abstract: "Push the task's branch to the project's remote and set its upstream.",
             discussion: "The branch's own remote, else origin, else the only remote. Commits only: uncommitted changes are not pushed (tasks commit first).")
         @OptionGroup var global: GlobalOptions
@@ -76,7 +76,7 @@ extension Tasks {
     }
 
     struct Merge: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "merge",
             abstract: "Merge the task's branch into its base on the host: a fast-forward, else a merge commit.",
             discussion: """
                 The merge is made apart from every checkout and lands only without conflicts; a conflict \
@@ -109,7 +109,7 @@ extension Tasks {
 
 extension Tasks {
     struct Fetch: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "fetch",
             abstract: "Bring the task's branch into the git repository here (or --into DIR), over the host's connection.",
             discussion: """
                 The branch keeps its name and moves only forward (--force: to the task's commit whatever it \

@@ -15,7 +15,7 @@ struct MCPCommand: AsyncParsableCommand {
         subcommands: [Serve.self, Log.self, Install.self, Requests.self, Allow.self, Deny.self], defaultSubcommand: Serve.self)
 
     struct Serve: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "serve",
             abstract: "Serve MCP on stdin and stdout (what `agent-sessions mcp` alone does).",
             discussion: """
                 Add it to an agent's MCP servers as the command `agent-sessions mcp`. Its tools: list_hosts, board, \
@@ -78,7 +78,7 @@ struct MCPCommand: AsyncParsableCommand {
     }
 
     struct Install: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "install",
             abstract: "Adds this MCP server to an agent's own MCP settings, on this machine or on a host (or takes it out).",
             discussion: """
                 Runs the agent's own command for it, so the agent's settings are written as the agent writes them: \
@@ -198,7 +198,7 @@ struct MCPCommand: AsyncParsableCommand {
     }
 
     struct Requests: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "requests",
             abstract: "The starts MCP clients asked for that wait for your yes (the settings' mcp.ask).",
             discussion: "Answer one with agent-sessions mcp allow ID or deny ID (or Y and N in the cockpit). --all lists the answered ones too.")
         @OptionGroup var global: GlobalOptions
@@ -235,7 +235,7 @@ struct MCPCommand: AsyncParsableCommand {
     }
 
     struct Allow: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Lets a start an MCP client asked for go ahead.")
+        static let configuration = CommandConfiguration(commandName: "allow", abstract: "Lets a start an MCP client asked for go ahead.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The request's id (or its start), as mcp requests lists it.") var id: String
 
@@ -245,7 +245,7 @@ struct MCPCommand: AsyncParsableCommand {
     }
 
     struct Deny: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Refuses a start an MCP client asked for.")
+        static let configuration = CommandConfiguration(commandName: "deny", abstract: "Refuses a start an MCP client asked for.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The request's id (or its start), as mcp requests lists it.") var id: String
 
@@ -265,7 +265,7 @@ struct MCPCommand: AsyncParsableCommand {
     }
 
     struct Log: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "log",
             abstract: "Every call MCP clients made: when, the tool, its arguments, the task, and how it went.")
         @OptionGroup var global: GlobalOptions
         @Option(name: [.customShort("n"), .customLong("lines")], help: "Only the last this many calls.") var lines: Int?

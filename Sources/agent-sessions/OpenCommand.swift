@@ -5,7 +5,7 @@ import Synchronization
 
 /// `open TASK [PORT]`: the task's dev server on this machine, over the host's connection.
 struct Open: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(commandName: "open",
         abstract: "Forward a port here to the task's own port on its host (its dev server), until interrupted.",
         discussion: """
             Each task has a port of its own on its host (PORT in its agents' and setup's environment). This \

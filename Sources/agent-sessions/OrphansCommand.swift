@@ -4,7 +4,7 @@ import Foundation
 import ServerTransport
 
 struct Orphans: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(commandName: "orphans",
         abstract: "Find agent sessions and worktrees on a host that the store does not know; adopt or remove them.",
         discussion: """
             Orphans are left by a store that was lost or copied from elsewhere, by Emdash on the same host, or by a crash between a step on the host and its record. --adopt makes tasks of orphaned worktrees (and conversations of the agent sessions running in them); --remove stops the sessions and removes the worktrees, refusing to lose uncommitted or unpushed work unless --force.

@@ -4,12 +4,12 @@ import Foundation
 import ServerTransport
 
 struct Projects: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(commandName: "projects",
         abstract: "Add, list, set up and remove projects: git checkouts on a host.",
         subcommands: [Add.self, List.self, Set.self, Remove.self])
 
     struct Set: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "set",
             abstract: "Set how a project's tasks start and end: the base, a setup and a teardown command, fetching the base.",
             discussion: """
                 The setup command runs in each new task's worktree before its agent, inside the agent's tmux \
@@ -60,7 +60,7 @@ struct Projects: AsyncParsableCommand {
     }
 
     struct Add: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "add",
             abstract: "Add a git checkout on a host as a project.",
             discussion: "The path is checked on the host: it must be inside a git checkout (its top level is recorded).")
         @OptionGroup var global: GlobalOptions
@@ -80,7 +80,7 @@ struct Projects: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the projects.")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List the projects.")
         @OptionGroup var global: GlobalOptions
         @Option(help: "Only this host's projects.") var host: String?
         @Flag(help: "JSON, for scripts.") var json = false
@@ -114,7 +114,7 @@ struct Projects: AsyncParsableCommand {
     }
 
     struct Remove: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "remove",
             abstract: "Remove a project from the store (the checkout stays on the host).",
             discussion: "A project with tasks is refused unless --force.")
         @OptionGroup var global: GlobalOptions

@@ -75,7 +75,7 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     struct Pair: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "pair",
             abstract: "Make a one-time code (valid 5 minutes) that pairs one phone or browser.",
             discussion: """
                 Prints the code, the address to open with it, and a QR code of that address (with qrencode \
@@ -126,7 +126,7 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     struct Devices: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "devices",
             abstract: "List the paired devices; --revoke ID ends one (its open pages and sockets close at once).")
         @OptionGroup var global: GlobalOptions
 

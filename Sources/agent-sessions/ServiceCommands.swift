@@ -3,7 +3,7 @@ import Foundation
 
 /// `service install|remove NAME`: the tool's long-running commands as systemd user units.
 struct Service: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(commandName: "service",
         abstract: "Run a long-running command (watch, serve) as a systemd user service, started at login and restarted when it fails.",
         discussion: """
             install writes ~/.config/systemd/user/agent-sessions-NAME.service ($XDG_CONFIG_HOME when set), with this binary's path and the --store and --config given here, then enables and starts it (systemctl --user enable --now). remove stops and disables it and removes the unit. A user's services run while the user is logged in; to keep them running after logout (on an always-on machine), run loginctl enable-linger once.

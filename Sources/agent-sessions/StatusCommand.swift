@@ -124,7 +124,7 @@ extension AgentBoard {
 }
 
 struct Status: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(commandName: "status",
         abstract: "A board of every task on every host: agent, state, branch, files changed, last activity.",
         discussion: """
             Each host is asked once (all at once) through its status watcher, which follows the agents on the host: their hooks, their screens (by the screen rules) and their processes. What needs you (a question waiting, a turn done that nobody looked at) comes first. --explain TASK says, for each agent of the task, which source and which rule gave its state. On a terminal, --watch redraws the board as the hosts report changes; piped, it prints the board again after a blank line at each change. --json prints one JSON document ({"schemaVersion": 2, "tasks": [...]}).

@@ -3,11 +3,11 @@ import ArgumentParser
 import Foundation
 
 struct Store: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(commandName: "store",
         abstract: "Where the store is, and whether it is sound.", subcommands: [Path.self, Check.self])
 
     struct Path: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print the store's file.")
+        static let configuration = CommandConfiguration(commandName: "path", abstract: "Print the store's file.")
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
@@ -16,7 +16,7 @@ struct Store: AsyncParsableCommand {
     }
 
     struct Check: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "check",
             abstract: "Check the store: SQLite's integrity check, the references between records, the schema version.")
         @OptionGroup var global: GlobalOptions
 

@@ -41,14 +41,14 @@ struct PromptOptions: ParsableArguments {
 }
 
 struct Tasks: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(commandName: "tasks",
         abstract: "Start, list, show, stop, resume, archive and delete tasks; land their work (commit, push, pr, merge).",
         subcommands: [New.self, List.self, Show.self, Stop.self, Resume.self, Archive.self, Delete.self,
                       Commit.self, Push.self, PR.self, Merge.self, Fetch.self, ContinueAfterLimit.self,
                       Attempts.Compare.self, Attempts.Pick.self])
 
     struct New: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "new",
             abstract: "Start a task: a new worktree and branch of the project, with an agent working in it.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The project (name, or host/name).") var project: String
@@ -115,7 +115,7 @@ struct Tasks: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "list",
             abstract: "List tasks as the store records them (agent-sessions status asks the hosts).")
         @OptionGroup var global: GlobalOptions
         @Option(help: "Only this project's tasks.") var project: String?
@@ -138,7 +138,7 @@ struct Tasks: AsyncParsableCommand {
     }
 
     struct Show: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show a task: its worktree, its agents and their state now.")
+        static let configuration = CommandConfiguration(commandName: "show", abstract: "Show a task: its worktree, its agents and their state now.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The task (id, title or worktree name).") var task: String
         @Flag(help: "JSON, for scripts.") var json = false
@@ -203,7 +203,7 @@ struct Tasks: AsyncParsableCommand {
     }
 
     struct Stop: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "stop",
             abstract: "Stop a task's agents (or one chat); their scrollback is kept in the store, the worktree stays.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The task.") var task: String
@@ -225,7 +225,7 @@ struct Tasks: AsyncParsableCommand {
     }
 
     struct Resume: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "resume",
             abstract: "Resume a task's agents (or one chat) that ended or were stopped, in their own conversations.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The task.") var task: String
@@ -249,7 +249,7 @@ struct Tasks: AsyncParsableCommand {
     }
 
     struct Archive: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "archive",
             abstract: "Stop a task's agents and archive it; its worktree and branch stay on the host.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The task.") var task: String
@@ -265,7 +265,7 @@ struct Tasks: AsyncParsableCommand {
     }
 
     struct Delete: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(commandName: "delete",
             abstract: "Delete a task: stop its agents, remove its worktree and branch, forget it.",
             discussion: "Refused when the worktree has uncommitted changes or unpushed commits, unless --force.")
         @OptionGroup var global: GlobalOptions
@@ -284,11 +284,11 @@ struct Tasks: AsyncParsableCommand {
 }
 
 struct Chats: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(commandName: "chats",
         abstract: "Add more agents to a task, working in the same worktree.", subcommands: [Add.self])
 
     struct Add: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Start another agent in a task's worktree.")
+        static let configuration = CommandConfiguration(commandName: "add", abstract: "Start another agent in a task's worktree.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The task.") var task: String
         @Option(help: "The agent.") var agent: String

@@ -17,7 +17,7 @@ extension Context {
 }
 
 struct Send: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(commandName: "send",
         abstract: "Type into an agent without attaching: the text, then Enter.",
         discussion: "Text of several lines is sent as one bracketed paste, as a terminal pastes it.")
     @OptionGroup var global: GlobalOptions
@@ -54,7 +54,7 @@ struct Send: AsyncParsableCommand {
 }
 
 struct Queue: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(commandName: "queue",
         abstract: "An agent's prompt queue on its host (send --queue adds to it).",
         discussion: """
             The host sends the first prompt when the agent is idle or done and the one sent before it started a turn, so the queue drains while this machine is asleep or offline. A prompt from send --when-idle goes first. "queue list" says what holds the next prompt back.
@@ -128,7 +128,7 @@ struct QueueClear: AsyncParsableCommand {
 }
 
 struct Log: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(commandName: "log",
         abstract: "Print an agent's scrollback (its terminal's history and screen).",
         discussion: """
             For an agent that runs: its tmux history. For one that was stopped: the scrollback saved when it stopped. --follow prints new lines as they appear, until interrupted or the agent ends.
@@ -197,7 +197,7 @@ struct Log: AsyncParsableCommand {
 }
 
 struct Diff: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(commandName: "diff",
         abstract: "What a task changed against its base: committed, uncommitted and new files.")
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The task.") var task: String

@@ -28,7 +28,7 @@ final class EventEnricher: @unchecked Sendable {
 }
 
 struct Watch: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(commandName: "watch",
         abstract: "Follows every host and sends each agent that waits for input, is done, exited or is lost to your notification channels.",
         discussion: """
             Runs in the foreground until interrupted (a systemd user unit can keep it running; see the guide). Each host's events are read over one channel on its connection, as its status watcher writes them; a host that cannot be reached is tried again, and the others go on. A state is sent once it held for the settings' hold (2 s unless set), each transition once: where each channel is in each host's events is kept beside the store (watch-cursors.json), so a dropped connection or a restart of watch neither loses nor repeats one. The channels are the settings file's "notifications" (the terminal alone unless set): the terminal (OSC 9, OSC 777 and the bell), the desktop (notify-send), an ntfy topic, a webhook (the event as JSON), a command. A line per transition sent is printed.
@@ -153,7 +153,7 @@ struct HeldEvents {
 }
 
 struct Events: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(commandName: "events",
         abstract: "Prints every agent's status changes on every host as they happen.",
         discussion: """
             Each line: time, host, project, task, agent and its new state (with its source and rule). --json prints one JSON object per line instead ({"schemaVersion": 1, "host", "hostID", "log", "sequence", "session", "conversation", "task", "project", "agent", "state", "exitStatus", "source", "rule", "question", "since"}); "log" and "sequence" place the event in its host's log. Only new events unless --from-start, which prints what each host's log holds first. Runs until interrupted; a host that cannot be reached is reported on standard error and tried again.

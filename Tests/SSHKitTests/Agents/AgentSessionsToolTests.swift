@@ -360,6 +360,10 @@ struct AgentSessionsToolTests {
         let binary = URL(fileURLWithPath: AgentSessionsToolTests.binary).resolvingSymlinksInPath().path
         #expect(exec == "ExecStart=\(binary) watch --store \"\(u.home)/my store.sqlite\"", "\(unit)")
         #expect(unit.contains("Restart=on-failure") && unit.contains("WantedBy=default.target"))
+        // systemd itself reads the unit: no unknown key, a binary that exists, a target it knows
+        let verified = try TestServer.runCapturing("/usr/bin/systemd-analyze", ["verify", "--user", "--man=no", unitPath],
+                                                   env: ["HOME": u.home, "PATH": "/usr/bin:/bin", "XDG_RUNTIME_DIR": u.home])
+        #expect(verified.status == 0 && verified.err.isEmpty, "systemd-analyze verify: \(verified)")
         try u.ok(["service", "install", "watch", "--no-start", "--store", u.home + "/my store.sqlite"])
         #expect(try String(contentsOfFile: unitPath, encoding: .utf8) == unit)
         #expect(!FileManager.default.fileExists(atPath: unitPath + ".tmp"))
@@ -370,6 +374,9 @@ struct AgentSessionsToolTests {
         let serveUnit = try String(contentsOfFile: servePath, encoding: .utf8)
         #expect(serveUnit.contains("ExecStart=\(binary) serve\n") && serveUnit.contains("Description=agent-sessions serve: the board"),
                 "\(serveUnit)")
+        let serveVerified = try TestServer.runCapturing("/usr/bin/systemd-analyze", ["verify", "--user", "--man=no", servePath],
+                                                        env: ["HOME": u.home, "PATH": "/usr/bin:/bin", "XDG_RUNTIME_DIR": u.home])
+        #expect(serveVerified.status == 0 && serveVerified.err.isEmpty, "systemd-analyze verify: \(serveVerified)")
         #expect(try u.run(["service", "remove", "serve"]).status == 0)
         #expect(!FileManager.default.fileExists(atPath: servePath))
         // no user manager in the test's environment: said, and the unit is removed all the same
