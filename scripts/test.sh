@@ -11,6 +11,10 @@ swift build --build-tests
 # the API documentation (DocC catalogues of SSHKit and ServerTransport) builds without a
 # warning: every public symbol documented, every link resolved
 swift package generate-documentation --target SSHKit --target ServerTransport --warnings-as-errors
+# the Debian package, made as a packager makes it (a release build with the Swift runtime
+# linked in, lintian without errors); PackageTests installs it, runs it and removes it
+rm -f .build/deb/agent-sessions_*.deb
+bash scripts/package-deb.sh --out .build/deb
 # Three runs (Docs/TestFixture.md, "Tiers"). First the tests that need the machine to
 # themselves (they count this process's fds, threads, sockets or memory), one at a time;
 # then the suites tagged `paced` (they depend on timing under load: the cockpit in a

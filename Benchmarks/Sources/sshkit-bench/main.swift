@@ -384,6 +384,14 @@ func runBenchmarks() async -> Int32 {
     if CommandLine.arguments.count > 1 && CommandLine.arguments[1] == "fleet-worker" {
         return await fleetWorker(Array(CommandLine.arguments.dropFirst(2)))
     }
+    // the installed tool needs no sshd: its start against git's, and the package's size
+    if CommandLine.arguments.contains("--only=install") {
+        do { try benchInstall(rounds: quick ? 5 : 15) } catch {
+            out("benchmark failed: \(error)")
+            return 1
+        }
+        return 0
+    }
     let fixture: Fixture
     do { fixture = try Fixture.start(root: root) } catch {
         out("benchmark failed: \(error)")
