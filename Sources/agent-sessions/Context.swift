@@ -45,7 +45,8 @@ final class Context: Sendable {
             }
         }
         orchestrator = AgentOrchestrator(store: store, providerSettings: providers, searchPath: config.searchPath,
-                                         screenRules: Self.screenRules(config.screenRulesPath)) { record in
+                                         screenRules: Self.screenRules(config.screenRulesPath),
+                                         landingTimeout: config.landingTimeout) { record in
             SSHTransport(configuration: try HostConnection.configuration(for: record, environment: environment),
                          serverID: record.serverID)
         }

@@ -14,6 +14,8 @@ import Foundation
 /// `searchPath`: directories looked in for agents on every host, before the login-like
 /// PATH. `notifications`: where `watch` sends transitions (`NotificationSettings`).
 /// `mcp`: what an MCP client of `agent-sessions mcp` may use (`MCPPolicy`).
+/// `landingSeconds`: how long a commit, push, merge or pull request may run on a host
+/// (their hooks run there; default 600).
 /// `screenRules`: a file of the user's own screen rules (default: `screen-rules` beside
 /// this file). Per provider: `binary`, `defaultArguments`, `autoApproveFlag` ("" removes it),
 /// `resumeArguments`, `extraArguments`, `environment`, `continueAfterLimit` (seconds after a
@@ -28,6 +30,8 @@ struct ToolConfiguration: Sendable {
     var screenRulesPath: String?
     /// What an MCP client may use (`mcp`).
     var mcp = MCPPolicy()
+    /// How long a commit, push, merge or pull request may run on a host (`landingSeconds`).
+    var landingTimeout: Duration = AgentOrchestrator.defaultLandingTimeout
 
     /// Every provider of the registry with the user's settings applied (what detection
     /// looks for and what starts).
@@ -58,6 +62,7 @@ struct ToolConfiguration: Sendable {
         var notifications: NotificationSettings.File?
         var screenRules: String?
         var mcp: MCPPolicy.File?
+        var landingSeconds: Int?
     }
 
     /// The settings at `path`; none when the file does not exist.
@@ -83,6 +88,12 @@ struct ToolConfiguration: Sendable {
             config.notifications = try NotificationSettings(file.notifications)
         } catch {
             throw Failure(.storage, "the settings file \(path): \(error.message)")
+        }
+        if let n = file.landingSeconds {
+            guard (1...86_400).contains(n) else {
+                throw Failure(.storage, "the settings file \(path): landingSeconds is from 1 to 86400")
+            }
+            config.landingTimeout = .seconds(n)
         }
         config.screenRulesPath = file.screenRules ?? (FileManager.default.fileExists(atPath: rulesBeside) ? rulesBeside : nil)
         if let m = file.mcp {

@@ -98,10 +98,13 @@ public struct AgentError: Error, Sendable, CustomStringConvertible {
     }
 
     /// A transport failure while doing `what` ("connecting to build-1 (me@10.0.0.5:22)");
-    /// a cancelled call stays `cancelled`.
+    /// a cancelled call stays `cancelled`, and one past its time limit says what ran too long.
     public init(_ error: TransportError, while what: String) {
         if error.isCancellation {
             self.init(.cancelled, "cancelled while \(what)", cause: error)
+        } else if error.code == .timedOut, let after = error.timeout {
+            // the transport's message names the whole command line; `what` says it better
+            self.init(.transport, "\(what): ran longer than \(after) and was stopped", cause: error)
         } else {
             self.init(.transport, "\(what): \(error.message)", cause: error)
         }

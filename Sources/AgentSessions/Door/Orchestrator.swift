@@ -57,22 +57,29 @@ public final class AgentOrchestrator: Sendable {
     /// Each project's pull requests as `gh` last listed them, for a minute.
     let pullRequestCache = PullRequestCache()
 
+    /// How long landing the work (commit, push, merge, opening a pull request) may run on
+    /// a host by default: the repository's hooks and the network run in it.
+    public static let defaultLandingTimeout: Duration = .seconds(600)
+
     /// An engine whose hosts are reached through the transport `makeTransport` gives
     /// for each host record (its address, key paths, jump host, host-key policy; its
     /// `serverID` must be `record.serverID`). Agents are looked for in `searchPath` on
-    /// every host before the login PATH (`~/` is the host user's home).
+    /// every host before the login PATH (`~/` is the host user's home). Landing the work
+    /// (commit, push, merge, a pull request) may run `landingTimeout` on a host before it
+    /// is stopped.
     public convenience init(store: any AgentStore, policy: AgentConnectionPolicy = AgentConnectionPolicy(),
                             providerSettings: [String: AgentProviderSettings] = [:], searchPath: [String] = [],
                             statusHooks: Bool = true, allowsPlainTerminal: Bool = false,
                             terminalSize: SSHTerminalSize = SSHTerminalSize(columns: 120, rows: 40),
                             screenRules: AgentScreenRules = .shipped,
+                            landingTimeout: Duration = AgentOrchestrator.defaultLandingTimeout,
                             makeTransport: @escaping @Sendable (HostRecord) throws -> any ServerTransport)
     {
         self.init(store: store, connections: AgentConnections(policy: policy), providerSettings: providerSettings,
                   searchPath: searchPath, statusHooks: statusHooks, allowsPlainTerminal: allowsPlainTerminal,
                   terminalSize: terminalSize, screenRules: screenRules) { record in
             AgentHost(transport: try makeTransport(record), tmuxSocket: record.tmuxSocket, extraSearchPath: searchPath,
-                      displayName: record.displayName)
+                      displayName: record.displayName, landingTimeout: landingTimeout)
         }
     }
 

@@ -32,12 +32,15 @@ public final class AgentHost: Sendable {
     /// Agents on plain PTY channels (hosts without tmux), by PTY id.
     let plainSessions = Mutex<[String: PlainAgentSession]>([:])
 
+    /// - Parameter landingTimeout: how long a commit, push, merge or pull request may run
+    ///   on the host before it is stopped and fails with `transport` (`timedOut`).
     public init(transport: any ServerTransport, tmuxSocket: String = "sshkit-agents", extraSearchPath: [String] = [],
-                displayName: String? = nil)
+                displayName: String? = nil, landingTimeout: Duration = AgentOrchestrator.defaultLandingTimeout)
     {
         precondition(!tmuxSocket.isEmpty && tmuxSocket.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) },
                      "a tmux socket name is letters, digits, '-', '_' and '.'")
-        shell = HostShell(transport: transport, displayName: displayName ?? transport.serverID.rawValue)
+        shell = HostShell(transport: transport, displayName: displayName ?? transport.serverID.rawValue,
+                          landingTimeout: landingTimeout)
         tmux = AgentTmuxServer(socket: tmuxSocket, shell: shell)
         worktrees = AgentWorktrees(shell: shell)
         claudeSessions = ClaudeSessionFinder(shell: shell)
@@ -79,11 +82,14 @@ public final class AgentHost: Sendable {
 final class HostShell: Sendable {
     let transport: any ServerTransport
     let displayName: String
+    /// How long landing the work may run (`AgentOrchestrator.defaultLandingTimeout`).
+    let landingTimeout: Duration
     private let cachedHome = Mutex<String?>(nil)
 
-    init(transport: any ServerTransport, displayName: String) {
+    init(transport: any ServerTransport, displayName: String, landingTimeout: Duration = AgentOrchestrator.defaultLandingTimeout) {
         self.transport = transport
         self.displayName = displayName
+        self.landingTimeout = landingTimeout
     }
 
     func home() async throws(AgentError) -> String {

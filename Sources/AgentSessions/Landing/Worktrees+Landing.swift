@@ -130,8 +130,8 @@ extension AgentWorktrees {
             git -C "$wt" commit -q -m "$msg" 1>&2 || exit 44
             printf 'commit %s\\nfiles %s\\n' "$(git -C "$wt" rev-parse HEAD)" "$(git -C "$wt" diff-tree --no-commit-id --name-only -r --root HEAD | wc -l)"
             """
-        let r = try await shell.run("/bin/sh", ["-c", script, "sh", worktree.path, message], idempotent: false,
-                                    what: "committing in \(worktree.path)")
+        let r = try await shell.run("/bin/sh", ["-c", script, "sh", worktree.path, message], timeout: shell.landingTimeout,
+                                    idempotent: false, what: "committing in \(worktree.path)")
         let out = Self.fields(r.stdoutString)
         switch r.exitStatus {
         case .exited(0):
@@ -162,7 +162,7 @@ extension AgentWorktrees {
             GIT_TERMINAL_PROMPT=0 git -C "$wt" push --porcelain --set-upstream "$r" "refs/heads/$branch:refs/heads/$branch" || exit 43
             """
         let r = try await shell.run("/bin/sh", ["-c", script, "sh", worktree.path, worktree.branch, worktree.baseCommit],
-                                    timeout: .seconds(600), idempotent: false, what: "pushing \(worktree.branch)")
+                                    timeout: shell.landingTimeout, idempotent: false, what: "pushing \(worktree.branch)")
         let out = Self.fields(r.stdoutString)
         switch r.exitStatus {
         case .exited(0):
@@ -215,7 +215,7 @@ extension AgentWorktrees {
             """
         let r = try await shell.run("/bin/sh", ["-c", script, "sh", worktree.path, worktree.branch, base ?? "", title, body,
                                                 searchPath.joined(separator: ":"), update ? "1" : "0"],
-                                    timeout: .seconds(120), idempotent: false, what: "opening a pull request")
+                                    timeout: shell.landingTimeout, idempotent: false, what: "opening a pull request")
         let out = Self.fields(r.stdoutString)
         switch r.exitStatus {
         case .exited(0):
@@ -300,7 +300,7 @@ extension AgentWorktrees {
         case .mergeCommit: "merge"
         }
         let r = try await shell.run("/bin/sh", ["-c", Self.mergeScript, "sh", worktree.projectPath, base, worktree.branch, modeWord, message],
-                                    timeout: .seconds(300), idempotent: false, what: "merging \(worktree.branch) into \(base)")
+                                    timeout: shell.landingTimeout, idempotent: false, what: "merging \(worktree.branch) into \(base)")
         let out = r.stdoutString
         let conflicts = out.split(separator: "\n").filter { $0.hasPrefix("conflict ") }.map { String($0.dropFirst(9)) }
         let fields = Self.fields(out)

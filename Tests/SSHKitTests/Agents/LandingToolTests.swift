@@ -318,3 +318,67 @@ struct LandingToolTests {
         #expect(get(url) == nil, "the forward outlived the command")
     }
 }
+
+/// A hook that runs past the landing limit: the command says the commit ran too long (exit 1),
+/// not that the host is unreachable (exit 4); the hook is stopped, git leaves no lock behind,
+/// and the commit goes through once the hook is gone.
+@Suite("agent-sessions: landing past its limit", .tags(.process))
+struct LandingLimitTests {
+    typealias User = AgentSessionsToolTests.User
+
+    @Test func aHookPastTheLandingLimitIsATimeoutNotAnUnreachableHost() async throws {
+        let u = try User()
+        let repo = try await WorktreeTests.makeRepository(u.host)
+        do { try await pastTheLimit(u, repo) } catch {
+            await u.tearDown([repo])
+            throw error
+        }
+        await u.tearDown([repo])
+    }
+
+    func pastTheLimit(_ u: User, _ repo: String) async throws {
+        func sh(_ script: String, _ args: String...) async throws -> String {
+            try await u.transport.runProcess("/bin/sh", arguments: ["-c", script, "sh"] + args, stdin: [], environment: [:],
+                                             timeout: .seconds(30)).check(script).stdoutString
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let settings = """
+            {"searchPath": ["\(FakeAgents.directory)"], "providers": {"amp": {"binary": "fake-tui"}}, "landingSeconds": 2}
+            """
+        try settings.write(toFile: u.home + "/.config/agent-sessions/config.json", atomically: true, encoding: .utf8)
+        try u.addHost()
+        try u.ok(["projects", "add", "fixture", repo, "--name", "app"])
+        try u.ok(["tasks", "new", "app", "Slow hook", "--agent", "amp"])
+        let task = try #require(try await u.store().tasks(projectID: nil).first)
+        let id = String(task.id.short)
+        // a pre-commit hook that takes a minute (a test suite, say), telling where it runs
+        let pidFile = repo + "-hook.pid"
+        _ = try await sh("""
+            printf '#!/bin/sh\\necho $$ > "%s"\\nexec sleep 60\\n' "$2" > "$1/.git/hooks/pre-commit"
+            chmod +x "$1/.git/hooks/pre-commit"
+            echo change > "$3/change.txt"
+            """, repo, pidFile, task.worktree.path)
+
+        let slow = try u.fails(["tasks", "commit", id, "-m", "change"], 1)
+        #expect(slow.contains("ran longer than") && !slow.contains("reachable"), "\(slow)")
+        // the hook is stopped with the commit, and git's lock is gone with it
+        let pid = try await sh("cat \"$1\"", pidFile)
+        var alive = true
+        for _ in 0..<50 where alive {
+            alive = try await sh("kill -0 \"$1\" 2>/dev/null && echo alive || echo gone", pid) == "alive"
+            if alive { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(!alive, "the hook (pid \(pid)) still runs after the commit was stopped")
+        #expect(try await sh("""
+            d=$(git -C "$1" rev-parse --git-dir); [ -e "$d/index.lock" ] && echo locked || echo free
+            """, task.worktree.path) == "free")
+
+        // without the hook, the same commit goes through: nothing was left half done
+        _ = try await sh("rm -f \"$1/.git/hooks/pre-commit\" \"$2\"", repo, pidFile)
+        #expect(try u.ok(["tasks", "commit", id, "-m", "change"]).contains("committed 1 file as"))
+        // a limit out of range is the settings file's error (exit 5)
+        try settings.replacingOccurrences(of: "\"landingSeconds\": 2", with: "\"landingSeconds\": 0")
+            .write(toFile: u.home + "/.config/agent-sessions/config.json", atomically: true, encoding: .utf8)
+        #expect(try u.fails(["tasks", "list"], 5).contains("landingSeconds is from 1 to 86400"))
+    }
+}
