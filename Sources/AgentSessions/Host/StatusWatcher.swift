@@ -32,7 +32,7 @@ import SSHKit
 /// or numbered twice; an older tool leaves a newer watcher alone.
 enum AgentStatusWatcher {
     /// Raised with every change of the script (a test pins the script's digest to it).
-    static let version = 5
+    static let version = 6
 
     /// The tmux session the watcher runs in (not a PTY id, so never taken for an agent).
     static let sessionName = "_sshkit-watch"
@@ -140,7 +140,8 @@ FILENAME == ARGV[2] { old[$1] = $0; next }
 $1 != ":c" && $2 == "0" && (!($1 in known) || old[$1] != $0 || !settled[$1] || now - $4 <= 2) { print $1 }
 SSHKIT_AWK
 cat > round.awk <<'SSHKIT_AWK'
-# round.awk rules states panes capture.list: the new states, and an `E ` line per change
+# round.awk rules states panes capture.list: the new states (after an `H pending live seq
+# limited` line), and a line per change in $W/round.events
 \#(classifierAwk)
 function readhook(pty,   f, line, n, parts) {
     f = status "/" pty; H_ev = ""; H_ts = 0; H_q = ""; H_n = 0
@@ -167,7 +168,7 @@ function readseen(pty,   f, line, t) {
 }
 function emit(pty, st, src, rule, q) {
     seq++
-    print "E " seq " " now " " pty " " st " " src " " rule " " q
+    print seq " " now " " pty " " st " " src " " rule " " q > (w "/round.events")
 }
 FILENAME == ARGV[1] {
     # rules: provider TAB kind TAB id TAB pattern
@@ -195,6 +196,7 @@ FILENAME == ARGV[3] {
 FILENAME == ARGV[4] { captured[$1] = 1; next }
 END {
     pending = 0
+    printf "" > (w "/round.events")
     # each window's size and when it last changed (w/sizes): an agent redraws when its window
     # is resized (a client attaching at another size, a preview laying it out at its own),
     # and that redraw, for 2 s after the change, is not the agent at work
@@ -281,13 +283,12 @@ END {
             emit(p, ns, nsrc, nrule, nq)
         }
         if (ns == "waiting") q = nq; else q = ""
+        if (ns == "waiting" && q ~ /^usage limit: /) limited++
         out[x] = "S " p " " ns " " nsrc " " nrule " " since " " act[p] " " scls " " srule " " ccls " " chg " " (hmark + 0) (q == "" ? "" : " " q)
         seenp[p] = 1
     }
     live = 0
     for (x = 1; x <= npanes; x++) if (dead[order[x]] != "1") live++
-    print "H " (pending ? 1 : 0) " " live
-    for (x = 1; x <= npanes; x++) print out[x]
     # sessions that went away: stopped by the engine (its mark), else lost
     for (p in known) {
         if (p in seenp) continue
@@ -296,6 +297,9 @@ END {
         if ((getline line < f) >= 0) emit(p, "stopped", "process", "stopped", ""); else emit(p, "lost", "process", "gone", "")
         close(f)
     }
+    close(w "/round.events")
+    print "H " (pending ? 1 : 0) " " live " " seq " " (limited + 0)
+    for (x = 1; x <= npanes; x++) print out[x]
 }
 SSHKIT_AWK
 stop=0
@@ -316,7 +320,13 @@ tick=0
 recent=0
 pending=1
 live=0
+limited=0
 old=
+# the last event's number and the log's length, read once: then kept here, round by round
+seq=$(tail -n 1 events | cut -d ' ' -f 1)
+[ -n "$seq" ] || seq=$(tail -n 1 events.1 2>/dev/null | cut -d ' ' -f 1)
+seq=${seq:-0}
+nev=$(wc -l < events)
 # the exit status after an `s`: tmux leaves it empty when it did not record one, and an
 # empty field would shift the ones after it
 F='#{session_name} #{pane_dead} #{?pane_dead,s#{pane_dead_status},-} #{window_activity} #{session_attached} #{window_width}x#{window_height} #{pane_title}'
@@ -462,30 +472,34 @@ while [ "$stop" = 0 ]; do
             done < capture.list
             tmux -L "$SOCK" -f /dev/null "$@" >/dev/null 2>&1
         fi
-        seq=$(tail -n 1 events | cut -d ' ' -f 1)
-        [ -n "$seq" ] || seq=$(tail -n 1 events.1 2>/dev/null | cut -d ' ' -f 1)
-        awk -v seq="${seq:-0}" -v now="$now" -v status="$S" -v w="$W" -f round.awk rules states panes capture.list > round.out
-        grep '^E ' round.out | cut -c 3- > round.events
-        grep -v '^E ' round.out > states.tmp
-        # the last screen at each end of a turn, question and exit, kept for whoever asks
-        # later (results/SESSION: `<state> <unix time>`, then the screen), written before
-        # the state, so a reader who sees the state finds its screen
-        while read -r _ t p st _; do
-            case "$st" in done|waiting|idle|exited:*) ;; *) continue ;; esac
-            [ -f "screens/$p" ] || continue
-            { printf '%s %s\n' "$st" "$t"; cat "screens/$p"; } > "results/$p.tmp" && mv -f "results/$p.tmp" "results/$p"
-        done < round.events
-        [ -s round.events ] && cat round.events >> events
+        last=$seq
+        awk -v seq="$seq" -v now="$now" -v status="$S" -v w="$W" -f round.awk rules states panes capture.list > states.tmp
+        read -r _ pending live seq limited < states.tmp
+        # (a round that failed numbers nothing)
+        case "$seq" in ''|*[!0-9]*) seq=$last; : > round.events ;; esac
+        if [ "$seq" != "$last" ]; then
+            # the last screen at each end of a turn, question and exit, kept for whoever asks
+            # later (results/SESSION: `<state> <unix time>`, then the screen), written before
+            # the state, so a reader who sees the state finds its screen
+            while read -r _ t p st _; do
+                case "$st" in done|waiting|idle|exited:*) ;; *) continue ;; esac
+                [ -f "screens/$p" ] || continue
+                { printf '%s %s\n' "$st" "$t"; cat "screens/$p"; } > "results/$p.tmp" && mv -f "results/$p.tmp" "results/$p"
+            done < round.events
+            cat round.events >> events
+            nev=$((nev + seq - last))
+        fi
         mv -f states.tmp states
-        read -r _ pending live < states
         [ -f ready ] || : > ready
         recent=0
         [ -s capture.list ] && recent=1
         # a long log is cut in two: the reader follows the file by name
-        if [ "$(wc -l < events)" -gt 4000 ]; then mv -f events events.1 && : > events; fi
+        if [ "$nev" -gt 4000 ]; then mv -f events events.1 && : > events; nev=0; fi
     fi
     [ ! -d queue ] || drain
-    limits
+    # (a glob costs no process: with no limit held and none noted, no look at all)
+    hl=0; for l in queue/*.limit; do [ ! -f "$l" ] || hl=1; break; done
+    [ "${limited:-0}" = 0 ] && [ "$hl" = 0 ] || limits
     # the watcher ends when no agent has run for a while
     if [ "${live:-0}" -gt 0 ]; then quiet=0; else quiet=$((quiet + 1)); fi
     [ "$quiet" -lt 30 ] || break

@@ -132,6 +132,6 @@ enum POSIXRegex {
         guard rc != 0 else { return nil }
         var buffer = [CChar](repeating: 0, count: 256)
         regerror(rc, &re, &buffer, buffer.count)
-        return String(cString: buffer)
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

@@ -55,16 +55,18 @@ struct WatcherRounds {
                                                             "-v", "w=\(dir)", "-f", dir + "/round.awk", dir + "/rules",
                                                             dir + "/states", dir + "/panes", dir + "/capture.list"])
         #expect(r.status == 0, "\(r.err)")
-        var kept: [String] = []
-        for line in r.out.split(separator: "\n") {
-            if line.hasPrefix("E ") {
-                let f = line.dropFirst(2).split(separator: " ", maxSplits: 6, omittingEmptySubsequences: false).map(String.init)
-                seq = Int(f[0]) ?? seq
-                events.append((f[2], f[3], f[4], f[5], f.count > 6 ? f[6] : ""))
-            } else {
-                kept.append(String(line))
-            }
+        // the changes in round.events (a round with none leaves it empty), the states on
+        // stdout after a line `H pending live seq limited` that carries the last number on
+        let changes = String(decoding: FileManager.default.contents(atPath: dir + "/round.events") ?? Data(), as: UTF8.self)
+        for line in changes.split(separator: "\n") {
+            let f = line.split(separator: " ", maxSplits: 6, omittingEmptySubsequences: false).map(String.init)
+            #expect(Int(f[0]) == seq + 1, "events are numbered one after another: \(line) after \(seq)")
+            seq = Int(f[0]) ?? seq
+            events.append((f[2], f[3], f[4], f[5], f.count > 6 ? f[6] : ""))
         }
+        let kept = r.out.split(separator: "\n").map(String.init)
+        let header = kept.first?.split(separator: " ") ?? []
+        #expect(header.count == 5 && header[0] == "H" && Int(header[3]) == seq, "the states' first line: \(kept.first ?? "")")
         states = kept.joined(separator: "\n") + "\n"
         let mine = kept.first { $0.hasPrefix("S \(session) ") } ?? ""
         return mine.split(separator: " ").dropFirst(2).first.map(String.init) ?? "gone"
