@@ -12,7 +12,8 @@ private func run(_ t: SSHTransport, _ script: String, _ args: [String] = []) asy
         .check("bench fetch").stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
-private func local(_ script: String) throws -> String {
+/// Runs `script` with /bin/sh here and returns its output, trimmed; a failure is a `BenchError`.
+func local(_ script: String) throws -> String {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: "/bin/sh")
     p.arguments = ["-c", script]

@@ -8,19 +8,6 @@ import Foundation
 import Glibc
 #endif
 
-private func shell(_ script: String) throws -> String {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/bin/sh")
-    p.arguments = ["-c", script]
-    let out = Pipe()
-    p.standardOutput = out
-    try p.run()
-    let data = out.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    guard p.terminationStatus == 0 else { throw BenchError("\(script) failed (\(p.terminationStatus))") }
-    return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-}
-
 /// One run of `argv` in `directory` to its end, its output to /dev/null: milliseconds from
 /// the spawn to the exit. (The benchmark changes its own directory: Debian 12's Glibc module
 /// does not offer posix_spawn_file_actions_addchdir_np.)
@@ -68,15 +55,15 @@ func benchInstall(rounds: Int) throws {
         deb = dir + "/" + last
     }
     let work = "/tmp/sshkit-bench-install-\(getpid())"
-    _ = try shell("rm -rf '\(work)' && mkdir -p '\(work)/home' '\(work)/repo' && dpkg-deb -x '\(deb)' '\(work)/root' && git -C '\(work)/repo' init -q")
-    defer { _ = try? shell("rm -rf '\(work)'") }
+    _ = try local("rm -rf '\(work)' && mkdir -p '\(work)/home' '\(work)/repo' && dpkg-deb -x '\(deb)' '\(work)/root' && git -C '\(work)/repo' init -q")
+    defer { _ = try? local("rm -rf '\(work)'") }
 
     // the package's size, and each binary's
     let debBytes = (try FileManager.default.attributesOfItem(atPath: deb)[.size] as? NSNumber)?.doubleValue ?? .nan
-    let installedKB = Double(try shell("dpkg-deb -f '\(deb)' Installed-Size")) ?? .nan
+    let installedKB = Double(try local("dpkg-deb -f '\(deb)' Installed-Size")) ?? .nan
     out("install: \(deb.split(separator: "/").last ?? "")")
     out(String(format: "  package %.1f MB, installed %.1f MB", debBytes / 1e6, installedKB * 1024 / 1e6))
-    for line in try shell("cd '\(work)/root/usr/bin' && ls -l | awk 'NR > 1 { print $5, $9 }'").split(separator: "\n") {
+    for line in try local("cd '\(work)/root/usr/bin' && ls -l | awk 'NR > 1 { print $5, $9 }'").split(separator: "\n") {
         let parts = line.split(separator: " ")
         if parts.count == 2, let bytes = Double(parts[0]) {
             out("    " + String(parts[1]).padding(toLength: 16, withPad: " ", startingAt: 0) + String(format: " %.1f MB", bytes / 1e6))
