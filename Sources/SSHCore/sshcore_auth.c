@@ -58,9 +58,9 @@ auth_succeeded(sshcore_conn *conn)
                                "ssh_event_add_session");
         return;
     }
-    conn->ka_seen_packets = conn->packet_counter.in_packets;
-    conn->ka_last_rx_ms = sshcore__now_ms();
-    conn->ka_probes = 0;
+    conn->ka.seen_packets = conn->packet_counter.in_packets;
+    conn->ka.last_rx_ms = sshcore__now_ms();
+    conn->ka.probes = 0;
     sshcore__error_set(&ok, SSHCORE_E_OK, NULL);
     sshcore__conn_connect_complete(conn, &ok);
 }
@@ -203,7 +203,7 @@ ask_kbdint_round(sshcore_conn *conn, int n)
     }
     sshcore__conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
     pthread_mutex_lock(&conn->mu);
-    conn->kbd_awaited = true;
+    conn->answers.kbd_awaited = true;
     pthread_mutex_unlock(&conn->mu);
     conn->cb.kbdint(conn->cb.ctx, conn, &ch);
 
@@ -316,7 +316,7 @@ sshcore__auth_ask_caller_once(sshcore_conn *conn,
     conn->setup->asking_passphrase = passphrase;
     sshcore__conn_retain(conn); /* dropped by sshcore_conn_kbdint_reply */
     pthread_mutex_lock(&conn->mu);
-    conn->kbd_awaited = true;
+    conn->answers.kbd_awaited = true;
     pthread_mutex_unlock(&conn->mu);
     conn->cb.kbdint(conn->cb.ctx, conn, &ch);
 }

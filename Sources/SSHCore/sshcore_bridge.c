@@ -1,76 +1,20 @@
 /*
- * sshcore_bridge.c - a socket joined to a channel inside the worker: direct
- * channels (direct-tcpip, direct-streamlocal), forwarded-tcpip channels taken
- * from a remote forward, and auth-agent channels joined to the local agent.
- * Bytes move between the socket and the channel with no hand-over to the
- * caller.
+ * sshcore_bridge.c - the bridged kind: a socket (or a terminal) joined to a
+ * channel inside the worker, bytes moving between the two with no hand-over to
+ * the caller; the public starts of direct channels and remote forwards'
+ * connections as bridges; and auth-agent channels the server opens, joined to
+ * the local agent.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/sockios.h>
 #include <poll.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "sshcore_session.h"
-
-/**
- * Gives a new op its bridge over `fd` (a socket unless the caller says
- * otherwise) and the callbacks. From here the op owns the fd: it is made
- * non-blocking, and destroying the op closes it. False without memory: the
- * fd is still the caller's.
- */
-bool
-sshcore__session_bridge_take(session_op *x,
-                             int fd,
-                             const sshcore_bridge_callbacks *callbacks)
-{
-    int flags = fcntl(fd, F_GETFL);
-
-    x->bridge = calloc(1, sizeof(*x->bridge));
-    if (x->bridge == NULL) {
-        return false;
-    }
-    if (flags >= 0) {
-        (void)fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-    }
-    x->bridge->fd = fd;
-    x->bridge->is_socket = true;
-    x->bridge->detach_byte = -1;
-    x->bridge->fd_readable = true; /* try once; EAGAIN hands over to poll() */
-    x->bridge->fd_writable = true;
-    x->bridge->cb = *callbacks;
-    atomic_init(&x->bridge->end, SSHCORE_BRIDGE_END_CHANNEL);
-    atomic_init(&x->bridge->to_fd, 0);
-    atomic_init(&x->bridge->from_fd, 0);
-    return true;
-}
-
-/**
- * A bridge refused before it was submitted: frees `x` (NULL when none was
- * made) and closes `fd`, whichever of the two holds it, since the caller
- * handed the fd over. Returns NULL.
- */
-sshcore_op *_Nullable sshcore__session_bridge_refuse(session_op *_Nullable x,
-                                                     int fd)
-{
-    bool held = x != NULL && x->bridge != NULL && x->bridge->fd == fd;
-
-    if (x != NULL) {
-        x->chan.released = true; /* the caller learns it from NULL: no
-                                    callback */
-        sshcore__session_destroy(&x->base); /* frees x */
-    }
-    if (!held && fd >= 0) {
-        close(fd);
-    }
-    return NULL;
-}
 
 /** Writes to the bridged fd: a socket (no SIGPIPE) or a terminal. */
 static ssize_t
@@ -99,21 +43,19 @@ fd_recv(session_bridge *b, uint8_t *p, size_t len)
 }
 
 /**
- * Bridged: with nothing waiting for the socket, writes channel data to it
- * straight from libssh's buffer, saving a copy through fdout. Returns how
- * many bytes went.
+ * With nothing waiting for the socket, writes channel data to it straight
+ * from libssh's buffer, saving a copy through fdout. Returns how many bytes
+ * went.
  */
-size_t
-sshcore__session_bridge_send_direct(session_op *x,
-                                    const uint8_t *data,
-                                    size_t len)
+static size_t
+send_direct(session_op *x, const uint8_t *data, size_t len)
 {
     size_t sent = 0;
 
     /* not before the caller's `opened` ran: a SOCKS answer goes first, and a
      * target that speaks first (SSH, SMTP) can send with the open confirmation
      */
-    if (!sshcore__session_in_io(x) || !x->chan.started_reported ||
+    if (!sshcore__chan_is(x, SSHCORE_CHAN_F_IO) || !x->chan.started_reported ||
         x->bridge->fdout_off < x->bridge->fdout.len ||
         !x->bridge->fd_writable || x->bridge->fd_dead || x->bridge->fd < 0) {
         return 0;
@@ -142,17 +84,17 @@ sshcore__session_bridge_send_direct(session_op *x,
 /* Bridges: a socket joined to the channel (worker)                        */
 /* ---------------------------------------------------------------------- */
 
-bool
-sshcore__session_bridge_out_pending(const session_op *x)
+/** Channel data not yet written to the socket (while anyone reads it). */
+static bool
+bridge_output_waits(const session_op *x)
 {
-    return x->bridge != NULL && !x->bridge->fd_dead &&
-           x->bridge->fdout_off < x->bridge->fdout.len;
+    return !x->bridge->fd_dead && x->bridge->fdout_off < x->bridge->fdout.len;
 }
 
 /** Socket to channel, within the window; the socket's EOF becomes the
  * channel's. */
-bool
-sshcore__session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
+static bool
+bridge_in(sshcore_conn *conn, session_op *x, bool *again)
 {
     size_t budget = WRITE_CHUNK;
 
@@ -160,7 +102,7 @@ sshcore__session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
         ssize_t n = 0;
         size_t want = 0;
 
-        if (!sshcore__session_can_write(x) ||
+        if (!sshcore__chan_is(x, SSHCORE_CHAN_F_WRITES) ||
             ssh_channel_is_closed(x->chan.ch)) {
             return true;
         }
@@ -195,8 +137,7 @@ sshcore__session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
         }
         if (x->bridge->fd_read_eof) {
             /* everything read went out: the client's EOF follows it */
-            return x->chan.eof_sent ||
-                   sshcore__session_send_channel_eof(conn, x);
+            return sshcore__session_send_channel_eof(conn, x);
         }
         if (!x->bridge->fd_readable || sshcore__session_send_backlogged(conn)) {
             return true;
@@ -248,8 +189,8 @@ sshcore__session_bridge_in(sshcore_conn *conn, session_op *x, bool *again)
 
 /** Channel to socket; after the channel's EOF, the socket's write side closes.
  */
-void
-sshcore__session_bridge_out(session_op *x, bool *again)
+static void
+bridge_out(session_op *x, bool *again)
 {
     while (x->bridge->fdout_off < x->bridge->fdout.len && !x->bridge->fd_dead &&
            x->bridge->fd_writable) {
@@ -283,8 +224,9 @@ sshcore__session_bridge_out(session_op *x, bool *again)
     if (x->bridge->fdout_off == x->bridge->fdout.len) {
         x->bridge->fdout.len = 0;
         x->bridge->fdout_off = 0;
-        if (x->chan.eof_seen && !x->bridge->fd_write_shut &&
-            !x->bridge->fd_dead && x->bridge->is_socket) {
+        if (sshcore__chan_is(x, SSHCORE_CHAN_F_EOF_IN) &&
+            !x->bridge->fd_write_shut && !x->bridge->fd_dead &&
+            x->bridge->is_socket) {
             x->bridge->fd_write_shut = true;
             (void)shutdown(x->bridge->fd, SHUT_WR);
         }
@@ -298,22 +240,20 @@ sshcore__session_bridge_out(session_op *x, bool *again)
     }
 }
 
-int
-sshcore__session_bridge_poll_fd(sshcore_conn *conn,
-                                sshcore_op *op,
-                                short *events)
+static int
+bridge_poll_fd(sshcore_conn *conn, sshcore_op *op, short *events)
 {
     session_op *x = (session_op *)op;
     short ev = 0;
     (void)conn;
 
-    if (x->bridge->fd < 0 || x->bridge->fd_dead || !sshcore__session_in_io(x) ||
-        x->chan.ch == NULL) {
+    if (x->bridge->fd < 0 || x->bridge->fd_dead ||
+        !sshcore__chan_is(x, SSHCORE_CHAN_F_IO) || x->chan.ch == NULL) {
         return -1;
     }
     if (!x->bridge->fd_readable && !x->bridge->fd_read_eof &&
         x->bridge->fdin_off == x->bridge->fdin.len &&
-        sshcore__session_can_write(x) &&
+        sshcore__chan_is(x, SSHCORE_CHAN_F_WRITES) &&
         ssh_channel_window_size(x->chan.ch) > 0) {
         ev |= POLLIN;
     }
@@ -325,8 +265,8 @@ sshcore__session_bridge_poll_fd(sshcore_conn *conn,
     return ev != 0 ? x->bridge->fd : -1;
 }
 
-void
-sshcore__session_bridge_poll_event(sshcore_op *op, short revents)
+static void
+bridge_poll_event(sshcore_op *op, short revents)
 {
     session_op *x = (session_op *)op;
 
@@ -336,46 +276,6 @@ sshcore__session_bridge_poll_event(sshcore_op *op, short revents)
     if ((revents & (POLLOUT | POLLHUP | POLLERR)) != 0) {
         x->bridge->fd_writable = true;
     }
-}
-
-/** A direct-tcpip or direct-streamlocal channel's op, not yet submitted. */
-session_op *_Nullable sshcore__session_direct_new(
-    const sshcore_stream_spec *spec,
-    sshcore_error *err)
-{
-    session_op *x = NULL;
-    bool tcp = spec->kind == SSHCORE_CHANNEL_DIRECT_TCPIP;
-
-    if ((spec->kind != SSHCORE_CHANNEL_DIRECT_TCPIP &&
-         spec->kind != SSHCORE_CHANNEL_DIRECT_STREAMLOCAL) ||
-        spec->target_host == NULL || spec->target_host[0] == '\0' ||
-        (tcp && (spec->target_port < 1 || spec->target_port > 65535)) ||
-        spec->originator_port < 0 || spec->originator_port > 65535 ||
-        spec->buffer_limit == 0 || spec->timeout_ms < 0) {
-        sshcore__error_set(err,
-                           SSHCORE_E_INVALID_ARGUMENT,
-                           "incomplete direct channel spec");
-        return NULL;
-    }
-    x = sshcore__session_new("", NULL, NULL, 0);
-    if (x == NULL) {
-        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
-        return NULL;
-    }
-    x->req.kind = spec->kind;
-    x->req.target = strdup(spec->target_host);
-    x->req.target_port = spec->target_port;
-    x->req.originator = strdup(
-        spec->originator_host != NULL ? spec->originator_host : "127.0.0.1");
-    x->req.originator_port = spec->originator_port;
-    if (x->req.target == NULL || x->req.originator == NULL) {
-        sshcore__session_destroy(&x->base); /* frees x */
-        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
-        return NULL;
-    }
-    x->streamed = true;
-    x->out.limit = spec->buffer_limit;
-    return x;
 }
 
 sshcore_op *
@@ -400,7 +300,7 @@ sshcore_bridge_start(sshcore_conn *conn,
                                   : "incomplete bridge callbacks");
         return sshcore__session_bridge_refuse(NULL, fd);
     }
-    x = sshcore__session_direct_new(spec, err);
+    x = sshcore__session_direct_new(&sshcore__bridged_kind, spec, err);
     if (x == NULL) {
         return sshcore__session_bridge_refuse(NULL, fd);
     }
@@ -434,35 +334,6 @@ sshcore_bridge_get_counts(sshcore_op *op,
     return SSHCORE_E_OK;
 }
 
-/** An op for a waiting forwarded-tcpip connection of `forward`. */
-session_op *_Nullable sshcore__session_adopted_new(sshcore_op *forward,
-                                                   uint64_t id,
-                                                   size_t buffer_limit,
-                                                   sshcore_error *err)
-{
-    session_op *x = NULL;
-
-    if (buffer_limit == 0) {
-        sshcore__error_set(err,
-                           SSHCORE_E_INVALID_ARGUMENT,
-                           "buffer limit must be positive");
-        return NULL;
-    }
-    x = sshcore__session_new("", NULL, NULL, 0);
-    if (x == NULL) {
-        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
-        return NULL;
-    }
-    x->req.kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests,
-                                               no exit status */
-    x->streamed = true;
-    x->out.limit = buffer_limit;
-    sshcore__op_retain(forward);
-    x->adopt.parent = forward;
-    x->adopt.id = id;
-    return x;
-}
-
 sshcore_op *
 sshcore_rforward_bridge(sshcore_op *forward,
                         uint64_t id,
@@ -488,7 +359,11 @@ sshcore_rforward_bridge(sshcore_op *forward,
                            "bad socket or callbacks for a bridge");
         return sshcore__session_bridge_refuse(NULL, fd);
     }
-    x = sshcore__session_adopted_new(forward, id, buffer_limit, err);
+    x = sshcore__session_adopted_new(&sshcore__bridged_kind,
+                                     forward,
+                                     id,
+                                     buffer_limit,
+                                     err);
     if (x == NULL) {
         return sshcore__session_bridge_refuse(NULL, fd);
     }
@@ -527,8 +402,12 @@ agent_bridge_done(void *_Nullable ctx, sshcore_op *op)
     (void)op;
 }
 
-ssh_channel
-sshcore__agent_channel_open(sshcore_conn *conn, ssh_session session)
+/** libssh (worker): the server opens an auth-agent@openssh.com channel: a new
+ *  channel joined by a bridged op to a new connection to the local agent; NULL
+ *  (libssh refuses the open) when the agent cannot be reached or the
+ *  connection is ending. */
+static ssh_channel
+on_agent_channel(ssh_session session, void *userdata)
 {
     static const sshcore_bridge_callbacks callbacks = {
         .ctx = NULL,
@@ -536,6 +415,7 @@ sshcore__agent_channel_open(sshcore_conn *conn, ssh_session session)
         .failed = agent_bridge_failed,
         .released = agent_bridge_released,
     };
+    sshcore_conn *conn = userdata;
     struct sockaddr_un addr;
     session_op *x = NULL;
     ssh_channel ch = NULL;
@@ -543,34 +423,27 @@ sshcore__agent_channel_open(sshcore_conn *conn, ssh_session session)
     sshcore_error err;
     int fd = -1;
 
-    if (conn->agent_socket == NULL ||
-        strlen(conn->agent_socket) >= sizeof(addr.sun_path)) {
+    if (conn->agent.socket == NULL ||
+        strlen(conn->agent.socket) >= sizeof(addr.sun_path)) {
         return NULL;
     }
     memset(&addr, 0, sizeof(addr));
     addr.sun_family = AF_UNIX;
-    memcpy(addr.sun_path, conn->agent_socket, strlen(conn->agent_socket));
+    memcpy(addr.sun_path, conn->agent.socket, strlen(conn->agent.socket));
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
         goto fail; /* a local agent answers at once or not at all */
     }
     ch = ssh_channel_new(session);
-    x = sshcore__session_new("", NULL, NULL, 0);
-    if (ch == NULL || x == NULL ||
-        !sshcore__session_bridge_take(x, fd, &callbacks)) {
+    if (ch == NULL ||
+        (x = sshcore__session_agent_new(ch, fd, &callbacks)) == NULL) {
         goto fail;
     }
-    fd = -1;                                    /* x's now */
-    x->req.kind = SSHCORE_CHANNEL_DIRECT_TCPIP; /* a byte stream: no requests,
-                                               no exit status */
-    x->streamed = true;
-    x->out.limit = 256 << 10;
-    x->adopt.preset_ch = ch;
+    fd = -1; /* x's now */
     op = sshcore__session_submit(conn, x, agent_bridge_done, NULL, 0, &err);
     if (op == NULL) {
         /* sshcore__session_submit freed x and closed the socket; the channel
          * is still ours */
-        x = NULL;
         goto fail;
     }
     sshcore_op_release(op); /* the worker's reference keeps it until it ends */
@@ -580,11 +453,168 @@ fail:
     if (ch != NULL) {
         ssh_channel_free(ch);
     }
-    if (x != NULL) {
-        sshcore__session_destroy(&x->base);
-    }
     if (fd >= 0) {
         close(fd);
     }
     return NULL;
 }
+
+bool
+sshcore__agent_forwarding_arm(sshcore_conn *conn)
+{
+    if (conn->agent.armed) {
+        return true;
+    }
+    memset(&conn->agent.cbs, 0, sizeof(conn->agent.cbs));
+    conn->agent.cbs.userdata = conn;
+    conn->agent.cbs.channel_open_request_auth_agent_function = on_agent_channel;
+    ssh_callbacks_init(&conn->agent.cbs);
+    conn->agent.armed =
+        ssh_set_callbacks(conn->session, &conn->agent.cbs) == SSH_OK;
+    return conn->agent.armed;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The bridged kind                                                        */
+/* ---------------------------------------------------------------------- */
+
+static int
+bridge_on_data(session_op *x,
+               int stream,
+               const uint8_t *data,
+               uint32_t len,
+               size_t fresh)
+{
+    size_t sent = send_direct(x, data, len);
+    (void)fresh;
+
+    if (sent == len) {
+        x->out.held[stream] = 0;
+        return (int)len;
+    }
+    /* the rest waits in fdout, within the room */
+    return (int)(sent + sshcore__session_take_within(x,
+                                                     stream,
+                                                     data + sent,
+                                                     len - (uint32_t)sent,
+                                                     sshcore__session_room(x)));
+}
+
+/** The socket is the consumer: bridge_out writes it and frees the room. */
+static bool
+bridge_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
+{
+    (void)stream;
+    if (n == 0) {
+        return true;
+    }
+    atomic_fetch_add(&x->out.streamed.unconsumed, n);
+    if (sshcore__bytes_append(&x->bridge->fdout, p, n) != 0) {
+        sshcore__session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return false;
+    }
+    return true;
+}
+
+static bool
+bridge_pass_in(sshcore_conn *conn, session_op *x, bool *again)
+{
+    bridge_out(x, again); /* first: frees room for held output */
+    return bridge_in(conn, x, again);
+}
+
+static bool
+bridge_pass_out(sshcore_conn *conn, session_op *x, bool *again)
+{
+    (void)conn;
+    bridge_out(x, again); /* what read_held delivered; the EOF's shutdown */
+    if (x->bridge->fd_dead) {
+        /* the client went away: nothing more to carry either way */
+        atomic_store(&x->bridge->end, SSHCORE_BRIDGE_END_FD);
+        sshcore__session_complete_code(x, SSHCORE_E_OK, NULL);
+        return false;
+    }
+    return true;
+}
+
+static void
+bridge_report_open(session_op *x, int env_fallback_used)
+{
+    (void)env_fallback_used;
+    x->bridge->cb.opened(x->bridge->cb.ctx,
+                         x->bridge->fd); /* may answer on the socket first */
+}
+
+static void
+bridge_release(session_op *x)
+{
+    /* its callbacks come with its socket */
+    if (x->bridge != NULL) {
+        sshcore__session_release_to(x,
+                                    x->bridge->cb.released,
+                                    x->bridge->cb.ctx);
+    }
+}
+
+/** The op ended: the socket closes, and a client that was never told the
+ *  channel opened learns that it failed. */
+static void
+bridge_ended(sshcore_conn *conn, session_op *x)
+{
+    (void)conn;
+    if (x->bridge->fd < 0) {
+        return;
+    }
+    if (!x->chan.started_reported) {
+        x->chan.started_reported = true;
+        x->bridge->cb.failed(x->bridge->cb.ctx, x->bridge->fd, &x->base.err);
+    } else if (x->base.err.code != SSHCORE_E_OK && !x->bridge->fd_write_shut) {
+        /* the stream was cut before the peer's EOF reached the socket
+         * (connection lost, cancelled, closed): a reset, never a FIN that the
+         * socket's client would take for a complete stream */
+        struct linger lin = {.l_onoff = 1, .l_linger = 0};
+        (void)
+            setsockopt(x->bridge->fd, SOL_SOCKET, SO_LINGER, &lin, sizeof lin);
+    }
+    close(x->bridge->fd);
+    x->bridge->fd = -1;
+}
+
+static void
+bridge_destroy(session_op *x)
+{
+    if (x->bridge == NULL) {
+        return; /* its socket was never taken */
+    }
+    if (x->bridge->fd >= 0) {
+        close(x->bridge->fd); /* never reached a worker */
+    }
+    sshcore__bytes_free(&x->bridge->fdin);
+    sshcore__bytes_free(&x->bridge->fdout);
+    free(x->bridge);
+}
+
+const session_kind sshcore__bridged_kind = {
+    .op =
+        {
+            .step = sshcore__session_step,
+            .abort = sshcore__session_abort,
+            .destroy = sshcore__session_destroy,
+            .poll_fd = bridge_poll_fd,
+            .poll_event = bridge_poll_event,
+        },
+    .public_kind = SSHCORE_OP_BRIDGE,
+    .unsent_input_code = SSHCORE_E_CHANNEL_CLOSED,
+    .on_data = bridge_on_data,
+    .deliver = bridge_deliver,
+    .room = sshcore__session_streamed_room,
+    .flush = sshcore__session_no_op,
+    .pass_in = bridge_pass_in,
+    .pass_out = bridge_pass_out,
+    .output_waits = bridge_output_waits,
+    .report_open = bridge_report_open,
+    .report_eof = sshcore__session_no_op,
+    .release = bridge_release,
+    .ended = bridge_ended,
+    .destroy = bridge_destroy,
+};

@@ -1,9 +1,9 @@
 /*
- * sshcore_conn.c - the connection object: its lifetime (references, the
- * registry of running workers and the exit handler), its socket fd (shutdown
- * from any thread, close on the worker) and its public entry points (start,
- * cancel, the host-key verdict and keyboard-interactive reply, close, release,
- * submit).
+ * sshcore_conn.c - the connection object: its lifetime (references; the
+ * registry of running workers is in sshcore_registry.c), its socket fd
+ * (shutdown from any thread, close on the worker), the connect outcome
+ * reported once, and its public entry points (start, cancel, the host-key
+ * verdict and keyboard-interactive reply, close, release, submit).
  *
  * The session runs in libssh's non-blocking mode on one worker thread
  * (sshcore_worker.c). Nothing on the worker ever waits on the network inside
@@ -32,14 +32,6 @@ long
 sshcore_debug_live_connections(void)
 {
     return atomic_load(&live_connections);
-}
-
-int64_t
-sshcore__now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -101,18 +93,18 @@ free_kbd_answers(sshcore_conn *conn)
 {
     size_t i;
 
-    if (conn->kbd_answers != NULL) {
-        for (i = 0; i < conn->kbd_count; i++) {
-            if (conn->kbd_answers[i] != NULL) {
-                explicit_bzero(conn->kbd_answers[i],
-                               strlen(conn->kbd_answers[i]));
-                free(conn->kbd_answers[i]);
+    if (conn->answers.kbd != NULL) {
+        for (i = 0; i < conn->answers.kbd_count; i++) {
+            if (conn->answers.kbd[i] != NULL) {
+                explicit_bzero(conn->answers.kbd[i],
+                               strlen(conn->answers.kbd[i]));
+                free(conn->answers.kbd[i]);
             }
         }
-        free(conn->kbd_answers);
+        free(conn->answers.kbd);
     }
-    conn->kbd_answers = NULL;
-    conn->kbd_count = 0;
+    conn->answers.kbd = NULL;
+    conn->answers.kbd_count = 0;
 }
 
 void
@@ -141,13 +133,12 @@ conn_free(sshcore_conn *conn)
         free_setup_config(conn->setup);
         free(conn->setup);
     }
-    free(conn->agent_socket);
+    free(conn->agent.socket);
     free_kbd_answers(conn);
     free(conn->host);
     free(conn->user);
-    free(conn->op_pfds);
-    free(conn->op_pfd_ops);
-    sshcore__global_free_all(conn);
+    free(conn->op_poll.fds);
+    free(conn->op_poll.ops);
     pthread_mutex_destroy(&conn->mu);
     free(conn);
     atomic_fetch_sub(&live_connections, 1);
@@ -343,9 +334,9 @@ sshcore_conn_start(const sshcore_config *config,
         conn->setup->algorithm_count = config->algorithm_count;
     }
     conn->setup->rsa_min_bits = config->rsa_min_bits;
-    conn->agent_socket = dup_or_null(config->agent_forward_socket, &ok);
-    conn->ka_interval_ms = config->keepalive_interval_ms;
-    conn->ka_max_missed = config->keepalive_max_missed;
+    conn->agent.socket = dup_or_null(config->agent_forward_socket, &ok);
+    conn->ka.interval_ms = config->keepalive_interval_ms;
+    conn->ka.max_missed = config->keepalive_max_missed;
     conn->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (!ok || conn->wake_fd < 0) {
         sshcore__error_set(err,
@@ -381,13 +372,27 @@ fail:
     }
     free_setup_config(conn->setup);
     free(conn->setup);
-    free(conn->agent_socket);
+    free(conn->agent.socket);
     free(conn->host);
     free(conn->user);
     pthread_mutex_destroy(&conn->mu);
     free(conn);
     atomic_fetch_sub(&live_connections, 1);
     return NULL;
+}
+
+/** Reports the connect outcome exactly once (any thread); false if it was
+ *  already reported. */
+bool
+sshcore__conn_connect_complete(sshcore_conn *conn, const sshcore_error *err)
+{
+    int expected = 0;
+
+    if (!atomic_compare_exchange_strong(&conn->connect_done, &expected, 1)) {
+        return false;
+    }
+    conn->cb.connected(conn->cb.ctx, err);
+    return true;
 }
 
 void
@@ -435,14 +440,14 @@ sshcore_conn_hostkey_verdict(sshcore_conn *conn, int accept, const char *reason)
     int code = SSHCORE_E_OK;
 
     pthread_mutex_lock(&conn->mu);
-    code = take_owed_answer_locked(conn, &conn->verdict_awaited);
+    code = take_owed_answer_locked(conn, &conn->answers.verdict_awaited);
     if (code == SSHCORE_E_INVALID_STATE) {
         goto out; /* nothing is owed: no reference to drop */
     }
-    conn->verdict_ready = true;
-    conn->verdict_accept = accept != 0;
-    sshcore__copy_str(conn->verdict_reason,
-                      sizeof(conn->verdict_reason),
+    conn->answers.verdict_ready = true;
+    conn->answers.verdict_accept = accept != 0;
+    sshcore__copy_str(conn->answers.verdict_reason,
+                      sizeof(conn->answers.verdict_reason),
                       reason);
 
 out:
@@ -465,7 +470,7 @@ sshcore_conn_kbdint_reply(sshcore_conn *conn,
     int code = SSHCORE_E_OK;
 
     pthread_mutex_lock(&conn->mu);
-    code = take_owed_answer_locked(conn, &conn->kbd_awaited);
+    code = take_owed_answer_locked(conn, &conn->answers.kbd_awaited);
     pthread_mutex_unlock(&conn->mu);
     if (code == SSHCORE_E_INVALID_STATE) {
         return code;
@@ -488,9 +493,9 @@ sshcore_conn_kbdint_reply(sshcore_conn *conn,
     }
     pthread_mutex_lock(&conn->mu);
     free_kbd_answers(conn);
-    conn->kbd_ready = true;
-    conn->kbd_answers = copy;
-    conn->kbd_count = copy != NULL ? count : 0;
+    conn->answers.kbd_ready = true;
+    conn->answers.kbd = copy;
+    conn->answers.kbd_count = copy != NULL ? count : 0;
     pthread_mutex_unlock(&conn->mu);
     sshcore__conn_wake(conn);
     sshcore__conn_unref(conn);

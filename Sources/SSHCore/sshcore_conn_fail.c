@@ -1,29 +1,76 @@
 /*
- * sshcore_conn_fail.c - how a connection ends (worker): the connect outcome
- * reported exactly once, the first failure kept as the code later calls
- * report, every active operation completed, and whether libssh's session can
- * still be used.
+ * sshcore_conn_fail.c - the connection's machine applied (worker): its
+ * events, the public state they publish, the connect deadline paused while the
+ * caller decides; and how a connection ends: the first failure kept as the
+ * code later calls report, the connect outcome reported, every active
+ * operation completed, and whether libssh's session can still be used.
  */
 #include <stdbool.h>
 
 #include "sshcore_internal.h"
 
 /* ---------------------------------------------------------------------- */
-/* Completing the connect operation                                       */
+/* The connection's machine (sshcore_fsm.h), applied                       */
 /* ---------------------------------------------------------------------- */
 
-/** Reports the connect outcome exactly once; returns false if already reported.
- */
-bool
-sshcore__conn_connect_complete(sshcore_conn *conn, const sshcore_error *err)
+static void
+phase_rejected(sshcore_conn *conn, const char *detail)
 {
-    int expected = 0;
+    /* failure is allowed in every phase: this does not come back here */
+    sshcore__conn_fail(conn, SSHCORE_E_INVALID_STATE, detail);
+}
 
-    if (!atomic_compare_exchange_strong(&conn->connect_done, &expected, 1)) {
-        return false;
+static SSHCORE_APPLIER(phase_apply,
+                       phase,
+                       PHASE,
+                       SSHCORE_MACHINE_CONN,
+                       sshcore_conn,
+                       phase,
+                       phase_rejected)
+
+    void sshcore__conn_pause_deadline(sshcore_conn *conn)
+{
+    conn->setup->paused_at_ms = sshcore__now_ms();
+}
+
+void
+sshcore__conn_resume_deadline(sshcore_conn *conn)
+{
+    if (conn->setup->paused_at_ms != 0 && conn->setup->deadline_ms != 0) {
+        conn->setup->deadline_ms +=
+            sshcore__now_ms() - conn->setup->paused_at_ms;
     }
-    conn->cb.connected(conn->cb.ctx, err);
-    return true;
+    conn->setup->paused_at_ms = 0;
+}
+
+sshcore_phase_action
+sshcore__conn_event(sshcore_conn *conn, sshcore_phase_event event)
+{
+    sshcore_phase before = conn->phase;
+    sshcore_phase_action act = phase_apply(conn, event);
+
+    switch (act) {
+    case SSHCORE_PHASE_ACT_ASK_CALLER:
+        sshcore__conn_pause_deadline(
+            conn); /* the caller's time is not the network's */
+        break;
+    case SSHCORE_PHASE_ACT_RESUME:
+        sshcore__conn_resume_deadline(conn); /* no-op unless paused */
+        break;
+    case SSHCORE_PHASE_ACT_REJECT:
+        return act; /* the connection failed */
+    case SSHCORE_PHASE_ACT_NONE:
+    case SSHCORE_PHASE_ACT_REPORT_READY:
+    case SSHCORE_PHASE_ACT_OPEN_CHANNEL:
+    case SSHCORE_PHASE_ACT_TEAR_DOWN:
+    case SSHCORE_PHASE_ACT__COUNT:
+        break; /* the caller acts on these */
+    }
+    if (conn->phase != before) {
+        atomic_store(&conn->state_snapshot,
+                     (int)sshcore_conn_state_of(conn->phase));
+    }
+    return act;
 }
 
 void

@@ -2,8 +2,7 @@
  * sshcore_connect.c - connecting, on the worker: resolve the name, the
  * non-blocking TCP connect (each address in turn), the libssh session and its
  * options (algorithms, the core's own fd), the key exchange, and handing the
- * host key to the caller; the connect deadline, paused while the caller
- * decides.
+ * host key to the caller.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,13 +17,6 @@
 #include "sshcore_internal.h"
 
 static enum ssh_options_e algo_option(sshcore_algo_kind kind);
-
-/** libssh (worker): the server opens an auth-agent@openssh.com channel. */
-static ssh_channel
-on_agent_channel(ssh_session session, void *userdata)
-{
-    return sshcore__agent_channel_open((sshcore_conn *)userdata, session);
-}
 
 void
 sshcore__connect_resolve(sshcore_conn *conn)
@@ -154,16 +146,6 @@ session_create(sshcore_conn *conn)
                         &conn->setup->rsa_min_bits) != SSH_OK) {
         return 1;
     }
-    if (conn->agent_socket != NULL) {
-        memset(&conn->session_cbs, 0, sizeof(conn->session_cbs));
-        conn->session_cbs.userdata = conn;
-        conn->session_cbs.channel_open_request_auth_agent_function =
-            on_agent_channel;
-        ssh_callbacks_init(&conn->session_cbs);
-        if (ssh_set_callbacks(s, &conn->session_cbs) != SSH_OK) {
-            return -1;
-        }
-    }
     ssh_set_counters(s, &conn->socket_counter, &conn->packet_counter);
     ssh_set_blocking(s, 0);
     return 0;
@@ -224,22 +206,6 @@ void
 sshcore_conn_negotiated(sshcore_conn *conn, sshcore_negotiated *out)
 {
     *out = conn->negotiated;
-}
-
-void
-sshcore__conn_pause_deadline(sshcore_conn *conn)
-{
-    conn->setup->paused_at_ms = sshcore__now_ms();
-}
-
-void
-sshcore__conn_resume_deadline(sshcore_conn *conn)
-{
-    if (conn->setup->paused_at_ms != 0 && conn->setup->deadline_ms != 0) {
-        conn->setup->deadline_ms +=
-            sshcore__now_ms() - conn->setup->paused_at_ms;
-    }
-    conn->setup->paused_at_ms = 0;
 }
 
 void
@@ -345,7 +311,7 @@ sshcore__connect_handshake(sshcore_conn *conn)
     }
     sshcore__conn_retain(conn); /* dropped by sshcore_conn_hostkey_verdict */
     pthread_mutex_lock(&conn->mu);
-    conn->verdict_awaited = true;
+    conn->answers.verdict_awaited = true;
     pthread_mutex_unlock(&conn->mu);
     conn->cb.hostkey(conn->cb.ctx, conn, &hk);
 
@@ -360,47 +326,4 @@ out:
         ssh_clean_pubkey_hash(&hash);
     }
     ssh_key_free(key);
-}
-
-/* ---------------------------------------------------------------------- */
-/* The connection's machine (sshcore_fsm.h), applied                        */
-/* ---------------------------------------------------------------------- */
-
-sshcore_phase_action
-sshcore__conn_event(sshcore_conn *conn, sshcore_phase_event event)
-{
-    sshcore_phase before = conn->phase;
-    sshcore_phase_action act = sshcore_phase_fsm_apply(&conn->phase, event);
-    char detail[160];
-
-    switch (act) {
-    case SSHCORE_PHASE_ACT_ASK_CALLER:
-        sshcore__conn_pause_deadline(
-            conn); /* the caller's time is not the network's */
-        break;
-    case SSHCORE_PHASE_ACT_RESUME:
-        sshcore__conn_resume_deadline(conn); /* no-op unless paused */
-        break;
-    case SSHCORE_PHASE_ACT_REJECT:
-        sshcore_fsm_rejection(SSHCORE_MACHINE_CONN,
-                              (int)before,
-                              (int)event,
-                              detail,
-                              sizeof(detail));
-        /* failure is allowed in every phase: this does not come back here
-         * rejected */
-        sshcore__conn_fail(conn, SSHCORE_E_INVALID_STATE, detail);
-        return act;
-    case SSHCORE_PHASE_ACT_NONE:
-    case SSHCORE_PHASE_ACT_REPORT_READY:
-    case SSHCORE_PHASE_ACT_OPEN_CHANNEL:
-    case SSHCORE_PHASE_ACT_TEAR_DOWN:
-    case SSHCORE_PHASE_ACT__COUNT:
-        break; /* the caller acts on these */
-    }
-    if (conn->phase != before) {
-        atomic_store(&conn->state_snapshot,
-                     (int)sshcore_conn_state_of(conn->phase));
-    }
-    return act;
 }

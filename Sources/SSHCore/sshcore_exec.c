@@ -1,67 +1,99 @@
 /*
- * sshcore_exec.c - creating session channel ops, and the public starts (a
- * collected command, a streamed command, shell or subsystem, a remote forward's
- * connection as a stream) and their results.
+ * sshcore_exec.c - the public starts of commands and streams (a collected
+ * command, a streamed command, shell or subsystem, a direct channel as a
+ * stream, a remote forward's connection as a stream), their results, and the
+ * collected kind: a command's output gathered up to its limit for the caller.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <linux/sockios.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include "sshcore_session.h"
 
-session_op *_Nullable sshcore__session_new(const char *_Nullable command,
-                                           const char *_Nullable fallback,
-                                           const sshcore_env_var *_Nullable env,
-                                           size_t env_count)
-{
-    session_op *x = calloc(1, sizeof(*x));
-    bool ok = true;
-    size_t i;
+/* ---------------------------------------------------------------------- */
+/* The collected kind                                                      */
+/* ---------------------------------------------------------------------- */
 
-    if (x == NULL) {
-        return NULL;
+/** Adds `n` bytes to the collected output; false when the op ended because
+ *  of it (output limit, memory). */
+static bool
+collected_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
+{
+    if (n == 0) {
+        return true;
     }
-    pthread_mutex_init(&x->in.mu, NULL);
-    atomic_init(&x->out.streamed.unconsumed, 0);
-    atomic_init(&x->out.streamed.starved, 0);
-    x->in.next_id = 1;
-    x->chan.state = SSHCORE_CHAN_OPENING;
-    if (command != NULL) {
-        x->req.command = strdup(command);
-        ok = x->req.command != NULL;
+    if (x->out.collected[0].len + x->out.collected[1].len + n > x->out.limit) {
+        char detail[96];
+        snprintf(detail,
+                 sizeof(detail),
+                 "more than %zu bytes of output",
+                 x->out.limit);
+        sshcore__session_complete_code(x, SSHCORE_E_OUTPUT_LIMIT, detail);
+        return false;
     }
-    if (fallback != NULL) {
-        x->req.fallback = strdup(fallback);
-        ok = ok && x->req.fallback != NULL;
+    if (sshcore__bytes_append(&x->out.collected[stream], p, n) != 0) {
+        sshcore__session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
+        return false;
     }
-    if (ok && env_count > 0) {
-        x->req.env_names = calloc(env_count, sizeof(char *));
-        x->req.env_values = calloc(env_count, sizeof(char *));
-        ok = x->req.env_names != NULL && x->req.env_values != NULL;
-        if (ok) {
-            x->req.env_count = env_count;
-            for (i = 0; ok && i < env_count; i++) {
-                x->req.env_names[i] = strdup(env[i].name);
-                x->req.env_values[i] = strdup(env[i].value);
-                ok =
-                    x->req.env_names[i] != NULL && x->req.env_values[i] != NULL;
-            }
-        }
-    }
-    if (!ok) {
-        sshcore__session_destroy(&x->base);
-        return NULL;
-    }
-    return x;
+    return true;
 }
+
+/** Collected output takes everything at once: nothing is ever held. */
+static int
+collected_on_data(session_op *x,
+                  int stream,
+                  const uint8_t *data,
+                  uint32_t len,
+                  size_t fresh)
+{
+    (void)fresh;
+    (void)collected_deliver(x, stream, data, len);
+    x->out.held[stream] = 0;
+    return (int)len;
+}
+
+static size_t
+collected_room(session_op *x)
+{
+    (void)x;
+    return SIZE_MAX;
+}
+
+static void
+collected_report_open(session_op *x, int env_fallback_used)
+{
+    (void)x;
+    (void)env_fallback_used;
+}
+
+const session_kind sshcore__collected_kind = {
+    .op =
+        {
+            .step = sshcore__session_step,
+            .abort = sshcore__session_abort,
+            .destroy = sshcore__session_destroy,
+        },
+    .public_kind = SSHCORE_OP_EXEC,
+    /* stdin was given up front: a command that did not read it all is no
+     * error */
+    .unsent_input_code = SSHCORE_E_OK,
+    .on_data = collected_on_data,
+    .deliver = collected_deliver,
+    .room = collected_room,
+    .flush = sshcore__session_no_op,
+    .pass_in = sshcore__session_no_pass,
+    .pass_out = sshcore__session_no_pass,
+    .output_waits = sshcore__session_nothing_waits,
+    .report_open = collected_report_open,
+    .report_eof = sshcore__session_no_op,
+    .release = sshcore__session_no_op,
+    .ended = sshcore__session_nothing_ended,
+    .destroy = sshcore__session_no_op,
+};
+
+/* ---------------------------------------------------------------------- */
+/* The public starts                                                       */
+/* ---------------------------------------------------------------------- */
 
 sshcore_op *
 sshcore_exec_start(sshcore_conn *conn,
@@ -82,7 +114,8 @@ sshcore_exec_start(sshcore_conn *conn,
                            "incomplete exec spec");
         return NULL;
     }
-    x = sshcore__session_new(spec->command,
+    x = sshcore__session_new(&sshcore__collected_kind,
+                             spec->command,
                              spec->fallback_command,
                              spec->env,
                              spec->env_count);
@@ -143,49 +176,16 @@ sshcore_rforward_stream(sshcore_op *forward,
                            "incomplete stream callbacks");
         return NULL;
     }
-    x = sshcore__session_adopted_new(forward, id, buffer_limit, err);
+    x = sshcore__session_adopted_new(&sshcore__streamed_kind,
+                                     forward,
+                                     id,
+                                     buffer_limit,
+                                     err);
     if (x == NULL) {
         return NULL;
     }
     x->cb = *callbacks;
     return sshcore__session_submit(forward->conn, x, done, ctx, 0, err);
-}
-
-session_op *
-sshcore__session_from_spec(const sshcore_stream_spec *spec, sshcore_error *err)
-{
-    session_op *x = NULL;
-
-    if (spec->kind != SSHCORE_CHANNEL_SESSION ||
-        (spec->env_count > 0 && spec->env == NULL) || spec->buffer_limit == 0 ||
-        spec->timeout_ms < 0 ||
-        (spec->pty != NULL &&
-         (spec->pty->term == NULL || spec->pty->cols == 0 ||
-          spec->pty->rows == 0 || strlen(spec->pty->term) >= 64))) {
-        sshcore__error_set(err,
-                           SSHCORE_E_INVALID_ARGUMENT,
-                           "incomplete stream spec");
-        return NULL;
-    }
-    x = sshcore__session_new(spec->command,
-                             spec->fallback_command,
-                             spec->env,
-                             spec->env_count);
-    if (x == NULL) {
-        sshcore__error_set(err, SSHCORE_E_OUT_OF_MEMORY, NULL);
-        return NULL;
-    }
-    x->streamed = true;
-    x->req.env_optional = spec->env_optional != 0;
-    x->req.subsystem = spec->subsystem != 0 && spec->command != NULL;
-    x->out.limit = spec->buffer_limit;
-    if (spec->pty != NULL) {
-        x->req.want_pty = true;
-        snprintf(x->req.term, sizeof(x->req.term), "%s", spec->pty->term);
-        x->req.cols = spec->pty->cols;
-        x->req.rows = spec->pty->rows;
-    }
-    return x;
 }
 
 sshcore_op *
@@ -207,25 +207,13 @@ sshcore_stream_start(sshcore_conn *conn,
     }
     /* a direct channel is a byte stream with no requests */
     x = spec->kind == SSHCORE_CHANNEL_SESSION
-            ? sshcore__session_from_spec(spec, err)
-            : sshcore__session_direct_new(spec, err);
+            ? sshcore__session_from_spec(&sshcore__streamed_kind, spec, err)
+            : sshcore__session_direct_new(&sshcore__streamed_kind, spec, err);
     if (x == NULL) {
         return NULL;
     }
     x->cb = *callbacks;
     return sshcore__session_submit(conn, x, done, ctx, spec->timeout_ms, err);
-}
-
-bool
-sshcore__session_is_command(sshcore_op *op,
-                            const char *call,
-                            sshcore_error *err)
-{
-    if (op->kind == SSHCORE_OP_BRIDGE &&
-        ((session_op *)op)->req.kind == SSHCORE_CHANNEL_SESSION) {
-        return true;
-    }
-    return sshcore__op_is(op, SSHCORE_OP_STREAM, call, err);
 }
 
 int

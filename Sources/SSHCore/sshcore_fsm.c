@@ -58,7 +58,7 @@ static const char *const phase_names[] = {SSHCORE_PHASE_MAP(NAME3)};
 static const char *const phase_event_names[] = {SSHCORE_PHASE_EVENT_MAP(NAME)};
 static const char *const phase_action_names[] = {
     SSHCORE_PHASE_ACTION_MAP(NAME)};
-static const char *const chan_names[] = {SSHCORE_CHAN_STATE_MAP(NAME)};
+static const char *const chan_names[] = {SSHCORE_CHAN_STATE_MAP(NAME3)};
 static const char *const chan_event_names[] = {SSHCORE_CHAN_EVENT_MAP(NAME)};
 static const char *const chan_action_names[] = {SSHCORE_CHAN_ACTION_MAP(NAME)};
 static const char *const rf_names[] = {SSHCORE_RF_STATE_MAP(NAME)};

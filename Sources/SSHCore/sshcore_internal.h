@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <time.h>
 
 #include "sshcore.h"
 
@@ -37,6 +38,43 @@
  * sent yet; the socket's TCP_NOTSENT_LOWAT is twice this, so POLLOUT comes
  * when the unsent bytes fall below it (see send_backlogged). */
 #define SSHCORE_SEND_BACKLOG_MAX (512 * 1024)
+
+/**
+ * An object's one apply for its machine (sshcore_fsm.h), made from the
+ * machine's list: `fn(obj, event)` applies `event` to the state `obj->field`
+ * and returns the action for the caller to act on. Every event the code
+ * applies is in the list (the events that change nothing as self-loops), so a
+ * rejected one is a core bug: the state stays and `rejected(obj, detail)` ends
+ * the object with the words of sshcore_fsm_rejection. `p`/`P`: the machine's
+ * prefix, as in sshcore_<p>_fsm_apply and SSHCORE_<P>_ACT_REJECT.
+ */
+#define SSHCORE_APPLIER(fn, p, P, machine, Obj, field, rejected) \
+    sshcore_##p##_action fn(Obj *obj, sshcore_##p##_event event) \
+    {                                                            \
+        int before = (int)obj->field;                            \
+        sshcore_##p##_action act =                               \
+            sshcore_##p##_fsm_apply(&obj->field, event);         \
+        if (act == SSHCORE_##P##_ACT_REJECT) {                   \
+            char detail[160];                                    \
+            sshcore_fsm_rejection((machine),                     \
+                                  before,                        \
+                                  (int)event,                    \
+                                  detail,                        \
+                                  sizeof(detail));               \
+            rejected(obj, detail);                               \
+        }                                                        \
+        return act;                                              \
+    }
+
+/** The monotonic clock in milliseconds. */
+static inline int64_t
+sshcore__now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* A growable byte buffer (its functions: sshcore_op.c). */
 typedef struct sshcore_bytes {
@@ -124,6 +162,64 @@ struct sshcore_conn_setup {
     char methods_tried[400];
 };
 
+/** The answers other threads hand the worker (guarded by conn->mu). A
+ *  hostkey or kbdint callback ran and holds a reference that its one answer
+ *  drops: a second answer (or one never asked for) is INVALID_STATE, not a
+ *  second unref of a connection that may be gone. */
+struct sshcore_answers {
+    bool verdict_awaited;
+    bool kbd_awaited;
+    bool verdict_ready;
+    bool verdict_accept;
+    char verdict_reason[256];
+    bool kbd_ready;
+    char *_Nullable *_Nullable kbd; /* NULL with kbd_ready: abort */
+    size_t kbd_count;
+};
+
+/** libssh's one slot for global requests with a reply (worker only): who
+ *  asked the question whose answer libssh holds or awaits, and the cancels
+ *  waiting for it (sshcore_keepalive.c; its machine is in sshcore_fsm.h).
+ *  FREE means libssh's own state is idle. */
+struct sshcore_global_slot {
+    sshcore_gslot state;
+    sshcore_op *_Nullable owner;    /* OWNED */
+    char *_Nullable orphan_address; /* ORPHAN_FORWARD */
+    int orphan_port;
+    struct sshcore_gcancel
+        *_Nullable cancels; /* cancel-tcpip-forward to send */
+};
+
+/** Liveness (worker only): the keepalive settings; when the last packet was
+ *  seen (by packet_counter); the probes sent since then. */
+struct sshcore_keepalive {
+    int interval_ms;
+    int max_missed;
+    uint64_t seen_packets;
+    int64_t last_rx_ms;
+    int probes;
+};
+
+/** The socket's send backlog (worker only, sshcore_session_input.c). */
+struct sshcore_backlog {
+    /* an op held input back this turn because the socket is backed up: the
+     * worker waits for POLLOUT as well (cleared every turn) */
+    bool blocked;
+    /* the kernel's unsent bytes at the last look, and the bytes sent by then:
+     * the queue only drains between looks, so until what was sent since fills
+     * the room left, it cannot be over the gate */
+    bool known;
+    uint64_t room;
+    uint64_t mark;
+};
+
+/** The poll set beyond the wake fd and the socket: ops' own fds (worker). */
+struct sshcore_op_poll {
+    struct pollfd *_Nullable fds;
+    sshcore_op *_Nullable *_Nullable ops;
+    size_t cap;
+};
+
 struct sshcore_conn {
     atomic_long refs;
     pthread_mutex_t mu;
@@ -142,17 +238,8 @@ struct sshcore_conn {
     bool close_requested;
     bool connect_cancelled;
     bool worker_exited;
-    /* a hostkey / kbdint callback ran and holds a reference that its one answer
-     * drops: a second answer (or one never asked for) is INVALID_STATE, not a
-     * second unref of a connection that may be gone */
-    bool verdict_awaited;
-    bool kbd_awaited;
-    bool verdict_ready;
-    bool verdict_accept;
-    char verdict_reason[256];
-    bool kbd_ready;
-    char *_Nullable *_Nullable kbd_answers; /* NULL with kbd_ready: abort */
-    size_t kbd_count;
+    /* the answers other threads hand the worker */
+    struct sshcore_answers answers;
 
     /* published for other threads */
     _Atomic int state_snapshot;
@@ -178,16 +265,8 @@ struct sshcore_conn {
     /* what only connecting and authenticating need: NULL once ready */
     struct sshcore_conn_setup *_Nullable setup;
     sshcore_op *_Nullable active;
-    /* libssh's one slot for global requests with a reply (worker only): who
-     * asked the question whose answer libssh holds or awaits; see
-     * sshcore_keepalive.c; its machine is in sshcore_fsm.h. FREE means
-     * libssh's own state is idle. */
-    sshcore_gslot gslot;
-    sshcore_op *_Nullable gslot_owner;    /* OWNED */
-    char *_Nullable gslot_orphan_address; /* ORPHAN_FORWARD */
-    int gslot_orphan_port;
-    struct sshcore_gcancel
-        *_Nullable gcancels; /* cancel-tcpip-forward to send */
+    /* libssh's one slot for global requests with a reply */
+    struct sshcore_global_slot gslot;
     struct sshcore_orphan
         *_Nullable orphans; /* channels the worker still finishes */
     /* when the worker last closed a channel of its own (worker only): the
@@ -199,27 +278,10 @@ struct sshcore_conn {
      * the bytes read from and written to the socket. */
     struct ssh_counter_struct packet_counter;
     struct ssh_counter_struct socket_counter;
-    /* liveness (worker only): keepalive settings; when the last packet was
-     * seen (by packet_counter); probes sent since then */
-    int ka_interval_ms;
-    int ka_max_missed;
-    uint64_t ka_seen_packets;
-    int64_t ka_last_rx_ms;
-    int ka_probes;
-    /* an op held input back this turn because the socket is backed up: the
-     * worker waits for POLLOUT as well (worker only, cleared every turn) */
-    bool send_blocked;
-    /* the kernel's unsent bytes at the last look, and the bytes sent by then
-     * (worker only): the queue only drains between looks, so until what was
-     * sent since fills the room left, it cannot be over the gate */
-    bool backlog_known;
-    uint64_t backlog_room;
-    uint64_t backlog_mark;
+    struct sshcore_keepalive ka;
+    struct sshcore_backlog backlog;
     char banner[256];
-    /* the poll set beyond the wake fd and the socket: ops' own fds */
-    struct pollfd *_Nullable op_pfds;
-    sshcore_op *_Nullable *_Nullable op_pfd_ops;
-    size_t op_pfd_cap;
+    struct sshcore_op_poll op_poll;
 
     /* immutable after start */
     sshcore_conn_callbacks cb;
@@ -229,8 +291,14 @@ struct sshcore_conn {
     int connect_timeout_ms;
     int backstop_timeout_s;
     int verbosity;
-    char *_Nullable agent_socket; /* agent forwarding: the local agent */
-    struct ssh_callbacks_struct session_cbs; /* its channel-open callback */
+    /* agent forwarding: the local agent's socket (immutable), and the session
+     * callback that takes the server's agent channels, set by the worker
+     * before the first session asks for forwarding (sshcore_bridge.c) */
+    struct {
+        char *_Nullable socket;
+        struct ssh_callbacks_struct cbs;
+        bool armed;
+    } agent;
     sshcore_negotiated
         negotiated; /* written before `connected` reports success */
 };
@@ -270,7 +338,6 @@ struct sshcore_orphan {
 
 /* sshcore_conn.c: the clock, references, waking the worker, queueing, the
  * socket */
-int64_t sshcore__now_ms(void);
 void sshcore__conn_retain(sshcore_conn *conn);
 void sshcore__conn_unref(sshcore_conn *conn);
 void sshcore__conn_wake(sshcore_conn *conn);
@@ -283,6 +350,8 @@ void sshcore__conn_close_socket(sshcore_conn *conn);
  *  (conn->setup), once the connection is ready or at its teardown. */
 void sshcore__conn_setup_free(sshcore_conn *conn);
 void sshcore__conn_shutdown_socket(sshcore_conn *conn);
+bool sshcore__conn_connect_complete(sshcore_conn *conn,
+                                    const sshcore_error *err);
 
 /* sshcore_error.c */
 /** Fill err from the session's last libssh error (worker only). */
@@ -297,13 +366,21 @@ int sshcore__conn_failure_code(sshcore_conn *conn);
 void sshcore__copy_str(char *dst, size_t cap, const char *_Nullable src);
 int sshcore__handshake_failure_code(sshcore_conn *conn);
 
-/* sshcore_conn_fail.c: failing a connection and its operations */
+/* sshcore_conn_fail.c: the connection's machine applied, and failing a
+ * connection and its operations */
+/** Worker: applies an event to the connection's phase, publishes the public
+ *  state it maps to, and acts on the deadline actions (the connect deadline
+ *  pauses while the caller is asked, and resumes with the answer). Returns the
+ *  action for the caller to act on; a rejected event fails the connection
+ *  with INVALID_STATE naming the phase and the event. */
+sshcore_phase_action sshcore__conn_event(sshcore_conn *conn,
+                                         sshcore_phase_event event);
+void sshcore__conn_pause_deadline(sshcore_conn *conn);
+void sshcore__conn_resume_deadline(sshcore_conn *conn);
 /** Worker: whether the session can still carry packets: connected, and not
  *  in libssh's error state (which a failed MAC or decryption sets while
  *  ssh_is_connected() stays true). Use it, never ssh_is_connected() alone. */
 bool sshcore__conn_libssh_usable(sshcore_conn *conn);
-bool sshcore__conn_connect_complete(sshcore_conn *conn,
-                                    const sshcore_error *err);
 void sshcore__conn_fail_ops(sshcore_conn *conn,
                             sshcore_op *_Nullable list,
                             const sshcore_error *err);
@@ -347,26 +424,25 @@ void sshcore__conn_registry_add(sshcore_conn *conn);
 void sshcore__conn_registry_remove(sshcore_conn *conn);
 extern atomic_long sshcore_live_workers;
 
-/* sshcore_connect.c (worker) */
-/** Worker: applies an event to the connection's phase, publishes the public
- *  state it maps to, and acts on the deadline actions (the connect deadline
- *  pauses while the caller is asked, and resumes with the answer). Returns the
- *  action for the caller to act on; a rejected event fails the connection
- *  with INVALID_STATE naming the phase and the event. */
-sshcore_phase_action sshcore__conn_event(sshcore_conn *conn,
-                                         sshcore_phase_event event);
-/** Worker: whether the connection is still live (not closing, closed or
- *  failed). */
+/** Worker: whether the connection is still live: its public state is not
+ *  closing, closed or failed. */
 static inline bool
 sshcore__conn_live(const sshcore_conn *conn)
 {
-    return conn->phase < SSHCORE_PHASE_CLOSING;
+    switch (sshcore_conn_state_of(conn->phase)) {
+    case SSHCORE_CONN_CLOSING:
+    case SSHCORE_CONN_CLOSED:
+    case SSHCORE_CONN_FAILED:
+        return false;
+    default:
+        return true;
+    }
 }
+
+/* sshcore_connect.c (worker) */
 void sshcore__connect_resolve(sshcore_conn *conn);
 void sshcore__connect_tcp_start(sshcore_conn *conn);
 void sshcore__connect_tcp_wait(sshcore_conn *conn);
-void sshcore__conn_pause_deadline(sshcore_conn *conn);
-void sshcore__conn_resume_deadline(sshcore_conn *conn);
 void sshcore__connect_handshake(sshcore_conn *conn);
 
 /* sshcore_auth.c (worker) */
@@ -443,7 +519,7 @@ sshcore_gslot_action sshcore__gslot_event(sshcore_conn *conn,
 bool sshcore__global_slot_free(sshcore_conn *conn);
 /** Worker: sends queued cancel-tcpip-forward requests when the slot is free. */
 void sshcore__global_service(sshcore_conn *conn);
-/** Any thread at teardown: frees the slot's bookkeeping. */
+/** Worker, at its end: frees the slot's bookkeeping. */
 void sshcore__global_free_all(sshcore_conn *conn);
 /* keepalive probes (worker) */
 int64_t sshcore__keepalive_due_ms(const sshcore_conn *conn);
@@ -454,16 +530,6 @@ void sshcore__keepalive_check(sshcore_conn *conn);
  *  returns its open channel (NULL when it is gone: timed out, rejected, the
  *  forward ended). */
 ssh_channel _Nullable sshcore__rforward_take(sshcore_op *forward, uint64_t id);
-
-/* sshcore_bridge.c (worker) */
-/**
- * Worker, from libssh's channel-open callback: a new channel for an
- * auth-agent@openssh.com open, joined by a bridge op to a new connection to
- * conn->agent_socket; NULL (libssh refuses the open) when the agent cannot be
- * reached or the connection is ending.
- */
-ssh_channel _Nullable sshcore__agent_channel_open(sshcore_conn *conn,
-                                                  ssh_session session);
 
 /* sshcore_op.c */
 void sshcore__op_init(sshcore_op *op,

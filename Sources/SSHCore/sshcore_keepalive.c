@@ -8,8 +8,8 @@
  * sent while one is pending takes the first one's answer, and an answer stays
  * in the slot until the next request call collects it (sending nothing).
  * Keepalive probes and remote forwards (sshcore_rforward.c) use it. The core
- * tracks who asked the question the slot holds (conn->gslot): a request goes
- * out only when the slot is free, an answer nobody waits for (a probe's, a
+ * tracks who asked the question the slot holds (conn->gslot.state): a request
+ * goes out only when the slot is free, an answer nobody waits for (a probe's, a
  * cancel's) is collected first, and probes wait while an op's question is
  * out. Tracking, not packet counters: processing packets can send some
  * (window adjusts), and a request queued during a key re-exchange is sent
@@ -30,30 +30,26 @@
 /* The global-request slot                                                */
 /* ---------------------------------------------------------------------- */
 
-sshcore_gslot_action
-sshcore__gslot_event(sshcore_conn *conn, sshcore_gslot_event event)
+static void
+gslot_rejected(sshcore_conn *conn, const char *detail)
 {
-    sshcore_gslot before = conn->gslot;
-    sshcore_gslot_action act = sshcore_gslot_fsm_apply(&conn->gslot, event);
-
-    if (act == SSHCORE_GSLOT_ACT_REJECT) {
-        char detail[128];
-        sshcore_fsm_rejection(SSHCORE_MACHINE_GSLOT,
-                              (int)before,
-                              (int)event,
-                              detail,
-                              sizeof(detail));
-        sshcore__conn_fail(conn, SSHCORE_E_INVALID_STATE, detail);
-    }
-    return act;
+    sshcore__conn_fail(conn, SSHCORE_E_INVALID_STATE, detail);
 }
+
+SSHCORE_APPLIER(sshcore__gslot_event,
+                gslot,
+                GSLOT,
+                SSHCORE_MACHINE_GSLOT,
+                sshcore_conn,
+                gslot.state,
+                gslot_rejected)
 
 bool
 sshcore__global_slot_free(sshcore_conn *conn)
 {
     int rc;
 
-    switch (conn->gslot) {
+    switch (conn->gslot.state) {
     case SSHCORE_GSLOT_FREE:
         return true;
     case SSHCORE_GSLOT_OWNED:
@@ -75,26 +71,26 @@ sshcore__global_slot_free(sshcore_conn *conn)
         /* the server listens for an op that is gone: undo it */
         struct sshcore_gcancel *c = calloc(1, sizeof(*c));
         if (c != NULL) {
-            c->address = conn->gslot_orphan_address;
-            conn->gslot_orphan_address = NULL;
-            c->port = conn->gslot_orphan_port;
-            c->next = conn->gcancels;
-            conn->gcancels = c;
+            c->address = conn->gslot.orphan_address;
+            conn->gslot.orphan_address = NULL;
+            c->port = conn->gslot.orphan_port;
+            c->next = conn->gslot.cancels;
+            conn->gslot.cancels = c;
         }
     }
-    free(conn->gslot_orphan_address);
-    conn->gslot_orphan_address = NULL;
-    return conn->gslot == SSHCORE_GSLOT_FREE;
+    free(conn->gslot.orphan_address);
+    conn->gslot.orphan_address = NULL;
+    return conn->gslot.state == SSHCORE_GSLOT_FREE;
 }
 
 void
 sshcore__global_service(sshcore_conn *conn)
 {
-    while (conn->gcancels != NULL && sshcore__global_slot_free(conn)) {
-        struct sshcore_gcancel *c = conn->gcancels;
+    while (conn->gslot.cancels != NULL && sshcore__global_slot_free(conn)) {
+        struct sshcore_gcancel *c = conn->gslot.cancels;
         int rc;
 
-        conn->gcancels = c->next;
+        conn->gslot.cancels = c->next;
         rc = ssh_channel_cancel_forward(conn->session, c->address, c->port);
         free(c->address);
         free(c);
@@ -109,14 +105,14 @@ sshcore__global_service(sshcore_conn *conn)
 void
 sshcore__global_free_all(sshcore_conn *conn)
 {
-    while (conn->gcancels != NULL) {
-        struct sshcore_gcancel *c = conn->gcancels;
-        conn->gcancels = c->next;
+    while (conn->gslot.cancels != NULL) {
+        struct sshcore_gcancel *c = conn->gslot.cancels;
+        conn->gslot.cancels = c->next;
         free(c->address);
         free(c);
     }
-    free(conn->gslot_orphan_address);
-    conn->gslot_orphan_address = NULL;
+    free(conn->gslot.orphan_address);
+    conn->gslot.orphan_address = NULL;
 }
 
 /** Worker: files every forwarded connection libssh queued under its forward. */
@@ -129,7 +125,7 @@ sshcore__global_free_all(sshcore_conn *conn)
 static int64_t
 keepalive_grace_ms(const sshcore_conn *conn)
 {
-    int64_t half = conn->ka_interval_ms / 2;
+    int64_t half = conn->ka.interval_ms / 2;
     return half < 1000 ? half : 1000;
 }
 
@@ -140,15 +136,15 @@ keepalive_grace_ms(const sshcore_conn *conn)
 int64_t
 sshcore__keepalive_due_ms(const sshcore_conn *conn)
 {
-    int64_t interval = conn->ka_interval_ms;
+    int64_t interval = conn->ka.interval_ms;
 
     if (interval <= 0 || conn->phase != SSHCORE_PHASE_READY) {
         return -1;
     }
-    if (conn->ka_probes < conn->ka_max_missed) {
-        return conn->ka_last_rx_ms + interval * (conn->ka_probes + 1);
+    if (conn->ka.probes < conn->ka.max_missed) {
+        return conn->ka.last_rx_ms + interval * (conn->ka.probes + 1);
     }
-    return conn->ka_last_rx_ms + interval * conn->ka_max_missed +
+    return conn->ka.last_rx_ms + interval * conn->ka.max_missed +
            keepalive_grace_ms(conn);
 }
 
@@ -156,8 +152,8 @@ sshcore__keepalive_due_ms(const sshcore_conn *conn)
  * Sends one keepalive@openssh.com request with want-reply. libssh 0.10's
  * ssh_send_keepalive() sends only when its single global-request slot is
  * idle: after an answer arrived, the next call just consumes that answer and
- * sends nothing. The core tracks the slot (conn->gslot) and collects such an
- * answer first. If the previous probe is still unanswered nothing is sent,
+ * sends nothing. The core tracks the slot (conn->gslot.state) and collects such
+ * an answer first. If the previous probe is still unanswered nothing is sent,
  * which is right: one outstanding probe is enough to make a live server talk.
  */
 static void
@@ -185,32 +181,32 @@ sshcore__keepalive_check(sshcore_conn *conn)
     int64_t now;
     int64_t due;
 
-    if (conn->ka_interval_ms <= 0 || conn->phase != SSHCORE_PHASE_READY) {
+    if (conn->ka.interval_ms <= 0 || conn->phase != SSHCORE_PHASE_READY) {
         return;
     }
     now = sshcore__now_ms();
-    if (conn->packet_counter.in_packets != conn->ka_seen_packets) {
-        conn->ka_seen_packets = conn->packet_counter.in_packets;
-        conn->ka_last_rx_ms = now;
-        conn->ka_probes = 0;
+    if (conn->packet_counter.in_packets != conn->ka.seen_packets) {
+        conn->ka.seen_packets = conn->packet_counter.in_packets;
+        conn->ka.last_rx_ms = now;
+        conn->ka.probes = 0;
     }
     due = sshcore__keepalive_due_ms(conn);
     if (now < due) {
         return;
     }
-    if (conn->ka_probes >= conn->ka_max_missed) {
+    if (conn->ka.probes >= conn->ka.max_missed) {
         char detail[160];
         snprintf(detail,
                  sizeof(detail),
                  "no answer from the server for %lld ms (%d keepalive%s "
                  "unanswered, interval %d ms)",
-                 (long long)(now - conn->ka_last_rx_ms),
-                 conn->ka_probes,
-                 conn->ka_probes == 1 ? "" : "s",
-                 conn->ka_interval_ms);
+                 (long long)(now - conn->ka.last_rx_ms),
+                 conn->ka.probes,
+                 conn->ka.probes == 1 ? "" : "s",
+                 conn->ka.interval_ms);
         sshcore__conn_fail(conn, SSHCORE_E_CONNECTION_LOST, detail);
         return;
     }
-    conn->ka_probes++;
+    conn->ka.probes++;
     keepalive_probe(conn);
 }

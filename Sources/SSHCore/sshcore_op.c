@@ -1,6 +1,8 @@
 /*
- * sshcore_op.c - operations: reference counting and the exactly-once
- * completion shared by every operation kind.
+ * sshcore_op.c - the op interface: what every operation shares (reference
+ * counting, the exactly-once completion, cancel, its kind checked by the public
+ * calls), and the growable byte buffer ops use. The worker reaches an op only
+ * through its vtable (sshcore_internal.h).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -45,30 +45,27 @@ typedef struct rforward_op {
 
 static const sshcore_op_vtable rforward_vtable;
 
-/** Applies an event to the forward's machine and returns the action for the
- *  caller to act on; a rejected one (a core bug) fails the op. */
-static sshcore_rf_action
-rf_event(rforward_op *x, sshcore_rf_event event)
+static void
+rf_rejected(rforward_op *x, const char *detail)
 {
-    sshcore_rf_state before = x->state;
-    sshcore_rf_action act = sshcore_rf_fsm_apply(&x->state, event);
-
-    if (act == SSHCORE_RF_ACT_REJECT) {
-        sshcore_error err;
-        char detail[128];
-        sshcore_fsm_rejection(SSHCORE_MACHINE_RFORWARD,
-                              (int)before,
-                              (int)event,
-                              detail,
-                              sizeof(detail));
-        sshcore__error_set(&err, SSHCORE_E_INVALID_STATE, detail);
-        (void)sshcore__op_complete(&x->base, &err);
-    }
-    return act;
+    sshcore_error err;
+    sshcore__error_set(&err, SSHCORE_E_INVALID_STATE, detail);
+    (void)sshcore__op_complete(&x->base, &err);
 }
 
-static void
-complete_code(rforward_op *x, int code, const char *_Nullable detail)
+/** Applies an event to the forward's machine and returns the action for the
+ *  caller to act on; a rejected one (a core bug) fails the op. */
+static SSHCORE_APPLIER(rf_event,
+                       rf,
+                       RF,
+                       SSHCORE_MACHINE_RFORWARD,
+                       rforward_op,
+                       state,
+                       rf_rejected)
+
+    static void complete_code(rforward_op *x,
+                              int code,
+                              const char *_Nullable detail)
 {
     sshcore_error err;
     sshcore__error_set(&err, code, detail);
@@ -228,7 +225,7 @@ request_step(sshcore_conn *conn, rforward_op *x)
                       "this connection already forwards that port");
         return false;
     }
-    if (conn->gcancels != NULL) {
+    if (conn->gslot.cancels != NULL) {
         /* cancels go first: the port may be one being given back */
         sshcore__global_service(conn);
         return false;
@@ -252,7 +249,7 @@ request_step(sshcore_conn *conn, rforward_op *x)
     if (rc == SSH_AGAIN) {
         if (sshcore__gslot_event(conn, SSHCORE_GSLOT_EV_REQUEST_SENT) !=
             SSHCORE_GSLOT_ACT_REJECT) {
-            conn->gslot_owner = &x->base;
+            conn->gslot.owner = &x->base;
         }
         return false;
     }
@@ -265,8 +262,9 @@ finish_request(sshcore_conn *conn, rforward_op *x, int rc)
 {
     ssh_session s = conn->session;
 
-    if (conn->gslot == SSHCORE_GSLOT_OWNED && conn->gslot_owner == &x->base) {
-        conn->gslot_owner = NULL;
+    if (conn->gslot.state == SSHCORE_GSLOT_OWNED &&
+        conn->gslot.owner == &x->base) {
+        conn->gslot.owner = NULL;
         (void)sshcore__gslot_event(conn, SSHCORE_GSLOT_EV_ANSWERED);
     }
     if (rc == SSH_OK) {
@@ -361,23 +359,23 @@ rforward_abort(sshcore_conn *conn, sshcore_op *op)
     }
     act = rf_event(x, SSHCORE_RF_EV_END);
     if (act == SSHCORE_RF_ACT_ABANDON_QUESTION &&
-        conn->gslot == SSHCORE_GSLOT_OWNED && conn->gslot_owner == op) {
+        conn->gslot.state == SSHCORE_GSLOT_OWNED && conn->gslot.owner == op) {
         /* our question is still out: if the server says yes, it listens for
          * nobody; the next user of the slot collects the answer and cancels */
         (void)sshcore__gslot_event(conn, SSHCORE_GSLOT_EV_OWNER_GONE);
-        conn->gslot_owner = NULL;
-        free(conn->gslot_orphan_address);
-        conn->gslot_orphan_address =
+        conn->gslot.owner = NULL;
+        free(conn->gslot.orphan_address);
+        conn->gslot.orphan_address =
             strdup(x->address != NULL ? x->address : "");
-        conn->gslot_orphan_port = x->port;
+        conn->gslot.orphan_port = x->port;
     } else if (act == SSHCORE_RF_ACT_CANCEL_FORWARD &&
                sshcore__conn_libssh_usable(conn)) {
         struct sshcore_gcancel *c = calloc(1, sizeof(*c));
         if (c != NULL) {
             c->address = strdup(x->address != NULL ? x->address : "");
             c->port = x->port;
-            c->next = conn->gcancels;
-            conn->gcancels = c;
+            c->next = conn->gslot.cancels;
+            conn->gslot.cancels = c;
             sshcore__global_service(conn); /* now if the slot is free */
         }
     }

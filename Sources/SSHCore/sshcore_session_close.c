@@ -1,23 +1,15 @@
 /*
- * sshcore_session_close.c - how a session channel ends: an abort (cancel,
- * timeout, connection lost) applied through the channel machine, the close
- * (EOF, close, or handing a channel that is still starting to the orphan list),
- * the release of the caller's callbacks, and the destruction of the operation.
+ * sshcore_session_close.c - how a channel op ends: an abort (cancel, timeout,
+ * connection lost, or its end) applied through the channel machine, the close
+ * (EOF, close, or handing a channel that is still starting or running to the
+ * connection's orphans), the release of the caller's callbacks, and the
+ * destruction of the op. What its origin and its kind hold goes through their
+ * hooks.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <linux/sockios.h>
-#include <poll.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
+
 #include "sshcore_session.h"
 
-static void release_callbacks(session_op *x);
 static void close_channel(sshcore_conn *conn, session_op *x);
 
 void
@@ -31,63 +23,22 @@ sshcore__session_abort(sshcore_conn *conn, sshcore_op *op)
     x->in.closed = true;
     pthread_mutex_unlock(&x->in.mu);
     sshcore__session_fail_writes(x, code);
-    if (x->adopt.preset_ch != NULL) {
-        /* an agent channel never taken: close it with the op */
-        if (conn->session != NULL) {
-            (void)ssh_channel_close(x->adopt.preset_ch);
-            ssh_channel_free(x->adopt.preset_ch);
-        }
-        x->adopt.preset_ch = NULL;
-    }
-    if (x->chan.ch == NULL && x->adopt.parent != NULL &&
-        conn->session != NULL) {
-        /* ended before taking its forwarded connection: close it now, not at
-         * the forward's accept timeout */
-        ssh_channel ch = sshcore__rforward_take(x->adopt.parent, x->adopt.id);
-        if (ch != NULL) {
-            (void)ssh_channel_close(ch);
-            ssh_channel_free(ch);
-        }
-    }
+    x->origin->abandon(conn, x);
     if (x->chan.ch != NULL) {
         close_channel(conn, x);
     }
-    if (x->bridge != NULL && x->bridge->fd >= 0) {
-        if (!x->chan.started_reported) {
-            x->chan.started_reported = true;
-            x->bridge->cb.failed(x->bridge->cb.ctx, x->bridge->fd, &op->err);
-        } else if (op->err.code != SSHCORE_E_OK && !x->bridge->fd_write_shut) {
-            /* the stream was cut before the peer's EOF reached the socket
-             * (connection lost, cancelled, closed): a reset, never a FIN that
-             * the socket's client would take for a complete stream */
-            struct linger lin = {.l_onoff = 1, .l_linger = 0};
-            (void)setsockopt(x->bridge->fd,
-                             SOL_SOCKET,
-                             SO_LINGER,
-                             &lin,
-                             sizeof lin);
-        }
-        close(x->bridge->fd);
-        x->bridge->fd = -1;
-    }
-    release_callbacks(x);
+    x->kind->ended(conn, x);
+    x->kind->release(x);
 }
 
-/** Tells the caller that no callback will come any more (once). */
-static void
-release_callbacks(session_op *x)
+void
+sshcore__session_release_to(session_op *x,
+                            void (*_Nullable released)(void *_Nullable),
+                            void *_Nullable ctx)
 {
-    if (x->bridge != NULL) {
-        /* its callbacks are set with its socket */
-        if (!x->chan.released && x->bridge->cb.released != NULL) {
-            x->chan.released = true;
-            x->bridge->cb.released(x->bridge->cb.ctx);
-        }
-        return;
-    }
-    if (x->streamed && !x->chan.released && x->cb.released != NULL) {
+    if (!x->chan.released && released != NULL) {
         x->chan.released = true;
-        x->cb.released(x->cb.ctx);
+        released(ctx);
     }
 }
 
@@ -176,18 +127,9 @@ sshcore__session_destroy(sshcore_op *op)
     sshcore__session_fail_writes(
         x,
         SSHCORE_E_CLOSED); /* never started: nothing was queued */
-    release_callbacks(x);
-    if (x->bridge != NULL) {
-        if (x->bridge->fd >= 0) {
-            close(x->bridge->fd); /* never reached a worker */
-        }
-        sshcore__bytes_free(&x->bridge->fdin);
-        sshcore__bytes_free(&x->bridge->fdout);
-        free(x->bridge);
-    }
-    if (x->adopt.parent != NULL) {
-        sshcore_op_release(x->adopt.parent);
-    }
+    x->kind->release(x);
+    x->kind->destroy(x);
+    x->origin->destroy(x);
     free(x->req.command);
     free(x->req.fallback);
     free(x->req.target);

@@ -18,13 +18,6 @@
 
 #include "sshcore_session.h"
 
-bool
-sshcore__session_can_write(const session_op *x)
-{
-    return x->chan.state == SSHCORE_CHAN_OPEN ||
-           x->chan.state == SSHCORE_CHAN_EOF_RECEIVED;
-}
-
 /** Completes a write request outside the lock and frees it. */
 static void
 finish_wreq(wreq *w, int code)
@@ -108,22 +101,22 @@ sshcore__session_send_backlogged(sshcore_conn *conn)
 
     /* no ioctl while the bytes sent since the last look still fit in the room
      * it showed (it was 3 syscalls per keystroke) */
-    if (conn->backlog_known &&
-        sent - conn->backlog_mark <= conn->backlog_room) {
+    if (conn->backlog.known &&
+        sent - conn->backlog.mark <= conn->backlog.room) {
         return false;
     }
-    conn->backlog_known = false;
+    conn->backlog.known = false;
     if (conn->sock_fd < 0 || ioctl(conn->sock_fd, SIOCOUTQNSD, &unsent) != 0) {
         return false; /* not TCP (a jump host's socketpair): libssh's own flow
                          applies */
     }
     if (unsent > SSHCORE_SEND_BACKLOG_MAX) {
-        conn->send_blocked = true;
+        conn->backlog.blocked = true;
         return true;
     }
-    conn->backlog_known = true;
-    conn->backlog_room = (uint64_t)(SSHCORE_SEND_BACKLOG_MAX - unsent);
-    conn->backlog_mark = sent;
+    conn->backlog.known = true;
+    conn->backlog.room = (uint64_t)(SSHCORE_SEND_BACKLOG_MAX - unsent);
+    conn->backlog.mark = sent;
     return false;
 }
 
@@ -180,7 +173,6 @@ sshcore__session_send_channel_eof(sshcore_conn *conn, session_op *x)
         SSHCORE_CHAN_ACT_SEND_EOF) {
         return false; /* rejected: the op failed */
     }
-    x->chan.eof_sent = true;
     /* SSH_AGAIN: the EOF is queued, only the flush is pending */
     if (ssh_channel_send_eof(x->chan.ch) == SSH_ERROR) {
         sshcore__session_fail_call(conn,
@@ -217,7 +209,7 @@ sshcore__session_write_input(sshcore_conn *conn, session_op *x, bool *again)
         if (w == NULL) {
             return true;
         }
-        if (!sshcore__session_can_write(x) ||
+        if (!sshcore__chan_is(x, SSHCORE_CHAN_F_WRITES) ||
             ssh_channel_is_closed(x->chan.ch)) {
             return true; /* the close path fails what is left */
         }
@@ -279,6 +271,18 @@ sshcore__session_enqueue(session_op *x, wreq *w)
         x->in.wq_head = w;
     }
     x->in.wq_tail = w;
+}
+
+bool
+sshcore__session_is_command(sshcore_op *op,
+                            const char *call,
+                            sshcore_error *err)
+{
+    if (op->kind == SSHCORE_OP_BRIDGE &&
+        ((session_op *)op)->req.kind == SSHCORE_CHANNEL_SESSION) {
+        return true;
+    }
+    return sshcore__op_is(op, SSHCORE_OP_STREAM, call, err);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -1,21 +1,12 @@
 /*
- * sshcore_session_output.c - a channel's output: collected up to its limit, or
- * handed to the caller in batches while the bytes it has not consumed stay
- * under its buffer limit; above it the data stays in libssh (so the window
- * closes and the server waits), remembered in arrival order and read out once
- * the caller catches up.
+ * sshcore_session_output.c - a channel's output as every kind takes it (held
+ * in libssh in arrival order while its consumer has no room, and read out in
+ * that order once it has), and the streamed kind: output handed to the caller
+ * in batches while the bytes it has not consumed stay under its buffer limit;
+ * above it the data stays in libssh (so the window closes and the server
+ * waits).
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <linux/sockios.h>
-#include <poll.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include "sshcore_session.h"
 
@@ -41,8 +32,8 @@ sshcore__session_output_pending(const session_op *x)
 }
 
 /** Hands the batched output to the caller (worker). */
-void
-sshcore__session_flush_batch(session_op *x)
+static void
+streamed_flush(session_op *x)
 {
     if (x->cb.flush != NULL) {
         /* the caller gathered the packets: tell it the pass is over */
@@ -65,43 +56,17 @@ sshcore__session_flush_batch(session_op *x)
 }
 
 /**
- * Hands `n` bytes to the caller (streamed) or to the collected output.
- * Returns false when the op ended because of it (output limit, memory).
+ * Hands `n` bytes to the caller, in the pass's batch or at once.
+ * Returns false when the op ended because of it (memory).
  */
-bool
-sshcore__session_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
+static bool
+streamed_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
 {
     if (n == 0) {
         return true;
     }
-    if (!x->streamed) {
-        if (x->out.collected[0].len + x->out.collected[1].len + n >
-            x->out.limit) {
-            char detail[96];
-            snprintf(detail,
-                     sizeof(detail),
-                     "more than %zu bytes of output",
-                     x->out.limit);
-            sshcore__session_complete_code(x, SSHCORE_E_OUTPUT_LIMIT, detail);
-            return false;
-        }
-        if (sshcore__bytes_append(&x->out.collected[stream], p, n) != 0) {
-            sshcore__session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
-            return false;
-        }
-        return true;
-    }
     /* counted at once: batched bytes are in memory as much as delivered ones */
     atomic_fetch_add(&x->out.streamed.unconsumed, n);
-    if (x->bridge != NULL) {
-        /* the socket is the consumer: sshcore__session_bridge_out writes it and
-         * frees the sshcore__session_room */
-        if (sshcore__bytes_append(&x->bridge->fdout, p, n) != 0) {
-            sshcore__session_complete_code(x, SSHCORE_E_OUT_OF_MEMORY, NULL);
-            return false;
-        }
-        return true;
-    }
     if (n < SHORT_PACKET) {
         /* an echo or a reply: the pass ends and it is handed over now, whether
          * the caller gathers packets (flush) or the core batches them */
@@ -116,7 +81,7 @@ sshcore__session_deliver(session_op *x, int stream, const uint8_t *p, size_t n)
     if (x->out.streamed.batch.len > 0 &&
         (x->out.streamed.batch_stream != stream ||
          x->out.streamed.batch.len + n > BATCH_MAX)) {
-        sshcore__session_flush_batch(x);
+        streamed_flush(x);
     }
     if (x->out.streamed.batch.len == 0 && n >= BATCH_MAX) {
         x->cb.data(x->cb.ctx, stream, p, n); /* big enough alone: no copy */
@@ -179,7 +144,6 @@ sshcore__session_on_data(ssh_session session,
     session_op *x = userdata;
     int stream = is_stderr ? 1 : 0;
     size_t fresh = 0;
-    size_t take = 0;
     (void)session;
     (void)channel;
 
@@ -187,51 +151,64 @@ sshcore__session_on_data(ssh_session session,
         return (int)len; /* nobody wants it any more */
     }
     fresh = len >= x->out.held[stream] ? len - x->out.held[stream] : 0;
-    if (!x->streamed) {
-        /* collected output takes everything at once */
-        if (!sshcore__session_deliver(x, stream, data, len)) {
-            return (int)len;
-        }
-        x->out.held[stream] = 0;
-        return (int)len;
-    }
     if (sshcore__session_output_pending(x)) {
         /* older output is held: the new bytes queue behind it */
         sshcore__session_hold(x, stream, fresh);
         return 0;
     }
-    if (x->bridge != NULL) {
-        size_t sent = sshcore__session_bridge_send_direct(x, data, len);
-        if (sent == len) {
-            x->out.held[stream] = 0;
-            return (int)len;
-        }
-        data = (uint8_t *)data + sent;
-        len -= (uint32_t)sent;
-        /* the rest waits in fdout, within the sshcore__session_room, as below
-         */
-        take = sshcore__session_room(x);
-        take = take < len ? take : len;
-        (void)sshcore__session_deliver(x, stream, data, take);
-        x->out.held[stream] = 0;
-        sshcore__session_hold(x, stream, len - take);
-        return (int)(sent + take);
-    }
-    /* Mark starvation before looking at the sshcore__session_room: a consumer
-     * that frees sshcore__session_room after this store sees the mark and wakes
-     * the worker (see consumed). */
+    return x->kind->on_data(x, stream, data, len, fresh);
+}
+
+size_t
+sshcore__session_streamed_room(session_op *x)
+{
+    size_t room = 0;
+
+    /* marked before the look, as in streamed_on_data */
     atomic_store(&x->out.streamed.starved, 1);
-    take = sshcore__session_room(x);
-    if (take >= len) {
-        take = len;
+    room = sshcore__session_room(x);
+    if (room > 0) {
         atomic_store(&x->out.streamed.starved, 0);
     }
-    (void)sshcore__session_deliver(x, stream, data, take);
+    return room;
+}
+
+size_t
+sshcore__session_take_within(session_op *x,
+                             int stream,
+                             const uint8_t *data,
+                             uint32_t len,
+                             size_t room)
+{
+    size_t take = room < len ? room : len;
+
+    (void)x->kind->deliver(x, stream, data, take);
     /* libssh keeps what we did not take; with nothing held before, that is
      * the tail of this packet */
     x->out.held[stream] = 0;
     sshcore__session_hold(x, stream, len - take);
-    return (int)take;
+    return take;
+}
+
+static int
+streamed_on_data(session_op *x,
+                 int stream,
+                 const uint8_t *data,
+                 uint32_t len,
+                 size_t fresh)
+{
+    size_t room = 0;
+    (void)fresh;
+
+    /* Mark starvation before looking at the room: a consumer that frees room
+     * after this store sees the mark and wakes the worker (see
+     * sshcore_stream_consumed). It stays marked while anything is held. */
+    atomic_store(&x->out.streamed.starved, 1);
+    room = sshcore__session_room(x);
+    if (room >= len) {
+        atomic_store(&x->out.streamed.starved, 0);
+    }
+    return (int)sshcore__session_take_within(x, stream, data, len, room);
 }
 
 /**
@@ -252,24 +229,17 @@ sshcore__session_read_held(sshcore_conn *conn, session_op *x, bool *again)
     while (atomic_load(&x->base.done) == 0) {
         if (x->out.stash_off < x->out.stash.len) {
             size_t want = x->out.stash.len - x->out.stash_off;
-            if (x->streamed) {
-                size_t r = 0;
-                atomic_store(
-                    &x->out.streamed.starved,
-                    1); /* before the look, as in sshcore__session_on_data */
-                r = sshcore__session_room(x);
-                if (r == 0) {
-                    return true;
-                }
-                atomic_store(&x->out.streamed.starved, 0);
-                if (want > r) {
-                    want = r;
-                }
+            size_t room = x->kind->room(x);
+            if (room == 0) {
+                return true;
             }
-            if (!sshcore__session_deliver(x,
-                                          x->out.stash_stream,
-                                          x->out.stash.data + x->out.stash_off,
-                                          want)) {
+            if (want > room) {
+                want = room;
+            }
+            if (!x->kind->deliver(x,
+                                  x->out.stash_stream,
+                                  x->out.stash.data + x->out.stash_off,
+                                  want)) {
                 return false;
             }
             x->out.stash_off += want;
@@ -348,3 +318,81 @@ sshcore_stream_consumed(sshcore_op *op, size_t n)
     }
     return SSHCORE_E_OK;
 }
+
+/* ---------------------------------------------------------------------- */
+/* The streamed kind, and the hooks a kind without that part shares        */
+/* ---------------------------------------------------------------------- */
+
+static void
+streamed_report_open(session_op *x, int env_fallback_used)
+{
+    x->cb.started(x->cb.ctx, env_fallback_used);
+}
+
+/** No more output comes: told once, after every byte before it. */
+static void
+streamed_report_eof(session_op *x)
+{
+    if (x->cb.eof != NULL && atomic_load(&x->base.done) == 0) {
+        streamed_flush(x);
+        x->cb.eof(x->cb.ctx);
+    }
+}
+
+static void
+streamed_release(session_op *x)
+{
+    sshcore__session_release_to(x, x->cb.released, x->cb.ctx);
+}
+
+void
+sshcore__session_no_op(session_op *x)
+{
+    (void)x;
+}
+
+bool
+sshcore__session_no_pass(sshcore_conn *conn, session_op *x, bool *again)
+{
+    (void)conn;
+    (void)x;
+    (void)again;
+    return true;
+}
+
+bool
+sshcore__session_nothing_waits(const session_op *x)
+{
+    (void)x;
+    return false;
+}
+
+void
+sshcore__session_nothing_ended(sshcore_conn *conn, session_op *x)
+{
+    (void)conn;
+    (void)x;
+}
+
+const session_kind sshcore__streamed_kind = {
+    .op =
+        {
+            .step = sshcore__session_step,
+            .abort = sshcore__session_abort,
+            .destroy = sshcore__session_destroy,
+        },
+    .public_kind = SSHCORE_OP_STREAM,
+    .unsent_input_code = SSHCORE_E_CHANNEL_CLOSED,
+    .on_data = streamed_on_data,
+    .deliver = streamed_deliver,
+    .room = sshcore__session_streamed_room,
+    .flush = streamed_flush,
+    .pass_in = sshcore__session_no_pass,
+    .pass_out = sshcore__session_no_pass,
+    .output_waits = sshcore__session_nothing_waits,
+    .report_open = streamed_report_open,
+    .report_eof = streamed_report_eof,
+    .release = streamed_release,
+    .ended = sshcore__session_nothing_ended,
+    .destroy = sshcore__session_no_op,
+};

@@ -44,7 +44,7 @@ sshcore_bridge_terminal_start(sshcore_conn *conn,
                            "its callbacks and a detach byte of -1 to 255");
         return sshcore__session_bridge_refuse(NULL, fd);
     }
-    x = sshcore__session_from_spec(spec, err);
+    x = sshcore__session_from_spec(&sshcore__bridged_kind, spec, err);
     if (x == NULL) {
         return sshcore__session_bridge_refuse(NULL, fd);
     }
@@ -62,7 +62,7 @@ sshcore_bridge_end_of(sshcore_op *op)
 {
     session_op *x = (session_op *)op;
 
-    if (op->kind != SSHCORE_OP_BRIDGE || x->bridge == NULL) {
+    if (op->kind != SSHCORE_OP_BRIDGE) {
         return SSHCORE_BRIDGE_END_CHANNEL;
     }
     return (sshcore_bridge_end)atomic_load(&x->bridge->end);

@@ -61,19 +61,21 @@ take_requests(sshcore_conn *conn, conn_requests *rq, bool drain)
     conn->pending_tail = NULL;
     rq->close = conn->close_requested;
     rq->cancel = conn->connect_cancelled;
-    if (conn->verdict_ready) {
+    if (conn->answers.verdict_ready) {
         rq->verdict = true;
-        rq->accept = conn->verdict_accept;
-        sshcore__copy_str(rq->reason, sizeof(rq->reason), conn->verdict_reason);
-        conn->verdict_ready = false;
+        rq->accept = conn->answers.verdict_accept;
+        sshcore__copy_str(rq->reason,
+                          sizeof(rq->reason),
+                          conn->answers.verdict_reason);
+        conn->answers.verdict_ready = false;
     }
-    if (conn->kbd_ready) {
+    if (conn->answers.kbd_ready) {
         rq->kbd = true;
-        rq->answers = conn->kbd_answers;
-        rq->answer_count = conn->kbd_count;
-        conn->kbd_answers = NULL;
-        conn->kbd_count = 0;
-        conn->kbd_ready = false;
+        rq->answers = conn->answers.kbd;
+        rq->answer_count = conn->answers.kbd_count;
+        conn->answers.kbd = NULL;
+        conn->answers.kbd_count = 0;
+        conn->answers.kbd_ready = false;
     }
     pthread_mutex_unlock(&conn->mu);
 }
@@ -125,9 +127,9 @@ handle_requests(sshcore_conn *conn, conn_requests *rq)
             sshcore_op_release(op);
             continue;
         }
-        if (conn->phase != SSHCORE_PHASE_READY ||
-            sshcore__conn_event(conn, SSHCORE_PHASE_EV_OPEN_CHANNEL) !=
-                SSHCORE_PHASE_ACT_OPEN_CHANNEL) {
+        /* an op that comes after the connection ended changes nothing */
+        if (sshcore__conn_event(conn, SSHCORE_PHASE_EV_OPEN_CHANNEL) !=
+            SSHCORE_PHASE_ACT_OPEN_CHANNEL) {
             int code = atomic_load(&conn->fail_code);
             sshcore__error_set(&err, code != 0 ? code : SSHCORE_E_CLOSED, NULL);
             sshcore__conn_fail_ops(conn, op, &err);
@@ -220,7 +222,7 @@ advance(sshcore_conn *conn)
         uint64_t before = conn->packet_counter.in_packets;
         bool again = step_ops(conn);
         sshcore__keepalive_check(conn);
-        if (conn->gcancels != NULL && conn->phase == SSHCORE_PHASE_READY) {
+        if (conn->gslot.cancels != NULL && conn->phase == SSHCORE_PHASE_READY) {
             sshcore__global_service(conn);
         }
         if (conn->phase != SSHCORE_PHASE_READY) {
@@ -343,7 +345,7 @@ settle_small_write(sshcore_conn *conn, uint64_t out_before)
     uint64_t in_before = conn->socket_counter.in_bytes;
 
     if (conn->phase != SSHCORE_PHASE_READY || conn->event == NULL ||
-        conn->send_blocked ||
+        conn->backlog.blocked ||
         conn->socket_counter.out_bytes - out_before >= LIBSSH_READ ||
         (ssh_get_poll_flags(conn->session) & SSH_WRITE_PENDING) == 0) {
         return false;
@@ -396,27 +398,27 @@ poll_timeout(sshcore_conn *conn)
 static bool
 reserve_pfds(sshcore_conn *conn, size_t need)
 {
-    size_t cap = conn->op_pfd_cap == 0 ? 16 : conn->op_pfd_cap;
+    size_t cap = conn->op_poll.cap == 0 ? 16 : conn->op_poll.cap;
     struct pollfd *p = NULL;
     sshcore_op **o = NULL;
 
-    if (need <= conn->op_pfd_cap) {
+    if (need <= conn->op_poll.cap) {
         return true;
     }
     while (cap < need) {
         cap *= 2;
     }
-    p = realloc(conn->op_pfds, cap * sizeof(*p));
+    p = realloc(conn->op_poll.fds, cap * sizeof(*p));
     if (p == NULL) {
         return false;
     }
-    conn->op_pfds = p;
-    o = realloc(conn->op_pfd_ops, cap * sizeof(*o));
+    conn->op_poll.fds = p;
+    o = realloc(conn->op_poll.ops, cap * sizeof(*o));
     if (o == NULL) {
         return false;
     }
-    conn->op_pfd_ops = o;
-    conn->op_pfd_cap = cap;
+    conn->op_poll.ops = o;
+    conn->op_poll.cap = cap;
     return true;
 }
 
@@ -439,7 +441,7 @@ add_op_fds(sshcore_conn *conn,
     if (!reserve_pfds(conn, base)) {
         return base;
     }
-    memcpy(conn->op_pfds, core, base * sizeof(*core));
+    memcpy(conn->op_poll.fds, core, base * sizeof(*core));
     for (op = conn->active; op != NULL; op = op->next) {
         short events = 0;
         int fd = -1;
@@ -454,13 +456,13 @@ add_op_fds(sshcore_conn *conn,
         if (!reserve_pfds(conn, n + 1)) {
             break;
         }
-        conn->op_pfds[n].fd = fd;
-        conn->op_pfds[n].events = events;
-        conn->op_pfds[n].revents = 0;
-        conn->op_pfd_ops[n] = op;
+        conn->op_poll.fds[n].fd = fd;
+        conn->op_poll.fds[n].events = events;
+        conn->op_poll.fds[n].revents = 0;
+        conn->op_poll.ops[n] = op;
         n++;
     }
-    *out = conn->op_pfds;
+    *out = conn->op_poll.fds;
     return n;
 }
 
@@ -503,7 +505,7 @@ void *_Nullable sshcore__conn_worker_main(void *arg)
         if (!sshcore__conn_live(conn)) {
             break;
         }
-        conn->send_blocked = false;
+        conn->backlog.blocked = false;
         out_mark = conn->socket_counter.out_bytes;
         again = advance(conn);
         if (conn->setup != NULL && conn->phase == SSHCORE_PHASE_READY) {
@@ -514,7 +516,7 @@ void *_Nullable sshcore__conn_worker_main(void *arg)
          * the TCP_NOTSENT_LOWAT wake-up rule (before 4.20) raises POLLOUT below
          * the low-water mark, not half of it. Poll on a short timer instead of
          * for POLLOUT, which would spin. */
-        send_wake_by_timer = conn->send_blocked && pollout_seen;
+        send_wake_by_timer = conn->backlog.blocked && pollout_seen;
         /* a pass that read the socket (a download's window adjust) polls on */
         settle = !readable && out_mark != conn->socket_counter.out_bytes;
         if (readable) {
@@ -565,13 +567,13 @@ void *_Nullable sshcore__conn_worker_main(void *arg)
             /* libssh has output to flush, or an op held input back until the
              * kernel's send queue drains (nothing else may wake us then) */
             if ((ssh_get_poll_flags(conn->session) & SSH_WRITE_PENDING) != 0 ||
-                (conn->send_blocked && !send_wake_by_timer)) {
+                (conn->backlog.blocked && !send_wake_by_timer)) {
                 pfd[nfds].events |= POLLOUT;
             }
             pfd[nfds].revents = 0;
             nfds++;
         }
-        /* with ops' own fds the whole set lives in conn->op_pfds */
+        /* with ops' own fds the whole set lives in conn->op_poll.fds */
         core_nfds = nfds;
         if (conn->phase == SSHCORE_PHASE_READY && conn->active != NULL) {
             nfds = add_op_fds(conn, core_pfd, core_nfds, &pfd);
@@ -589,7 +591,7 @@ void *_Nullable sshcore__conn_worker_main(void *arg)
         wake_readable = pfd[0].revents != 0;
         for (nfds_t i = core_nfds; i < nfds; i++) {
             if (pfd[i].revents != 0) {
-                sshcore_op *op = conn->op_pfd_ops[i];
+                sshcore_op *op = conn->op_poll.ops[i];
                 op->vt->poll_event(op, pfd[i].revents);
             }
         }
@@ -632,6 +634,7 @@ void *_Nullable sshcore__conn_worker_main(void *arg)
         sshcore__error_set(&err, code != 0 ? code : SSHCORE_E_CLOSED, NULL);
         sshcore__conn_fail_ops(conn, rq.pending, &err);
     }
+    sshcore__global_free_all(conn); /* nothing of the worker's runs after */
     if (wake_fd >= 0) {
         close(wake_fd);
     }

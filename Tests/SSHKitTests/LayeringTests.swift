@@ -190,10 +190,14 @@ struct LayeringTests {
         let files = try FileManager.default.contentsOfDirectory(atPath: core).filter { $0.hasSuffix(".c") }
         var definedIn: [String: String] = [:]
         let definition = try NSRegularExpression(pattern: #"\b(sshcore__[a-z0-9_]+)\(([^;{}()]|\([^;{}()]*\))*\)\s*\{"#)
+        // an object's apply made by SSHCORE_APPLIER (sshcore_internal.h) from its machine's list
+        let applier = try NSRegularExpression(pattern: #"SSHCORE_APPLIER\((sshcore__[a-z0-9_]+),"#)
         for f in files {
             let text = try String(contentsOfFile: core + "/" + f, encoding: .utf8)
-            for m in definition.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
-                definedIn[String(text[Range(m.range(at: 1), in: text)!])] = f
+            for pattern in [definition, applier] {
+                for m in pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                    definedIn[String(text[Range(m.range(at: 1), in: text)!])] = f
+                }
             }
         }
         #expect(definedIn.count > 80, "the definitions were found: \(definedIn.count)")
@@ -221,6 +225,139 @@ struct LayeringTests {
         let include = core + "/include"
         for h in try FileManager.default.contentsOfDirectory(atPath: include) {
             #expect(!(try String(contentsOfFile: include + "/" + h, encoding: .utf8)).contains("sshcore__"), "\(h) declares an internal name")
+        }
+    }
+
+    // MARK: The C core's two groups
+
+    /// The C core's files in their groups (Docs/Architecture.md). The connection's files own the
+    /// session, its socket and its worker; the channel's files are the ops on it. The op
+    /// interface (`sshcore_op.c`, and the vtables the worker calls through) is between them, with
+    /// the files both use.
+    static let connectionGroup: Set<String> = [
+        "sshcore_conn.c", "sshcore_conn_fail.c", "sshcore_connect.c", "sshcore_auth.c",
+        "sshcore_auth_key.c", "sshcore_cert_agent.c", "sshcore_keys.c", "sshcore_keepalive.c",
+        "sshcore_orphan.c", "sshcore_registry.c", "sshcore_teardown.c", "sshcore_worker.c",
+        "sshcore_socket.c", "sshcore_proxy.c",
+    ]
+    static let channelGroup: Set<String> = [
+        "sshcore_session.c", "sshcore_session_new.c", "sshcore_session_setup.c",
+        "sshcore_session_input.c", "sshcore_session_output.c", "sshcore_session_close.c",
+        "sshcore_exec.c", "sshcore_bridge.c", "sshcore_terminal.c", "sshcore_rforward.c",
+    ]
+    static let between: Set<String> = ["sshcore_op.c", "sshcore_error.c", "sshcore_fsm.c"]
+
+    /// C source without comments, strings and character literals (newlines kept).
+    static func cCode(_ text: String) -> String {
+        var out = ""
+        var i = text.startIndex
+        func at(_ s: String) -> Bool { text[i...].hasPrefix(s) }
+        while i < text.endIndex {
+            if at("/*") {
+                let end = text[text.index(i, offsetBy: 2)...].range(of: "*/")?.upperBound ?? text.endIndex
+                out += String(repeating: "\n", count: text[i..<end].filter { $0 == "\n" }.count)
+                i = end
+            } else if at("//") {
+                i = text[i...].firstIndex(of: "\n") ?? text.endIndex
+            } else if text[i] == "\"" || text[i] == "'" {
+                let quote = text[i]
+                var j = text.index(after: i)
+                while j < text.endIndex, text[j] != quote {
+                    if text[j] == "\\" { j = text.index(after: j) }
+                    if j < text.endIndex { j = text.index(after: j) }
+                }
+                out += "\"\""
+                i = j < text.endIndex ? text.index(after: j) : j
+            } else {
+                out.append(text[i])
+                i = text.index(after: i)
+            }
+        }
+        return out
+    }
+
+    /// The functions a C file defines at file scope (a name and its parameters before a `{`).
+    static func cDefinitions(_ code: String) -> Set<String> {
+        let definition = try! NSRegularExpression(
+            pattern: #"(?m)^(?:[A-Za-z_][\w \t\*]*[\s\*])?([A-Za-z_]\w*)\(([^;{}()]|\([^;{}()]*\))*\)\s*\{"#)
+        let applier = try! NSRegularExpression(pattern: #"SSHCORE_APPLIER\((\w+),"#)
+        var names = Set<String>()
+        for pattern in [definition, applier] {
+            for m in pattern.matches(in: code, range: NSRange(code.startIndex..., in: code)) {
+                names.insert(String(code[Range(m.range(at: 1), in: code)!]))
+            }
+        }
+        return names.subtracting(["if", "while", "for", "switch", "return", "sizeof"])
+    }
+
+    /// The names a C file calls by name (not through a pointer or a struct's member).
+    static func cCalls(_ code: String) -> Set<String> {
+        let call = try! NSRegularExpression(pattern: #"(?<![\w.>])([A-Za-z_]\w*)\s*\("#)
+        return Set(call.matches(in: code, range: NSRange(code.startIndex..., in: code))
+            .map { String(code[Range($0.range(at: 1), in: code)!]) })
+    }
+
+    /// Where a connection file calls a channel file's function: "file: name (defined in file)".
+    static func crossings(connection: [String: String], channel: [String: String]) -> [String] {
+        var definedIn: [String: String] = [:]
+        for (file, text) in channel {
+            for name in cDefinitions(cCode(text)) { definedIn[name] = file }
+        }
+        var found: [String] = []
+        for (file, text) in connection.sorted(by: { $0.key < $1.key }) {
+            let code = cCode(text)
+            let own = cDefinitions(code)
+            for name in cCalls(code).subtracting(own).sorted() {
+                if let home = definedIn[name] { found.append("\(file): \(name) (defined in \(home))") }
+            }
+            if code.contains("sshcore_session.h") || text.contains("#include \"sshcore_session.h\"") {
+                found.append("\(file): includes sshcore_session.h")
+            }
+        }
+        return found
+    }
+
+    @Test func theConnectionReachesChannelsOnlyThroughTheOpInterface() throws {
+        let core = TestServer.packageRoot + "/Sources/SSHCore"
+        let files = try FileManager.default.contentsOfDirectory(atPath: core).filter { $0.hasSuffix(".c") }
+        for f in files {
+            #expect([Self.connectionGroup, Self.channelGroup, Self.between].filter { $0.contains(f) }.count == 1,
+                    "\(f) is in no group or in more than one (LayeringTests and Docs/Architecture.md)")
+        }
+        func read(_ group: Set<String>) throws -> [String: String] {
+            var texts: [String: String] = [:]
+            for f in group { texts[f] = try String(contentsOfFile: core + "/" + f, encoding: .utf8) }
+            return texts
+        }
+        let connection = try read(Self.connectionGroup)
+        let channel = try read(Self.channelGroup)
+        let channelDefinitions = channel.values.reduce(into: Set<String>()) { $0.formUnion(Self.cDefinitions(Self.cCode($1))) }
+        #expect(channelDefinitions.contains("sshcore__session_submit") && channelDefinitions.count > 60,
+                "the channel's functions were found: \(channelDefinitions.count)")
+        #expect(Self.crossings(connection: connection, channel: channel) == [])
+        // and it would see one: a connection file that makes an op itself
+        let planted = ["sshcore_connect.c": (connection["sshcore_connect.c"] ?? "")
+            + "\nstatic void f(sshcore_conn *c) { (void)sshcore__session_submit(c, 0, 0, 0, 0, 0); }\n"]
+        #expect(Self.crossings(connection: planted, channel: channel)
+            == ["sshcore_connect.c: sshcore__session_submit (defined in sshcore_session_new.c)"])
+    }
+
+    /// No C file of the core is over 650 lines, nor a source with the header of its own name.
+    @Test func noCoreFileIsOver650Lines() throws {
+        let core = TestServer.packageRoot + "/Sources/SSHCore"
+        var lines: [String: Int] = [:]
+        for dir in [core, core + "/include"] {
+            for f in try FileManager.default.contentsOfDirectory(atPath: dir) where f.hasSuffix(".c") || f.hasSuffix(".h") {
+                let text = try String(contentsOfFile: dir + "/" + f, encoding: .utf8)
+                lines[dir == core ? f : "include/" + f] = text.split(separator: "\n", omittingEmptySubsequences: false).count - 1
+            }
+        }
+        #expect(lines.count > 30)
+        for (f, n) in lines.sorted(by: { $0.key < $1.key }) {
+            #expect(n <= 650, "\(f) has \(n) lines")
+            if f.hasSuffix(".c"), let header = lines[String(f.dropLast()) + "h"] {
+                #expect(n + header <= 650, "\(f) has \(n) lines, with its header \(n + header)")
+            }
         }
     }
 }

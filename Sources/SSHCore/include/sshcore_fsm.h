@@ -115,11 +115,14 @@ extern "C" {
     SSHCORE_PHASE_ENDS(T, READY)                          \
     T(CLOSING, FAILURE, CLOSING, NONE)                    \
     T(CLOSING, CLOSE, CLOSING, NONE)                      \
+    T(CLOSING, OPEN_CHANNEL, CLOSING, NONE)               \
     T(CLOSING, TORN_DOWN, CLOSED, NONE)                   \
     T(CLOSED, FAILURE, CLOSED, NONE)                      \
     T(CLOSED, CLOSE, CLOSED, NONE)                        \
+    T(CLOSED, OPEN_CHANNEL, CLOSED, NONE)                 \
     T(FAILED, FAILURE, FAILED, NONE)                      \
     T(FAILED, CLOSE, FAILED, NONE)                        \
+    T(FAILED, OPEN_CHANNEL, FAILED, NONE)                 \
     T(FAILED, TORN_DOWN, FAILED, NONE)
 
 /* ---------------------------------------------------------------------- */
@@ -127,18 +130,28 @@ extern "C" {
 /* ---------------------------------------------------------------------- */
 
 /* A session channel's setup steps are sub-states of its opening: the caller
- * learns the channel is open when its command has started. */
-#define SSHCORE_CHAN_STATE_MAP(XX)    \
-    XX(OPENING, "opening")            \
-    XX(AGENT_REQUEST, "agentRequest") \
-    XX(ENV_REQUESTS, "envRequests")   \
-    XX(PTY_REQUEST, "ptyRequest")     \
-    XX(START_REQUEST, "startRequest") \
-    XX(OPEN, "open")                  \
-    XX(EOF_SENT, "eofSent")           \
-    XX(EOF_RECEIVED, "eofReceived")   \
-    XX(CLOSING, "closing")            \
-    XX(CLOSED, "closed")
+ * learns the channel is open when its command has started. The third column
+ * is what each state means for the code around it (flags below): every such
+ * flag is derived from the state, none is kept beside it. */
+#define SSHCORE_CHAN_F_IO      0x1u /* the channel carries bytes */
+#define SSHCORE_CHAN_F_WRITES  0x2u /* our input may still go out */
+#define SSHCORE_CHAN_F_EOF_IN  0x4u /* the peer's EOF came */
+#define SSHCORE_CHAN_F_EOF_OUT 0x8u /* our EOF went */
+#define SSHCORE_CHAN_STATE_MAP(XX)                                         \
+    XX(OPENING, "opening", 0)                                              \
+    XX(AGENT_REQUEST, "agentRequest", 0)                                   \
+    XX(ENV_REQUESTS, "envRequests", 0)                                     \
+    XX(PTY_REQUEST, "ptyRequest", 0)                                       \
+    XX(START_REQUEST, "startRequest", 0)                                   \
+    XX(OPEN, "open", SSHCORE_CHAN_F_IO | SSHCORE_CHAN_F_WRITES)            \
+    XX(EOF_SENT, "eofSent", SSHCORE_CHAN_F_IO | SSHCORE_CHAN_F_EOF_OUT)    \
+    XX(EOF_RECEIVED,                                                       \
+       "eofReceived",                                                      \
+       SSHCORE_CHAN_F_IO | SSHCORE_CHAN_F_WRITES | SSHCORE_CHAN_F_EOF_IN)  \
+    XX(CLOSING,                                                            \
+       "closing",                                                          \
+       SSHCORE_CHAN_F_IO | SSHCORE_CHAN_F_EOF_IN | SSHCORE_CHAN_F_EOF_OUT) \
+    XX(CLOSED, "closed", 0)
 
 #define SSHCORE_CHAN_EVENT_MAP(XX)      \
     XX(SESSION_OPENED, "sessionOpened") \
@@ -159,6 +172,7 @@ extern "C" {
     XX(REPORT_OPEN, "reportOpen")   \
     XX(SEND_EOF, "sendEOF")         \
     XX(SEND_CLOSE, "sendClose")     \
+    XX(REPORT_EOF, "reportEOF")     \
     XX(FINISH, "finish")            \
     XX(FAIL, "fail")                \
     XX(REJECT, "reject")
@@ -184,13 +198,14 @@ extern "C" {
     T(START_REQUEST, STARTED, OPEN, REPORT_OPEN)     \
     SSHCORE_CHAN_ENDS(T, START_REQUEST)              \
     T(OPEN, SEND_EOF, EOF_SENT, SEND_EOF)            \
-    T(OPEN, RECV_EOF, EOF_RECEIVED, NONE)            \
+    T(OPEN, RECV_EOF, EOF_RECEIVED, REPORT_EOF)      \
     T(OPEN, RECV_CLOSE, CLOSED, FINISH)              \
     SSHCORE_CHAN_ENDS(T, OPEN)                       \
-    T(EOF_SENT, RECV_EOF, CLOSING, NONE)             \
+    T(EOF_SENT, RECV_EOF, CLOSING, REPORT_EOF)       \
     T(EOF_SENT, RECV_CLOSE, CLOSED, FINISH)          \
     SSHCORE_CHAN_ENDS(T, EOF_SENT)                   \
     T(EOF_RECEIVED, SEND_EOF, CLOSING, SEND_EOF)     \
+    T(EOF_RECEIVED, RECV_EOF, EOF_RECEIVED, NONE)    \
     T(EOF_RECEIVED, RECV_CLOSE, CLOSED, FINISH)      \
     SSHCORE_CHAN_ENDS(T, EOF_RECEIVED)               \
     T(CLOSING, RECV_EOF, CLOSING, NONE)              \
@@ -280,18 +295,18 @@ typedef enum sshcore_conn_state {
 #define SSHCORE_ENUM_EVENT(P, n)  P##_EV_##n,
 #define SSHCORE_ENUM_ACTION(P, n) P##_ACT_##n,
 
-#define SSHCORE_ENUM_PHASE(n, s, c)     SSHCORE_ENUM_STATE(SSHCORE_PHASE, n)
-#define SSHCORE_ENUM_PHASE_EVENT(n, s)  SSHCORE_ENUM_EVENT(SSHCORE_PHASE, n)
-#define SSHCORE_ENUM_PHASE_ACTION(n, s) SSHCORE_ENUM_ACTION(SSHCORE_PHASE, n)
-#define SSHCORE_ENUM_CHAN_STATE(n, s)   SSHCORE_ENUM_STATE(SSHCORE_CHAN, n)
-#define SSHCORE_ENUM_CHAN_EVENT(n, s)   SSHCORE_ENUM_EVENT(SSHCORE_CHAN, n)
-#define SSHCORE_ENUM_CHAN_ACTION(n, s)  SSHCORE_ENUM_ACTION(SSHCORE_CHAN, n)
-#define SSHCORE_ENUM_RF_STATE(n, s)     SSHCORE_ENUM_STATE(SSHCORE_RF, n)
-#define SSHCORE_ENUM_RF_EVENT(n, s)     SSHCORE_ENUM_EVENT(SSHCORE_RF, n)
-#define SSHCORE_ENUM_RF_ACTION(n, s)    SSHCORE_ENUM_ACTION(SSHCORE_RF, n)
-#define SSHCORE_ENUM_GSLOT_STATE(n, s)  SSHCORE_ENUM_STATE(SSHCORE_GSLOT, n)
-#define SSHCORE_ENUM_GSLOT_EVENT(n, s)  SSHCORE_ENUM_EVENT(SSHCORE_GSLOT, n)
-#define SSHCORE_ENUM_GSLOT_ACTION(n, s) SSHCORE_ENUM_ACTION(SSHCORE_GSLOT, n)
+#define SSHCORE_ENUM_PHASE(n, s, c)      SSHCORE_ENUM_STATE(SSHCORE_PHASE, n)
+#define SSHCORE_ENUM_PHASE_EVENT(n, s)   SSHCORE_ENUM_EVENT(SSHCORE_PHASE, n)
+#define SSHCORE_ENUM_PHASE_ACTION(n, s)  SSHCORE_ENUM_ACTION(SSHCORE_PHASE, n)
+#define SSHCORE_ENUM_CHAN_STATE(n, s, f) SSHCORE_ENUM_STATE(SSHCORE_CHAN, n)
+#define SSHCORE_ENUM_CHAN_EVENT(n, s)    SSHCORE_ENUM_EVENT(SSHCORE_CHAN, n)
+#define SSHCORE_ENUM_CHAN_ACTION(n, s)   SSHCORE_ENUM_ACTION(SSHCORE_CHAN, n)
+#define SSHCORE_ENUM_RF_STATE(n, s)      SSHCORE_ENUM_STATE(SSHCORE_RF, n)
+#define SSHCORE_ENUM_RF_EVENT(n, s)      SSHCORE_ENUM_EVENT(SSHCORE_RF, n)
+#define SSHCORE_ENUM_RF_ACTION(n, s)     SSHCORE_ENUM_ACTION(SSHCORE_RF, n)
+#define SSHCORE_ENUM_GSLOT_STATE(n, s)   SSHCORE_ENUM_STATE(SSHCORE_GSLOT, n)
+#define SSHCORE_ENUM_GSLOT_EVENT(n, s)   SSHCORE_ENUM_EVENT(SSHCORE_GSLOT, n)
+#define SSHCORE_ENUM_GSLOT_ACTION(n, s)  SSHCORE_ENUM_ACTION(SSHCORE_GSLOT, n)
 
 typedef enum sshcore_phase {
     SSHCORE_PHASE_MAP(SSHCORE_ENUM_PHASE) SSHCORE_PHASE__COUNT
@@ -312,6 +327,22 @@ typedef enum sshcore_chan_event {
 typedef enum sshcore_chan_action {
     SSHCORE_CHAN_ACTION_MAP(SSHCORE_ENUM_CHAN_ACTION) SSHCORE_CHAN_ACT__COUNT
 } sshcore_chan_action;
+
+/** @brief The flags (SSHCORE_CHAN_F_*) a channel in `state` has. */
+static inline unsigned
+sshcore_chan_flags(sshcore_chan_state state)
+{
+#define SSHCORE_CHAN_FLAGS_CASE(n, s, f) \
+    case SSHCORE_CHAN_##n:               \
+        return (f);
+    switch (state) {
+        SSHCORE_CHAN_STATE_MAP(SSHCORE_CHAN_FLAGS_CASE)
+    case SSHCORE_CHAN__COUNT:
+        break;
+    }
+#undef SSHCORE_CHAN_FLAGS_CASE
+    return 0;
+}
 
 typedef enum sshcore_rf_state {
     SSHCORE_RF_STATE_MAP(SSHCORE_ENUM_RF_STATE) SSHCORE_RF__COUNT
