@@ -229,7 +229,9 @@ extension AgentOrchestrator {
         try await onHost(host) { h in
             var outcomes: [AgentOrphanOutcome] = []
             for s in found.sessions {
-                try await h.tmux.stop(s.session.name)
+                // no task owns it: its files on the host go with it
+                let files = AgentPTYID(parsing: s.session.name).map { AgentProvider.StatusHooks.files(of: $0) } ?? []
+                try await h.tmux.stop(s.session.name, forget: true, removing: files)
                 outcomes.append(.stoppedSession(name: s.session.name))
             }
             for orphan in found.worktrees {

@@ -577,7 +577,7 @@ public final class AgentOrchestrator: Sendable {
                 throw AgentError(.worktreeHasUnsavedWork, "the task \(task.title) has work that would be lost: \(work)")
             }
             await portForwards.close(taskID)
-            for s in sessions { try await host.stop(s) }
+            for s in sessions { try await host.stop(s, forget: true) }
             let note = task.archivedAt == nil ? try await tearDown(task, project, on: host) : nil
             if try await host.transport.fileExists(task.worktree.path) {
                 try await host.worktrees.remove(task.worktree, force: force)

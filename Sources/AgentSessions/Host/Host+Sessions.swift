@@ -287,14 +287,17 @@ extension AgentHost {
     }
 
     /// Stops the agent and removes its session (no orphan left on the host). A session
-    /// already gone is fine.
-    public func stop(_ session: AgentSession) async throws(AgentError) {
+    /// already gone is fine. `forget`: its task is deleted, and so are the session's files
+    /// on the host (its hooks' settings now; its status, screens and results once the
+    /// watcher has told its end).
+    public func stop(_ session: AgentSession, forget: Bool = false) async throws(AgentError) {
         switch session.container {
         case .plainTerminal:
             let plain = plainSessions.withLock { $0.removeValue(forKey: session.ptyID.description) }
             plain?.terminal.cancel()
         case .tmux(let name):
-            try await tmux.stop(name)
+            try await tmux.stop(name, forget: forget,
+                                removing: forget ? AgentProvider.StatusHooks.files(of: session.ptyID) : [])
         }
     }
 

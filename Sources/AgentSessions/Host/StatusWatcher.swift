@@ -32,7 +32,7 @@ import SSHKit
 /// or numbered twice; an older tool leaves a newer watcher alone.
 enum AgentStatusWatcher {
     /// Raised with every change of the script (a test pins the script's digest to it).
-    static let version = 6
+    static let version = 7
 
     /// The tmux session the watcher runs in (not a PTY id, so never taken for an agent).
     static let sessionName = "_sshkit-watch"
@@ -289,14 +289,19 @@ END {
     }
     live = 0
     for (x = 1; x <= npanes; x++) if (dead[order[x]] != "1") live++
-    # sessions that went away: stopped by the engine (its mark), else lost
+    # sessions that went away: stopped by the engine (its mark), else lost; one whose task
+    # was deleted (the mark says so) is forgotten once its end is told (w/forget.list)
+    printf "" > (w "/forget.list")
     for (p in known) {
         if (p in seenp) continue
-        if (P_state[p] ~ /^(exited|stopped|lost)/) continue
-        f = status "/" p ".stopped"
-        if ((getline line < f) >= 0) emit(p, "stopped", "process", "stopped", ""); else emit(p, "lost", "process", "gone", "")
+        f = status "/" p ".stopped"; line = ""
+        if ((getline line < f) >= 0) {
+            if (P_state[p] !~ /^(exited|stopped|lost)/) emit(p, "stopped", "process", "stopped", "")
+            if (line == "deleted") print p > (w "/forget.list")
+        } else if (P_state[p] !~ /^(exited|stopped|lost)/) emit(p, "lost", "process", "gone", "")
         close(f)
     }
+    close(w "/forget.list")
     close(w "/round.events")
     print "H " (pending ? 1 : 0) " " live " " seq " " (limited + 0)
     for (x = 1; x <= npanes; x++) print out[x]
@@ -490,6 +495,13 @@ while [ "$stop" = 0 ]; do
             nev=$((nev + seq - last))
         fi
         mv -f states.tmp states
+        # a deleted task's sessions, their end told: their files go
+        if [ -s forget.list ]; then
+            while read -r p; do
+                case "$p" in ''|*[!A-Za-z0-9_-]*) continue ;; esac
+                rm -rf -- "$S/$p" "$S/$p".* "screens/$p" "screens/$p".* "results/$p" "seen/$p" "queue/$p" "queue/$p".*
+            done < forget.list
+        fi
         [ -f ready ] || : > ready
         recent=0
         [ -s capture.list ] && recent=1

@@ -193,13 +193,19 @@ public struct AgentTmuxServer: Sendable {
 
     /// Ends the session and the agent in it (SIGHUP to the pane's processes), marked as
     /// stopped for the status watcher first (a session that goes without the mark is
-    /// lost). A session that does not exist is fine.
-    public func stop(_ name: String) async throws(AgentError) {
+    /// lost). A session that does not exist is fine. `forget`: the session's task is
+    /// deleted, so the watcher removes the session's files once it has told its end, and
+    /// `removing` (paths under the agents' directory, such as its hooks' settings) go now.
+    public func stop(_ name: String, forget: Bool = false, removing: [String] = []) async throws(AgentError) {
         let script = """
-            printf 'stopped\\n' > "$HOME/\(AgentLauncher.directory)/status/$1.stopped" 2>/dev/null
-            exec tmux -L "$2" -f /dev/null kill-session -t "=$1"
+            printf '%s\\n' "$3" > "$HOME/\(AgentLauncher.directory)/status/$1.stopped" 2>/dev/null
+            n=$1 s=$2
+            shift 3
+            for f in "$@"; do rm -f -- "$HOME/\(AgentLauncher.directory)/$f"; done
+            exec tmux -L "$s" -f /dev/null kill-session -t "=$n"
             """
-        let r = try await shell.run("/bin/sh", ["-c", script, "sh", name, socket], what: "stopping a session")
+        let r = try await shell.run("/bin/sh", ["-c", script, "sh", name, socket, forget ? "deleted" : "stopped"] + removing,
+                                    what: "stopping a session")
         if r.exitStatus == .exited(127) {
             throw AgentError(.tmuxUnavailable, "tmux is not installed on \(displayName)", detail: r.stderrString)
         }

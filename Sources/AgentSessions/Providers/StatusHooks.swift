@@ -16,6 +16,13 @@ extension AgentProvider.StatusHooks {
         }
     }
 
+    /// Every file any adapter may have written for `ptyID`, relative to the agents'
+    /// directory (`hooks/NAME`): what deleting its task removes.
+    static func files(of ptyID: AgentPTYID) -> [String] {
+        [Self.claudeSettings, .geminiSystemDefaults, .qwenSystemDefaults, .openCodePlugin]
+            .compactMap { $0.file(for: ptyID, command: { _ in "" })?.name }.map { "hooks/" + $0 }
+    }
+
     /// The arguments and variables that hand the hooks to the agent, `filePath` where its
     /// `file` was written.
     func handOver(_ ptyID: AgentPTYID, filePath path: String?, command: (AgentHookEvent) -> String)

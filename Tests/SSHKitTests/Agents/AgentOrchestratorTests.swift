@@ -421,6 +421,55 @@ struct AgentOrchestratorTests {
         }
     }
 
+    /// Deleting a task leaves nothing of its sessions on the host: its hooks' settings go
+    /// with the stop, its status files, screens and results once the watcher has told the
+    /// end (a stop that is no deletion keeps them, for whoever asks later).
+    @Test func deletingATaskLeavesNoFilesOfItsSessionsOnTheHost() async throws {
+        let f = try await Fixture()
+        defer { Task { await f.tearDown() } }
+        let (_, task, main, _) = try await f.orchestrator.project(f.project.id).createTask(title: "forgotten", providerID: "amp")
+        let (_, kept, keptMain, _) = try await f.orchestrator.project(f.project.id).createTask(title: "kept", providerID: "amp")
+        let watch = "\(AgentLauncher.directory)/watch/tmux-\(f.host.tmuxSocket)"
+        /// The files under the agents' directory that name `pty`, one a line.
+        func files(_ pty: AgentPTYID) async -> String {
+            let r = try? await f.transport.runProcess("/bin/sh", "-c", #"cd "$HOME/$1" && find . -name "*$2*" | sort"#,
+                                                      "sh", AgentLauncher.directory, pty.description)
+            return r?.stdoutString ?? "?"
+        }
+        // the watcher knows both sessions; the deleted one has a hooks' settings file too
+        _ = try await f.agentHost.watcherSnapshot(rules: .shipped)
+        let known = await eventually { () async -> Bool? in
+            let r = try? await f.transport.runProcess("/bin/sh", "-c", #"cat "$HOME/$1""#, "sh", "\(watch)/states")
+            let states = r?.stdoutString ?? ""
+            return states.contains(main.ptyID.description) && states.contains(keptMain.ptyID.description) ? true : nil
+        }
+        #expect(known == true, "the watcher lists both sessions")
+        _ = try await f.transport.runProcess("/bin/sh", "-c", #"mkdir -p "$HOME/$1/hooks" && echo '{}' > "$HOME/$1/hooks/$2.json""#,
+                                             "sh", AgentLauncher.directory, main.ptyID.description)
+        let before = await files(main.ptyID)
+        #expect(before.contains("hooks/\(main.ptyID).json") && before.contains("screens/"), "before: \(before)")
+
+        try await f.orchestrator.task(task.id).delete()
+        try await f.orchestrator.task(kept.id).stop()
+        let left = await eventually { () async -> String? in
+            let now = await files(main.ptyID)
+            return now.isEmpty ? now : nil
+        }
+        var after = ""
+        if left == nil { after = await files(main.ptyID) }
+        #expect(left == "", "left on the host: \(after)")
+        // the stopped task's session is told as stopped and keeps its status files
+        let stopped = await eventually { () async -> String? in
+            let r = try? await f.transport.runProcess("/bin/sh", "-c", #"cat "$HOME/$1""#, "sh", "\(watch)/events")
+            let line = r?.stdoutString.split(separator: "\n").last { $0.contains(" \(keptMain.ptyID) stopped ") }
+            return line.map(String.init)
+        }
+        #expect(stopped != nil, "the kept task's stop was told")
+        let keptFiles = await files(keptMain.ptyID)
+        #expect(keptFiles.contains("status/\(keptMain.ptyID).stopped") && keptFiles.contains("screens/"),
+                "a stop that is no deletion keeps the files: \(keptFiles)")
+    }
+
     @Test func anAgentThatEndsIsRecordedWithItsStatus() async throws {
         let f = try await Fixture(settings: ["amp": AgentProviderSettings(binary: "fake-exit")])
         defer { Task { await f.tearDown() } }
