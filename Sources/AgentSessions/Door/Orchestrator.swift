@@ -246,7 +246,8 @@ public final class AgentOrchestrator: Sendable {
     /// (`attempt` set) the worktree is named after `title` and the attempt's label, and
     /// the record says `baseName` as the base (the base is given as a commit).
     func makeTask(project: ProjectRecord, on hostRecord: HostRecord, title: String, provider: AgentProvider, prompt: String?,
-                  autoApprove: Bool, baseRef: String?, fetchBase: Bool, attempt: TaskAttempt? = nil, baseName: String? = nil)
+                  autoApprove: Bool, baseRef: String?, fetchBase: Bool, baseIsKnownCommit: Bool = false, attempt: TaskAttempt? = nil,
+                  baseName: String? = nil)
         async throws(AgentError) -> (task: TaskRecord, conversation: ConversationRecord, session: AgentSession)
     {
         let store = store
@@ -265,7 +266,7 @@ public final class AgentOrchestrator: Sendable {
                 // set), claimed once the worktree is made, and the host's status watcher,
                 // which follows the new agent from its first screen: all in the one round trip
                 let made = try await host.createWorktreeAndStart(projectPath: project.path, title: worktreeTitle, baseRef: baseRef,
-                                                                 fetchBase: fetchBase, portFor: taskID,
+                                                                 fetchBase: fetchBase, baseIsKnownCommit: baseIsKnownCommit, portFor: taskID,
                                                                  watcher: rules) { directory throws(AgentError) in
                     let plan: AgentResumePlan
                     do {

@@ -78,6 +78,10 @@ extension AgentHost {
                         printf '%s\n' "$1" > "$d/$p/task"; printf '%s\n' "$4" > "$d/$p/worktree"
                         printf '%s\n' "$5" > "$d/$p/tmux"; echo "$p"; exit 0
                     fi
+                else
+                    # claimed since the claims were listed (another task made at once): listed
+                    # again, so the ports it and the others took are passed over without a mkdir
+                    held=" "; for c in "$d"/[0-9]*; do [ -d "$c" ] && held="$held${c##*/} "; done
                 fi
                 p=$((p + 1))
             done
@@ -86,10 +90,9 @@ extension AgentHost {
 
         """#
 
-    /// One claim or release of the host's ports at a time: a takeover is a look, a removal
-    /// and a claim, which two at once could both make of one port. A lock directory
-    /// (`$d/.lock`, which `echo *` does not list); one left by a run that died is taken
-    /// over after a minute.
+    /// One takeover of the host's ports at a time: a takeover is a look, a removal and a
+    /// claim, which two at once could both make of one port. `hostLock` at `$d/.lock`
+    /// (neither it nor `$d/.lock.flock` is listed by the claims' `[0-9]*`).
     static let portsLock = AgentWorktrees.hostLock(at: "$d/.lock", tries: 400, failure: 4)
 
     /// A shell function, `live CLAIM SOCKET`: whether the claim's task still has its

@@ -22,12 +22,15 @@ extension AgentHost {
     /// A host without tmux, and an agent that takes its prompt from a file, take the steps
     /// one after the other.
     /// - Parameters:
+    ///   - baseIsKnownCommit: `baseRef` is a commit the repository has (the attempts'
+    ///     base): taken without a look.
     ///   - portFor: the task a port is claimed for; nil for none.
     ///   - watcher: the screen rules the host's watcher follows the agent with; nil to
     ///     leave the watcher as it is.
     /// - Throws: the errors of `AgentWorktrees.create` and of `startAgent`.
     func createWorktreeAndStart(projectPath: String, title: String, unixMilliseconds: Int64? = nil, baseRef: String?,
-                                fetchBase: Bool = false, portFor taskID: TaskID? = nil, watcher rules: AgentScreenRules? = nil,
+                                fetchBase: Bool = false, baseIsKnownCommit: Bool = false, portFor taskID: TaskID? = nil,
+                                watcher rules: AgentScreenRules? = nil,
                                 spec makeSpec: (_ directory: String) async throws(AgentError) -> AgentSessionSpec)
         async throws(AgentError) -> CreatedTask
     {
@@ -36,8 +39,8 @@ extension AgentHost {
         let spec = try await makeSpec(planned.path)
         let start = try await prepareStart(spec, directory: planned.path)
         guard start.hasTmux, start.launch.promptFile == nil else {
-            return try await createThenStart(planned, spec: spec, baseRef: baseRef, fetchBase: fetchBase, portFor: taskID,
-                                             watcher: rules)
+            return try await createThenStart(planned, spec: spec, baseRef: baseRef, fetchBase: fetchBase,
+                                             baseIsKnownCommit: baseIsKnownCommit, portFor: taskID, watcher: rules)
         }
         let launchFile = AgentLauncher.fileName(spec.ptyID, nonce: start.nonce)
         let tmuxArgs = tmux.newSessionArguments(name: start.name, directory: planned.path, size: spec.size, argv: start.argv)
@@ -47,7 +50,7 @@ extension AgentHost {
             [AgentStatusWatcher.ensureScript, "\(AgentStatusWatcher.version)", AgentStatusWatcher.rulesDigest(rules),
              AgentStatusWatcher.scriptDigest]
         } ?? ["", "", "", ""]
-        let arguments = planned.arguments(baseRef: baseRef, fetchBase: fetchBase)
+        let arguments = planned.arguments(baseRef: baseRef, fetchBase: fetchBase, baseIsKnownCommit: baseIsKnownCommit)
             + [taskID?.rawValue ?? "", "\(Self.taskPorts.lowerBound)", "\(Self.taskPorts.upperBound)", tmux.socket, launchFile]
             + watcherArguments + ["tmux"] + tmuxArgs
         let r: ProcessResult
@@ -96,10 +99,10 @@ extension AgentHost {
     /// The steps of `createWorktreeAndStart` one after the other: for a host without tmux,
     /// and for an agent whose prompt is written to a file first.
     private func createThenStart(_ planned: AgentWorktrees.PlannedWorktree, spec: AgentSessionSpec, baseRef: String?,
-                                 fetchBase: Bool, portFor taskID: TaskID?, watcher rules: AgentScreenRules?)
+                                 fetchBase: Bool, baseIsKnownCommit: Bool, portFor taskID: TaskID?, watcher rules: AgentScreenRules?)
         async throws(AgentError) -> CreatedTask
     {
-        let worktree = try await worktrees.create(planned, baseRef: baseRef, fetchBase: fetchBase)
+        let worktree = try await worktrees.create(planned, baseRef: baseRef, fetchBase: fetchBase, baseIsKnownCommit: baseIsKnownCommit)
         var port: Int?
         do {
             if let taskID { port = try await claimPort(taskID: taskID, worktree: worktree.path) }

@@ -33,9 +33,12 @@ public struct AgentWorktrees: Sendable {
     }
 
     /// Makes the worktree `planned` names.
-    func create(_ planned: PlannedWorktree, baseRef: String?, fetchBase: Bool = false) async throws(AgentError) -> Worktree {
+    func create(_ planned: PlannedWorktree, baseRef: String?, fetchBase: Bool = false, baseIsKnownCommit: Bool = false)
+        async throws(AgentError) -> Worktree
+    {
         // one round trip: every step in one script, every value an argument of it
-        let r = try await shell.run("/bin/sh", ["-c", Self.createWorktreeScript, "sh"] + planned.arguments(baseRef: baseRef, fetchBase: fetchBase),
+        let r = try await shell.run("/bin/sh", ["-c", Self.createWorktreeScript, "sh"]
+                                + planned.arguments(baseRef: baseRef, fetchBase: fetchBase, baseIsKnownCommit: baseIsKnownCommit),
                                     timeout: Self.createTimeout, idempotent: false, what: "adding the worktree")
         guard let made = planned.made(by: r) else { throw worktreeFailure(r, project: planned.project) }
         return made
@@ -68,9 +71,11 @@ public struct AgentWorktrees: Sendable {
         let path: String
         let branch: String
 
-        /// The arguments of `createWorktreeScript` (six of them).
-        func arguments(baseRef: String?, fetchBase: Bool = false) -> [String] {
-            [project, baseRef ?? "", branch, path, AgentWorktrees.defaultBaseBranches.joined(separator: " "), fetchBase ? "1" : "0"]
+        /// The arguments of `createWorktreeScript` (six of them). `baseIsKnownCommit`: the
+        /// base is a commit the caller knows the repository has (no look, no fetch).
+        func arguments(baseRef: String?, fetchBase: Bool = false, baseIsKnownCommit: Bool = false) -> [String] {
+            [project, baseRef ?? "", branch, path, AgentWorktrees.defaultBaseBranches.joined(separator: " "),
+             baseIsKnownCommit && baseRef != nil ? "known" : fetchBase ? "1" : "0"]
         }
 
         /// The worktree as it will be, before git says its base (for removing what a failed
@@ -123,7 +128,8 @@ public struct AgentWorktrees: Sendable {
 
     /// Arguments: project, requested base ('' for none), branch, worktree path, the
     /// default base branches (one argument, separated by spaces), `1` to fetch the base
-    /// from the project's remote first. Prints `base <ref>` and `commit <sha>`, then
+    /// from the project's remote first (`known`: the requested base is a commit the
+    /// repository has, taken without a look). Prints `base <ref>` and `commit <sha>`, then
     /// `note <text>` lines; exit 10 not a repository, 11 no commit, 12 `worktree add`
     /// failed, 13 the exclude file, 14 another add held the repository's lock for a
     /// minute, 15 a `.worktreeinclude` line or file that reaches outside the project (the
@@ -147,22 +153,34 @@ public struct AgentWorktrees: Sendable {
     /// one `rev-parse` first; the fetch's look at the configuration is a call when the
     /// configuration names a remote; a prune only when an entry's folder is gone. Every
     /// other step is the shell's own, so the script costs few processes on the host.
-    /// Shell lines that take a lock on the host, one holder at a time: a lock directory
-    /// (portable), given back when the script ends or is killed, and taken over after a
-    /// minute from a holder that died. Waits 50 ms between tries; after `tries` the
-    /// script exits with `failure`. The lines stand alone: they begin and end with a newline.
-    static func hostLock(at path: String, tries: Int, failure: Int) -> String {
+    /// Shell lines that take a lock on the host, one holder at a time, and set `unlock`
+    /// to the line that gives it back (`eval "$unlock"`; the script's end gives it back
+    /// too, however it ends). Where util-linux's `flock` is (`flock`, a real file, not
+    /// busybox's), the lock is `flock` on the file `<path>.flock` held as descriptor 9:
+    /// a waiter sleeps in the kernel and runs the moment the holder lets go, nothing is
+    /// polled, and a holder that dies lets go with it. Commands that may outlive the hold
+    /// (git, whose hooks may start anything) are run with `9>&-`. Elsewhere a lock
+    /// directory at `path`, tried every 50 ms and taken over after a minute from a holder
+    /// that died. After `tries` × 50 ms the script exits with `failure`. The lines stand
+    /// alone: they begin and end with a newline.
+    static func hostLock(at path: String, tries: Int, failure: Int, flock: String = "/usr/bin/flock") -> String {
         // begins and ends a line of its own: it is spliced between two parts of a script
         """
 
         lock=\(path) i=0
-        until mkdir "$lock" 2>/dev/null; do
-            [ -z "$(find "$lock" -maxdepth 0 -mmin +1 2>/dev/null)" ] || rmdir "$lock" 2>/dev/null
-            i=$((i + 1)); [ $i -lt \(tries) ] || exit \(failure)
-            sleep 0.05
-        done
-        trap 'rmdir "$lock" 2>/dev/null' EXIT
-        trap 'rmdir "$lock" 2>/dev/null; exit 129' HUP INT TERM
+        if [ -x \(flock) ] && [ ! -L \(flock) ] && { command exec 9>>"$lock.flock"; } 2>/dev/null; then
+            \(flock) -w \(max(1, tries / 20)) 9 || exit \(failure)
+            unlock='exec 9>&-'
+        else
+            until mkdir "$lock" 2>/dev/null; do
+                [ $((i % 20)) != 0 ] || [ -z "$(find "$lock" -maxdepth 0 -mmin +1 2>/dev/null)" ] || rmdir "$lock" 2>/dev/null
+                i=$((i + 1)); [ $i -lt \(tries) ] || exit \(failure)
+                sleep 0.05
+            done
+            trap 'rmdir "$lock" 2>/dev/null' EXIT
+            trap 'rmdir "$lock" 2>/dev/null; exit 129' HUP INT TERM
+            unlock='rmdir "$lock" 2>/dev/null; trap - EXIT; trap - HUP INT TERM'
+        fi
 
         """
     }
@@ -196,7 +214,10 @@ public struct AgentWorktrees: Sendable {
         fi
         verify() { case $1 in ''|-*) return 1 ;; esac; git -C "$p" rev-parse --verify --quiet "$1^{commit}" </dev/null; }
         base= sha=
-        if sha=$(verify "$requested"); then base=$requested
+        # a commit the caller knows is here (the attempts' base, just read or sent) is
+        # taken without a look
+        if [ "$fetch" = known ] && [ -n "$requested" ]; then base=$requested sha=$requested fetch=0
+        elif sha=$(verify "$requested"); then base=$requested
         elif [ -n "$head" ] && [ -n "$current" ] && [ "$current" != HEAD ]; then base=$current sha=$head
         else
             for candidate in $defaults HEAD; do
@@ -233,7 +254,8 @@ public struct AgentWorktrees: Sendable {
         EOF
             fi
         fi
-        notes= us=$(printf '\037')
+        notes= nl='
+        '
         # a checkout whose configuration names no remote (read by the shell itself) has
         # nothing to fetch from
         if [ "$fetch" = 1 ]; then
@@ -272,13 +294,13 @@ public struct AgentWorktrees: Sendable {
                         if git -C "$p" merge-base --is-ancestor "$sha" "$fetched" </dev/null; then
                             base=$remote/$rbranch sha=$fetched
                         else
-                            notes="${notes}note $base has commits that $remote/$rbranch lacks: the task starts from $base$us"
+                            notes="${notes}note $base has commits that $remote/$rbranch lacks: the task starts from $base$nl"
                         fi
                     fi
                 else
                     kill $wp 2>/dev/null
                     why=$(head -n 1 "$common/sshkit-fetch.err" 2>/dev/null)
-                    notes="${notes}note could not fetch $rbranch from $remote (${why:-no answer in 30 s}): the task starts from $base as it was$us"
+                    notes="${notes}note could not fetch $rbranch from $remote (${why:-no answer in 30 s}): the task starts from $base as it was$nl"
                 fi
                 rm -f "$common/sshkit-fetch.err"
             fi
@@ -286,7 +308,7 @@ public struct AgentWorktrees: Sendable {
         # no path: only the base is asked for (the attempts of one piece of work share it)
         if [ -z "$path" ]; then
             printf 'base %s\ncommit %s\ntop %s\n' "$base" "$sha" "$top"
-            [ -z "$notes" ] || printf '%s' "$notes" | tr '\037' '\n'
+            [ -z "$notes" ] || printf '%s' "$notes"
             exit 0
         fi
         # one worktree change at a time in a repository: an add reads the entries of the
@@ -298,7 +320,7 @@ public struct AgentWorktrees: Sendable {
         for e in "$common"/worktrees/*; do
             [ -f "$e/gitdir" ] && [ ! -f "$e/locked" ] || continue
             g=; read -r g < "$e/gitdir" && [ -n "$g" ] && [ ! -e "$g" ] || continue
-            git -C "$p" worktree prune </dev/null || exit 12
+            git -C "$p" worktree prune </dev/null 9>&- || exit 12
             break
         done
         exclude=$common/info/exclude excluded=
@@ -312,8 +334,8 @@ public struct AgentWorktrees: Sendable {
             if [ -s "$exclude" ] && [ -n "$(tail -c 1 "$exclude")" ]; then printf '\n' >> "$exclude" || exit 13; fi
             printf '.emdash/\n' >> "$exclude" || exit 13
         fi
-        git -C "$p" worktree add -q -b "$branch" "$path" "$sha" >&2 </dev/null || { s=$?; [ $s = 127 ] && exit 127; exit 12; }
-        rmdir "$lock" 2>/dev/null; trap - EXIT; trap - HUP INT TERM
+        git -C "$p" worktree add -q -b "$branch" "$path" "$sha" >&2 </dev/null 9>&- || { s=$?; [ $s = 127 ] && exit 127; exit 12; }
+        eval "$unlock"
         n=0
         if [ -n "$copies" ]; then
             while IFS= read -r f; do
@@ -327,7 +349,7 @@ public struct AgentWorktrees: Sendable {
         fi
         printf 'base %s\ncommit %s\n' "$base" "$sha"
         [ $n = 0 ] || { [ $n = 1 ] && printf 'note copied 1 file that .worktreeinclude names\n' || printf 'note copied %s files that .worktreeinclude names\n' "$n"; }
-        [ -z "$notes" ] || printf '%s' "$notes" | tr '\037' '\n'
+        [ -z "$notes" ] || printf '%s' "$notes"
         """#
 
     /// The project's worktrees (its main checkout first), from `git worktree list --porcelain`.

@@ -292,7 +292,7 @@ extension AgentOrchestrator {
                     await (n, Self.outcome { () async throws(AgentError) -> TaskRecord in
                         try await self.makeTask(project: chosen[item.host], on: targets[item.host], title: title,
                                                 provider: item.provider, prompt: prompt, autoApprove: autoApprove,
-                                                baseRef: base.commit, fetchBase: false,
+                                                baseRef: base.commit, fetchBase: false, baseIsKnownCommit: true,
                                                 attempt: TaskAttempt(group: group, label: item.label), baseName: base.ref).task
                     })
                 }

@@ -1,4 +1,4 @@
-import AgentSessions
+@testable import AgentSessions
 import Foundation
 import ServerTransport
 import Testing
@@ -155,8 +155,7 @@ struct WorktreeTests {
     }
 
     /// Adds at once in one repository (a cockpit's and a script's, say): each waits for the
-    /// repository's lock, so no prune removes an entry another add is writing; a lock left
-    /// by a run that died is taken over once it is a minute old.
+    /// repository's lock, so no prune removes an entry another add is writing.
     @Test func worktreesAddedAtOnceInOneRepositoryAllWork() async throws {
         let t = SSHTransport(configuration: server.configuration())
         defer { Task { await t.close() } }
@@ -168,11 +167,62 @@ struct WorktreeTests {
         }
         #expect(Set(made.map(\.path)).count == 8)
         #expect(try await host.worktrees.list(projectPath: project).count == 9)
-        // a lock left behind, two minutes old: taken over
-        _ = try await Self.sh(host, "mkdir \"$1/.git/sshkit-worktree.lock\" && touch -d '-2 minutes' \"$1/.git/sshkit-worktree.lock\"", project)
-        _ = try await host.worktrees.create(projectPath: project, title: "after a dead run")
-        #expect(try await Self.sh(host, "test -e \"$1/.git/sshkit-worktree.lock\" && echo left || echo gone", project).stdoutString == "gone\n")
+        // the git processes did not keep the lock's descriptor: nothing holds it now
+        #expect(try await Self.sh(host, "f=\"$1/.git/sshkit-worktree.lock.flock\"; [ ! -e \"$f\" ] || flock -n \"$f\" true && echo free",
+                                  project).stdoutString == "free\n")
         _ = try await Self.sh(host, "rm -rf \"$1\"", project)
+    }
+
+    /// The host's lock, with util-linux's `flock` and without it (a lock directory): one
+    /// holder at a time; a holder killed outright does not keep it (the kernel lets go of
+    /// a `flock`; a lock directory is taken over once a minute old); a holder that stays
+    /// past the tries is a failure of its own.
+    @Test(arguments: ["/usr/bin/flock", "/nonexistent/flock"])
+    func theHostLockHasOneHolderAndOutlivesNone(flock: String) async throws {
+        let t = SSHTransport(configuration: server.configuration())
+        defer { Task { await t.close() } }
+        let host = AgentHost(transport: t)
+        let dir = try await Self.sh(host, "mktemp -d").stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
+        let lock = AgentWorktrees.hostLock(at: "$1/lock", tries: 40, failure: 14, flock: flock)
+        // four at once, each in for 0.1 s: never two in
+        let held = lock + #"""
+            echo "in $2" >> "$1/log"; sleep 0.1; echo "out $2" >> "$1/log"
+            eval "$unlock"
+            echo "after $2" >> "$1/log"
+            """#
+        try await withThrowingTaskGroup(of: Void.self) { g in
+            for i in 0..<4 { g.addTask { _ = try await Self.sh(host, held, dir, "\(i)") } }
+            try await g.waitForAll()
+        }
+        let log = try await Self.sh(host, "grep -v after \"$1/log\"", dir).stdoutString.split(separator: "\n")
+        #expect(log.count == 8)
+        for k in stride(from: 0, to: log.count - 1, by: 2) {
+            #expect(log[k].hasPrefix("in ") && log[k + 1] == "out " + log[k].dropFirst(3))
+        }
+        // a holder killed outright (no trap runs)
+        let holder = try await host.transport.startProcess("/bin/sh", arguments: ["-c", lock + "echo held $$; exec sleep 60", "sh", dir],
+                                                           environment: [:])
+        var heard = ""
+        for await chunk in holder.stdout {
+            heard += String(decoding: chunk, as: UTF8.self)
+            if heard.contains("\n") { break }
+        }
+        let pid = heard.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) } ?? ""
+        #expect(heard.hasPrefix("held") && Int(pid) != nil)
+        // while it holds: the tries run out
+        let waited = try await host.transport.runProcess("/bin/sh", arguments: ["-c", lock + "echo in", "sh", dir], stdin: [],
+                                                         environment: [:], timeout: .seconds(30))
+        #expect(waited.exitStatus == .exited(14) && waited.stdoutString.isEmpty)
+        _ = try await Self.sh(host, "kill -KILL \"$1\"", pid)
+        holder.cancel()
+        if !flock.hasPrefix("/usr") {
+            // the directory it left, made a minute old
+            _ = try await Self.sh(host, "touch -d '-2 minutes' \"$1/lock\"", dir)
+        }
+        let after = try await Self.sh(host, lock + "echo in", dir)
+        #expect(after.stdoutString == "in\n")
+        #expect(try await Self.sh(host, "test -d \"$1/lock\" && echo left || echo gone", dir).stdoutString == "gone\n")
+        _ = try await Self.sh(host, "rm -rf \"$1\"", dir)
     }
 
     @Test func aPathThatIsNotARepositoryIsATypedError() async throws {
