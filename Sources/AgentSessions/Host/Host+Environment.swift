@@ -91,9 +91,9 @@ extension AgentHost {
         """#
 
     /// One takeover of the host's ports at a time: a takeover is a look, a removal and a
-    /// claim, which two at once could both make of one port. `hostLock` at `$d/.lock`
+    /// claim, which two at once could both make of one port. `HostLock` at `$d/.lock`
     /// (neither it nor `$d/.lock.flock` is listed by the claims' `[0-9]*`).
-    static let portsLock = AgentWorktrees.hostLock(at: "$d/.lock", tries: 400, failure: 4)
+    static let portsLock = HostLock.lines(at: "$d/.lock", tries: 400, failure: 4)
 
     /// A shell function, `live CLAIM SOCKET`: whether the claim's task still has its
     /// worktree or its main agent's tmux session (on the claim's own tmux server, else

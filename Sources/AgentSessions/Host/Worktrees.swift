@@ -148,43 +148,11 @@ public struct AgentWorktrees: Sendable {
     /// nothing from its standard input (the launch script that may follow it in one round
     /// trip comes there). One git call when the base is the current branch of a usual
     /// checkout (its own `.git` folder, the branch's ref a loose file): the add, under the
-    /// repository's lock (`hostLock`), given back once the add is done. Else the
+    /// repository's lock (`HostLock`), given back once the add is done. Else the
     /// checkout's facts (top level, common directory, HEAD's commit and branch) come from
     /// one `rev-parse` first; the fetch's look at the configuration is a call when the
     /// configuration names a remote; a prune only when an entry's folder is gone. Every
     /// other step is the shell's own, so the script costs few processes on the host.
-    /// Shell lines that take a lock on the host, one holder at a time, and set `unlock`
-    /// to the line that gives it back (`eval "$unlock"`; the script's end gives it back
-    /// too, however it ends). Where util-linux's `flock` is (`flock`, a real file, not
-    /// busybox's), the lock is `flock` on the file `<path>.flock` held as descriptor 9:
-    /// a waiter sleeps in the kernel and runs the moment the holder lets go, nothing is
-    /// polled, and a holder that dies lets go with it. Commands that may outlive the hold
-    /// (git, whose hooks may start anything) are run with `9>&-`. Elsewhere a lock
-    /// directory at `path`, tried every 50 ms and taken over after a minute from a holder
-    /// that died. After `tries` × 50 ms the script exits with `failure`. The lines stand
-    /// alone: they begin and end with a newline.
-    static func hostLock(at path: String, tries: Int, failure: Int, flock: String = "/usr/bin/flock") -> String {
-        // begins and ends a line of its own: it is spliced between two parts of a script
-        """
-
-        lock=\(path) i=0
-        if [ -x \(flock) ] && [ ! -L \(flock) ] && { command exec 9>>"$lock.flock"; } 2>/dev/null; then
-            \(flock) -w \(max(1, tries / 20)) 9 || exit \(failure)
-            unlock='exec 9>&-'
-        else
-            until mkdir "$lock" 2>/dev/null; do
-                [ $((i % 20)) != 0 ] || [ -z "$(find "$lock" -maxdepth 0 -mmin +1 2>/dev/null)" ] || rmdir "$lock" 2>/dev/null
-                i=$((i + 1)); [ $i -lt \(tries) ] || exit \(failure)
-                sleep 0.05
-            done
-            trap 'rmdir "$lock" 2>/dev/null' EXIT
-            trap 'rmdir "$lock" 2>/dev/null; exit 129' HUP INT TERM
-            unlock='rmdir "$lock" 2>/dev/null; trap - EXIT; trap - HUP INT TERM'
-        fi
-
-        """
-    }
-
     static let createWorktreeScript = #"""
         p=$1 requested=$2 branch=$3 path=$4 defaults=$5 fetch=$6
         head= current= top= common=
@@ -314,7 +282,7 @@ public struct AgentWorktrees: Sendable {
         # one worktree change at a time in a repository: an add reads the entries of the
         # others (one being written fails it), and a prune beside an add removes the entry
         # that add is writing; the lock is given back once the add is done
-        """# + hostLock(at: "$common/sshkit-worktree.lock", tries: 1500, failure: 14) + #"""
+        """# + HostLock.lines(at: "$common/sshkit-worktree.lock", tries: 1500, failure: 14) + #"""
         # entries whose folders were deleted by hand are pruned; seen without a process (an
         # entry whose gitdir names a file that is gone)
         for e in "$common"/worktrees/*; do

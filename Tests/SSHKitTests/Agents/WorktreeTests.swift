@@ -183,7 +183,7 @@ struct WorktreeTests {
         defer { Task { await t.close() } }
         let host = AgentHost(transport: t)
         let dir = try await Self.sh(host, "mktemp -d").stdoutString.trimmingCharacters(in: .whitespacesAndNewlines)
-        let lock = AgentWorktrees.hostLock(at: "$1/lock", tries: 40, failure: 14, flock: flock)
+        let lock = HostLock.lines(at: "$1/lock", tries: 40, failure: 14, flock: flock)
         // four at once, each in for 0.1 s: never two in
         let held = lock + #"""
             echo "in $2" >> "$1/log"; sleep 0.1; echo "out $2" >> "$1/log"
