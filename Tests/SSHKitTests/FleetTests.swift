@@ -197,9 +197,15 @@ struct FleetTests {
         for i in 0..<3 { servers.append(try TestServer.start(name: "fleet-cancel-\(i)")) }
         let fleet = try SSHFleet(hosts: servers.enumerated().map { SSHFleetHost($1.configuration(), name: "h\($0)") })
         let reader = Task { await Self.collect(fleet.execute("sleep 41.5")) }
-        // every host runs it
+        // every host runs it (an authenticated connection alone is two processes already: a
+        // run cancelled then ends a connect, and its connection goes with it)
         let started = await eventually(timeout: .seconds(20)) {
-            servers.allSatisfy { s in s.sessionProcessTree().count >= 2 }
+            servers.allSatisfy { s in
+                s.sessionProcessTree().contains { pid in
+                    let line = (try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8)) ?? ""
+                    return line.split(separator: "\0").map(String.init) == ["sleep", "41.5"]
+                }
+            }
         }
         #expect(started)
         reader.cancel()
