@@ -89,7 +89,7 @@ public final class ServeState: Sendable {
             codes[i].usedAt = now
             try write(codes, to: pairingPath)
             let token = Self.randomToken()
-            let device = ServeDevice(id: String(Self.randomToken().prefix(8)).lowercased(),
+            let device = ServeDevice(id: Self.randomDeviceID(),
                                      name: name.isEmpty ? "a device" : String(name.prefix(80)),
                                      tokenHash: Self.hash(token), pairedAt: now, lastSeenAt: now)
             var devices: [ServeDevice] = try read(devicesPath) ?? []
@@ -169,6 +169,13 @@ public final class ServeState: Sendable {
 
     static func normalized(_ code: String) -> String {
         code.uppercased().filter { $0.isLetter || $0.isNumber }
+    }
+
+    /// A device's id: eight lowercase hex digits (never a `-` first, which a command line
+    /// would read as an option).
+    static func randomDeviceID() -> String {
+        var rng = SystemRandomNumberGenerator()
+        return (0..<4).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max, using: &rng)) }.joined()
     }
 
     static func randomToken() -> String {
