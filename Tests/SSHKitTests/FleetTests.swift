@@ -197,8 +197,8 @@ struct FleetTests {
         for i in 0..<3 { servers.append(try TestServer.start(name: "fleet-cancel-\(i)")) }
         let fleet = try SSHFleet(hosts: servers.enumerated().map { SSHFleetHost($1.configuration(), name: "h\($0)") })
         let reader = Task { await Self.collect(fleet.execute("sleep 41.5")) }
-        // every host runs it (an authenticated connection alone is two processes already: a
-        // run cancelled then ends a connect, and its connection goes with it)
+        // every host runs it (a connection is two sshd processes from its key exchange on: a
+        // run cancelled before the command starts ends a connect, and its connection goes too)
         let started = await eventually(timeout: .seconds(20)) {
             servers.allSatisfy { s in
                 s.sessionProcessTree().contains { pid in

@@ -431,6 +431,8 @@ struct ServeTests {
             #expect(live.status == 101, "\(live)")
             defer { if live.socket >= 0 { close(live.socket) } }
             let id = try #require(try ServeState(directory: s.state).devices().first?.id)
+            // a device's id never reads as an option on a command line
+            #expect(id.count == 8 && id.allSatisfy { $0.isHexDigit && !$0.isUppercase }, "\(id)")
             #expect(try u.ok(["serve", "devices"]).contains(id))
             #expect(try u.ok(["serve", "devices", "--revoke", String(id.prefix(4))]).contains("revoked \(id)"))
             #expect(Self.closeCode(live.socket) == 1008, "the revoked device's socket ends as a policy violation")
