@@ -14,6 +14,7 @@ import time
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.chrome.service import Service
 
 
@@ -115,8 +116,9 @@ def main():
         # keystrokes into the agent's terminal come back through tmux
         term = driver.find_element(By.CSS_SELECTOR, "#terminal .xterm")
         term.click()
-        ActionChains(driver).send_keys("typed in the browser\n").perform()
-        typed = wait_for(lambda: "got: typed in the browser" in driver.execute_script("return app.screenText()"))
+        # (printable keys go out from their keydown, named keys through xterm.js: both, in order)
+        ActionChains(driver).send_keys("Typed in thx" + Keys.BACKSPACE + "e browser" + Keys.ENTER).perform()
+        typed = wait_for(lambda: "got: Typed in the browser" in driver.execute_script("return app.screenText()"))
         say("typed", echoed=bool(typed), screen=driver.execute_script("return app.screenText()")[-400:])
 
         # a line through the form
