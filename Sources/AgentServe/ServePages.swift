@@ -141,6 +141,7 @@ extension ServeAssets {
         .agents button { margin: 0 .3rem .3rem 0; }
         .agents button[aria-pressed="true"] { outline: 2px solid var(--accent); }
         .terminal { background: #000; border-radius: .4rem; padding: .25rem; height: 55vh; min-height: 14rem; overflow: hidden; }
+        .terminal .xterm-rows span { white-space: pre; }
         .question { background: var(--card); border-left: .25rem solid var(--accent); padding: .5rem .7rem; margin: 0 0 .5rem;
                     white-space: pre-wrap; }
         .question .answers { display: flex; flex-wrap: wrap; gap: .4rem; margin-top: .4rem; white-space: normal; }

@@ -135,6 +135,55 @@ extension ServeAssets {
             var s = fit();
             if (s && ws && ws.readyState === 1) ws.send(JSON.stringify(s));
           });
+          // xterm 3.8's DOM renderer draws a span per cell: a whole screen of 120 by 40 is about
+          // 5,000 elements, some 30 ms of the page's thread at each scroll in headless Chromium,
+          // and a keystroke's echo that lands behind it waits. A run of printable ASCII cells
+          // that look the same is one span here, as wide as its cells (its text keeps its
+          // spaces: `white-space: pre` in the page's style); any other character, and the
+          // cursor's cell, is still a span of its own, so the grid stays where xterm.js puts it.
+          // Nothing else in the page reads the spans (no link addon, whose hover would).
+          function joinRuns(t) {
+            var r = t._core && t._core.renderer, f = r && r._rowFactory;
+            if (!f || typeof f.createRow !== 'function' || f.createRow.length !== 6) return;
+            f.createRow = function (line, isCursorRow, cursorStyle, cursorX, cellWidth, cols) {
+              var out = document.createDocumentFragment(), text = '', kind = null, cells = 0;
+              function flush() {
+                if (!cells) return;
+                var s = document.createElement('span');
+                if (kind) s.className = kind;
+                if (cells > 1) s.style.width = (cells * cellWidth) + 'px';
+                s.textContent = text;
+                out.appendChild(s);
+                text = ''; kind = null; cells = 0;
+              }
+              for (var x = 0, col = 0; x < line.length && col < cols; x++) {
+                var cell = line.get(x), attr = cell[0], ch = cell[1], width = cell[2];
+                if (width === 0) continue;
+                // the classes xterm.js gives the cell: inverse swaps the colours, bold
+                // brightens the first eight
+                var flags = attr >> 18, bg = attr & 0x1ff, fg = (attr >> 9) & 0x1ff, c = '';
+                if (flags & 8) { var swap = bg; bg = fg; fg = swap; if (fg === 256) fg = 0; if (bg === 257) bg = 15; }
+                if (flags & 1) { if (fg < 8) fg += 8; c += ' xterm-bold'; }
+                if (flags & 64) c += ' xterm-italic';
+                if (fg !== 257) c += ' xterm-fg-' + fg;
+                if (bg !== 256) c += ' xterm-bg-' + bg;
+                var cursor = isCursorRow && x === cursorX;
+                var plain = width === 1 && !cursor && ch.length === 1 && ch >= ' ' && ch <= '~';
+                if (plain && cells && c === kind) { text += ch; cells++; col++; continue; }
+                flush();
+                if (plain) { kind = c; text = ch; cells = 1; col++; continue; }
+                if (cursor) c += ' xterm-cursor xterm-cursor-' + (cursorStyle === 'bar' || cursorStyle === 'underline' ? cursorStyle : 'block');
+                var s = document.createElement('span');
+                if (c) s.className = c;
+                if (width > 1) s.style.width = (cellWidth * width) + 'px';
+                s.textContent = ch || ' ';
+                out.appendChild(s);
+                col += width;
+              }
+              flush();
+              return out;
+            };
+          }
           function connect(chatID) {
             if (ws) ws.close();
             chat = chatID;
@@ -145,6 +194,7 @@ extension ServeAssets {
             // xterm 3.8's canvas (measured in headless Chromium), and a phone's text stays sharp
             term = new Terminal({ cursorBlink: true, fontSize: 13, scrollback: 5000, rendererType: 'dom' });
             term.open(box);
+            joinRuns(term);
             var size = fit() || { cols: 80, rows: 24 };
             ws = app.socket('/api/chats/' + encodeURIComponent(chatID) + '/terminal?cols=' + size.cols + '&rows=' + size.rows);
             ws.binaryType = 'arraybuffer';

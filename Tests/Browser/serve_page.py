@@ -120,6 +120,17 @@ def main():
         ActionChains(driver).send_keys("Typed in thx" + Keys.BACKSPACE + "e browser" + Keys.ENTER).perform()
         typed = wait_for(lambda: "got: Typed in the browser" in driver.execute_script("return app.screenText()"))
         say("typed", echoed=bool(typed), screen=driver.execute_script("return app.screenText()")[-400:])
+        # what the page drew is the screen: each row's text is the terminal's line, spaces kept,
+        # from far fewer elements than cells (a run of like cells is one span)
+        time.sleep(0.3)
+        say("drawn", **driver.execute_script("""
+            var rows = Array.prototype.map.call(document.querySelectorAll('#terminal .xterm-rows > div'),
+                function (r) { return r.textContent.replace(/\\s+$/, ''); });
+            var lines = app.screenText().split('\\n');
+            lines = lines.slice(lines.length - rows.length).map(function (l) { return l.replace(/\\s+$/, ''); });
+            return { same: rows.join('\\n') === lines.join('\\n'), rows: rows.length,
+                     spans: document.querySelectorAll('#terminal .xterm-rows span').length,
+                     drawn: rows.filter(Boolean).slice(-4), lines: lines.filter(Boolean).slice(-4) };"""))
 
         # a line through the form
         driver.find_element(By.ID, "line").send_keys("sent from the form")

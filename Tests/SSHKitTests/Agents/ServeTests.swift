@@ -180,6 +180,10 @@ struct ServeTests {
             #expect((page["screen"] as? String)?.contains("got: hello") == true, "\(page)")
             #expect((page["width"] as? Int ?? 999) <= 390, "no sideways scrolling at a phone's width: \(page)")
             #expect(steps.step("typed")?["echoed"] as? Bool == true, "\(String(describing: steps.step("typed")))")
+            let drawn = try #require(steps.step("drawn"), "\(run.output)")
+            #expect(drawn["same"] as? Bool == true, "the rows drawn are the terminal's lines: \(drawn)")
+            let rows = drawn["rows"] as? Int ?? 0, spans = drawn["spans"] as? Int ?? .max
+            #expect(rows >= 5 && spans <= rows * 4, "a run of like cells is one span: \(drawn)")
             #expect(steps.step("sent")?["echoed"] as? Bool == true, "\(String(describing: steps.step("sent")))")
 
             let question = try #require(steps.step("question"), "\(run.output)")
