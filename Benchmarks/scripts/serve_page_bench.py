@@ -275,9 +275,64 @@ def load(a):
                 return { page: nav.transferSize, resources: res.map(function (r) { return [r.name, r.transferSize]; }),
                          total: nav.transferSize + res.reduce(function (s, r) { return s + r.transferSize; }, 0),
                          firstSocketMessage: first, rows: document.querySelectorAll('#board a.row').length };""")
+        # the first message of each socket as it crosses the wire, permessage-deflate offered
+        # as Chromium offers it (the page's own counts are of the message as read)
+        cookie = "; ".join("%s=%s" % (c["name"], c["value"]) for c in driver.get_cookies())
+        import urllib.request
+        with urllib.request.urlopen(urllib.request.Request(a.url + "/api/tasks/" + a.task, headers={"Cookie": cookie})) as r:
+            chat = json.loads(r.read())["agents"][0]["id"]
+        out["board"]["firstSocketWire"] = first_message_on_the_wire(a.url, "/api/board/live", cookie)
+        out["task"]["firstSocketWire"] = first_message_on_the_wire(a.url, "/api/chats/%s/terminal?cols=45&rows=30" % chat, cookie)
         print(json.dumps({"load": out}), flush=True)
     finally:
         driver.quit()
+
+
+def first_message_on_the_wire(url, path, cookie):
+    """The bytes of a socket's first message as sent (its frames' heads and payloads), with
+    permessage-deflate offered: [bytes, whether it came compressed]."""
+    import base64
+    import socket
+    host, port = url.replace("http://", "").rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=10)
+    try:
+        s.sendall(("GET %s HTTP/1.1\r\nHost: %s:%s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                   "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
+                   "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
+                   "Origin: %s\r\nCookie: %s\r\n\r\n" % (path, host, port, base64.b64encode(os.urandom(16)).decode(),
+                                                        url, cookie)).encode())
+        buf = b""
+
+        def need(n):
+            nonlocal buf
+            while len(buf) < n:
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise RuntimeError("%s: closed after %d bytes" % (path, len(buf)))
+                buf += chunk
+        while b"\r\n\r\n" not in buf:
+            need(len(buf) + 1)
+        head, buf = buf.split(b"\r\n\r\n", 1)
+        if not head.startswith(b"HTTP/1.1 101"):
+            raise RuntimeError("%s: %r" % (path, head[:200]))
+        total, compressed = 0, False
+        while True:
+            need(2)
+            fin, rsv1, n, off = buf[0] & 0x80, buf[0] & 0x40, buf[1] & 0x7f, 2
+            if n == 126:
+                need(4)
+                n, off = int.from_bytes(buf[2:4], "big"), 4
+            elif n == 127:
+                need(10)
+                n, off = int.from_bytes(buf[2:10], "big"), 10
+            need(off + n)
+            compressed = compressed or bool(rsv1)
+            total += off + n
+            buf = buf[off + n:]
+            if fin:
+                return [total, compressed]
+    finally:
+        s.close()
 
 
 def pair_by_hand(url, code):

@@ -1,10 +1,14 @@
+import CompressNIO
+import Crypto
 import Foundation
 import Hummingbird
 import NIOCore
 
 /// The pages, their script and style, and xterm.js: all served by the tool itself, never
 /// from elsewhere. xterm.js is Debian's build (node-xterm, CommonJS modules), joined once
-/// into one script the browser can load.
+/// into one script the browser can load. Each is kept as sent: gzipped once at the start for
+/// a browser that takes gzip, and named by a tag of its content, so a page loaded again
+/// revalidates its files (`304 Not Modified`) instead of fetching them.
 struct ServeAssets: Sendable {
     /// Files a page may load before its device is paired.
     static let open: Set<String> = ["app.css", "pair.js"]
@@ -13,36 +17,91 @@ struct ServeAssets: Sendable {
         "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
         + "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 
-    private let files: [String: (type: String, body: String)]
+    struct File: Sendable {
+        var type: String
+        var body: ByteBuffer
+        /// The body gzipped, when that is smaller.
+        var gzipped: ByteBuffer?
+        /// A weak entity tag: the same content, gzipped or not, is the same file.
+        var tag: String
+
+        init(type: String, text: String) {
+            self.type = type
+            body = ByteBuffer(string: text)
+            var source = body
+            if let packed = try? source.compress(with: .gzip(configuration: .init(compressionLevel: 9))),
+               packed.readableBytes < body.readableBytes
+            {
+                gzipped = packed
+            }
+            tag = "W/\"" + SHA256.hash(data: Array(text.utf8)).prefix(12).map { String(format: "%02x", $0) }.joined() + "\""
+        }
+    }
+
+    private let files: [String: File]
 
     init(xtermDirectory: String) {
-        var files: [String: (String, String)] = [
-            "app.css": ("text/css; charset=utf-8", Self.css),
-            "app.js": ("text/javascript; charset=utf-8", Self.appScript),
-            "board.js": ("text/javascript; charset=utf-8", Self.boardScript),
-            "task.js": ("text/javascript; charset=utf-8", Self.taskScript),
-            "pair.js": ("text/javascript; charset=utf-8", Self.pairScript),
-            "new.js": ("text/javascript; charset=utf-8", Self.newTaskScript),
+        var files: [String: File] = [
+            "app.css": File(type: "text/css; charset=utf-8", text: Self.css),
+            "app.js": File(type: "text/javascript; charset=utf-8", text: Self.appScript),
+            "board.js": File(type: "text/javascript; charset=utf-8", text: Self.boardScript),
+            "task.js": File(type: "text/javascript; charset=utf-8", text: Self.taskScript),
+            "pair.js": File(type: "text/javascript; charset=utf-8", text: Self.pairScript),
+            "new.js": File(type: "text/javascript; charset=utf-8", text: Self.newTaskScript),
         ]
         if let bundle = Self.bundleXterm(xtermDirectory) {
-            files["xterm.js"] = ("text/javascript; charset=utf-8", bundle)
+            files["xterm.js"] = File(type: "text/javascript; charset=utf-8", text: bundle)
         }
         if let css = try? String(contentsOfFile: xtermDirectory + "/xterm.css", encoding: .utf8) {
-            files["xterm.css"] = ("text/css; charset=utf-8", css)
+            files["xterm.css"] = File(type: "text/css; charset=utf-8", text: css)
         }
         self.files = files
     }
 
     var hasTerminal: Bool { files["xterm.js"] != nil }
 
-    func response(_ name: String) -> Response {
+    /// The file, gzipped when `acceptEncoding` takes gzip; `304 Not Modified` when
+    /// `ifNoneMatch` names its tag.
+    func response(_ name: String, ifNoneMatch: String? = nil, acceptEncoding: String? = nil) -> Response {
         guard let file = files[name] else {
             let hint = name.hasPrefix("xterm") ? "xterm.js is not installed here (Debian: apt-get install node-xterm)" : "no such file"
             return ServeServer.error(.notFound, code: "notFound", hint)
         }
-        return Response(status: .ok, headers: [.contentType: file.type, .cacheControl: "no-cache",
-                                               .init("X-Content-Type-Options")!: "nosniff"],
-                        body: .init(byteBuffer: ByteBuffer(string: file.body)))
+        var headers: HTTPFields = [.cacheControl: "no-cache", .eTag: file.tag, .vary: "Accept-Encoding"]
+        if let ifNoneMatch, Self.matches(ifNoneMatch, tag: file.tag) {
+            return Response(status: .notModified, headers: headers)
+        }
+        headers[.contentType] = file.type
+        headers[.init("X-Content-Type-Options")!] = "nosniff"
+        if let packed = file.gzipped, let acceptEncoding, Self.takesGzip(acceptEncoding) {
+            headers[.contentEncoding] = "gzip"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: packed))
+        }
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: file.body))
+    }
+
+    /// Whether an `If-None-Match` names `tag` (compared weakly, as RFC 9110 says for it).
+    static func matches(_ ifNoneMatch: String, tag: String) -> Bool {
+        func opaque(_ t: Substring) -> Substring {
+            let t = t.trimmingCharacters(in: .whitespaces)[...]
+            return t.hasPrefix("W/") ? t.dropFirst(2) : t
+        }
+        let wanted = opaque(tag[...])
+        return ifNoneMatch.split(separator: ",").contains { opaque($0) == wanted || opaque($0) == "*" }
+    }
+
+    /// Whether an `Accept-Encoding` takes gzip: named (or `*`) without `q=0`.
+    static func takesGzip(_ acceptEncoding: String) -> Bool {
+        var gzip: Bool?, any: Bool?
+        for item in acceptEncoding.lowercased().split(separator: ",") {
+            let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard let coding = parts.first else { continue }
+            let refused = parts.dropFirst().contains { p in
+                p.hasPrefix("q=") && (Double(p.dropFirst(2)) ?? 1) == 0
+            }
+            if coding == "gzip" || coding == "x-gzip" { gzip = !refused } else if coding == "*" { any = !refused }
+        }
+        return gzip ?? any ?? false
     }
 
     /// Joins the CommonJS modules under `directory` (tests left out) into one script that

@@ -1,4 +1,5 @@
 import AgentSessions
+import CompressNIO
 import Crypto
 import Foundation
 import Hummingbird
@@ -82,7 +83,8 @@ public final class ServeServer: Sendable {
             router: router,
             // a screen's burst is one frame; a client that does not answer a close (a phone
             // gone to sleep) is let go after 2 s, so stopping never waits long; a ping every
-            // 30 s finds the dead ones
+            // 30 s finds the dead ones. No permessage-deflate: a browser then compresses each
+            // keystroke it sends, and the page's keystrokes measured slower with it
             server: .http1WebSocketUpgrade(webSocketRouter: router, configuration: .init(
                 ws: .init(maxFrameSize: 1 << 20, autoPing: .enabled(timePeriod: .seconds(30)), closeTimeout: .seconds(2)))),
             configuration: ApplicationConfiguration(address: .hostname(host, port: options.port), serverName: "agent-sessions"),
@@ -122,7 +124,7 @@ public final class ServeServer: Sendable {
             let file = context.parameters.get("file") ?? ""
             // what the pairing page needs is open; the rest only to a paired device
             guard ServeAssets.open.contains(file) || device(request) != nil else { return Self.unpaired() }
-            return assets.response(file)
+            return assets.response(file, ifNoneMatch: request.headers[.ifNoneMatch], acceptEncoding: request.headers[.acceptEncoding])
         }
         // pairing
         router.post("/api/pair") { [self] request, context in
@@ -131,7 +133,7 @@ public final class ServeServer: Sendable {
         // the board
         router.get("/api/board") { [self] request, _ in
             guard device(request) != nil else { return Self.unpaired() }
-            return Self.json(await board.current())
+            return Self.json(await board.current(), packedFor: request)
         }
         router.ws("/api/board/live") { [self] request, _ in
             try admitUpgrade(request)
@@ -223,7 +225,7 @@ public final class ServeServer: Sendable {
             let path = request.uri.queryParameters.get("path") ?? ""
             return try await act(request, context, action: nil) { task in
                 let p = try await task.patch(file: path)
-                return Self.json(PatchView(path: p.path, patch: p.patch, truncated: p.isTruncated))
+                return Self.json(PatchView(path: p.path, patch: p.patch, truncated: p.isTruncated), packedFor: request)
             }
         }
         router.post("/api/tasks/:task/stop") { [self] request, context in
@@ -507,10 +509,21 @@ public final class ServeServer: Sendable {
         return e
     }()
 
-    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
+    /// The value as JSON; gzipped when `request` takes gzip and it is over 1 KB (the board is
+    /// 40 KB at 100 tasks, a patch may be more).
+    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok, packedFor request: Request? = nil) -> Response {
         let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
-        return Response(status: status, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
-                        body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"]
+        var body = ByteBuffer(bytes: data)
+        if let request, data.count > 1024, let accepts = request.headers[.acceptEncoding], ServeAssets.takesGzip(accepts) {
+            var source = body
+            if let packed = try? source.compress(with: .gzip()), packed.readableBytes < body.readableBytes {
+                body = packed
+                headers[.contentEncoding] = "gzip"
+            }
+            headers[.vary] = "Accept-Encoding"
+        }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
     }
 
     static func html(_ text: String) -> Response {

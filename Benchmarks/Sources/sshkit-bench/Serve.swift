@@ -263,9 +263,12 @@ func benchServe(_ f: Fixture, rounds: Int) async throws {
     func total(_ k: String) -> Int { load[k]?["total"] as? Int ?? -1 }
     func first(_ k: String) -> Int { load[k]?["firstSocketMessage"] as? Int ?? 0 }
     out("| the page and what it loads | \(total("board")) | \(total("task")) |")
-    out("| its first socket message | \(first("board")) | \(first("task")) |")
-    out("| in all | \(total("board") + first("board")) | \(total("task") + first("task")) |")
-    out("(a board message: \(sizes.isEmpty ? 0 : sizes.reduce(0, +) / sizes.count) bytes on average over \(sizes.count))")
+    func wire(_ k: String) -> Int { (load[k]?["firstSocketWire"] as? [Any])?.first as? Int ?? -1 }
+    func deflated(_ k: String) -> String { ((load[k]?["firstSocketWire"] as? [Any])?.last as? Bool) == true ? " (deflated)" : "" }
+    out("| its first socket message, as read | \(first("board")) | \(first("task")) |")
+    out("| … on the wire | \(wire("board"))\(deflated("board")) | \(wire("task"))\(deflated("task")) |")
+    out("| in all (the page, what it loads, the first message on the wire) | \(total("board") + wire("board")) | \(total("task") + wire("task")) |")
+    out("(a board message as read: \(sizes.isEmpty ? 0 : sizes.reduce(0, +) / sizes.count) bytes on average over \(sizes.count))")
 
     serve.stop()
     // the store goes with the bench's home; the agents with their tmux servers, the

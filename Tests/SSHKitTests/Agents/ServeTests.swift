@@ -1,4 +1,4 @@
-import AgentServe
+@testable import AgentServe
 import AgentSessions
 import Foundation
 import Testing
@@ -66,6 +66,8 @@ struct ServeTests {
         var fields: [String: String]
         var body: String
         var socket: Int32 = -1
+        /// The body as it came (a gzipped one is not text).
+        var bytes: [UInt8] = []
     }
 
     static func http(_ port: Int, _ method: String, _ path: String, headers: [String: String] = [:],
@@ -116,7 +118,7 @@ struct ServeTests {
                 fields[l[..<c].lowercased()] = l[l.index(after: c)...].trimmingCharacters(in: .whitespaces)
             }
         }
-        var e = Exchange(status: status, fields: fields, body: String(decoding: data[h...], as: UTF8.self))
+        var e = Exchange(status: status, fields: fields, body: String(decoding: data[h...], as: UTF8.self), bytes: Array(data[h...]))
         if status == 101 { e.socket = fd } else { close(fd) }
         return e
     }
@@ -360,6 +362,72 @@ struct ServeTests {
             #expect(try Self.http(s.port, "GET", "/static/app.css").status == 200)
             // a forged cookie is no device
             #expect(try Self.http(s.port, "GET", "/api/board", headers: ["Cookie": "as_device=forged"]).status == 401)
+        }
+    }
+
+    @Test func gzipIsSentOnlyWhereTheRequestTakesItAndATagMatchesWeakly() {
+        for taken in ["gzip", "gzip, deflate, br, zstd", "br;q=1.0, GZIP;q=0.5", "x-gzip", "*", "br, *;q=0.1", "identity, gzip;q=0.001"] {
+            #expect(ServeAssets.takesGzip(taken), "\(taken)")
+        }
+        for refused in ["", "identity", "br", "gzip;q=0", "gzip; q=0.0, br", "*;q=0", "gzip;q=0, *", "deflate, *;q=0"] {
+            #expect(!ServeAssets.takesGzip(refused), "\(refused)")
+        }
+        let tag = #"W/"0123abcd""#
+        for matching in [tag, #""0123abcd""#, #"W/"ffff", W/"0123abcd""#, "*", #" "0123abcd" "#] {
+            #expect(ServeAssets.matches(matching, tag: tag), "\(matching)")
+        }
+        for other in [#"W/"0123abcde""#, #""0123abcd"x"#, "", "0123abcd", #"W/"ffff""#] {
+            #expect(!ServeAssets.matches(other, tag: tag), "\(other)")
+        }
+    }
+
+    @Test func thePagesFilesAreGzippedForABrowserThatTakesItAndRevalidatedByTheirTag() async throws {
+        try await MCPServerTests.withUser { u, _ in
+            let s = try Served(u)
+            defer { s.stop() }
+            let cookie = try Self.pairByHand(u, s)
+            // a small answer (an empty board) goes as it is, gzip taken or not
+            let board = try Self.http(s.port, "GET", "/api/board", headers: ["Cookie": cookie, "Accept-Encoding": "gzip"])
+            #expect(board.status == 200 && board.fields["content-encoding"] == nil && board.body.hasPrefix("{"), "\(board)")
+            for file in ["task.js", "app.css"] {
+                let plain = try Self.http(s.port, "GET", "/static/" + file, headers: ["Cookie": cookie])
+                #expect(plain.status == 200 && plain.fields["content-encoding"] == nil, "\(file): \(plain.fields)")
+                let tag = try #require(plain.fields["etag"], "\(file): \(plain.fields)")
+                #expect(plain.fields["vary"] == "Accept-Encoding", "\(plain.fields)")
+
+                // gzipped for a browser that takes it: what gzip itself unpacks is the same file
+                let packed = try Self.http(s.port, "GET", "/static/" + file,
+                                           headers: ["Cookie": cookie, "Accept-Encoding": "gzip, deflate, br, zstd"])
+                #expect(packed.status == 200 && packed.fields["content-encoding"] == "gzip", "\(file): \(packed.fields)")
+                #expect(packed.fields["etag"] == tag && packed.bytes.count * 2 < plain.bytes.count,
+                        "\(file): \(packed.bytes.count) bytes gzipped, \(plain.bytes.count) not")
+                let gunzip = Process()
+                gunzip.executableURL = URL(fileURLWithPath: "/bin/gzip")
+                gunzip.arguments = ["-dc"]
+                let input = Pipe(), output = Pipe()
+                gunzip.standardInput = input
+                gunzip.standardOutput = output
+                try gunzip.run()
+                input.fileHandleForWriting.write(Data(packed.bytes))
+                try input.fileHandleForWriting.close()
+                let unpacked = output.fileHandleForReading.readDataToEndOfFile()
+                gunzip.waitUntilExit()
+                #expect(gunzip.terminationStatus == 0 && [UInt8](unpacked) == plain.bytes, "\(file): gzip -dc gave \(unpacked.count) bytes")
+
+                // gzip refused (q=0), or not named: as it is
+                for refused in ["gzip;q=0, identity", "identity", "br"] {
+                    let r = try Self.http(s.port, "GET", "/static/" + file, headers: ["Cookie": cookie, "Accept-Encoding": refused])
+                    #expect(r.status == 200 && r.fields["content-encoding"] == nil && r.bytes == plain.bytes, "\(refused): \(r.fields)")
+                }
+                // loaded again: its tag, then nothing to send
+                let again = try Self.http(s.port, "GET", "/static/" + file,
+                                          headers: ["Cookie": cookie, "If-None-Match": tag, "Accept-Encoding": "gzip"])
+                #expect(again.status == 304 && again.bytes.isEmpty && again.fields["etag"] == tag, "\(file): \(again)")
+                let other = try Self.http(s.port, "GET", "/static/" + file, headers: ["Cookie": cookie, "If-None-Match": #"W/"0000", "abc""#])
+                #expect(other.status == 200 && other.bytes == plain.bytes, "\(file): \(other.status)")
+                // a device that is not paired learns nothing from a tag either
+                #expect(try Self.http(s.port, "GET", "/static/" + file, headers: ["If-None-Match": tag]).status == (file == "app.css" ? 304 : 401))
+            }
         }
     }
 
