@@ -28,12 +28,7 @@ struct ServeAssets: Sendable {
         init(type: String, text: String) {
             self.type = type
             body = ByteBuffer(string: text)
-            var source = body
-            if let packed = try? source.compress(with: .gzip(configuration: .init(compressionLevel: 9))),
-               packed.readableBytes < body.readableBytes
-            {
-                gzipped = packed
-            }
+            gzipped = ServeAssets.gzipped(body, level: 9)
             tag = "W/\"" + SHA256.hash(data: Array(text.utf8)).prefix(12).map { String(format: "%02x", $0) }.joined() + "\""
         }
     }
@@ -78,6 +73,15 @@ struct ServeAssets: Sendable {
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: packed))
         }
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: file.body))
+    }
+
+    /// `body` gzipped (zlib's `level`, 1 to 9), or nil when that is not smaller.
+    static func gzipped(_ body: ByteBuffer, level: Int32 = 6) -> ByteBuffer? {
+        var source = body
+        guard let packed = try? source.compress(with: .gzip(configuration: .init(compressionLevel: level))),
+              packed.readableBytes < body.readableBytes
+        else { return nil }
+        return packed
     }
 
     /// Whether an `If-None-Match` names `tag` (compared weakly, as RFC 9110 says for it).

@@ -1,5 +1,4 @@
 import AgentSessions
-import CompressNIO
 import Crypto
 import Foundation
 import Hummingbird
@@ -516,8 +515,7 @@ public final class ServeServer: Sendable {
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"]
         var body = ByteBuffer(bytes: data)
         if let request, data.count > 1024, let accepts = request.headers[.acceptEncoding], ServeAssets.takesGzip(accepts) {
-            var source = body
-            if let packed = try? source.compress(with: .gzip()), packed.readableBytes < body.readableBytes {
+            if let packed = ServeAssets.gzipped(body) {
                 body = packed
                 headers[.contentEncoding] = "gzip"
             }
