@@ -1,5 +1,4 @@
 import CompressNIO
-import Crypto
 import Foundation
 import Hummingbird
 import NIOCore
@@ -29,7 +28,7 @@ struct ServeAssets: Sendable {
             self.type = type
             body = ByteBuffer(string: text)
             gzipped = ServeAssets.gzipped(body, level: 9)
-            tag = "W/\"" + SHA256.hash(data: Array(text.utf8)).prefix(12).map { String(format: "%02x", $0) }.joined() + "\""
+            tag = "W/\"" + ServeState.hash(text).prefix(24) + "\""
         }
     }
 
